@@ -1,0 +1,63 @@
+// Env: every file, clock and sleep call goes through this interface, as in
+// LevelDB, so tests can inject faults (disk full, fsync failure, crash before
+// rename) and a fake clock. Env::Default() is the POSIX implementation and is
+// thread-safe.
+//
+//   Env* env = Env::Default();
+//   ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path));
+//   ASSIGN_OR_RETURN(auto file, env->NewAppendableFile(workdir + "/metrics.jsonl"));
+//   RETURN_IF_ERROR(file->Append(line));
+#ifndef SHARDLINE_COMMON_ENV_H_
+#define SHARDLINE_COMMON_ENV_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace shardline {
+
+// A file open for sequential writing. Not thread-safe. Errors name the path.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual absl::Status Append(absl::string_view data) = 0;
+  // Hands buffered data to the OS.
+  virtual absl::Status Flush() = 0;
+  // Makes the data durable (fdatasync).
+  virtual absl::Status Sync() = 0;
+  virtual absl::Status Close() = 0;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // The process-wide POSIX Env. Never destroyed.
+  static Env* Default();
+
+  // Reads the whole file. NotFound if it does not exist.
+  virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+  virtual bool FileExists(const std::string& path) = 0;
+  virtual bool IsDirectory(const std::string& path) = 0;
+  // Creates `path` and any missing parents (mkdir -p).
+  virtual absl::Status CreateDirs(const std::string& path) = 0;
+  // Opens for appending, creating the file if needed.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(
+      const std::string& path) = 0;
+  // Creates or truncates.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) = 0;
+  virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
+
+  // Monotonic clock in microseconds.
+  virtual int64_t NowMicros() = 0;
+  virtual void SleepForMicros(int64_t micros) = 0;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COMMON_ENV_H_

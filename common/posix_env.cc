@@ -1,0 +1,152 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+
+namespace shardline {
+namespace {
+
+absl::Status PosixError(const std::string& context, int err) {
+  std::string msg = absl::StrCat(context, ": ", strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    case ENOSPC:
+      return absl::ResourceExhaustedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+class PosixWritableFile : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  absl::Status Append(absl::string_view data) override {
+    const char* p = data.data();
+    size_t left = data.size();
+    while (left > 0) {
+      ssize_t n = write(fd_, p, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return PosixError(absl::StrCat("write ", path_), errno);
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Flush() override { return absl::OkStatus(); }  // unbuffered
+  absl::Status Sync() override {
+    if (fdatasync(fd_) != 0) return PosixError(absl::StrCat("fdatasync ", path_), errno);
+    return absl::OkStatus();
+  }
+  absl::Status Close() override {
+    int fd = fd_;
+    fd_ = -1;
+    if (fd >= 0 && close(fd) != 0) return PosixError(absl::StrCat("close ", path_), errno);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+class PosixEnv : public Env {
+ public:
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return PosixError(absl::StrCat("open ", path), errno);
+    std::string out;
+    char buf[1 << 16];
+    for (;;) {
+      ssize_t n = read(fd, buf, sizeof(buf));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        close(fd);
+        return PosixError(absl::StrCat("read ", path), err);
+      }
+      if (n == 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    return out;
+  }
+
+  bool FileExists(const std::string& path) override { return access(path.c_str(), F_OK) == 0; }
+
+  bool IsDirectory(const std::string& path) override {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  }
+
+  absl::Status CreateDirs(const std::string& path) override {
+    if (path.empty() || IsDirectory(path)) return absl::OkStatus();
+    size_t slash = path.find_last_of('/');
+    if (slash != std::string::npos && slash > 0) {
+      absl::Status parent = CreateDirs(path.substr(0, slash));
+      if (!parent.ok()) return parent;
+    }
+    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      return PosixError(absl::StrCat("mkdir ", path), errno);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(
+      const std::string& path) override {
+    return Open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC);
+  }
+
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) override {
+    return Open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);
+  }
+
+  absl::Status RenameFile(const std::string& from, const std::string& to) override {
+    if (rename(from.c_str(), to.c_str()) != 0) {
+      return PosixError(absl::StrCat("rename ", from, " to ", to), errno);
+    }
+    return absl::OkStatus();
+  }
+
+  int64_t NowMicros() override {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+  }
+
+  void SleepForMicros(int64_t micros) override {
+    if (micros > 0) usleep(static_cast<useconds_t>(micros));
+  }
+
+ private:
+  absl::StatusOr<std::unique_ptr<WritableFile>> Open(const std::string& path, int flags) {
+    int fd = open(path.c_str(), flags, 0644);
+    if (fd < 0) return PosixError(absl::StrCat("open ", path), errno);
+    return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  static Env* env = new PosixEnv();
+  return env;
+}
+
+}  // namespace shardline

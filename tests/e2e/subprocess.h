@@ -1,0 +1,45 @@
+// Runs real processes for end-to-end tests: start with a bounded lifetime,
+// capture combined stdout+stderr to a file, wait with a timeout, signal.
+//
+//   Subprocess p({bin, "train", "--config", cfg, "--workdir", dir});
+//   int code = p.Wait(absl::Seconds(60));   // kills with SIGKILL on timeout
+//   std::string log = p.Output();
+#ifndef SHARDLINE_TESTS_E2E_SUBPROCESS_H_
+#define SHARDLINE_TESTS_E2E_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace shardline {
+
+class Subprocess {
+ public:
+  // Starts argv[0] (a path) with argv; output goes to a temp file.
+  explicit Subprocess(const std::vector<std::string>& argv);
+  ~Subprocess();  // SIGKILLs the process if it still runs
+
+  pid_t pid() const { return pid_; }
+  // Waits for exit. Returns the exit code, 128+signal if killed by a signal,
+  // or -1 after killing it because `timeout` passed.
+  int Wait(absl::Duration timeout);
+  void Signal(int sig);
+  // Everything the process wrote so far.
+  std::string Output() const;
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int exit_code_ = 0;
+  std::string output_path_;
+};
+
+// The path of a built binary, e.g. BinPath("shardline").
+std::string BinPath(const std::string& name);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_TESTS_E2E_SUBPROCESS_H_

@@ -1,0 +1,92 @@
+#include "worker/data/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace shardline {
+namespace {
+
+TEST(PipelineTest, ShuffleIsAPermutationThatDependsOnSeedAndEpoch) {
+  const std::vector<int32_t> p = BatchPipeline::Shuffle(3, 0, 1000);
+  std::vector<int32_t> sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int32_t> iota(1000);
+  std::iota(iota.begin(), iota.end(), 0);
+  EXPECT_EQ(sorted, iota);
+  EXPECT_NE(p, iota);
+  EXPECT_EQ(p, BatchPipeline::Shuffle(3, 0, 1000));
+  EXPECT_NE(p, BatchPipeline::Shuffle(3, 1, 1000));
+  EXPECT_NE(p, BatchPipeline::Shuffle(4, 0, 1000));
+}
+
+TEST(PipelineTest, BatchOfAStepDoesNotDependOnWhatWasReadBefore) {
+  BatchPipeline sequential(1000, 32, 7), jumped(1000, 32, 7);
+  std::vector<int32_t> a, b;
+  for (int64_t s = 0; s <= 70; ++s) sequential.GlobalBatch(s, &a);
+  jumped.GlobalBatch(70, &b);  // epoch 2 directly
+  EXPECT_EQ(a, b);
+  jumped.GlobalBatch(3, &b);  // and back
+  sequential.GlobalBatch(3, &a);
+  EXPECT_EQ(a, b);
+}
+
+TEST(PipelineTest, EachEpochVisitsDistinctExamplesAndDropsTheRemainder) {
+  BatchPipeline pipe(1000, 32, 1);
+  EXPECT_EQ(pipe.steps_per_epoch(), 31);
+  std::vector<int32_t> seen, batch;
+  for (int64_t s = 0; s < 31; ++s) {
+    pipe.GlobalBatch(s, &batch);
+    seen.insert(seen.end(), batch.begin(), batch.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end());
+  EXPECT_EQ(seen.size(), 992u);
+}
+
+TEST(PipelineTest, RankSlicesConcatenateToTheGlobalBatch) {
+  BatchPipeline pipe(5000, 120, 11);
+  for (int world : {1, 2, 3, 4, 5, 8}) {
+    std::vector<int32_t> global, joined, slice;
+    pipe.GlobalBatch(17, &global);
+    for (int r = 0; r < world; ++r) {
+      pipe.RankSlice(17, r, world, &slice);
+      EXPECT_EQ(slice.size(), 120u / world);
+      joined.insert(joined.end(), slice.begin(), slice.end());
+    }
+    EXPECT_EQ(joined, global) << "world " << world;
+  }
+}
+
+TEST(PipelineTest, PositionRoundTripsAndRejectsAnotherPipeline) {
+  BatchPipeline pipe(1000, 32, 7);
+  state::DataPosition pos;
+  ASSERT_TRUE(pos.ParseFromString(pipe.Position(123).SerializeAsString()));
+  absl::StatusOr<int64_t> next = pipe.Restore(pos);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, 123);
+
+  BatchPipeline other_seed(1000, 32, 8);
+  absl::StatusOr<int64_t> bad = other_seed.Restore(pos);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("shuffle_seed 7"), absl::string_view::npos);
+}
+
+TEST(PipelineTest, GatherCopiesRowsAndLabels) {
+  Dataset d;
+  d.num_examples = 3;
+  d.feature_dim = 2;
+  d.num_classes = 3;
+  d.features = {0, 1, 10, 11, 20, 21};
+  d.labels = {0, 1, 2};
+  std::vector<float> x(4);
+  std::vector<int32_t> y(2);
+  const std::vector<int32_t> rows = {2, 0};
+  GatherBatch(d, rows, x.data(), y.data());
+  EXPECT_EQ(x, (std::vector<float>{20, 21, 0, 1}));
+  EXPECT_EQ(y, (std::vector<int32_t>{2, 0}));
+}
+
+}  // namespace
+}  // namespace shardline

@@ -1,0 +1,149 @@
+#include "worker/model/mlp.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/rng.h"
+
+namespace shardline {
+namespace {
+
+struct Problem {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  int n;
+};
+
+Problem RandomProblem(int n, int dim, int classes, uint64_t seed) {
+  Problem p;
+  p.n = n;
+  RandomStream rng(seed, Purpose::kDropout, 0, 0);
+  for (int i = 0; i < n * dim; ++i) p.x.push_back(2 * rng.Uniform(static_cast<uint64_t>(i)) - 1);
+  for (int i = 0; i < n; ++i) {
+    p.y.push_back(static_cast<int32_t>(rng.UniformInt(static_cast<uint64_t>(100000 + i),
+                                                      static_cast<uint64_t>(classes))));
+  }
+  return p;
+}
+
+std::vector<float> InitParams(const Mlp& mlp, uint64_t seed) {
+  std::vector<float> p(static_cast<size_t>(mlp.layout().total_size()));
+  mlp.InitRange(seed, Range{0, mlp.layout().total_size()}, p.data());
+  // Non-zero biases so their gradients are exercised away from the origin.
+  for (const TensorInfo& t : mlp.layout().tensors()) {
+    if (t.shape.size() == 1) {
+      for (int64_t i = 0; i < t.size; ++i) p[static_cast<size_t>(t.offset + i)] = 0.1f * ((i % 3) - 1);
+    }
+  }
+  return p;
+}
+
+class GradientCheckTest : public ::testing::TestWithParam<config::Activation> {};
+
+// Every analytic gradient entry matches a central finite difference of the
+// scaled loss. Where a ReLU kink lies within +-eps of the point (the left and
+// right one-sided differences disagree) the central difference means
+// nothing, so such entries are skipped; nearly all must be checked.
+TEST_P(GradientCheckTest, MatchesFiniteDifferences) {
+  const Mlp mlp({5, {7, 6}, 4, GetParam()});
+  const Problem prob = RandomProblem(6, 5, 4, 1);
+  std::vector<float> params = InitParams(mlp, 3);
+  std::vector<float> grads(params.size());
+  MlpWorkspace ws;
+  const float scale = 1.0f / prob.n;
+  mlp.ForwardBackward(params.data(), prob.x.data(), prob.y.data(), prob.n, scale, false,
+                      grads.data(), &ws);
+  auto loss = [&] {
+    return mlp.Evaluate(params.data(), prob.x.data(), prob.y.data(), prob.n, &ws).loss_sum * scale;
+  };
+  const double center = loss();
+  const float eps = 1e-3f;
+  size_t checked = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const float saved = params[i];
+    params[i] = saved + eps;
+    const double up = loss();
+    params[i] = saved - eps;
+    const double down = loss();
+    params[i] = saved;
+    const double right = (up - center) / eps, left = (center - down) / eps;
+    if (std::fabs(right - left) > 0.05 * std::fabs(right) + 2e-3) continue;  // a kink
+    const double numeric = (up - down) / (2 * eps);
+    EXPECT_NEAR(grads[i], numeric, 1e-3 + 1e-2 * std::fabs(numeric)) << "param " << i;
+    ++checked;
+  }
+  EXPECT_GE(checked, params.size() * 95 / 100);
+  if (GetParam() == config::TANH) {
+    EXPECT_EQ(checked, params.size());  // smooth: nothing skipped
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, GradientCheckTest,
+                         ::testing::Values(config::RELU, config::TANH));
+
+TEST(MlpTest, LayoutIsNamedContiguousAndInLayerOrder) {
+  const Mlp mlp({784, {256, 128}, 10, config::RELU});
+  const auto& t = mlp.layout().tensors();
+  ASSERT_EQ(t.size(), 6u);
+  EXPECT_EQ(t[0].name, "layer0/w");
+  EXPECT_EQ(t[0].shape, (std::vector<int64_t>{784, 256}));
+  EXPECT_EQ(t[1].name, "layer0/b");
+  EXPECT_EQ(t[1].offset, 784 * 256);
+  EXPECT_EQ(t[5].name, "layer2/b");
+  EXPECT_EQ(mlp.layout().total_size(), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+  // forward + weight-gradient everywhere, input-gradient for layers 1 and 2.
+  EXPECT_EQ(mlp.TrainFlopsPerExample(), 4 * 784 * 256 + 6 * (256 * 128 + 128 * 10));
+}
+
+TEST(MlpTest, InitOfAnyRangeEqualsTheSameSliceOfTheWhole) {
+  const Mlp mlp({50, {30}, 10, config::RELU});
+  const int64_t total = mlp.layout().total_size();
+  std::vector<float> whole(static_cast<size_t>(total));
+  mlp.InitRange(5, Range{0, total}, whole.data());
+  for (int world : {2, 3, 7}) {
+    for (int r = 0; r < world; ++r) {
+      const Range shard = ShardRange(total, r, world);
+      std::vector<float> part(static_cast<size_t>(shard.size()));
+      mlp.InitRange(5, shard, part.data());
+      EXPECT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + shard.begin));
+    }
+  }
+  // He-uniform bound for the first weight matrix; zero biases.
+  const float bound = std::sqrt(6.0f / 50);
+  for (int64_t i = 0; i < 50 * 30; ++i) EXPECT_LE(std::fabs(whole[static_cast<size_t>(i)]), bound);
+  EXPECT_EQ(whole[50 * 30], 0.0f);
+}
+
+TEST(MlpTest, AccumulateAddsToExistingGradients) {
+  const Mlp mlp({5, {4}, 3, config::RELU});
+  const Problem a = RandomProblem(4, 5, 3, 10), b = RandomProblem(4, 5, 3, 11);
+  std::vector<float> params = InitParams(mlp, 1);
+  std::vector<float> ga(params.size()), gb(params.size()), gab(params.size());
+  MlpWorkspace ws;
+  mlp.ForwardBackward(params.data(), a.x.data(), a.y.data(), 4, 0.5f, false, ga.data(), &ws);
+  mlp.ForwardBackward(params.data(), b.x.data(), b.y.data(), 4, 0.5f, false, gb.data(), &ws);
+  mlp.ForwardBackward(params.data(), a.x.data(), a.y.data(), 4, 0.5f, false, gab.data(), &ws);
+  mlp.ForwardBackward(params.data(), b.x.data(), b.y.data(), 4, 0.5f, true, gab.data(), &ws);
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_NEAR(gab[i], ga[i] + gb[i], 1e-6);
+}
+
+TEST(MlpTest, EvaluateCountsCorrectPredictions) {
+  // One layer with identity-like weights: the argmax is the largest input.
+  const Mlp mlp({3, {3}, 3, config::RELU});
+  std::vector<float> params(static_cast<size_t>(mlp.layout().total_size()), 0.0f);
+  for (int layer = 0; layer < 2; ++layer) {
+    const TensorInfo& w = mlp.layout().tensor(2 * layer);
+    for (int i = 0; i < 3; ++i) params[static_cast<size_t>(w.offset + i * 3 + i)] = 1.0f;
+  }
+  const std::vector<float> x = {3, 1, 0, 0, 2, 1, 1, 0, 5};
+  const std::vector<int32_t> y = {0, 1, 1};
+  MlpWorkspace ws;
+  const BatchStats s = mlp.Evaluate(params.data(), x.data(), y.data(), 3, &ws);
+  EXPECT_EQ(s.count, 3);
+  EXPECT_EQ(s.correct, 2);
+  EXPECT_GT(s.loss_sum, 0);
+}
+
+}  // namespace
+}  // namespace shardline

@@ -1,0 +1,150 @@
+#include "worker/train/train_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "common/config.h"
+#include "worker/model/gemm.h"
+#include "worker/train/nan_guard.h"
+
+namespace shardline {
+namespace {
+
+constexpr char kDefaultConfig[] = SHARDLINE_SOURCE_DIR "/deploy/configs/fmnist_mlp.textproto";
+
+class TrainLoopTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    SetBlasThreads(1);
+    data_ = new FashionMnist(*LoadFashionMnist(Env::Default(), "/usr/share/datasets/fashion-mnist"));
+  }
+  static void TearDownTestSuite() { delete data_; }
+
+  // The default job shortened to 60 steps, then `overrides`.
+  static config::JobConfig Config(const std::vector<std::string>& overrides) {
+    config::JobConfig c = *LoadConfig(Env::Default(), kDefaultConfig, {});
+    c.mutable_train()->set_total_steps(60);
+    c.mutable_train()->set_log_every(20);
+    c.mutable_train()->set_eval_every(30);
+    for (const std::string& o : overrides) EXPECT_TRUE(ApplyOverride(o, &c).ok()) << o;
+    EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+    return c;
+  }
+
+  static absl::StatusOr<TrainResult> Run(const config::JobConfig& c, MetricsSink* sink = nullptr) {
+    LocalCollectives comm;
+    TrainOptions options;
+    options.metrics = sink;
+    options.show_progress = false;
+    return RunTraining(c, *data_, comm, options);
+  }
+
+  static FashionMnist* data_;
+};
+
+FashionMnist* TrainLoopTest::data_ = nullptr;
+
+class Lines : public MetricsSink {
+ public:
+  absl::Status Write(const JsonLine& line) override {
+    lines.push_back(line.ToString());
+    return absl::OkStatus();
+  }
+  std::vector<std::string> lines;
+};
+
+TEST_F(TrainLoopTest, SameSeedGivesBitwiseEqualParameters) {
+  const config::JobConfig c = Config({});
+  absl::StatusOr<TrainResult> a = Run(c), b = Run(c);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(a->params.size(), b->params.size());
+  EXPECT_EQ(std::memcmp(a->params.data(), b->params.data(), a->params.size() * sizeof(float)), 0);
+  EXPECT_EQ(a->losses, b->losses);
+
+  absl::StatusOr<TrainResult> other = Run(Config({"seed=1"}));
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(std::memcmp(a->params.data(), other->params.data(), a->params.size() * sizeof(float)), 0);
+}
+
+TEST_F(TrainLoopTest, LossFallsAndEvalRunsOnSchedule) {
+  absl::StatusOr<TrainResult> r = Run(Config({}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 60);
+  EXPECT_LT(r->losses.back(), r->losses.front() * 0.6);
+  ASSERT_EQ(r->evals.size(), 2u);
+  EXPECT_EQ(r->evals[0].step, 30);
+  EXPECT_EQ(r->evals[1].step, 60);
+  EXPECT_GT(r->evals[1].accuracy, 0.6);
+}
+
+TEST_F(TrainLoopTest, WritesTrainAndEvalLinesInTheDocumentedFormat) {
+  Lines sink;
+  ASSERT_TRUE(Run(Config({}), &sink).ok());
+  // train at 20, 40, 60; eval at 30, 60.
+  ASSERT_EQ(sink.lines.size(), 5u);
+  EXPECT_TRUE(absl::StartsWith(sink.lines[0], "{\"step\":20,\"split\":\"train\",\"loss\":"));
+  for (const char* key : {"\"lr\":", "\"grad_norm\":", "\"param_norm\":", "\"update_norm\":",
+                          "\"samples_per_second\":"}) {
+    EXPECT_TRUE(absl::StrContains(sink.lines[0], key)) << key;
+  }
+  EXPECT_TRUE(absl::StartsWith(sink.lines[1], "{\"step\":30,\"split\":\"eval\",\"loss\":"));
+  EXPECT_TRUE(absl::StrContains(sink.lines[1], "\"accuracy\":"));
+  EXPECT_FALSE(absl::StrContains(sink.lines[0], "null"));
+}
+
+TEST_F(TrainLoopTest, GradientAccumulationComputesTheSameStep) {
+  absl::StatusOr<TrainResult> one = Run(Config({"train.total_steps=5"}));
+  absl::StatusOr<TrainResult> four = Run(Config({"train.total_steps=5", "train.grad_accum_steps=4"}));
+  ASSERT_TRUE(one.ok() && four.ok());
+  for (size_t i = 0; i < one->params.size(); ++i) {
+    ASSERT_NEAR(one->params[i], four->params[i], 1e-5) << i;
+  }
+}
+
+TEST_F(TrainLoopTest, ClippingBoundsTheUpdate) {
+  Lines clipped, free;
+  ASSERT_TRUE(Run(Config({"train.total_steps=1", "train.log_every=1", "train.grad_clip_norm=0.01",
+                          "optimizer.sgd.momentum=0", "schedule.warmup_steps=0",
+                          "schedule.decay=constant"}),
+                  &clipped).ok());
+  // With momentum 0 and lr 0.05, one clipped step moves parameters by
+  // exactly lr * clip_norm.
+  const std::string& line = clipped.lines[0];
+  const size_t at = line.find("\"update_norm\":");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_NEAR(std::strtod(line.c_str() + at + 14, nullptr), 0.05 * 0.01, 1e-6) << line;
+}
+
+TEST_F(TrainLoopTest, AdamWTrains) {
+  absl::StatusOr<TrainResult> r = Run(Config({"optimizer.adamw={}", "schedule.base_lr=0.001"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->evals.back().accuracy, 0.7);
+}
+
+TEST_F(TrainLoopTest, DivergenceStopsWithTheStepWindow) {
+  absl::StatusOr<TrainResult> r =
+      Run(Config({"schedule.base_lr=1e30", "schedule.warmup_steps=0", "schedule.decay=constant"}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "became")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "within steps")) << r.status();
+}
+
+TEST(NanGuardTest, NamesTheWindowAndTheLastFiniteLoss) {
+  NanGuard guard;
+  EXPECT_TRUE(guard.Check(0, 2.5, -1).ok());
+  EXPECT_TRUE(guard.Check(1, 2.0, 1.0).ok());
+  absl::Status s = guard.Check(2, std::nan(""), -1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "loss became nan at step 2 (within steps (1, 2]"))
+      << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "last finite loss 2 at step 1")) << s;
+  EXPECT_FALSE(NanGuard().Check(5, 1.0, INFINITY).ok());
+}
+
+}  // namespace
+}  // namespace shardline

@@ -1,0 +1,58 @@
+#include "worker/cli/args.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace shardline {
+
+std::string Args::Get(const std::string& name) const {
+  auto it = flags.find(name);
+  return it == flags.end() || it->second.empty() ? "" : it->second.back();
+}
+
+std::vector<std::string> Args::GetAll(const std::string& name) const {
+  auto it = flags.find(name);
+  return it == flags.end() ? std::vector<std::string>{} : it->second;
+}
+
+absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::string>& single,
+                       const std::set<std::string>& repeated, const std::string& command,
+                       Args* out) {
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      out->help = true;
+      continue;
+    }
+    if (!absl::StartsWith(arg, "--")) {
+      out->positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    const size_t eq = name.find('=');
+    bool has_value = eq != std::string::npos;
+    if (has_value) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (!single.count(name) && !repeated.count(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, " for '", command, "' (see ", command, " --help)"));
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --", name, " of '", command, "' needs a value"));
+      }
+      value = argv[++i];
+    }
+    if (single.count(name) && out->flags.count(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --", name, " of '", command, "' given twice"));
+    }
+    out->flags[name].push_back(value);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardline

@@ -1,0 +1,12 @@
+// Subcommands of the `shardline` tool. Each returns the process exit code.
+#ifndef SHARDLINE_WORKER_CLI_COMMANDS_H_
+#define SHARDLINE_WORKER_CLI_COMMANDS_H_
+
+namespace shardline {
+
+// shardline train --config F --workdir DIR [--set a.b=value ...]
+int TrainCommand(int argc, char** argv);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_CLI_COMMANDS_H_

@@ -1,0 +1,33 @@
+// `shardline`: the user-facing tool. Dispatches to a subcommand.
+#include <cstdio>
+#include <cstring>
+
+#include "absl/debugging/failure_signal_handler.h"
+#include "absl/debugging/symbolize.h"
+#include "worker/cli/commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: shardline <command> [flags]\n"
+    "\n"
+    "commands:\n"
+    "  train   train in this process (a world of one):\n"
+    "          shardline train --config deploy/configs/fmnist_mlp.textproto --workdir DIR\n"
+    "                          [--set a.b=value ...]\n"
+    "\n"
+    "Run 'shardline <command> --help' for the command's flags.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::InitializeSymbolizer(argv[0]);
+  absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "train") == 0) return shardline::TrainCommand(argc, argv);
+  std::fprintf(stderr, "shardline: unknown command '%s'\n\n%s", argv[1], kUsage);
+  return 2;
+}

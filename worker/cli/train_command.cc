@@ -1,0 +1,85 @@
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "common/config.h"
+#include "common/env.h"
+#include "common/logging.h"
+#include "common/metrics_writer.h"
+#include "common/status_macros.h"
+#include "worker/cli/args.h"
+#include "worker/cli/commands.h"
+#include "worker/data/dataset.h"
+#include "worker/model/gemm.h"
+#include "worker/train/progress.h"
+#include "worker/train/train_loop.h"
+
+namespace shardline {
+namespace {
+
+constexpr char kHelp[] =
+    "usage: shardline train --config FILE --workdir DIR [--set a.b.c=value ...]\n"
+    "\n"
+    "Trains in this process (a world of one: no coordinator, no network).\n"
+    "\n"
+    "  --config FILE   job config in protobuf text format (proto/config.proto),\n"
+    "                  e.g. deploy/configs/fmnist_mlp.textproto\n"
+    "  --workdir DIR   where metrics.jsonl and config.textproto are written;\n"
+    "                  created if missing. metrics.jsonl is appended to.\n"
+    "  --set a.b=v     override a config field; repeatable, applied in order.\n"
+    "                  Lists: --set model.hidden_sizes=512,256\n"
+    "                  Messages: --set optimizer.adamw={}\n";
+
+absl::Status Train(const Args& args) {
+  Env* env = Env::Default();
+  if (args.Get("config").empty()) return absl::InvalidArgumentError("--config is required");
+  if (args.Get("workdir").empty()) return absl::InvalidArgumentError("--workdir is required");
+  const std::string workdir = args.Get("workdir");
+  ASSIGN_OR_RETURN(config::JobConfig cfg, LoadConfig(env, args.Get("config"), args.GetAll("set")));
+  if (cfg.runtime().num_workers() != 1) {
+    SLOG(WARNING) << "runtime.num_workers is " << cfg.runtime().num_workers()
+                  << "; 'shardline train' runs a world of one and ignores it";
+    cfg.mutable_runtime()->set_num_workers(1);
+  }
+  RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
+  {
+    ASSIGN_OR_RETURN(auto file, env->NewWritableFile(workdir + "/config.textproto"));
+    RETURN_IF_ERROR(file->Append(ConfigToText(cfg)));
+    RETURN_IF_ERROR(file->Close());
+  }
+  SetBlasThreads(cfg.runtime().blas_threads());
+  SLOG(INFO) << "loading " << cfg.data().dir();
+  ASSIGN_OR_RETURN(FashionMnist data, LoadFashionMnist(env, cfg.data().dir()));
+  ASSIGN_OR_RETURN(auto metrics, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
+
+  LocalCollectives comm;
+  TrainOptions options;
+  options.metrics = metrics.get();
+  ASSIGN_OR_RETURN(TrainResult r, RunTraining(cfg, data, comm, options));
+
+  const EvalPoint& final_eval = r.evals.back();
+  SLOG(INFO) << absl::StrFormat(
+      "done: %d steps in %s (%.1f s training), %.0f samples/s; final test accuracy %.4f, "
+      "loss %.4f; metrics in %s/metrics.jsonl",
+      r.steps, FormatDuration(r.train_seconds), r.train_seconds, r.samples_per_second,
+      final_eval.accuracy, final_eval.loss, workdir);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int TrainCommand(int argc, char** argv) {
+  Args args;
+  absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workdir"}, {"set"}, "shardline train", &args);
+  if (args.help) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  absl::Status status = parsed.ok() ? Train(args) : parsed;
+  if (!status.ok()) {
+    std::fprintf(stderr, "shardline train: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace shardline

@@ -1,0 +1,54 @@
+// The collective operations the train loop needs, over whatever connects the
+// ranks. Buffers are cut into chunks with ShardRange(size, r, world)
+// (common/shard.h), the same cut as ZeRO ownership: after ReduceScatter, rank
+// r holds the sum of chunk r, which is exactly the gradient of the parameter
+// shard it owns.
+//
+//   RETURN_IF_ERROR(comm->ReduceScatter(absl::MakeSpan(grads)));
+//   ... update my chunk ...
+//   RETURN_IF_ERROR(comm->AllGather(absl::MakeSpan(params)));
+//
+// Errors: a dead or silent peer is kUnavailable / kDeadlineExceeded and names
+// the peer rank; the step should then be abandoned (the world restarts).
+#ifndef SHARDLINE_WORKER_COLLECTIVE_COLLECTIVES_H_
+#define SHARDLINE_WORKER_COLLECTIVE_COLLECTIVES_H_
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace shardline {
+
+enum class ReduceOp { kSum, kMax };
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // In place: on return chunk rank() of `buffer` holds the elementwise
+  // reduction (sum) over ranks of that chunk; other chunks are unspecified.
+  // Every rank gets bitwise the same sums.
+  virtual absl::Status ReduceScatter(absl::Span<float> buffer) = 0;
+  // In place: every rank contributes its chunk rank(); on return every chunk
+  // holds its owner's values.
+  virtual absl::Status AllGather(absl::Span<float> buffer) = 0;
+  // Small reductions of a few doubles (loss sums, squared norms).
+  virtual absl::Status AllReduceScalars(absl::Span<double> values, ReduceOp op) = 0;
+};
+
+// The world of one: every operation is the identity and touches no network.
+class LocalCollectives : public Collectives {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  absl::Status ReduceScatter(absl::Span<float>) override { return absl::OkStatus(); }
+  absl::Status AllGather(absl::Span<float>) override { return absl::OkStatus(); }
+  absl::Status AllReduceScalars(absl::Span<double>, ReduceOp) override {
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_COLLECTIVE_COLLECTIVES_H_

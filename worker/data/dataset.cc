@@ -1,0 +1,60 @@
+#include "worker/data/dataset.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/data/idx.h"
+
+namespace shardline {
+
+absl::StatusOr<Dataset> LoadIdxSplit(Env* env, const std::string& images_path,
+                                     const std::string& labels_path, int num_classes) {
+  ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(env, images_path));
+  ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(env, labels_path));
+  if (images.dims.size() != 3) {
+    return absl::DataLossError(absl::StrCat(images_path, ": an images file needs 3 dimensions (N, rows, cols), has ",
+                                            images.dims.size()));
+  }
+  if (labels.dims.size() != 1) {
+    return absl::DataLossError(absl::StrCat(labels_path, ": a labels file needs 1 dimension, has ",
+                                            labels.dims.size()));
+  }
+  if (images.dims[0] != labels.dims[0]) {
+    return absl::DataLossError(absl::StrCat(images_path, " has ", images.dims[0], " images but ",
+                                            labels_path, " has ", labels.dims[0], " labels"));
+  }
+  Dataset ds;
+  ds.num_examples = images.dims[0];
+  ds.feature_dim = static_cast<int>(images.dims[1] * images.dims[2]);
+  ds.num_classes = num_classes;
+  ds.features.resize(images.data.size());
+  const float scale = 1.0f / (255.0f * kFashionMnistStd);
+  const float shift = -kFashionMnistMean / kFashionMnistStd;
+  for (size_t i = 0; i < images.data.size(); ++i) {
+    ds.features[i] = static_cast<unsigned char>(images.data[i]) * scale + shift;
+  }
+  ds.labels.resize(labels.data.size());
+  for (size_t i = 0; i < labels.data.size(); ++i) {
+    const int label = static_cast<unsigned char>(labels.data[i]);
+    if (label >= num_classes) {
+      return absl::DataLossError(absl::StrCat(labels_path, ": label ", label, " of example ", i,
+                                              " is not below ", num_classes));
+    }
+    ds.labels[i] = label;
+  }
+  return ds;
+}
+
+absl::StatusOr<FashionMnist> LoadFashionMnist(Env* env, const std::string& dir) {
+  FashionMnist out;
+  ASSIGN_OR_RETURN(out.train, LoadIdxSplit(env, dir + "/train-images-idx3-ubyte.gz",
+                                           dir + "/train-labels-idx1-ubyte.gz", 10));
+  ASSIGN_OR_RETURN(out.test, LoadIdxSplit(env, dir + "/t10k-images-idx3-ubyte.gz",
+                                          dir + "/t10k-labels-idx1-ubyte.gz", 10));
+  if (out.train.feature_dim != out.test.feature_dim) {
+    return absl::DataLossError(absl::StrCat(dir, ": train images have ", out.train.feature_dim,
+                                            " pixels but test images have ", out.test.feature_dim));
+  }
+  return out;
+}
+
+}  // namespace shardline

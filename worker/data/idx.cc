@@ -1,0 +1,88 @@
+#include "worker/data/idx.h"
+
+#include <zlib.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace shardline {
+
+absl::StatusOr<std::string> Gunzip(absl::string_view compressed, absl::string_view name) {
+  z_stream zs = {};
+  if (inflateInit2(&zs, 15 + 16) != Z_OK) {  // 16: expect a gzip header
+    return absl::InternalError(absl::StrCat(name, ": cannot initialise zlib"));
+  }
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  zs.avail_in = static_cast<uInt>(compressed.size());
+  std::string out;
+  out.resize(std::max<size_t>(compressed.size() * 4, 1 << 16));
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    if (zs.total_out == out.size()) out.resize(out.size() * 2);
+    zs.next_out = reinterpret_cast<Bytef*>(&out[zs.total_out]);
+    zs.avail_out = static_cast<uInt>(out.size() - zs.total_out);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0) break;  // input ended early
+    if (rc == Z_BUF_ERROR) rc = Z_OK;                  // output full: grow
+  }
+  const size_t produced = zs.total_out;
+  const std::string detail = zs.msg ? zs.msg : "";
+  inflateEnd(&zs);
+  if (rc != Z_STREAM_END) {
+    if (rc == Z_BUF_ERROR) {
+      return absl::DataLossError(absl::StrCat(
+          name, ": truncated gzip stream (ended after ", compressed.size(),
+          " compressed bytes, ", produced, " inflated)"));
+    }
+    return absl::DataLossError(absl::StrCat(name, ": corrupt gzip stream",
+                                            detail.empty() ? "" : ": ", detail));
+  }
+  out.resize(produced);
+  return out;
+}
+
+absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view name) {
+  auto be32 = [&](size_t at) {
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + at);
+    return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+  };
+  if (bytes.size() < 4) {
+    return absl::DataLossError(absl::StrCat(name, ": too short for an IDX header (",
+                                            bytes.size(), " bytes)"));
+  }
+  const uint32_t magic = be32(0);
+  const uint32_t rank = magic & 0xFF;
+  if ((magic >> 8) != 0x08 || rank == 0 || rank > 4) {
+    char hex[16];
+    snprintf(hex, sizeof(hex), "0x%08x", magic);
+    return absl::DataLossError(absl::StrCat(
+        name, ": bad IDX magic number ", hex,
+        " (want 0x000008NN: unsigned bytes, NN = 1..4 dimensions)"));
+  }
+  const size_t header = 4 + 4 * rank;
+  if (bytes.size() < header) {
+    return absl::DataLossError(absl::StrCat(name, ": truncated IDX header"));
+  }
+  IdxArray out;
+  uint64_t count = 1;
+  for (uint32_t i = 0; i < rank; ++i) {
+    out.dims.push_back(be32(4 + 4 * i));
+    count *= static_cast<uint64_t>(out.dims.back());
+  }
+  const uint64_t payload = bytes.size() - header;
+  if (payload != count) {
+    return absl::DataLossError(absl::StrCat(
+        name, ": IDX payload is ", payload, " bytes but the header's dimensions need ",
+        count, payload < count ? " (truncated file)" : " (trailing bytes)"));
+  }
+  out.data.assign(bytes.data() + header, payload);
+  return out;
+}
+
+absl::StatusOr<IdxArray> ReadIdxFile(Env* env, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
+  ASSIGN_OR_RETURN(std::string raw, Gunzip(compressed, path));
+  return ParseIdx(raw, path);
+}
+
+}  // namespace shardline

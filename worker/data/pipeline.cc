@@ -1,0 +1,87 @@
+#include "worker/data/pipeline.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/rng.h"
+
+namespace shardline {
+
+BatchPipeline::BatchPipeline(int64_t num_examples, int global_batch_size, uint64_t shuffle_seed)
+    : num_examples_(num_examples),
+      global_batch_size_(global_batch_size),
+      shuffle_seed_(shuffle_seed),
+      steps_per_epoch_(num_examples / global_batch_size) {
+  SCHECK(global_batch_size > 0 && global_batch_size <= num_examples)
+      << "batch " << global_batch_size << " of " << num_examples << " examples";
+}
+
+std::vector<int32_t> BatchPipeline::Shuffle(uint64_t shuffle_seed, int64_t epoch, int64_t n) {
+  std::vector<int32_t> perm(static_cast<size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  const RandomStream rng(shuffle_seed, Purpose::kShuffle, static_cast<uint64_t>(epoch), 0);
+  for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates; draw i picks j in [0, i]
+    const int64_t j = static_cast<int64_t>(rng.UniformInt(static_cast<uint64_t>(i),
+                                                           static_cast<uint64_t>(i + 1)));
+    std::swap(perm[i], perm[j]);
+  }
+  return perm;
+}
+
+const std::vector<int32_t>& BatchPipeline::Permutation(int64_t epoch) {
+  if (epoch != cached_epoch_) {
+    permutation_ = Shuffle(shuffle_seed_, epoch, num_examples_);
+    cached_epoch_ = epoch;
+  }
+  return permutation_;
+}
+
+void BatchPipeline::GlobalBatch(int64_t step, std::vector<int32_t>* indices) {
+  RankSlice(step, 0, 1, indices);
+}
+
+void BatchPipeline::RankSlice(int64_t step, int rank, int world, std::vector<int32_t>* indices) {
+  SCHECK(step >= 0 && world > 0 && global_batch_size_ % world == 0);
+  const std::vector<int32_t>& perm = Permutation(step / steps_per_epoch_);
+  const int64_t per_rank = global_batch_size_ / world;
+  const int64_t first = (step % steps_per_epoch_) * global_batch_size_ + rank * per_rank;
+  indices->assign(perm.begin() + first, perm.begin() + first + per_rank);
+}
+
+state::DataPosition BatchPipeline::Position(int64_t next_step) const {
+  state::DataPosition pos;
+  pos.set_shuffle_seed(shuffle_seed_);
+  pos.set_next_step(next_step);
+  pos.set_num_examples(num_examples_);
+  pos.set_global_batch_size(global_batch_size_);
+  return pos;
+}
+
+absl::StatusOr<int64_t> BatchPipeline::Restore(const state::DataPosition& pos) const {
+  if (pos.shuffle_seed() != shuffle_seed_ || pos.num_examples() != num_examples_ ||
+      pos.global_batch_size() != global_batch_size_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "saved data position (shuffle_seed ", pos.shuffle_seed(), ", ", pos.num_examples(),
+        " examples, global batch ", pos.global_batch_size(),
+        ") does not match this run (shuffle_seed ", shuffle_seed_, ", ", num_examples_,
+        " examples, global batch ", global_batch_size_, ")"));
+  }
+  if (pos.next_step() < 0) {
+    return absl::DataLossError(absl::StrCat("saved data position has negative step ",
+                                            pos.next_step()));
+  }
+  return pos.next_step();
+}
+
+void GatherBatch(const Dataset& data, absl::Span<const int32_t> indices, float* x, int32_t* y) {
+  const size_t dim = static_cast<size_t>(data.feature_dim);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const size_t row = static_cast<size_t>(indices[i]);
+    std::memcpy(x + i * dim, data.features.data() + row * dim, dim * sizeof(float));
+    y[i] = data.labels[row];
+  }
+}
+
+}  // namespace shardline

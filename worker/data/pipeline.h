@@ -1,0 +1,67 @@
+// The deterministic input pipeline. Every step's global batch is a pure
+// function of (shuffle_seed, step): epoch e = step / steps_per_epoch uses the
+// permutation Shuffle(shuffle_seed, e) of all examples, and step s takes the
+// (s mod steps_per_epoch)-th run of global_batch_size entries of it (the
+// remainder of each epoch is dropped). A rank's slice of the global batch is
+// a pure function of (shuffle_seed, step, rank, world): positions
+// [rank*B/world, (rank+1)*B/world) of it. So a resumed run, or a run on a
+// different number of workers, sees exactly the same global batches.
+//
+//   BatchPipeline pipe(train.num_examples, cfg.data().global_batch_size(), seed);
+//   pipe.RankSlice(step, rank, world, &indices);
+//   GatherBatch(train, indices, x.data(), y.data());
+#ifndef SHARDLINE_WORKER_DATA_PIPELINE_H_
+#define SHARDLINE_WORKER_DATA_PIPELINE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "proto/train_state.pb.h"
+#include "worker/data/dataset.h"
+
+namespace shardline {
+
+class BatchPipeline {
+ public:
+  // Requires 0 < global_batch_size <= num_examples.
+  BatchPipeline(int64_t num_examples, int global_batch_size, uint64_t shuffle_seed);
+
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int global_batch_size() const { return global_batch_size_; }
+
+  // Example indices of the global batch of `step` (>= 0), in batch order.
+  void GlobalBatch(int64_t step, std::vector<int32_t>* indices);
+
+  // This rank's part of the global batch of `step`. Requires world to divide
+  // global_batch_size.
+  void RankSlice(int64_t step, int rank, int world, std::vector<int32_t>* indices);
+
+  // The pipeline position before reading `next_step`'s batch.
+  state::DataPosition Position(int64_t next_step) const;
+
+  // Checks a saved position belongs to this pipeline (same seed, data set
+  // size and batch size) and returns the step to read next.
+  absl::StatusOr<int64_t> Restore(const state::DataPosition& position) const;
+
+  // The permutation of epoch `epoch`: a pure function of (shuffle_seed, epoch).
+  static std::vector<int32_t> Shuffle(uint64_t shuffle_seed, int64_t epoch, int64_t n);
+
+ private:
+  const std::vector<int32_t>& Permutation(int64_t epoch);
+
+  int64_t num_examples_;
+  int global_batch_size_;
+  uint64_t shuffle_seed_;
+  int64_t steps_per_epoch_;
+  int64_t cached_epoch_ = -1;
+  std::vector<int32_t> permutation_;
+};
+
+// Copies the rows `indices` of `data` into x ([n, feature_dim]) and y ([n]).
+void GatherBatch(const Dataset& data, absl::Span<const int32_t> indices, float* x, int32_t* y);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_DATA_PIPELINE_H_

@@ -1,0 +1,34 @@
+#include "worker/model/gemm.h"
+
+#include <cblas.h>
+
+#include <chrono>
+#include <vector>
+
+namespace shardline {
+
+void Sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+           int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
+              ldc);
+}
+
+void SetBlasThreads(int threads) { openblas_set_num_threads(threads); }
+
+double MeasureSgemmGflops(int n, double min_seconds) {
+  std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
+  Sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm up
+  const auto start = std::chrono::steady_clock::now();
+  int reps = 0;
+  double elapsed = 0;
+  do {
+    Sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    ++reps;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } while (elapsed < min_seconds);
+  return 2.0 * n * n * static_cast<double>(n) * reps / elapsed / 1e9;
+}
+
+}  // namespace shardline

@@ -1,0 +1,164 @@
+#include "worker/model/mlp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/rng.h"
+#include "worker/model/gemm.h"
+
+namespace shardline {
+namespace {
+
+void Grow(std::vector<float>* v, size_t n) {
+  if (v->size() < n) v->resize(n);
+}
+
+}  // namespace
+
+Mlp::Mlp(MlpSpec spec) : spec_(std::move(spec)) {
+  widths_.push_back(spec_.input_dim);
+  for (int h : spec_.hidden_sizes) widths_.push_back(h);
+  widths_.push_back(spec_.num_classes);
+  for (int l = 0; l < num_layers(); ++l) {
+    layout_.Add(absl::StrCat("layer", l, "/w"), {widths_[l], widths_[l + 1]});
+    layout_.Add(absl::StrCat("layer", l, "/b"), {widths_[l + 1]});
+  }
+}
+
+int64_t Mlp::TrainFlopsPerExample() const {
+  int64_t flops = 0;
+  for (int l = 0; l < num_layers(); ++l) {
+    const int64_t mac = static_cast<int64_t>(widths_[l]) * widths_[l + 1];
+    flops += (l == 0 ? 4 : 6) * mac;
+  }
+  return flops;
+}
+
+void Mlp::InitRange(uint64_t seed, Range range, float* out) const {
+  layout_.ForEachOverlap(range, [&](int t, Range overlap) {
+    const TensorInfo& info = layout_.tensor(t);
+    float* dst = out + (overlap.begin - range.begin);
+    if (info.shape.size() == 1) {
+      std::fill(dst, dst + overlap.size(), 0.0f);
+      return;
+    }
+    const float bound = std::sqrt(6.0f / static_cast<float>(info.shape[0]));
+    const RandomStream rng(seed, Purpose::kInit, static_cast<uint64_t>(t), 0);
+    for (int64_t i = overlap.begin; i < overlap.end; ++i) {
+      const float u = rng.Uniform(static_cast<uint64_t>(i - info.offset));
+      dst[i - overlap.begin] = (2.0f * u - 1.0f) * bound;
+    }
+  });
+}
+
+BatchStats Mlp::Forward(const float* params, const float* x, const int32_t* y, int n,
+                        MlpWorkspace* ws) const {
+  const int layers = num_layers();
+  ws->activations.resize(static_cast<size_t>(layers));
+  const float* in = x;
+  for (int l = 0; l < layers; ++l) {
+    const int fan_in = widths_[l], fan_out = widths_[l + 1];
+    const float* w = params + layout_.tensor(2 * l).offset;
+    const float* b = params + layout_.tensor(2 * l + 1).offset;
+    std::vector<float>& out = ws->activations[static_cast<size_t>(l)];
+    Grow(&out, static_cast<size_t>(n) * fan_out);
+    Sgemm(false, false, n, fan_out, fan_in, 1.0f, in, fan_in, w, fan_out, 0.0f, out.data(),
+          fan_out);
+    const bool hidden = l + 1 < layers;
+    for (int i = 0; i < n; ++i) {
+      float* row = out.data() + static_cast<size_t>(i) * fan_out;
+      if (!hidden) {
+        for (int j = 0; j < fan_out; ++j) row[j] += b[j];
+      } else if (spec_.activation == config::TANH) {
+        for (int j = 0; j < fan_out; ++j) row[j] = std::tanh(row[j] + b[j]);
+      } else {
+        for (int j = 0; j < fan_out; ++j) row[j] = std::max(row[j] + b[j], 0.0f);
+      }
+    }
+    in = out.data();
+  }
+
+  // Softmax cross-entropy, in place: logits become probabilities.
+  BatchStats stats;
+  stats.count = n;
+  const int classes = spec_.num_classes;
+  float* logits = ws->activations.back().data();
+  for (int i = 0; i < n; ++i) {
+    float* row = logits + static_cast<size_t>(i) * classes;
+    int argmax = 0;
+    for (int j = 1; j < classes; ++j) {
+      if (row[j] > row[argmax]) argmax = j;
+    }
+    const float max = row[argmax];
+    const float label_logit = row[y[i]];
+    float sum = 0;
+    for (int j = 0; j < classes; ++j) {
+      row[j] = std::exp(row[j] - max);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < classes; ++j) row[j] *= inv;
+    stats.loss_sum += static_cast<double>(std::log(sum) - (label_logit - max));
+    stats.correct += argmax == y[i] ? 1 : 0;
+  }
+  return stats;
+}
+
+BatchStats Mlp::Evaluate(const float* params, const float* x, const int32_t* y, int n,
+                         MlpWorkspace* ws) const {
+  return Forward(params, x, y, n, ws);
+}
+
+BatchStats Mlp::ForwardBackward(const float* params, const float* x, const int32_t* y, int n,
+                                float grad_scale, bool accumulate, float* grads,
+                                MlpWorkspace* ws) const {
+  const BatchStats stats = Forward(params, x, y, n, ws);
+  const int layers = num_layers();
+  const int max_width = *std::max_element(widths_.begin() + 1, widths_.end());
+  Grow(&ws->delta, static_cast<size_t>(n) * max_width);
+  Grow(&ws->delta_prev, static_cast<size_t>(n) * max_width);
+
+  // d(loss)/d(logits) = softmax - onehot, times grad_scale.
+  const int classes = spec_.num_classes;
+  const float* probs = ws->activations.back().data();
+  float* delta = ws->delta.data();
+  for (int i = 0; i < n; ++i) {
+    const float* p = probs + static_cast<size_t>(i) * classes;
+    float* d = delta + static_cast<size_t>(i) * classes;
+    for (int j = 0; j < classes; ++j) d[j] = p[j] * grad_scale;
+    d[y[i]] -= grad_scale;
+  }
+
+  const float beta = accumulate ? 1.0f : 0.0f;
+  for (int l = layers - 1; l >= 0; --l) {
+    const int fan_in = widths_[l], fan_out = widths_[l + 1];
+    const float* in = l == 0 ? x : ws->activations[static_cast<size_t>(l - 1)].data();
+    float* gw = grads + layout_.tensor(2 * l).offset;
+    float* gb = grads + layout_.tensor(2 * l + 1).offset;
+    // dW = in^T * delta; db = column sums of delta.
+    Sgemm(true, false, fan_in, fan_out, n, 1.0f, in, fan_in, delta, fan_out, beta, gw, fan_out);
+    if (!accumulate) std::fill(gb, gb + fan_out, 0.0f);
+    for (int i = 0; i < n; ++i) {
+      const float* d = delta + static_cast<size_t>(i) * fan_out;
+      for (int j = 0; j < fan_out; ++j) gb[j] += d[j];
+    }
+    if (l == 0) break;
+    // delta_prev = (delta * W^T) .* act'(in).
+    const float* w = params + layout_.tensor(2 * l).offset;
+    float* prev = ws->delta_prev.data();
+    Sgemm(false, true, n, fan_in, fan_out, 1.0f, delta, fan_out, w, fan_out, 0.0f, prev, fan_in);
+    const size_t count = static_cast<size_t>(n) * fan_in;
+    if (spec_.activation == config::TANH) {
+      for (size_t k = 0; k < count; ++k) prev[k] *= 1.0f - in[k] * in[k];
+    } else {
+      for (size_t k = 0; k < count; ++k) prev[k] = in[k] > 0.0f ? prev[k] : 0.0f;
+    }
+    std::swap(ws->delta, ws->delta_prev);
+    delta = ws->delta.data();
+  }
+  return stats;
+}
+
+}  // namespace shardline

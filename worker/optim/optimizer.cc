@@ -1,0 +1,107 @@
+#include "worker/optim/optimizer.h"
+
+#include <cmath>
+
+namespace shardline {
+namespace {
+
+// p -= lr * (v + wd * p) with v = momentum * v + g (PyTorch's SGD, decoupled
+// decay); Nesterov uses g + momentum * v in place of v.
+class Sgd : public Optimizer {
+ public:
+  Sgd(const config::SgdConfig& c, const FlatLayout& layout, Range shard)
+      : Optimizer(layout, shard), c_(c) {
+    momentum_.name = "momentum";
+    momentum_.values.assign(static_cast<size_t>(shard.size()), 0.0f);
+  }
+
+  double Update(int64_t t, float lr, float grad_scale, float* params,
+                const float* grads) override {
+    const float mu = c_.momentum(), wd = c_.weight_decay();
+    const bool nesterov = c_.nesterov();
+    float* v = momentum_.values.data();
+    double update_sq = 0;
+    for (const Segment& s : segments_) {
+      const float decay = s.decay ? wd : 0.0f;
+      for (int64_t i = s.begin; i < s.end; ++i) {
+        const float g = grads[i] * grad_scale;
+        v[i] = mu * v[i] + g;
+        const float dir = nesterov ? g + mu * v[i] : v[i];
+        const float delta = lr * (dir + decay * params[i]);
+        params[i] -= delta;
+        update_sq += static_cast<double>(delta) * delta;
+      }
+    }
+    return update_sq;
+  }
+
+  std::vector<StateBuffer*> state() override { return {&momentum_}; }
+
+ private:
+  config::SgdConfig c_;
+  StateBuffer momentum_;
+};
+
+// AdamW (Loshchilov & Hutter): bias-corrected Adam plus decoupled decay.
+class AdamW : public Optimizer {
+ public:
+  AdamW(const config::AdamWConfig& c, const FlatLayout& layout, Range shard)
+      : Optimizer(layout, shard), c_(c) {
+    m_.name = "adam_m";
+    v_.name = "adam_v";
+    m_.values.assign(static_cast<size_t>(shard.size()), 0.0f);
+    v_.values.assign(static_cast<size_t>(shard.size()), 0.0f);
+  }
+
+  double Update(int64_t t, float lr, float grad_scale, float* params,
+                const float* grads) override {
+    const float b1 = c_.b1(), b2 = c_.b2(), eps = c_.eps(), wd = c_.weight_decay();
+    const double td = static_cast<double>(t);
+    const float step_size = static_cast<float>(lr / (1.0 - std::pow(double{b1}, td)));
+    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(double{b2}, td)));
+    float* m = m_.values.data();
+    float* v = v_.values.data();
+    double update_sq = 0;
+    for (const Segment& s : segments_) {
+      const float decay = s.decay ? lr * wd : 0.0f;
+      for (int64_t i = s.begin; i < s.end; ++i) {
+        const float g = grads[i] * grad_scale;
+        m[i] = b1 * m[i] + (1.0f - b1) * g;
+        v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+        const float denom = std::sqrt(v[i]) * inv_sqrt_bc2 + eps;
+        const float delta = step_size * m[i] / denom + decay * params[i];
+        params[i] -= delta;
+        update_sq += static_cast<double>(delta) * delta;
+      }
+    }
+    return update_sq;
+  }
+
+  std::vector<StateBuffer*> state() override { return {&m_, &v_}; }
+
+ private:
+  config::AdamWConfig c_;
+  StateBuffer m_, v_;
+};
+
+}  // namespace
+
+Optimizer::Optimizer(const FlatLayout& layout, Range shard) : shard_(shard) {
+  layout.ForEachOverlap(shard, [&](int t, Range overlap) {
+    segments_.push_back(Segment{overlap.begin - shard.begin, overlap.end - shard.begin,
+                                layout.tensor(t).shape.size() >= 2});
+  });
+}
+
+absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
+    const config::OptimizerConfig& config, const FlatLayout& layout, Range shard) {
+  if (shard.begin < 0 || shard.end > layout.total_size() || shard.begin > shard.end) {
+    return absl::InvalidArgumentError("optimizer shard is outside the parameter layout");
+  }
+  if (config.has_adamw()) {
+    return std::unique_ptr<Optimizer>(new AdamW(config.adamw(), layout, shard));
+  }
+  return std::unique_ptr<Optimizer>(new Sgd(config.sgd(), layout, shard));
+}
+
+}  // namespace shardline

@@ -1,0 +1,31 @@
+#include "worker/train/evaluator.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/shard.h"
+#include "common/status_macros.h"
+
+namespace shardline {
+
+absl::StatusOr<EvalResult> Evaluate(const Mlp& model, const float* params, const Dataset& data,
+                                    int batch_size, Collectives& comm, MlpWorkspace* ws) {
+  const Range mine = ShardRange(data.num_examples, comm.rank(), comm.world_size());
+  double sums[3] = {0, 0, 0};  // loss, correct, count
+  for (int64_t begin = mine.begin; begin < mine.end; begin += batch_size) {
+    const int n = static_cast<int>(std::min<int64_t>(batch_size, mine.end - begin));
+    const float* x = data.features.data() + begin * data.feature_dim;
+    const BatchStats s = model.Evaluate(params, x, data.labels.data() + begin, n, ws);
+    sums[0] += s.loss_sum;
+    sums[1] += static_cast<double>(s.correct);
+    sums[2] += static_cast<double>(s.count);
+  }
+  RETURN_IF_ERROR(comm.AllReduceScalars(absl::MakeSpan(sums), ReduceOp::kSum));
+  EvalResult r;
+  r.count = static_cast<int64_t>(sums[2]);
+  r.loss = r.count > 0 ? sums[0] / sums[2] : 0;
+  r.accuracy = r.count > 0 ? sums[1] / sums[2] : 0;
+  return r;
+}
+
+}  // namespace shardline

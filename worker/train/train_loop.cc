@@ -1,0 +1,146 @@
+#include "worker/train/train_loop.h"
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/shard.h"
+#include "common/status_macros.h"
+#include "worker/train/evaluator.h"
+#include "worker/train/nan_guard.h"
+#include "worker/train/progress.h"
+#include "worker/train/train_step.h"
+
+namespace shardline {
+namespace {
+
+MlpSpec SpecFor(const config::JobConfig& config, const Dataset& train) {
+  MlpSpec spec;
+  spec.input_dim = train.feature_dim;
+  spec.hidden_sizes.assign(config.model().hidden_sizes().begin(),
+                           config.model().hidden_sizes().end());
+  spec.num_classes = train.num_classes;
+  spec.activation = config.model().activation();
+  return spec;
+}
+
+JsonLine TrainLine(const StepResult& r, double samples_per_second) {
+  return JsonLine()
+      .Int("step", r.step + 1)
+      .Str("split", "train")
+      .Num("loss", r.loss)
+      .Num("lr", r.lr)
+      .Num("grad_norm", r.grad_norm)
+      .Num("param_norm", r.param_norm)
+      .Num("update_norm", r.update_norm)
+      .Num("samples_per_second", samples_per_second);
+}
+
+JsonLine EvalLine(const EvalPoint& e) {
+  return JsonLine()
+      .Int("step", e.step)
+      .Str("split", "eval")
+      .Num("loss", e.loss)
+      .Num("accuracy", e.accuracy)
+      .Num("train_seconds", e.train_seconds);
+}
+
+}  // namespace
+
+int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples) {
+  if (config.train().has_total_steps()) return config.train().total_steps();
+  return config.train().epochs() * (num_examples / config.data().global_batch_size());
+}
+
+absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const FashionMnist& data,
+                                        Collectives& comm, const TrainOptions& options) {
+  const int global_batch = config.data().global_batch_size();
+  if (global_batch > data.train.num_examples) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "config field data.global_batch_size: %d exceeds the %d training examples",
+        global_batch, data.train.num_examples));
+  }
+  const Mlp model(SpecFor(config, data.train));
+  const int64_t total_steps = TotalSteps(config, data.train.num_examples);
+  const Range shard = ShardRange(model.layout().total_size(), comm.rank(), comm.world_size());
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
+                   Optimizer::Create(config.optimizer(), model.layout(), shard));
+  BatchPipeline pipeline(data.train.num_examples, global_batch, config.data().shuffle_seed());
+  const LrSchedule schedule(config.schedule(), total_steps);
+  const StepContext ctx{config, model, data.train, pipeline, *optimizer, schedule, comm};
+
+  TrainState state;
+  state.params.resize(static_cast<size_t>(model.layout().total_size()));
+  model.InitRange(config.seed(), Range{0, model.layout().total_size()}, state.params.data());
+
+  const bool lead = comm.rank() == 0;
+  const bool show = options.show_progress && lead;
+  if (show) {
+    SLOG(INFO) << absl::StrFormat(
+        "training %d steps (%d per epoch, global batch %d) of an MLP with %d parameters, "
+        "%d training FLOPs per example, world size %d",
+        total_steps, pipeline.steps_per_epoch(), global_batch, model.layout().total_size(),
+        model.TrainFlopsPerExample(), comm.world_size());
+  }
+  Progress progress(total_steps, pipeline.steps_per_epoch(), global_batch,
+                    config.train().log_every());
+  NanGuard guard;
+  StepBuffers buffers;
+  MlpWorkspace eval_ws;
+  TrainResult result;
+  result.flops_per_example = model.TrainFlopsPerExample();
+  const int64_t log_every = config.train().log_every();
+  const int64_t eval_every = config.train().eval_every();
+  double window_seconds = 0;
+  int64_t window_steps = 0;
+
+  while (state.next_step < total_steps) {
+    const int64_t step = state.next_step;
+    const bool last = step + 1 == total_steps;
+    const bool log_now = (step + 1) % log_every == 0 || last;
+    const auto start = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(StepResult r, TrainStep(ctx, log_now, &state, &buffers));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.train_seconds += seconds;
+    window_seconds += seconds;
+    ++window_steps;
+    result.losses.push_back(r.loss);
+    RETURN_IF_ERROR(guard.Check(r.step, r.loss, r.grad_norm));
+    if (show) progress.Step(state.next_step, r.loss, result.train_seconds);
+
+    if (log_now) {
+      const double rate = window_seconds > 0
+                              ? static_cast<double>(window_steps) * global_batch / window_seconds
+                              : 0;
+      if (lead && options.metrics != nullptr) {
+        RETURN_IF_ERROR(options.metrics->Write(TrainLine(r, rate)));
+      }
+      window_seconds = 0;
+      window_steps = 0;
+    }
+    if ((eval_every > 0 && state.next_step % eval_every == 0) || last) {
+      ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
+                                              config.data().eval_batch_size(), comm, &eval_ws));
+      const EvalPoint point{state.next_step, e.loss, e.accuracy, result.train_seconds};
+      result.evals.push_back(point);
+      if (lead && options.metrics != nullptr) RETURN_IF_ERROR(options.metrics->Write(EvalLine(point)));
+      if (show) {
+        SLOG(INFO) << absl::StrFormat("eval at step %d (epoch %.2f): test loss %.4f, accuracy %.4f",
+                                      point.step,
+                                      static_cast<double>(point.step) / pipeline.steps_per_epoch(),
+                                      e.loss, e.accuracy);
+      }
+    }
+  }
+  if (show) progress.Finish();
+  result.steps = state.next_step;
+  result.samples_per_second =
+      result.train_seconds > 0
+          ? static_cast<double>(result.steps) * global_batch / result.train_seconds
+          : 0;
+  result.params = std::move(state.params);
+  return result;
+}
+
+}  // namespace shardline

@@ -1,0 +1,89 @@
+// One optimizer step of data-parallel training with ZeRO-sharded optimizer
+// state, written as the plain sequence it is:
+//
+//   gradients of this rank's slice (micro-batches summed)  -> ComputeGradients
+//   reduce-scatter the flat gradient                        -> comm.ReduceScatter
+//   global gradient norm, loss (scalar all-reduce), clip
+//   optimizer update of the owned shard                     -> optimizer.Update
+//   all-gather the new parameters                           -> comm.AllGather
+//
+// With LocalCollectives (a world of one) the two collectives are no-ops and
+// the shard is the whole buffer.
+#ifndef SHARDLINE_WORKER_TRAIN_TRAIN_STEP_H_
+#define SHARDLINE_WORKER_TRAIN_TRAIN_STEP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/config.pb.h"
+#include "worker/collective/collectives.h"
+#include "worker/data/dataset.h"
+#include "worker/data/pipeline.h"
+#include "worker/model/mlp.h"
+#include "worker/optim/lr_schedule.h"
+#include "worker/optim/optimizer.h"
+
+namespace shardline {
+
+// Everything a step reads but does not own. All references outlive the step.
+struct StepContext {
+  const config::JobConfig& config;
+  const Mlp& model;
+  const Dataset& train;
+  BatchPipeline& pipeline;
+  Optimizer& optimizer;  // owns shard ShardRange(total, rank, world)
+  const LrSchedule& schedule;
+  Collectives& comm;
+};
+
+// The state a step advances. params is the full working copy; only the
+// optimizer's shard of it is authoritative between all-gathers.
+struct TrainState {
+  int64_t next_step = 0;  // 0-based index of the next step to run
+  std::vector<float> params;
+};
+
+// Per-step scratch, reused.
+struct StepBuffers {
+  std::vector<float> grads;
+  std::vector<int32_t> indices;
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  MlpWorkspace workspace;
+};
+
+// Seconds spent in each phase of one step.
+struct PhaseTimes {
+  double compute = 0;
+  double reduce_scatter = 0;
+  double optimizer = 0;
+  double all_gather = 0;
+};
+
+struct StepResult {
+  int64_t step = 0;
+  double loss = 0;         // mean over the global batch
+  float lr = 0;
+  double grad_norm = -1;   // global L2 norm before clipping; -1 if not computed
+  double update_norm = -1; // global L2 norm of the parameter change; -1 if not computed
+  double param_norm = -1;  // global L2 norm after the update; -1 if not computed
+  PhaseTimes times;
+};
+
+// Forward/backward over this rank's slice of step `step`'s global batch, in
+// grad_accum micro-batches, writing into grads the sum over the slice of
+// d(loss)/d(params) / global_batch_size. Returns the slice's loss sums.
+BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step,
+                            StepBuffers* buffers);
+
+// Runs step state->next_step and advances it. `with_norms` also computes
+// grad/update/param norms (always computes the grad norm when clipping).
+// Fails only if a collective fails; the state is then unusable until
+// restored.
+absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, TrainState* state,
+                                     StepBuffers* buffers);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_TRAIN_TRAIN_STEP_H_
