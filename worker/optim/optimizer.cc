@@ -15,10 +15,20 @@ class Sgd : public Optimizer {
     momentum_.values.assign(static_cast<size_t>(shard.size()), 0.0f);
   }
 
-  double Update(int64_t t, float lr, float grad_scale, float* params,
-                const float* grads) override {
+  double Update(int64_t t, float lr, float grad_scale, float* params, const float* grads,
+                bool want_update_sq) override {
+    if (c_.nesterov()) {
+      return want_update_sq ? Run<true, true>(lr, grad_scale, params, grads)
+                            : Run<true, false>(lr, grad_scale, params, grads);
+    }
+    return want_update_sq ? Run<false, true>(lr, grad_scale, params, grads)
+                          : Run<false, false>(lr, grad_scale, params, grads);
+  }
+
+ private:
+  template <bool kNesterov, bool kUpdateSq>
+  double Run(float lr, float grad_scale, float* params, const float* grads) {
     const float mu = c_.momentum(), wd = c_.weight_decay();
-    const bool nesterov = c_.nesterov();
     float* v = momentum_.values.data();
     double update_sq = 0;
     for (const Segment& s : segments_) {
@@ -26,15 +36,16 @@ class Sgd : public Optimizer {
       for (int64_t i = s.begin; i < s.end; ++i) {
         const float g = grads[i] * grad_scale;
         v[i] = mu * v[i] + g;
-        const float dir = nesterov ? g + mu * v[i] : v[i];
+        const float dir = kNesterov ? g + mu * v[i] : v[i];
         const float delta = lr * (dir + decay * params[i]);
         params[i] -= delta;
-        update_sq += static_cast<double>(delta) * delta;
+        if (kUpdateSq) update_sq += static_cast<double>(delta) * delta;
       }
     }
     return update_sq;
   }
 
+ public:
   std::vector<StateBuffer*> state() override { return {&momentum_}; }
 
  private:
@@ -53,8 +64,15 @@ class AdamW : public Optimizer {
     v_.values.assign(static_cast<size_t>(shard.size()), 0.0f);
   }
 
-  double Update(int64_t t, float lr, float grad_scale, float* params,
-                const float* grads) override {
+  double Update(int64_t t, float lr, float grad_scale, float* params, const float* grads,
+                bool want_update_sq) override {
+    return want_update_sq ? Run<true>(t, lr, grad_scale, params, grads)
+                          : Run<false>(t, lr, grad_scale, params, grads);
+  }
+
+ private:
+  template <bool kUpdateSq>
+  double Run(int64_t t, float lr, float grad_scale, float* params, const float* grads) {
     const float b1 = c_.b1(), b2 = c_.b2(), eps = c_.eps(), wd = c_.weight_decay();
     const double td = static_cast<double>(t);
     const float step_size = static_cast<float>(lr / (1.0 - std::pow(double{b1}, td)));
@@ -71,12 +89,13 @@ class AdamW : public Optimizer {
         const float denom = std::sqrt(v[i]) * inv_sqrt_bc2 + eps;
         const float delta = step_size * m[i] / denom + decay * params[i];
         params[i] -= delta;
-        update_sq += static_cast<double>(delta) * delta;
+        if (kUpdateSq) update_sq += static_cast<double>(delta) * delta;
       }
     }
     return update_sq;
   }
 
+ public:
   std::vector<StateBuffer*> state() override { return {&m_, &v_}; }
 
  private:

@@ -7,7 +7,7 @@
 //   ASSIGN_OR_RETURN(auto opt, Optimizer::Create(cfg.optimizer(), layout, shard));
 //   double update_sq = opt->Update(t, lr, clip_scale,
 //                                  params.data() + shard.begin,
-//                                  grads.data() + shard.begin);
+//                                  grads.data() + shard.begin, /*want_update_sq=*/true);
 #ifndef SHARDLINE_WORKER_OPTIM_OPTIMIZER_H_
 #define SHARDLINE_WORKER_OPTIM_OPTIMIZER_H_
 
@@ -43,9 +43,10 @@ class Optimizer {
   // Applies update number t (1-based) with learning rate lr. `params` and
   // `grads` point at flat element shard.begin; the gradient used is
   // grad_scale * grads (grad_scale carries clipping). Returns the sum of
-  // squares of the parameter change.
+  // squares of the parameter change if `want_update_sq`, else 0 (the sum
+  // keeps the loop from vectorising, so it is computed only when asked).
   virtual double Update(int64_t t, float lr, float grad_scale, float* params,
-                        const float* grads) = 0;
+                        const float* grads, bool want_update_sq = true) = 0;
 
   // The state buffers, for checkpoints and memory accounting.
   virtual std::vector<StateBuffer*> state() = 0;

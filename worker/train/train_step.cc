@@ -85,7 +85,7 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, Tr
   r.lr = ctx.schedule(r.step);
   const double update_sq = ctx.optimizer.Update(r.step + 1, r.lr, clip_scale,
                                                 state->params.data() + shard.begin,
-                                                b->grads.data() + shard.begin);
+                                                b->grads.data() + shard.begin, with_norms);
   r.times.optimizer = watch.Lap();
 
   RETURN_IF_ERROR(ctx.comm.AllGather(absl::MakeSpan(state->params)));

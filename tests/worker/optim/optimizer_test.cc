@@ -44,7 +44,8 @@ config::OptimizerConfig AdamW() {
 class ShardedUpdateTest : public ::testing::TestWithParam<config::OptimizerConfig> {};
 
 // The ZeRO contract: N optimizers, each updating its own shard, produce
-// bitwise the parameters and state of one optimizer updating everything.
+// bitwise the parameters and state of one optimizer updating everything,
+// whether or not the update norm is computed (a different, scalar loop).
 TEST_P(ShardedUpdateTest, UpdatingInShardsIsBitwiseEqualToUpdatingWhole) {
   const FlatLayout layout = TestLayout();
   const int64_t total = layout.total_size();
@@ -58,10 +59,11 @@ TEST_P(ShardedUpdateTest, UpdatingInShardsIsBitwiseEqualToUpdatingWhole) {
     for (int64_t t = 1; t <= 5; ++t) {
       const std::vector<float> grads = RandomVector(total, static_cast<uint64_t>(t));
       const float lr = 0.1f / static_cast<float>(t), scale = 0.7f;
-      single->Update(t, lr, scale, whole.data(), grads.data());
+      single->Update(t, lr, scale, whole.data(), grads.data(), /*want_update_sq=*/true);
       for (auto& opt : parts) {
         const Range s = opt->shard();
-        opt->Update(t, lr, scale, sharded.data() + s.begin, grads.data() + s.begin);
+        opt->Update(t, lr, scale, sharded.data() + s.begin, grads.data() + s.begin,
+                    /*want_update_sq=*/t % 2 == 0);
       }
     }
     ASSERT_EQ(std::memcmp(whole.data(), sharded.data(), whole.size() * sizeof(float)), 0)
