@@ -1,0 +1,48 @@
+#include "common/grpc_util.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace shardline {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+grpc::ChannelArguments DefaultChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  return args;
+}
+
+absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& listen,
+                                           const std::vector<grpc::Service*>& services) {
+  // The standard grpc.health.v1 service: load balancers and Kubernetes probes
+  // can ask whether the process is serving (and the server always has one
+  // synchronous service to poll).
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  GrpcServer out;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &out.port);
+  for (grpc::Service* s : services) builder.RegisterService(s);
+  out.server = builder.BuildAndStart();
+  if (out.server == nullptr || out.port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for gRPC on ", listen, " (address in use or invalid)"));
+  }
+  return out;
+}
+
+}  // namespace shardline

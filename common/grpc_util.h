@@ -1,0 +1,46 @@
+// The one place absl::Status and grpc::Status meet, and the gRPC server and
+// channel settings every shardline process shares.
+//
+//   ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer("127.0.0.1:0", {&service}));
+//   auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
+//                                            DefaultChannelArguments());
+#ifndef SHARDLINE_COMMON_GRPC_UTIL_H_
+#define SHARDLINE_COMMON_GRPC_UTIL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+
+namespace shardline {
+
+// Same code, same message, both ways.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Messages may be up to 1 GiB: gradient segments are large and the default
+// 4 MiB limit would reject them.
+inline constexpr int kMaxMessageBytes = 1 << 30;
+
+// Client settings: the raised message limit, and reconnect backoff capped at
+// 1 s so a restarted peer is found quickly (gRPC's default can reach 120 s).
+grpc::ChannelArguments DefaultChannelArguments();
+
+struct GrpcServer {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;  // the bound port (useful when listening on port 0)
+};
+
+// Starts a server on `listen` ("HOST:PORT") with `services`. SO_REUSEPORT is
+// off, so a port already in use is an error (kUnavailable naming the
+// address) instead of two servers silently sharing it. The server also
+// serves grpc.health.v1.Health.
+absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& listen,
+                                           const std::vector<grpc::Service*>& services);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COMMON_GRPC_UTIL_H_

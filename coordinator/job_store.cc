@@ -1,0 +1,60 @@
+#include "coordinator/job_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "rocksdb/db.h"
+
+namespace shardline {
+namespace {
+
+absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what, absl::string_view dir) {
+  if (s.ok()) return absl::OkStatus();
+  const std::string msg = absl::StrCat(what, " in job store ", dir, ": ", s.ToString());
+  if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(msg, " (is another coordinator using this workdir?)"));
+  }
+  if (s.IsCorruption()) return absl::DataLossError(msg);
+  return absl::InternalError(msg);
+}
+
+rocksdb::Slice ToSlice(absl::string_view v) { return rocksdb::Slice(v.data(), v.size()); }
+
+}  // namespace
+
+JobStore::JobStore(std::unique_ptr<rocksdb::DB> db, std::string dir)
+    : db_(std::move(db)), dir_(std::move(dir)) {}
+
+JobStore::~JobStore() = default;
+
+absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& dir) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.max_open_files = 64;
+  options.keep_log_file_num = 2;  // the job store is tiny; keep its info logs small
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
+  if (!s.ok()) return FromRocks(s, "open", dir);
+  return std::unique_ptr<JobStore>(new JobStore(std::unique_ptr<rocksdb::DB>(raw), dir));
+}
+
+absl::StatusOr<std::optional<std::string>> JobStore::Get(absl::string_view key) {
+  std::string value;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ToSlice(key), &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  if (!s.ok()) return FromRocks(s, absl::StrCat("get ", key), dir_);
+  return std::optional<std::string>(std::move(value));
+}
+
+absl::Status JobStore::Put(absl::string_view key, absl::string_view value, bool sync) {
+  rocksdb::WriteOptions options;
+  options.sync = sync;
+  return FromRocks(db_->Put(options, ToSlice(key), ToSlice(value)), absl::StrCat("put ", key), dir_);
+}
+
+absl::Status JobStore::Delete(absl::string_view key, bool sync) {
+  rocksdb::WriteOptions options;
+  options.sync = sync;
+  return FromRocks(db_->Delete(options, ToSlice(key)), absl::StrCat("delete ", key), dir_);
+}
+
+}  // namespace shardline

@@ -1,0 +1,48 @@
+// The coordinator's durable state (job id, generation, global step, and
+// later the checkpoint catalog) in RocksDB under <workdir>/coordinator_db.
+// Writes that would lose work if forgotten are synced (WAL fsync) before
+// they return.
+//
+//   ASSIGN_OR_RETURN(auto store, JobStore::Open(workdir + "/coordinator_db"));
+//   RETURN_IF_ERROR(store->Put("generation", "3", /*sync=*/true));
+//   ASSIGN_OR_RETURN(std::optional<std::string> gen, store->Get("generation"));
+#ifndef SHARDLINE_COORDINATOR_JOB_STORE_H_
+#define SHARDLINE_COORDINATOR_JOB_STORE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace rocksdb {
+class DB;
+}  // namespace rocksdb
+
+namespace shardline {
+
+class JobStore {
+ public:
+  // Opens (creating if needed) the database in `dir`. RocksDB locks the
+  // directory: a second opener (another coordinator on the same workdir) gets
+  // kFailedPrecondition naming the directory.
+  static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& dir);
+  ~JobStore();
+
+  // nullopt if the key was never written (or was deleted).
+  absl::StatusOr<std::optional<std::string>> Get(absl::string_view key);
+  // With sync, the write is durable when this returns.
+  absl::Status Put(absl::string_view key, absl::string_view value, bool sync);
+  absl::Status Delete(absl::string_view key, bool sync);
+
+ private:
+  JobStore(std::unique_ptr<rocksdb::DB> db, std::string dir);
+  std::unique_ptr<rocksdb::DB> db_;
+  std::string dir_;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COORDINATOR_JOB_STORE_H_
