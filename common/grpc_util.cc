@@ -24,8 +24,9 @@ grpc::ChannelArguments DefaultChannelArguments() {
   return args;
 }
 
-absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& listen,
-                                           const std::vector<grpc::Service*>& services) {
+absl::StatusOr<GrpcServer> StartGrpcServer(
+    const std::string& listen, const std::vector<grpc::Service*>& services,
+    const std::vector<std::pair<std::string, int>>& int_args) {
   // The standard grpc.health.v1 service: load balancers and Kubernetes probes
   // can ask whether the process is serving (and the server always has one
   // synchronous service to poll).
@@ -34,6 +35,7 @@ absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& listen,
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  for (const auto& [name, value] : int_args) builder.AddChannelArgument(name, value);
   GrpcServer out;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &out.port);
   for (grpc::Service* s : services) builder.RegisterService(s);

@@ -38,8 +38,10 @@ struct GrpcServer {
 // off, so a port already in use is an error (kUnavailable naming the
 // address) instead of two servers silently sharing it. The server also
 // serves grpc.health.v1.Health.
-absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& listen,
-                                           const std::vector<grpc::Service*>& services);
+// `int_args` are extra server channel arguments (e.g. keepalive).
+absl::StatusOr<GrpcServer> StartGrpcServer(
+    const std::string& listen, const std::vector<grpc::Service*>& services,
+    const std::vector<std::pair<std::string, int>>& int_args = {});
 
 }  // namespace shardline
 

@@ -17,7 +17,7 @@ std::vector<std::string> Args::GetAll(const std::string& name) const {
 
 absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::string>& single,
                        const std::set<std::string>& repeated, const std::string& command,
-                       Args* out) {
+                       Args* out, const std::set<std::string>& switches) {
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -34,6 +34,10 @@ absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::str
     if (has_value) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
+    }
+    if (switches.count(name)) {
+      out->flags[name].push_back(has_value ? value : "true");
+      continue;
     }
     if (!single.count(name) && !repeated.count(name)) {
       return absl::InvalidArgumentError(

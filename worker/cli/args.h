@@ -29,10 +29,11 @@ struct Args {
 };
 
 // Parses argv[first..argc). `single` flags may appear once, `repeated` ones
-// any number of times. "--help"/"-h" sets help.
+// any number of times; `switches` take no value ("--check" means "true";
+// "--check=false" is allowed). "--help"/"-h" sets help.
 absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::string>& single,
                        const std::set<std::string>& repeated, const std::string& command,
-                       Args* out);
+                       Args* out, const std::set<std::string>& switches = {});
 
 }  // namespace shardline
 

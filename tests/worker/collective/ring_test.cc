@@ -1,0 +1,222 @@
+#include "worker/collective/ring.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "common/rng.h"
+#include "common/shard.h"
+#include "tests/worker/collective/world.h"
+
+namespace shardline {
+namespace {
+
+const std::vector<int64_t> kLengths = {0, 1, 2, 3, 7, 13, 31, 97, 1000, 4099};
+// A segment of 2 floats makes every chunk multi-segment; 1 MiB is the default.
+const std::vector<int64_t> kSegmentBytes = {8, 1 << 20};
+
+// Small integers: every summation order gives the exact same float.
+float Value(int rank, int64_t i) { return static_cast<float>((rank * 7 + i * 3) % 11 - 5); }
+
+CollectiveOptions Options(int64_t segment_bytes) {
+  CollectiveOptions o;
+  o.timeout = absl::Seconds(20);
+  o.max_segment_bytes = segment_bytes;
+  return o;
+}
+
+class RingMatrixTest : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
+
+TEST_P(RingMatrixTest, AllOperationsGiveExactResultsForEveryLength) {
+  const auto [kind, n] = GetParam();
+  TestWorld world(kind, n);
+  for (int64_t seg : kSegmentBytes) {
+    for (int64_t len : kLengths) {
+      SCOPED_TRACE("length " + std::to_string(len) + " segment bytes " + std::to_string(seg));
+      std::vector<float> sum(static_cast<size_t>(len));
+      for (int r = 0; r < n; ++r) {
+        for (int64_t i = 0; i < len; ++i) sum[static_cast<size_t>(i)] += Value(r, i);
+      }
+      const std::vector<absl::Status> statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
+        RingCollectives ring(t, Options(seg));
+        // Reduce-scatter: my chunk holds the sum.
+        std::vector<float> buf(static_cast<size_t>(len));
+        for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = Value(rank, i);
+        absl::Status s = ring.ReduceScatter(absl::MakeSpan(buf));
+        if (!s.ok()) return s;
+        const Range mine = ShardRange(len, rank, n);
+        for (int64_t i = mine.begin; i < mine.end; ++i) {
+          EXPECT_EQ(buf[static_cast<size_t>(i)], sum[static_cast<size_t>(i)]) << "rank " << rank << " i " << i;
+        }
+        // All-gather: every chunk arrives from its owner.
+        for (int64_t i = mine.begin; i < mine.end; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i);
+        if (!(s = ring.AllGather(absl::MakeSpan(buf))).ok()) return s;
+        for (int64_t i = 0; i < len; ++i) EXPECT_EQ(buf[static_cast<size_t>(i)], static_cast<float>(i));
+        // All-reduce.
+        for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = Value(rank, i);
+        if (!(s = ring.AllReduce(absl::MakeSpan(buf))).ok()) return s;
+        EXPECT_EQ(buf, sum) << "rank " << rank;
+        // Broadcast from the last rank.
+        for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = rank == n - 1 ? Value(rank, i) : -99.0f;
+        if (!(s = ring.Broadcast(absl::MakeSpan(buf), n - 1)).ok()) return s;
+        for (int64_t i = 0; i < len; ++i) EXPECT_EQ(buf[static_cast<size_t>(i)], Value(n - 1, i));
+        // Scalars.
+        double scalars[2] = {static_cast<double>(rank), static_cast<double>(rank * rank)};
+        if (!(s = ring.AllReduceScalars(absl::MakeSpan(scalars), ReduceOp::kSum)).ok()) return s;
+        EXPECT_EQ(scalars[0], n * (n - 1) / 2.0);
+        double top[1] = {static_cast<double>(n - 1 - rank)};
+        if (!(s = ring.AllReduceScalars(absl::MakeSpan(top), ReduceOp::kMax)).ok()) return s;
+        EXPECT_EQ(top[0], n - 1);
+        return absl::OkStatus();
+      });
+      for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[static_cast<size_t>(r)].ok()) << statuses[static_cast<size_t>(r)];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TransportsAndWorldSizes, RingMatrixTest,
+    ::testing::Combine(::testing::Values(TransportKind::kLocal, TransportKind::kGrpc),
+                       ::testing::Values(1, 2, 3, 4, 5, 8, 16)),
+    [](const auto& info) {
+      return KindName(std::get<0>(info.param)) + "_N" + std::to_string(std::get<1>(info.param));
+    });
+
+class RingDeterminismTest : public ::testing::TestWithParam<TransportKind> {};
+
+// Random floats, where summation order matters: every rank gets the same
+// bits, every run gets the same bits, and the bits are the documented order
+// x[c+1] + x[c+2] + ... + x[c] for chunk c.
+TEST_P(RingDeterminismTest, BitwiseEqualAcrossRanksAndRunsInTheDocumentedOrder) {
+  const int n = 5;
+  const int64_t len = 10007;
+  auto input = [](int rank, int64_t i) {
+    return RandomStream(7, Purpose::kDropout, 0, static_cast<uint32_t>(rank)).Uniform(static_cast<uint64_t>(i)) * 1e3f - 500.0f;
+  };
+  std::vector<float> expected(static_cast<size_t>(len));
+  for (int c = 0; c < n; ++c) {
+    const Range chunk = ShardRange(len, c, n);
+    for (int64_t i = chunk.begin; i < chunk.end; ++i) {
+      float acc = input((c + 1) % n, i);
+      for (int k = 2; k <= n; ++k) acc = input((c + k) % n, i) + acc;
+      expected[static_cast<size_t>(i)] = acc;
+    }
+  }
+  TestWorld world(GetParam(), n);
+  std::vector<std::vector<float>> results(n);
+  for (int run = 0; run < 2; ++run) {
+    const auto statuses = world.Run([&](int rank, Transport* t) {
+      RingCollectives ring(t, Options(4096));
+      std::vector<float> buf(static_cast<size_t>(len));
+      for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = input(rank, i);
+      absl::Status s = ring.AllReduce(absl::MakeSpan(buf));
+      results[static_cast<size_t>(rank)] = buf;
+      return s;
+    });
+    for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(std::memcmp(results[static_cast<size_t>(r)].data(), expected.data(), sizeof(float) * len), 0)
+          << "rank " << r << " run " << run;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RingDeterminismTest,
+                         ::testing::Values(TransportKind::kLocal, TransportKind::kGrpc),
+                         [](const auto& info) { return KindName(info.param); });
+
+TEST(RingFailureTest, KilledRankIsNamedByEveryOtherRankWellBeforeTheDeadline) {
+  const int n = 4;
+  TestWorld world(TransportKind::kLocal, n);
+  const absl::Time start = absl::Now();
+  const auto statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
+    CollectiveOptions o = Options(64);
+    o.timeout = absl::Seconds(30);
+    RingCollectives ring(t, o);
+    std::vector<float> buf(100000, 1.0f);
+    if (rank == 2) {
+      world.fabric()->Kill(2);
+      return absl::OkStatus();
+    }
+    for (int i = 0; i < 50; ++i) {
+      absl::Status s = ring.AllReduce(absl::MakeSpan(buf));
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  for (int r : {0, 1, 3}) {
+    const absl::Status& s = statuses[static_cast<size_t>(r)];
+    // Rank 3 receives from rank 2 and sees it die; it tells ranks 0 and 1,
+    // which are waiting on live peers.
+    EXPECT_TRUE(absl::IsUnavailable(s)) << "rank " << r << ": " << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "peer rank 2 is gone")) << "rank " << r << ": " << s;
+  }
+}
+
+TEST(RingFailureTest, SilentRankFailsOthersByTheDeadlineNamingAPeer) {
+  const int n = 3;
+  TestWorld world(TransportKind::kLocal, n);
+  const absl::Time start = absl::Now();
+  const auto statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
+    CollectiveOptions o = Options(1 << 20);
+    o.timeout = absl::Milliseconds(500);
+    RingCollectives ring(t, o);
+    std::vector<float> buf(1000, 1.0f);
+    if (rank == 1) return absl::OkStatus();  // never joins
+    return ring.AllReduce(absl::MakeSpan(buf));
+  });
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_GE(took, absl::Milliseconds(450));
+  EXPECT_LT(took, absl::Milliseconds(2500));
+  // Rank 2 waits on rank 1, rank 0 on rank 2, with equal deadlines: whoever
+  // times out first names the peer it waited on and tells the other. (Over
+  // gRPC, keepalive names a frozen process itself: see
+  // tests/e2e/collective_process_test.cc.)
+  for (int r : {0, 2}) {
+    const absl::Status& s = statuses[static_cast<size_t>(r)];
+    EXPECT_TRUE(absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "sent nothing")) << s;
+  }
+}
+
+TEST(RingFailureTest, GrpcPeerThatGoesAwayIsNamedByEveryRank) {
+  const int n = 4;
+  TestWorld world(TransportKind::kGrpc, n);
+  const absl::Time start = absl::Now();
+  const auto statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
+    CollectiveOptions o = Options(1 << 16);
+    o.timeout = absl::Seconds(30);
+    RingCollectives ring(t, o);
+    std::vector<float> buf(1 << 18, 1.0f);
+    if (rank == 2) {
+      absl::Status s = ring.AllReduce(absl::MakeSpan(buf));  // one good round
+      t->Shutdown();                                         // then leave
+      return s;
+    }
+    for (int i = 0; i < 1000; ++i) {
+      absl::Status s = ring.AllReduce(absl::MakeSpan(buf));
+      if (!s.ok()) return s;
+    }
+    return absl::InternalError("the world kept going without rank 2");
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  for (int r : {0, 1, 3}) {
+    const absl::Status& s = statuses[static_cast<size_t>(r)];
+    EXPECT_TRUE(absl::IsUnavailable(s)) << "rank " << r << ": " << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "rank 2")) << "rank " << r << ": " << s;
+  }
+}
+
+TEST(GrpcTransportTest, OlderGenerationIsRefusedAndNewOneWorks) {
+  auto server = *TransportServer::Start("127.0.0.1:0");
+  const std::vector<std::string> peers = {"127.0.0.1:" + std::to_string(server->port())};
+  ASSERT_TRUE(server->Connect(5, 0, peers).ok());
+  absl::StatusOr<std::unique_ptr<Transport>> stale = server->Connect(4, 0, peers);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(server->Connect(6, 3, peers).ok());  // rank outside the world
+}
+
+}  // namespace
+}  // namespace shardline

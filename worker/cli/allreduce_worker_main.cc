@@ -1,0 +1,199 @@
+// shardline-allreduce-worker: one rank of a collective benchmark or test over
+// the real gRPC transport, like nccl-tests' all_reduce_perf. Start N of them
+// with the same --rendezvous directory; each writes its address there and
+// reads the others'.
+//
+//   for r in 0 1; do
+//     shardline-allreduce-worker --rank $r --world 2 --rendezvous /tmp/rdv &
+//   done
+//
+// Rank 0 prints one JSON object per size: median time of the slowest rank,
+// algorithm bandwidth (bytes / time) and bus bandwidth (algbw * 2(N-1)/N).
+// Exit codes: 0 ok, 2 bad flags, 3 a collective failed (message names the
+// peer), 4 a --check mismatch.
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "absl/debugging/failure_signal_handler.h"
+#include "absl/debugging/symbolize.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/env.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "worker/cli/args.h"
+#include "worker/collective/grpc_transport.h"
+#include "worker/collective/ring.h"
+
+namespace shardline {
+namespace {
+
+constexpr char kHelp[] =
+    "usage: shardline-allreduce-worker --rank R --world N --rendezvous DIR [flags]\n"
+    "  --listen HOST:PORT      transport address (default 127.0.0.1:0)\n"
+    "  --op allreduce|scalars  what to time (default allreduce)\n"
+    "  --sizes B,B,...         buffer sizes in bytes (default 65536,1048576,16777216,67108864)\n"
+    "  --iters K               timed iterations per size (default 20), after 3 warm-up ones\n"
+    "  --timeout_ms T          per-operation deadline (default 30000)\n"
+    "  --segment_bytes S       pipeline segment (default 1048576)\n"
+    "  --check                 verify every result exactly; exit 4 on a mismatch\n";
+
+int64_t Flag(const Args& args, const std::string& name, int64_t def) {
+  int64_t v = def;
+  if (args.Has(name) && !absl::SimpleAtoi(args.Get(name), &v)) {
+    fprintf(stderr, "--%s: '%s' is not an integer\n", name.c_str(), args.Get(name).c_str());
+    exit(2);
+  }
+  return v;
+}
+
+// Publishes this rank's address and waits for all N (FileStore-style).
+absl::StatusOr<std::vector<std::string>> Rendezvous(const std::string& dir, int rank, int world,
+                                                    const std::string& address) {
+  Env* env = Env::Default();
+  RETURN_IF_ERROR(env->CreateDirs(dir));
+  const std::string mine = absl::StrCat(dir, "/rank-", rank);
+  {
+    ASSIGN_OR_RETURN(auto f, env->NewWritableFile(mine + ".tmp"));
+    RETURN_IF_ERROR(f->Append(address));
+    RETURN_IF_ERROR(f->Close());
+  }
+  RETURN_IF_ERROR(env->RenameFile(mine + ".tmp", mine));
+  std::vector<std::string> peers(static_cast<size_t>(world));
+  const int64_t deadline = env->NowMicros() + 60 * 1000000LL;
+  for (int r = 0; r < world; ++r) {
+    for (;;) {
+      absl::StatusOr<std::string> a = env->ReadFile(absl::StrCat(dir, "/rank-", r));
+      if (a.ok()) {
+        peers[static_cast<size_t>(r)] = *a;
+        break;
+      }
+      if (env->NowMicros() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("rank ", r, " never joined the rendezvous in ", dir));
+      }
+      env->SleepForMicros(10000);
+    }
+  }
+  return peers;
+}
+
+float Value(int rank, int64_t i) { return static_cast<float>((rank * 7 + i * 3) % 11 - 5); }
+
+int Main(int argc, char** argv) {
+  Args args;
+  absl::Status parsed = ParseArgs(argc, argv, 1,
+                                  {"rank", "world", "rendezvous", "listen", "op", "sizes", "iters",
+                                   "timeout_ms", "segment_bytes"},
+                                  {}, "shardline-allreduce-worker", &args, {"check"});
+  if (args.help) {
+    fputs(kHelp, stdout);
+    return 0;
+  }
+  if (!parsed.ok() || !args.Has("rank") || !args.Has("world") || !args.Has("rendezvous")) {
+    fprintf(stderr, "%s\n%s", parsed.ok() ? "--rank, --world and --rendezvous are required" :
+                                            std::string(parsed.message()).c_str(), kHelp);
+    return 2;
+  }
+  const int rank = static_cast<int>(Flag(args, "rank", 0));
+  const int world = static_cast<int>(Flag(args, "world", 1));
+  const int iters = static_cast<int>(Flag(args, "iters", 20));
+  const bool check = args.Has("check") && args.Get("check") != "false";
+  const std::string op = args.Has("op") ? args.Get("op") : "allreduce";
+  std::vector<int64_t> sizes;
+  for (absl::string_view s : absl::StrSplit(args.Has("sizes") ? args.Get("sizes") : "65536,1048576,16777216,67108864", ',')) {
+    int64_t v;
+    if (!absl::SimpleAtoi(s, &v) || v < 0) {
+      fprintf(stderr, "--sizes: '%s' is not a byte count\n", std::string(s).c_str());
+      return 2;
+    }
+    sizes.push_back(v);
+  }
+  logging::SetPrefix(absl::StrCat("rank ", rank));
+
+  absl::StatusOr<std::unique_ptr<TransportServer>> server =
+      TransportServer::Start(args.Has("listen") ? args.Get("listen") : "127.0.0.1:0");
+  if (!server.ok()) {
+    fprintf(stderr, "rank %d: %s\n", rank, std::string(server.status().message()).c_str());
+    return 3;
+  }
+  absl::StatusOr<std::vector<std::string>> peers =
+      Rendezvous(args.Get("rendezvous"), rank, world, absl::StrCat("127.0.0.1:", (*server)->port()));
+  if (!peers.ok()) {
+    fprintf(stderr, "rank %d: %s\n", rank, std::string(peers.status().message()).c_str());
+    return 3;
+  }
+  absl::StatusOr<std::unique_ptr<Transport>> transport = (*server)->Connect(1, rank, *peers);
+  if (!transport.ok()) {
+    fprintf(stderr, "rank %d: %s\n", rank, std::string(transport.status().message()).c_str());
+    return 3;
+  }
+  CollectiveOptions options;
+  options.timeout = absl::Milliseconds(Flag(args, "timeout_ms", 30000));
+  options.max_segment_bytes = Flag(args, "segment_bytes", 1 << 20);
+  RingCollectives ring(transport->get(), options);
+
+  auto fail = [&](const absl::Status& s) {
+    fprintf(stderr, "rank %d: %s failed: %s\n", rank, op.c_str(), std::string(s.message()).c_str());
+    fflush(stderr);
+    (*transport)->Shutdown();  // flush the failure report to the other ranks
+    _exit(3);
+  };
+  bool announced = false;
+  for (int64_t bytes : sizes) {
+    const int64_t n = op == "scalars" ? std::max<int64_t>(1, bytes / 8) : bytes / 4;
+    std::vector<float> buf(op == "scalars" ? 0 : static_cast<size_t>(n));
+    std::vector<double> scalars(op == "scalars" ? static_cast<size_t>(n) : 0);
+    std::vector<double> times;
+    for (int it = 0; it < iters + 3; ++it) {
+      for (int64_t i = 0; i < static_cast<int64_t>(buf.size()); ++i) buf[static_cast<size_t>(i)] = Value(rank, i);
+      for (size_t i = 0; i < scalars.size(); ++i) scalars[i] = rank + static_cast<double>(i);
+      const absl::Time start = absl::Now();
+      absl::Status s = op == "scalars" ? ring.AllReduceScalars(absl::MakeSpan(scalars), ReduceOp::kSum)
+                                       : ring.AllReduce(absl::MakeSpan(buf));
+      double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      if (!s.ok()) fail(s);
+      if (!announced) {
+        fprintf(stderr, "rank %d: ready\n", rank);
+        fflush(stderr);
+        announced = true;
+      }
+      if (check) {
+        for (int64_t i = 0; i < static_cast<int64_t>(buf.size()); ++i) {
+          float want = 0;
+          for (int r = 0; r < world; ++r) want += Value(r, i);
+          if (buf[static_cast<size_t>(i)] != want) {
+            fprintf(stderr, "rank %d: mismatch at element %ld: %g != %g\n", rank, static_cast<long>(i),
+                    buf[static_cast<size_t>(i)], want);
+            return 4;
+          }
+        }
+      }
+      double slowest[1] = {seconds};
+      if (!(s = ring.AllReduceScalars(absl::MakeSpan(slowest), ReduceOp::kMax)).ok()) fail(s);
+      if (it >= 3) times.push_back(slowest[0]);
+    }
+    if (rank == 0 && !times.empty()) {
+      std::sort(times.begin(), times.end());
+      const double median = times[times.size() / 2];
+      const double algbw = static_cast<double>(bytes) / median / 1e9;
+      printf("{\"impl\":\"shardline\",\"op\":\"%s\",\"world\":%d,\"bytes\":%ld,\"iters\":%d,"
+             "\"median_s\":%.9g,\"algbw_GBps\":%.6g,\"busbw_GBps\":%.6g}\n",
+             op.c_str(), world, static_cast<long>(bytes), iters, median, algbw,
+             algbw * 2.0 * (world - 1) / world);
+      fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardline
+
+int main(int argc, char** argv) {
+  absl::InitializeSymbolizer(argv[0]);
+  absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
+  return shardline::Main(argc, argv);
+}

@@ -1,0 +1,53 @@
+// The gRPC transport: each worker process runs one TransportServer for its
+// whole life (its address is what the coordinator hands out), and connects a
+// new Transport for every world generation.
+//
+// Data path: a sender keeps one long-lived client stream (Transport.Push)
+// per peer, fed by its own thread, so Send returns as soon as the frame is
+// queued and sending overlaps the caller's reduction. The receiving server
+// drops frames into the generation's Mailbox. When a peer's stream breaks
+// (the process died, the connection reset) every Recv from it fails at once
+// with kUnavailable naming it, and this rank tells every other rank, so the
+// whole world fails fast instead of waiting for deadlines.
+//
+//   ASSIGN_OR_RETURN(auto server, TransportServer::Start("0.0.0.0:0"));
+//   ... tell the coordinator server->port() ...
+//   ASSIGN_OR_RETURN(auto transport, server->Connect(generation, rank, peer_addresses));
+//   RingCollectives ring(transport.get(), options);
+#ifndef SHARDLINE_WORKER_COLLECTIVE_GRPC_TRANSPORT_H_
+#define SHARDLINE_WORKER_COLLECTIVE_GRPC_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/collective/transport.h"
+
+namespace shardline {
+
+class TransportServer {
+ public:
+  // Listens on `listen` ("HOST:PORT"; port 0 picks one).
+  static absl::StatusOr<std::unique_ptr<TransportServer>> Start(const std::string& listen);
+  ~TransportServer();
+
+  int port() const;
+
+  // The transport of `rank` in generation `generation` (which must be larger
+  // than any earlier one); peers[i] is rank i's "host:port". Frames of older
+  // generations are refused from then on. The server must outlive it.
+  absl::StatusOr<std::unique_ptr<Transport>> Connect(uint64_t generation, int rank,
+                                                     std::vector<std::string> peers);
+
+  class Impl;
+
+ private:
+  explicit TransportServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_COLLECTIVE_GRPC_TRANSPORT_H_

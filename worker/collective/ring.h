@@ -1,0 +1,83 @@
+// Ring collectives over a Transport (Patarasuk & Yuan's bandwidth-optimal
+// ring, pipelined as in Gloo).
+//
+// The buffer of `size` floats is cut into N chunks, chunk c being
+// ShardRange(size, c, N), and each chunk into segments of at most
+// max_segment_bytes. Rank r sends to next = r+1 and receives from
+// prev = r-1 (mod N).
+//
+// Reduce-scatter: in step k = 0..N-2, rank r sends chunk (r-k-1) and
+//   receives chunk (r-k-2), adding the received values into its own. A
+//   segment is forwarded as soon as it is reduced, so sending, receiving and
+//   reducing of different segments overlap. After N-1 steps rank r holds
+//   the full sum of chunk r, accumulated in the fixed order
+//   x[r+1] + x[r+2] + ... + x[r]: bitwise the same on every run.
+// All-gather: in step k, rank r sends chunk (r-k) and receives chunk
+//   (r-k-1) straight into place, forwarding it in the next step.
+// All-reduce = reduce-scatter + all-gather: every rank ends with the owner's
+//   bits, so all ranks agree exactly.
+// Broadcast: a segment-pipelined chain root -> root+1 -> ... -> root-1.
+// Scalar all-reduce: every rank sends its few values to every other rank and
+//   reduces all N in rank order, so all ranks get the same bits in one round.
+//
+// Cost per rank (n bytes of buffer, N ranks): reduce-scatter and all-gather
+// each take N-1 steps and send (N-1)/N * n bytes; all-reduce 2(N-1) steps and
+// 2(N-1)/N * n bytes. See docs/collectives.md.
+//
+//   RingCollectives ring(transport.get(), CollectiveOptions());
+//   RETURN_IF_ERROR(ring.AllReduce(absl::MakeSpan(grads)));
+#ifndef SHARDLINE_WORKER_COLLECTIVE_RING_H_
+#define SHARDLINE_WORKER_COLLECTIVE_RING_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "worker/collective/collectives.h"
+#include "worker/collective/transport.h"
+
+namespace shardline {
+
+struct CollectiveOptions {
+  // Every operation finishes within this long or fails, naming the peer
+  // that did not deliver.
+  absl::Duration timeout = absl::Seconds(30);
+  // Upper bound on one segment. Gloo uses 1 MiB; tests use a few bytes so
+  // multi-segment paths run with small inputs.
+  int64_t max_segment_bytes = 1 << 20;
+};
+
+class RingCollectives : public Collectives {
+ public:
+  // `transport` must outlive this object. Every rank must call the same
+  // operations in the same order with buffers of the same size.
+  RingCollectives(Transport* transport, CollectiveOptions options);
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+
+  absl::Status ReduceScatter(absl::Span<float> buffer) override;
+  absl::Status AllGather(absl::Span<float> buffer) override;
+  absl::Status AllReduceScalars(absl::Span<double> values, ReduceOp op) override;
+  absl::Status AllReduce(absl::Span<float> buffer);
+  absl::Status Broadcast(absl::Span<float> buffer, int root);
+
+ private:
+  // The unique tag of segment `segment` in step `step` of the current op.
+  uint64_t Tag(uint64_t step, uint64_t segment) const;
+  // Segments of chunk c: (offset, length) in floats, relative to the buffer.
+  std::vector<std::pair<int64_t, int64_t>> Segments(int64_t size, int chunk) const;
+
+  Transport* transport_;
+  CollectiveOptions options_;
+  int rank_;
+  int world_;
+  int next_;
+  int prev_;
+  uint64_t op_ = 0;  // sequence number of the current operation
+  std::vector<float> scratch_;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_COLLECTIVE_RING_H_
