@@ -18,6 +18,7 @@
 
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
+#include "common/malloc_tuning.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -146,9 +147,18 @@ int Main(int argc, char** argv) {
     const int64_t n = op == "scalars" ? std::max<int64_t>(1, bytes / 8) : bytes / 4;
     std::vector<float> buf(op == "scalars" ? 0 : static_cast<size_t>(n));
     std::vector<double> scalars(op == "scalars" ? static_cast<size_t>(n) : 0);
+    std::vector<float> input(buf.size());
+    for (int64_t i = 0; i < static_cast<int64_t>(input.size()); ++i) input[static_cast<size_t>(i)] = Value(rank, i);
+    std::vector<float> want;
+    if (check) {
+      want.assign(buf.size(), 0.0f);
+      for (int r = 0; r < world; ++r) {
+        for (int64_t i = 0; i < static_cast<int64_t>(want.size()); ++i) want[static_cast<size_t>(i)] += Value(r, i);
+      }
+    }
     std::vector<double> times;
     for (int it = 0; it < iters + 3; ++it) {
-      for (int64_t i = 0; i < static_cast<int64_t>(buf.size()); ++i) buf[static_cast<size_t>(i)] = Value(rank, i);
+      std::copy(input.begin(), input.end(), buf.begin());
       for (size_t i = 0; i < scalars.size(); ++i) scalars[i] = rank + static_cast<double>(i);
       const absl::Time start = absl::Now();
       absl::Status s = op == "scalars" ? ring.AllReduceScalars(absl::MakeSpan(scalars), ReduceOp::kSum)
@@ -161,12 +171,9 @@ int Main(int argc, char** argv) {
         announced = true;
       }
       if (check) {
-        for (int64_t i = 0; i < static_cast<int64_t>(buf.size()); ++i) {
-          float want = 0;
-          for (int r = 0; r < world; ++r) want += Value(r, i);
-          if (buf[static_cast<size_t>(i)] != want) {
-            fprintf(stderr, "rank %d: mismatch at element %ld: %g != %g\n", rank, static_cast<long>(i),
-                    buf[static_cast<size_t>(i)], want);
+        for (size_t i = 0; i < buf.size(); ++i) {
+          if (buf[i] != want[i]) {
+            fprintf(stderr, "rank %d: mismatch at element %zu: %g != %g\n", rank, i, buf[i], want[i]);
             return 4;
           }
         }
@@ -195,5 +202,6 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   absl::InitializeSymbolizer(argv[0]);
   absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
+  shardline::TuneMallocForLargeBuffers();
   return shardline::Main(argc, argv);
 }

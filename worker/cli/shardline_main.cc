@@ -4,6 +4,7 @@
 
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
+#include "common/malloc_tuning.h"
 #include "worker/cli/commands.h"
 
 namespace {
@@ -23,6 +24,7 @@ constexpr char kUsage[] =
 int main(int argc, char** argv) {
   absl::InitializeSymbolizer(argv[0]);
   absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
+  shardline::TuneMallocForLargeBuffers();
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

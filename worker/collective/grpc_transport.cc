@@ -7,11 +7,21 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
-#include "proto/transport.grpc.pb.h"
+#include "grpcpp/impl/codegen/method_handler.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/impl/codegen/rpc_method.h"
+#include "grpcpp/impl/codegen/rpc_service_method.h"
+#include "proto/transport.pb.h"
+#include "worker/collective/grpc_frame.h"
 #include "worker/collective/mailbox.h"
 
 namespace shardline {
 namespace {
+
+// The one RPC of proto/transport.proto. Its stub and handler are written
+// against OutFrame/InFrame (grpc_frame.h) instead of the generated Frame, so
+// payloads are not copied; the bytes on the wire are still a Frame.
+constexpr char kPushMethod[] = "/shardline.transport.Transport/Push";
 
 // A frame with this tag carries a reason the world is broken, not data.
 constexpr uint64_t kPoisonTag = ~uint64_t{0};
@@ -25,6 +35,22 @@ constexpr absl::Duration kDrainTimeout = absl::Seconds(5);
 // even while no operation is waiting on it directly.
 constexpr int kKeepaliveTimeMs = 1000;
 constexpr int kKeepaliveTimeoutMs = 2000;
+
+// Data-plane settings shared by both ends of a Push stream, as
+// (name, value) pairs. The reasons:
+//  - max_frame_size: HTTP/2 DATA frames of up to 16 MiB instead of 16 KiB,
+//    so a 1 MiB segment is one frame, not 64 (fewer headers and wakeups).
+//  - lookahead/write buffer: flow-control windows large enough that a
+//    sender never stalls on a segment or two in flight (Gloo keeps two).
+//  - read chunks of up to 4 MiB: fewer read syscalls per segment.
+std::vector<std::pair<std::string, int>> DataPlaneArgs() {
+  return {{GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (1 << 24) - 1},
+          {GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20},
+          {GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20},
+          {GRPC_ARG_TCP_READ_CHUNK_SIZE, 4 << 20},
+          {GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 256 << 10},
+          {GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 4 << 20}};
+}
 
 void SetKeepalive(grpc::ChannelArguments* args) {
   args->SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
@@ -41,23 +67,32 @@ class PeerStream {
       : peer_(peer), address_(address), on_broken_(std::move(on_broken)) {
     grpc::ChannelArguments args = DefaultChannelArguments();
     SetKeepalive(&args);
+    for (const auto& [name, value] : DataPlaneArgs()) args.SetInt(name, value);
     // A connection of our own, not shared with other generations' channels.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    stub_ = transport::Transport::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     ctx_.set_wait_for_ready(true);  // the peer may still be starting
-    writer_ = stub_->Push(&ctx_, &summary_);
+    const grpc::internal::RpcMethod method(kPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel_);
+    writer_.reset(grpc::internal::ClientWriterFactory<OutFrame>::Create(channel_.get(), method, &ctx_, &summary_));
     thread_ = std::thread([this] { Run(); });
   }
 
   ~PeerStream() { Close(); }
 
-  absl::Status Enqueue(transport::Frame frame) {
+  // Queues a frame. A frame with a tracker is released through it if it is
+  // dropped instead of sent.
+  absl::Status Enqueue(OutFrame frame) {
     absl::MutexLock lock(&mu_);
-    if (!broken_.ok()) return broken_;
+    if (!broken_.ok()) {
+      if (frame.tracker != nullptr) frame.tracker->Release();
+      return broken_;
+    }
     queue_.push_back(std::move(frame));
     return absl::OkStatus();
   }
+
+  // Cancels the stream: queued frames are dropped, writes in flight fail.
+  void Cancel() { ctx_.TryCancel(); }
 
   // Flushes what is queued (bounded by kDrainTimeout), then ends the stream.
   void Close() {
@@ -70,30 +105,32 @@ class PeerStream {
       if (!queue_.empty()) ctx_.TryCancel();
     }
     thread_.join();
+    DropQueued();
   }
 
  private:
   void Run() {
     for (;;) {
-      transport::Frame frame;
+      const OutFrame* frame;
       {
         absl::MutexLock lock(&mu_);
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || closed_; };
         mu_.Await(absl::Condition(&ready));
         if (queue_.empty()) break;
-        frame = std::move(queue_.front());
+        frame = &queue_.front();  // deque: stays put while others are added
       }
-      const bool ok = writer_->Write(frame);
+      const bool ok = writer_->Write(*frame);
       std::string why;
       {
         absl::MutexLock lock(&mu_);
+        if (frame->tracker != nullptr) frame->tracker->Release();  // serialised: copied
         queue_.pop_front();
         if (!ok) {
           why = absl::StrCat("the connection to it at ", address_, " broke");
           broken_ = absl::UnavailableError(absl::StrCat("peer rank ", peer_, " is gone: ", why));
-          queue_.clear();
         }
       }
+      if (!ok) DropQueued();
       if (!ok) {
         if (!closed()) on_broken_(why);
         break;
@@ -108,17 +145,25 @@ class PeerStream {
     return closed_;
   }
 
+  void DropQueued() {
+    absl::MutexLock lock(&mu_);
+    for (OutFrame& f : queue_) {
+      if (f.tracker != nullptr) f.tracker->Release();
+    }
+    queue_.clear();
+  }
+
   const int peer_;
   const std::string address_;
   const std::function<void(const std::string&)> on_broken_;
-  std::unique_ptr<transport::Transport::Stub> stub_;
+  std::shared_ptr<grpc::Channel> channel_;
   grpc::ClientContext ctx_;
   transport::PushSummary summary_;
-  std::unique_ptr<grpc::ClientWriter<transport::Frame>> writer_;
+  std::unique_ptr<grpc::ClientWriter<OutFrame>> writer_;
   std::thread thread_;
 
   absl::Mutex mu_;
-  std::deque<transport::Frame> queue_ ABSL_GUARDED_BY(mu_);  // front is being written
+  std::deque<OutFrame> queue_ ABSL_GUARDED_BY(mu_);  // front is being written
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -153,13 +198,28 @@ class Generation {
     SLOG(WARNING) << "collective failed: " << why << "; telling every rank";
     for (int peer = 0; peer < world_size(); ++peer) {
       if (peer == rank_) continue;
-      transport::Frame frame;
-      frame.set_src_rank(rank_);
-      frame.set_generation(generation_);
-      frame.set_tag(kPoisonTag);
-      frame.set_payload(why);
+      OutFrame frame;
+      frame.src_rank = rank_;
+      frame.generation = generation_;
+      frame.tag = kPoisonTag;
+      frame.owned = why;
       if (PeerStream* s = StreamLocked(peer)) s->Enqueue(std::move(frame)).IgnoreError();
     }
+  }
+
+  SendTracker& tracker() { return tracker_; }
+
+  // Waits for every referenced payload to be released; past the deadline,
+  // cancels all streams (releasing everything) and fails the world.
+  absl::Status Flush(absl::Time deadline) {
+    if (tracker_.WaitIdle(deadline)) return absl::OkStatus();
+    const std::string why = absl::StrCat("rank ", rank_, " could not hand its data to its peers before the deadline");
+    Fail(why);
+    CancelAll();
+    while (!tracker_.WaitIdle(absl::Now() + absl::Seconds(5))) {
+      SLOG(WARNING) << "frames still queued after cancelling the streams; waiting";
+    }
+    return absl::DeadlineExceededError(why);
   }
 
   void Shutdown() {
@@ -174,6 +234,8 @@ class Generation {
       if (s != nullptr) s->Close();
     }
     box_.Shutdown();
+    // Closing serialised or dropped every queued frame.
+    tracker_.WaitIdle(absl::InfiniteFuture());
   }
 
  private:
@@ -189,10 +251,18 @@ class Generation {
     return s.get();
   }
 
+  void CancelAll() {
+    absl::MutexLock lock(&mu_);
+    for (auto& s : streams_) {
+      if (s != nullptr) s->Cancel();
+    }
+  }
+
   const uint64_t generation_;
   const int rank_;
   const std::vector<std::string> peers_;
   Mailbox box_;
+  SendTracker tracker_;
   absl::Mutex mu_;
   std::vector<std::unique_ptr<PeerStream>> streams_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
@@ -209,27 +279,32 @@ class GrpcTransport : public Transport {
   absl::Status Send(int peer, uint64_t tag, absl::Span<const char> data, absl::Time) override {
     if (absl::Status bad = CheckPeer(peer); !bad.ok()) return bad;
     if (peer == rank()) {
-      gen_->box().Put(peer, tag, std::string(data.data(), data.size()));
+      gen_->box().Put(peer, tag, std::make_unique<StringPayload>(std::string(data.data(), data.size())));
       return absl::OkStatus();
     }
-    transport::Frame frame;
-    frame.set_src_rank(rank());
-    frame.set_generation(gen_->generation());
-    frame.set_tag(tag);
-    frame.set_payload(data.data(), data.size());
+    OutFrame frame;
+    frame.src_rank = rank();
+    frame.generation = gen_->generation();
+    frame.tag = tag;
+    frame.payload = data;
+    frame.tracker = &gen_->tracker();
     PeerStream* stream = gen_->Stream(peer);
     if (stream == nullptr) return absl::AbortedError("transport shut down");
+    gen_->tracker().Add();
     return stream->Enqueue(std::move(frame));
   }
 
-  absl::Status Recv(int peer, uint64_t tag, absl::Span<char> data, absl::Time deadline) override {
+  absl::StatusOr<std::unique_ptr<Payload>> Receive(int peer, uint64_t tag, absl::Time deadline) override {
     if (absl::Status bad = CheckPeer(peer); !bad.ok()) return bad;
-    absl::Status s = gen_->box().Take(peer, tag, data, deadline);
+    absl::StatusOr<std::unique_ptr<Payload>> p = gen_->box().Take(peer, tag, deadline);
+    const absl::Status& s = p.status();
     if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
       gen_->Fail(absl::StrCat(s.message(), " (reported by rank ", rank(), ")"));
     }
-    return s;
+    return p;
   }
+
+  absl::Status Flush(absl::Time deadline) override { return gen_->Flush(deadline); }
 
   void Shutdown() override { gen_->Shutdown(); }
 
@@ -244,32 +319,47 @@ class GrpcTransport : public Transport {
 
 }  // namespace
 
-class TransportServer::Impl : public transport::Transport::Service {
+class TransportServer::Impl : public grpc::Service {
  public:
-  grpc::Status Push(grpc::ServerContext* ctx, grpc::ServerReader<transport::Frame>* reader,
-                    transport::PushSummary* summary) override {
-    transport::Frame frame;
+  Impl() {
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        kPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING,
+        new grpc::internal::ClientStreamingHandler<Impl, InFrame, transport::PushSummary>(
+            [](Impl* impl, grpc::ServerContext* ctx, grpc::ServerReader<InFrame>* reader,
+               transport::PushSummary* summary) { return impl->Push(ctx, reader, summary); },
+            this)));
+  }
+
+  grpc::Status Push(grpc::ServerContext* ctx, grpc::ServerReader<InFrame>* reader,
+                    transport::PushSummary* summary) {
+    InFrame frame;
     std::shared_ptr<Generation> gen;
     int src = -1;
     while (reader->Read(&frame)) {
       if (gen == nullptr) {
-        gen = WaitFor(frame.generation());
+        gen = WaitFor(frame.generation);
         if (gen == nullptr) {
           return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                              absl::StrCat("frame of generation ", frame.generation(),
+                              absl::StrCat("frame of generation ", frame.generation,
                                            " but this worker is at generation ", generation()));
         }
-        src = frame.src_rank();
+        src = frame.src_rank;
         if (src < 0 || src >= gen->world_size()) {
           return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                               absl::StrCat("sender rank ", src, " is not in a world of ", gen->world_size()));
         }
       }
-      if (frame.tag() == kPoisonTag) {
-        gen->box().Poison(frame.payload());
+      if (frame.src_rank != src) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("stream from rank ", src, " carried a frame from rank ", frame.src_rank));
+      }
+      if (frame.tag == kPoisonTag) {
+        std::string why(frame.payload->size(), '\0');
+        CopyPayloadInto(*frame.payload, absl::MakeSpan(why)).IgnoreError();
+        gen->box().Poison(why);
         continue;
       }
-      gen->box().Put(src, frame.tag(), std::move(*frame.mutable_payload()));
+      gen->box().Put(src, frame.tag, std::move(frame.payload));
       summary->set_frames(summary->frames() + 1);
     }
     if (gen != nullptr) {
@@ -334,9 +424,9 @@ TransportServer::~TransportServer() {
 
 absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const std::string& listen) {
   auto impl = std::make_unique<Impl>();
-  absl::StatusOr<GrpcServer> server = StartGrpcServer(
-      listen, {impl.get()},
-      {{GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs},
+  std::vector<std::pair<std::string, int>> args = DataPlaneArgs();
+  args.insert(args.end(), {
+      {GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs},
        {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs},
        {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1},
        {GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0},
@@ -344,6 +434,7 @@ absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const st
        // connection for "too many pings".
        {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, kKeepaliveTimeMs / 2},
        {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0}});
+  absl::StatusOr<GrpcServer> server = StartGrpcServer(listen, {impl.get()}, args);
   if (!server.ok()) return server.status();
   impl->grpc = std::move(*server);
   return std::unique_ptr<TransportServer>(new TransportServer(std::move(impl)));

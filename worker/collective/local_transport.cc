@@ -16,23 +16,27 @@ class LocalTransport : public Transport {
     if (peer < 0 || peer >= world_size()) {
       return absl::InvalidArgumentError(absl::StrCat("no rank ", peer, " in a world of ", world_size()));
     }
-    fabric_->mailboxes_[static_cast<size_t>(peer)]->Put(rank_, tag, std::string(data.data(), data.size()));
+    fabric_->mailboxes_[static_cast<size_t>(peer)]->Put(
+        rank_, tag, std::make_unique<StringPayload>(std::string(data.data(), data.size())));
     return absl::OkStatus();
   }
 
-  absl::Status Recv(int peer, uint64_t tag, absl::Span<char> data, absl::Time deadline) override {
+  absl::Status Flush(absl::Time) override { return absl::OkStatus(); }  // Send copies
+
+  absl::StatusOr<std::unique_ptr<Payload>> Receive(int peer, uint64_t tag, absl::Time deadline) override {
     if (peer < 0 || peer >= world_size()) {
       return absl::InvalidArgumentError(absl::StrCat("no rank ", peer, " in a world of ", world_size()));
     }
     Mailbox* box = fabric_->mailboxes_[static_cast<size_t>(rank_)].get();
-    absl::Status s = box->Take(peer, tag, data, deadline);
+    absl::StatusOr<std::unique_ptr<Payload>> p = box->Take(peer, tag, deadline);
+    const absl::Status s = p.status();
     // As the gRPC transport does: a rank that sees a peer fail tells every
     // rank, so the whole world fails fast.
     if ((absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) && !box->poisoned()) {
       const std::string why = absl::StrCat(s.message(), " (reported by rank ", rank_, ")");
       for (auto& other : fabric_->mailboxes_) other->Poison(why);  // first poison wins
     }
-    return s;
+    return p;
   }
 
   void Shutdown() override { fabric_->mailboxes_[static_cast<size_t>(rank_)]->Shutdown(); }

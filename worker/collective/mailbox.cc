@@ -1,7 +1,5 @@
 #include "worker/collective/mailbox.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 
 namespace shardline {
@@ -14,7 +12,7 @@ bool Mailbox::poisoned() {
   return !poison_.empty();
 }
 
-void Mailbox::Put(int src, uint64_t tag, std::string payload) {
+void Mailbox::Put(int src, uint64_t tag, std::unique_ptr<Payload> payload) {
   absl::MutexLock lock(&mu_);
   if (shutdown_) return;
   messages_[{src, tag}] = std::move(payload);
@@ -38,7 +36,7 @@ void Mailbox::Shutdown() {
   messages_.clear();
 }
 
-absl::Status Mailbox::Take(int src, uint64_t tag, absl::Span<char> out, absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<Payload>> Mailbox::Take(int src, uint64_t tag, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   const auto key = std::make_pair(src, tag);
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -58,13 +56,9 @@ absl::Status Mailbox::Take(int src, uint64_t tag, absl::Span<char> out, absl::Ti
     return absl::DeadlineExceededError(
         absl::StrCat("peer rank ", src, " sent nothing for tag ", tag, " before the deadline"));
   }
-  if (it->second.size() != out.size()) {
-    return absl::InternalError(absl::StrCat("message from rank ", src, " tag ", tag, " has ",
-                                            it->second.size(), " bytes; receiver expected ", out.size()));
-  }
-  std::memcpy(out.data(), it->second.data(), out.size());
+  std::unique_ptr<Payload> payload = std::move(it->second);
   messages_.erase(it);
-  return absl::OkStatus();
+  return payload;
 }
 
 }  // namespace shardline

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,7 +16,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "absl/types/span.h"
+#include "absl/status/statusor.h"
+#include "worker/collective/payload.h"
 
 namespace shardline {
 
@@ -24,7 +26,7 @@ class Mailbox {
   explicit Mailbox(int world_size);
 
   // Delivers a message from `src`. Dropped after Shutdown.
-  void Put(int src, uint64_t tag, std::string payload);
+  void Put(int src, uint64_t tag, std::unique_ptr<Payload> payload);
 
   // Marks `src` gone: pending and future Takes from it fail with kUnavailable
   // and `why` (messages it already delivered can still be taken).
@@ -36,8 +38,8 @@ class Mailbox {
   // Returns true for the first poison only.
   bool Poison(const std::string& why);
 
-  // Waits until the message (src, tag) is here and moves it into `out`.
-  absl::Status Take(int src, uint64_t tag, absl::Span<char> out, absl::Time deadline);
+  // Waits until the message (src, tag) is here and hands it over.
+  absl::StatusOr<std::unique_ptr<Payload>> Take(int src, uint64_t tag, absl::Time deadline);
 
   // Fails everything with kAborted from now on.
   void Shutdown();
@@ -48,7 +50,7 @@ class Mailbox {
  private:
   const int world_size_;
   absl::Mutex mu_;
-  std::map<std::pair<int, uint64_t>, std::string> messages_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, uint64_t>, std::unique_ptr<Payload>> messages_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> gone_ ABSL_GUARDED_BY(mu_);  // per source; empty = alive
   std::string poison_ ABSL_GUARDED_BY(mu_);  // empty = healthy
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

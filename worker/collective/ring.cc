@@ -40,13 +40,23 @@ std::vector<std::pair<int64_t, int64_t>> RingCollectives::Segments(int64_t size,
   return out;
 }
 
+absl::Status RingCollectives::Finish(absl::Status status, absl::Time deadline) {
+  // Sent segments point into the caller's buffer: it is theirs again only
+  // once the transport lets go of them, whether or not the op succeeded.
+  absl::Status flushed = transport_->Flush(deadline);
+  return status.ok() ? flushed : status;
+}
+
 absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
   ++op_;
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
+  return Finish(ReduceScatterSteps(buffer, deadline), deadline);
+}
+
+absl::Status RingCollectives::ReduceScatterSteps(absl::Span<float> buffer, absl::Time deadline) {
   const int64_t size = static_cast<int64_t>(buffer.size());
   auto chunk = [&](int k) { return ((rank_ - k) % world_ + world_) % world_; };
-
   int seg_index = 0;
   for (const auto& [begin, len] : Segments(size, chunk(1))) {
     RETURN_IF_ERROR(Annotate(transport_->Send(next_, Tag(0, seg_index++), Bytes(buffer.data() + begin, len), deadline),
@@ -56,11 +66,11 @@ absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
     const auto segments = Segments(size, chunk(k + 2));
     for (size_t j = 0; j < segments.size(); ++j) {
       const auto [begin, len] = segments[j];
-      if (scratch_.size() < static_cast<size_t>(len)) scratch_.resize(static_cast<size_t>(len));
-      RETURN_IF_ERROR(Annotate(transport_->Recv(prev_, Tag(k, j), MutableBytes(scratch_.data(), len), deadline),
-                               absl::StrCat("reduce-scatter step ", k)));
+      const std::string where = absl::StrCat("reduce-scatter step ", k);
+      absl::StatusOr<std::unique_ptr<Payload>> in = transport_->Receive(prev_, Tag(k, j), deadline);
+      if (!in.ok()) return Annotate(in.status(), where);
       float* dst = buffer.data() + begin;
-      for (int64_t i = 0; i < len; ++i) dst[i] += scratch_[static_cast<size_t>(i)];
+      RETURN_IF_ERROR(Annotate(AddPayloadInto(**in, absl::MakeSpan(dst, static_cast<size_t>(len))), where));
       if (k + 1 <= world_ - 2) {
         RETURN_IF_ERROR(Annotate(transport_->Send(next_, Tag(k + 1, j), Bytes(dst, len), deadline),
                                  absl::StrCat("reduce-scatter step ", k + 1)));
@@ -74,9 +84,12 @@ absl::Status RingCollectives::AllGather(absl::Span<float> buffer) {
   ++op_;
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
+  return Finish(AllGatherSteps(buffer, deadline), deadline);
+}
+
+absl::Status RingCollectives::AllGatherSteps(absl::Span<float> buffer, absl::Time deadline) {
   const int64_t size = static_cast<int64_t>(buffer.size());
   auto chunk = [&](int k) { return ((rank_ - k) % world_ + world_) % world_; };
-
   int seg_index = 0;
   for (const auto& [begin, len] : Segments(size, rank_)) {
     RETURN_IF_ERROR(Annotate(transport_->Send(next_, Tag(0, seg_index++), Bytes(buffer.data() + begin, len), deadline),
@@ -87,7 +100,7 @@ absl::Status RingCollectives::AllGather(absl::Span<float> buffer) {
     for (size_t j = 0; j < segments.size(); ++j) {
       const auto [begin, len] = segments[j];
       float* dst = buffer.data() + begin;
-      RETURN_IF_ERROR(Annotate(transport_->Recv(prev_, Tag(k, j), MutableBytes(dst, len), deadline),
+      RETURN_IF_ERROR(Annotate(RecvInto(*transport_, prev_, Tag(k, j), MutableBytes(dst, len), deadline),
                                absl::StrCat("all-gather step ", k)));
       if (k + 1 <= world_ - 2) {
         RETURN_IF_ERROR(Annotate(transport_->Send(next_, Tag(k + 1, j), Bytes(dst, len), deadline),
@@ -110,6 +123,10 @@ absl::Status RingCollectives::Broadcast(absl::Span<float> buffer, int root) {
   }
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
+  return Finish(BroadcastSteps(buffer, root, deadline), deadline);
+}
+
+absl::Status RingCollectives::BroadcastSteps(absl::Span<float> buffer, int root, absl::Time deadline) {
   const int position = (rank_ - root + world_) % world_;
   const int64_t size = static_cast<int64_t>(buffer.size());
   const int64_t seg = std::max<int64_t>(1, options_.max_segment_bytes / static_cast<int64_t>(sizeof(float)));
@@ -118,7 +135,7 @@ absl::Status RingCollectives::Broadcast(absl::Span<float> buffer, int root) {
     const int64_t len = std::min(seg, size - begin);
     float* p = buffer.data() + begin;
     if (position > 0) {
-      RETURN_IF_ERROR(Annotate(transport_->Recv(prev_, Tag(0, j), MutableBytes(p, len), deadline), "broadcast"));
+      RETURN_IF_ERROR(Annotate(RecvInto(*transport_, prev_, Tag(0, j), MutableBytes(p, len), deadline), "broadcast"));
     }
     if (position < world_ - 1) {
       RETURN_IF_ERROR(Annotate(transport_->Send(next_, Tag(0, j), Bytes(p, len), deadline), "broadcast"));
@@ -131,6 +148,11 @@ absl::Status RingCollectives::AllReduceScalars(absl::Span<double> values, Reduce
   ++op_;
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
+  return Finish(AllReduceScalarsSteps(values, op, deadline), deadline);
+}
+
+absl::Status RingCollectives::AllReduceScalarsSteps(absl::Span<double> values, ReduceOp op,
+                                                    absl::Time deadline) {
   const absl::Span<const char> mine(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));
   for (int peer = 0; peer < world_; ++peer) {
     if (peer != rank_) RETURN_IF_ERROR(Annotate(transport_->Send(peer, Tag(0, 0), mine, deadline), "scalar all-reduce"));
@@ -142,11 +164,13 @@ absl::Status RingCollectives::AllReduceScalars(absl::Span<double> values, Reduce
       std::copy(values.begin(), values.end(), slot);
       continue;
     }
-    RETURN_IF_ERROR(Annotate(
-        transport_->Recv(peer, Tag(0, 0), absl::Span<char>(reinterpret_cast<char*>(slot), values.size() * sizeof(double)),
-                         deadline),
-        "scalar all-reduce"));
+    RETURN_IF_ERROR(Annotate(RecvInto(*transport_, peer, Tag(0, 0),
+                                      absl::Span<char>(reinterpret_cast<char*>(slot), values.size() * sizeof(double)),
+                                      deadline),
+                             "scalar all-reduce"));
   }
+  // `values` was sent by reference: overwrite it only once it is released.
+  RETURN_IF_ERROR(transport_->Flush(deadline));
   for (size_t i = 0; i < values.size(); ++i) {
     double acc = all[i];
     for (int peer = 1; peer < world_; ++peer) {

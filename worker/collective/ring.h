@@ -63,6 +63,13 @@ class RingCollectives : public Collectives {
   absl::Status Broadcast(absl::Span<float> buffer, int root);
 
  private:
+  // Flushes the transport, then returns `status` (or the flush's error).
+  absl::Status Finish(absl::Status status, absl::Time deadline);
+  absl::Status ReduceScatterSteps(absl::Span<float> buffer, absl::Time deadline);
+  absl::Status AllGatherSteps(absl::Span<float> buffer, absl::Time deadline);
+  absl::Status BroadcastSteps(absl::Span<float> buffer, int root, absl::Time deadline);
+  absl::Status AllReduceScalarsSteps(absl::Span<double> values, ReduceOp op, absl::Time deadline);
+
   // The unique tag of segment `segment` in step `step` of the current op.
   uint64_t Tag(uint64_t step, uint64_t segment) const;
   // Segments of chunk c: (offset, length) in floats, relative to the buffer.
@@ -75,7 +82,6 @@ class RingCollectives : public Collectives {
   int next_;
   int prev_;
   uint64_t op_ = 0;  // sequence number of the current operation
-  std::vector<float> scratch_;
 };
 
 }  // namespace shardline

@@ -4,24 +4,28 @@
 // this interface and never include gRPC headers.
 //
 //   RETURN_IF_ERROR(t->Send(next, tag, bytes, deadline));
-//   RETURN_IF_ERROR(t->Recv(prev, tag, absl::MakeSpan(buffer), deadline));
+//   ASSIGN_OR_RETURN(std::unique_ptr<Payload> msg, t->Receive(prev, tag, deadline));
+//   RETURN_IF_ERROR(t->Flush(deadline));   // before touching sent memory again
 //
 // Errors always name the peer rank:
 //   kUnavailable       the peer's stream closed or broke (it died, or left)
 //   kDeadlineExceeded  nothing arrived from the peer before the deadline
 //   kAborted           this transport was shut down (a new generation began)
-// A rank whose Recv fails with kUnavailable or kDeadlineExceeded tells every
-// other rank, whose pending and later Recvs then fail with kUnavailable and
+// A rank whose Receive fails with kUnavailable or kDeadlineExceeded tells
+// every other rank, whose pending and later Receives then fail with kUnavailable and
 // the same message (naming the failed peer and the reporting rank): one dead
 // rank fails the whole world within milliseconds, not a deadline each.
 #ifndef SHARDLINE_WORKER_COLLECTIVE_TRANSPORT_H_
 #define SHARDLINE_WORKER_COLLECTIVE_TRANSPORT_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "worker/collective/payload.h"
 
 namespace shardline {
 
@@ -31,21 +35,32 @@ class Transport {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
 
-  // Queues `data` (copied before returning) for `peer` under `tag`. Returns
-  // once queued; delivery is in order per (sender, receiver) pair. Fails if
-  // the connection to the peer is known to be broken.
+  // Queues `data` for `peer` under `tag` and returns. Delivery is in order
+  // per (sender, receiver) pair. `data` may be referenced, not copied: it
+  // must stay valid and unchanged until Flush returns. Fails if the
+  // connection to the peer is known to be broken.
   virtual absl::Status Send(int peer, uint64_t tag, absl::Span<const char> data,
                             absl::Time deadline) = 0;
 
-  // Waits for the message `peer` sent under `tag` and copies it into `data`,
-  // whose size must equal the message's (kInternal naming both sizes if not).
-  // Messages with other tags that arrive meanwhile are kept for their Recv.
-  virtual absl::Status Recv(int peer, uint64_t tag, absl::Span<char> data,
-                            absl::Time deadline) = 0;
+  // Waits for the message `peer` sent under `tag`. Messages with other tags
+  // that arrive meanwhile are kept for their Receive.
+  virtual absl::StatusOr<std::unique_ptr<Payload>> Receive(int peer, uint64_t tag,
+                                                           absl::Time deadline) = 0;
 
-  // Fails every pending and future Send/Recv with kAborted. Idempotent.
+  // Waits until no earlier Send's data is referenced any more (handed to
+  // the OS, or dropped with a broken connection). However it returns, the
+  // memory of earlier Sends is free afterwards. If the deadline passes, the
+  // stuck streams are cancelled (the world is then broken) and the result
+  // is kDeadlineExceeded.
+  virtual absl::Status Flush(absl::Time deadline) = 0;
+
+  // Fails every pending and future operation with kAborted. Idempotent.
   virtual void Shutdown() = 0;
 };
+
+// Receive + CopyPayloadInto: the message must be exactly out.size() bytes.
+absl::Status RecvInto(Transport& transport, int peer, uint64_t tag, absl::Span<char> out,
+                      absl::Time deadline);
 
 }  // namespace shardline
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Issue 3 side by side: shardline's gRPC ring all-reduce against Gloo
+# (Debian's python3-torch, gloo backend) and OpenMPI over TCP, N processes on
+# loopback, same sizes, same timing rule (median over iterations of the
+# slowest rank's time; busbw = algbw * 2(N-1)/N, as nccl-tests), plus iperf3's
+# one-stream loopback TCP throughput and shardline's scalar all-reduce latency.
+#
+#   bench/allreduce_vs_peers.sh                 # N = 2 4 8, 64 KiB .. 64 MiB
+#   WORLDS="2 4" ITERS=10 bench/allreduce_vs_peers.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WORLDS=${WORLDS:-"2 4 8"}
+SIZES=${SIZES:-65536,1048576,16777216,67108864}
+ITERS=${ITERS:-20}
+OUT=bench/out/allreduce
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+need=()
+/usr/bin/python3 -c "import torch" 2>/dev/null || need+=(python3-torch python3-numpy)
+command -v mpicc >/dev/null || need+=(openmpi-bin libopenmpi-dev)
+command -v iperf3 >/dev/null || need+=(iperf3)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
+fi
+./deploy/install-deps.sh
+if [ ! -x build/bin/shardline-allreduce-worker ]; then
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2
+fi
+rm -rf "$OUT" && mkdir -p "$OUT"
+mpicc -O2 -o "$OUT/mpi_allreduce" bench/mpi_allreduce.c
+
+echo "== iperf3, one stream on loopback" >&2
+iperf3 -s -1 -p 5599 >/dev/null 2>&1 &
+sleep 0.5
+iperf3 -c 127.0.0.1 -p 5599 -t 5 -J > "$OUT/iperf3.json"
+wait
+
+run_shardline() {  # N OP SIZES
+  local n=$1 op=$2 sizes=$3 rdv
+  rdv=$(mktemp -d)
+  for ((r = 1; r < n; r++)); do
+    build/bin/shardline-allreduce-worker --rank $r --world $n --rendezvous "$rdv" --op $op \
+      --sizes $sizes --iters $ITERS 2>/dev/null &
+  done
+  build/bin/shardline-allreduce-worker --rank 0 --world $n --rendezvous "$rdv" --op $op \
+    --sizes $sizes --iters $ITERS 2>/dev/null
+  wait
+  rm -rf "$rdv"
+}
+
+for n in $WORLDS; do
+  echo "== N=$n shardline" >&2
+  run_shardline $n allreduce $SIZES >> "$OUT/results.jsonl"
+  run_shardline $n scalars 32 >> "$OUT/results.jsonl"
+  echo "== N=$n gloo" >&2
+  port=$((29500 + n))
+  for ((r = 0; r < n; r++)); do
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$n \
+      /usr/bin/python3 bench/gloo_allreduce.py --sizes $SIZES --iters $ITERS &
+  done >> "$OUT/results.jsonl"
+  wait
+  echo "== N=$n openmpi tcp" >&2
+  mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self \
+    --mca btl_tcp_if_include lo -np $n "$OUT/mpi_allreduce" $SIZES $ITERS >> "$OUT/results.jsonl"
+done
+
+/usr/bin/python3 bench/summarize_allreduce.py "$OUT"

@@ -1,0 +1,31 @@
+#!/usr/bin/python3
+"""Summarises bench/allreduce_vs_peers.sh's results as markdown."""
+import collections, json, sys
+
+out = sys.argv[1]
+rows = [json.loads(l) for l in open(f"{out}/results.jsonl") if l.startswith("{")]
+iperf = json.load(open(f"{out}/iperf3.json"))["end"]["sum_received"]["bits_per_second"] / 8e9
+by = collections.defaultdict(dict)
+scalars = {}
+for r in rows:
+    if r["op"] == "scalars":
+        scalars[r["world"]] = r["median_s"]
+    else:
+        by[(r["world"], r["bytes"])][r["impl"]] = r["busbw_GBps"]
+
+print(f"iperf3 loopback, one stream: {iperf:.2f} GB/s")
+print()
+print("| N | size | shardline busbw | Gloo busbw | OpenMPI TCP busbw | vs Gloo | vs OpenMPI |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for (world, nbytes), v in sorted(by.items()):
+    s, g, m = v.get("shardline"), v.get("gloo"), v.get("openmpi_tcp")
+    size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+    f = lambda x: f"{x:.2f}" if x else "-"
+    ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"
+    print(f"| {world} | {size} | {f(s)} | {f(g)} | {f(m)} | {ratio(s, g)} | {ratio(s, m)} |")
+print()
+for world, sec in sorted(scalars.items()):
+    print(f"scalar all-reduce (4 doubles), N={world}: median {sec * 1e6:.0f} us")
+n2 = [v.get("shardline") for (w, b), v in by.items() if w == 2 and b >= 16 << 20]
+if n2:
+    print(f"N=2 shardline busbw / iperf3 (16 and 64 MiB): {', '.join(f'{x / iperf:.2f}' for x in n2)}")

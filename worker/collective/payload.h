@@ -1,0 +1,50 @@
+// A received message's bytes, read in place: one or more contiguous pieces
+// (a string for the in-process transport, gRPC's receive slices for the
+// gRPC one), so the ring can reduce straight out of the network buffers.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<Payload> p, t->Receive(prev, tag, deadline));
+//   RETURN_IF_ERROR(AddPayloadInto(*p, absl::MakeSpan(dst, n)));
+#ifndef SHARDLINE_WORKER_COLLECTIVE_PAYLOAD_H_
+#define SHARDLINE_WORKER_COLLECTIVE_PAYLOAD_H_
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace shardline {
+
+class Payload {
+ public:
+  virtual ~Payload() = default;
+  virtual size_t size() const = 0;
+  // Calls fn(piece) for each contiguous piece, in order. Pieces may have any
+  // length and alignment.
+  virtual void ForEachPiece(const std::function<void(absl::Span<const char>)>& fn) const = 0;
+};
+
+class StringPayload : public Payload {
+ public:
+  explicit StringPayload(std::string bytes) : bytes_(std::move(bytes)) {}
+  size_t size() const override { return bytes_.size(); }
+  void ForEachPiece(const std::function<void(absl::Span<const char>)>& fn) const override {
+    fn(absl::Span<const char>(bytes_.data(), bytes_.size()));
+  }
+
+ private:
+  std::string bytes_;
+};
+
+// Copies the payload into `out`; kInternal naming both sizes if they differ.
+absl::Status CopyPayloadInto(const Payload& payload, absl::Span<char> out);
+
+// Adds the payload, read as floats, elementwise into `out` (out[i] =
+// out[i] + p[i], in that order, so results do not depend on how the payload
+// was cut into pieces). kInternal if the sizes differ.
+absl::Status AddPayloadInto(const Payload& payload, absl::Span<float> out);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_COLLECTIVE_PAYLOAD_H_
