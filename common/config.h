@@ -42,9 +42,11 @@ absl::Status ValidateConfig(const config::JobConfig& config);
 absl::Status CheckConfigPaths(Env* env, const config::JobConfig& config);
 
 // ReadFile + ParseConfigText + each ApplyOverride in order + ValidateConfig +
-// CheckConfigPaths.
+// (if check_paths) CheckConfigPaths. The coordinator skips the path check:
+// the data set lives on the workers' hosts.
 absl::StatusOr<config::JobConfig> LoadConfig(Env* env, const std::string& path,
-                                             const std::vector<std::string>& overrides);
+                                             const std::vector<std::string>& overrides,
+                                             bool check_paths = true);
 
 // The config as text format, for logs and for sending to workers.
 std::string ConfigToText(const config::JobConfig& config);

@@ -58,6 +58,10 @@ class Env {
   virtual void SleepForMicros(int64_t micros) = 0;
 };
 
+// Writes `contents` to `path` so readers see the old file or the whole new
+// one, never a part: a temporary file in the same directory, then rename.
+absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view contents);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_COMMON_ENV_H_

@@ -53,6 +53,18 @@ void SetStatusLine(absl::string_view line) {
   fflush(stderr);
 }
 
+void WriteRaw(absl::string_view line) {
+  State& s = GlobalState();
+  absl::MutexLock lock(&s.mu);
+  std::string out;
+  const bool redraw = StderrIsTerminal() && !s.status_line.empty();
+  if (redraw) out = "\r\033[K";
+  out.append(line.data(), line.size());
+  if (redraw) out += s.status_line;
+  fwrite(out.data(), 1, out.size(), stderr);
+  fflush(stderr);
+}
+
 LogMessage::LogMessage(absl::LogSeverity severity, const char* file, int line)
     : severity_(severity) {
   struct timeval tv;
@@ -68,22 +80,16 @@ LogMessage::LogMessage(absl::LogSeverity severity, const char* file, int line)
 
 LogMessage::~LogMessage() {
   State& s = GlobalState();
+  std::string text = stream_.str();
   {
     absl::MutexLock lock(&s.mu);
-    std::string text = stream_.str();
     if (!s.prefix.empty()) {
       size_t bracket = text.find("] ");
       text.insert(bracket + 2, "[" + s.prefix + "] ");
     }
-    std::string out;
-    const bool redraw = StderrIsTerminal() && !s.status_line.empty();
-    if (redraw) out = "\r\033[K";
-    out += text;
-    out += '\n';
-    if (redraw) out += s.status_line;
-    fwrite(out.data(), 1, out.size(), stderr);
-    fflush(stderr);
+    text += '\n';
   }
+  WriteRaw(text);
   if (severity_ == absl::LogSeverity::kFatal) abort();
 }
 

@@ -27,6 +27,10 @@ void SetPrefix(absl::string_view prefix);
 // the log lines with '\r'; elsewhere it is not printed. Empty clears it.
 void SetStatusLine(absl::string_view line);
 
+// Writes an already formatted line (ending in '\n') to stderr in one piece,
+// keeping the status line below it.
+void WriteRaw(absl::string_view line);
+
 // True when stderr is a terminal.
 bool StderrIsTerminal();
 

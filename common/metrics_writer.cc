@@ -60,8 +60,12 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(Env* env,
   return std::unique_ptr<MetricsWriter>(new MetricsWriter(std::move(*file)));
 }
 
-absl::Status MetricsWriter::Write(const JsonLine& line) {
-  return file_->Append(line.ToString() + "\n");
+absl::Status MetricsWriter::WriteLine(absl::string_view json_object) {
+  if (json_object.empty() || json_object.front() != '{' || json_object.back() != '}' ||
+      json_object.find('\n') != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("not a one-line JSON object: ", json_object.substr(0, 80)));
+  }
+  return file_->Append(absl::StrCat(json_object, "\n"));
 }
 
 }  // namespace shardline

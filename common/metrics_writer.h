@@ -38,7 +38,9 @@ class JsonLine {
 class MetricsSink {
  public:
   virtual ~MetricsSink() = default;
-  virtual absl::Status Write(const JsonLine& line) = 0;
+  // Appends one JSON object (no newline inside).
+  virtual absl::Status WriteLine(absl::string_view json_object) = 0;
+  absl::Status Write(const JsonLine& line) { return WriteLine(line.ToString()); }
 };
 
 // Appends lines to a metrics.jsonl file.
@@ -46,8 +48,8 @@ class MetricsWriter : public MetricsSink {
  public:
   // Opens `path` for appending (creates it). Earlier lines are kept.
   static absl::StatusOr<std::unique_ptr<MetricsWriter>> Open(Env* env, const std::string& path);
-  // Appends `line` and a newline. Not thread-safe.
-  absl::Status Write(const JsonLine& line) override;
+  // Appends the object and a newline. Not thread-safe.
+  absl::Status WriteLine(absl::string_view json_object) override;
 
  private:
   explicit MetricsWriter(std::unique_ptr<WritableFile> file) : file_(std::move(file)) {}

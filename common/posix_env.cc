@@ -144,6 +144,16 @@ class PosixEnv : public Env {
 
 }  // namespace
 
+absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view contents) {
+  const std::string tmp = path + ".tmp";
+  absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(tmp);
+  if (!file.ok()) return file.status();
+  absl::Status s = (*file)->Append(contents);
+  if (s.ok()) s = (*file)->Close();
+  if (s.ok()) s = env->RenameFile(tmp, path);
+  return s;
+}
+
 Env* Env::Default() {
   static Env* env = new PosixEnv();
   return env;

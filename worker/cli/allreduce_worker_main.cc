@@ -25,7 +25,7 @@
 #include "common/env.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "worker/cli/args.h"
+#include "common/args.h"
 #include "worker/collective/grpc_transport.h"
 #include "worker/collective/ring.h"
 

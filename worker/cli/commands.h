@@ -7,6 +7,9 @@ namespace shardline {
 // shardline train --config F --workdir DIR [--set a.b=value ...]
 int TrainCommand(int argc, char** argv);
 
+// shardline launch --config F --workers N --workdir DIR [--max_restarts K] [--set ...]
+int LaunchCommand(int argc, char** argv);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_WORKER_CLI_COMMANDS_H_

@@ -13,6 +13,9 @@ constexpr char kUsage[] =
     "usage: shardline <command> [flags]\n"
     "\n"
     "commands:\n"
+    "  launch  a coordinator and N workers on this host:\n"
+    "          shardline launch --config deploy/configs/fmnist_mlp.textproto --workers 2 --workdir DIR\n"
+    "                           [--max_restarts K] [--set a.b=value ...]\n"
     "  train   train in this process (a world of one):\n"
     "          shardline train --config deploy/configs/fmnist_mlp.textproto --workdir DIR\n"
     "                          [--set a.b=value ...]\n"
@@ -30,6 +33,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (std::strcmp(argv[1], "train") == 0) return shardline::TrainCommand(argc, argv);
+  if (std::strcmp(argv[1], "launch") == 0) return shardline::LaunchCommand(argc, argv);
   std::fprintf(stderr, "shardline: unknown command '%s'\n\n%s", argv[1], kUsage);
   return 2;
 }

@@ -6,7 +6,7 @@
 #include "common/logging.h"
 #include "common/metrics_writer.h"
 #include "common/status_macros.h"
-#include "worker/cli/args.h"
+#include "common/args.h"
 #include "worker/cli/commands.h"
 #include "worker/data/dataset.h"
 #include "worker/model/gemm.h"
@@ -41,11 +41,7 @@ absl::Status Train(const Args& args) {
     cfg.mutable_runtime()->set_num_workers(1);
   }
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
-  {
-    ASSIGN_OR_RETURN(auto file, env->NewWritableFile(workdir + "/config.textproto"));
-    RETURN_IF_ERROR(file->Append(ConfigToText(cfg)));
-    RETURN_IF_ERROR(file->Close());
-  }
+  RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   SetBlasThreads(cfg.runtime().blas_threads());
   SLOG(INFO) << "loading " << cfg.data().dir();
   ASSIGN_OR_RETURN(FashionMnist data, LoadFashionMnist(env, cfg.data().dir()));

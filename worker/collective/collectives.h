@@ -13,12 +13,14 @@
 #ifndef SHARDLINE_WORKER_COLLECTIVE_COLLECTIVES_H_
 #define SHARDLINE_WORKER_COLLECTIVE_COLLECTIVES_H_
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 
 namespace shardline {
 
-enum class ReduceOp { kSum, kMax };
+enum class ReduceOp { kSum, kMax, kMin };
 
 class Collectives {
  public:
@@ -33,8 +35,15 @@ class Collectives {
   // In place: every rank contributes its chunk rank(); on return every chunk
   // holds its owner's values.
   virtual absl::Status AllGather(absl::Span<float> buffer) = 0;
-  // Small reductions of a few doubles (loss sums, squared norms).
-  virtual absl::Status AllReduceScalars(absl::Span<double> values, ReduceOp op) = 0;
+  // Small reductions of a few doubles (loss sums, squared norms, agreed
+  // decisions), values[i] reduced with ops[i]. Every rank gets the same bits.
+  virtual absl::Status AllReduceScalars(absl::Span<double> values,
+                                        absl::Span<const ReduceOp> ops) = 0;
+  // The same op for every value.
+  absl::Status AllReduceScalars(absl::Span<double> values, ReduceOp op) {
+    std::vector<ReduceOp> ops(values.size(), op);
+    return AllReduceScalars(values, ops);
+  }
 };
 
 // The world of one: every operation is the identity and touches no network.
@@ -44,7 +53,7 @@ class LocalCollectives : public Collectives {
   int world_size() const override { return 1; }
   absl::Status ReduceScatter(absl::Span<float>) override { return absl::OkStatus(); }
   absl::Status AllGather(absl::Span<float>) override { return absl::OkStatus(); }
-  absl::Status AllReduceScalars(absl::Span<double>, ReduceOp) override {
+  absl::Status AllReduceScalars(absl::Span<double>, absl::Span<const ReduceOp>) override {
     return absl::OkStatus();
   }
 };

@@ -40,6 +40,23 @@ std::vector<std::pair<int64_t, int64_t>> RingCollectives::Segments(int64_t size,
   return out;
 }
 
+absl::Status RingCollectives::Send(int peer, uint64_t tag, absl::Span<const char> data, absl::Time deadline) {
+  bytes_sent_ += static_cast<int64_t>(data.size());
+  return transport_->Send(peer, tag, data, deadline);
+}
+
+absl::StatusOr<std::unique_ptr<Payload>> RingCollectives::Receive(int peer, uint64_t tag, absl::Time deadline) {
+  absl::StatusOr<std::unique_ptr<Payload>> p = transport_->Receive(peer, tag, deadline);
+  if (p.ok()) bytes_received_ += static_cast<int64_t>((*p)->size());
+  return p;
+}
+
+absl::Status RingCollectives::RecvInto(int peer, uint64_t tag, absl::Span<char> out, absl::Time deadline) {
+  absl::StatusOr<std::unique_ptr<Payload>> p = Receive(peer, tag, deadline);
+  if (!p.ok()) return p.status();
+  return CopyPayloadInto(**p, out);
+}
+
 absl::Status RingCollectives::Finish(absl::Status status, absl::Time deadline) {
   // Sent segments point into the caller's buffer: it is theirs again only
   // once the transport lets go of them, whether or not the op succeeded.
@@ -59,7 +76,7 @@ absl::Status RingCollectives::ReduceScatterSteps(absl::Span<float> buffer, absl:
   auto chunk = [&](int k) { return ((rank_ - k) % world_ + world_) % world_; };
   int seg_index = 0;
   for (const auto& [begin, len] : Segments(size, chunk(1))) {
-    RETURN_IF_ERROR(Annotate(transport_->Send(next_, Tag(0, seg_index++), Bytes(buffer.data() + begin, len), deadline),
+    RETURN_IF_ERROR(Annotate(Send(next_, Tag(0, seg_index++), Bytes(buffer.data() + begin, len), deadline),
                              "reduce-scatter"));
   }
   for (int k = 0; k <= world_ - 2; ++k) {
@@ -67,12 +84,12 @@ absl::Status RingCollectives::ReduceScatterSteps(absl::Span<float> buffer, absl:
     for (size_t j = 0; j < segments.size(); ++j) {
       const auto [begin, len] = segments[j];
       const std::string where = absl::StrCat("reduce-scatter step ", k);
-      absl::StatusOr<std::unique_ptr<Payload>> in = transport_->Receive(prev_, Tag(k, j), deadline);
+      absl::StatusOr<std::unique_ptr<Payload>> in = Receive(prev_, Tag(k, j), deadline);
       if (!in.ok()) return Annotate(in.status(), where);
       float* dst = buffer.data() + begin;
       RETURN_IF_ERROR(Annotate(AddPayloadInto(**in, absl::MakeSpan(dst, static_cast<size_t>(len))), where));
       if (k + 1 <= world_ - 2) {
-        RETURN_IF_ERROR(Annotate(transport_->Send(next_, Tag(k + 1, j), Bytes(dst, len), deadline),
+        RETURN_IF_ERROR(Annotate(Send(next_, Tag(k + 1, j), Bytes(dst, len), deadline),
                                  absl::StrCat("reduce-scatter step ", k + 1)));
       }
     }
@@ -92,7 +109,7 @@ absl::Status RingCollectives::AllGatherSteps(absl::Span<float> buffer, absl::Tim
   auto chunk = [&](int k) { return ((rank_ - k) % world_ + world_) % world_; };
   int seg_index = 0;
   for (const auto& [begin, len] : Segments(size, rank_)) {
-    RETURN_IF_ERROR(Annotate(transport_->Send(next_, Tag(0, seg_index++), Bytes(buffer.data() + begin, len), deadline),
+    RETURN_IF_ERROR(Annotate(Send(next_, Tag(0, seg_index++), Bytes(buffer.data() + begin, len), deadline),
                              "all-gather"));
   }
   for (int k = 0; k <= world_ - 2; ++k) {
@@ -100,10 +117,10 @@ absl::Status RingCollectives::AllGatherSteps(absl::Span<float> buffer, absl::Tim
     for (size_t j = 0; j < segments.size(); ++j) {
       const auto [begin, len] = segments[j];
       float* dst = buffer.data() + begin;
-      RETURN_IF_ERROR(Annotate(RecvInto(*transport_, prev_, Tag(k, j), MutableBytes(dst, len), deadline),
+      RETURN_IF_ERROR(Annotate(RecvInto(prev_, Tag(k, j), MutableBytes(dst, len), deadline),
                                absl::StrCat("all-gather step ", k)));
       if (k + 1 <= world_ - 2) {
-        RETURN_IF_ERROR(Annotate(transport_->Send(next_, Tag(k + 1, j), Bytes(dst, len), deadline),
+        RETURN_IF_ERROR(Annotate(Send(next_, Tag(k + 1, j), Bytes(dst, len), deadline),
                                  absl::StrCat("all-gather step ", k + 1)));
       }
     }
@@ -135,27 +152,31 @@ absl::Status RingCollectives::BroadcastSteps(absl::Span<float> buffer, int root,
     const int64_t len = std::min(seg, size - begin);
     float* p = buffer.data() + begin;
     if (position > 0) {
-      RETURN_IF_ERROR(Annotate(RecvInto(*transport_, prev_, Tag(0, j), MutableBytes(p, len), deadline), "broadcast"));
+      RETURN_IF_ERROR(Annotate(RecvInto(prev_, Tag(0, j), MutableBytes(p, len), deadline), "broadcast"));
     }
     if (position < world_ - 1) {
-      RETURN_IF_ERROR(Annotate(transport_->Send(next_, Tag(0, j), Bytes(p, len), deadline), "broadcast"));
+      RETURN_IF_ERROR(Annotate(Send(next_, Tag(0, j), Bytes(p, len), deadline), "broadcast"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status RingCollectives::AllReduceScalars(absl::Span<double> values, ReduceOp op) {
+absl::Status RingCollectives::AllReduceScalars(absl::Span<double> values,
+                                               absl::Span<const ReduceOp> ops) {
   ++op_;
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
-  return Finish(AllReduceScalarsSteps(values, op, deadline), deadline);
+  if (ops.size() != values.size()) {
+    return absl::InvalidArgumentError("scalar all-reduce needs one op per value");
+  }
+  return Finish(AllReduceScalarsSteps(values, ops, deadline), deadline);
 }
 
-absl::Status RingCollectives::AllReduceScalarsSteps(absl::Span<double> values, ReduceOp op,
-                                                    absl::Time deadline) {
+absl::Status RingCollectives::AllReduceScalarsSteps(absl::Span<double> values,
+                                                    absl::Span<const ReduceOp> ops, absl::Time deadline) {
   const absl::Span<const char> mine(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));
   for (int peer = 0; peer < world_; ++peer) {
-    if (peer != rank_) RETURN_IF_ERROR(Annotate(transport_->Send(peer, Tag(0, 0), mine, deadline), "scalar all-reduce"));
+    if (peer != rank_) RETURN_IF_ERROR(Annotate(Send(peer, Tag(0, 0), mine, deadline), "scalar all-reduce"));
   }
   std::vector<double> all(values.size() * static_cast<size_t>(world_));
   for (int peer = 0; peer < world_; ++peer) {
@@ -164,7 +185,7 @@ absl::Status RingCollectives::AllReduceScalarsSteps(absl::Span<double> values, R
       std::copy(values.begin(), values.end(), slot);
       continue;
     }
-    RETURN_IF_ERROR(Annotate(RecvInto(*transport_, peer, Tag(0, 0),
+    RETURN_IF_ERROR(Annotate(RecvInto(peer, Tag(0, 0),
                                       absl::Span<char>(reinterpret_cast<char*>(slot), values.size() * sizeof(double)),
                                       deadline),
                              "scalar all-reduce"));
@@ -175,7 +196,11 @@ absl::Status RingCollectives::AllReduceScalarsSteps(absl::Span<double> values, R
     double acc = all[i];
     for (int peer = 1; peer < world_; ++peer) {
       const double v = all[values.size() * static_cast<size_t>(peer) + i];
-      acc = op == ReduceOp::kSum ? acc + v : std::max(acc, v);
+      switch (ops[i]) {
+        case ReduceOp::kSum: acc += v; break;
+        case ReduceOp::kMax: acc = std::max(acc, v); break;
+        case ReduceOp::kMin: acc = std::min(acc, v); break;
+      }
     }
     values[i] = acc;
   }

@@ -54,21 +54,30 @@ class RingCollectives : public Collectives {
   RingCollectives(Transport* transport, CollectiveOptions options);
 
   int rank() const override { return rank_; }
+  // Payload bytes handed to / taken from the transport so far.
+  int64_t bytes_sent() const { return bytes_sent_; }
+  int64_t bytes_received() const { return bytes_received_; }
   int world_size() const override { return world_; }
 
   absl::Status ReduceScatter(absl::Span<float> buffer) override;
   absl::Status AllGather(absl::Span<float> buffer) override;
-  absl::Status AllReduceScalars(absl::Span<double> values, ReduceOp op) override;
+  using Collectives::AllReduceScalars;
+  absl::Status AllReduceScalars(absl::Span<double> values, absl::Span<const ReduceOp> ops) override;
   absl::Status AllReduce(absl::Span<float> buffer);
   absl::Status Broadcast(absl::Span<float> buffer, int root);
 
  private:
+  // The transport's Send/Receive, counting bytes.
+  absl::Status Send(int peer, uint64_t tag, absl::Span<const char> data, absl::Time deadline);
+  absl::StatusOr<std::unique_ptr<Payload>> Receive(int peer, uint64_t tag, absl::Time deadline);
+  absl::Status RecvInto(int peer, uint64_t tag, absl::Span<char> out, absl::Time deadline);
   // Flushes the transport, then returns `status` (or the flush's error).
   absl::Status Finish(absl::Status status, absl::Time deadline);
   absl::Status ReduceScatterSteps(absl::Span<float> buffer, absl::Time deadline);
   absl::Status AllGatherSteps(absl::Span<float> buffer, absl::Time deadline);
   absl::Status BroadcastSteps(absl::Span<float> buffer, int root, absl::Time deadline);
-  absl::Status AllReduceScalarsSteps(absl::Span<double> values, ReduceOp op, absl::Time deadline);
+  absl::Status AllReduceScalarsSteps(absl::Span<double> values, absl::Span<const ReduceOp> ops,
+                                     absl::Time deadline);
 
   // The unique tag of segment `segment` in step `step` of the current op.
   uint64_t Tag(uint64_t step, uint64_t segment) const;
@@ -82,6 +91,8 @@ class RingCollectives : public Collectives {
   int next_;
   int prev_;
   uint64_t op_ = 0;  // sequence number of the current operation
+  int64_t bytes_sent_ = 0;
+  int64_t bytes_received_ = 0;
 };
 
 }  // namespace shardline

@@ -82,6 +82,18 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
         total_steps, pipeline.steps_per_epoch(), global_batch, model.layout().total_size(),
         model.TrainFlopsPerExample(), comm.world_size());
   }
+  if (options.observer != nullptr) {
+    RunInfo info;
+    info.rank = comm.rank();
+    info.world_size = comm.world_size();
+    info.total_steps = total_steps;
+    info.parameters = model.layout().total_size();
+    info.owned_parameters = shard.size();
+    for (const StateBuffer* b : optimizer->state()) info.optimizer_state_floats += static_cast<int64_t>(b->values.size());
+    info.flops_per_example = model.TrainFlopsPerExample();
+    info.global_batch_size = global_batch;
+    options.observer->OnStart(info);
+  }
   Progress progress(total_steps, pipeline.steps_per_epoch(), global_batch,
                     config.train().log_every());
   NanGuard guard;
@@ -96,20 +108,25 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
 
   while (state.next_step < total_steps) {
     const int64_t step = state.next_step;
-    const bool last = step + 1 == total_steps;
-    const bool log_now = (step + 1) % log_every == 0 || last;
+    const int64_t stop_vote = options.stop_request != nullptr ? options.stop_request->load() : kNoStop;
     const auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(StepResult r, TrainStep(ctx, log_now, &state, &buffers));
+    const bool log_due = (step + 1) % log_every == 0 || step + 1 == total_steps;
+    ASSIGN_OR_RETURN(StepResult r, TrainStep(ctx, log_due, stop_vote, &state, &buffers));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // Every rank got the same agreed stop in this step, so all end here.
+    const bool stop_now = r.agreed_stop <= state.next_step && state.next_step < total_steps;
+    const bool last = state.next_step == total_steps || stop_now;
     result.train_seconds += seconds;
     window_seconds += seconds;
     ++window_steps;
     result.losses.push_back(r.loss);
     RETURN_IF_ERROR(guard.Check(r.step, r.loss, r.grad_norm));
+    if (options.observer != nullptr) options.observer->OnStep(r, seconds);
+    if (options.steps_done != nullptr) options.steps_done->store(state.next_step);
     if (show) progress.Step(state.next_step, r.loss, result.train_seconds);
 
-    if (log_now) {
+    if (log_due || last) {
       const double rate = window_seconds > 0
                               ? static_cast<double>(window_steps) * global_batch / window_seconds
                               : 0;
@@ -131,6 +148,11 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
                                       static_cast<double>(point.step) / pipeline.steps_per_epoch(),
                                       e.loss, e.accuracy);
       }
+    }
+    if (stop_now) {
+      result.stopped_early = true;
+      if (show) SLOG(INFO) << "stopping at step " << state.next_step << " as requested";
+      break;
     }
   }
   if (show) progress.Finish();

@@ -13,6 +13,7 @@
 #ifndef SHARDLINE_WORKER_TRAIN_TRAIN_LOOP_H_
 #define SHARDLINE_WORKER_TRAIN_TRAIN_LOOP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -21,15 +22,47 @@
 #include "proto/config.pb.h"
 #include "worker/collective/collectives.h"
 #include "worker/data/dataset.h"
+#include "worker/train/train_step.h"
 
 namespace shardline {
 
+// What a run is, told to a StepObserver before its first step.
+struct RunInfo {
+  int rank = 0;
+  int world_size = 1;
+  int64_t total_steps = 0;
+  int64_t parameters = 0;          // all of them (each rank keeps a full working copy)
+  int64_t owned_parameters = 0;    // this rank's shard
+  int64_t optimizer_state_floats = 0;  // this rank's shard of optimizer state
+  int64_t flops_per_example = 0;   // Mlp::TrainFlopsPerExample
+  int global_batch_size = 0;
+};
+
+// Told about a run's start and every completed step, in order, on the
+// training thread.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  virtual void OnStart(const RunInfo& info) = 0;
+  virtual void OnStep(const StepResult& result, double step_seconds) = 0;
+};
+
+// Everything optional a run reads or updates while it trains. Plain data:
+// the loop reads and writes these in order, at step boundaries.
 struct TrainOptions {
   // Receives train and eval lines (metrics.jsonl format); null: none.
   // Only rank 0 writes.
   MetricsSink* metrics = nullptr;
   // Draw the progress line and log eval results (rank 0 only).
   bool show_progress = true;
+  // A stop request (total steps to complete) from outside, e.g. the
+  // coordinator; read once per step and agreed across ranks in the step's
+  // scalar all-reduce. Null or kNoStop: none.
+  const std::atomic<int64_t>* stop_request = nullptr;
+  // Set to the number of completed steps after every step.
+  std::atomic<int64_t>* steps_done = nullptr;
+  // Receives every step's result (Prometheus metrics); null: none.
+  StepObserver* observer = nullptr;
 };
 
 struct EvalPoint {
@@ -47,6 +80,7 @@ struct TrainResult {
   std::vector<EvalPoint> evals;   // in order; the last is at the final step
   std::vector<float> params;      // final parameters (full copy)
   std::vector<double> losses;     // training loss of every step
+  bool stopped_early = false;     // ended at an agreed stop request
 };
 
 // Number of steps the config asks for on a training split of `num_examples`.

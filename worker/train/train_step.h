@@ -68,8 +68,14 @@ struct StepResult {
   double grad_norm = -1;   // global L2 norm before clipping; -1 if not computed
   double update_norm = -1; // global L2 norm of the parameter change; -1 if not computed
   double param_norm = -1;  // global L2 norm after the update; -1 if not computed
+  // The smallest stop request of any rank (steps to complete), agreed by
+  // every rank in this step's scalar all-reduce; kNoStop if none.
+  int64_t agreed_stop = 0;
   PhaseTimes times;
 };
+
+// "No stop requested" in StepResult::agreed_stop and stop votes.
+inline constexpr int64_t kNoStop = int64_t{1} << 62;
 
 // Forward/backward over this rank's slice of step `step`'s global batch, in
 // grad_accum micro-batches, writing into grads the sum over the slice of
@@ -79,10 +85,12 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
 
 // Runs step state->next_step and advances it. `with_norms` also computes
 // grad/update/param norms (always computes the grad norm when clipping).
-// Fails only if a collective fails; the state is then unusable until
-// restored.
-absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, TrainState* state,
-                                     StepBuffers* buffers);
+// `stop_vote` is this rank's requested stop (a step count, or kNoStop); the
+// minimum over ranks comes back in agreed_stop, so all ranks stop at the
+// same step boundary without asking anyone. Fails only if a collective
+// fails; the state is then unusable until restored.
+absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, int64_t stop_vote,
+                                     TrainState* state, StepBuffers* buffers);
 
 }  // namespace shardline
 

@@ -5,8 +5,8 @@
 //   Args args;
 //   RETURN_IF_ERROR(ParseArgs(argc, argv, {"config", "workdir"}, {"set"}, "shardline train", &args));
 //   std::string config = args.Get("config");
-#ifndef SHARDLINE_WORKER_CLI_ARGS_H_
-#define SHARDLINE_WORKER_CLI_ARGS_H_
+#ifndef SHARDLINE_COMMON_ARGS_H_
+#define SHARDLINE_COMMON_ARGS_H_
 
 #include <map>
 #include <set>
@@ -37,4 +37,4 @@ absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::str
 
 }  // namespace shardline
 
-#endif  // SHARDLINE_WORKER_CLI_ARGS_H_
+#endif  // SHARDLINE_COMMON_ARGS_H_

@@ -1,4 +1,4 @@
-#include "worker/cli/args.h"
+#include "common/args.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

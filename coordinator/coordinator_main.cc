@@ -1,0 +1,161 @@
+// shardline-coordinator: owns one job. See --help.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "absl/debugging/failure_signal_handler.h"
+#include "absl/debugging/symbolize.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/config.h"
+#include "common/env.h"
+#include "common/grpc_util.h"
+#include "common/logging.h"
+#include "common/metrics_exposer.h"
+#include "common/status_macros.h"
+#include "coordinator/coordinator_metrics.h"
+#include "coordinator/service.h"
+#include "prometheus/registry.h"
+#include "common/args.h"
+
+namespace shardline {
+namespace {
+
+constexpr char kHelp[] =
+    "usage: shardline-coordinator --config FILE --listen HOST:PORT --workdir DIR\n"
+    "                             [--metrics_listen HOST:PORT] [--set a.b=value ...]\n"
+    "\n"
+    "Owns one training job: sends the config to every worker, forms the world\n"
+    "of runtime.num_workers ranks, detects lost workers and restarts the world,\n"
+    "writes DIR/metrics.jsonl, and keeps its durable state in DIR/coordinator_db.\n"
+    "\n"
+    "  --config FILE             job config (text proto); --set overrides fields\n"
+    "  --listen HOST:PORT        the workers' address for it; port 0 picks one\n"
+    "                            (written to DIR/coordinator.address)\n"
+    "  --workdir DIR             metrics.jsonl, config.textproto, coordinator_db/\n"
+    "  --metrics_listen H:P      Prometheus /metrics (default 127.0.0.1:0; the port is\n"
+    "                            written to DIR/coordinator.metrics_address)\n"
+    "  --heartbeat_timeout_ms T  a worker silent this long is lost (default 5000)\n"
+    "\n"
+    "SIGTERM or SIGINT: every worker stops at a step ahead of all of them, then\n"
+    "all exit 0. A second signal exits at once.\n";
+
+std::atomic<int> g_signals{0};
+
+void OnSignal(int) { g_signals.fetch_add(1); }
+
+void InstallStopHandler() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+// "key":value from a one-line JSON object, or -1.
+double JsonNumber(const std::string& line, const std::string& key) {
+  const size_t at = line.find("\"" + key + "\":");
+  if (at == std::string::npos) return -1;
+  return std::strtod(line.c_str() + at + key.size() + 3, nullptr);
+}
+
+std::string ProgressLine(const JobSnapshot& s, int world) {
+  const double loss = JsonNumber(s.last_train_line, "loss");
+  const double rate = JsonNumber(s.last_train_line, "samples_per_second");
+  std::string eta = "?";
+  return absl::StrFormat("progress: step %d/%d | loss %s | %s samples/s | workers %d/%d alive | generation %d | %s",
+                         s.global_step, s.total_steps, loss >= 0 ? absl::StrFormat("%.4f", loss) : "-",
+                         rate >= 0 ? absl::StrFormat("%.0f", rate) : "-", s.workers_alive, world,
+                         s.generation, JobStateName(s.state));
+}
+
+absl::Status Run(const Args& args) {
+  Env* env = Env::Default();
+  for (const char* f : {"config", "listen", "workdir"}) {
+    if (args.Get(f).empty()) return absl::InvalidArgumentError(absl::StrCat("--", f, " is required"));
+  }
+  ASSIGN_OR_RETURN(config::JobConfig cfg, LoadConfig(env, args.Get("config"), args.GetAll("set"),
+                                                     /*check_paths=*/false));
+  const std::string workdir = args.Get("workdir");
+  RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
+  RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
+  ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(workdir + "/coordinator_db"));
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics_file, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
+
+  CoordinatorOptions options;
+  options.world_size = cfg.runtime().num_workers();
+  int64_t timeout_ms = 5000;
+  if (args.Has("heartbeat_timeout_ms") && !absl::SimpleAtoi(args.Get("heartbeat_timeout_ms"), &timeout_ms)) {
+    return absl::InvalidArgumentError("--heartbeat_timeout_ms must be an integer");
+  }
+  options.heartbeat_timeout = absl::Milliseconds(timeout_ms);
+  Job job(cfg, store.get(), metrics_file.get(), options);
+  RETURN_IF_ERROR(job.Init());
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  CoordinatorMetrics metrics(*registry);
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
+                   MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry));
+
+  CoordinatorService service(&job);
+  ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}));
+  const std::string listen = args.Get("listen");
+  const std::string address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", server.port);
+  RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.address", address));
+  RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.metrics_address",
+                                      absl::StrCat("127.0.0.1:", exposer->port())));
+  SLOG(INFO) << "coordinator of job " << job.job_id() << " listening on " << address << ", metrics on port "
+             << exposer->port() << ", waiting for " << options.world_size << " workers";
+
+  int signals_seen = 0;
+  absl::Time last_progress = absl::InfinitePast();
+  while (!job.AwaitEnd(absl::Milliseconds(100))) {
+    const int signals = g_signals.load();
+    if (signals > signals_seen) {
+      if (signals_seen > 0) return absl::AbortedError("second signal: exiting without waiting for the workers");
+      signals_seen = signals;
+      job.RequestStop("signal received");
+    }
+    job.CheckHeartbeats();
+    const JobSnapshot snap = job.Snapshot();
+    metrics.Update(snap);
+    if (absl::Now() - last_progress >= absl::Seconds(1)) {
+      SLOG(INFO) << ProgressLine(snap, options.world_size);
+      last_progress = absl::Now();
+    }
+  }
+  const JobSnapshot snap = job.Snapshot();
+  metrics.Update(snap);
+  SLOG(INFO) << ProgressLine(snap, options.world_size);
+  // Let the workers' last reports and stream ends go through.
+  server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return job.final_status();
+}
+
+}  // namespace
+}  // namespace shardline
+
+int main(int argc, char** argv) {
+  absl::InitializeSymbolizer(argv[0]);
+  absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
+  shardline::InstallStopHandler();  // after the failure handler, which also takes SIGTERM
+  shardline::logging::SetPrefix("coordinator");
+  shardline::Args args;
+  absl::Status parsed = shardline::ParseArgs(
+      argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms"}, {"set"},
+      "shardline-coordinator", &args);
+  if (args.help) {
+    std::fputs(shardline::kHelp, stdout);
+    return 0;
+  }
+  absl::Status status = parsed.ok() ? shardline::Run(args) : parsed;
+  if (!status.ok()) {
+    std::fprintf(stderr, "shardline-coordinator: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  SLOG(INFO) << "job finished";
+  return 0;
+}

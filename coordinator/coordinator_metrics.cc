@@ -1,0 +1,50 @@
+#include "coordinator/coordinator_metrics.h"
+
+namespace shardline {
+namespace {
+
+prometheus::Gauge& NewGauge(prometheus::Registry& r, const std::string& name, const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
+}
+
+}  // namespace
+
+CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
+    : generation_(NewGauge(r, "shardline_generation", "World generation; bumped on every restart of the world")),
+      global_step_(NewGauge(r, "shardline_global_step", "Steps every worker of the generation has finished")),
+      total_steps_(NewGauge(r, "shardline_total_steps", "Steps the job runs in total")),
+      workers_registered_(NewGauge(r, "shardline_workers_registered", "Workers in the world (or registered for the next one)")),
+      workers_alive_(NewGauge(r, "shardline_workers_alive", "Workers with a live heartbeat stream")),
+      worker_losses_(prometheus::BuildCounter()
+                         .Name("shardline_worker_losses_total")
+                         .Help("Generations ended by a lost worker")
+                         .Register(r)
+                         .Add({})),
+      job_state_(prometheus::BuildGauge()
+                     .Name("shardline_job_state")
+                     .Help("1 for the job's current state, 0 for the others")
+                     .Register(r)) {
+  for (JobState s : {JobState::kForming, JobState::kRunning, JobState::kStopping, JobState::kDone,
+                     JobState::kFailed}) {
+    job_state_.Add({{"state", JobStateName(s)}});
+  }
+}
+
+void CoordinatorMetrics::Update(const JobSnapshot& s) {
+  generation_.Set(static_cast<double>(s.generation));
+  global_step_.Set(static_cast<double>(s.global_step));
+  total_steps_.Set(static_cast<double>(s.total_steps));
+  workers_registered_.Set(s.workers_registered);
+  workers_alive_.Set(s.workers_alive);
+  const double losses = static_cast<double>(s.worker_losses);
+  if (losses > losses_seen_) {
+    worker_losses_.Increment(losses - losses_seen_);
+    losses_seen_ = losses;
+  }
+  for (JobState st : {JobState::kForming, JobState::kRunning, JobState::kStopping, JobState::kDone,
+                      JobState::kFailed}) {
+    job_state_.Add({{"state", JobStateName(st)}}).Set(st == s.state ? 1 : 0);
+  }
+}
+
+}  // namespace shardline

@@ -1,0 +1,343 @@
+#include "coordinator/job.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace shardline {
+namespace {
+
+constexpr char kJobIdKey[] = "job_id";
+constexpr char kGenerationKey[] = "generation";
+constexpr char kGlobalStepKey[] = "global_step";
+
+// A metrics line passes through untouched; this only reads it for progress.
+bool IsTrainLine(const std::string& line) { return line.find("\"split\":\"train\"") != std::string::npos; }
+
+}  // namespace
+
+const char* JobStateName(JobState state) {
+  switch (state) {
+    case JobState::kForming: return "forming";
+    case JobState::kRunning: return "running";
+    case JobState::kStopping: return "stopping";
+    case JobState::kDone: return "done";
+    case JobState::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+Job::Job(config::JobConfig config, JobStore* store, MetricsSink* metrics, CoordinatorOptions options)
+    : config_(std::move(config)),
+      config_text_(ConfigToText(config_)),
+      store_(store),
+      metrics_(metrics),
+      options_(options) {}
+
+absl::Status Job::Init() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::optional<std::string> id, store_->Get(kJobIdKey));
+  if (id.has_value()) {
+    job_id_ = *id;
+  } else {
+    std::random_device rd;
+    job_id_ = absl::StrFormat("%08x%08x", rd(), rd());
+    RETURN_IF_ERROR(store_->Put(kJobIdKey, job_id_, /*sync=*/true));
+  }
+  ASSIGN_OR_RETURN(std::optional<std::string> gen, store_->Get(kGenerationKey));
+  if (gen.has_value() && !absl::SimpleAtoi(*gen, &generation_)) {
+    return absl::DataLossError(absl::StrCat("job store: generation '", *gen, "' is not a number"));
+  }
+  SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size << ", last generation "
+             << generation_;
+  return absl::OkStatus();
+}
+
+absl::Status Job::Persist(bool sync) {
+  RETURN_IF_ERROR(store_->Put(kGenerationKey, absl::StrCat(generation_), sync));
+  return store_->Put(kGlobalStepKey, absl::StrCat(GlobalStepLocked()), sync);
+}
+
+int64_t Job::GlobalStepLocked() {
+  if (members_.empty()) return 0;
+  int64_t step = INT64_MAX;
+  for (const auto& [rank, m] : members_) step = std::min(step, m.steps_done);
+  return step;
+}
+
+void Job::Fail(absl::Status status) {
+  if (state_ == JobState::kDone || state_ == JobState::kFailed) return;
+  SLOG(ERROR) << "job failed: " << status;
+  final_ = std::move(status);
+  state_ = JobState::kFailed;
+}
+
+void Job::Form() {
+  generation_ += 1;
+  members_ = std::move(pending_);
+  pending_.clear();
+  const absl::Time now = absl::Now();
+  for (auto& [rank, m] : members_) m.last_seen = now;
+  state_ = stop_requested_ ? JobState::kStopping : JobState::kRunning;
+  stop_at_ = 0;
+  rate_steps_ = 0;
+  rate_time_ = now;
+  absl::Status persisted = Persist(/*sync=*/true);
+  if (!persisted.ok()) Fail(Annotate(persisted, "persisting the new generation"));
+  SLOG(INFO) << "generation " << generation_ << " formed: " << members_.size() << " workers";
+}
+
+void Job::BreakWorld(const std::string& why) {
+  if (state_ != JobState::kRunning && state_ != JobState::kStopping) return;
+  SLOG(WARNING) << "generation " << generation_ << " broken: " << why
+                << "; waiting for " << options_.world_size << " workers to register";
+  ++losses_;
+  state_ = JobState::kForming;
+  // Members learn the new generation from NextCommand; their old streams
+  // then end.
+  absl::Status persisted = Persist(/*sync=*/true);
+  if (!persisted.ok()) Fail(Annotate(persisted, "persisting the broken generation"));
+}
+
+absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::RegisterRequest& req,
+                                                           const std::function<bool()>& cancelled) {
+  absl::MutexLock lock(&mu_);
+  const int n = options_.world_size;
+  if (state_ == JobState::kDone || state_ == JobState::kFailed) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " is over (", JobStateName(state_),
+                                                      final_.ok() ? "" : ": ", final_.message(), ")"));
+  }
+  if (req.requested_rank() < -1 || req.requested_rank() >= n) {
+    return absl::InvalidArgumentError(absl::StrCat("requested rank ", req.requested_rank(),
+                                                   " is not in a world of ", n));
+  }
+  if (state_ == JobState::kRunning || state_ == JobState::kStopping) {
+    // A running world takes no one, unless a member says the world broke.
+    for (const auto& [rank, m] : members_) {
+      if (m.incarnation == req.incarnation() && req.previous_generation() == generation_) {
+        BreakWorld(absl::StrCat("worker rank ", rank, " left it after a failed collective"));
+        break;
+      }
+    }
+    if (state_ != JobState::kForming) {
+      if (req.requested_rank() >= 0) {
+        const Member& holder = members_[req.requested_rank()];
+        return absl::AlreadyExistsError(absl::StrCat(
+            "rank ", req.requested_rank(), " is held by the live worker at ", holder.address,
+            " (generation ", generation_, "); a second worker may not claim it"));
+      }
+      return absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
+    }
+  }
+
+  int rank = req.requested_rank();
+  if (rank >= 0) {
+    auto it = pending_.find(rank);
+    if (it != pending_.end() && it->second.incarnation != req.incarnation()) {
+      return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " was already claimed by the worker at ",
+                                                   it->second.address, " for generation ", generation_ + 1));
+    }
+  } else {
+    // Prefer the rank this worker held before, then the lowest free one.
+    for (const auto& [r, m] : pending_) {
+      if (m.incarnation == req.incarnation()) rank = r;
+    }
+    for (int r = 0; r < n && rank < 0; ++r) {
+      if (pending_.count(r) == 0) rank = r;
+    }
+  }
+  Member& m = pending_[rank];
+  m.address = req.transport_address();
+  m.incarnation = req.incarnation();
+  const uint64_t target = generation_ + 1;
+  SLOG(INFO) << "worker " << m.address << " registered as rank " << rank << " for generation " << target
+             << " (" << pending_.size() << "/" << n << ")";
+  if (static_cast<int>(pending_.size()) == n) Form();
+
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return generation_ >= target || state_ == JobState::kDone || state_ == JobState::kFailed;
+  };
+  while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100))) {
+    if (cancelled()) {
+      auto it = pending_.find(rank);
+      if (it != pending_.end() && it->second.incarnation == req.incarnation()) pending_.erase(it);
+      return absl::CancelledError("registration cancelled");
+    }
+  }
+  if (generation_ != target || members_.count(rank) == 0 ||
+      members_[rank].incarnation != req.incarnation()) {
+    if (state_ == JobState::kDone || state_ == JobState::kFailed) {
+      return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " is over"));
+    }
+    return absl::AbortedError("the generation this worker registered for was superseded; register again");
+  }
+  coordinator::RegisterResponse resp;
+  resp.set_rank(rank);
+  resp.set_world_size(n);
+  resp.set_generation(generation_);
+  for (const auto& [r, member] : members_) resp.add_peers(member.address);
+  resp.set_config_text(config_text_);
+  resp.set_start_step(0);  // no checkpoints yet: every generation starts over
+  resp.set_job_id(job_id_);
+  resp.set_stop_at(stop_at_);
+  return resp;
+}
+
+absl::Status Job::Report(const coordinator::WorkerReport& r) {
+  absl::MutexLock lock(&mu_);
+  if (r.generation() != generation_ || members_.count(r.rank()) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("report from rank ", r.rank(), " of generation ",
+                                                      r.generation(), "; the job is at generation ",
+                                                      generation_));
+  }
+  Member& m = members_[r.rank()];
+  m.attached = true;
+  m.last_seen = absl::Now();
+  m.steps_done = std::max(m.steps_done, r.steps_done());
+  if (r.total_steps() > 0) total_steps_ = r.total_steps();
+  if (r.rank() == 0) {
+    const absl::Time now = absl::Now();
+    if (now - rate_time_ >= absl::Seconds(1)) {
+      steps_per_second_ = static_cast<double>(m.steps_done - rate_steps_) / absl::ToDoubleSeconds(now - rate_time_);
+      rate_steps_ = m.steps_done;
+      rate_time_ = now;
+    }
+  }
+  for (const std::string& line : r.metric_lines()) {
+    if (metrics_ != nullptr) {
+      absl::Status written = metrics_->WriteLine(line);
+      if (!written.ok()) Fail(Annotate(written, "writing metrics.jsonl"));
+    }
+    if (IsTrainLine(line)) last_train_line_ = line;
+  }
+  if (!r.fatal_error().empty()) {
+    Fail(absl::FailedPreconditionError(absl::StrCat("worker rank ", r.rank(), ": ", r.fatal_error())));
+  } else if (!r.watchdog().empty()) {
+    m.evicted = true;
+    BreakWorld(absl::StrCat("worker rank ", r.rank(), "'s watchdog fired: ", r.watchdog()));
+  } else if (r.finished() && !m.finished) {
+    m.finished = true;
+    bool all = true;
+    for (const auto& [rank, member] : members_) all = all && member.finished;
+    if (all && (state_ == JobState::kRunning || state_ == JobState::kStopping)) {
+      state_ = JobState::kDone;
+      final_ = absl::OkStatus();
+      absl::Status persisted = Persist(/*sync=*/true);
+      if (!persisted.ok()) Fail(Annotate(persisted, "persisting the final step"));
+      SLOG(INFO) << "every worker finished at step " << GlobalStepLocked();
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool Job::StreamOver(int rank, uint64_t generation) {
+  if (state_ == JobState::kFailed || state_ == JobState::kForming || generation != generation_) return true;
+  auto it = members_.find(rank);
+  return it == members_.end() || it->second.evicted;
+}
+
+std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64_t generation,
+                                                                const coordinator::CoordinatorCommand& last,
+                                                                absl::Duration wait, bool* end) {
+  absl::MutexLock lock(&mu_);
+  auto news = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return StreamOver(rank, generation) || stop_at_ != last.stop_at();
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&news), wait);
+  *end = StreamOver(rank, generation);
+  coordinator::CoordinatorCommand c;
+  if (*end) {
+    auto it = members_.find(rank);
+    const bool evicted = it != members_.end() && it->second.evicted && generation == generation_;
+    if (state_ == JobState::kFailed || evicted) return std::nullopt;
+    // The world moved on: tell the worker which generation to join.
+    c.set_new_generation(state_ == JobState::kForming ? generation_ + 1 : generation_);
+    return c;
+  }
+  if (stop_at_ == last.stop_at()) return std::nullopt;
+  c.set_stop_at(stop_at_);
+  return c;
+}
+
+void Job::StreamEnded(int rank, uint64_t generation, bool broken) {
+  absl::MutexLock lock(&mu_);
+  if (generation != generation_ || members_.count(rank) == 0) return;
+  Member& m = members_[rank];
+  m.attached = false;
+  if (m.finished || state_ == JobState::kDone || state_ == JobState::kFailed) return;
+  BreakWorld(absl::StrCat("worker rank ", rank, " (", m.address, ") was lost: its heartbeat stream ",
+                          broken ? "broke" : "ended"));
+}
+
+void Job::CheckHeartbeats() {
+  absl::MutexLock lock(&mu_);
+  if (state_ != JobState::kRunning && state_ != JobState::kStopping) return;
+  const absl::Time now = absl::Now();
+  for (auto& [rank, m] : members_) {
+    if (!m.finished && now - m.last_seen > options_.heartbeat_timeout) {
+      m.evicted = true;
+      BreakWorld(absl::StrCat("worker rank ", rank, " (", m.address, ") was lost: no heartbeat for ",
+                              absl::FormatDuration(now - m.last_seen)));
+      return;
+    }
+  }
+}
+
+void Job::RequestStop(const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (stop_requested_) return;
+  stop_requested_ = true;
+  if (state_ == JobState::kForming) {
+    SLOG(INFO) << why << ": stopping; no world is running";
+    state_ = JobState::kDone;
+    final_ = absl::OkStatus();
+    return;
+  }
+  if (state_ != JobState::kRunning) return;
+  int64_t furthest = 0;
+  for (const auto& [rank, m] : members_) furthest = std::max(furthest, m.steps_done);
+  // Heartbeats lag by up to ~100 ms; half a second of steps ahead (at least
+  // 2) is ahead of every worker. The workers' per-step agreement makes
+  // the stop exact even if some worker were past it.
+  const int64_t margin = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(steps_per_second_ * 0.5)));
+  stop_at_ = total_steps_ > 0 ? std::min(total_steps_, furthest + margin) : furthest + margin;
+  state_ = JobState::kStopping;
+  SLOG(INFO) << why << ": every worker stops after step " << stop_at_;
+}
+
+bool Job::AwaitEnd(absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  auto over = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return state_ == JobState::kDone || state_ == JobState::kFailed;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&over), wait);
+}
+
+absl::Status Job::final_status() {
+  absl::MutexLock lock(&mu_);
+  return final_;
+}
+
+JobSnapshot Job::Snapshot() {
+  absl::MutexLock lock(&mu_);
+  JobSnapshot s;
+  s.state = state_;
+  s.generation = generation_;
+  s.global_step = GlobalStepLocked();
+  s.total_steps = total_steps_;
+  const bool forming = state_ == JobState::kForming;
+  s.workers_registered = static_cast<int>(forming ? pending_.size() : members_.size());
+  for (const auto& [rank, m] : members_) s.workers_alive += (!forming && m.attached) ? 1 : 0;
+  s.worker_losses = losses_;
+  s.last_train_line = last_train_line_;
+  return s;
+}
+
+}  // namespace shardline

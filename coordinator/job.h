@@ -1,0 +1,156 @@
+// The coordinator's view of one job: membership and ranks, world
+// generations, the global step, job-wide decisions (stop at step s), worker
+// loss and the job's end. Thread-safe; knows nothing of gRPC (service.h
+// translates RPCs into these calls).
+//
+// Life of a generation:
+//   forming  -- workers Register (blocking) until all N ranks are claimed;
+//               then the generation number is bumped, persisted (synced) and
+//               every waiting Register returns the world.
+//   running  -- each worker keeps a Heartbeat stream: Report() in,
+//               NextCommand() out. The global step is the minimum of the
+//               workers' reported steps.
+//   broken   -- a worker's stream breaks, it misses its heartbeat deadline,
+//               its watchdog fires, or a survivor re-registers saying the
+//               world broke: every member is told the new generation and
+//               the job is forming again (the lost rank is free).
+// A stop request picks s = (furthest reported step) + margin and sends
+// "stop at s" to every worker; the workers agree on it in their per-step
+// scalar all-reduce. The job is done when every worker reports finished.
+#ifndef SHARDLINE_COORDINATOR_JOB_H_
+#define SHARDLINE_COORDINATOR_JOB_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/metrics_writer.h"
+#include "coordinator/job_store.h"
+#include "proto/config.pb.h"
+#include "proto/coordinator.pb.h"
+
+namespace shardline {
+
+struct CoordinatorOptions {
+  // Ranks in a world; the world starts when all have registered.
+  int world_size = 1;
+  // A worker silent for this long is lost. Workers report every 100 ms.
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+};
+
+enum class JobState { kForming, kRunning, kStopping, kDone, kFailed };
+const char* JobStateName(JobState state);
+
+// A consistent copy of the job's state, for progress lines and metrics.
+struct JobSnapshot {
+  JobState state = JobState::kForming;
+  uint64_t generation = 0;
+  int64_t global_step = 0;     // min over the running generation's workers
+  int64_t total_steps = 0;
+  int workers_registered = 0;  // members of the running world, or pending ones
+  int workers_alive = 0;       // members with a live heartbeat stream
+  int64_t worker_losses = 0;
+  std::string last_train_line;  // rank 0's latest train metrics line
+};
+
+class Job {
+ public:
+  // `store` and `metrics` must outlive the job.
+  Job(config::JobConfig config, JobStore* store, MetricsSink* metrics, CoordinatorOptions options);
+
+  // Loads (or creates) the job id and the last generation from the store.
+  absl::Status Init();
+
+  // Blocks until the world this worker joins is complete. Fails with
+  // kAlreadyExists if the requested rank is held by a live worker,
+  // kResourceExhausted if every rank is, kCancelled if `cancelled()` turns
+  // true, kFailedPrecondition if the job is over.
+  absl::StatusOr<coordinator::RegisterResponse> Register(const coordinator::RegisterRequest& request,
+                                                         const std::function<bool()>& cancelled);
+
+  // A heartbeat report. Returns an error (ending the stream) if it is from a
+  // generation or rank that is not running.
+  absl::Status Report(const coordinator::WorkerReport& report);
+
+  // Waits up to `wait` for news for the stream of (rank, generation): a stop
+  // step other than last.stop_at(), or the world moving on. Sets *end when
+  // the stream should end after sending what is returned (a new generation
+  // to join; nothing if the worker was evicted or the job failed).
+  std::optional<coordinator::CoordinatorCommand> NextCommand(int rank, uint64_t generation,
+                                                             const coordinator::CoordinatorCommand& last,
+                                                             absl::Duration wait, bool* end);
+
+  // The heartbeat stream of (rank, generation) ended.
+  void StreamEnded(int rank, uint64_t generation, bool broken);
+
+  // Declares workers silent past the heartbeat timeout lost. Call often.
+  void CheckHeartbeats();
+
+  // Graceful stop (SIGTERM): stop at a step ahead of every worker.
+  void RequestStop(const std::string& why);
+
+  // Waits until the job is done or failed, or `wait` passes.
+  bool AwaitEnd(absl::Duration wait);
+  // OK once every worker finished; the failure otherwise.
+  absl::Status final_status();
+
+  JobSnapshot Snapshot();
+  const std::string& job_id() const { return job_id_; }
+
+ private:
+  struct Member {
+    std::string address;
+    uint64_t incarnation = 0;
+    int64_t steps_done = 0;
+    absl::Time last_seen;
+    bool attached = false;  // its heartbeat stream is open
+    bool finished = false;
+    bool evicted = false;
+  };
+
+  // Ends the running generation: every member is told to re-register.
+  void BreakWorld(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Form() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Persist(bool sync) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when the stream of (rank, generation) has nothing more to carry
+  // but, possibly, the news of a new generation.
+  bool StreamOver(int rank, uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t GlobalStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const config::JobConfig config_;
+  const std::string config_text_;
+  JobStore* const store_;
+  MetricsSink* const metrics_;
+  const CoordinatorOptions options_;
+  std::string job_id_;
+
+  absl::Mutex mu_;
+  JobState state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;
+  absl::Status final_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;   // the running (or last) generation
+  std::map<int, Member> members_ ABSL_GUARDED_BY(mu_);  // of generation_
+  std::map<int, Member> pending_ ABSL_GUARDED_BY(mu_);  // for generation_ + 1
+  int64_t stop_at_ ABSL_GUARDED_BY(mu_) = 0;             // 0: none
+  int64_t total_steps_ ABSL_GUARDED_BY(mu_) = 0;         // as reported by rank 0
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t losses_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_train_line_ ABSL_GUARDED_BY(mu_);
+  // Step-rate estimate from rank 0's reports, for the stop margin.
+  int64_t rate_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time rate_time_ ABSL_GUARDED_BY(mu_);
+  double steps_per_second_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COORDINATOR_JOB_H_

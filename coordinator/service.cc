@@ -1,0 +1,57 @@
+#include "coordinator/service.h"
+
+#include <atomic>
+#include <thread>
+
+#include "common/grpc_util.h"
+
+namespace shardline {
+
+grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
+                                          const coordinator::RegisterRequest* request,
+                                          coordinator::RegisterResponse* response) {
+  absl::StatusOr<coordinator::RegisterResponse> r =
+      job_->Register(*request, [ctx] { return ctx->IsCancelled(); });
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *response = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::Heartbeat(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<coordinator::CoordinatorCommand, coordinator::WorkerReport>* stream) {
+  coordinator::WorkerReport report;
+  if (!stream->Read(&report)) return grpc::Status::OK;
+  absl::Status accepted = job_->Report(report);
+  if (!accepted.ok()) return ToGrpcStatus(accepted);
+  const int rank = report.rank();
+  const uint64_t generation = report.generation();
+
+  std::atomic<bool> reading{true};
+  std::thread writer([&] {
+    coordinator::CoordinatorCommand last;
+    while (reading.load()) {
+      bool end = false;
+      std::optional<coordinator::CoordinatorCommand> c =
+          job_->NextCommand(rank, generation, last, absl::Milliseconds(200), &end);
+      if (c.has_value()) {
+        if (!stream->Write(*c)) break;
+        last = *c;
+      }
+      if (end) {
+        ctx->TryCancel();  // ends the read loop below
+        break;
+      }
+    }
+  });
+  while (stream->Read(&report)) {
+    if (!job_->Report(report).ok()) break;
+  }
+  const bool broken = ctx->IsCancelled();
+  reading = false;
+  writer.join();
+  job_->StreamEnded(rank, generation, broken);
+  return grpc::Status::OK;
+}
+
+}  // namespace shardline

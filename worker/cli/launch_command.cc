@@ -1,0 +1,278 @@
+// shardline launch: a coordinator and N workers as child processes on this
+// host, with their output prefixed and kept in <workdir>/logs/, dead workers
+// restarted (up to --max_restarts), and Ctrl-C / SIGTERM turned into the
+// coordinator's graceful stop.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/args.h"
+#include "common/config.h"
+#include "common/env.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "worker/cli/commands.h"
+
+namespace shardline {
+namespace {
+
+constexpr char kHelp[] =
+    "usage: shardline launch --config FILE --workers N --workdir DIR [--max_restarts K]\n"
+    "                        [--set a.b=value ...]\n"
+    "\n"
+    "Runs a coordinator and N workers on this host (loopback) and trains. Each\n"
+    "process's lines are shown prefixed with its role and rank and kept in\n"
+    "DIR/logs/. A worker that dies is restarted (same rank), at most K times in all\n"
+    "(default 0); the world then restarts. Ctrl-C or SIGTERM stops the job\n"
+    "gracefully: every worker finishes the same step, then all exit 0.\n"
+    "\n"
+    "  --config FILE   job config (text proto); --set overrides fields\n"
+    "  --workers N     world size (sets runtime.num_workers)\n"
+    "  --workdir DIR   metrics.jsonl, logs/, coordinator state\n"
+    "  --max_restarts K  restarts of dead workers allowed over the whole job\n";
+
+std::atomic<int> g_signals{0};
+void OnSignal(int) { g_signals.fetch_add(1); }
+
+std::string SelfDir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+// A child process whose stdout and stderr lines are prefixed, echoed to our
+// stderr and appended to a log file.
+class Child {
+ public:
+  Child(std::string name, std::vector<std::string> argv, const std::string& log_path)
+      : name_(std::move(name)), argv_(std::move(argv)), log_path_(log_path) {}
+  ~Child() {
+    if (pump_.joinable()) pump_.join();
+  }
+
+  absl::Status Start() {
+    if (pump_.joinable()) pump_.join();
+    int fds[2];
+    if (pipe(fds) != 0) return absl::InternalError("pipe failed");
+    pid_ = fork();
+    if (pid_ < 0) return absl::InternalError("fork failed");
+    if (pid_ == 0) {
+      setpgid(0, 0);  // terminal Ctrl-C goes to the launcher, which decides
+      dup2(fds[1], STDOUT_FILENO);
+      dup2(fds[1], STDERR_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      std::vector<char*> args;
+      for (const std::string& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      fprintf(stderr, "cannot execute %s\n", args[0]);
+      _exit(127);
+    }
+    close(fds[1]);
+    running_ = true;
+    pump_ = std::thread([this, fd = fds[0]] { Pump(fd); });
+    return absl::OkStatus();
+  }
+
+  void Signal(int sig) {
+    if (running_) kill(pid_, sig);
+  }
+  pid_t pid() const { return pid_; }
+  bool running() const { return running_; }
+  void Exited() { running_ = false; }
+  const std::string& name() const { return name_; }
+
+ private:
+  void Pump(int fd) {
+    FILE* log = fopen(log_path_.c_str(), "a");
+    FILE* in = fdopen(fd, "r");
+    char* line = nullptr;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, in)) > 0) {
+      std::string text(line, static_cast<size_t>(n));
+      if (log != nullptr) {
+        fwrite(text.data(), 1, text.size(), log);
+        fflush(log);
+      }
+      while (!text.empty() && text.back() == '\n') text.pop_back();
+      const size_t progress = text.find("] [coordinator] progress: ");
+      if (progress != std::string::npos && logging::StderrIsTerminal()) {
+        logging::SetStatusLine(text.substr(progress + 16));
+        continue;
+      }
+      // The children's own log lines already name them.
+      const std::string tag = absl::StrCat("[", name_, "]");
+      const std::string out =
+          text.find(tag) != std::string::npos ? text + "\n" : absl::StrCat(tag, " ", text, "\n");
+      logging::WriteRaw(out);
+    }
+    free(line);
+    fclose(in);
+    if (log != nullptr) fclose(log);
+  }
+
+  const std::string name_;
+  const std::vector<std::string> argv_;
+  const std::string log_path_;
+  pid_t pid_ = -1;
+  bool running_ = false;
+  std::thread pump_;
+};
+
+absl::Status Launch(const Args& args) {
+  Env* env = Env::Default();
+  for (const char* f : {"config", "workers", "workdir"}) {
+    if (args.Get(f).empty()) return absl::InvalidArgumentError(absl::StrCat("--", f, " is required"));
+  }
+  int workers = 0;
+  if (!absl::SimpleAtoi(args.Get("workers"), &workers) || workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--workers must be a positive integer, got '", args.Get("workers"), "'"));
+  }
+  int max_restarts = 0;
+  if (args.Has("max_restarts") && (!absl::SimpleAtoi(args.Get("max_restarts"), &max_restarts) || max_restarts < 0)) {
+    return absl::InvalidArgumentError("--max_restarts must be a non-negative integer");
+  }
+  std::vector<std::string> sets = args.GetAll("set");
+  sets.push_back(absl::StrCat("runtime.num_workers=", workers));
+  // Fail here, with the config's own error, rather than in a child.
+  RETURN_IF_ERROR(LoadConfig(env, args.Get("config"), sets).status());
+  const std::string workdir = args.Get("workdir");
+  RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir + "/logs"), "creating --workdir"));
+  const std::string address_file = workdir + "/coordinator.address";
+  std::remove(address_file.c_str());
+
+  const std::string bin = SelfDir();
+  std::vector<std::string> coord_argv = {bin + "/shardline-coordinator", "--config", args.Get("config"),
+                                         "--listen", "127.0.0.1:0", "--workdir", workdir,
+                                         "--metrics_listen", "127.0.0.1:0"};
+  for (const std::string& s : sets) {
+    coord_argv.push_back("--set");
+    coord_argv.push_back(s);
+  }
+  Child coordinator("coordinator", coord_argv, workdir + "/logs/coordinator.log");
+  RETURN_IF_ERROR(coordinator.Start());
+
+  std::string address;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (address.empty()) {
+    absl::StatusOr<std::string> a = env->ReadFile(address_file);
+    if (a.ok()) address = *a;
+    int status;
+    if (waitpid(coordinator.pid(), &status, WNOHANG) == coordinator.pid()) {
+      coordinator.Exited();
+      return absl::InternalError("the coordinator exited before listening; see " + workdir + "/logs/coordinator.log");
+    }
+    if (absl::Now() > deadline) {
+      coordinator.Signal(SIGKILL);
+      return absl::DeadlineExceededError("the coordinator did not start listening within 30 s");
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+
+  std::vector<std::unique_ptr<Child>> children;
+  for (int r = 0; r < workers; ++r) {
+    children.push_back(std::make_unique<Child>(
+        absl::StrCat("worker ", r),
+        std::vector<std::string>{bin + "/shardline-worker", "--coordinator", address, "--listen", "127.0.0.1:0",
+                                 "--metrics_listen", "127.0.0.1:0", "--rank", std::to_string(r)},
+        absl::StrCat(workdir, "/logs/worker-", r, ".log")));
+    RETURN_IF_ERROR(children.back()->Start());
+  }
+
+  int restarts = 0, signals_seen = 0;
+  absl::Status outcome;
+  bool coordinator_done = false;
+  absl::Time coordinator_exit;
+  for (;;) {
+    const int signals = g_signals.load();
+    if (signals > signals_seen) {
+      if (signals_seen == 0) {
+        SLOG(INFO) << "stopping the job gracefully (again to kill it)";
+        coordinator.Signal(SIGTERM);
+      } else {
+        coordinator.Signal(SIGKILL);
+        for (auto& c : children) c->Signal(SIGKILL);
+        outcome = absl::AbortedError("killed by a second signal");
+      }
+      signals_seen = signals;
+    }
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      const std::string how = WIFEXITED(status) ? absl::StrCat("exit code ", WEXITSTATUS(status))
+                                                : absl::StrCat("signal ", WTERMSIG(status));
+      if (pid == coordinator.pid()) {
+        coordinator.Exited();
+        coordinator_done = true;
+        coordinator_exit = absl::Now();
+        if (!ok && outcome.ok()) outcome = absl::InternalError("the coordinator failed (" + how + ")");
+      }
+      for (size_t r = 0; r < children.size(); ++r) {
+        Child& c = *children[r];
+        if (pid != c.pid()) continue;
+        c.Exited();
+        if (ok) break;
+        if (!coordinator_done && signals_seen == 0 && restarts < max_restarts) {
+          ++restarts;
+          SLOG(WARNING) << c.name() << " died (" << how << "); restarting it (" << restarts << "/" << max_restarts << ")";
+          RETURN_IF_ERROR(c.Start());
+        } else if (outcome.ok()) {
+          outcome = absl::InternalError(absl::StrCat(c.name(), " failed (", how, ")",
+                                                     restarts >= max_restarts ? "; no restarts left" : ""));
+          coordinator.Signal(SIGTERM);
+        }
+      }
+    } else {
+      bool any = coordinator.running();
+      for (auto& c : children) any = any || c->running();
+      if (!any) break;
+      if (coordinator_done && absl::Now() - coordinator_exit > absl::Seconds(30)) {
+        for (auto& c : children) c->Signal(SIGKILL);
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+  logging::SetStatusLine("");
+  if (outcome.ok()) SLOG(INFO) << "job done; metrics in " << workdir << "/metrics.jsonl, logs in " << workdir << "/logs/";
+  return outcome;
+}
+
+}  // namespace
+
+int LaunchCommand(int argc, char** argv) {
+  Args args;
+  absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workers", "workdir", "max_restarts"}, {"set"},
+                                  "shardline launch", &args);
+  if (args.help) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  absl::Status status = parsed.ok() ? Launch(args) : parsed;
+  if (!status.ok()) {
+    std::fprintf(stderr, "shardline launch: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace shardline

@@ -1,0 +1,53 @@
+// A worker's Prometheus metrics, built once on a registry that is passed in;
+// fed by the train loop as a StepObserver.
+//
+//   auto registry = std::make_shared<prometheus::Registry>();
+//   WorkerMetrics metrics(*registry, MeasureSgemmGflops(512, 0.2) * 1e9);
+//   options.observer = &metrics;
+#ifndef SHARDLINE_WORKER_WORKER_METRICS_H_
+#define SHARDLINE_WORKER_WORKER_METRICS_H_
+
+#include <cstdint>
+
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "worker/train/train_loop.h"
+
+namespace shardline {
+
+class WorkerMetrics : public StepObserver {
+ public:
+  // `peak_flops`: this process's measured sgemm FLOP/s, the MFU denominator.
+  WorkerMetrics(prometheus::Registry& registry, double peak_flops);
+
+  void OnStart(const RunInfo& info) override;
+  void OnStep(const StepResult& result, double step_seconds) override;
+  // Advances the byte counters to these running totals of one transport.
+  void SetTransportBytes(int64_t sent, int64_t received);
+  void SetGeneration(uint64_t generation);
+
+ private:
+  const double peak_flops_;
+  RunInfo info_;
+  int64_t sent_seen_ = 0, received_seen_ = 0;
+  prometheus::Gauge& step_;
+  prometheus::Gauge& loss_;
+  prometheus::Gauge& learning_rate_;
+  prometheus::Gauge& grad_norm_;
+  prometheus::Gauge& samples_per_second_;
+  prometheus::Gauge& mfu_;
+  prometheus::Gauge& peak_flops_gauge_;
+  prometheus::Gauge& generation_;
+  prometheus::Gauge& owned_parameter_bytes_;
+  prometheus::Gauge& owned_optimizer_state_bytes_;
+  prometheus::Histogram& step_duration_;
+  prometheus::Family<prometheus::Counter>& phase_seconds_;
+  prometheus::Counter& sent_bytes_;
+  prometheus::Counter& received_bytes_;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_WORKER_METRICS_H_
