@@ -122,7 +122,8 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
     // A running world takes no one, unless a member says the world broke.
     for (const auto& [rank, m] : members_) {
       if (m.incarnation == req.incarnation() && req.previous_generation() == generation_) {
-        BreakWorld(absl::StrCat("worker rank ", rank, " left it after a failed collective"));
+        BreakWorld(absl::StrCat("worker rank ", rank, " left it: ",
+                                req.reason().empty() ? "a collective failed" : req.reason()));
         break;
       }
     }
@@ -272,6 +273,10 @@ void Job::StreamEnded(int rank, uint64_t generation, bool broken) {
   Member& m = members_[rank];
   m.attached = false;
   if (m.finished || state_ == JobState::kDone || state_ == JobState::kFailed) return;
+  if (broken && state_ == JobState::kForming) {
+    SLOG(WARNING) << "worker rank " << rank << " (" << m.address << ") of generation " << generation
+                  << " was lost: its heartbeat stream broke";
+  }
   BreakWorld(absl::StrCat("worker rank ", rank, " (", m.address, ") was lost: its heartbeat stream ",
                           broken ? "broke" : "ended"));
 }

@@ -28,6 +28,7 @@ grpc::Status CoordinatorService::Heartbeat(
   const uint64_t generation = report.generation();
 
   std::atomic<bool> reading{true};
+  std::atomic<bool> ended_here{false};
   std::thread writer([&] {
     coordinator::CoordinatorCommand last;
     while (reading.load()) {
@@ -39,6 +40,7 @@ grpc::Status CoordinatorService::Heartbeat(
         last = *c;
       }
       if (end) {
+        ended_here = true;
         ctx->TryCancel();  // ends the read loop below
         break;
       }
@@ -47,7 +49,7 @@ grpc::Status CoordinatorService::Heartbeat(
   while (stream->Read(&report)) {
     if (!job_->Report(report).ok()) break;
   }
-  const bool broken = ctx->IsCancelled();
+  const bool broken = ctx->IsCancelled() && !ended_here.load();
   reading = false;
   writer.join();
   job_->StreamEnded(rank, generation, broken);

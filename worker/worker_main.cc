@@ -156,6 +156,7 @@ absl::Status Run(const Args& args) {
   std::random_device rd;
   const uint64_t incarnation = (static_cast<uint64_t>(rd()) << 32) | rd();
   uint64_t previous_generation = 0;
+  std::string left_because;
   std::optional<FashionMnist> data;
   std::string data_dir;
 
@@ -165,6 +166,7 @@ absl::Status Run(const Args& args) {
     req.set_requested_rank(requested_rank);
     req.set_previous_generation(previous_generation);
     req.set_incarnation(incarnation);
+    req.set_reason(left_because);
     absl::StatusOr<coordinator::RegisterResponse> world = client.Register(req, absl::Seconds(connect_timeout));
     if (absl::IsFailedPrecondition(world.status()) && world.status().message().find("is over") != std::string::npos) {
       SLOG(INFO) << world.status().message() << "; exiting";
@@ -222,6 +224,7 @@ absl::Status Run(const Args& args) {
     SLOG(WARNING) << "generation " << world->generation() << " ended: " << result.status().message()
                   << "; registering again";
     previous_generation = world->generation();
+    left_because = std::string(result.status().message());
   }
 }
 

@@ -11,16 +11,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
 
 namespace shardline {
 namespace {
-
-std::string FreshDir(const std::string& name) {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/collective_", name);
-  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
-  return dir;
-}
 
 std::vector<std::unique_ptr<Subprocess>> StartWorld(int n, const std::string& rdv,
                                                     const std::vector<std::string>& extra) {
@@ -46,14 +41,14 @@ void AwaitReady(const std::vector<std::unique_ptr<Subprocess>>& procs) {
 }
 
 TEST(CollectiveProcessTest, ThreeProcessesAgreeExactly) {
-  auto procs = StartWorld(3, FreshDir("exact"), {"--check", "--iters", "3", "--sizes", "4,1028,4000000"});
+  auto procs = StartWorld(3, FreshDir("collective_exact"), {"--check", "--iters", "3", "--sizes", "4,1028,4000000"});
   for (auto& p : procs) EXPECT_EQ(p->Wait(absl::Seconds(120)), 0) << p->Output();
   EXPECT_TRUE(absl::StrContains(procs[0]->Output(), "\"bytes\":4000000")) << procs[0]->Output();
 }
 
 TEST(CollectiveProcessTest, KilledRankIsNamedByEveryOtherRankWithinTheDeadline) {
   const absl::Duration deadline = absl::Seconds(5);
-  auto procs = StartWorld(3, FreshDir("kill"), {"--iters", "1000000", "--sizes", "8388608",
+  auto procs = StartWorld(3, FreshDir("collective_kill"), {"--iters", "1000000", "--sizes", "8388608",
                                                 "--timeout_ms", "5000", "--segment_bytes", "262144"});
   AwaitReady(procs);
   absl::SleepFor(absl::Milliseconds(200));
@@ -69,7 +64,7 @@ TEST(CollectiveProcessTest, KilledRankIsNamedByEveryOtherRankWithinTheDeadline) 
 
 TEST(CollectiveProcessTest, FrozenRankIsNamedByEveryOtherRankWithinTheDeadline) {
   const absl::Duration deadline = absl::Seconds(5);
-  auto procs = StartWorld(3, FreshDir("stop"), {"--iters", "1000000", "--sizes", "1048576",
+  auto procs = StartWorld(3, FreshDir("collective_stop"), {"--iters", "1000000", "--sizes", "1048576",
                                                 "--timeout_ms", "5000"});
   AwaitReady(procs);
   procs[1]->Signal(SIGSTOP);

@@ -2,6 +2,7 @@
 // files in a fresh workdir.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
 
 namespace shardline {
@@ -16,23 +18,10 @@ namespace {
 
 const std::string kConfig = absl::StrCat(SHARDLINE_SOURCE_DIR, "/deploy/configs/fmnist_mlp.textproto");
 
-std::string FreshDir(const std::string& name) {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/train_cli_", name);
-  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
-  return dir;
-}
-
-std::vector<std::string> ReadLines(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return absl::StrSplit(ss.str(), '\n', absl::SkipEmpty());
-}
-
 double Field(const std::string& line, const std::string& key) {
-  const size_t at = line.find(absl::StrCat("\"", key, "\":"));
-  EXPECT_NE(at, std::string::npos) << key << " in " << line;
-  return std::strtod(line.c_str() + at + key.size() + 3, nullptr);
+  const double v = JsonField(line, key);
+  EXPECT_FALSE(std::isnan(v)) << key << " in " << line;
+  return v;
 }
 
 std::vector<std::string> Train(const std::string& workdir, std::vector<std::string> sets) {
@@ -46,7 +35,7 @@ std::vector<std::string> Train(const std::string& workdir, std::vector<std::stri
 }
 
 TEST(TrainCliTest, ShortRunWritesMetricsAndResolvedConfig) {
-  const std::string dir = FreshDir("short");
+  const std::string dir = FreshDir("train_cli_short");
   Subprocess p(Train(dir, {"train.epochs=1", "train.log_every=100", "train.eval_every=200"}));
   ASSERT_EQ(p.Wait(absl::Seconds(120)), 0) << p.Output();
   const std::vector<std::string> lines = ReadLines(dir + "/metrics.jsonl");
@@ -69,7 +58,7 @@ TEST(TrainCliTest, ShortRunWritesMetricsAndResolvedConfig) {
 TEST(TrainCliTest, TwoRunsWithTheSameSeedWriteIdenticalLossCurves) {
   std::vector<std::string> curves;
   for (const char* name : {"det_a", "det_b"}) {
-    const std::string dir = FreshDir(name);
+    const std::string dir = FreshDir(std::string("train_cli_") + name);
     Subprocess p(Train(dir, {"train.total_steps=200", "train.log_every=10"}));
     ASSERT_EQ(p.Wait(absl::Seconds(120)), 0) << p.Output();
     std::string curve;
@@ -88,7 +77,7 @@ TEST(TrainCliTest, BadInputExitsNonzeroNamingTheProblem) {
     std::vector<std::string> argv;
     std::string expect;
   };
-  const std::string dir = FreshDir("bad");
+  const std::string dir = FreshDir("train_cli_bad");
   const std::vector<Case> cases = {
       {Train(dir, {"data.global_batch_size=-5"}), "data.global_batch_size: must be positive, got -5"},
       {Train(dir, {"model.widths=3"}), "unknown field 'widths'"},
@@ -109,7 +98,7 @@ TEST(TrainCliTest, BadInputExitsNonzeroNamingTheProblem) {
 }
 
 TEST(TrainCliTest, DefaultJobReachesPublishedAccuracy) {
-  const std::string dir = FreshDir("default");
+  const std::string dir = FreshDir("train_cli_default");
   Subprocess p(Train(dir, {}));
   ASSERT_EQ(p.Wait(absl::Seconds(400)), 0) << p.Output();
   const std::vector<std::string> lines = ReadLines(dir + "/metrics.jsonl");

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -117,6 +118,21 @@ TEST_F(TrainLoopTest, ClippingBoundsTheUpdate) {
   const size_t at = line.find("\"update_norm\":");
   ASSERT_NE(at, std::string::npos);
   EXPECT_NEAR(std::strtod(line.c_str() + at + 14, nullptr), 0.05 * 0.01, 1e-6) << line;
+}
+
+TEST_F(TrainLoopTest, StopRequestEndsTheRunAfterThatStepWithAnEval) {
+  std::atomic<int64_t> stop{25}, done{0};
+  LocalCollectives comm;
+  TrainOptions options;
+  options.show_progress = false;
+  options.stop_request = &stop;
+  options.steps_done = &done;
+  absl::StatusOr<TrainResult> r = RunTraining(Config({}), *data_, comm, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->stopped_early);
+  EXPECT_EQ(r->steps, 25);
+  EXPECT_EQ(done.load(), 25);
+  EXPECT_EQ(r->evals.back().step, 25);
 }
 
 TEST_F(TrainLoopTest, AdamWTrains) {

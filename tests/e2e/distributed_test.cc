@@ -1,0 +1,219 @@
+// The distributed job as users run it: shardline launch, or a coordinator
+// and workers started separately with explicit ports; real processes, gRPC
+// on loopback, the real data set.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/subprocess.h"
+#include "tests/util/http.h"
+
+namespace shardline {
+namespace {
+
+const std::string kConfig = absl::StrCat(SHARDLINE_SOURCE_DIR, "/deploy/configs/fmnist_mlp.textproto");
+
+std::vector<std::string> Launch(const std::string& dir, int workers, const std::vector<std::string>& sets,
+                                int max_restarts = 0) {
+  std::vector<std::string> argv = {BinPath("shardline"), "launch", "--config", kConfig, "--workers",
+                                   std::to_string(workers), "--workdir", dir,
+                                   "--max_restarts", std::to_string(max_restarts)};
+  for (const std::string& s : sets) {
+    argv.push_back("--set");
+    argv.push_back(s);
+  }
+  return argv;
+}
+
+// Port of a worker's /metrics, from its log line "metrics on port N".
+int WorkerMetricsPort(const std::string& log) {
+  const std::string text = ReadAll(log);
+  const size_t at = text.find("metrics on port ");
+  if (at == std::string::npos) return -1;
+  return std::atoi(text.c_str() + at + 16);
+}
+
+std::vector<double> TrainLosses(const std::string& metrics) {
+  std::vector<double> out;
+  for (const std::string& l : SplitLines(metrics, "train")) out.push_back(JsonField(l, "loss"));
+  return out;
+}
+
+TEST(DistributedTest, LaunchTrainsWritesMetricsAndKeepsLogs) {
+  const std::string dir = FreshDir("dist_launch");
+  Subprocess p(Launch(dir, 2, {"train.total_steps=300", "train.log_every=100", "train.eval_every=150"}));
+  ASSERT_EQ(p.Wait(absl::Seconds(120)), 0) << p.Output();
+  const std::vector<std::string> train = SplitLines(dir + "/metrics.jsonl", "train");
+  const std::vector<std::string> eval = SplitLines(dir + "/metrics.jsonl", "eval");
+  ASSERT_EQ(train.size(), 3u);
+  ASSERT_EQ(eval.size(), 2u);
+  EXPECT_EQ(JsonField(train.back(), "step"), 300);
+  EXPECT_EQ(JsonField(eval.back(), "step"), 300);
+  EXPECT_GT(JsonField(eval.back(), "accuracy"), 0.75);
+  for (const char* log : {"coordinator.log", "worker-0.log", "worker-1.log"}) {
+    EXPECT_FALSE(ReadAll(dir + "/logs/" + log).empty()) << log;
+  }
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-1.log"), "joined generation 1"));
+  // The launcher's own output names each process.
+  EXPECT_TRUE(absl::StrContains(p.Output(), "[worker 1]")) << p.Output();
+  EXPECT_TRUE(absl::StrContains(p.Output(), "[coordinator]"));
+}
+
+TEST(DistributedTest, SeparateProcessesWithExplicitPorts) {
+  const std::string dir = FreshDir("dist_ports");
+  const int coord = FreePort(), coord_metrics = FreePort();
+  const std::string coord_addr = absl::StrCat("127.0.0.1:", coord);
+  Subprocess c({BinPath("shardline-coordinator"), "--config", kConfig, "--listen", coord_addr, "--workdir", dir,
+                "--metrics_listen", absl::StrCat("127.0.0.1:", coord_metrics), "--set", "runtime.num_workers=2",
+                "--set", "train.total_steps=100"});
+  std::vector<std::unique_ptr<Subprocess>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<Subprocess>(std::vector<std::string>{
+        BinPath("shardline-worker"), "--coordinator", coord_addr, "--listen",
+        absl::StrCat("127.0.0.1:", FreePort()), "--metrics_listen", absl::StrCat("127.0.0.1:", FreePort())}));
+  }
+  for (auto& w : workers) EXPECT_EQ(w->Wait(absl::Seconds(120)), 0) << w->Output();
+  EXPECT_EQ(c.Wait(absl::Seconds(30)), 0) << c.Output();
+  EXPECT_TRUE(absl::StrContains(c.Output(), "listening on " + coord_addr)) << c.Output();
+  EXPECT_EQ(ReadAll(dir + "/coordinator.address"), coord_addr);
+  // Both ranks were handed out without --rank.
+  const std::string logs = workers[0]->Output() + workers[1]->Output();
+  EXPECT_TRUE(absl::StrContains(logs, "as rank 0 of 2")) << logs;
+  EXPECT_TRUE(absl::StrContains(logs, "as rank 1 of 2")) << logs;
+  EXPECT_EQ(JsonField(SplitLines(dir + "/metrics.jsonl", "eval").back(), "step"), 100);
+}
+
+TEST(DistributedTest, SecondWorkerClaimingALiveRankIsRejected) {
+  const std::string dir = FreshDir("dist_conflict");
+  Subprocess launch(Launch(dir, 2, {"train.total_steps=1000000"}));
+  ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", "generation 1 formed", absl::Seconds(60)))
+      << launch.Output();
+  Subprocess intruder({BinPath("shardline-worker"), "--coordinator", ReadAll(dir + "/coordinator.address"),
+                       "--rank", "1", "--connect_timeout_seconds", "2"});
+  EXPECT_EQ(intruder.Wait(absl::Seconds(30)), 1) << intruder.Output();
+  EXPECT_TRUE(absl::StrContains(intruder.Output(), "rank 1 is held by the live worker at 127.0.0.1:"))
+      << intruder.Output();
+  launch.Signal(SIGTERM);
+  EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();
+}
+
+TEST(DistributedTest, KilledWorkerIsDetectedRestartedAndTheJobCompletes) {
+  const std::string dir = FreshDir("dist_loss");
+  Subprocess launch(Launch(dir, 2, {"train.total_steps=4000", "train.log_every=500"}, /*max_restarts=*/1));
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-1.log", "joined generation 1", absl::Seconds(60))) << launch.Output();
+  absl::SleepFor(absl::Milliseconds(500));
+  const std::vector<pid_t> victims = FindProcesses({"shardline-worker", "--rank 1", ReadAll(dir + "/coordinator.address")});
+  ASSERT_EQ(victims.size(), 1u);
+  const absl::Time killed = absl::Now();
+  kill(victims[0], SIGKILL);
+  ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", "generation 1 broken", absl::Seconds(10)));
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(7));  // heartbeat timeout 5 s, usually milliseconds
+  EXPECT_EQ(launch.Wait(absl::Seconds(180)), 0) << launch.Output();
+  const std::string coordinator = ReadAll(dir + "/logs/coordinator.log");
+  EXPECT_TRUE(absl::StrContains(coordinator, "worker rank 1")) << coordinator;
+  EXPECT_TRUE(absl::StrContains(coordinator, "generation 2 formed")) << coordinator;
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "joined generation 2"));
+  EXPECT_EQ(JsonField(SplitLines(dir + "/metrics.jsonl", "eval").back(), "step"), 4000);
+}
+
+TEST(DistributedTest, ThreeWorkersComputeWhatOneDoesAndAreDeterministic) {
+  const std::vector<std::string> sets = {"train.total_steps=50", "train.log_every=1", "data.global_batch_size=96"};
+  const std::string one = FreshDir("dist_equiv_1");
+  std::vector<std::string> train = {BinPath("shardline"), "train", "--config", kConfig, "--workdir", one};
+  for (const std::string& s : sets) {
+    train.push_back("--set");
+    train.push_back(s);
+  }
+  Subprocess single(train);
+  ASSERT_EQ(single.Wait(absl::Seconds(120)), 0) << single.Output();
+  std::vector<std::vector<double>> runs;
+  for (const char* name : {"dist_equiv_3a", "dist_equiv_3b"}) {
+    const std::string dir = FreshDir(name);
+    Subprocess p(Launch(dir, 3, sets));
+    ASSERT_EQ(p.Wait(absl::Seconds(120)), 0) << p.Output();
+    runs.push_back(TrainLosses(dir + "/metrics.jsonl"));
+  }
+  const std::vector<double> reference = TrainLosses(one + "/metrics.jsonl");
+  ASSERT_EQ(reference.size(), 50u);
+  ASSERT_EQ(runs[0].size(), 50u);
+  EXPECT_EQ(runs[0], runs[1]);  // bitwise: losses are written with float precision
+  for (size_t i = 0; i < reference.size(); ++i) {
+    EXPECT_NEAR(runs[0][i], reference[i], 1e-4 * std::max(1.0, std::fabs(reference[i]))) << "step " << i + 1;
+  }
+}
+
+TEST(DistributedTest, MetricsMoveAndSigtermStopsEveryWorkerAtTheSameStep) {
+  const std::string dir = FreshDir("dist_metrics");
+  Subprocess launch(Launch(dir, 2, {"train.total_steps=1000000", "train.log_every=50"}));
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "joined generation 1", absl::Seconds(60))) << launch.Output();
+  int coord_port = 0;
+  const std::string coord_metrics = ReadAll(dir + "/coordinator.metrics_address");
+  ASSERT_TRUE(absl::SimpleAtoi(coord_metrics.substr(coord_metrics.rfind(':') + 1), &coord_port));
+  const int worker_port = WorkerMetricsPort(dir + "/logs/worker-0.log");
+  ASSERT_GT(worker_port, 0);
+  absl::SleepFor(absl::Milliseconds(800));
+  const std::string c1 = *HttpGet(coord_port, "/metrics"), w1 = *HttpGet(worker_port, "/metrics");
+  absl::SleepFor(absl::Milliseconds(1200));
+  const std::string c2 = *HttpGet(coord_port, "/metrics"), w2 = *HttpGet(worker_port, "/metrics");
+
+  EXPECT_EQ(PromValue(c2, "shardline_generation"), 1);
+  EXPECT_EQ(PromValue(c2, "shardline_workers_alive"), 2);
+  EXPECT_EQ(PromValue(c2, "shardline_workers_registered"), 2);
+  EXPECT_EQ(PromValue(c2, "shardline_worker_losses_total"), 0);
+  EXPECT_GT(PromValue(c2, "shardline_global_step"), PromValue(c1, "shardline_global_step"));
+  EXPECT_TRUE(absl::StrContains(c2, "shardline_job_state{state=\"running\"} 1")) << c2;
+  EXPECT_GT(PromValue(w2, "shardline_step"), PromValue(w1, "shardline_step"));
+  EXPECT_GT(PromValue(w2, "shardline_transport_sent_bytes_total"), PromValue(w1, "shardline_transport_sent_bytes_total"));
+  EXPECT_GT(PromValue(w2, "shardline_transport_received_bytes_total"), 0);
+  EXPECT_GT(PromValue(w2, "shardline_loss"), 0);
+  EXPECT_GT(PromValue(w2, "shardline_learning_rate"), 0);
+  EXPECT_GT(PromValue(w2, "shardline_samples_per_second"), 0);
+  EXPECT_GT(PromValue(w2, "shardline_mfu_ratio"), 0);
+  EXPECT_GT(PromValue(w2, "shardline_step_duration_seconds_count"), PromValue(w1, "shardline_step_duration_seconds_count"));
+  // ZeRO: each of 2 workers owns half the parameters and their momentum.
+  const double owned = PromValue(w2, "shardline_owned_parameter_bytes");
+  EXPECT_NEAR(owned, 4.0 * 235146 / 2, 4);
+  EXPECT_EQ(PromValue(w2, "shardline_owned_optimizer_state_bytes"), owned);
+  EXPECT_TRUE(absl::StrContains(w2, "shardline_phase_seconds_total{phase=\"reduce_scatter\"}")) << w2;
+
+  launch.Signal(SIGTERM);
+  EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();
+  std::vector<int64_t> stopped;
+  for (const char* log : {"worker-0.log", "worker-1.log"}) {
+    const std::string text = ReadAll(dir + "/logs/" + log);
+    const size_t at = text.find("finished ");
+    ASSERT_NE(at, std::string::npos) << text;
+    stopped.push_back(std::atoll(text.c_str() + at + 9));
+    EXPECT_TRUE(absl::StrContains(text, "(stopped early)")) << text;
+  }
+  EXPECT_EQ(stopped[0], stopped[1]);
+  EXPECT_GT(stopped[0], 0);
+  EXPECT_EQ(JsonField(SplitLines(dir + "/metrics.jsonl", "eval").back(), "step"), stopped[0]);
+}
+
+}  // namespace
+}  // namespace shardline
+
+namespace shardline {
+namespace {
+
+// README's first command: the default job on 2 workers reaches 0.89.
+TEST(DistributedTest, DefaultJobOnTwoWorkersReachesPublishedAccuracy) {
+  const std::string dir = FreshDir("dist_default");
+  Subprocess p(Launch(dir, 2, {}));
+  ASSERT_EQ(p.Wait(absl::Seconds(400)), 0) << p.Output();
+  const std::string last = SplitLines(dir + "/metrics.jsonl", "eval").back();
+  EXPECT_EQ(JsonField(last, "step"), 15 * 468);
+  EXPECT_GE(JsonField(last, "accuracy"), 0.89) << last;
+}
+
+}  // namespace
+}  // namespace shardline

@@ -1,0 +1,102 @@
+#include "tests/e2e/e2e_util.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace shardline {
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/", name);
+  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+  return dir;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> ReadLines(const std::string& path) {
+  return absl::StrSplit(ReadAll(path), '\n', absl::SkipEmpty());
+}
+
+double JsonField(const std::string& line, const std::string& key) {
+  const std::string pattern = absl::StrCat("\"", key, "\":");
+  const size_t at = line.find(pattern);
+  if (at == std::string::npos) return NAN;
+  return std::strtod(line.c_str() + at + pattern.size(), nullptr);
+}
+
+std::vector<std::string> SplitLines(const std::string& metrics_path, const std::string& split) {
+  std::vector<std::string> out;
+  for (const std::string& l : ReadLines(metrics_path)) {
+    if (absl::StrContains(l, absl::StrCat("\"split\":\"", split, "\""))) out.push_back(l);
+  }
+  return out;
+}
+
+bool WaitForText(const std::string& path, const std::string& needle, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (access(path.c_str(), F_OK) == 0 && (needle.empty() || absl::StrContains(ReadAll(path), needle))) {
+      return true;
+    }
+    absl::SleepFor(absl::Milliseconds(25));
+  }
+  return false;
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts) {
+  std::vector<pid_t> pids;
+  DIR* proc = opendir("/proc");
+  while (dirent* e = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::string cmdline = ReadAll(absl::StrCat("/proc/", pid, "/cmdline"));
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    bool all = !cmdline.empty();
+    for (const std::string& p : parts) all = all && absl::StrContains(cmdline, p);
+    if (all) pids.push_back(pid);
+  }
+  closedir(proc);
+  return pids;
+}
+
+double PromValue(const std::string& page, const std::string& name) {
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    if (absl::StartsWith(line, absl::StrCat(name, " "))) {
+      return std::strtod(std::string(line.substr(name.size() + 1)).c_str(), nullptr);
+    }
+  }
+  return NAN;
+}
+
+}  // namespace shardline

@@ -1,0 +1,34 @@
+// Helpers for end-to-end tests: fresh directories, files, JSON fields,
+// free ports, finding processes, scraping /metrics.
+#ifndef SHARDLINE_TESTS_E2E_E2E_UTIL_H_
+#define SHARDLINE_TESTS_E2E_E2E_UTIL_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace shardline {
+
+// TempDir()/<name>, emptied.
+std::string FreshDir(const std::string& name);
+std::string ReadAll(const std::string& path);
+std::vector<std::string> ReadLines(const std::string& path);
+// The number after "key": in a one-line JSON object; NaN if absent.
+double JsonField(const std::string& line, const std::string& key);
+// Lines of metrics.jsonl with "split":"<split>".
+std::vector<std::string> SplitLines(const std::string& metrics_path, const std::string& split);
+// Waits until `path` contains `needle` (or exists, for an empty needle).
+bool WaitForText(const std::string& path, const std::string& needle, absl::Duration timeout);
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int FreePort();
+// Pids of processes whose argv contains every one of `parts`.
+std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts);
+// The value of an unlabelled sample `name` in a Prometheus text page; NaN if absent.
+double PromValue(const std::string& page, const std::string& name);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_TESTS_E2E_E2E_UTIL_H_
