@@ -1,5 +1,7 @@
 #include "worker/worker_metrics.h"
 
+#include "common/logging.h"
+
 namespace shardline {
 namespace {
 
@@ -45,6 +47,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
 
 void WorkerMetrics::OnStart(const RunInfo& info) {
   info_ = info;
+  SLOG(INFO) << "rank " << info.rank << " of " << info.world_size << " owns " << info.owned_parameters
+             << " parameters (" << info.owned_parameters * 4 << " bytes) and "
+             << info.optimizer_state_floats * 4 << " bytes of optimizer state";
   owned_parameter_bytes_.Set(static_cast<double>(info.owned_parameters) * sizeof(float));
   owned_optimizer_state_bytes_.Set(static_cast<double>(info.optimizer_state_floats) * sizeof(float));
 }

@@ -23,7 +23,9 @@ class Lines : public MetricsSink {
 class JobTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/job_test_db";
+    // ctest runs test cases in parallel processes: one database each.
+    dir_ = ::testing::TempDir() + "/job_test_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::system(("rm -rf '" + dir_ + "'").c_str());
     store_ = *JobStore::Open(dir_);
     config_ = *ParseConfigText("model { hidden_sizes: 8 } train { total_steps: 100 }", "test");

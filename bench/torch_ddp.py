@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""PyTorch DDP (gloo) peer for bench/train_vs_ddp.sh: N processes, the same
+MLP, global batch, SGD momentum schedule and data as a shardline config. Each
+rank trains on its slice of the same global batch. Rank 0 prints eval lines
+and a summary in shardline's terms (train_seconds excludes evaluation)."""
+import argparse, json, math, os, time
+
+import torch
+import torch.distributed as dist
+
+from torch_mlp import load  # same data loading and normalisation
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--hidden", default="256,128")
+    p.add_argument("--batch", type=int, default=128, help="global batch")
+    p.add_argument("--epochs", type=int, default=15)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--eval_every", type=int, default=468)
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    xtr, ytr = load(a.data, "train")
+    xte, yte = load(a.data, "t10k")
+    widths = [784] + [int(h) for h in a.hidden.split(",")] + [10]
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
+        if i + 2 < len(widths):
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers))
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    spe = xtr.shape[0] // a.batch
+    total = a.steps if a.steps else a.epochs * spe
+    local = a.batch // world
+
+    def lr_at(s):
+        if s < a.warmup:
+            return a.lr * (s + 1) / a.warmup
+        prog = min(1.0, (s - a.warmup) / max(1, total - 1 - a.warmup))
+        return a.lr * 0.5 * (1 + math.cos(math.pi * prog))
+
+    loss_fn = torch.nn.CrossEntropyLoss()
+    gen = torch.Generator().manual_seed(0)
+    train_seconds, step_times = 0.0, []
+    for s in range(total):
+        if s % spe == 0:
+            perm = torch.randperm(xtr.shape[0], generator=gen)
+        t0 = time.perf_counter()
+        start = (s % spe) * a.batch + rank * local
+        idx = perm[start:start + local]
+        for g in opt.param_groups:
+            g["lr"] = lr_at(s)
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(xtr[idx]), ytr[idx]).backward()
+        opt.step()
+        dt = time.perf_counter() - t0
+        train_seconds += dt
+        step_times.append(dt)
+        if rank == 0 and ((s + 1) % a.eval_every == 0 or s + 1 == total):
+            with torch.no_grad():
+                correct = sum((model.module(xte[b:b + 1000]).argmax(1) == yte[b:b + 1000]).sum().item()
+                              for b in range(0, xte.shape[0], 1000))
+            print(json.dumps({"step": s + 1, "split": "eval", "accuracy": correct / xte.shape[0],
+                              "train_seconds": train_seconds}), flush=True)
+    if rank == 0:
+        steady = sorted(step_times[len(step_times) // 10:])
+        print(json.dumps({"summary": True, "world": world, "steps": total, "train_seconds": train_seconds,
+                          "samples_per_second": total * a.batch / train_seconds,
+                          "steady_samples_per_second": a.batch / steady[len(steady) // 2]}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
