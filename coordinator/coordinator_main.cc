@@ -65,10 +65,14 @@ double JsonNumber(const std::string& line, const std::string& key) {
 std::string ProgressLine(const JobSnapshot& s, int world) {
   const double loss = JsonNumber(s.last_train_line, "loss");
   const double rate = JsonNumber(s.last_train_line, "samples_per_second");
-  std::string eta = "?";
-  return absl::StrFormat("progress: step %d/%d | loss %s | %s samples/s | workers %d/%d alive | generation %d | %s",
+  std::string eta = "-";
+  if (s.steps_per_second > 0 && s.total_steps > s.global_step) {
+    const int64_t left = static_cast<int64_t>((s.total_steps - s.global_step) / s.steps_per_second);
+    eta = absl::StrFormat("%d:%02d", left / 60, left % 60);
+  }
+  return absl::StrFormat("progress: step %d/%d | loss %s | %s samples/s | ETA %s | workers %d/%d alive | generation %d | %s",
                          s.global_step, s.total_steps, loss >= 0 ? absl::StrFormat("%.4f", loss) : "-",
-                         rate >= 0 ? absl::StrFormat("%.0f", rate) : "-", s.workers_alive, world,
+                         rate >= 0 ? absl::StrFormat("%.0f", rate) : "-", eta, s.workers_alive, world,
                          s.generation, JobStateName(s.state));
 }
 

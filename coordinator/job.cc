@@ -342,6 +342,7 @@ JobSnapshot Job::Snapshot() {
   for (const auto& [rank, m] : members_) s.workers_alive += (!forming && m.attached) ? 1 : 0;
   s.worker_losses = losses_;
   s.last_train_line = last_train_line_;
+  s.steps_per_second = steps_per_second_;
   return s;
 }
 

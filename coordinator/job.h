@@ -60,6 +60,7 @@ struct JobSnapshot {
   int workers_alive = 0;       // members with a live heartbeat stream
   int64_t worker_losses = 0;
   std::string last_train_line;  // rank 0's latest train metrics line
+  double steps_per_second = 0;  // rank 0's recent rate
 };
 
 class Job {
