@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -52,6 +53,14 @@ class Env {
   virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) = 0;
   virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // Makes the directory's entries (creations, renames) durable.
+  virtual absl::Status SyncDir(const std::string& dir) = 0;
+  // Names (not paths) of the entries of `dir`, without "." and "..".
+  virtual absl::StatusOr<std::vector<std::string>> GetChildren(const std::string& dir) = 0;
+  virtual absl::StatusOr<int64_t> GetFileSize(const std::string& path) = 0;
+  virtual absl::Status DeleteFile(const std::string& path) = 0;
+  // Deletes `path` and everything under it. OK if it does not exist.
+  virtual absl::Status DeleteRecursively(const std::string& path) = 0;
 
   // Monotonic clock in microseconds.
   virtual int64_t NowMicros() = 0;
@@ -60,7 +69,10 @@ class Env {
 
 // Writes `contents` to `path` so readers see the old file or the whole new
 // one, never a part: a temporary file in the same directory, then rename.
-absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view contents);
+// With `durable`, the file is fsynced before the rename and the directory
+// after it, so the new contents survive a crash once this returns.
+absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view contents,
+                                 bool durable = false);
 
 }  // namespace shardline
 

@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -124,6 +125,55 @@ class PosixEnv : public Env {
     return absl::OkStatus();
   }
 
+  absl::Status SyncDir(const std::string& dir) override {
+    const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return PosixError(absl::StrCat("open directory ", dir), errno);
+    const int rc = fsync(fd);
+    const int err = errno;
+    close(fd);
+    if (rc != 0) return PosixError(absl::StrCat("fsync directory ", dir), err);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<std::string>> GetChildren(const std::string& dir) override {
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return PosixError(absl::StrCat("list ", dir), errno);
+    std::vector<std::string> out;
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") out.push_back(name);
+    }
+    closedir(d);
+    return out;
+  }
+
+  absl::StatusOr<int64_t> GetFileSize(const std::string& path) override {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return PosixError(absl::StrCat("stat ", path), errno);
+    return static_cast<int64_t>(st.st_size);
+  }
+
+  absl::Status DeleteFile(const std::string& path) override {
+    if (unlink(path.c_str()) != 0) return PosixError(absl::StrCat("delete ", path), errno);
+    return absl::OkStatus();
+  }
+
+  absl::Status DeleteRecursively(const std::string& path) override {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) return errno == ENOENT ? absl::OkStatus() : PosixError(absl::StrCat("stat ", path), errno);
+    if (S_ISDIR(st.st_mode)) {
+      absl::StatusOr<std::vector<std::string>> children = GetChildren(path);
+      if (!children.ok()) return children.status();
+      for (const std::string& c : *children) {
+        absl::Status s = DeleteRecursively(path + "/" + c);
+        if (!s.ok()) return s;
+      }
+      if (rmdir(path.c_str()) != 0) return PosixError(absl::StrCat("remove directory ", path), errno);
+      return absl::OkStatus();
+    }
+    return DeleteFile(path);
+  }
+
   int64_t NowMicros() override {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -144,13 +194,20 @@ class PosixEnv : public Env {
 
 }  // namespace
 
-absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view contents) {
+absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view contents,
+                                 bool durable) {
   const std::string tmp = path + ".tmp";
   absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(tmp);
   if (!file.ok()) return file.status();
   absl::Status s = (*file)->Append(contents);
+  if (s.ok() && durable) s = (*file)->Sync();
   if (s.ok()) s = (*file)->Close();
   if (s.ok()) s = env->RenameFile(tmp, path);
+  if (s.ok() && durable) {
+    const size_t slash = path.find_last_of('/');
+    s = env->SyncDir(slash == std::string::npos ? "." : path.substr(0, slash));
+  }
+  if (!s.ok()) env->DeleteFile(tmp).IgnoreError();
   return s;
 }
 

@@ -1,0 +1,168 @@
+#include "worker/checkpoint/shard_file.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "common/crc32c.h"
+
+namespace shardline {
+namespace {
+
+std::string FreshDir() {
+  const std::string dir = ::testing::TempDir() + "/shard_file_" +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  return dir;
+}
+
+ShardContents Sample(int64_t floats) {
+  ShardContents c;
+  c.header.set_step(1200);
+  c.header.set_world_size(2);
+  c.header.set_rank(1);
+  c.header.set_total_size(floats * 2);
+  c.header.set_begin(floats);
+  c.header.set_end(floats * 2);
+  state::TensorEntry* t = c.header.add_tensors();
+  t->set_name("layer0/w");
+  t->add_shape(2);
+  t->add_shape(floats);
+  t->set_dtype("f32");
+  c.header.mutable_data_position()->set_next_step(1200);
+  ShardBuffer params{"params", std::vector<float>(static_cast<size_t>(floats))};
+  ShardBuffer momentum{"momentum", std::vector<float>(static_cast<size_t>(floats))};
+  for (int64_t i = 0; i < floats; ++i) {
+    params.values[static_cast<size_t>(i)] = 0.5f * static_cast<float>(i);
+    momentum.values[static_cast<size_t>(i)] = -static_cast<float>(i);
+  }
+  c.buffers = {params, momentum};
+  return c;
+}
+
+TEST(ShardFileTest, RoundTripsBuffersAndHeaderAndReportsSizeAndCrc) {
+  const std::string dir = FreshDir();
+  Env* env = Env::Default();
+  const ShardContents original = Sample(300000);  // 2.4 MB: several 1 MiB blocks
+  absl::StatusOr<WrittenShard> w = WriteShard(env, dir, ShardFileName(1, 2), original);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->path, dir + "/shard-00001-of-00002.ckpt");
+  EXPECT_EQ(*env->GetFileSize(w->path), w->size);
+  const std::string bytes = *env->ReadFile(w->path);
+  EXPECT_EQ(crc32c::Value(bytes.data(), bytes.size()), w->crc32c);
+  EXPECT_FALSE(env->FileExists(w->path + ".tmp"));
+
+  absl::StatusOr<ShardContents> back = ReadShard(env, w->path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->header.step(), 1200);
+  EXPECT_EQ(back->header.begin(), 300000);
+  EXPECT_EQ(back->header.tensors(0).name(), "layer0/w");
+  EXPECT_EQ(back->header.block_crc_size(), 3);
+  ASSERT_EQ(back->buffers.size(), 2u);
+  EXPECT_EQ(back->buffers[0].name, "params");
+  EXPECT_EQ(back->buffers[0].values, original.buffers[0].values);
+  EXPECT_EQ(back->buffers[1].values, original.buffers[1].values);
+}
+
+TEST(ShardFileTest, FlippedPayloadByteIsFoundAndLocated) {
+  const std::string dir = FreshDir();
+  Env* env = Env::Default();
+  WrittenShard w = *WriteShard(env, dir, "s.ckpt", Sample(300000));
+  std::string bytes = *env->ReadFile(w.path);
+  bytes[bytes.size() - 10] ^= 0x01;  // in the last block
+  ASSERT_TRUE(WriteFileAtomically(env, w.path, bytes).ok());
+  absl::StatusOr<ShardContents> r = ReadShard(env, w.path);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), w.path)) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "checksum mismatch in block 2")) << r.status();
+}
+
+TEST(ShardFileTest, TruncatedZeroByteAndForeignFilesAreRejected) {
+  const std::string dir = FreshDir();
+  Env* env = Env::Default();
+  WrittenShard w = *WriteShard(env, dir, "s.ckpt", Sample(1000));
+  const std::string bytes = *env->ReadFile(w.path);
+  struct Case {
+    std::string contents;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {bytes.substr(0, bytes.size() - 4), "truncated file"},
+      {"", "zero-byte"},
+      {std::string(64, 'x'), "bad magic"},
+      {bytes.substr(0, 30), "truncated inside the header"},
+  };
+  for (const Case& c : cases) {
+    ASSERT_TRUE(WriteFileAtomically(env, dir + "/bad.ckpt", c.contents).ok());
+    absl::StatusOr<ShardContents> r = ReadShard(env, dir + "/bad.ckpt");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << c.expect;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), c.expect)) << r.status();
+    EXPECT_TRUE(absl::StrContains(r.status().message(), dir + "/bad.ckpt")) << r.status();
+  }
+  std::string header_flip = bytes;
+  header_flip[22] ^= 0x40;
+  ASSERT_TRUE(WriteFileAtomically(env, dir + "/bad.ckpt", header_flip).ok());
+  EXPECT_TRUE(absl::StrContains(ReadShard(env, dir + "/bad.ckpt").status().message(), "header checksum mismatch"));
+}
+
+TEST(ShardFileTest, BufferOfTheWrongLengthIsRefused) {
+  ShardContents c = Sample(100);
+  c.buffers[1].values.pop_back();
+  absl::StatusOr<WrittenShard> w = WriteShard(Env::Default(), FreshDir(), "s.ckpt", c);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(w.status().message(), "momentum")) << w.status();
+}
+
+}  // namespace
+}  // namespace shardline
+
+#include "common/env_wrapper.h"
+
+namespace shardline {
+namespace {
+
+// A file whose Sync (or Append) fails, as on a full or failing disk.
+class FailingFile : public WritableFile {
+ public:
+  FailingFile(std::unique_ptr<WritableFile> base, bool fail_append) : base_(std::move(base)), fail_append_(fail_append) {}
+  absl::Status Append(absl::string_view d) override {
+    return fail_append_ ? absl::ResourceExhaustedError("No space left on device") : base_->Append(d);
+  }
+  absl::Status Flush() override { return base_->Flush(); }
+  absl::Status Sync() override { return absl::InternalError("fsync failed: Input/output error"); }
+  absl::Status Close() override { return base_->Close(); }
+
+ private:
+  std::unique_ptr<WritableFile> base_;
+  bool fail_append_;
+};
+
+class FaultEnv : public EnvWrapper {
+ public:
+  FaultEnv(Env* base, bool fail_append) : EnvWrapper(base), fail_append_(fail_append) {}
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
+    absl::StatusOr<std::unique_ptr<WritableFile>> f = target()->NewWritableFile(p);
+    if (!f.ok()) return f;
+    return std::unique_ptr<WritableFile>(new FailingFile(std::move(*f), fail_append_));
+  }
+
+ private:
+  bool fail_append_;
+};
+
+TEST(ShardFileTest, FailedFsyncOrFullDiskLeavesNoShardAndNoTemporary) {
+  for (bool full_disk : {false, true}) {
+    const std::string dir = FreshDir();
+    FaultEnv env(Env::Default(), full_disk);
+    absl::StatusOr<WrittenShard> w = WriteShard(&env, dir, "s.ckpt", Sample(1000));
+    ASSERT_FALSE(w.ok());
+    EXPECT_TRUE(absl::StrContains(w.status().message(), dir + "/s.ckpt")) << w.status();
+    EXPECT_TRUE(absl::StrContains(w.status().message(), full_disk ? "No space" : "fsync failed")) << w.status();
+    EXPECT_FALSE(Env::Default()->FileExists(dir + "/s.ckpt"));
+    EXPECT_FALSE(Env::Default()->FileExists(dir + "/s.ckpt.tmp"));
+  }
+}
+
+}  // namespace
+}  // namespace shardline

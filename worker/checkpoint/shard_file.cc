@@ -1,0 +1,166 @@
+#include "worker/checkpoint/shard_file.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/crc32c.h"
+#include "common/status_macros.h"
+
+namespace shardline {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'H', 'L', 'D', 'C', 'K', 'P', 'T'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kPrefixBytes = 20;  // magic, version, header_len, header_crc
+
+void PutU32(uint32_t v, char* out) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(v >> (8 * i));
+}
+
+uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+// Feeds a byte stream and records the masked CRC of every block.
+class BlockCrcs {
+ public:
+  explicit BlockCrcs(int64_t block_size) : block_size_(block_size) {}
+  void Add(const char* p, size_t n) {
+    while (n > 0) {
+      const size_t take = std::min<size_t>(n, static_cast<size_t>(block_size_ - filled_));
+      crc_ = crc32c::Extend(crc_, p, take);
+      filled_ += static_cast<int64_t>(take);
+      p += take;
+      n -= take;
+      if (filled_ == block_size_) Flush();
+    }
+  }
+  std::vector<uint32_t> Finish() {
+    if (filled_ > 0) Flush();
+    return std::move(crcs_);
+  }
+
+ private:
+  void Flush() {
+    crcs_.push_back(crc32c::Mask(crc_));
+    crc_ = 0;
+    filled_ = 0;
+  }
+  const int64_t block_size_;
+  int64_t filled_ = 0;
+  uint32_t crc_ = 0;
+  std::vector<uint32_t> crcs_;
+};
+
+}  // namespace
+
+std::string ShardFileName(int rank, int world) { return absl::StrFormat("shard-%05d-of-%05d.ckpt", rank, world); }
+
+absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const std::string& name,
+                                        ShardContents c, int64_t block_size) {
+  const int64_t floats = c.header.end() - c.header.begin();
+  if (floats < 0) return absl::InvalidArgumentError("shard range has end < begin");
+  BlockCrcs blocks(block_size);
+  c.header.clear_buffers();
+  for (const ShardBuffer& b : c.buffers) {
+    if (static_cast<int64_t>(b.values.size()) != floats) {
+      return absl::InvalidArgumentError(absl::StrCat("buffer ", b.name, " has ", b.values.size(),
+                                                     " floats; the shard covers ", floats));
+    }
+    state::BufferEntry* e = c.header.add_buffers();
+    e->set_name(b.name);
+    e->set_floats(floats);
+    blocks.Add(reinterpret_cast<const char*>(b.values.data()), b.values.size() * sizeof(float));
+  }
+  c.header.set_block_size(block_size);
+  c.header.clear_block_crc();
+  for (uint32_t crc : blocks.Finish()) c.header.add_block_crc(crc);
+  c.header.set_payload_bytes(floats * static_cast<int64_t>(sizeof(float)) * static_cast<int64_t>(c.buffers.size()));
+
+  const std::string header = c.header.SerializeAsString();
+  char prefix[kPrefixBytes];
+  std::memcpy(prefix, kMagic, 8);
+  PutU32(kVersion, prefix + 8);
+  PutU32(static_cast<uint32_t>(header.size()), prefix + 12);
+  PutU32(crc32c::Mask(crc32c::Value(header.data(), header.size())), prefix + 16);
+
+  WrittenShard out;
+  out.path = dir + "/" + name;
+  const std::string tmp = out.path + ".tmp";
+  absl::Status s;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env->NewWritableFile(tmp));
+    uint32_t crc = crc32c::Value(prefix, kPrefixBytes);
+    crc = crc32c::Extend(crc, header.data(), header.size());
+    s = f->Append(absl::string_view(prefix, kPrefixBytes));
+    if (s.ok()) s = f->Append(header);
+    for (const ShardBuffer& b : c.buffers) {
+      if (!s.ok()) break;
+      const absl::string_view bytes(reinterpret_cast<const char*>(b.values.data()), b.values.size() * sizeof(float));
+      crc = crc32c::Extend(crc, bytes.data(), bytes.size());
+      s = f->Append(bytes);
+    }
+    if (s.ok()) s = f->Sync();
+    if (s.ok()) s = f->Close();
+    out.crc32c = crc;
+  }
+  if (s.ok()) s = env->RenameFile(tmp, out.path);
+  if (s.ok()) s = env->SyncDir(dir);
+  if (!s.ok()) {
+    env->DeleteFile(tmp).IgnoreError();
+    return Annotate(s, absl::StrCat("writing checkpoint shard ", out.path));
+  }
+  out.size = static_cast<int64_t>(kPrefixBytes + header.size()) + c.header.payload_bytes();
+  return out;
+}
+
+absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path));
+  auto bad = [&](const std::string& what) { return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", what)); };
+  if (bytes.empty()) return bad("empty (zero-byte) file");
+  if (bytes.size() < kPrefixBytes) return bad(absl::StrCat("truncated: ", bytes.size(), " bytes"));
+  if (std::memcmp(bytes.data(), kMagic, 8) != 0) return bad("not a shardline checkpoint shard (bad magic)");
+  const uint32_t version = GetU32(bytes.data() + 8);
+  if (version != kVersion) return bad(absl::StrCat("format version ", version, "; this build reads ", kVersion));
+  const uint32_t header_len = GetU32(bytes.data() + 12);
+  if (bytes.size() < kPrefixBytes + header_len) return bad("truncated inside the header");
+  const char* header = bytes.data() + kPrefixBytes;
+  if (crc32c::Unmask(GetU32(bytes.data() + 16)) != crc32c::Value(header, header_len)) {
+    return bad("header checksum mismatch");
+  }
+  ShardContents c;
+  if (!c.header.ParseFromArray(header, static_cast<int>(header_len))) return bad("header does not parse");
+  const int64_t floats = c.header.end() - c.header.begin();
+  const size_t payload_at = kPrefixBytes + header_len;
+  const int64_t payload = static_cast<int64_t>(bytes.size() - payload_at);
+  if (payload != c.header.payload_bytes()) {
+    return bad(absl::StrCat("payload is ", payload, " bytes; the header says ", c.header.payload_bytes(),
+                            payload < c.header.payload_bytes() ? " (truncated file)" : ""));
+  }
+  if (c.header.block_size() <= 0) return bad("block size is not positive");
+  const int64_t nblocks = (payload + c.header.block_size() - 1) / c.header.block_size();
+  if (nblocks != c.header.block_crc_size()) return bad("block checksum count does not match the payload");
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const int64_t begin = b * c.header.block_size();
+    const int64_t n = std::min(c.header.block_size(), payload - begin);
+    if (crc32c::Mask(crc32c::Value(bytes.data() + payload_at + begin, static_cast<size_t>(n))) != c.header.block_crc(static_cast<int>(b))) {
+      return bad(absl::StrCat("checksum mismatch in block ", b, " (payload bytes ", begin, "..", begin + n, ")"));
+    }
+  }
+  size_t at = payload_at;
+  for (const state::BufferEntry& e : c.header.buffers()) {
+    if (e.floats() != floats) return bad(absl::StrCat("buffer ", e.name(), " does not cover the shard's range"));
+    ShardBuffer b;
+    b.name = e.name();
+    b.values.resize(static_cast<size_t>(floats));
+    std::memcpy(b.values.data(), bytes.data() + at, b.values.size() * sizeof(float));
+    at += b.values.size() * sizeof(float);
+    c.buffers.push_back(std::move(b));
+  }
+  return c;
+}
+
+}  // namespace shardline

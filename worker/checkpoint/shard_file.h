@@ -1,0 +1,58 @@
+// Checkpoint shard files: one rank's range of the master parameters and its
+// optimizer state, with a header and a CRC32C per 1 MiB block. The format is
+// docs/checkpoint_format.md.
+//
+//   ShardContents c;
+//   c.header = ...;                       // step, world, rank, range, tensors, position
+//   c.buffers = {{"params", shard_params}, {"momentum", momentum}};
+//   ASSIGN_OR_RETURN(WrittenShard w, WriteShard(env, step_dir, "shard-00000-of-00002.ckpt", c));
+//   ASSIGN_OR_RETURN(ShardContents back, ReadShard(env, w.path));   // verifies every CRC
+#ifndef SHARDLINE_WORKER_CHECKPOINT_SHARD_FILE_H_
+#define SHARDLINE_WORKER_CHECKPOINT_SHARD_FILE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "proto/train_state.pb.h"
+
+namespace shardline {
+
+struct ShardBuffer {
+  std::string name;
+  std::vector<float> values;  // header.end - header.begin floats
+};
+
+struct ShardContents {
+  // The writer fills buffers, block_size, block_crc and payload_bytes.
+  state::ShardHeader header;
+  std::vector<ShardBuffer> buffers;
+};
+
+struct WrittenShard {
+  std::string path;
+  int64_t size = 0;    // bytes of the file
+  uint32_t crc32c = 0;  // CRC32C of the whole file (unmasked)
+};
+
+inline constexpr int64_t kShardBlockBytes = 1 << 20;
+
+// The file name of `rank` of `world`: "shard-00001-of-00004.ckpt".
+std::string ShardFileName(int rank, int world);
+
+// Writes `dir`/`name` durably and atomically: "<name>.tmp", fsync, rename,
+// fsync `dir`. A crash leaves either no file or the whole file. Every buffer
+// must hold header.end - header.begin floats.
+absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const std::string& name,
+                                        ShardContents contents, int64_t block_size = kShardBlockBytes);
+
+// Reads and verifies a shard file: magic, version, header CRC, sizes, and
+// every block's CRC. kDataLoss naming the file (and the block) on any
+// mismatch, a truncated or a zero-byte file.
+absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_CHECKPOINT_SHARD_FILE_H_
