@@ -133,6 +133,7 @@ absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path) {
   }
   ShardContents c;
   if (!c.header.ParseFromArray(header, static_cast<int>(header_len))) return bad("header does not parse");
+  c.file_crc32c = crc32c::Value(bytes.data(), bytes.size());
   const int64_t floats = c.header.end() - c.header.begin();
   const size_t payload_at = kPrefixBytes + header_len;
   const int64_t payload = static_cast<int64_t>(bytes.size() - payload_at);

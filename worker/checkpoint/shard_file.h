@@ -29,6 +29,7 @@ struct ShardContents {
   // The writer fills buffers, block_size, block_crc and payload_bytes.
   state::ShardHeader header;
   std::vector<ShardBuffer> buffers;
+  uint32_t file_crc32c = 0;  // set by ReadShard: CRC32C of the whole file
 };
 
 struct WrittenShard {

@@ -1,6 +1,9 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include <algorithm>
+
+#include "common/checkpoint_dir.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/logging.h"
@@ -23,8 +26,9 @@ constexpr char kHelp[] =
     "\n"
     "  --config FILE   job config in protobuf text format (proto/config.proto),\n"
     "                  e.g. deploy/configs/fmnist_mlp.textproto\n"
-    "  --workdir DIR   where metrics.jsonl and config.textproto are written;\n"
-    "                  created if missing. metrics.jsonl is appended to.\n"
+    "  --workdir DIR   where metrics.jsonl, config.textproto and checkpoints/ are\n"
+    "                  written; created if missing. metrics.jsonl is appended to.\n"
+    "                  A workdir with a committed checkpoint resumes from it.\n"
     "  --set a.b=v     override a config field; repeatable, applied in order.\n"
     "                  Lists: --set model.hidden_sizes=512,256\n"
     "                  Messages: --set optimizer.adamw={}\n";
@@ -47,9 +51,36 @@ absl::Status Train(const Args& args) {
   ASSIGN_OR_RETURN(FashionMnist data, LoadFashionMnist(env, cfg.data().dir()));
   ASSIGN_OR_RETURN(auto metrics, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
 
+  // Resume order: this workdir's latest committed checkpoint, then
+  // checkpoint.resume_from (another workdir, at resume_step or its latest).
+  const std::string root = workdir + "/checkpoints";
+  RETURN_IF_ERROR(DeleteUncommitted(env, root));
+  ASSIGN_OR_RETURN(std::vector<int64_t> mine, CommittedSteps(env, root));
+  std::string restore;
+  if (!mine.empty()) {
+    restore = StepDir(root, mine.back());
+  } else if (!cfg.checkpoint().resume_from().empty()) {
+    const std::string other = cfg.checkpoint().resume_from() + "/checkpoints";
+    ASSIGN_OR_RETURN(std::vector<int64_t> theirs, CommittedSteps(env, other));
+    const int64_t want = cfg.checkpoint().resume_step();
+    if (want >= 0 && std::find(theirs.begin(), theirs.end(), want) == theirs.end()) {
+      return absl::NotFoundError(absl::StrCat("config field checkpoint.resume_step: no committed checkpoint at step ",
+                                              want, " in ", other));
+    }
+    if (theirs.empty()) {
+      return absl::NotFoundError(absl::StrCat("config field checkpoint.resume_from: no committed checkpoint in ", other));
+    }
+    restore = StepDir(other, want >= 0 ? want : theirs.back());
+  }
+  LocalCommitter committer(env, root, cfg.checkpoint(), cfg.name());
+
   LocalCollectives comm;
   TrainOptions options;
   options.metrics = metrics.get();
+  options.checkpoint_root = root;
+  options.checkpoint_sink = &committer;
+  options.job_id = cfg.name();
+  options.restore_dir = restore;
   ASSIGN_OR_RETURN(TrainResult r, RunTraining(cfg, data, comm, options));
 
   const EvalPoint& final_eval = r.evals.back();

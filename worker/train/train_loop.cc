@@ -72,6 +72,17 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   TrainState state;
   state.params.resize(static_cast<size_t>(model.layout().total_size()));
   model.InitRange(config.seed(), Range{0, model.layout().total_size()}, state.params.data());
+  if (!options.restore_dir.empty()) {
+    ASSIGN_OR_RETURN(Restored restored, RestoreCheckpoint(options.env, options.restore_dir, model.layout(),
+                                                          state.params.data(), optimizer.get()));
+    ASSIGN_OR_RETURN(state.next_step, pipeline.Restore(restored.position));
+    if (state.next_step != restored.step) {
+      return absl::DataLossError(absl::StrFormat("%s: saved at step %d but its data position is step %d",
+                                                 options.restore_dir, restored.step, state.next_step));
+    }
+    if (comm.rank() == 0) SLOG(INFO) << "restored step " << restored.step << " from " << options.restore_dir;
+  }
+  const int64_t start_step = state.next_step;
 
   const bool lead = comm.rank() == 0;
   const bool show = options.show_progress && lead;
@@ -103,6 +114,9 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   result.flops_per_example = model.TrainFlopsPerExample();
   const int64_t log_every = config.train().log_every();
   const int64_t eval_every = config.train().eval_every();
+  const int64_t save_every = config.checkpoint().every_steps();
+  int64_t last_saved = start_step;
+  result.start_step = start_step;
   double window_seconds = 0;
   int64_t window_steps = 0;
 
@@ -149,6 +163,21 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
                                       e.loss, e.accuracy);
       }
     }
+    const bool save_due = (save_every > 0 && state.next_step % save_every == 0) ||
+                          (last && config.checkpoint().save_final());
+    if (!options.checkpoint_root.empty() && save_due && state.next_step != last_saved) {
+      const auto save_start = std::chrono::steady_clock::now();
+      ASSIGN_OR_RETURN(WrittenShard shard,
+                       SaveShard(options.env, options.checkpoint_root, state.next_step, comm.rank(),
+                                 comm.world_size(), model.layout(), state.params.data(), *optimizer,
+                                 pipeline.Position(state.next_step), options.job_id));
+      if (options.checkpoint_sink != nullptr) {
+        RETURN_IF_ERROR(options.checkpoint_sink->ShardSaved(state.next_step, comm.rank(), comm.world_size(), shard));
+      }
+      last_saved = state.next_step;
+      result.checkpoint_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count();
+    }
     if (stop_now) {
       result.stopped_early = true;
       if (show) SLOG(INFO) << "stopping at step " << state.next_step << " as requested";
@@ -156,10 +185,15 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     }
   }
   if (show) progress.Finish();
+  if (result.evals.empty()) {  // restored a finished run: report where it stands
+    ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
+                                            config.data().eval_batch_size(), comm, &eval_ws));
+    result.evals.push_back(EvalPoint{state.next_step, e.loss, e.accuracy, 0});
+  }
   result.steps = state.next_step;
   result.samples_per_second =
       result.train_seconds > 0
-          ? static_cast<double>(result.steps) * global_batch / result.train_seconds
+          ? static_cast<double>(result.steps - start_step) * global_batch / result.train_seconds
           : 0;
   result.params = std::move(state.params);
   return result;

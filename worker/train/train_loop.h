@@ -18,10 +18,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/env.h"
 #include "common/metrics_writer.h"
 #include "proto/config.pb.h"
 #include "worker/collective/collectives.h"
 #include "worker/data/dataset.h"
+#include "worker/checkpoint/save_restore.h"
 #include "worker/train/train_step.h"
 
 namespace shardline {
@@ -63,6 +65,17 @@ struct TrainOptions {
   std::atomic<int64_t>* steps_done = nullptr;
   // Receives every step's result (Prometheus metrics); null: none.
   StepObserver* observer = nullptr;
+
+  // Checkpoints. With a root, each rank saves its shard to
+  // root/step_<s>/ every checkpoint.every_steps steps and (save_final) at the
+  // last step, and tells `checkpoint_sink`, which commits.
+  std::string checkpoint_root;
+  CheckpointSink* checkpoint_sink = nullptr;
+  std::string job_id;
+  // A committed checkpoint directory to restore before the first step
+  // (empty: start from scratch).
+  std::string restore_dir;
+  Env* env = Env::Default();
 };
 
 struct EvalPoint {
@@ -81,6 +94,8 @@ struct TrainResult {
   std::vector<float> params;      // final parameters (full copy)
   std::vector<double> losses;     // training loss of every step
   bool stopped_early = false;     // ended at an agreed stop request
+  int64_t start_step = 0;         // 0, or the restored checkpoint's step
+  double checkpoint_seconds = 0;  // time the loop spent saving shards
 };
 
 // Number of steps the config asks for on a training split of `num_examples`.

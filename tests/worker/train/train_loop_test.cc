@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/match.h"
+#include "common/checkpoint_dir.h"
 #include "common/config.h"
 #include "worker/model/gemm.h"
 #include "worker/train/nan_guard.h"
@@ -133,6 +135,63 @@ TEST_F(TrainLoopTest, StopRequestEndsTheRunAfterThatStepWithAnEval) {
   EXPECT_EQ(r->steps, 25);
   EXPECT_EQ(done.load(), 25);
   EXPECT_EQ(r->evals.back().step, 25);
+}
+
+// The checkpoint contract: stopping at a saved step and resuming from it
+// ends with bitwise the parameters of an uninterrupted run.
+TEST_F(TrainLoopTest, ResumingFromACheckpointIsBitwiseEqualToNotStopping) {
+  for (const char* opt : {"optimizer.sgd={momentum: 0.9}", "optimizer.adamw={}"}) {
+    SCOPED_TRACE(opt);
+    const config::JobConfig c = Config({opt, "checkpoint.every_steps=30", "schedule.base_lr=0.01"});
+    const std::string root = ::testing::TempDir() + "/train_loop_resume";
+    std::system(("rm -rf '" + root + "'").c_str());
+    LocalCommitter committer(Env::Default(), root, c.checkpoint(), "test");
+    absl::StatusOr<TrainResult> whole = Run(c);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+
+    LocalCollectives comm;
+    TrainOptions first;
+    first.show_progress = false;
+    first.checkpoint_root = root;
+    first.checkpoint_sink = &committer;
+    std::atomic<int64_t> stop{30};
+    first.stop_request = &stop;
+    absl::StatusOr<TrainResult> a = RunTraining(c, *data_, comm, first);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_EQ(a->steps, 30);
+
+    TrainOptions second = first;
+    second.stop_request = nullptr;
+    second.restore_dir = StepDir(root, 30);
+    absl::StatusOr<TrainResult> b = RunTraining(c, *data_, comm, second);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->start_step, 30);
+    EXPECT_EQ(b->steps, 60);
+    ASSERT_EQ(b->params.size(), whole->params.size());
+    EXPECT_EQ(std::memcmp(b->params.data(), whole->params.data(), b->params.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::vector<double>(whole->losses.begin() + 30, whole->losses.end()), b->losses);
+  }
+}
+
+TEST_F(TrainLoopTest, CorruptCheckpointIsRefusedNamingTheFile) {
+  const config::JobConfig c = Config({"checkpoint.every_steps=20", "train.total_steps=20"});
+  const std::string root = ::testing::TempDir() + "/train_loop_corrupt";
+  std::system(("rm -rf '" + root + "'").c_str());
+  LocalCommitter committer(Env::Default(), root, c.checkpoint(), "test");
+  LocalCollectives comm;
+  TrainOptions o;
+  o.show_progress = false;
+  o.checkpoint_root = root;
+  o.checkpoint_sink = &committer;
+  ASSERT_TRUE(RunTraining(c, *data_, comm, o).ok());
+  const std::string shard = StepDir(root, 20) + "/shard-00000-of-00001.ckpt";
+  std::string bytes = *Env::Default()->ReadFile(shard);
+  bytes[bytes.size() / 2] ^= 0x10;
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), shard, bytes).ok());
+  o.restore_dir = StepDir(root, 20);
+  absl::StatusOr<TrainResult> r = RunTraining(c, *data_, comm, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), shard)) << r.status();
 }
 
 TEST_F(TrainLoopTest, AdamWTrains) {

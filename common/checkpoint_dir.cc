@@ -1,0 +1,85 @@
+#include "common/checkpoint_dir.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "google/protobuf/text_format.h"
+
+namespace shardline {
+namespace {
+
+bool ParseStepDirName(const std::string& name, int64_t* step) {
+  return absl::StartsWith(name, "step_") && name.size() == 17 && absl::SimpleAtoi(name.substr(5), step);
+}
+
+}  // namespace
+
+std::string StepDirName(int64_t step) { return absl::StrFormat("step_%012d", step); }
+
+std::string StepDir(const std::string& root, int64_t step) { return root + "/" + StepDirName(step); }
+
+absl::Status WriteCommitted(Env* env, const std::string& step_dir, const state::CheckpointManifest& manifest) {
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(manifest, &text);
+  return Annotate(WriteFileAtomically(env, step_dir + "/" + kCommittedFile, text, /*durable=*/true),
+                  "committing checkpoint");
+}
+
+absl::StatusOr<state::CheckpointManifest> ReadCommitted(Env* env, const std::string& step_dir) {
+  const std::string path = step_dir + "/" + kCommittedFile;
+  ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
+  state::CheckpointManifest m;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &m)) {
+    return absl::DataLossError(absl::StrCat(path, ": manifest does not parse"));
+  }
+  return m;
+}
+
+absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string& root) {
+  std::vector<int64_t> steps;
+  if (!env->IsDirectory(root)) return steps;
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->GetChildren(root));
+  for (const std::string& n : names) {
+    int64_t step;
+    if (ParseStepDirName(n, &step) && env->FileExists(root + "/" + n + "/" + kCommittedFile)) steps.push_back(step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+absl::Status DeleteUncommitted(Env* env, const std::string& root, int64_t except) {
+  if (!env->IsDirectory(root)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->GetChildren(root));
+  for (const std::string& n : names) {
+    int64_t step;
+    if (!ParseStepDirName(n, &step) || step == except) continue;
+    if (!env->FileExists(root + "/" + n + "/" + kCommittedFile)) RETURN_IF_ERROR(env->DeleteRecursively(root + "/" + n));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> ApplyRetention(Env* env, const std::string& root,
+                                                    const config::CheckpointConfig& policy,
+                                                    const std::vector<int64_t>& also_keep) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, root));
+  std::vector<int64_t> deleted;
+  const size_t keep_last = static_cast<size_t>(policy.keep_last());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const int64_t s = steps[i];
+    const bool recent = keep_last == 0 || i + keep_last >= steps.size();
+    const bool permanent = policy.keep_every() > 0 && s % policy.keep_every() == 0;
+    const bool pinned = std::find(also_keep.begin(), also_keep.end(), s) != also_keep.end();
+    if (recent || permanent || pinned) continue;
+    // Remove the commit mark first: a crash mid-delete leaves an uncommitted
+    // directory, which is never restored and is cleaned up later.
+    RETURN_IF_ERROR(env->DeleteFile(StepDir(root, s) + "/" + kCommittedFile));
+    RETURN_IF_ERROR(env->DeleteRecursively(StepDir(root, s)));
+    deleted.push_back(s);
+  }
+  return deleted;
+}
+
+}  // namespace shardline

@@ -1,0 +1,50 @@
+// The checkpoint directory tree (docs/checkpoint_format.md): step
+// directories, the COMMITTED manifest, finding the latest committed step,
+// retention and cleanup. Used by the coordinator (which commits) and by the
+// single-process trainer (a world of one commits its own shard).
+//
+//   const std::string dir = StepDir(root, 1200);          // root/step_000000001200
+//   RETURN_IF_ERROR(WriteCommitted(env, dir, manifest));  // durable
+//   ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, root));
+#ifndef SHARDLINE_COMMON_CHECKPOINT_DIR_H_
+#define SHARDLINE_COMMON_CHECKPOINT_DIR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "proto/config.pb.h"
+#include "proto/train_state.pb.h"
+
+namespace shardline {
+
+inline constexpr char kCommittedFile[] = "COMMITTED";
+
+// "step_000000001200": zero-padded so names sort by step.
+std::string StepDirName(int64_t step);
+std::string StepDir(const std::string& root, int64_t step);
+
+// Writes dir/COMMITTED (text format) durably: temp file, fsync, rename,
+// fsync dir.
+absl::Status WriteCommitted(Env* env, const std::string& step_dir, const state::CheckpointManifest& manifest);
+absl::StatusOr<state::CheckpointManifest> ReadCommitted(Env* env, const std::string& step_dir);
+
+// Steps with a COMMITTED file under root, ascending. Empty if root is missing.
+absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string& root);
+
+// Deletes step directories that have no COMMITTED file (partial saves).
+// `except` is left alone (a save in progress).
+absl::Status DeleteUncommitted(Env* env, const std::string& root, int64_t except = -1);
+
+// Applies the policy to the committed steps: keeps the newest keep_last
+// (0: all), every step that is a multiple of keep_every, and `also_keep`
+// (e.g. the best); deletes the other directories. Returns the deleted steps.
+absl::StatusOr<std::vector<int64_t>> ApplyRetention(Env* env, const std::string& root,
+                                                    const config::CheckpointConfig& policy,
+                                                    const std::vector<int64_t>& also_keep = {});
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COMMON_CHECKPOINT_DIR_H_

@@ -1,0 +1,126 @@
+#include "worker/checkpoint/save_restore.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint_dir.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace shardline {
+
+absl::Status LocalCommitter::ShardSaved(int64_t step, int rank, int world, const WrittenShard& shard) {
+  state::CheckpointManifest m;
+  m.set_step(step);
+  m.set_world_size(world);
+  m.set_job_id(job_id_);
+  state::ShardEntry* e = m.add_shards();
+  e->set_rank(rank);
+  e->set_file(shard.path.substr(shard.path.rfind('/') + 1));
+  e->set_size(shard.size);
+  e->set_crc32c(shard.crc32c);
+  RETURN_IF_ERROR(WriteCommitted(env_, StepDir(root_, step), m));
+  SLOG(INFO) << "committed checkpoint at step " << step;
+  ASSIGN_OR_RETURN(std::vector<int64_t> deleted, ApplyRetention(env_, root_, policy_));
+  return DeleteUncommitted(env_, root_);
+}
+
+absl::StatusOr<WrittenShard> SaveShard(Env* env, const std::string& root, int64_t step, int rank, int world,
+                                       const FlatLayout& layout, const float* params, Optimizer& optimizer,
+                                       const state::DataPosition& position, const std::string& job_id) {
+  const Range shard = optimizer.shard();
+  ShardContents c;
+  c.header.set_step(step);
+  c.header.set_world_size(world);
+  c.header.set_rank(rank);
+  c.header.set_job_id(job_id);
+  c.header.set_total_size(layout.total_size());
+  c.header.set_begin(shard.begin);
+  c.header.set_end(shard.end);
+  c.header.set_optimizer_steps(step);
+  *c.header.mutable_data_position() = position;
+  for (const TensorInfo& t : layout.tensors()) {
+    state::TensorEntry* e = c.header.add_tensors();
+    e->set_name(t.name);
+    for (int64_t d : t.shape) e->add_shape(d);
+    e->set_dtype("f32");
+    e->set_offset(t.offset);
+  }
+  c.buffers.push_back({"params", std::vector<float>(params + shard.begin, params + shard.end)});
+  for (StateBuffer* b : optimizer.state()) c.buffers.push_back({b->name, b->values});
+  const std::string dir = StepDir(root, step);
+  RETURN_IF_ERROR(env->CreateDirs(dir));
+  return WriteShard(env, dir, ShardFileName(rank, world), std::move(c));
+}
+
+absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir, const FlatLayout& layout,
+                                           float* params, Optimizer* optimizer) {
+  ASSIGN_OR_RETURN(state::CheckpointManifest m, ReadCommitted(env, step_dir));
+  if (m.shards_size() != m.world_size() || m.world_size() <= 0) {
+    return absl::DataLossError(absl::StrCat(step_dir, ": manifest lists ", m.shards_size(), " shards for a world of ",
+                                            m.world_size()));
+  }
+  const Range mine = optimizer->shard();
+  std::vector<StateBuffer*> state = optimizer->state();
+  std::vector<int64_t> param_filled(1, 0), state_filled(state.size(), 0);
+  Restored out;
+  out.step = m.step();
+  for (const state::ShardEntry& e : m.shards()) {
+    const std::string path = step_dir + "/" + e.file();
+    ASSIGN_OR_RETURN(int64_t size, env->GetFileSize(path));
+    if (size != e.size()) {
+      return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " is ", size, " bytes; the manifest says ", e.size()));
+    }
+    ASSIGN_OR_RETURN(ShardContents c, ReadShard(env, path));
+    if (c.file_crc32c != e.crc32c()) {
+      return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": file checksum does not match the manifest"));
+    }
+    const state::ShardHeader& h = c.header;
+    if (h.total_size() != layout.total_size() || h.tensors_size() != static_cast<int>(layout.tensors().size())) {
+      return absl::FailedPreconditionError(absl::StrCat(path, " holds a model of ", h.total_size(),
+                                                        " parameters; this run's model has ", layout.total_size()));
+    }
+    for (int t = 0; t < h.tensors_size(); ++t) {
+      const TensorInfo& info = layout.tensor(t);
+      const state::TensorEntry& te = h.tensors(t);
+      if (te.name() != info.name || std::vector<int64_t>(te.shape().begin(), te.shape().end()) != info.shape) {
+        return absl::FailedPreconditionError(absl::StrCat(path, ": tensor ", t, " is ", te.name(),
+                                                          "; this run's model has ", info.name, " of another shape"));
+      }
+    }
+    out.position = h.data_position();
+    for (const ShardBuffer& b : c.buffers) {
+      if (b.name == "params") {
+        std::memcpy(params + h.begin(), b.values.data(), b.values.size() * sizeof(float));
+        param_filled[0] += static_cast<int64_t>(b.values.size());
+        continue;
+      }
+      // Optimizer state: only the overlap with this rank's (possibly new) shard.
+      const int64_t lo = std::max(mine.begin, h.begin()), hi = std::min(mine.end, h.end());
+      if (lo >= hi) continue;
+      size_t k = 0;
+      while (k < state.size() && state[k]->name != b.name) ++k;
+      if (k == state.size()) {
+        return absl::FailedPreconditionError(absl::StrCat(path, " has optimizer state '", b.name,
+                                                          "', which this run's optimizer does not use"));
+      }
+      std::memcpy(state[k]->values.data() + (lo - mine.begin), b.values.data() + (lo - h.begin()),
+                  static_cast<size_t>(hi - lo) * sizeof(float));
+      state_filled[k] += hi - lo;
+    }
+  }
+  if (param_filled[0] != layout.total_size()) {
+    return absl::DataLossError(absl::StrCat(step_dir, ": shards cover ", param_filled[0], " of ", layout.total_size(),
+                                            " parameters"));
+  }
+  for (size_t k = 0; k < state.size(); ++k) {
+    if (state_filled[k] != mine.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(step_dir, ": optimizer state '", state[k]->name,
+                                                        "' is missing from the checkpoint"));
+    }
+  }
+  return out;
+}
+
+}  // namespace shardline

@@ -1,0 +1,73 @@
+// Saving this rank's shard of the training state, and restoring a rank's
+// state from a committed checkpoint written by any world size.
+//
+//   ASSIGN_OR_RETURN(WrittenShard w, SaveShard(env, root, step, rank, world, layout,
+//                                              params.data(), *optimizer, position, job_id));
+//   RETURN_IF_ERROR(sink->ShardSaved(step, rank, world, w));    // commit when all are in
+//
+//   ASSIGN_OR_RETURN(Restored r, RestoreCheckpoint(env, StepDir(root, step), layout,
+//                                                  params.data(), optimizer.get()));
+#ifndef SHARDLINE_WORKER_CHECKPOINT_SAVE_RESTORE_H_
+#define SHARDLINE_WORKER_CHECKPOINT_SAVE_RESTORE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "proto/config.pb.h"
+#include "proto/train_state.pb.h"
+#include "worker/checkpoint/shard_file.h"
+#include "worker/model/flat_layout.h"
+#include "worker/optim/optimizer.h"
+
+namespace shardline {
+
+// Told about each shard this rank wrote, so the checkpoint can be committed
+// once every rank's shard is durable.
+class CheckpointSink {
+ public:
+  virtual ~CheckpointSink() = default;
+  virtual absl::Status ShardSaved(int64_t step, int rank, int world, const WrittenShard& shard) = 0;
+};
+
+// A world of one commits its own shard at once and applies the retention
+// policy (the coordinator does both for a distributed job).
+class LocalCommitter : public CheckpointSink {
+ public:
+  LocalCommitter(Env* env, std::string root, config::CheckpointConfig policy, std::string job_id)
+      : env_(env), root_(std::move(root)), policy_(std::move(policy)), job_id_(std::move(job_id)) {}
+  absl::Status ShardSaved(int64_t step, int rank, int world, const WrittenShard& shard) override;
+
+ private:
+  Env* env_;
+  std::string root_;
+  config::CheckpointConfig policy_;
+  std::string job_id_;
+};
+
+// Writes root/step_<step>/shard-<rank>-of-<world>.ckpt: the optimizer's
+// shard of `params` (the full working copy) and its state, the data
+// position and the model's tensor table.
+absl::StatusOr<WrittenShard> SaveShard(Env* env, const std::string& root, int64_t step, int rank, int world,
+                                       const FlatLayout& layout, const float* params, Optimizer& optimizer,
+                                       const state::DataPosition& position, const std::string& job_id);
+
+struct Restored {
+  int64_t step = 0;
+  state::DataPosition position;
+};
+
+// Restores from the committed checkpoint in `step_dir`, whatever world size
+// wrote it: every shard's parameters into `params` (all of them), and the
+// optimizer state overlapping `optimizer`'s shard. Verifies each shard
+// against the manifest (size, whole-file CRC) and its own block CRCs, and
+// the tensor table against `layout`. kDataLoss naming the file on
+// corruption; kFailedPrecondition if the checkpoint belongs to another model
+// or optimizer.
+absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir, const FlatLayout& layout,
+                                           float* params, Optimizer* optimizer);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_CHECKPOINT_SAVE_RESTORE_H_
