@@ -50,12 +50,12 @@ absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string&
   return steps;
 }
 
-absl::Status DeleteUncommitted(Env* env, const std::string& root, int64_t except) {
+absl::Status DeleteUncommitted(Env* env, const std::string& root, int64_t below) {
   if (!env->IsDirectory(root)) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->GetChildren(root));
   for (const std::string& n : names) {
     int64_t step;
-    if (!ParseStepDirName(n, &step) || step == except) continue;
+    if (!ParseStepDirName(n, &step) || step >= below) continue;
     if (!env->FileExists(root + "/" + n + "/" + kCommittedFile)) RETURN_IF_ERROR(env->DeleteRecursively(root + "/" + n));
   }
   return absl::OkStatus();

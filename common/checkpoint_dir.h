@@ -34,9 +34,9 @@ absl::StatusOr<state::CheckpointManifest> ReadCommitted(Env* env, const std::str
 // Steps with a COMMITTED file under root, ascending. Empty if root is missing.
 absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string& root);
 
-// Deletes step directories that have no COMMITTED file (partial saves).
-// `except` is left alone (a save in progress).
-absl::Status DeleteUncommitted(Env* env, const std::string& root, int64_t except = -1);
+// Deletes step directories below `below` that have no COMMITTED file
+// (partial saves). Later ones may be saves in progress and are left alone.
+absl::Status DeleteUncommitted(Env* env, const std::string& root, int64_t below = INT64_MAX);
 
 // Applies the policy to the committed steps: keeps the newest keep_last
 // (0: all), every step that is a multiple of keep_every, and `also_keep`

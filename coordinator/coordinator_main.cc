@@ -91,6 +91,7 @@ absl::Status Run(const Args& args) {
 
   CoordinatorOptions options;
   options.world_size = cfg.runtime().num_workers();
+  options.checkpoint_root = workdir + "/checkpoints";
   int64_t timeout_ms = 5000;
   if (args.Has("heartbeat_timeout_ms") && !absl::SimpleAtoi(args.Get("heartbeat_timeout_ms"), &timeout_ms)) {
     return absl::InvalidArgumentError("--heartbeat_timeout_ms must be an integer");

@@ -26,6 +26,7 @@ class CoordinatorMetrics {
   prometheus::Gauge& total_steps_;
   prometheus::Gauge& workers_registered_;
   prometheus::Gauge& workers_alive_;
+  prometheus::Gauge& last_checkpoint_;
   prometheus::Counter& worker_losses_;
   prometheus::Family<prometheus::Gauge>& job_state_;
   double losses_seen_ = 0;

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/checkpoint_dir.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -17,6 +18,7 @@ namespace {
 constexpr char kJobIdKey[] = "job_id";
 constexpr char kGenerationKey[] = "generation";
 constexpr char kGlobalStepKey[] = "global_step";
+constexpr char kCheckpointPrefix[] = "ckpt/";
 
 // A metrics line passes through untouched; this only reads it for progress.
 bool IsTrainLine(const std::string& line) { return line.find("\"split\":\"train\"") != std::string::npos; }
@@ -55,9 +57,82 @@ absl::Status Job::Init() {
   if (gen.has_value() && !absl::SimpleAtoi(*gen, &generation_)) {
     return absl::DataLossError(absl::StrCat("job store: generation '", *gen, "' is not a number"));
   }
+  if (!options_.checkpoint_root.empty()) {
+    Env* env = options_.env;
+    RETURN_IF_ERROR(env->CreateDirs(options_.checkpoint_root));
+    // The RocksDB record is written first: finish a commit whose COMMITTED
+    // file a crash prevented.
+    ASSIGN_OR_RETURN(auto records, store_->List(kCheckpointPrefix));
+    for (const auto& [key, value] : records) {
+      state::CheckpointManifest m;
+      if (!m.ParseFromString(value)) return absl::DataLossError(absl::StrCat("job store: bad record ", key));
+      const std::string dir = StepDir(options_.checkpoint_root, m.step());
+      if (env->IsDirectory(dir) && !env->FileExists(dir + "/" + kCommittedFile)) {
+        SLOG(INFO) << "finishing the interrupted commit of step " << m.step();
+        RETURN_IF_ERROR(WriteCommitted(env, dir, m));
+      }
+    }
+    RETURN_IF_ERROR(DeleteUncommitted(env, options_.checkpoint_root));
+    ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, options_.checkpoint_root));
+    if (!steps.empty()) last_checkpoint_ = steps.back();
+    // Resume order: this workdir's latest commit, then resume_from.
+    if (steps.empty() && !config_.checkpoint().resume_from().empty()) {
+      const std::string other = config_.checkpoint().resume_from() + "/checkpoints";
+      ASSIGN_OR_RETURN(std::vector<int64_t> theirs, CommittedSteps(env, other));
+      const int64_t want = config_.checkpoint().resume_step();
+      if (theirs.empty() || (want >= 0 && std::find(theirs.begin(), theirs.end(), want) == theirs.end())) {
+        return absl::NotFoundError(absl::StrCat("config field checkpoint.resume_from: no committed checkpoint",
+                                                want >= 0 ? absl::StrCat(" at step ", want) : "", " in ", other));
+      }
+      resume_step_ = want >= 0 ? want : theirs.back();
+      resume_dir_ = StepDir(other, resume_step_);
+      SLOG(INFO) << "will resume from " << resume_dir_;
+    }
+  }
   SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size << ", last generation "
-             << generation_;
+             << generation_ << ", latest committed checkpoint at step " << last_checkpoint_;
   return absl::OkStatus();
+}
+
+absl::Status Job::Commit(int64_t step) {
+  Env* env = options_.env;
+  state::CheckpointManifest m;
+  m.set_step(step);
+  m.set_world_size(options_.world_size);
+  m.set_job_id(job_id_);
+  for (const auto& [rank, saved] : saves_[step]) {
+    state::ShardEntry* e = m.add_shards();
+    e->set_rank(rank);
+    e->set_file(saved.file());
+    e->set_size(saved.size());
+    e->set_crc32c(saved.crc32c());
+  }
+  const std::string dir = StepDir(options_.checkpoint_root, step);
+  for (const state::ShardEntry& e : m.shards()) {
+    absl::StatusOr<int64_t> size = env->GetFileSize(dir + "/" + e.file());
+    if (!size.ok() || *size != e.size()) {
+      return absl::DataLossError(absl::StrCat("shard ", dir, "/", e.file(), " reported by rank ", e.rank(),
+                                              " is missing or has the wrong size"));
+    }
+  }
+  // The commit record (synced) first, then the COMMITTED file.
+  RETURN_IF_ERROR(store_->Put(absl::StrCat(kCheckpointPrefix, StepDirName(step)), m.SerializeAsString(), /*sync=*/true));
+  RETURN_IF_ERROR(WriteCommitted(env, dir, m));
+  last_checkpoint_ = std::max(last_checkpoint_, step);
+  SLOG(INFO) << "committed checkpoint at step " << step << " (" << m.shards_size() << " shards)";
+  ASSIGN_OR_RETURN(std::vector<int64_t> deleted, ApplyRetention(env, options_.checkpoint_root, config_.checkpoint()));
+  for (int64_t d : deleted) RETURN_IF_ERROR(store_->Delete(absl::StrCat(kCheckpointPrefix, StepDirName(d)), false));
+  return DeleteUncommitted(env, options_.checkpoint_root, step);
+}
+
+void Job::ShardSaved(int rank, const coordinator::SavedShard& saved) {
+  if (options_.checkpoint_root.empty() || saved.world_size() != options_.world_size) return;
+  auto& shards = saves_[saved.step()];
+  shards[rank] = saved;
+  if (static_cast<int>(shards.size()) < options_.world_size) return;
+  absl::Status committed = Commit(saved.step());
+  saves_.erase(saved.step());
+  if (!committed.ok()) SLOG(ERROR) << "checkpoint at step " << saved.step() << " not committed: " << committed;
 }
 
 absl::Status Job::Persist(bool sync) {
@@ -100,6 +175,7 @@ void Job::BreakWorld(const std::string& why) {
                 << "; waiting for " << options_.world_size << " workers to register";
   ++losses_;
   state_ = JobState::kForming;
+  saves_.clear();  // a partial save of the broken world is never committed
   // Members learn the new generation from NextCommand; their old streams
   // then end.
   absl::Status persisted = Persist(/*sync=*/true);
@@ -185,7 +261,14 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   resp.set_generation(generation_);
   for (const auto& [r, member] : members_) resp.add_peers(member.address);
   resp.set_config_text(config_text_);
-  resp.set_start_step(0);  // no checkpoints yet: every generation starts over
+  resp.set_checkpoint_root(options_.checkpoint_root);
+  if (last_checkpoint_ > 0) {
+    resp.set_start_step(last_checkpoint_);
+    resp.set_restore_dir(StepDir(options_.checkpoint_root, last_checkpoint_));
+  } else if (!resume_dir_.empty()) {
+    resp.set_start_step(resume_step_);
+    resp.set_restore_dir(resume_dir_);
+  }
   resp.set_job_id(job_id_);
   resp.set_stop_at(stop_at_);
   return resp;
@@ -211,6 +294,7 @@ absl::Status Job::Report(const coordinator::WorkerReport& r) {
       rate_time_ = now;
     }
   }
+  for (const coordinator::SavedShard& saved : r.saved()) ShardSaved(r.rank(), saved);
   for (const std::string& line : r.metric_lines()) {
     if (metrics_ != nullptr) {
       absl::Status written = metrics_->WriteLine(line);
@@ -343,6 +427,7 @@ JobSnapshot Job::Snapshot() {
   s.worker_losses = losses_;
   s.last_train_line = last_train_line_;
   s.steps_per_second = steps_per_second_;
+  s.last_checkpoint = last_checkpoint_;
   return s;
 }
 

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "common/metrics_writer.h"
 #include "coordinator/job_store.h"
 #include "proto/config.pb.h"
@@ -43,6 +44,10 @@ namespace shardline {
 struct CoordinatorOptions {
   // Ranks in a world; the world starts when all have registered.
   int world_size = 1;
+  // Where workers save checkpoint shards and the coordinator commits them
+  // (<workdir>/checkpoints). Empty: no checkpoints.
+  std::string checkpoint_root;
+  Env* env = Env::Default();
   // A worker silent for this long is lost. Workers report every 100 ms.
   absl::Duration heartbeat_timeout = absl::Seconds(5);
 };
@@ -60,6 +65,7 @@ struct JobSnapshot {
   int workers_alive = 0;       // members with a live heartbeat stream
   int64_t worker_losses = 0;
   std::string last_train_line;  // rank 0's latest train metrics line
+  int64_t last_checkpoint = 0;  // latest committed checkpoint step (0: none)
   double steps_per_second = 0;  // rank 0's recent rate
 };
 
@@ -68,7 +74,9 @@ class Job {
   // `store` and `metrics` must outlive the job.
   Job(config::JobConfig config, JobStore* store, MetricsSink* metrics, CoordinatorOptions options);
 
-  // Loads (or creates) the job id and the last generation from the store.
+  // Loads (or creates) the job id and the last generation from the store,
+  // finishes any commit a crash interrupted, deletes uncommitted checkpoint
+  // directories, and finds the latest committed checkpoint.
   absl::Status Init();
 
   // Blocks until the world this worker joins is complete. Fails with
@@ -127,6 +135,9 @@ class Job {
   // but, possibly, the news of a new generation.
   bool StreamOver(int rank, uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t GlobalStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a worker's saved shard; commits the step when all are in.
+  void ShardSaved(int rank, const coordinator::SavedShard& saved) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Commit(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const config::JobConfig config_;
   const std::string config_text_;
@@ -145,6 +156,12 @@ class Job {
   int64_t total_steps_ ABSL_GUARDED_BY(mu_) = 0;         // as reported by rank 0
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   int64_t losses_ ABSL_GUARDED_BY(mu_) = 0;
+  // Shards reported for steps not yet committed: step -> rank -> shard.
+  std::map<int64_t, std::map<int, coordinator::SavedShard>> saves_ ABSL_GUARDED_BY(mu_);
+  int64_t last_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
+  // With no checkpoint of its own yet: checkpoint.resume_from's, or "".
+  std::string resume_dir_ ABSL_GUARDED_BY(mu_);
+  int64_t resume_step_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_train_line_ ABSL_GUARDED_BY(mu_);
   // Step-rate estimate from rank 0's reports, for the stop margin.
   int64_t rate_steps_ ABSL_GUARDED_BY(mu_) = 0;

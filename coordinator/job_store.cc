@@ -57,4 +57,14 @@ absl::Status JobStore::Delete(absl::string_view key, bool sync) {
   return FromRocks(db_->Delete(options, ToSlice(key)), absl::StrCat("delete ", key), dir_);
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> JobStore::List(absl::string_view prefix) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(ToSlice(prefix)); it->Valid() && it->key().starts_with(ToSlice(prefix)); it->Next()) {
+    out.emplace_back(it->key().ToString(), it->value().ToString());
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), absl::StrCat("list ", prefix), dir_);
+  return out;
+}
+
 }  // namespace shardline

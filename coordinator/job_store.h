@@ -12,6 +12,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -36,6 +38,8 @@ class JobStore {
   // With sync, the write is durable when this returns.
   absl::Status Put(absl::string_view key, absl::string_view value, bool sync);
   absl::Status Delete(absl::string_view key, bool sync);
+  // Every (key, value) whose key starts with `prefix`, in key order.
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List(absl::string_view prefix);
 
  private:
   JobStore(std::unique_ptr<rocksdb::DB> db, std::string dir);

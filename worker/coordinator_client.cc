@@ -67,6 +67,18 @@ absl::Status Heartbeat::WriteLine(absl::string_view json_object) {
   return absl::OkStatus();
 }
 
+absl::Status Heartbeat::ShardSaved(int64_t step, int rank, int world, const WrittenShard& shard) {
+  coordinator::SavedShard s;
+  s.set_step(step);
+  s.set_world_size(world);
+  s.set_file(shard.path.substr(shard.path.rfind('/') + 1));
+  s.set_size(shard.size);
+  s.set_crc32c(shard.crc32c);
+  absl::MutexLock lock(&mu_);
+  saved_.push_back(std::move(s));
+  return absl::OkStatus();
+}
+
 void Heartbeat::ReportStuck(const std::string& what) {
   absl::MutexLock lock(&mu_);
   stuck_ = what;
@@ -86,6 +98,8 @@ bool Heartbeat::SendReport(bool finished, const std::string& fatal, const std::s
     if (!stuck_.empty()) r.set_watchdog(stuck_);
     for (std::string& l : lines_) r.add_metric_lines(std::move(l));
     lines_.clear();
+    for (coordinator::SavedShard& s : saved_) *r.add_saved() = std::move(s);
+    saved_.clear();
   }
   absl::MutexLock lock(&write_mu_);
   return stream_->Write(r);

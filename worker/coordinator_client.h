@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "common/metrics_writer.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "worker/checkpoint/save_restore.h"
 
 namespace shardline {
 
@@ -47,11 +48,11 @@ class CoordinatorClient {
 };
 
 // One generation's heartbeat stream. Reports every `interval` (steps done,
-// queued metric lines); applies commands as they arrive: a stop step goes to
+// queued metric lines and saved checkpoint shards); applies commands as they arrive: a stop step goes to
 // stop_request(), a new generation (or a broken stream) calls `on_abandon`,
 // which must make the training loop fail fast (shut the transport down).
 // Also a MetricsSink: lines written are sent with the next report.
-class Heartbeat : public MetricsSink {
+class Heartbeat : public MetricsSink, public CheckpointSink {
  public:
   Heartbeat(CoordinatorClient* client, int rank, uint64_t generation, int64_t stop_at,
             std::function<void(const std::string& why)> on_abandon,
@@ -63,6 +64,9 @@ class Heartbeat : public MetricsSink {
   void set_total_steps(int64_t total) { total_steps_ = total; }
 
   absl::Status WriteLine(absl::string_view json_object) override;
+  // Reported with the next heartbeat; the coordinator commits the step once
+  // every rank's shard is in.
+  absl::Status ShardSaved(int64_t step, int rank, int world, const WrittenShard& shard) override;
 
   // The watchdog's complaint, sent with every report from now on; the
   // coordinator then treats this worker as lost.
@@ -95,6 +99,7 @@ class Heartbeat : public MetricsSink {
 
   absl::Mutex mu_;
   std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
+  std::vector<coordinator::SavedShard> saved_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   std::string abandoned_ ABSL_GUARDED_BY(mu_);
   std::string stuck_ ABSL_GUARDED_BY(mu_);

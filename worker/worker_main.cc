@@ -204,6 +204,10 @@ absl::Status Run(const Args& args) {
     options.stop_request = heartbeat.stop_request();
     options.steps_done = heartbeat.steps_done();
     options.observer = &observer;
+    options.checkpoint_root = world->checkpoint_root();
+    options.checkpoint_sink = &heartbeat;
+    options.job_id = world->job_id();
+    options.restore_dir = world->restore_dir();
     absl::StatusOr<TrainResult> result;
     {
       Watchdog watchdog(heartbeat.steps_done(), absl::Seconds(cfg.runtime().watchdog_timeout_seconds()),

@@ -116,12 +116,14 @@ TEST(DistributedTest, KilledWorkerIsDetectedRestartedAndTheJobCompletes) {
   kill(victims[0], SIGKILL);
   ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", "generation 1 broken", absl::Seconds(10)));
   EXPECT_LT(absl::Now() - killed, absl::Seconds(7));  // heartbeat timeout 5 s, usually milliseconds
-  EXPECT_EQ(launch.Wait(absl::Seconds(180)), 0) << launch.Output();
+  ASSERT_EQ(launch.Wait(absl::Seconds(180)), 0) << launch.Output();
   const std::string coordinator = ReadAll(dir + "/logs/coordinator.log");
   EXPECT_TRUE(absl::StrContains(coordinator, "worker rank 1")) << coordinator;
   EXPECT_TRUE(absl::StrContains(coordinator, "generation 2 formed")) << coordinator;
   EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "joined generation 2"));
-  EXPECT_EQ(JsonField(SplitLines(dir + "/metrics.jsonl", "eval").back(), "step"), 4000);
+  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(JsonField(evals.back(), "step"), 4000);
 }
 
 TEST(DistributedTest, ThreeWorkersComputeWhatOneDoesAndAreDeterministic) {

@@ -23,7 +23,7 @@ absl::Status LocalCommitter::ShardSaved(int64_t step, int rank, int world, const
   RETURN_IF_ERROR(WriteCommitted(env_, StepDir(root_, step), m));
   SLOG(INFO) << "committed checkpoint at step " << step;
   ASSIGN_OR_RETURN(std::vector<int64_t> deleted, ApplyRetention(env_, root_, policy_));
-  return DeleteUncommitted(env_, root_);
+  return DeleteUncommitted(env_, root_, step);
 }
 
 absl::StatusOr<WrittenShard> SaveShard(Env* env, const std::string& root, int64_t step, int rank, int world,

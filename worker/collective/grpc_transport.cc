@@ -72,6 +72,10 @@ class PeerStream {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     ctx_.set_wait_for_ready(true);  // the peer may still be starting
+    // Send the call's headers with the first frame, on the sender thread:
+    // otherwise creating the stream blocks (forever, with wait_for_ready)
+    // until a peer that may be dead accepts the call.
+    ctx_.set_initial_metadata_corked(true);
     const grpc::internal::RpcMethod method(kPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel_);
     writer_.reset(grpc::internal::ClientWriterFactory<OutFrame>::Create(channel_.get(), method, &ctx_, &summary_));
     thread_ = std::thread([this] { Run(); });

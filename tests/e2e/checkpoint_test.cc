@@ -1,0 +1,108 @@
+// Checkpoints as users rely on them: kill workers with SIGKILL mid-run and
+// the job resumes from the last committed checkpoint and ends with exactly
+// the parameters of an uninterrupted run; a checkpoint written by N workers
+// restores onto M.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/checkpoint_dir.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/subprocess.h"
+#include "worker/checkpoint/shard_file.h"
+
+namespace shardline {
+namespace {
+
+const std::string kConfig = absl::StrCat(SHARDLINE_SOURCE_DIR, "/deploy/configs/fmnist_mlp.textproto");
+
+std::vector<std::string> Launch(const std::string& dir, int workers, const std::vector<std::string>& sets,
+                                int max_restarts = 0) {
+  std::vector<std::string> argv = {BinPath("shardline"), "launch", "--config", kConfig, "--workers",
+                                   std::to_string(workers), "--workdir", dir, "--max_restarts",
+                                   std::to_string(max_restarts)};
+  for (const std::string& s : sets) {
+    argv.push_back("--set");
+    argv.push_back(s);
+  }
+  return argv;
+}
+
+// Every buffer of every shard of the final checkpoint, concatenated.
+std::vector<float> FinalState(const std::string& workdir, int64_t step, int world) {
+  std::vector<float> out;
+  for (int r = 0; r < world; ++r) {
+    absl::StatusOr<ShardContents> c =
+        ReadShard(Env::Default(), StepDir(workdir + "/checkpoints", step) + "/" + ShardFileName(r, world));
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return {};
+    for (const ShardBuffer& b : c->buffers) out.insert(out.end(), b.values.begin(), b.values.end());
+  }
+  return out;
+}
+
+const std::vector<std::string> kRun = {"train.total_steps=1600", "checkpoint.every_steps=200",
+                                       "train.log_every=200", "train.eval_every=800"};
+
+TEST(CheckpointTest, KilledWorkersResumeFromTheLastCommitAndEndBitForBit) {
+  const std::string clean = FreshDir("ckpt_clean");
+  Subprocess a(Launch(clean, 2, kRun));
+  ASSERT_EQ(a.Wait(absl::Seconds(120)), 0) << a.Output();
+  const std::vector<float> want = FinalState(clean, 1600, 2);
+  ASSERT_FALSE(want.empty());
+
+  const std::string dir = FreshDir("ckpt_killed");
+  Subprocess b(Launch(dir, 2, kRun, /*max_restarts=*/3));
+  const std::string coord_log = dir + "/logs/coordinator.log";
+  // Kill rank 1 after the first commit, then rank 0 after a later one.
+  for (const auto& [rank, commit] : std::vector<std::pair<int, std::string>>{{1, "step 400 "}, {0, "step 1000 "}}) {
+    ASSERT_TRUE(WaitForText(coord_log, "committed checkpoint at " + commit, absl::Seconds(120))) << b.Output();
+    absl::SleepFor(absl::Milliseconds(50));
+    const std::vector<pid_t> pids =
+        FindProcesses({"shardline-worker", absl::StrCat("--rank ", rank), ReadAll(dir + "/coordinator.address")});
+    ASSERT_EQ(pids.size(), 1u);
+    kill(pids[0], SIGKILL);
+  }
+  ASSERT_EQ(b.Wait(absl::Seconds(180)), 0) << b.Output();
+  const std::string log = ReadAll(coord_log);
+  EXPECT_TRUE(absl::StrContains(log, "generation 3 formed")) << log;
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "restored step")) << "survivors restore too";
+  const std::vector<float> got = FinalState(dir, 1600, 2);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+      << "parameters and optimizer state after kills differ from the uninterrupted run";
+}
+
+TEST(CheckpointTest, CheckpointOfTwoWorkersRestoresOntoThreeAndOntoOne) {
+  const std::string two = FreshDir("ckpt_two");
+  Subprocess a(Launch(two, 2, {"train.total_steps=300", "data.global_batch_size=96", "checkpoint.every_steps=300"}));
+  ASSERT_EQ(a.Wait(absl::Seconds(120)), 0) << a.Output();
+  const std::string three = FreshDir("ckpt_three");
+  Subprocess b(Launch(three, 3, {"train.total_steps=400", "data.global_batch_size=96",
+                                 "checkpoint.resume_from=" + two}));
+  ASSERT_EQ(b.Wait(absl::Seconds(120)), 0) << b.Output();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(absl::StrContains(ReadAll(absl::StrCat(three, "/logs/worker-", r, ".log")), "joined generation 1"));
+  }
+  EXPECT_TRUE(absl::StrContains(ReadAll(three + "/logs/worker-0.log"), "restored step 300")) << b.Output();
+  const std::vector<std::string> train = SplitLines(three + "/metrics.jsonl", "train");
+  ASSERT_FALSE(train.empty());
+  EXPECT_GT(JsonField(train.front(), "step"), 300);  // continued, did not start over
+  EXPECT_LT(JsonField(train.front(), "loss"), 1.0);  // a fresh start's loss is ~2.3
+
+  // And onto one process.
+  const std::string one = FreshDir("ckpt_one");
+  Subprocess c({BinPath("shardline"), "train", "--config", kConfig, "--workdir", one, "--set",
+                "train.total_steps=350", "--set", "data.global_batch_size=96", "--set",
+                "checkpoint.resume_from=" + two});
+  ASSERT_EQ(c.Wait(absl::Seconds(120)), 0) << c.Output();
+  EXPECT_TRUE(absl::StrContains(c.Output(), "restored step 300")) << c.Output();
+}
+
+}  // namespace
+}  // namespace shardline
