@@ -106,3 +106,56 @@ TEST(CheckpointTest, CheckpointOfTwoWorkersRestoresOntoThreeAndOntoOne) {
 
 }  // namespace
 }  // namespace shardline
+
+namespace shardline {
+namespace {
+
+TEST(CheckpointTest, CkptToolsListVerifyAndExport) {
+  const std::string dir = FreshDir("ckpt_tools");
+  Subprocess run(Launch(dir, 2, {"train.total_steps=400", "checkpoint.every_steps=200"}));
+  ASSERT_EQ(run.Wait(absl::Seconds(120)), 0) << run.Output();
+
+  Subprocess list({BinPath("shardline"), "ckpt", "list", dir});
+  ASSERT_EQ(list.Wait(absl::Seconds(30)), 0) << list.Output();
+  EXPECT_TRUE(absl::StrContains(list.Output(), "000000000200         committed   2/2")) << list.Output();
+  EXPECT_TRUE(absl::StrContains(list.Output(), "000000000400         committed   2/2")) << list.Output();
+
+  Subprocess verify({BinPath("shardline"), "ckpt", "verify", dir});
+  ASSERT_EQ(verify.Wait(absl::Seconds(30)), 0) << verify.Output();
+  EXPECT_TRUE(absl::StrContains(verify.Output(), "step 400: OK (2 shards)")) << verify.Output();
+
+  // Export: the same parameters give the same bytes, laid out as safetensors.
+  std::vector<std::string> exported;
+  for (const char* name : {"/a.safetensors", "/b.safetensors"}) {
+    Subprocess e({BinPath("shardline"), "ckpt", "export", dir, "--step", "latest", "--out", dir + name});
+    ASSERT_EQ(e.Wait(absl::Seconds(30)), 0) << e.Output();
+    exported.push_back(ReadAll(dir + name));
+  }
+  ASSERT_EQ(exported[0], exported[1]);
+  const std::string& st = exported[0];
+  uint64_t header_len = 0;
+  for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(static_cast<unsigned char>(st[static_cast<size_t>(i)])) << (8 * i);
+  const std::string header = st.substr(8, header_len);
+  EXPECT_TRUE(absl::StrContains(header, "\"layer0/w\":{\"dtype\":\"F32\",\"shape\":[784,256],\"data_offsets\":[0,802816]}"))
+      << header;
+  ASSERT_EQ(st.size(), 8 + header_len + 235146 * 4);
+  // Its first weights are rank 0's shard of the final checkpoint.
+  absl::StatusOr<ShardContents> shard0 =
+      ReadShard(Env::Default(), StepDir(dir + "/checkpoints", 400) + "/" + ShardFileName(0, 2));
+  ASSERT_TRUE(shard0.ok());
+  EXPECT_EQ(std::memcmp(st.data() + 8 + header_len, shard0->buffers[0].values.data(), 1000 * sizeof(float)), 0);
+
+  // A flipped byte fails verification, naming the step and the file.
+  const std::string victim = StepDir(dir + "/checkpoints", 200) + "/" + ShardFileName(1, 2);
+  std::string bytes = ReadAll(victim);
+  bytes[bytes.size() / 2] ^= 0x04;
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), victim, bytes).ok());
+  Subprocess bad({BinPath("shardline"), "ckpt", "verify", dir});
+  EXPECT_EQ(bad.Wait(absl::Seconds(30)), 1) << bad.Output();
+  EXPECT_TRUE(absl::StrContains(bad.Output(), "step 200: FAILED")) << bad.Output();
+  EXPECT_TRUE(absl::StrContains(bad.Output(), victim)) << bad.Output();
+  EXPECT_TRUE(absl::StrContains(bad.Output(), "step 400: OK")) << bad.Output();
+}
+
+}  // namespace
+}  // namespace shardline

@@ -10,6 +10,9 @@ int TrainCommand(int argc, char** argv);
 // shardline launch --config F --workers N --workdir DIR [--max_restarts K] [--set ...]
 int LaunchCommand(int argc, char** argv);
 
+// shardline ckpt list|verify|export DIR ...
+int CkptCommand(int argc, char** argv);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_WORKER_CLI_COMMANDS_H_

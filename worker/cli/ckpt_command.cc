@@ -1,0 +1,176 @@
+// shardline ckpt list|verify|export: inspect a workdir's checkpoints.
+#include <cstdio>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/args.h"
+#include "common/checkpoint_dir.h"
+#include "common/env.h"
+#include "common/status_macros.h"
+#include "worker/checkpoint/safetensors.h"
+#include "worker/checkpoint/shard_file.h"
+#include "worker/cli/commands.h"
+
+namespace shardline {
+namespace {
+
+constexpr char kHelp[] =
+    "usage: shardline ckpt list DIR\n"
+    "       shardline ckpt verify DIR [--step S]\n"
+    "       shardline ckpt export DIR --step S|latest --out FILE.safetensors\n"
+    "\n"
+    "DIR is a workdir (its checkpoints are in DIR/checkpoints).\n"
+    "  list    every step directory: committed or not, shards, bytes\n"
+    "  verify  re-checks every committed checkpoint (or step S): shard sizes,\n"
+    "          whole-file and per-block CRC32C, coverage; exit 1 on any failure\n"
+    "  export  the full parameters of a committed checkpoint as safetensors\n"
+    "          (F32 tensors named layer<i>/w [in, out] and layer<i>/b); the same\n"
+    "          parameters always give the same bytes\n";
+
+std::string Root(const std::string& workdir) { return workdir + "/checkpoints"; }
+
+// Verifies one committed step; returns the shards' contents.
+absl::StatusOr<std::vector<ShardContents>> VerifyStep(Env* env, const std::string& dir) {
+  ASSIGN_OR_RETURN(state::CheckpointManifest m, ReadCommitted(env, dir));
+  std::vector<ShardContents> shards;
+  int64_t covered = 0, total = -1;
+  for (const state::ShardEntry& e : m.shards()) {
+    const std::string path = dir + "/" + e.file();
+    ASSIGN_OR_RETURN(int64_t size, env->GetFileSize(path));
+    if (size != e.size()) {
+      return absl::DataLossError(absl::StrCat(path, " is ", size, " bytes; the manifest says ", e.size()));
+    }
+    ASSIGN_OR_RETURN(ShardContents c, ReadShard(env, path));
+    if (c.file_crc32c != e.crc32c()) return absl::DataLossError(absl::StrCat(path, ": file checksum does not match the manifest"));
+    covered += c.header.end() - c.header.begin();
+    total = c.header.total_size();
+    shards.push_back(std::move(c));
+  }
+  if (shards.empty() || covered != total) {
+    return absl::DataLossError(absl::StrCat(dir, ": shards cover ", covered, " of ", total, " parameters"));
+  }
+  return shards;
+}
+
+absl::StatusOr<int64_t> PickStep(Env* env, const std::string& root, const std::string& want) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, root));
+  if (steps.empty()) return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", root));
+  if (want == "latest" || want.empty()) return steps.back();
+  int64_t s;
+  if (!absl::SimpleAtoi(want, &s)) return absl::InvalidArgumentError(absl::StrCat("--step: '", want, "' is not a step or 'latest'"));
+  if (std::find(steps.begin(), steps.end(), s) == steps.end()) {
+    return absl::NotFoundError(absl::StrCat("no committed checkpoint at step ", s, " in ", root));
+  }
+  return s;
+}
+
+absl::Status List(Env* env, const std::string& workdir) {
+  const std::string root = Root(workdir);
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->GetChildren(root));
+  std::sort(names.begin(), names.end());
+  printf("%-20s %-11s %-7s %s\n", "step", "state", "shards", "bytes");
+  for (const std::string& n : names) {
+    if (n.rfind("step_", 0) != 0) continue;
+    const std::string dir = root + "/" + n;
+    const bool committed = env->FileExists(dir + "/" + kCommittedFile);
+    ASSIGN_OR_RETURN(std::vector<std::string> files, env->GetChildren(dir));
+    int shards = 0;
+    int64_t bytes = 0;
+    for (const std::string& f : files) {
+      if (f.size() > 5 && f.substr(f.size() - 5) == ".ckpt") {
+        ++shards;
+        bytes += env->GetFileSize(dir + "/" + f).value_or(0);
+      }
+    }
+    std::string world = "?";
+    if (committed) {
+      absl::StatusOr<state::CheckpointManifest> m = ReadCommitted(env, dir);
+      if (m.ok()) world = absl::StrCat(m->world_size());
+    }
+    printf("%-20s %-11s %-7s %ld\n", n.substr(5).c_str(), committed ? "committed" : "uncommitted",
+           absl::StrCat(shards, "/", world).c_str(), static_cast<long>(bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Verify(Env* env, const std::string& workdir, const std::string& step) {
+  const std::string root = Root(workdir);
+  std::vector<int64_t> steps;
+  if (step.empty()) {
+    ASSIGN_OR_RETURN(steps, CommittedSteps(env, root));
+    if (steps.empty()) return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", root));
+  } else {
+    ASSIGN_OR_RETURN(int64_t s, PickStep(env, root, step));
+    steps.push_back(s);
+  }
+  int failed = 0;
+  for (int64_t s : steps) {
+    absl::StatusOr<std::vector<ShardContents>> r = VerifyStep(env, StepDir(root, s));
+    if (r.ok()) {
+      printf("step %ld: OK (%zu shards)\n", static_cast<long>(s), r->size());
+    } else {
+      printf("step %ld: FAILED: %s\n", static_cast<long>(s), std::string(r.status().message()).c_str());
+      ++failed;
+    }
+  }
+  if (failed > 0) return absl::DataLossError(absl::StrCat(failed, " of ", steps.size(), " checkpoints failed verification"));
+  return absl::OkStatus();
+}
+
+absl::Status Export(Env* env, const std::string& workdir, const std::string& step, const std::string& out) {
+  if (out.empty()) return absl::InvalidArgumentError("--out is required");
+  const std::string root = Root(workdir);
+  ASSIGN_OR_RETURN(int64_t s, PickStep(env, root, step.empty() ? "latest" : step));
+  ASSIGN_OR_RETURN(std::vector<ShardContents> shards, VerifyStep(env, StepDir(root, s)));
+  const state::ShardHeader& h = shards[0].header;
+  std::vector<float> params(static_cast<size_t>(h.total_size()));
+  for (const ShardContents& c : shards) {
+    for (const ShardBuffer& b : c.buffers) {
+      if (b.name == "params") std::copy(b.values.begin(), b.values.end(), params.begin() + c.header.begin());
+    }
+  }
+  const std::vector<state::TensorEntry> tensors(h.tensors().begin(), h.tensors().end());
+  RETURN_IF_ERROR(WriteFileAtomically(env, out, SafetensorsBytes(tensors, params, {{"format", "pt"}, {"step", absl::StrCat(s)}}),
+                                      /*durable=*/true));
+  printf("exported step %ld: %zu tensors, %zu parameters to %s\n", static_cast<long>(s), tensors.size(), params.size(),
+         out.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int CkptCommand(int argc, char** argv) {
+  Args args;
+  absl::Status parsed = ParseArgs(argc, argv, 2, {"step", "out"}, {}, "shardline ckpt", &args);
+  if (args.help) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  absl::Status status = parsed;
+  if (status.ok() && args.positional.size() != 2) {
+    status = absl::InvalidArgumentError("expected: shardline ckpt list|verify|export DIR (see --help)");
+  }
+  if (status.ok()) {
+    Env* env = Env::Default();
+    const std::string& verb = args.positional[0];
+    const std::string& dir = args.positional[1];
+    if (verb == "list") {
+      status = List(env, dir);
+    } else if (verb == "verify") {
+      status = Verify(env, dir, args.Get("step"));
+    } else if (verb == "export") {
+      status = Export(env, dir, args.Get("step"), args.Get("out"));
+    } else {
+      status = absl::InvalidArgumentError(absl::StrCat("unknown ckpt command '", verb, "' (list, verify, export)"));
+    }
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "shardline ckpt: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace shardline
