@@ -218,7 +218,8 @@ absl::Status Run(const Args& args) {
       absl::Status delivered = heartbeat.Finish();
       if (!delivered.ok()) SLOG(WARNING) << "finished, but " << delivered.message();
       SLOG(INFO) << "finished " << result->steps << " steps" << (result->stopped_early ? " (stopped early)" : "")
-                 << "; final test accuracy " << result->evals.back().accuracy;
+                 << "; final test accuracy " << result->evals.back().accuracy << "; "
+                 << result->checkpoint_seconds << " s of training lost to checkpoints";
       return absl::OkStatus();
     }
     if (absl::IsFailedPrecondition(result.status()) || absl::IsInvalidArgument(result.status())) {

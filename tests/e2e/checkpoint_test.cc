@@ -49,7 +49,7 @@ std::vector<float> FinalState(const std::string& workdir, int64_t step, int worl
 const std::vector<std::string> kRun = {"train.total_steps=1600", "checkpoint.every_steps=200",
                                        "train.log_every=200", "train.eval_every=800"};
 
-TEST(CheckpointTest, KilledWorkersResumeFromTheLastCommitAndEndBitForBit) {
+TEST(CheckpointTest, KilledWorkersAndCoordinatorResumeFromTheLastCommitAndEndBitForBit) {
   const std::string clean = FreshDir("ckpt_clean");
   Subprocess a(Launch(clean, 2, kRun));
   ASSERT_EQ(a.Wait(absl::Seconds(120)), 0) << a.Output();
@@ -57,7 +57,7 @@ TEST(CheckpointTest, KilledWorkersResumeFromTheLastCommitAndEndBitForBit) {
   ASSERT_FALSE(want.empty());
 
   const std::string dir = FreshDir("ckpt_killed");
-  Subprocess b(Launch(dir, 2, kRun, /*max_restarts=*/3));
+  Subprocess b(Launch(dir, 2, kRun, /*max_restarts=*/4));
   const std::string coord_log = dir + "/logs/coordinator.log";
   // Kill rank 1 after the first commit, then rank 0 after a later one.
   for (const auto& [rank, commit] : std::vector<std::pair<int, std::string>>{{1, "step 400 "}, {0, "step 1000 "}}) {
@@ -68,9 +68,17 @@ TEST(CheckpointTest, KilledWorkersResumeFromTheLastCommitAndEndBitForBit) {
     ASSERT_EQ(pids.size(), 1u);
     kill(pids[0], SIGKILL);
   }
+  // And the coordinator: it comes back on the same address, recovers its
+  // generation and catalog from RocksDB, and the workers reconnect.
+  ASSERT_TRUE(WaitForText(coord_log, "committed checkpoint at step 1200 ", absl::Seconds(120))) << b.Output();
+  const std::vector<pid_t> coordinator = FindProcesses({"shardline-coordinator", "--workdir " + dir});
+  ASSERT_EQ(coordinator.size(), 1u);
+  kill(coordinator[0], SIGKILL);
   ASSERT_EQ(b.Wait(absl::Seconds(180)), 0) << b.Output();
   const std::string log = ReadAll(coord_log);
   EXPECT_TRUE(absl::StrContains(log, "generation 3 formed")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "last generation 3, latest committed checkpoint at step 1")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "generation 4 formed")) << log;
   EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "restored step")) << "survivors restore too";
   const std::vector<float> got = FinalState(dir, 1600, 2);
   ASSERT_EQ(got.size(), want.size());

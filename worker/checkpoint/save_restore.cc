@@ -26,9 +26,8 @@ absl::Status LocalCommitter::ShardSaved(int64_t step, int rank, int world, const
   return DeleteUncommitted(env_, root_, step);
 }
 
-absl::StatusOr<WrittenShard> SaveShard(Env* env, const std::string& root, int64_t step, int rank, int world,
-                                       const FlatLayout& layout, const float* params, Optimizer& optimizer,
-                                       const state::DataPosition& position, const std::string& job_id) {
+ShardContents SnapshotShard(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
+                            Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id) {
   const Range shard = optimizer.shard();
   ShardContents c;
   c.header.set_step(step);
@@ -49,9 +48,37 @@ absl::StatusOr<WrittenShard> SaveShard(Env* env, const std::string& root, int64_
   }
   c.buffers.push_back({"params", std::vector<float>(params + shard.begin, params + shard.end)});
   for (StateBuffer* b : optimizer.state()) c.buffers.push_back({b->name, b->values});
-  const std::string dir = StepDir(root, step);
+  return c;
+}
+
+absl::StatusOr<WrittenShard> WriteSnapshot(Env* env, const std::string& root, ShardContents snapshot) {
+  const std::string dir = StepDir(root, snapshot.header.step());
   RETURN_IF_ERROR(env->CreateDirs(dir));
-  return WriteShard(env, dir, ShardFileName(rank, world), std::move(c));
+  const std::string name = ShardFileName(snapshot.header.rank(), snapshot.header.world_size());
+  return WriteShard(env, dir, name, std::move(snapshot));
+}
+
+ShardSaver::~ShardSaver() { Wait().IgnoreError(); }
+
+absl::Status ShardSaver::WriteAndReport(ShardContents snapshot) {
+  const int64_t step = snapshot.header.step();
+  const int rank = snapshot.header.rank(), world = snapshot.header.world_size();
+  ASSIGN_OR_RETURN(WrittenShard w, WriteSnapshot(env_, root_, std::move(snapshot)));
+  return sink_ != nullptr ? sink_->ShardSaved(step, rank, world, w) : absl::OkStatus();
+}
+
+absl::Status ShardSaver::Wait() {
+  if (thread_.joinable()) thread_.join();
+  absl::Status s = background_;
+  background_ = absl::OkStatus();
+  return s;
+}
+
+absl::Status ShardSaver::Save(ShardContents snapshot) {
+  RETURN_IF_ERROR(Wait());
+  if (!async_) return WriteAndReport(std::move(snapshot));
+  thread_ = std::thread([this, c = std::move(snapshot)]() mutable { background_ = WriteAndReport(std::move(c)); });
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir, const FlatLayout& layout,

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
@@ -46,12 +47,41 @@ class LocalCommitter : public CheckpointSink {
   std::string job_id_;
 };
 
-// Writes root/step_<step>/shard-<rank>-of-<world>.ckpt: the optimizer's
-// shard of `params` (the full working copy) and its state, the data
-// position and the model's tensor table.
-absl::StatusOr<WrittenShard> SaveShard(Env* env, const std::string& root, int64_t step, int rank, int world,
-                                       const FlatLayout& layout, const float* params, Optimizer& optimizer,
-                                       const state::DataPosition& position, const std::string& job_id);
+// A copy of this rank's shard of the training state at `step`: the
+// optimizer's shard of `params` (the full working copy), its state, the data
+// position and the model's tensor table. Training may go on changing the
+// originals once this returns.
+ShardContents SnapshotShard(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
+                            Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id);
+
+// Writes a snapshot to root/step_<step>/shard-<rank>-of-<world>.ckpt.
+absl::StatusOr<WrittenShard> WriteSnapshot(Env* env, const std::string& root, ShardContents snapshot);
+
+// Saves shards the CheckFreq way: Save() snapshots on the caller's thread
+// and writes (and reports to the sink) in the background; the caller waits
+// only if the previous save has not finished. With async off, Save() does
+// everything before returning. Not thread-safe; one per training loop.
+class ShardSaver {
+ public:
+  ShardSaver(Env* env, std::string root, CheckpointSink* sink, bool async)
+      : env_(env), root_(std::move(root)), sink_(sink), async_(async) {}
+  ~ShardSaver();  // waits for a save in flight
+
+  // Returns the error of the previous background save, if it failed.
+  absl::Status Save(ShardContents snapshot);
+  // Waits for the save in flight; returns its result.
+  absl::Status Wait();
+
+ private:
+  absl::Status WriteAndReport(ShardContents snapshot);
+
+  Env* env_;
+  std::string root_;
+  CheckpointSink* sink_;
+  bool async_;
+  std::thread thread_;
+  absl::Status background_;
+};
 
 struct Restored {
   int64_t step = 0;

@@ -33,13 +33,15 @@ constexpr char kHelp[] =
     "Runs a coordinator and N workers on this host (loopback) and trains. Each\n"
     "process's lines are shown prefixed with its role and rank and kept in\n"
     "DIR/logs/. A worker that dies is restarted (same rank), at most K times in all\n"
-    "(default 0); the world then restarts. Ctrl-C or SIGTERM stops the job\n"
+    "(default 0), and so is a coordinator killed by a signal (same address; it\n"
+    "recovers from its RocksDB state); the world then restarts from the last\n"
+    "committed checkpoint. Ctrl-C or SIGTERM stops the job\n"
     "gracefully: every worker finishes the same step, then all exit 0.\n"
     "\n"
     "  --config FILE   job config (text proto); --set overrides fields\n"
     "  --workers N     world size (sets runtime.num_workers)\n"
     "  --workdir DIR   metrics.jsonl, logs/, coordinator state\n"
-    "  --max_restarts K  restarts of dead workers allowed over the whole job\n";
+    "  --max_restarts K  restarts of dead processes allowed over the whole job\n";
 
 std::atomic<int> g_signals{0};
 void OnSignal(int) { g_signals.fetch_add(1); }
@@ -92,6 +94,12 @@ class Child {
   }
   pid_t pid() const { return pid_; }
   bool running() const { return running_; }
+  // Replaces an argument's value for the next Start (e.g. a fixed port).
+  void SetArg(const std::string& flag, const std::string& value) {
+    for (size_t i = 0; i + 1 < argv_.size(); ++i) {
+      if (argv_[i] == flag) argv_[i + 1] = value;
+    }
+  }
   void Exited() { running_ = false; }
   const std::string& name() const { return name_; }
 
@@ -126,7 +134,7 @@ class Child {
   }
 
   const std::string name_;
-  const std::vector<std::string> argv_;
+  std::vector<std::string> argv_;
   const std::string log_path_;
   pid_t pid_ = -1;
   bool running_ = false;
@@ -182,6 +190,8 @@ absl::Status Launch(const Args& args) {
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
+  // A restarted coordinator must come back where the workers look for it.
+  coordinator.SetArg("--listen", address);
 
   std::vector<std::unique_ptr<Child>> children;
   for (int r = 0; r < workers; ++r) {
@@ -218,6 +228,15 @@ absl::Status Launch(const Args& args) {
                                                 : absl::StrCat("signal ", WTERMSIG(status));
       if (pid == coordinator.pid()) {
         coordinator.Exited();
+        const bool killed = WIFSIGNALED(status);
+        if (killed && signals_seen == 0 && outcome.ok() && restarts < max_restarts) {
+          // It recovers its state from RocksDB; the workers reconnect.
+          ++restarts;
+          SLOG(WARNING) << "the coordinator died (" << how << "); restarting it (" << restarts << "/"
+                        << max_restarts << ")";
+          RETURN_IF_ERROR(coordinator.Start());
+          continue;
+        }
         coordinator_done = true;
         coordinator_exit = absl::Now();
         if (!ok && outcome.ok()) outcome = absl::InternalError("the coordinator failed (" + how + ")");

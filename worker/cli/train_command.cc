@@ -85,9 +85,9 @@ absl::Status Train(const Args& args) {
 
   const EvalPoint& final_eval = r.evals.back();
   SLOG(INFO) << absl::StrFormat(
-      "done: %d steps in %s (%.1f s training), %.0f samples/s; final test accuracy %.4f, "
-      "loss %.4f; metrics in %s/metrics.jsonl",
-      r.steps, FormatDuration(r.train_seconds), r.train_seconds, r.samples_per_second,
+      "done: %d steps in %s (%.1f s training, %.3f s lost to checkpoints), %.0f samples/s; final test "
+      "accuracy %.4f, loss %.4f; metrics in %s/metrics.jsonl",
+      r.steps, FormatDuration(r.train_seconds), r.train_seconds, r.checkpoint_seconds, r.samples_per_second,
       final_eval.accuracy, final_eval.loss, workdir);
   return absl::OkStatus();
 }

@@ -117,6 +117,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   const int64_t save_every = config.checkpoint().every_steps();
   int64_t last_saved = start_step;
   result.start_step = start_step;
+  ShardSaver saver(options.env, options.checkpoint_root, options.checkpoint_sink, config.checkpoint().async());
   double window_seconds = 0;
   int64_t window_steps = 0;
 
@@ -166,14 +167,12 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     const bool save_due = (save_every > 0 && state.next_step % save_every == 0) ||
                           (last && config.checkpoint().save_final());
     if (!options.checkpoint_root.empty() && save_due && state.next_step != last_saved) {
+      // The training thread only snapshots (and waits for a previous save
+      // still in flight); the write and the report happen in the background.
       const auto save_start = std::chrono::steady_clock::now();
-      ASSIGN_OR_RETURN(WrittenShard shard,
-                       SaveShard(options.env, options.checkpoint_root, state.next_step, comm.rank(),
-                                 comm.world_size(), model.layout(), state.params.data(), *optimizer,
-                                 pipeline.Position(state.next_step), options.job_id));
-      if (options.checkpoint_sink != nullptr) {
-        RETURN_IF_ERROR(options.checkpoint_sink->ShardSaved(state.next_step, comm.rank(), comm.world_size(), shard));
-      }
+      RETURN_IF_ERROR(saver.Save(SnapshotShard(state.next_step, comm.rank(), comm.world_size(), model.layout(),
+                                               state.params.data(), *optimizer, pipeline.Position(state.next_step),
+                                               options.job_id)));
       last_saved = state.next_step;
       result.checkpoint_seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count();
@@ -185,6 +184,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     }
   }
   if (show) progress.Finish();
+  RETURN_IF_ERROR(saver.Wait());  // the final save is durable and reported before we return
   if (result.evals.empty()) {  // restored a finished run: report where it stands
     ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
                                             config.data().eval_batch_size(), comm, &eval_ws));

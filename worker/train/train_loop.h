@@ -95,7 +95,7 @@ struct TrainResult {
   std::vector<double> losses;     // training loss of every step
   bool stopped_early = false;     // ended at an agreed stop request
   int64_t start_step = 0;         // 0, or the restored checkpoint's step
-  double checkpoint_seconds = 0;  // time the loop spent saving shards
+  double checkpoint_seconds = 0;  // training time lost to saves (snapshot + waiting for the previous)
 };
 
 // Number of steps the config asks for on a training split of `num_examples`.
