@@ -16,6 +16,7 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
       workers_registered_(NewGauge(r, "shardline_workers_registered", "Workers in the world (or registered for the next one)")),
       workers_alive_(NewGauge(r, "shardline_workers_alive", "Workers with a live heartbeat stream")),
       last_checkpoint_(NewGauge(r, "shardline_last_checkpoint_step", "Step of the latest committed checkpoint (0: none)")),
+      bad_checkpoints_(NewGauge(r, "shardline_bad_checkpoints", "Committed checkpoints that failed verification and are skipped")),
       worker_losses_(prometheus::BuildCounter()
                          .Name("shardline_worker_losses_total")
                          .Help("Generations ended by a lost worker")
@@ -38,6 +39,7 @@ void CoordinatorMetrics::Update(const JobSnapshot& s) {
   workers_registered_.Set(s.workers_registered);
   workers_alive_.Set(s.workers_alive);
   last_checkpoint_.Set(static_cast<double>(s.last_checkpoint));
+  bad_checkpoints_.Set(static_cast<double>(s.bad_checkpoints));
   const double losses = static_cast<double>(s.worker_losses);
   if (losses > losses_seen_) {
     worker_losses_.Increment(losses - losses_seen_);

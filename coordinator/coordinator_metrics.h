@@ -27,6 +27,7 @@ class CoordinatorMetrics {
   prometheus::Gauge& workers_registered_;
   prometheus::Gauge& workers_alive_;
   prometheus::Gauge& last_checkpoint_;
+  prometheus::Gauge& bad_checkpoints_;
   prometheus::Counter& worker_losses_;
   prometheus::Family<prometheus::Gauge>& job_state_;
   double losses_seen_ = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "absl/strings/numbers.h"
@@ -19,6 +20,7 @@ constexpr char kJobIdKey[] = "job_id";
 constexpr char kGenerationKey[] = "generation";
 constexpr char kGlobalStepKey[] = "global_step";
 constexpr char kCheckpointPrefix[] = "ckpt/";
+constexpr char kBadPrefix[] = "bad/";
 
 // A metrics line passes through untouched; this only reads it for progress.
 bool IsTrainLine(const std::string& line) { return line.find("\"split\":\"train\"") != std::string::npos; }
@@ -73,8 +75,13 @@ absl::Status Job::Init() {
       }
     }
     RETURN_IF_ERROR(DeleteUncommitted(env, options_.checkpoint_root));
+    ASSIGN_OR_RETURN(auto bad, store_->List(kBadPrefix));
+    for (const auto& [key, why] : bad) {
+      int64_t step;
+      if (absl::SimpleAtoi(key.substr(strlen(kBadPrefix) + 5), &step)) bad_.push_back(step);
+    }
     ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, options_.checkpoint_root));
-    if (!steps.empty()) last_checkpoint_ = steps.back();
+    ASSIGN_OR_RETURN(last_checkpoint_, LatestGood());
     // Resume order: this workdir's latest commit, then resume_from.
     if (steps.empty() && !config_.checkpoint().resume_from().empty()) {
       const std::string other = config_.checkpoint().resume_from() + "/checkpoints";
@@ -92,6 +99,14 @@ absl::Status Job::Init() {
   SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size << ", last generation "
              << generation_ << ", latest committed checkpoint at step " << last_checkpoint_;
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Job::LatestGood() {
+  ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(options_.env, options_.checkpoint_root));
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    if (std::find(bad_.begin(), bad_.end(), *it) == bad_.end()) return *it;
+  }
+  return 0;
 }
 
 absl::Status Job::Commit(int64_t step) {
@@ -118,6 +133,12 @@ absl::Status Job::Commit(int64_t step) {
   // The commit record (synced) first, then the COMMITTED file.
   RETURN_IF_ERROR(store_->Put(absl::StrCat(kCheckpointPrefix, StepDirName(step)), m.SerializeAsString(), /*sync=*/true));
   RETURN_IF_ERROR(WriteCommitted(env, dir, m));
+  // A fresh save of a step once marked bad replaces the bad one.
+  auto was_bad = std::find(bad_.begin(), bad_.end(), step);
+  if (was_bad != bad_.end()) {
+    bad_.erase(was_bad);
+    RETURN_IF_ERROR(store_->Delete(absl::StrCat(kBadPrefix, StepDirName(step)), /*sync=*/true));
+  }
   last_checkpoint_ = std::max(last_checkpoint_, step);
   SLOG(INFO) << "committed checkpoint at step " << step << " (" << m.shards_size() << " shards)";
   ASSIGN_OR_RETURN(std::vector<int64_t> deleted, ApplyRetention(env, options_.checkpoint_root, config_.checkpoint()));
@@ -295,6 +316,21 @@ absl::Status Job::Report(const coordinator::WorkerReport& r) {
     }
   }
   for (const coordinator::SavedShard& saved : r.saved()) ShardSaved(r.rank(), saved);
+  if (r.bad_checkpoint_step() > 0 && std::find(bad_.begin(), bad_.end(), r.bad_checkpoint_step()) == bad_.end()) {
+    const int64_t bad_step = r.bad_checkpoint_step();
+    bad_.push_back(bad_step);
+    absl::Status marked = store_->Put(absl::StrCat(kBadPrefix, StepDirName(bad_step)), r.bad_checkpoint_reason(), true);
+    if (!marked.ok()) Fail(Annotate(marked, "marking a checkpoint bad"));
+    absl::StatusOr<int64_t> fallback = LatestGood();
+    if (!fallback.ok()) {
+      Fail(fallback.status());
+    } else {
+      last_checkpoint_ = *fallback;
+      SLOG(ERROR) << "checkpoint at step " << bad_step << " failed verification on rank " << r.rank() << ": "
+                  << r.bad_checkpoint_reason() << "; marked bad, falling back to step " << last_checkpoint_;
+      BreakWorld(absl::StrCat("its checkpoint at step ", bad_step, " is bad"));
+    }
+  }
   for (const std::string& line : r.metric_lines()) {
     if (metrics_ != nullptr) {
       absl::Status written = metrics_->WriteLine(line);
@@ -428,6 +464,7 @@ JobSnapshot Job::Snapshot() {
   s.last_train_line = last_train_line_;
   s.steps_per_second = steps_per_second_;
   s.last_checkpoint = last_checkpoint_;
+  s.bad_checkpoints = static_cast<int64_t>(bad_.size());
   return s;
 }
 

@@ -66,6 +66,7 @@ struct JobSnapshot {
   int64_t worker_losses = 0;
   std::string last_train_line;  // rank 0's latest train metrics line
   int64_t last_checkpoint = 0;  // latest committed checkpoint step (0: none)
+  int64_t bad_checkpoints = 0;  // checkpoints that failed verification
   double steps_per_second = 0;  // rank 0's recent rate
 };
 
@@ -161,6 +162,9 @@ class Job {
   int64_t last_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
   // With no checkpoint of its own yet: checkpoint.resume_from's, or "".
   std::string resume_dir_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> bad_ ABSL_GUARDED_BY(mu_);  // committed steps that failed verification
+  // The newest committed, not-bad checkpoint, or 0.
+  absl::StatusOr<int64_t> LatestGood() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t resume_step_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_train_line_ ABSL_GUARDED_BY(mu_);
   // Step-rate estimate from rank 0's reports, for the stop margin.

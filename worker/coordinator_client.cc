@@ -84,7 +84,8 @@ void Heartbeat::ReportStuck(const std::string& what) {
   stuck_ = what;
 }
 
-bool Heartbeat::SendReport(bool finished, const std::string& fatal, const std::string& watchdog) {
+bool Heartbeat::SendReport(bool finished, const std::string& fatal, const std::string& watchdog, int64_t bad_step,
+                           const std::string& bad_why) {
   coordinator::WorkerReport r;
   r.set_rank(rank_);
   r.set_generation(generation_);
@@ -93,6 +94,8 @@ bool Heartbeat::SendReport(bool finished, const std::string& fatal, const std::s
   r.set_finished(finished);
   r.set_fatal_error(fatal);
   r.set_watchdog(watchdog);
+  r.set_bad_checkpoint_step(bad_step);
+  r.set_bad_checkpoint_reason(bad_why);
   {
     absl::MutexLock lock(&mu_);
     if (!stuck_.empty()) r.set_watchdog(stuck_);
@@ -154,12 +157,21 @@ std::string Heartbeat::abandoned() {
 }
 
 absl::Status Heartbeat::Finish(const std::string& fatal_error, const std::string& watchdog) {
+  return Close(fatal_error.empty() && watchdog.empty(), fatal_error, watchdog, 0, "");
+}
+
+absl::Status Heartbeat::ReportBadCheckpoint(int64_t step, const std::string& why) {
+  return Close(false, "", "", step, why);
+}
+
+absl::Status Heartbeat::Close(bool finished, const std::string& fatal_error, const std::string& watchdog,
+                              int64_t bad_step, const std::string& bad_why) {
   {
     absl::MutexLock lock(&mu_);
     closing_ = true;
   }
   if (sender_.joinable()) sender_.join();
-  bool ok = SendReport(fatal_error.empty() && watchdog.empty(), fatal_error, watchdog);
+  bool ok = SendReport(finished, fatal_error, watchdog, bad_step, bad_why);
   {
     absl::MutexLock lock(&write_mu_);
     ok = stream_->WritesDone() && ok;

@@ -77,13 +77,20 @@ class Heartbeat : public MetricsSink, public CheckpointSink {
   // Returns an error if the report could not be delivered.
   absl::Status Finish(const std::string& fatal_error = "", const std::string& watchdog = "");
 
+  // Reports that the checkpoint of `step` failed verification here, then
+  // closes the stream (the coordinator falls back to an older one).
+  absl::Status ReportBadCheckpoint(int64_t step, const std::string& why);
+
   // Why the generation was abandoned ("" if it was not).
   std::string abandoned();
 
  private:
   void SendLoop();
   void ReadLoop();
-  bool SendReport(bool finished, const std::string& fatal, const std::string& watchdog);
+  bool SendReport(bool finished, const std::string& fatal, const std::string& watchdog,
+                  int64_t bad_step = 0, const std::string& bad_why = "");
+  absl::Status Close(bool finished, const std::string& fatal, const std::string& watchdog, int64_t bad_step,
+                     const std::string& bad_why);
   void Abandon(const std::string& why);
 
   const int rank_;

@@ -222,6 +222,15 @@ absl::Status Run(const Args& args) {
                  << result->checkpoint_seconds << " s of training lost to checkpoints";
       return absl::OkStatus();
     }
+    if (absl::IsDataLoss(result.status()) && !world->restore_dir().empty()) {
+      // The checkpoint we were told to restore is corrupt here.
+      SLOG(ERROR) << "checkpoint at step " << world->start_step() << " failed verification: "
+                  << result.status().message();
+      heartbeat.ReportBadCheckpoint(world->start_step(), std::string(result.status().message())).IgnoreError();
+      previous_generation = world->generation();
+      left_because = std::string(result.status().message());
+      continue;
+    }
     if (absl::IsFailedPrecondition(result.status()) || absl::IsInvalidArgument(result.status())) {
       heartbeat.Finish(std::string(result.status().message())).IgnoreError();
       return result.status();  // a restart would fail the same way

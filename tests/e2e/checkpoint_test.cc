@@ -167,3 +167,32 @@ TEST(CheckpointTest, CkptToolsListVerifyAndExport) {
 
 }  // namespace
 }  // namespace shardline
+
+namespace shardline {
+namespace {
+
+TEST(CheckpointTest, CorruptLatestCheckpointIsMarkedBadAndTheJobFallsBack) {
+  const std::string dir = FreshDir("ckpt_fallback");
+  Subprocess first(Launch(dir, 2, {"train.total_steps=400", "checkpoint.every_steps=200"}));
+  ASSERT_EQ(first.Wait(absl::Seconds(120)), 0) << first.Output();
+  const std::string victim = StepDir(dir + "/checkpoints", 400) + "/" + ShardFileName(1, 2);
+  std::string bytes = ReadAll(victim);
+  bytes[bytes.size() - 100] ^= 0x20;
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), victim, bytes).ok());
+
+  // Run longer in the same workdir: it resumes from 400, finds it corrupt,
+  // falls back to 200 and finishes.
+  Subprocess second(Launch(dir, 2, {"train.total_steps=600", "checkpoint.every_steps=200"}));
+  ASSERT_EQ(second.Wait(absl::Seconds(120)), 0) << second.Output();
+  const std::string log = ReadAll(dir + "/logs/coordinator.log");
+  EXPECT_TRUE(absl::StrContains(log, "checkpoint at step 400 failed verification")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "falling back to step 200")) << log;
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "restored step 200")) << second.Output();
+  EXPECT_EQ(JsonField(SplitLines(dir + "/metrics.jsonl", "eval").back(), "step"), 600);
+  // Step 400 was saved again, good this time.
+  Subprocess verify({BinPath("shardline"), "ckpt", "verify", dir});
+  EXPECT_EQ(verify.Wait(absl::Seconds(30)), 0) << verify.Output();
+}
+
+}  // namespace
+}  // namespace shardline
