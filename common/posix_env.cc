@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -71,10 +72,15 @@ class PosixEnv : public Env {
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return PosixError(absl::StrCat("open ", path), errno);
+    struct stat st;
     std::string out;
-    char buf[1 << 16];
+    // Read straight into a buffer of the file's size (large reads, no
+    // regrowing); keep reading in case the file grew meanwhile.
+    if (fstat(fd, &st) == 0 && st.st_size > 0) out.resize(static_cast<size_t>(st.st_size));
+    size_t have = 0;
     for (;;) {
-      ssize_t n = read(fd, buf, sizeof(buf));
+      if (have == out.size()) out.resize(std::max<size_t>(out.size() * 2, 1 << 16));
+      ssize_t n = read(fd, &out[have], out.size() - have);
       if (n < 0) {
         if (errno == EINTR) continue;
         int err = errno;
@@ -82,9 +88,10 @@ class PosixEnv : public Env {
         return PosixError(absl::StrCat("read ", path), err);
       }
       if (n == 0) break;
-      out.append(buf, static_cast<size_t>(n));
+      have += static_cast<size_t>(n);
     }
     close(fd);
+    out.resize(have);
     return out;
   }
 
