@@ -1,6 +1,7 @@
 #include "worker/checkpoint/save_restore.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -74,11 +75,37 @@ absl::Status ShardSaver::Wait() {
   return s;
 }
 
-absl::Status ShardSaver::Save(ShardContents snapshot) {
-  RETURN_IF_ERROR(Wait());
-  if (!async_) return WriteAndReport(std::move(snapshot));
-  thread_ = std::thread([this, c = std::move(snapshot)]() mutable { background_ = WriteAndReport(std::move(c)); });
-  return absl::OkStatus();
+absl::Status ShardSaver::Save(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
+                              Optimizer& optimizer, const state::DataPosition& position,
+                              const std::string& job_id) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status previous = Wait();
+  if (previous.ok() && !async_) {
+    previous = WriteAndReport(SnapshotShard(step, rank, world, layout, params, optimizer, position, job_id));
+  } else if (previous.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      snapshot_pending_ = true;
+    }
+    thread_ = std::thread([=, &layout, &optimizer] {
+      ShardContents c = SnapshotShard(step, rank, world, layout, params, optimizer, position, job_id);
+      {
+        absl::MutexLock lock(&mu_);
+        snapshot_pending_ = false;
+      }
+      background_ = WriteAndReport(std::move(c));
+    });
+  }
+  stall_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return previous;
+}
+
+void ShardSaver::AwaitSnapshot() {
+  const auto start = std::chrono::steady_clock::now();
+  absl::MutexLock lock(&mu_);
+  auto taken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !snapshot_pending_; };
+  mu_.Await(absl::Condition(&taken));
+  stall_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir, const FlatLayout& layout,

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/env.h"
 #include "proto/config.pb.h"
 #include "proto/train_state.pb.h"
@@ -57,20 +58,31 @@ ShardContents SnapshotShard(int64_t step, int rank, int world, const FlatLayout&
 // Writes a snapshot to root/step_<step>/shard-<rank>-of-<world>.ckpt.
 absl::StatusOr<WrittenShard> WriteSnapshot(Env* env, const std::string& root, ShardContents snapshot);
 
-// Saves shards the CheckFreq way: Save() snapshots on the caller's thread
-// and writes (and reports to the sink) in the background; the caller waits
-// only if the previous save has not finished. With async off, Save() does
-// everything before returning. Not thread-safe; one per training loop.
+// Saves shards the CheckFreq way. Save() returns at once; a background
+// thread first snapshots the shard (copies the parameters and optimizer
+// state, which the next step's forward and backward only read), then writes
+// it and reports it to the sink. The training loop calls AwaitSnapshot()
+// before anything changes that state (the optimizer update), so it waits
+// only if the copy has not finished, and Save() waits only if the previous
+// save has not. With async off, Save() does everything before returning.
+// Not thread-safe; one per training loop.
 class ShardSaver {
  public:
   ShardSaver(Env* env, std::string root, CheckpointSink* sink, bool async)
       : env_(env), root_(std::move(root)), sink_(sink), async_(async) {}
   ~ShardSaver();  // waits for a save in flight
 
-  // Returns the error of the previous background save, if it failed.
-  absl::Status Save(ShardContents snapshot);
+  // Saves this rank's shard at `step`. `params` and `optimizer` must stay
+  // unchanged until AwaitSnapshot() returns. Returns the error of the
+  // previous background save, if it failed.
+  absl::Status Save(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
+                    Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id);
+  // Blocks until the snapshot of the save in flight (if any) is taken.
+  void AwaitSnapshot();
   // Waits for the save in flight; returns its result.
   absl::Status Wait();
+  // Seconds the caller spent blocked in Save() and AwaitSnapshot().
+  double stall_seconds() const { return stall_seconds_; }
 
  private:
   absl::Status WriteAndReport(ShardContents snapshot);
@@ -81,6 +93,9 @@ class ShardSaver {
   bool async_;
   std::thread thread_;
   absl::Status background_;
+  absl::Mutex mu_;
+  bool snapshot_pending_ ABSL_GUARDED_BY(mu_) = false;
+  double stall_seconds_ = 0;
 };
 
 struct Restored {

@@ -67,8 +67,6 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
                    Optimizer::Create(config.optimizer(), model.layout(), shard));
   BatchPipeline pipeline(data.train.num_examples, global_batch, config.data().shuffle_seed());
   const LrSchedule schedule(config.schedule(), total_steps);
-  const StepContext ctx{config, model, data.train, pipeline, *optimizer, schedule, comm};
-
   TrainState state;
   state.params.resize(static_cast<size_t>(model.layout().total_size()));
   model.InitRange(config.seed(), Range{0, model.layout().total_size()}, state.params.data());
@@ -83,6 +81,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     if (comm.rank() == 0) SLOG(INFO) << "restored step " << restored.step << " from " << options.restore_dir;
   }
   const int64_t start_step = state.next_step;
+  // Declared after everything a background save reads (params, optimizer),
+  // so on every return it is destroyed, and waits for its thread, first.
+  ShardSaver saver(options.env, options.checkpoint_root, options.checkpoint_sink, config.checkpoint().async());
+  const StepContext ctx{config, model, data.train, pipeline, *optimizer, schedule, comm, &saver};
 
   const bool lead = comm.rank() == 0;
   const bool show = options.show_progress && lead;
@@ -117,7 +119,6 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   const int64_t save_every = config.checkpoint().every_steps();
   int64_t last_saved = start_step;
   result.start_step = start_step;
-  ShardSaver saver(options.env, options.checkpoint_root, options.checkpoint_sink, config.checkpoint().async());
   double window_seconds = 0;
   int64_t window_steps = 0;
 
@@ -167,15 +168,11 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     const bool save_due = (save_every > 0 && state.next_step % save_every == 0) ||
                           (last && config.checkpoint().save_final());
     if (!options.checkpoint_root.empty() && save_due && state.next_step != last_saved) {
-      // The training thread only snapshots (and waits for a previous save
-      // still in flight); the write and the report happen in the background.
-      const auto save_start = std::chrono::steady_clock::now();
-      RETURN_IF_ERROR(saver.Save(SnapshotShard(state.next_step, comm.rank(), comm.world_size(), model.layout(),
-                                               state.params.data(), *optimizer, pipeline.Position(state.next_step),
-                                               options.job_id)));
+      // Snapshot, write and report happen in the background; the next
+      // step waits for the snapshot before its optimizer update.
+      RETURN_IF_ERROR(saver.Save(state.next_step, comm.rank(), comm.world_size(), model.layout(),
+                                 state.params.data(), *optimizer, pipeline.Position(state.next_step), options.job_id));
       last_saved = state.next_step;
-      result.checkpoint_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count();
     }
     if (stop_now) {
       result.stopped_early = true;
@@ -185,6 +182,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   }
   if (show) progress.Finish();
   RETURN_IF_ERROR(saver.Wait());  // the final save is durable and reported before we return
+  result.checkpoint_seconds = saver.stall_seconds();
   if (result.evals.empty()) {  // restored a finished run: report where it stands
     ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
                                             config.data().eval_batch_size(), comm, &eval_ws));

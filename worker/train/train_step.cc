@@ -85,6 +85,7 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, in
   }
 
   r.lr = ctx.schedule(r.step);
+  if (ctx.saver != nullptr) ctx.saver->AwaitSnapshot();
   const double update_sq = ctx.optimizer.Update(r.step + 1, r.lr, clip_scale,
                                                 state->params.data() + shard.begin,
                                                 b->grads.data() + shard.begin, with_norms);

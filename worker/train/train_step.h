@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/config.pb.h"
+#include "worker/checkpoint/save_restore.h"
 #include "worker/collective/collectives.h"
 #include "worker/data/dataset.h"
 #include "worker/data/pipeline.h"
@@ -35,6 +36,9 @@ struct StepContext {
   Optimizer& optimizer;  // owns shard ShardRange(total, rank, world)
   const LrSchedule& schedule;
   Collectives& comm;
+  // A checkpoint may still be copying the shard: waited for before the
+  // optimizer changes it. Null: no checkpoints.
+  ShardSaver* saver = nullptr;
 };
 
 // The state a step advances. params is the full working copy; only the
