@@ -125,6 +125,7 @@ absl::Status Run(const Args& args) {
       job.RequestStop("signal received");
     }
     job.CheckHeartbeats();
+    job.MaybeRequestCheckpoint();
     const JobSnapshot snap = job.Snapshot();
     metrics.Update(snap);
     if (absl::Now() - last_progress >= absl::Seconds(1)) {

@@ -140,6 +140,7 @@ absl::Status Job::Commit(int64_t step) {
     RETURN_IF_ERROR(store_->Delete(absl::StrCat(kBadPrefix, StepDirName(step)), /*sync=*/true));
   }
   last_checkpoint_ = std::max(last_checkpoint_, step);
+  last_save_time_ = absl::Now();
   SLOG(INFO) << "committed checkpoint at step " << step << " (" << m.shards_size() << " shards)";
   ASSIGN_OR_RETURN(std::vector<int64_t> deleted, ApplyRetention(env, options_.checkpoint_root, config_.checkpoint()));
   for (int64_t d : deleted) RETURN_IF_ERROR(store_->Delete(absl::StrCat(kCheckpointPrefix, StepDirName(d)), false));
@@ -183,6 +184,8 @@ void Job::Form() {
   for (auto& [rank, m] : members_) m.last_seen = now;
   state_ = stop_requested_ ? JobState::kStopping : JobState::kRunning;
   stop_at_ = 0;
+  checkpoint_at_ = 0;
+  last_save_time_ = now;
   rate_steps_ = 0;
   rate_time_ = now;
   absl::Status persisted = Persist(/*sync=*/true);
@@ -369,7 +372,7 @@ std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64
                                                                 absl::Duration wait, bool* end) {
   absl::MutexLock lock(&mu_);
   auto news = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return StreamOver(rank, generation) || stop_at_ != last.stop_at();
+    return StreamOver(rank, generation) || stop_at_ != last.stop_at() || checkpoint_at_ != last.checkpoint_at();
   };
   mu_.AwaitWithTimeout(absl::Condition(&news), wait);
   *end = StreamOver(rank, generation);
@@ -382,8 +385,9 @@ std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64
     c.set_new_generation(state_ == JobState::kForming ? generation_ + 1 : generation_);
     return c;
   }
-  if (stop_at_ == last.stop_at()) return std::nullopt;
+  if (stop_at_ == last.stop_at() && checkpoint_at_ == last.checkpoint_at()) return std::nullopt;
   c.set_stop_at(stop_at_);
+  c.set_checkpoint_at(checkpoint_at_);
   return c;
 }
 
@@ -426,15 +430,29 @@ void Job::RequestStop(const std::string& why) {
     return;
   }
   if (state_ != JobState::kRunning) return;
+  stop_at_ = StepAheadLocked();
+  state_ = JobState::kStopping;
+  SLOG(INFO) << why << ": every worker stops after step " << stop_at_;
+}
+
+int64_t Job::StepAheadLocked() {
   int64_t furthest = 0;
   for (const auto& [rank, m] : members_) furthest = std::max(furthest, m.steps_done);
   // Heartbeats lag by up to ~100 ms; half a second of steps ahead (at least
-  // 2) is ahead of every worker. The workers' per-step agreement makes
-  // the stop exact even if some worker were past it.
+  // 2) is ahead of every worker. The workers' per-step agreement makes the
+  // decision exact even if some worker were past it.
   const int64_t margin = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(steps_per_second_ * 0.5)));
-  stop_at_ = total_steps_ > 0 ? std::min(total_steps_, furthest + margin) : furthest + margin;
-  state_ = JobState::kStopping;
-  SLOG(INFO) << why << ": every worker stops after step " << stop_at_;
+  return total_steps_ > 0 ? std::min(total_steps_, furthest + margin) : furthest + margin;
+}
+
+void Job::MaybeRequestCheckpoint() {
+  absl::MutexLock lock(&mu_);
+  const double period = config_.checkpoint().every_seconds();
+  if (period <= 0 || options_.checkpoint_root.empty() || state_ != JobState::kRunning) return;
+  if (absl::Now() - last_save_time_ < absl::Seconds(period)) return;
+  checkpoint_at_ = StepAheadLocked();
+  last_save_time_ = absl::Now();  // the commit moves it again
+  SLOG(INFO) << "checkpoint.every_seconds: every worker saves after step " << checkpoint_at_;
 }
 
 bool Job::AwaitEnd(absl::Duration wait) {

@@ -108,6 +108,11 @@ class Job {
   // Graceful stop (SIGTERM): stop at a step ahead of every worker.
   void RequestStop(const std::string& why);
 
+  // checkpoint.every_seconds: when that long has passed since the last
+  // commit (or the world's start), asks every worker to save at a step
+  // ahead of all of them. Call often.
+  void MaybeRequestCheckpoint();
+
   // Waits until the job is done or failed, or `wait` passes.
   bool AwaitEnd(absl::Duration wait);
   // OK once every worker finished; the failure otherwise.
@@ -154,6 +159,10 @@ class Job {
   std::map<int, Member> members_ ABSL_GUARDED_BY(mu_);  // of generation_
   std::map<int, Member> pending_ ABSL_GUARDED_BY(mu_);  // for generation_ + 1
   int64_t stop_at_ ABSL_GUARDED_BY(mu_) = 0;             // 0: none
+  int64_t checkpoint_at_ ABSL_GUARDED_BY(mu_) = 0;       // 0: none
+  absl::Time last_save_time_ ABSL_GUARDED_BY(mu_);
+  // A step ahead of every worker: furthest reported + half a second of steps.
+  int64_t StepAheadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t total_steps_ ABSL_GUARDED_BY(mu_) = 0;         // as reported by rank 0
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   int64_t losses_ ABSL_GUARDED_BY(mu_) = 0;

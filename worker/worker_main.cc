@@ -202,6 +202,7 @@ absl::Status Run(const Args& args) {
     options.metrics = rank == 0 ? &heartbeat : nullptr;
     options.show_progress = rank == 0;
     options.stop_request = heartbeat.stop_request();
+    options.checkpoint_request = heartbeat.checkpoint_request();
     options.steps_done = heartbeat.steps_done();
     options.observer = &observer;
     options.checkpoint_root = world->checkpoint_root();

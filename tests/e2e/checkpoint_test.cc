@@ -196,3 +196,22 @@ TEST(CheckpointTest, CorruptLatestCheckpointIsMarkedBadAndTheJobFallsBack) {
 
 }  // namespace
 }  // namespace shardline
+
+namespace shardline {
+namespace {
+
+TEST(CheckpointTest, EverySecondsPolicyIsDecidedByTheCoordinatorAndCommitted) {
+  const std::string dir = FreshDir("ckpt_seconds");
+  Subprocess run(Launch(dir, 2, {"train.total_steps=4000", "checkpoint.every_seconds=0.5",
+                                 "checkpoint.keep_last=0", "checkpoint.save_final=false"}));
+  ASSERT_EQ(run.Wait(absl::Seconds(120)), 0) << run.Output();
+  const std::string log = ReadAll(dir + "/logs/coordinator.log");
+  EXPECT_TRUE(absl::StrContains(log, "checkpoint.every_seconds: every worker saves after step")) << log;
+  const std::vector<int64_t> steps = *CommittedSteps(Env::Default(), dir + "/checkpoints");
+  EXPECT_GE(steps.size(), 1u) << log;
+  Subprocess verify({BinPath("shardline"), "ckpt", "verify", dir});
+  EXPECT_EQ(verify.Wait(absl::Seconds(30)), 0) << verify.Output();
+}
+
+}  // namespace
+}  // namespace shardline

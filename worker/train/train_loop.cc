@@ -119,15 +119,25 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   const int64_t save_every = config.checkpoint().every_steps();
   int64_t last_saved = start_step;
   result.start_step = start_step;
+  const double save_seconds = config.checkpoint().every_seconds();
+  const auto save_period = std::chrono::duration<double>(save_seconds);
+  auto last_save_time = std::chrono::steady_clock::now();
   double window_seconds = 0;
   int64_t window_steps = 0;
 
   while (state.next_step < total_steps) {
     const int64_t step = state.next_step;
     const int64_t stop_vote = options.stop_request != nullptr ? options.stop_request->load() : kNoStop;
+    int64_t checkpoint_vote = kNoStop;
+    if (options.checkpoint_request != nullptr) {
+      const int64_t asked = options.checkpoint_request->load();
+      if (asked > last_saved) checkpoint_vote = asked;  // older requests were served
+    } else if (save_seconds > 0 && std::chrono::steady_clock::now() - last_save_time >= save_period) {
+      checkpoint_vote = step + 1;  // a world of one decides alone
+    }
     const auto start = std::chrono::steady_clock::now();
     const bool log_due = (step + 1) % log_every == 0 || step + 1 == total_steps;
-    ASSIGN_OR_RETURN(StepResult r, TrainStep(ctx, log_due, stop_vote, &state, &buffers));
+    ASSIGN_OR_RETURN(StepResult r, TrainStep(ctx, log_due, stop_vote, checkpoint_vote, &state, &buffers));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Every rank got the same agreed stop in this step, so all end here.
@@ -166,6 +176,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       }
     }
     const bool save_due = (save_every > 0 && state.next_step % save_every == 0) ||
+                          r.agreed_checkpoint <= state.next_step ||
                           (last && config.checkpoint().save_final());
     if (!options.checkpoint_root.empty() && save_due && state.next_step != last_saved) {
       // Snapshot, write and report happen in the background; the next
@@ -173,6 +184,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       RETURN_IF_ERROR(saver.Save(state.next_step, comm.rank(), comm.world_size(), model.layout(),
                                  state.params.data(), *optimizer, pipeline.Position(state.next_step), options.job_id));
       last_saved = state.next_step;
+      last_save_time = std::chrono::steady_clock::now();
     }
     if (stop_now) {
       result.stopped_early = true;

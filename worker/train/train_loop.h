@@ -61,6 +61,10 @@ struct TrainOptions {
   // coordinator; read once per step and agreed across ranks in the step's
   // scalar all-reduce. Null or kNoStop: none.
   const std::atomic<int64_t>* stop_request = nullptr;
+  // A checkpoint request (save after this many completed steps) from the
+  // coordinator (checkpoint.every_seconds); agreed like stop_request. A
+  // world of one with no requester applies every_seconds by its own clock.
+  const std::atomic<int64_t>* checkpoint_request = nullptr;
   // Set to the number of completed steps after every step.
   std::atomic<int64_t>* steps_done = nullptr;
   // Receives every step's result (Prometheus metrics); null: none.

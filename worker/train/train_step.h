@@ -75,6 +75,9 @@ struct StepResult {
   // The smallest stop request of any rank (steps to complete), agreed by
   // every rank in this step's scalar all-reduce; kNoStop if none.
   int64_t agreed_stop = 0;
+  // The same for checkpoint requests: the smallest requested save step of
+  // any rank (kNoStop if none).
+  int64_t agreed_checkpoint = 0;
   PhaseTimes times;
 };
 
@@ -91,10 +94,10 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
 // grad/update/param norms (always computes the grad norm when clipping).
 // `stop_vote` is this rank's requested stop (a step count, or kNoStop); the
 // minimum over ranks comes back in agreed_stop, so all ranks stop at the
-// same step boundary without asking anyone. Fails only if a collective
+// same step boundary without asking anyone. `checkpoint_vote` likewise. Fails only if a collective
 // fails; the state is then unusable until restored.
 absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, int64_t stop_vote,
-                                     TrainState* state, StepBuffers* buffers);
+                                     int64_t checkpoint_vote, TrainState* state, StepBuffers* buffers);
 
 }  // namespace shardline
 

@@ -173,6 +173,25 @@ TEST_F(TrainLoopTest, ResumingFromACheckpointIsBitwiseEqualToNotStopping) {
   }
 }
 
+TEST_F(TrainLoopTest, EverySecondsSavesByTheClock) {
+  const config::JobConfig c = Config({"train.total_steps=300", "checkpoint.every_seconds=0.02",
+                                      "checkpoint.keep_last=0", "checkpoint.save_final=false"});
+  const std::string root = ::testing::TempDir() + "/train_loop_every_seconds";
+  std::system(("rm -rf '" + root + "'").c_str());
+  LocalCommitter committer(Env::Default(), root, c.checkpoint(), "test");
+  LocalCollectives comm;
+  TrainOptions o;
+  o.show_progress = false;
+  o.checkpoint_root = root;
+  o.checkpoint_sink = &committer;
+  absl::StatusOr<TrainResult> r = RunTraining(c, *data_, comm, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<int64_t> steps = *CommittedSteps(Env::Default(), root);
+  // ~0.3 s of training with a save due every 20 ms.
+  EXPECT_GE(steps.size(), 3u);
+  EXPECT_LT(steps.size(), 300u);
+}
+
 TEST_F(TrainLoopTest, CorruptCheckpointIsRefusedNamingTheFile) {
   const config::JobConfig c = Config({"checkpoint.every_steps=20", "train.total_steps=20"});
   const std::string root = ::testing::TempDir() + "/train_loop_corrupt";
