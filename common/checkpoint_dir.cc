@@ -38,6 +38,17 @@ absl::StatusOr<state::CheckpointManifest> ReadCommitted(Env* env, const std::str
   return m;
 }
 
+absl::Status WriteBest(Env* env, const std::string& root, int64_t step, double value) {
+  return WriteFileAtomically(env, root + "/" + kBestFile, absl::StrFormat("%d %.9g\n", step, value), /*durable=*/true);
+}
+
+int64_t ReadBestStep(Env* env, const std::string& root) {
+  absl::StatusOr<std::string> text = env->ReadFile(root + "/" + kBestFile);
+  int64_t step;
+  if (!text.ok() || !absl::SimpleAtoi(text->substr(0, text->find(' ')), &step)) return -1;
+  return step;
+}
+
 absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string& root) {
   std::vector<int64_t> steps;
   if (!env->IsDirectory(root)) return steps;

@@ -21,6 +21,12 @@
 namespace shardline {
 
 inline constexpr char kCommittedFile[] = "COMMITTED";
+inline constexpr char kBestFile[] = "BEST";  // root/BEST: "<step> <value>"
+
+// The best checkpoint's step recorded in root/BEST (durably, by WriteBest),
+// or -1.
+absl::Status WriteBest(Env* env, const std::string& root, int64_t step, double value);
+int64_t ReadBestStep(Env* env, const std::string& root);
 
 // "step_000000001200": zero-padded so names sort by step.
 std::string StepDirName(int64_t step);

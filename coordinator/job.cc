@@ -141,8 +141,14 @@ absl::Status Job::Commit(int64_t step) {
   }
   last_checkpoint_ = std::max(last_checkpoint_, step);
   last_save_time_ = absl::Now();
-  SLOG(INFO) << "committed checkpoint at step " << step << " (" << m.shards_size() << " shards)";
-  ASSIGN_OR_RETURN(std::vector<int64_t> deleted, ApplyRetention(env, options_.checkpoint_root, config_.checkpoint()));
+  const coordinator::SavedShard& any = saves_[step].begin()->second;
+  SLOG(INFO) << "committed checkpoint at step " << step << " (" << m.shards_size() << " shards)"
+             << (any.best() ? absl::StrCat(", the new best: ", config_.checkpoint().best_metric(), " ", any.best_value()) : "");
+  if (any.best()) RETURN_IF_ERROR(WriteBest(env, options_.checkpoint_root, step, any.best_value()));
+  const int64_t best = ReadBestStep(env, options_.checkpoint_root);
+  ASSIGN_OR_RETURN(std::vector<int64_t> deleted,
+                   ApplyRetention(env, options_.checkpoint_root, config_.checkpoint(),
+                                  best >= 0 ? std::vector<int64_t>{best} : std::vector<int64_t>{}));
   for (int64_t d : deleted) RETURN_IF_ERROR(store_->Delete(absl::StrCat(kCheckpointPrefix, StepDirName(d)), false));
   return DeleteUncommitted(env, options_.checkpoint_root, step);
 }

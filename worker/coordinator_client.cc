@@ -74,6 +74,8 @@ absl::Status Heartbeat::ShardSaved(int64_t step, int rank, int world, const Writ
   s.set_file(shard.path.substr(shard.path.rfind('/') + 1));
   s.set_size(shard.size);
   s.set_crc32c(shard.crc32c);
+  s.set_best(shard.best);
+  s.set_best_value(shard.best_value);
   absl::MutexLock lock(&mu_);
   saved_.push_back(std::move(s));
   return absl::OkStatus();

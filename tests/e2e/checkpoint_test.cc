@@ -215,3 +215,36 @@ TEST(CheckpointTest, EverySecondsPolicyIsDecidedByTheCoordinatorAndCommitted) {
 
 }  // namespace
 }  // namespace shardline
+
+namespace shardline {
+namespace {
+
+TEST(CheckpointTest, BestSeriesKeepsTheBestEvalCheckpointPastKeepLast) {
+  const std::string dir = FreshDir("ckpt_best");
+  // "Best" = highest eval loss, so the best is an early step that only the
+  // series keeps (keep_last is 1).
+  Subprocess run(Launch(dir, 2, {"train.total_steps=1200", "train.eval_every=100", "checkpoint.every_steps=300",
+                                 "checkpoint.keep_last=1", "checkpoint.best_metric=loss", "checkpoint.best_mode=max"}));
+  ASSERT_EQ(run.Wait(absl::Seconds(120)), 0) << run.Output();
+  int64_t want = -1;
+  double top = -1;
+  for (const std::string& l : SplitLines(dir + "/metrics.jsonl", "eval")) {
+    if (JsonField(l, "loss") > top) {
+      top = JsonField(l, "loss");
+      want = static_cast<int64_t>(JsonField(l, "step"));
+    }
+  }
+  EXPECT_LT(want, 1200);
+  const std::string root = dir + "/checkpoints";
+  EXPECT_EQ(ReadBestStep(Env::Default(), root), want);
+  const std::vector<int64_t> steps = *CommittedSteps(Env::Default(), root);
+  EXPECT_NE(std::find(steps.begin(), steps.end(), want), steps.end()) << "the best is kept";
+  EXPECT_NE(std::find(steps.begin(), steps.end(), 1200), steps.end()) << "and the last one";
+  EXPECT_LE(steps.size(), 2u);
+  Subprocess list({BinPath("shardline"), "ckpt", "list", dir});
+  ASSERT_EQ(list.Wait(absl::Seconds(30)), 0);
+  EXPECT_TRUE(absl::StrContains(list.Output(), "best (")) << list.Output();
+}
+
+}  // namespace
+}  // namespace shardline

@@ -22,15 +22,23 @@ absl::Status LocalCommitter::ShardSaved(int64_t step, int rank, int world, const
   e->set_size(shard.size);
   e->set_crc32c(shard.crc32c);
   RETURN_IF_ERROR(WriteCommitted(env_, StepDir(root_, step), m));
-  SLOG(INFO) << "committed checkpoint at step " << step;
-  ASSIGN_OR_RETURN(std::vector<int64_t> deleted, ApplyRetention(env_, root_, policy_));
+  SLOG(INFO) << "committed checkpoint at step " << step << (shard.best ? " (new best)" : "");
+  if (shard.best) RETURN_IF_ERROR(WriteBest(env_, root_, step, shard.best_value));
+  const int64_t best = ReadBestStep(env_, root_);
+  ASSIGN_OR_RETURN(std::vector<int64_t> deleted,
+                   ApplyRetention(env_, root_, policy_, best >= 0 ? std::vector<int64_t>{best} : std::vector<int64_t>{}));
   return DeleteUncommitted(env_, root_, step);
 }
 
 ShardContents SnapshotShard(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
-                            Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id) {
+                            Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id,
+                            const BestSoFar& best) {
   const Range shard = optimizer.shard();
   ShardContents c;
+  if (best.step >= 0) {
+    c.header.set_best_step(best.step);
+    c.header.set_best_value(best.value);
+  }
   c.header.set_step(step);
   c.header.set_world_size(world);
   c.header.set_rank(rank);
@@ -77,18 +85,18 @@ absl::Status ShardSaver::Wait() {
 
 absl::Status ShardSaver::Save(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
                               Optimizer& optimizer, const state::DataPosition& position,
-                              const std::string& job_id) {
+                              const std::string& job_id, const BestSoFar& best) {
   const auto start = std::chrono::steady_clock::now();
   absl::Status previous = Wait();
   if (previous.ok() && !async_) {
-    previous = WriteAndReport(SnapshotShard(step, rank, world, layout, params, optimizer, position, job_id));
+    previous = WriteAndReport(SnapshotShard(step, rank, world, layout, params, optimizer, position, job_id, best));
   } else if (previous.ok()) {
     {
       absl::MutexLock lock(&mu_);
       snapshot_pending_ = true;
     }
     thread_ = std::thread([=, &layout, &optimizer] {
-      ShardContents c = SnapshotShard(step, rank, world, layout, params, optimizer, position, job_id);
+      ShardContents c = SnapshotShard(step, rank, world, layout, params, optimizer, position, job_id, best);
       {
         absl::MutexLock lock(&mu_);
         snapshot_pending_ = false;
@@ -144,6 +152,7 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
       }
     }
     out.position = h.data_position();
+    if (h.has_best_step()) out.best = BestSoFar{h.best_step(), h.best_value()};
     for (const ShardBuffer& b : c.buffers) {
       if (b.name == "params") {
         std::memcpy(params + h.begin(), b.values.data(), b.values.size() * sizeof(float));

@@ -48,12 +48,20 @@ class LocalCommitter : public CheckpointSink {
   std::string job_id_;
 };
 
+// The best eval value (checkpoint.best_metric) seen so far and its step;
+// step -1: none yet. Saved in every shard so the series survives restarts.
+struct BestSoFar {
+  int64_t step = -1;
+  double value = 0;
+};
+
 // A copy of this rank's shard of the training state at `step`: the
 // optimizer's shard of `params` (the full working copy), its state, the data
 // position and the model's tensor table. Training may go on changing the
 // originals once this returns.
 ShardContents SnapshotShard(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
-                            Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id);
+                            Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id,
+                            const BestSoFar& best = {});
 
 // Writes a snapshot to root/step_<step>/shard-<rank>-of-<world>.ckpt.
 absl::StatusOr<WrittenShard> WriteSnapshot(Env* env, const std::string& root, ShardContents snapshot);
@@ -76,7 +84,8 @@ class ShardSaver {
   // unchanged until AwaitSnapshot() returns. Returns the error of the
   // previous background save, if it failed.
   absl::Status Save(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
-                    Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id);
+                    Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id,
+                    const BestSoFar& best = {});
   // Blocks until the snapshot of the save in flight (if any) is taken.
   void AwaitSnapshot();
   // Waits for the save in flight; returns its result.
@@ -101,6 +110,7 @@ class ShardSaver {
 struct Restored {
   int64_t step = 0;
   state::DataPosition position;
+  BestSoFar best;
 };
 
 // Restores from the committed checkpoint in `step_dir`, whatever world size

@@ -114,6 +114,8 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
     return Annotate(s, absl::StrCat("writing checkpoint shard ", out.path));
   }
   out.size = static_cast<int64_t>(kPrefixBytes + header.size()) + c.header.payload_bytes();
+  out.best = c.header.has_best_step() && c.header.best_step() == c.header.step();
+  out.best_value = c.header.best_value();
   return out;
 }
 

@@ -36,6 +36,8 @@ struct WrittenShard {
   std::string path;
   int64_t size = 0;    // bytes of the file
   uint32_t crc32c = 0;  // CRC32C of the whole file (unmasked)
+  bool best = false;    // the header marks this step as the best so far
+  double best_value = 0;
 };
 
 inline constexpr int64_t kShardBlockBytes = 1 << 20;

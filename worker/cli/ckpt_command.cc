@@ -22,7 +22,8 @@ constexpr char kHelp[] =
     "       shardline ckpt export DIR --step S|latest --out FILE.safetensors\n"
     "\n"
     "DIR is a workdir (its checkpoints are in DIR/checkpoints).\n"
-    "  list    every step directory: committed or not, shards, bytes\n"
+    "  list    every step directory: committed or not, shards, bytes, and which\n"
+    "          is the best by checkpoint.best_metric (with its value)\n"
     "  verify  re-checks every committed checkpoint (or step S): shard sizes,\n"
     "          whole-file and per-block CRC32C, coverage; exit 1 on any failure\n"
     "  export  the full parameters of a committed checkpoint as safetensors\n"
@@ -70,7 +71,8 @@ absl::Status List(Env* env, const std::string& workdir) {
   const std::string root = Root(workdir);
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->GetChildren(root));
   std::sort(names.begin(), names.end());
-  printf("%-20s %-11s %-7s %s\n", "step", "state", "shards", "bytes");
+  const int64_t best = ReadBestStep(env, root);
+  printf("%-20s %-11s %-7s %-12s %s\n", "step", "state", "shards", "bytes", "best");
   for (const std::string& n : names) {
     if (n.rfind("step_", 0) != 0) continue;
     const std::string dir = root + "/" + n;
@@ -89,8 +91,15 @@ absl::Status List(Env* env, const std::string& workdir) {
       absl::StatusOr<state::CheckpointManifest> m = ReadCommitted(env, dir);
       if (m.ok()) world = absl::StrCat(m->world_size());
     }
-    printf("%-20s %-11s %-7s %ld\n", n.substr(5).c_str(), committed ? "committed" : "uncommitted",
-           absl::StrCat(shards, "/", world).c_str(), static_cast<long>(bytes));
+    int64_t step = -1;
+    absl::SimpleAtoi(n.substr(5), &step);
+    std::string best_text;
+    if (step == best) {
+      absl::StatusOr<std::string> b = env->ReadFile(root + "/" + kBestFile);
+      best_text = b.ok() ? absl::StrCat("best (", b->substr(b->find(' ') + 1, b->find('\n') - b->find(' ') - 1), ")") : "best";
+    }
+    printf("%-20s %-11s %-7s %-12ld %s\n", n.substr(5).c_str(), committed ? "committed" : "uncommitted",
+           absl::StrCat(shards, "/", world).c_str(), static_cast<long>(bytes), best_text.c_str());
   }
   return absl::OkStatus();
 }

@@ -70,6 +70,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   TrainState state;
   state.params.resize(static_cast<size_t>(model.layout().total_size()));
   model.InitRange(config.seed(), Range{0, model.layout().total_size()}, state.params.data());
+  BestSoFar best;
   if (!options.restore_dir.empty()) {
     ASSIGN_OR_RETURN(Restored restored, RestoreCheckpoint(options.env, options.restore_dir, model.layout(),
                                                           state.params.data(), optimizer.get()));
@@ -78,6 +79,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       return absl::DataLossError(absl::StrFormat("%s: saved at step %d but its data position is step %d",
                                                  options.restore_dir, restored.step, state.next_step));
     }
+    best = restored.best;
     if (comm.rank() == 0) SLOG(INFO) << "restored step " << restored.step << " from " << options.restore_dir;
   }
   const int64_t start_step = state.next_step;
@@ -162,9 +164,21 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       window_seconds = 0;
       window_steps = 0;
     }
+    bool new_best = false;
     if ((eval_every > 0 && state.next_step % eval_every == 0) || last) {
       ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
                                               config.data().eval_batch_size(), comm, &eval_ws));
+      // Every rank has the same eval numbers and the same best so far (it
+      // is restored with the checkpoint), so all agree on a new best.
+      const std::string& metric = config.checkpoint().best_metric();
+      if (!metric.empty()) {
+        const double value = metric == "loss" ? e.loss : e.accuracy;
+        const bool higher = config.checkpoint().best_mode() == config::MAX;
+        if (best.step < 0 || (higher ? value > best.value : value < best.value)) {
+          best = BestSoFar{state.next_step, value};
+          new_best = true;
+        }
+      }
       const EvalPoint point{state.next_step, e.loss, e.accuracy, result.train_seconds};
       result.evals.push_back(point);
       if (lead && options.metrics != nullptr) RETURN_IF_ERROR(options.metrics->Write(EvalLine(point)));
@@ -175,14 +189,15 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
                                       e.loss, e.accuracy);
       }
     }
-    const bool save_due = (save_every > 0 && state.next_step % save_every == 0) ||
+    const bool save_due = (save_every > 0 && state.next_step % save_every == 0) || new_best ||
                           r.agreed_checkpoint <= state.next_step ||
                           (last && config.checkpoint().save_final());
     if (!options.checkpoint_root.empty() && save_due && state.next_step != last_saved) {
       // Snapshot, write and report happen in the background; the next
       // step waits for the snapshot before its optimizer update.
       RETURN_IF_ERROR(saver.Save(state.next_step, comm.rank(), comm.world_size(), model.layout(),
-                                 state.params.data(), *optimizer, pipeline.Position(state.next_step), options.job_id));
+                                 state.params.data(), *optimizer, pipeline.Position(state.next_step), options.job_id,
+                                 best));
       last_saved = state.next_step;
       last_save_time = std::chrono::steady_clock::now();
     }
