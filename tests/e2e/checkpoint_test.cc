@@ -153,6 +153,19 @@ TEST(CheckpointTest, CkptToolsListVerifyAndExport) {
   ASSERT_TRUE(shard0.ok());
   EXPECT_EQ(std::memcmp(st.data() + 8 + header_len, shard0->buffers[0].values.data(), 1000 * sizeof(float)), 0);
 
+  // init_from: a fresh run starts from the exported parameters.
+  const std::string fresh = FreshDir("ckpt_init_from");
+  Subprocess init({BinPath("shardline"), "train", "--config", kConfig, "--workdir", fresh, "--set",
+                   "train.total_steps=1", "--set", "schedule.warmup_steps=0", "--set", "schedule.base_lr=0.0001",
+                   "--set", "checkpoint.init_from=" + dir + "/a.safetensors"});
+  ASSERT_EQ(init.Wait(absl::Seconds(60)), 0) << init.Output();
+  EXPECT_TRUE(absl::StrContains(init.Output(), "initialised parameters from")) << init.Output();
+  EXPECT_GT(JsonField(SplitLines(fresh + "/metrics.jsonl", "eval").back(), "accuracy"), 0.8);
+  Subprocess wrong({BinPath("shardline"), "train", "--config", kConfig, "--workdir", FreshDir("ckpt_init_bad"),
+                    "--set", "model.hidden_sizes=64", "--set", "checkpoint.init_from=" + dir + "/a.safetensors"});
+  EXPECT_EQ(wrong.Wait(absl::Seconds(60)), 1);
+  EXPECT_TRUE(absl::StrContains(wrong.Output(), "a.safetensors")) << wrong.Output();
+
   // A flipped byte fails verification, naming the step and the file.
   const std::string victim = StepDir(dir + "/checkpoints", 200) + "/" + ShardFileName(1, 2);
   std::string bytes = ReadAll(victim);

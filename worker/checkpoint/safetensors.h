@@ -11,7 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "common/env.h"
 #include "proto/train_state.pb.h"
+#include "worker/model/flat_layout.h"
 
 namespace shardline {
 
@@ -19,6 +22,11 @@ namespace shardline {
 // `tensors`; `metadata` goes into "__metadata__" (string to string).
 std::string SafetensorsBytes(const std::vector<state::TensorEntry>& tensors, const std::vector<float>& params,
                              const std::map<std::string, std::string>& metadata);
+
+// Reads F32 tensors from a safetensors file into `params` laid out by
+// `layout`: every tensor of the layout must be present with the same shape.
+// Errors name the file and the tensor.
+absl::Status ReadSafetensorsInto(Env* env, const std::string& path, const FlatLayout& layout, float* params);
 
 }  // namespace shardline
 

@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "common/shard.h"
 #include "common/status_macros.h"
+#include "worker/checkpoint/safetensors.h"
 #include "worker/train/evaluator.h"
 #include "worker/train/nan_guard.h"
 #include "worker/train/progress.h"
@@ -81,6 +82,11 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     }
     best = restored.best;
     if (comm.rank() == 0) SLOG(INFO) << "restored step " << restored.step << " from " << options.restore_dir;
+  } else if (!config.checkpoint().init_from().empty()) {
+    // Third in the resume order: parameters only, optimizer and data fresh.
+    RETURN_IF_ERROR(ReadSafetensorsInto(options.env, config.checkpoint().init_from(), model.layout(),
+                                        state.params.data()));
+    if (comm.rank() == 0) SLOG(INFO) << "initialised parameters from " << config.checkpoint().init_from();
   }
   const int64_t start_step = state.next_step;
   // Declared after everything a background save reads (params, optimizer),
