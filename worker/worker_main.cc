@@ -56,6 +56,10 @@ class GenerationObserver : public StepObserver {
   GenerationObserver(WorkerMetrics* metrics, RingCollectives* ring) : metrics_(metrics), ring_(ring) {}
   void OnStart(const RunInfo& info) override { metrics_->OnStart(info); }
   void OnStep(const StepResult& r, double seconds) override {
+    if (first_) {  // bench/recovery_bench.sh measures restarts by this line
+      SLOG(INFO) << "first step of this generation done (step " << r.step + 1 << ")";
+      first_ = false;
+    }
     metrics_->OnStep(r, seconds);
     metrics_->SetTransportBytes(ring_->bytes_sent(), ring_->bytes_received());
   }
@@ -63,6 +67,7 @@ class GenerationObserver : public StepObserver {
  private:
   WorkerMetrics* metrics_;
   RingCollectives* ring_;
+  bool first_ = true;
 };
 
 // Watches one generation's step counter. If it does not move for `timeout`

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Issue 5 side by side: time from SIGKILL of one of 2 workers to the first
+# completed training step after the restart, for `shardline launch
+# --max_restarts` (restores the last committed checkpoint) and for torchrun's
+# elastic restart of a 2-process DDP job (restarts every worker from step 0),
+# in the same run. KILLS kills each (default 5); prints medians.
+#
+#   bench/recovery_bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KILLS=${KILLS:-5}
+OUT=bench/out/recovery
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+/usr/bin/python3 -c "import torch" 2>/dev/null || {
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch python3-numpy; }
+./deploy/install-deps.sh
+[ -x build/bin/shardline-worker ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
+rm -rf "$OUT" && mkdir -p "$OUT"
+now() { date +%s.%N; }
+# Log timestamps are local "HH:MM:SS.micro" of today.
+to_epoch() { date -d "$(date +%F) $1" +%s.%N; }
+
+echo "== shardline: $KILLS kills of worker 1" >&2
+build/bin/shardline launch --config deploy/configs/fmnist_mlp.textproto --workers 2 --workdir "$OUT/shardline" \
+  --max_restarts $KILLS --set train.total_steps=100000000 --set checkpoint.every_steps=200 \
+  --set train.log_every=1000000 --set train.eval_every=0 2> "$OUT/shardline.log" &
+LAUNCH=$!
+LOG="$OUT/shardline/logs/worker-0.log"
+until grep -q "first step of this generation" "$LOG" 2>/dev/null; do sleep 0.1; done
+for ((k = 1; k <= KILLS; k++)); do
+  sleep 2
+  seen=$(grep -c "first step of this generation" "$LOG")
+  pid=$(pgrep -f "shardline-worker --coordinator .* --rank 1" | head -1)
+  t0=$(now); kill -9 "$pid"
+  until [ "$(grep -c "first step of this generation" "$LOG")" -gt "$seen" ]; do sleep 0.01; done
+  t1=$(to_epoch "$(grep "first step of this generation" "$LOG" | tail -1 | awk '{print $2}')")
+  echo "shardline $(echo "$t1 - $t0" | bc)" | tee -a "$OUT/times.txt"
+done
+kill -TERM $LAUNCH; wait $LAUNCH || true
+
+run_torchrun() {  # NAME EXTRA_ARGS...
+  local name=$1; shift
+  echo "== torchrun $name: $KILLS kills" >&2
+  (cd bench && PYTHONPATH=. /usr/bin/torchrun --nproc_per_node=2 --max_restarts=$KILLS --redirects=1 --tee=1 "$@" \
+     torch_elastic.py > "../$OUT/torch_$name.log" 2>&1) &
+  local agent=$!
+  until grep -q "FIRSTSTEP" "$OUT/torch_$name.log" 2>/dev/null; do sleep 0.1; done
+  for ((k = 1; k <= KILLS; k++)); do
+    sleep 2
+    local pid t0 t1
+    pid=$(pgrep -f "^/usr/bin/python3[.0-9]* -u torch_elastic.py" | tail -1)
+    t0=$(now); kill -9 "$pid"
+    until grep -q "FIRSTSTEP .* restart $k" "$OUT/torch_$name.log"; do sleep 0.01; done
+    t1=$(grep -o "FIRSTSTEP [0-9.]* rank [0-9]* restart $k\$" "$OUT/torch_$name.log" | awk '{print $2}' | sort -n | tail -1)
+    echo "torchrun_$name $(echo "$t1 - $t0" | bc)" | tee -a "$OUT/times.txt"
+  done
+  pkill -TERM -f "torchrun --nproc_per_node=2" || true
+  wait $agent || true
+}
+run_torchrun default
+run_torchrun monitor05 --monitor_interval=0.5
+
+/usr/bin/python3 - "$OUT/times.txt" <<'PY'
+import collections, statistics, sys
+t = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    k, v = line.split(); t[k].append(float(v))
+for k, v in t.items():
+    print(f"{k}: median {statistics.median(v):.2f} s over {len(v)} kills ({', '.join(f'{x:.2f}' for x in v)})")
+PY
