@@ -3,12 +3,12 @@
 MLP, global batch, SGD momentum schedule and data as a shardline config. Each
 rank trains on its slice of the same global batch. Rank 0 prints eval lines
 and a summary in shardline's terms (train_seconds excludes evaluation)."""
-import argparse, json, math, os, time
+import argparse, json, time
 
 import torch
 import torch.distributed as dist
 
-from torch_mlp import load  # same data loading and normalisation
+from torch_mlp import build_mlp, load, schedule  # same model, data and schedule
 
 
 def main():
@@ -28,23 +28,13 @@ def main():
     torch.manual_seed(0)
     xtr, ytr = load(a.data, "train")
     xte, yte = load(a.data, "t10k")
-    widths = [784] + [int(h) for h in a.hidden.split(",")] + [10]
-    layers = []
-    for i in range(len(widths) - 1):
-        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
-        if i + 2 < len(widths):
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers))
+    model = torch.nn.parallel.DistributedDataParallel(build_mlp(a.hidden))
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     spe = xtr.shape[0] // a.batch
     total = a.steps if a.steps else a.epochs * spe
     local = a.batch // world
 
-    def lr_at(s):
-        if s < a.warmup:
-            return a.lr * (s + 1) / a.warmup
-        prog = min(1.0, (s - a.warmup) / max(1, total - 1 - a.warmup))
-        return a.lr * 0.5 * (1 + math.cos(math.pi * prog))
+    lr_at = schedule(a.lr, a.warmup, total)
 
     loss_fn = torch.nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(0)

@@ -8,7 +8,7 @@ import os, time
 import torch
 import torch.distributed as dist
 
-from torch_mlp import load
+from torch_mlp import build_mlp, load
 
 
 def main():
@@ -16,9 +16,7 @@ def main():
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     xtr, ytr = load("/usr/share/datasets/fashion-mnist", "train")
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
-        torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128), torch.nn.ReLU(),
-        torch.nn.Linear(128, 10)))
+    model = torch.nn.parallel.DistributedDataParallel(build_mlp("256,128"))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     local = 128 // world

@@ -22,6 +22,27 @@ def load(dirname, split):
     return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
 
 
+def build_mlp(hidden):
+    """784 -> hidden... -> 10 with ReLUs, as shardline's MLP."""
+    widths = [784] + [int(h) for h in hidden.split(",")] + [10]
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
+        if i + 2 < len(widths):
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+def schedule(base, warmup, total):
+    """shardline's schedule: linear warmup, then cosine to 0."""
+    def lr_at(s):
+        if s < warmup:
+            return base * (s + 1) / warmup
+        prog = min(1.0, (s - warmup) / max(1, total - 1 - warmup))
+        return base * 0.5 * (1 + math.cos(math.pi * prog))
+    return lr_at
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
@@ -40,22 +61,12 @@ def main():
     torch.manual_seed(a.seed)
     xtr, ytr = load(a.data, "train")
     xte, yte = load(a.data, "t10k")
-    widths = [784] + [int(h) for h in a.hidden.split(",")] + [10]
-    layers = []
-    for i in range(len(widths) - 1):
-        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
-        if i + 2 < len(widths):
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers)
+    model = build_mlp(a.hidden)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     spe = xtr.shape[0] // a.batch
     total = a.steps if a.steps else a.epochs * spe
 
-    def lr_at(s):  # shardline's schedule: linear warmup, then cosine to 0
-        if s < a.warmup:
-            return a.lr * (s + 1) / a.warmup
-        prog = min(1.0, (s - a.warmup) / max(1, total - 1 - a.warmup))
-        return a.lr * 0.5 * (1 + math.cos(math.pi * prog))
+    lr_at = schedule(a.lr, a.warmup, total)
 
     loss_fn = torch.nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(a.seed)

@@ -1,14 +1,8 @@
 #include "coordinator/coordinator_metrics.h"
 
+#include "common/prometheus_util.h"
+
 namespace shardline {
-namespace {
-
-prometheus::Gauge& NewGauge(prometheus::Registry& r, const std::string& name, const std::string& help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
-}
-
-}  // namespace
-
 CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
     : generation_(NewGauge(r, "shardline_generation", "World generation; bumped on every restart of the world")),
       global_step_(NewGauge(r, "shardline_global_step", "Steps every worker of the generation has finished")),
@@ -17,11 +11,7 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
       workers_alive_(NewGauge(r, "shardline_workers_alive", "Workers with a live heartbeat stream")),
       last_checkpoint_(NewGauge(r, "shardline_last_checkpoint_step", "Step of the latest committed checkpoint (0: none)")),
       bad_checkpoints_(NewGauge(r, "shardline_bad_checkpoints", "Committed checkpoints that failed verification and are skipped")),
-      worker_losses_(prometheus::BuildCounter()
-                         .Name("shardline_worker_losses_total")
-                         .Help("Generations ended by a lost worker")
-                         .Register(r)
-                         .Add({})),
+      worker_losses_(NewCounter(r, "shardline_worker_losses_total", "Generations ended by a lost worker")),
       job_state_(prometheus::BuildGauge()
                      .Name("shardline_job_state")
                      .Help("1 for the job's current state, 0 for the others")

@@ -1,20 +1,10 @@
 #include "worker/worker_metrics.h"
 
+#include "common/prometheus_util.h"
+
 #include "common/logging.h"
 
 namespace shardline {
-namespace {
-
-prometheus::Gauge& NewGauge(prometheus::Registry& r, const std::string& name, const std::string& help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
-}
-
-prometheus::Counter& NewCounter(prometheus::Registry& r, const std::string& name, const std::string& help) {
-  return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
-}
-
-}  // namespace
-
 WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
     : peak_flops_(peak_flops),
       step_(NewGauge(r, "shardline_step", "Steps this worker has completed in its current run")),

@@ -19,19 +19,8 @@
 namespace shardline {
 namespace {
 
-const std::string kConfig = absl::StrCat(SHARDLINE_SOURCE_DIR, "/deploy/configs/fmnist_mlp.textproto");
+const std::string kConfig = DefaultConfig();
 
-std::vector<std::string> Launch(const std::string& dir, int workers, const std::vector<std::string>& sets,
-                                int max_restarts = 0) {
-  std::vector<std::string> argv = {BinPath("shardline"), "launch", "--config", kConfig, "--workers",
-                                   std::to_string(workers), "--workdir", dir, "--max_restarts",
-                                   std::to_string(max_restarts)};
-  for (const std::string& s : sets) {
-    argv.push_back("--set");
-    argv.push_back(s);
-  }
-  return argv;
-}
 
 // Every buffer of every shard of the final checkpoint, concatenated.
 std::vector<float> FinalState(const std::string& workdir, int64_t step, int world) {
@@ -51,13 +40,13 @@ const std::vector<std::string> kRun = {"train.total_steps=1600", "checkpoint.eve
 
 TEST(CheckpointTest, KilledWorkersAndCoordinatorResumeFromTheLastCommitAndEndBitForBit) {
   const std::string clean = FreshDir("ckpt_clean");
-  Subprocess a(Launch(clean, 2, kRun));
+  Subprocess a(LaunchArgv(clean, 2, kRun));
   ASSERT_EQ(a.Wait(absl::Seconds(120)), 0) << a.Output();
   const std::vector<float> want = FinalState(clean, 1600, 2);
   ASSERT_FALSE(want.empty());
 
   const std::string dir = FreshDir("ckpt_killed");
-  Subprocess b(Launch(dir, 2, kRun, /*max_restarts=*/4));
+  Subprocess b(LaunchArgv(dir, 2, kRun, /*max_restarts=*/4));
   const std::string coord_log = dir + "/logs/coordinator.log";
   // Kill rank 1 after the first commit, then rank 0 after a later one.
   for (const auto& [rank, commit] : std::vector<std::pair<int, std::string>>{{1, "step 400 "}, {0, "step 1000 "}}) {
@@ -88,10 +77,10 @@ TEST(CheckpointTest, KilledWorkersAndCoordinatorResumeFromTheLastCommitAndEndBit
 
 TEST(CheckpointTest, CheckpointOfTwoWorkersRestoresOntoThreeAndOntoOne) {
   const std::string two = FreshDir("ckpt_two");
-  Subprocess a(Launch(two, 2, {"train.total_steps=300", "data.global_batch_size=96", "checkpoint.every_steps=300"}));
+  Subprocess a(LaunchArgv(two, 2, {"train.total_steps=300", "data.global_batch_size=96", "checkpoint.every_steps=300"}));
   ASSERT_EQ(a.Wait(absl::Seconds(120)), 0) << a.Output();
   const std::string three = FreshDir("ckpt_three");
-  Subprocess b(Launch(three, 3, {"train.total_steps=400", "data.global_batch_size=96",
+  Subprocess b(LaunchArgv(three, 3, {"train.total_steps=400", "data.global_batch_size=96",
                                  "checkpoint.resume_from=" + two}));
   ASSERT_EQ(b.Wait(absl::Seconds(120)), 0) << b.Output();
   for (int r = 0; r < 3; ++r) {
@@ -120,7 +109,7 @@ namespace {
 
 TEST(CheckpointTest, CkptToolsListVerifyAndExport) {
   const std::string dir = FreshDir("ckpt_tools");
-  Subprocess run(Launch(dir, 2, {"train.total_steps=400", "checkpoint.every_steps=200"}));
+  Subprocess run(LaunchArgv(dir, 2, {"train.total_steps=400", "checkpoint.every_steps=200"}));
   ASSERT_EQ(run.Wait(absl::Seconds(120)), 0) << run.Output();
 
   Subprocess list({BinPath("shardline"), "ckpt", "list", dir});
@@ -186,7 +175,7 @@ namespace {
 
 TEST(CheckpointTest, CorruptLatestCheckpointIsMarkedBadAndTheJobFallsBack) {
   const std::string dir = FreshDir("ckpt_fallback");
-  Subprocess first(Launch(dir, 2, {"train.total_steps=400", "checkpoint.every_steps=200"}));
+  Subprocess first(LaunchArgv(dir, 2, {"train.total_steps=400", "checkpoint.every_steps=200"}));
   ASSERT_EQ(first.Wait(absl::Seconds(120)), 0) << first.Output();
   const std::string victim = StepDir(dir + "/checkpoints", 400) + "/" + ShardFileName(1, 2);
   std::string bytes = ReadAll(victim);
@@ -195,7 +184,7 @@ TEST(CheckpointTest, CorruptLatestCheckpointIsMarkedBadAndTheJobFallsBack) {
 
   // Run longer in the same workdir: it resumes from 400, finds it corrupt,
   // falls back to 200 and finishes.
-  Subprocess second(Launch(dir, 2, {"train.total_steps=600", "checkpoint.every_steps=200"}));
+  Subprocess second(LaunchArgv(dir, 2, {"train.total_steps=600", "checkpoint.every_steps=200"}));
   ASSERT_EQ(second.Wait(absl::Seconds(120)), 0) << second.Output();
   const std::string log = ReadAll(dir + "/logs/coordinator.log");
   EXPECT_TRUE(absl::StrContains(log, "checkpoint at step 400 failed verification")) << log;
@@ -215,7 +204,7 @@ namespace {
 
 TEST(CheckpointTest, EverySecondsPolicyIsDecidedByTheCoordinatorAndCommitted) {
   const std::string dir = FreshDir("ckpt_seconds");
-  Subprocess run(Launch(dir, 2, {"train.total_steps=4000", "checkpoint.every_seconds=0.5",
+  Subprocess run(LaunchArgv(dir, 2, {"train.total_steps=4000", "checkpoint.every_seconds=0.5",
                                  "checkpoint.keep_last=0", "checkpoint.save_final=false"}));
   ASSERT_EQ(run.Wait(absl::Seconds(120)), 0) << run.Output();
   const std::string log = ReadAll(dir + "/logs/coordinator.log");
@@ -236,7 +225,7 @@ TEST(CheckpointTest, BestSeriesKeepsTheBestEvalCheckpointPastKeepLast) {
   const std::string dir = FreshDir("ckpt_best");
   // "Best" = highest eval loss, so the best is an early step that only the
   // series keeps (keep_last is 1).
-  Subprocess run(Launch(dir, 2, {"train.total_steps=1200", "train.eval_every=100", "checkpoint.every_steps=300",
+  Subprocess run(LaunchArgv(dir, 2, {"train.total_steps=1200", "train.eval_every=100", "checkpoint.every_steps=300",
                                  "checkpoint.keep_last=1", "checkpoint.best_metric=loss", "checkpoint.best_mode=max"}));
   ASSERT_EQ(run.Wait(absl::Seconds(120)), 0) << run.Output();
   int64_t want = -1;

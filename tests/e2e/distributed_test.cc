@@ -19,19 +19,8 @@
 namespace shardline {
 namespace {
 
-const std::string kConfig = absl::StrCat(SHARDLINE_SOURCE_DIR, "/deploy/configs/fmnist_mlp.textproto");
+const std::string kConfig = DefaultConfig();
 
-std::vector<std::string> Launch(const std::string& dir, int workers, const std::vector<std::string>& sets,
-                                int max_restarts = 0) {
-  std::vector<std::string> argv = {BinPath("shardline"), "launch", "--config", kConfig, "--workers",
-                                   std::to_string(workers), "--workdir", dir,
-                                   "--max_restarts", std::to_string(max_restarts)};
-  for (const std::string& s : sets) {
-    argv.push_back("--set");
-    argv.push_back(s);
-  }
-  return argv;
-}
 
 // Port of a worker's /metrics, from its log line "metrics on port N".
 int WorkerMetricsPort(const std::string& log) {
@@ -49,7 +38,7 @@ std::vector<double> TrainLosses(const std::string& metrics) {
 
 TEST(DistributedTest, LaunchTrainsWritesMetricsAndKeepsLogs) {
   const std::string dir = FreshDir("dist_launch");
-  Subprocess p(Launch(dir, 2, {"train.total_steps=300", "train.log_every=100", "train.eval_every=150"}));
+  Subprocess p(LaunchArgv(dir, 2, {"train.total_steps=300", "train.log_every=100", "train.eval_every=150"}));
   ASSERT_EQ(p.Wait(absl::Seconds(120)), 0) << p.Output();
   const std::vector<std::string> train = SplitLines(dir + "/metrics.jsonl", "train");
   const std::vector<std::string> eval = SplitLines(dir + "/metrics.jsonl", "eval");
@@ -93,7 +82,7 @@ TEST(DistributedTest, SeparateProcessesWithExplicitPorts) {
 
 TEST(DistributedTest, SecondWorkerClaimingALiveRankIsRejected) {
   const std::string dir = FreshDir("dist_conflict");
-  Subprocess launch(Launch(dir, 2, {"train.total_steps=1000000"}));
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=1000000"}));
   ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", "generation 1 formed", absl::Seconds(60)))
       << launch.Output();
   Subprocess intruder({BinPath("shardline-worker"), "--coordinator", ReadAll(dir + "/coordinator.address"),
@@ -107,7 +96,7 @@ TEST(DistributedTest, SecondWorkerClaimingALiveRankIsRejected) {
 
 TEST(DistributedTest, KilledWorkerIsDetectedRestartedAndTheJobCompletes) {
   const std::string dir = FreshDir("dist_loss");
-  Subprocess launch(Launch(dir, 2, {"train.total_steps=4000", "train.log_every=500"}, /*max_restarts=*/1));
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=4000", "train.log_every=500"}, /*max_restarts=*/1));
   ASSERT_TRUE(WaitForText(dir + "/logs/worker-1.log", "joined generation 1", absl::Seconds(60))) << launch.Output();
   absl::SleepFor(absl::Milliseconds(500));
   const std::vector<pid_t> victims = FindProcesses({"shardline-worker", "--rank 1", ReadAll(dir + "/coordinator.address")});
@@ -129,17 +118,12 @@ TEST(DistributedTest, KilledWorkerIsDetectedRestartedAndTheJobCompletes) {
 TEST(DistributedTest, ThreeWorkersComputeWhatOneDoesAndAreDeterministic) {
   const std::vector<std::string> sets = {"train.total_steps=50", "train.log_every=1", "data.global_batch_size=96"};
   const std::string one = FreshDir("dist_equiv_1");
-  std::vector<std::string> train = {BinPath("shardline"), "train", "--config", kConfig, "--workdir", one};
-  for (const std::string& s : sets) {
-    train.push_back("--set");
-    train.push_back(s);
-  }
-  Subprocess single(train);
+  Subprocess single(TrainArgv(one, sets));
   ASSERT_EQ(single.Wait(absl::Seconds(120)), 0) << single.Output();
   std::vector<std::vector<double>> runs;
   for (const char* name : {"dist_equiv_3a", "dist_equiv_3b"}) {
     const std::string dir = FreshDir(name);
-    Subprocess p(Launch(dir, 3, sets));
+    Subprocess p(LaunchArgv(dir, 3, sets));
     ASSERT_EQ(p.Wait(absl::Seconds(120)), 0) << p.Output();
     runs.push_back(TrainLosses(dir + "/metrics.jsonl"));
   }
@@ -154,7 +138,7 @@ TEST(DistributedTest, ThreeWorkersComputeWhatOneDoesAndAreDeterministic) {
 
 TEST(DistributedTest, MetricsMoveAndSigtermStopsEveryWorkerAtTheSameStep) {
   const std::string dir = FreshDir("dist_metrics");
-  Subprocess launch(Launch(dir, 2, {"train.total_steps=1000000", "train.log_every=50"}));
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=1000000", "train.log_every=50"}));
   ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "joined generation 1", absl::Seconds(60))) << launch.Output();
   int coord_port = 0;
   const std::string coord_metrics = ReadAll(dir + "/coordinator.metrics_address");
@@ -210,7 +194,7 @@ namespace {
 // README's first command: the default job on 2 workers reaches 0.89.
 TEST(DistributedTest, DefaultJobOnTwoWorkersReachesPublishedAccuracy) {
   const std::string dir = FreshDir("dist_default");
-  Subprocess p(Launch(dir, 2, {}));
+  Subprocess p(LaunchArgv(dir, 2, {}));
   ASSERT_EQ(p.Wait(absl::Seconds(400)), 0) << p.Output();
   const std::string last = SplitLines(dir + "/metrics.jsonl", "eval").back();
   EXPECT_EQ(JsonField(last, "step"), 15 * 468);

@@ -16,8 +16,35 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/subprocess.h"
 
 namespace shardline {
+
+std::string DefaultConfig() { return absl::StrCat(SHARDLINE_SOURCE_DIR, "/deploy/configs/fmnist_mlp.textproto"); }
+
+namespace {
+void AddSets(const std::vector<std::string>& sets, std::vector<std::string>* argv) {
+  for (const std::string& s : sets) {
+    argv->push_back("--set");
+    argv->push_back(s);
+  }
+}
+}  // namespace
+
+std::vector<std::string> LaunchArgv(const std::string& dir, int workers, const std::vector<std::string>& sets,
+                                    int max_restarts) {
+  std::vector<std::string> argv = {BinPath("shardline"), "launch", "--config", DefaultConfig(), "--workers",
+                                   std::to_string(workers), "--workdir", dir, "--max_restarts",
+                                   std::to_string(max_restarts)};
+  AddSets(sets, &argv);
+  return argv;
+}
+
+std::vector<std::string> TrainArgv(const std::string& dir, const std::vector<std::string>& sets) {
+  std::vector<std::string> argv = {BinPath("shardline"), "train", "--config", DefaultConfig(), "--workdir", dir};
+  AddSets(sets, &argv);
+  return argv;
+}
 
 std::string FreshDir(const std::string& name) {
   const std::string dir = absl::StrCat(::testing::TempDir(), "/", name);

@@ -12,6 +12,15 @@
 
 namespace shardline {
 
+// The default job config, deploy/configs/fmnist_mlp.textproto.
+std::string DefaultConfig();
+// argv of `shardline launch --config <default> --workers N --workdir DIR
+// --max_restarts K --set ...`.
+std::vector<std::string> LaunchArgv(const std::string& dir, int workers, const std::vector<std::string>& sets,
+                                    int max_restarts = 0);
+// argv of `shardline train --config <default> --workdir DIR --set ...`.
+std::vector<std::string> TrainArgv(const std::string& dir, const std::vector<std::string>& sets);
+
 // TempDir()/<name>, emptied.
 std::string FreshDir(const std::string& name);
 std::string ReadAll(const std::string& path);

@@ -16,7 +16,7 @@
 namespace shardline {
 namespace {
 
-const std::string kConfig = absl::StrCat(SHARDLINE_SOURCE_DIR, "/deploy/configs/fmnist_mlp.textproto");
+const std::string kConfig = DefaultConfig();
 
 double Field(const std::string& line, const std::string& key) {
   const double v = JsonField(line, key);
@@ -24,19 +24,10 @@ double Field(const std::string& line, const std::string& key) {
   return v;
 }
 
-std::vector<std::string> Train(const std::string& workdir, std::vector<std::string> sets) {
-  std::vector<std::string> argv = {BinPath("shardline"), "train", "--config", kConfig,
-                                   "--workdir", workdir};
-  for (const std::string& s : sets) {
-    argv.push_back("--set");
-    argv.push_back(s);
-  }
-  return argv;
-}
 
 TEST(TrainCliTest, ShortRunWritesMetricsAndResolvedConfig) {
   const std::string dir = FreshDir("train_cli_short");
-  Subprocess p(Train(dir, {"train.epochs=1", "train.log_every=100", "train.eval_every=200"}));
+  Subprocess p(TrainArgv(dir, {"train.epochs=1", "train.log_every=100", "train.eval_every=200"}));
   ASSERT_EQ(p.Wait(absl::Seconds(120)), 0) << p.Output();
   const std::vector<std::string> lines = ReadLines(dir + "/metrics.jsonl");
   int train = 0, eval = 0;
@@ -59,7 +50,7 @@ TEST(TrainCliTest, TwoRunsWithTheSameSeedWriteIdenticalLossCurves) {
   std::vector<std::string> curves;
   for (const char* name : {"det_a", "det_b"}) {
     const std::string dir = FreshDir(std::string("train_cli_") + name);
-    Subprocess p(Train(dir, {"train.total_steps=200", "train.log_every=10"}));
+    Subprocess p(TrainArgv(dir, {"train.total_steps=200", "train.log_every=10"}));
     ASSERT_EQ(p.Wait(absl::Seconds(120)), 0) << p.Output();
     std::string curve;
     for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
@@ -79,9 +70,9 @@ TEST(TrainCliTest, BadInputExitsNonzeroNamingTheProblem) {
   };
   const std::string dir = FreshDir("train_cli_bad");
   const std::vector<Case> cases = {
-      {Train(dir, {"data.global_batch_size=-5"}), "data.global_batch_size: must be positive, got -5"},
-      {Train(dir, {"model.widths=3"}), "unknown field 'widths'"},
-      {Train(dir, {"data.dir=/nonexistent/fmnist"}), "/nonexistent/fmnist"},
+      {TrainArgv(dir, {"data.global_batch_size=-5"}), "data.global_batch_size: must be positive, got -5"},
+      {TrainArgv(dir, {"model.widths=3"}), "unknown field 'widths'"},
+      {TrainArgv(dir, {"data.dir=/nonexistent/fmnist"}), "/nonexistent/fmnist"},
       {{BinPath("shardline"), "train", "--config", "/nonexistent.textproto", "--workdir", dir},
        "/nonexistent.textproto"},
       {{BinPath("shardline"), "train", "--config", kConfig, "--workdir", dir, "--bogus", "1"},
@@ -99,7 +90,7 @@ TEST(TrainCliTest, BadInputExitsNonzeroNamingTheProblem) {
 
 TEST(TrainCliTest, DefaultJobReachesPublishedAccuracy) {
   const std::string dir = FreshDir("train_cli_default");
-  Subprocess p(Train(dir, {}));
+  Subprocess p(TrainArgv(dir, {}));
   ASSERT_EQ(p.Wait(absl::Seconds(400)), 0) << p.Output();
   const std::vector<std::string> lines = ReadLines(dir + "/metrics.jsonl");
   // The data set's README: MLP 256-128-100 reaches 0.8833. Ours must reach 0.89.
