@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/checkpoint_dir.h"
 #include "common/config.h"
+#include "common/fault_injection.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
@@ -132,6 +133,7 @@ absl::Status Job::Commit(int64_t step) {
   }
   // The commit record (synced) first, then the COMMITTED file.
   RETURN_IF_ERROR(store_->Put(absl::StrCat(kCheckpointPrefix, StepDirName(step)), m.SerializeAsString(), /*sync=*/true));
+  CrashPoint("after_commit_record", step);
   RETURN_IF_ERROR(WriteCommitted(env, dir, m));
   // A fresh save of a step once marked bad replaces the bad one.
   auto was_bad = std::find(bad_.begin(), bad_.end(), step);

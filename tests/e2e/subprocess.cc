@@ -17,12 +17,13 @@ namespace shardline {
 
 std::string BinPath(const std::string& name) { return absl::StrCat(SHARDLINE_BIN_DIR, "/", name); }
 
-Subprocess::Subprocess(const std::vector<std::string>& argv) {
+Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   static std::atomic<int> counter{0};
   const char* tmp = getenv("TMPDIR");
   output_path_ = absl::StrCat(tmp ? tmp : "/tmp", "/shardline-e2e-", getpid(), "-", counter++, ".log");
   pid_ = fork();
   if (pid_ == 0) {
+    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
     const int fd = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, STDOUT_FILENO);
     dup2(fd, STDERR_FILENO);

@@ -18,8 +18,9 @@ namespace shardline {
 
 class Subprocess {
  public:
-  // Starts argv[0] (a path) with argv; output goes to a temp file.
-  explicit Subprocess(const std::vector<std::string>& argv);
+  // Starts argv[0] (a path) with argv and, added to this process's
+  // environment, `env` ("NAME=value"); output goes to a temp file.
+  explicit Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
   ~Subprocess();  // SIGKILLs the process if it still runs
 
   pid_t pid() const { return pid_; }

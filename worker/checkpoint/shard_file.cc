@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/crc32c.h"
+#include "common/fault_injection.h"
 #include "common/status_macros.h"
 
 namespace shardline {
@@ -107,6 +108,7 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
     if (s.ok()) s = f->Close();
     out.crc32c = crc;
   }
+  if (s.ok()) CrashPoint("before_shard_rename", c.header.step());
   if (s.ok()) s = env->RenameFile(tmp, out.path);
   if (s.ok()) s = env->SyncDir(dir);
   if (!s.ok()) {

@@ -1,0 +1,34 @@
+#include "common/fault_injection.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace shardline {
+
+void CrashPoint(absl::string_view point, int64_t step) {
+  static const std::string spec = [] {
+    const char* v = std::getenv("SHARDLINE_CRASH_AT");
+    return std::string(v == nullptr ? "" : v);
+  }();
+  if (spec.empty()) return;
+  const std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits(':', 2));
+  if (parts.size() != 3 || parts[0] != point || parts[1] != absl::StrCat(step)) return;
+  // O_EXCL: exactly one process crashes here, once.
+  const int fd = open(parts[2].c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) return;
+  close(fd);
+  std::fprintf(stderr, "SHARDLINE_CRASH_AT: killing myself at %s of step %ld\n", std::string(point).c_str(),
+               static_cast<long>(step));
+  std::fflush(stderr);
+  kill(getpid(), SIGKILL);
+}
+
+}  // namespace shardline
