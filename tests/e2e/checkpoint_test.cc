@@ -276,7 +276,7 @@ TEST(CheckpointTest, CrashesInsideASaveAndInsideACommitLoseNothing) {
     SCOPED_TRACE(c.point);
     const std::string dir = FreshDir("ckpt_crash_" + c.point.substr(0, c.point.find(':')));
     Subprocess b(LaunchArgv(dir, 2, run, /*max_restarts=*/2),
-                 {"SHARDLINE_CRASH_AT=" + c.point + ":" + dir + ".crashed"});
+                 {"SHARDLINE_CRASH_AT=" + c.point + ":" + dir + "/crash-marker"});
     ASSERT_EQ(b.Wait(absl::Seconds(120)), 0) << b.Output();
     EXPECT_TRUE(absl::StrContains(b.Output(), c.expect)) << b.Output();
     const std::vector<float> got = FinalState(dir, 1000, 2);
