@@ -45,6 +45,9 @@ function(shardline_cc_test)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
+  if("unit" IN_LIST ARG_LABELS)
+    set_property(GLOBAL APPEND PROPERTY SHARDLINE_UNIT_TESTS ${ARG_NAME})
+  endif()
   gtest_discover_tests(${ARG_NAME}
     PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     DISCOVERY_TIMEOUT 60)

@@ -41,11 +41,14 @@ constexpr char kHelp[] =
     "  --heartbeat_timeout_ms T  a worker silent this long is lost (default 5000)\n"
     "\n"
     "SIGTERM or SIGINT: every worker stops at a step ahead of all of them, then\n"
-    "all exit 0. A second signal exits at once.\n";
+    "all exit 0. A second signal exits at once. SIGUSR1: every worker evaluates\n"
+    "at a step ahead of all of them (an eval line in metrics.jsonl).\n";
 
 std::atomic<int> g_signals{0};
+std::atomic<int> g_eval_requests{0};
 
 void OnSignal(int) { g_signals.fetch_add(1); }
+void OnEvalSignal(int) { g_eval_requests.fetch_add(1); }
 
 void InstallStopHandler() {
   struct sigaction sa = {};
@@ -53,6 +56,8 @@ void InstallStopHandler() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  sa.sa_handler = OnEvalSignal;
+  sigaction(SIGUSR1, &sa, nullptr);
 }
 
 // "key":value from a one-line JSON object, or -1.
@@ -115,7 +120,7 @@ absl::Status Run(const Args& args) {
   SLOG(INFO) << "coordinator of job " << job.job_id() << " listening on " << address << ", metrics on port "
              << exposer->port() << ", waiting for " << options.world_size << " workers";
 
-  int signals_seen = 0;
+  int signals_seen = 0, evals_seen = 0;
   absl::Time last_progress = absl::InfinitePast();
   while (!job.AwaitEnd(absl::Milliseconds(100))) {
     const int signals = g_signals.load();
@@ -123,6 +128,10 @@ absl::Status Run(const Args& args) {
       if (signals_seen > 0) return absl::AbortedError("second signal: exiting without waiting for the workers");
       signals_seen = signals;
       job.RequestStop("signal received");
+    }
+    if (g_eval_requests.load() > evals_seen) {
+      evals_seen = g_eval_requests.load();
+      job.RequestEval();
     }
     job.CheckHeartbeats();
     job.MaybeRequestCheckpoint();

@@ -193,6 +193,7 @@ void Job::Form() {
   state_ = stop_requested_ ? JobState::kStopping : JobState::kRunning;
   stop_at_ = 0;
   checkpoint_at_ = 0;
+  eval_at_ = 0;
   last_save_time_ = now;
   rate_steps_ = 0;
   rate_time_ = now;
@@ -380,7 +381,8 @@ std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64
                                                                 absl::Duration wait, bool* end) {
   absl::MutexLock lock(&mu_);
   auto news = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return StreamOver(rank, generation) || stop_at_ != last.stop_at() || checkpoint_at_ != last.checkpoint_at();
+    return StreamOver(rank, generation) || stop_at_ != last.stop_at() || checkpoint_at_ != last.checkpoint_at() ||
+           eval_at_ != last.eval_at();
   };
   mu_.AwaitWithTimeout(absl::Condition(&news), wait);
   *end = StreamOver(rank, generation);
@@ -393,9 +395,12 @@ std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64
     c.set_new_generation(state_ == JobState::kForming ? generation_ + 1 : generation_);
     return c;
   }
-  if (stop_at_ == last.stop_at() && checkpoint_at_ == last.checkpoint_at()) return std::nullopt;
+  if (stop_at_ == last.stop_at() && checkpoint_at_ == last.checkpoint_at() && eval_at_ == last.eval_at()) {
+    return std::nullopt;
+  }
   c.set_stop_at(stop_at_);
   c.set_checkpoint_at(checkpoint_at_);
+  c.set_eval_at(eval_at_);
   return c;
 }
 
@@ -461,6 +466,13 @@ void Job::MaybeRequestCheckpoint() {
   checkpoint_at_ = StepAheadLocked();
   last_save_time_ = absl::Now();  // the commit moves it again
   SLOG(INFO) << "checkpoint.every_seconds: every worker saves after step " << checkpoint_at_;
+}
+
+void Job::RequestEval() {
+  absl::MutexLock lock(&mu_);
+  if (state_ != JobState::kRunning) return;
+  eval_at_ = StepAheadLocked();
+  SLOG(INFO) << "eval requested: every worker evaluates after step " << eval_at_;
 }
 
 bool Job::AwaitEnd(absl::Duration wait) {

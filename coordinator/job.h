@@ -113,6 +113,9 @@ class Job {
   // ahead of all of them. Call often.
   void MaybeRequestCheckpoint();
 
+  // "Eval now" (SIGUSR1): every worker evaluates at a step ahead of all.
+  void RequestEval();
+
   // Waits until the job is done or failed, or `wait` passes.
   bool AwaitEnd(absl::Duration wait);
   // OK once every worker finished; the failure otherwise.
@@ -160,6 +163,7 @@ class Job {
   std::map<int, Member> pending_ ABSL_GUARDED_BY(mu_);  // for generation_ + 1
   int64_t stop_at_ ABSL_GUARDED_BY(mu_) = 0;             // 0: none
   int64_t checkpoint_at_ ABSL_GUARDED_BY(mu_) = 0;       // 0: none
+  int64_t eval_at_ ABSL_GUARDED_BY(mu_) = 0;             // 0: none
   absl::Time last_save_time_ ABSL_GUARDED_BY(mu_);
   // A step ahead of every worker: furthest reported + half a second of steps.
   int64_t StepAheadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

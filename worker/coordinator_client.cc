@@ -132,6 +132,7 @@ void Heartbeat::ReadLoop() {
   while (stream_->Read(&c)) {
     if (c.stop_at() > 0) stop_request_.store(c.stop_at());
     if (c.checkpoint_at() > 0) checkpoint_request_.store(c.checkpoint_at());
+    if (c.eval_at() > 0) eval_request_.store(c.eval_at());
     if (c.new_generation() > 0) {
       Abandon(absl::StrCat("the coordinator moved the world to generation ", c.new_generation()));
     }

@@ -61,6 +61,7 @@ class Heartbeat : public MetricsSink, public CheckpointSink {
 
   std::atomic<int64_t>* stop_request() { return &stop_request_; }
   std::atomic<int64_t>* checkpoint_request() { return &checkpoint_request_; }
+  std::atomic<int64_t>* eval_request() { return &eval_request_; }
   std::atomic<int64_t>* steps_done() { return &steps_done_; }
   void set_total_steps(int64_t total) { total_steps_ = total; }
 
@@ -101,6 +102,7 @@ class Heartbeat : public MetricsSink, public CheckpointSink {
   std::atomic<int64_t> stop_request_;
   std::atomic<int64_t> steps_done_{0};
   std::atomic<int64_t> checkpoint_request_{0};
+  std::atomic<int64_t> eval_request_{0};
   std::atomic<int64_t> total_steps_{0};
 
   grpc::ClientContext ctx_;

@@ -208,6 +208,7 @@ absl::Status Run(const Args& args) {
     options.show_progress = rank == 0;
     options.stop_request = heartbeat.stop_request();
     options.checkpoint_request = heartbeat.checkpoint_request();
+    options.eval_request = heartbeat.eval_request();
     options.steps_done = heartbeat.steps_done();
     options.observer = &observer;
     options.checkpoint_root = world->checkpoint_root();

@@ -203,3 +203,56 @@ TEST(DistributedTest, DefaultJobOnTwoWorkersReachesPublishedAccuracy) {
 
 }  // namespace
 }  // namespace shardline
+
+namespace shardline {
+namespace {
+
+// A worker whose step stops advancing (here: its peer is frozen, and the
+// collective deadline is long) logs what its threads are doing and reports
+// itself stuck; the coordinator treats it as lost.
+TEST(DistributedTest, WatchdogReportsAStuckWorker) {
+  const std::string dir = FreshDir("dist_watchdog");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=1000000", "runtime.watchdog_timeout_seconds=1",
+                                        "runtime.collective_timeout_seconds=60"}));
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
+      << launch.Output();
+  const std::vector<pid_t> peer = FindProcesses({"shardline-worker", "--rank 1", ReadAll(dir + "/coordinator.address")});
+  ASSERT_EQ(peer.size(), 1u);
+  kill(peer[0], SIGSTOP);
+  EXPECT_TRUE(WaitForText(dir + "/logs/worker-0.log", "watchdog: rank 0 made no progress past step",
+                          absl::Seconds(20)));
+  EXPECT_TRUE(WaitForText(dir + "/logs/worker-0.log", "training thread inside step", absl::Seconds(1)));
+  EXPECT_TRUE(WaitForText(dir + "/logs/coordinator.log", "watchdog fired", absl::Seconds(10)))
+      << ReadAll(dir + "/logs/coordinator.log");
+  kill(peer[0], SIGKILL);
+  launch.Signal(SIGTERM);
+  launch.Wait(absl::Seconds(60));
+}
+
+}  // namespace
+}  // namespace shardline
+
+namespace shardline {
+namespace {
+
+TEST(DistributedTest, Sigusr1MakesEveryWorkerEvaluateAtTheSameStep) {
+  const std::string dir = FreshDir("dist_eval_now");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=1000000", "train.eval_every=0"}));
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
+      << launch.Output();
+  const std::vector<pid_t> coordinator = FindProcesses({"shardline-coordinator", "--workdir " + dir});
+  ASSERT_EQ(coordinator.size(), 1u);
+  kill(coordinator[0], SIGUSR1);
+  ASSERT_TRUE(WaitForText(dir + "/metrics.jsonl", "\"split\":\"eval\"", absl::Seconds(20))) << launch.Output();
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "eval requested: every worker evaluates"));
+  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
+  ASSERT_EQ(evals.size(), 1u);
+  EXPECT_GT(JsonField(evals[0], "step"), 0);
+  EXPECT_GT(JsonField(evals[0], "accuracy"), 0.0);
+  EXPECT_LE(JsonField(evals[0], "accuracy"), 1.0);
+  launch.Signal(SIGTERM);
+  EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();
+}
+
+}  // namespace
+}  // namespace shardline

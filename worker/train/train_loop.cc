@@ -126,6 +126,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   const int64_t eval_every = config.train().eval_every();
   const int64_t save_every = config.checkpoint().every_steps();
   int64_t last_saved = start_step;
+  int64_t last_eval = start_step;
   result.start_step = start_step;
   const double save_seconds = config.checkpoint().every_seconds();
   const auto save_period = std::chrono::duration<double>(save_seconds);
@@ -143,9 +144,14 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     } else if (save_seconds > 0 && std::chrono::steady_clock::now() - last_save_time >= save_period) {
       checkpoint_vote = step + 1;  // a world of one decides alone
     }
+    int64_t eval_vote = kNoStop;
+    if (options.eval_request != nullptr && options.eval_request->load() > last_eval) {
+      eval_vote = options.eval_request->load();
+    }
     const auto start = std::chrono::steady_clock::now();
     const bool log_due = (step + 1) % log_every == 0 || step + 1 == total_steps;
-    ASSIGN_OR_RETURN(StepResult r, TrainStep(ctx, log_due, stop_vote, checkpoint_vote, &state, &buffers));
+    ASSIGN_OR_RETURN(StepResult r,
+                     TrainStep(ctx, log_due, Votes{stop_vote, checkpoint_vote, eval_vote}, &state, &buffers));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Every rank got the same agreed stop in this step, so all end here.
@@ -171,7 +177,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       window_steps = 0;
     }
     bool new_best = false;
-    if ((eval_every > 0 && state.next_step % eval_every == 0) || last) {
+    if ((eval_every > 0 && state.next_step % eval_every == 0) || last || r.agreed_eval <= state.next_step) {
+      last_eval = state.next_step;
       ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
                                               config.data().eval_batch_size(), comm, &eval_ws));
       // Every rank has the same eval numbers and the same best so far (it

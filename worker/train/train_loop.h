@@ -65,6 +65,9 @@ struct TrainOptions {
   // coordinator (checkpoint.every_seconds); agreed like stop_request. A
   // world of one with no requester applies every_seconds by its own clock.
   const std::atomic<int64_t>* checkpoint_request = nullptr;
+  // An evaluation request (evaluate after this many completed steps), agreed
+  // the same way.
+  const std::atomic<int64_t>* eval_request = nullptr;
   // Set to the number of completed steps after every step.
   std::atomic<int64_t>* steps_done = nullptr;
   // Receives every step's result (Prometheus metrics); null: none.

@@ -56,8 +56,8 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
   return total;
 }
 
-absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, int64_t stop_vote,
-                                     int64_t checkpoint_vote, TrainState* state, StepBuffers* b) {
+absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, const Votes& votes,
+                                     TrainState* state, StepBuffers* b) {
   StepResult r;
   r.step = state->next_step;
   Stopwatch watch;
@@ -71,14 +71,17 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, in
   const Range shard = ctx.optimizer.shard();
   const float clip = ctx.config.train().grad_clip_norm();
   const bool need_grad_norm = with_norms || clip > 0;
-  double scalars[4] = {stats.loss_sum,
+  double scalars[5] = {stats.loss_sum,
                        need_grad_norm ? SumSquares(b->grads.data() + shard.begin, shard.size()) : 0.0,
-                       static_cast<double>(stop_vote), static_cast<double>(checkpoint_vote)};
-  static constexpr ReduceOp kOps[4] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMin};
+                       static_cast<double>(votes.stop), static_cast<double>(votes.checkpoint),
+                       static_cast<double>(votes.eval)};
+  static constexpr ReduceOp kOps[5] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMin,
+                                       ReduceOp::kMin};
   RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(scalars), kOps));
   r.loss = scalars[0] / ctx.config.data().global_batch_size();
   r.agreed_stop = static_cast<int64_t>(scalars[2]);
   r.agreed_checkpoint = static_cast<int64_t>(scalars[3]);
+  r.agreed_eval = static_cast<int64_t>(scalars[4]);
   float clip_scale = 1.0f;
   if (need_grad_norm) {
     r.grad_norm = std::sqrt(scalars[1]);

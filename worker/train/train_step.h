@@ -78,6 +78,8 @@ struct StepResult {
   // The same for checkpoint requests: the smallest requested save step of
   // any rank (kNoStop if none).
   int64_t agreed_checkpoint = 0;
+  // And for evaluation requests.
+  int64_t agreed_eval = 0;
   PhaseTimes times;
 };
 
@@ -92,12 +94,20 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
 
 // Runs step state->next_step and advances it. `with_norms` also computes
 // grad/update/param norms (always computes the grad norm when clipping).
-// `stop_vote` is this rank's requested stop (a step count, or kNoStop); the
-// minimum over ranks comes back in agreed_stop, so all ranks stop at the
-// same step boundary without asking anyone. `checkpoint_vote` likewise. Fails only if a collective
+// `votes` are this rank's requested stop, checkpoint and eval steps; the
+// minimum over ranks of each comes back in agreed_*, so all ranks act at the
+// same step boundary without asking anyone. Fails only if a collective
 // fails; the state is then unusable until restored.
-absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, int64_t stop_vote,
-                                     int64_t checkpoint_vote, TrainState* state, StepBuffers* buffers);
+// The votes of this rank, each a step count or kNoStop; the minimum over
+// ranks of each comes back in StepResult::agreed_*.
+struct Votes {
+  int64_t stop = 0;
+  int64_t checkpoint = 0;
+  int64_t eval = 0;
+};
+
+absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, const Votes& votes,
+                                     TrainState* state, StepBuffers* buffers);
 
 }  // namespace shardline
 
