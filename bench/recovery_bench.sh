@@ -11,8 +11,12 @@ cd "$(dirname "$0")/.."
 KILLS=${KILLS:-5}
 OUT=bench/out/recovery
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-/usr/bin/python3 -c "import torch" 2>/dev/null || {
-  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch python3-numpy; }
+need=()
+/usr/bin/python3 -c "import torch" 2>/dev/null || need+=(python3-torch python3-numpy)
+command -v bc >/dev/null || need+=(bc)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
+fi
 ./deploy/install-deps.sh
 [ -x build/bin/shardline-worker ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
 rm -rf "$OUT" && mkdir -p "$OUT"
