@@ -14,18 +14,22 @@ rm -rf "$DIR" && mkdir -p "$DIR"
 W2_FLOATS=4215818   # MLP 784-2048-2048-10 parameters (params + momentum = 33.7 MB)
 GIB_FLOATS=134217728  # 2 buffers x 512 MiB = 1 GiB
 
-dd_mb() {  # MiB -> "write_GBps read_GBps"
-  local mb=$1 f="$DIR/dd.bin" w r
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
+dd_mb() {  # MiB -> "write | read cached | read cold"
+  local mb=$1 f="$DIR/dd.bin" w r c
   w=$( { dd if=/dev/zero of="$f" bs=1M count=$mb conv=fsync 2>&1 >/dev/null; } | awk '/copied/ {print $(NF-1), $NF}')
   r=$( { dd if="$f" of=/dev/null bs=1M 2>&1 >/dev/null; } | awk '/copied/ {print $(NF-1), $NF}')
+  drop
+  c=$( { dd if="$f" of=/dev/null bs=1M 2>&1 >/dev/null; } | awk '/copied/ {print $(NF-1), $NF}')
   rm -f "$f"
-  echo "$w|$r"
+  echo "$w | $r | $c"
 }
 echo "== dd, 32 MiB and 1 GiB" >&2
-echo "dd 32MiB write|read: $(dd_mb 32)"
-echo "dd 1GiB write|read: $(dd_mb 1024)"
-echo "== shardline shard files" >&2
+echo "dd 32MiB write | read cached | read cold: $(dd_mb 32)"
+echo "dd 1GiB write | read cached | read cold: $(dd_mb 1024)"
+echo "== shardline shard files (write + fsync; restore = verify + copy into training buffers)" >&2
 build/bench/checkpoint_bench "$DIR" $W2_FLOATS $GIB_FLOATS
+build/bench/checkpoint_bench --cold "$DIR" $W2_FLOATS $GIB_FLOATS
 
 echo "== W2 training stall: async vs synchronous saves every 20 steps" >&2
 for mode in true false; do

@@ -21,6 +21,14 @@
 
 namespace shardline {
 
+// A whole file's bytes, read-only, valid while the object lives (a memory
+// mapping for the POSIX Env: no copy of the page cache).
+class ReadOnlyRegion {
+ public:
+  virtual ~ReadOnlyRegion() = default;
+  virtual absl::string_view data() const = 0;
+};
+
 // A file open for sequential writing. Not thread-safe. Errors name the path.
 class WritableFile {
  public:
@@ -42,6 +50,8 @@ class Env {
 
   // Reads the whole file. NotFound if it does not exist.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+  // The whole file without copying it, for large reads (checkpoint restore).
+  virtual absl::StatusOr<std::unique_ptr<ReadOnlyRegion>> MapFile(const std::string& path) = 0;
   virtual bool FileExists(const std::string& path) = 0;
   virtual bool IsDirectory(const std::string& path) = 0;
   // Creates `path` and any missing parents (mkdir -p).

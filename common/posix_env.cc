@@ -1,6 +1,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,8 +68,53 @@ class PosixWritableFile : public WritableFile {
   int fd_;
 };
 
+class MappedRegion : public ReadOnlyRegion {
+ public:
+  MappedRegion(void* base, size_t size) : base_(base), size_(size) {}
+  ~MappedRegion() override {
+    if (base_ != nullptr) munmap(base_, size_);
+  }
+  absl::string_view data() const override {
+    return absl::string_view(static_cast<const char*>(base_), size_);
+  }
+
+ private:
+  void* base_;
+  size_t size_;
+};
+
+class StringRegion : public ReadOnlyRegion {
+ public:
+  explicit StringRegion(std::string s) : s_(std::move(s)) {}
+  absl::string_view data() const override { return s_; }
+
+ private:
+  std::string s_;
+};
+
 class PosixEnv : public Env {
  public:
+  absl::StatusOr<std::unique_ptr<ReadOnlyRegion>> MapFile(const std::string& path) override {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return PosixError(absl::StrCat("open ", path), errno);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      const int err = errno;
+      close(fd);
+      return PosixError(absl::StrCat("stat ", path), err);
+    }
+    if (st.st_size == 0) {
+      close(fd);
+      return std::unique_ptr<ReadOnlyRegion>(new StringRegion(""));
+    }
+    // MAP_POPULATE: fault the pages in with one call instead of one by one.
+    void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    const int err = errno;
+    close(fd);
+    if (base == MAP_FAILED) return PosixError(absl::StrCat("mmap ", path), err);
+    return std::unique_ptr<ReadOnlyRegion>(new MappedRegion(base, static_cast<size_t>(st.st_size)));
+  }
+
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return PosixError(absl::StrCat("open ", path), errno);

@@ -134,15 +134,47 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
     if (size != e.size()) {
       return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " is ", size, " bytes; the manifest says ", e.size()));
     }
-    ASSIGN_OR_RETURN(ShardContents c, ReadShard(env, path));
-    if (c.file_crc32c != e.crc32c()) {
-      return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": file checksum does not match the manifest"));
+    // Verify first; copy each buffer straight into place, but only from a
+    // shard of this model whose range fits it.
+    absl::Status mismatch;
+    uint32_t checksum = 0;
+    absl::StatusOr<state::ShardHeader> header = VisitShard(
+        env, path,
+        [&](const state::ShardHeader& h, const state::BufferEntry& b, const char* data) {
+          if (!mismatch.ok()) return;
+          if (h.total_size() != layout.total_size() || h.begin() < 0 || h.end() > layout.total_size() ||
+              h.tensors_size() != static_cast<int>(layout.tensors().size())) {
+            mismatch = absl::FailedPreconditionError(absl::StrCat(path, " holds a model of ", h.total_size(),
+                                                                  " parameters; this run's model has ",
+                                                                  layout.total_size()));
+            return;
+          }
+          if (b.name() == "params") {
+            std::memcpy(params + h.begin(), data, static_cast<size_t>(b.floats()) * sizeof(float));
+            param_filled[0] += b.floats();
+            return;
+          }
+          // Optimizer state: only the overlap with this rank's (possibly new) shard.
+          const int64_t lo = std::max(mine.begin, h.begin()), hi = std::min(mine.end, h.end());
+          if (lo >= hi) return;
+          size_t k = 0;
+          while (k < state.size() && state[k]->name != b.name()) ++k;
+          if (k == state.size()) {
+            mismatch = absl::FailedPreconditionError(absl::StrCat(path, " has optimizer state '", b.name(),
+                                                                  "', which this run's optimizer does not use"));
+            return;
+          }
+          std::memcpy(state[k]->values.data() + (lo - mine.begin), data + (lo - h.begin()) * sizeof(float),
+                      static_cast<size_t>(hi - lo) * sizeof(float));
+          state_filled[k] += hi - lo;
+        },
+        &checksum);
+    if (!header.ok()) return header.status();
+    if (!mismatch.ok()) return mismatch;
+    if (checksum != e.crc32c()) {
+      return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": checksum does not match the manifest"));
     }
-    const state::ShardHeader& h = c.header;
-    if (h.total_size() != layout.total_size() || h.tensors_size() != static_cast<int>(layout.tensors().size())) {
-      return absl::FailedPreconditionError(absl::StrCat(path, " holds a model of ", h.total_size(),
-                                                        " parameters; this run's model has ", layout.total_size()));
-    }
+    const state::ShardHeader& h = *header;
     for (int t = 0; t < h.tensors_size(); ++t) {
       const TensorInfo& info = layout.tensor(t);
       const state::TensorEntry& te = h.tensors(t);
@@ -153,25 +185,6 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
     }
     out.position = h.data_position();
     if (h.has_best_step()) out.best = BestSoFar{h.best_step(), h.best_value()};
-    for (const ShardBuffer& b : c.buffers) {
-      if (b.name == "params") {
-        std::memcpy(params + h.begin(), b.values.data(), b.values.size() * sizeof(float));
-        param_filled[0] += static_cast<int64_t>(b.values.size());
-        continue;
-      }
-      // Optimizer state: only the overlap with this rank's (possibly new) shard.
-      const int64_t lo = std::max(mine.begin, h.begin()), hi = std::min(mine.end, h.end());
-      if (lo >= hi) continue;
-      size_t k = 0;
-      while (k < state.size() && state[k]->name != b.name) ++k;
-      if (k == state.size()) {
-        return absl::FailedPreconditionError(absl::StrCat(path, " has optimizer state '", b.name,
-                                                          "', which this run's optimizer does not use"));
-      }
-      std::memcpy(state[k]->values.data() + (lo - mine.begin), b.values.data() + (lo - h.begin()),
-                  static_cast<size_t>(hi - lo) * sizeof(float));
-      state_filled[k] += hi - lo;
-    }
   }
   if (param_filled[0] != layout.total_size()) {
     return absl::DataLossError(absl::StrCat(step_dir, ": shards cover ", param_filled[0], " of ", layout.total_size(),

@@ -94,19 +94,16 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
   absl::Status s;
   {
     ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env->NewWritableFile(tmp));
-    uint32_t crc = crc32c::Value(prefix, kPrefixBytes);
-    crc = crc32c::Extend(crc, header.data(), header.size());
     s = f->Append(absl::string_view(prefix, kPrefixBytes));
     if (s.ok()) s = f->Append(header);
     for (const ShardBuffer& b : c.buffers) {
       if (!s.ok()) break;
-      const absl::string_view bytes(reinterpret_cast<const char*>(b.values.data()), b.values.size() * sizeof(float));
-      crc = crc32c::Extend(crc, bytes.data(), bytes.size());
-      s = f->Append(bytes);
+      s = f->Append(absl::string_view(reinterpret_cast<const char*>(b.values.data()), b.values.size() * sizeof(float)));
     }
     if (s.ok()) s = f->Sync();
     if (s.ok()) s = f->Close();
-    out.crc32c = crc;
+    // The header lists every block's CRC, so its own CRC covers the file.
+    out.crc32c = crc32c::Value(header.data(), header.size());
   }
   if (s.ok()) CrashPoint("before_shard_rename", c.header.step());
   if (s.ok()) s = env->RenameFile(tmp, out.path);
@@ -121,8 +118,12 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
   return out;
 }
 
-absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path) {
-  ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path));
+absl::StatusOr<state::ShardHeader> VisitShard(
+    Env* env, const std::string& path,
+    const std::function<void(const state::ShardHeader&, const state::BufferEntry&, const char* data)>& fn,
+    uint32_t* checksum) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ReadOnlyRegion> region, env->MapFile(path));
+  const absl::string_view bytes = region->data();
   auto bad = [&](const std::string& what) { return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", what)); };
   if (bytes.empty()) return bad("empty (zero-byte) file");
   if (bytes.size() < kPrefixBytes) return bad(absl::StrCat("truncated: ", bytes.size(), " bytes"));
@@ -132,39 +133,54 @@ absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path) {
   const uint32_t header_len = GetU32(bytes.data() + 12);
   if (bytes.size() < kPrefixBytes + header_len) return bad("truncated inside the header");
   const char* header = bytes.data() + kPrefixBytes;
-  if (crc32c::Unmask(GetU32(bytes.data() + 16)) != crc32c::Value(header, header_len)) {
-    return bad("header checksum mismatch");
-  }
-  ShardContents c;
-  if (!c.header.ParseFromArray(header, static_cast<int>(header_len))) return bad("header does not parse");
-  c.file_crc32c = crc32c::Value(bytes.data(), bytes.size());
-  const int64_t floats = c.header.end() - c.header.begin();
+  const uint32_t header_crc = crc32c::Value(header, header_len);
+  if (crc32c::Unmask(GetU32(bytes.data() + 16)) != header_crc) return bad("header checksum mismatch");
+  state::ShardHeader h;
+  if (!h.ParseFromArray(header, static_cast<int>(header_len))) return bad("header does not parse");
+  if (checksum != nullptr) *checksum = header_crc;
+  const int64_t floats = h.end() - h.begin();
   const size_t payload_at = kPrefixBytes + header_len;
   const int64_t payload = static_cast<int64_t>(bytes.size() - payload_at);
-  if (payload != c.header.payload_bytes()) {
-    return bad(absl::StrCat("payload is ", payload, " bytes; the header says ", c.header.payload_bytes(),
-                            payload < c.header.payload_bytes() ? " (truncated file)" : ""));
+  if (payload != h.payload_bytes()) {
+    return bad(absl::StrCat("payload is ", payload, " bytes; the header says ", h.payload_bytes(),
+                            payload < h.payload_bytes() ? " (truncated file)" : ""));
   }
-  if (c.header.block_size() <= 0) return bad("block size is not positive");
-  const int64_t nblocks = (payload + c.header.block_size() - 1) / c.header.block_size();
-  if (nblocks != c.header.block_crc_size()) return bad("block checksum count does not match the payload");
+  if (h.block_size() <= 0) return bad("block size is not positive");
+  const int64_t nblocks = (payload + h.block_size() - 1) / h.block_size();
+  if (nblocks != h.block_crc_size()) return bad("block checksum count does not match the payload");
   for (int64_t b = 0; b < nblocks; ++b) {
-    const int64_t begin = b * c.header.block_size();
-    const int64_t n = std::min(c.header.block_size(), payload - begin);
-    if (crc32c::Mask(crc32c::Value(bytes.data() + payload_at + begin, static_cast<size_t>(n))) != c.header.block_crc(static_cast<int>(b))) {
+    const int64_t begin = b * h.block_size();
+    const int64_t n = std::min(h.block_size(), payload - begin);
+    if (crc32c::Mask(crc32c::Value(bytes.data() + payload_at + begin, static_cast<size_t>(n))) !=
+        h.block_crc(static_cast<int>(b))) {
       return bad(absl::StrCat("checksum mismatch in block ", b, " (payload bytes ", begin, "..", begin + n, ")"));
     }
   }
-  size_t at = payload_at;
-  for (const state::BufferEntry& e : c.header.buffers()) {
+  for (const state::BufferEntry& e : h.buffers()) {
     if (e.floats() != floats) return bad(absl::StrCat("buffer ", e.name(), " does not cover the shard's range"));
-    ShardBuffer b;
-    b.name = e.name();
-    b.values.resize(static_cast<size_t>(floats));
-    std::memcpy(b.values.data(), bytes.data() + at, b.values.size() * sizeof(float));
-    at += b.values.size() * sizeof(float);
-    c.buffers.push_back(std::move(b));
   }
+  size_t at = payload_at;
+  for (const state::BufferEntry& e : h.buffers()) {
+    fn(h, e, bytes.data() + at);
+    at += static_cast<size_t>(floats) * sizeof(float);
+  }
+  return h;
+}
+
+absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path) {
+  ShardContents c;
+  absl::StatusOr<state::ShardHeader> h = VisitShard(
+      env, path,
+      [&](const state::ShardHeader& header, const state::BufferEntry& e, const char* data) {
+        ShardBuffer b;
+        b.name = e.name();
+        b.values.resize(static_cast<size_t>(e.floats()));
+        std::memcpy(b.values.data(), data, b.values.size() * sizeof(float));
+        c.buffers.push_back(std::move(b));
+      },
+      &c.file_crc32c);
+  if (!h.ok()) return h.status();
+  c.header = std::move(*h);
   return c;
 }
 

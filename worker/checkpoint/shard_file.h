@@ -11,6 +11,7 @@
 #define SHARDLINE_WORKER_CHECKPOINT_SHARD_FILE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,13 +30,16 @@ struct ShardContents {
   // The writer fills buffers, block_size, block_crc and payload_bytes.
   state::ShardHeader header;
   std::vector<ShardBuffer> buffers;
-  uint32_t file_crc32c = 0;  // set by ReadShard: CRC32C of the whole file
+  uint32_t file_crc32c = 0;  // set by ReadShard: the shard's checksum (see WrittenShard)
 };
 
 struct WrittenShard {
   std::string path;
   int64_t size = 0;    // bytes of the file
-  uint32_t crc32c = 0;  // CRC32C of the whole file (unmasked)
+  // The shard's checksum for the manifest: the CRC32C (unmasked) of its
+  // header, which lists the CRC of every payload block, so it covers the
+  // whole file without a second pass over the payload.
+  uint32_t crc32c = 0;
   bool best = false;    // the header marks this step as the best so far
   double best_value = 0;
 };
@@ -55,6 +59,15 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
 // every block's CRC. kDataLoss naming the file (and the block) on any
 // mismatch, a truncated or a zero-byte file.
 absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path);
+
+// The same verification, then fn(header, buffer, bytes) for each buffer in
+// order, with its (possibly unaligned) bytes in place: restore copies them
+// straight into the training buffers. Sets *checksum (may be null) like
+// WrittenShard::crc32c. Returns the header.
+absl::StatusOr<state::ShardHeader> VisitShard(
+    Env* env, const std::string& path,
+    const std::function<void(const state::ShardHeader&, const state::BufferEntry&, const char* data)>& fn,
+    uint32_t* checksum);
 
 }  // namespace shardline
 

@@ -25,7 +25,8 @@ constexpr char kHelp[] =
     "  list    every step directory: committed or not, shards, bytes, and which\n"
     "          is the best by checkpoint.best_metric (with its value)\n"
     "  verify  re-checks every committed checkpoint (or step S): shard sizes,\n"
-    "          whole-file and per-block CRC32C, coverage; exit 1 on any failure\n"
+    "          header and per-block CRC32C against the manifest, coverage; exit 1\n"
+    "          on any failure\n"
     "  export  the full parameters of a committed checkpoint as safetensors\n"
     "          (F32 tensors named layer<i>/w [in, out] and layer<i>/b); the same\n"
     "          parameters always give the same bytes\n";
@@ -44,7 +45,7 @@ absl::StatusOr<std::vector<ShardContents>> VerifyStep(Env* env, const std::strin
       return absl::DataLossError(absl::StrCat(path, " is ", size, " bytes; the manifest says ", e.size()));
     }
     ASSIGN_OR_RETURN(ShardContents c, ReadShard(env, path));
-    if (c.file_crc32c != e.crc32c()) return absl::DataLossError(absl::StrCat(path, ": file checksum does not match the manifest"));
+    if (c.file_crc32c != e.crc32c()) return absl::DataLossError(absl::StrCat(path, ": checksum does not match the manifest"));
     covered += c.header.end() - c.header.begin();
     total = c.header.total_size();
     shards.push_back(std::move(c));

@@ -50,7 +50,11 @@ TEST(ShardFileTest, RoundTripsBuffersAndHeaderAndReportsSizeAndCrc) {
   EXPECT_EQ(w->path, dir + "/shard-00001-of-00002.ckpt");
   EXPECT_EQ(*env->GetFileSize(w->path), w->size);
   const std::string bytes = *env->ReadFile(w->path);
-  EXPECT_EQ(crc32c::Value(bytes.data(), bytes.size()), w->crc32c);
+  // The manifest checksum is the header's CRC (the header lists every
+  // block's CRC): bytes 20 .. 20 + header_len.
+  uint32_t header_len = 0;
+  for (int i = 0; i < 4; ++i) header_len |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[12 + i])) << (8 * i);
+  EXPECT_EQ(crc32c::Value(bytes.data() + 20, header_len), w->crc32c);
   EXPECT_FALSE(env->FileExists(w->path + ".tmp"));
 
   absl::StatusOr<ShardContents> back = ReadShard(env, w->path);
@@ -59,6 +63,7 @@ TEST(ShardFileTest, RoundTripsBuffersAndHeaderAndReportsSizeAndCrc) {
   EXPECT_EQ(back->header.begin(), 300000);
   EXPECT_EQ(back->header.tensors(0).name(), "layer0/w");
   EXPECT_EQ(back->header.block_crc_size(), 3);
+  EXPECT_EQ(back->file_crc32c, w->crc32c);
   ASSERT_EQ(back->buffers.size(), 2u);
   EXPECT_EQ(back->buffers[0].name, "params");
   EXPECT_EQ(back->buffers[0].values, original.buffers[0].values);
