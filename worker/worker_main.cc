@@ -11,6 +11,7 @@
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/args.h"
 #include "common/config.h"
 #include "common/env.h"
@@ -185,6 +186,15 @@ absl::Status Run(const Args& args) {
     SLOG(INFO) << "joined generation " << world->generation() << " of job " << world->job_id() << " as rank "
                << rank << " of " << world->world_size();
 
+    // The heartbeat starts at once: the coordinator sees this worker alive
+    // while it loads data, and notices at once if it dies meanwhile. The
+    // transport is declared first so it outlives the heartbeat's threads.
+    absl::Mutex transport_mu;
+    std::unique_ptr<Transport> transport;
+    Heartbeat heartbeat(&client, rank, world->generation(), world->stop_at(), [&](const std::string&) {
+      absl::MutexLock lock(&transport_mu);
+      if (transport != nullptr) transport->Shutdown();
+    });
     ASSIGN_OR_RETURN(config::JobConfig cfg, ParseConfigText(world->config_text(), "the coordinator's config"));
     RETURN_IF_ERROR(ValidateConfig(cfg));
     RETURN_IF_ERROR(CheckConfigPaths(Env::Default(), cfg));
@@ -195,12 +205,15 @@ absl::Status Run(const Args& args) {
       data_dir = cfg.data().dir();
     }
     std::vector<std::string> peers(world->peers().begin(), world->peers().end());
-    ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, server->Connect(world->generation(), rank, peers));
+    {
+      ASSIGN_OR_RETURN(std::unique_ptr<Transport> connected, server->Connect(world->generation(), rank, peers));
+      absl::MutexLock lock(&transport_mu);
+      transport = std::move(connected);
+      if (!heartbeat.abandoned().empty()) transport->Shutdown();  // the world moved on while we loaded
+    }
     CollectiveOptions copts;
     copts.timeout = absl::Seconds(cfg.runtime().collective_timeout_seconds());
     RingCollectives ring(transport.get(), copts);
-    Heartbeat heartbeat(&client, rank, world->generation(), world->stop_at(),
-                        [&](const std::string&) { transport->Shutdown(); });
     heartbeat.set_total_steps(TotalSteps(cfg, data->train.num_examples));
     GenerationObserver observer(&metrics, &ring);
     TrainOptions options;
