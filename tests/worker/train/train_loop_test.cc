@@ -37,6 +37,22 @@ class TrainLoopTest : public ::testing::Test {
     return c;
   }
 
+  // An emptied checkpoint root under TempDir.
+  static std::string FreshRoot(const std::string& name) {
+    const std::string root = ::testing::TempDir() + "/" + name;
+    std::system(("rm -rf '" + root + "'").c_str());
+    return root;
+  }
+
+  // Quiet options that save checkpoints under `root` through `sink`.
+  static TrainOptions Saving(const std::string& root, CheckpointSink* sink) {
+    TrainOptions o;
+    o.show_progress = false;
+    o.checkpoint_root = root;
+    o.checkpoint_sink = sink;
+    return o;
+  }
+
   static absl::StatusOr<TrainResult> Run(const config::JobConfig& c, MetricsSink* sink = nullptr) {
     LocalCollectives comm;
     TrainOptions options;
@@ -143,17 +159,13 @@ TEST_F(TrainLoopTest, ResumingFromACheckpointIsBitwiseEqualToNotStopping) {
   for (const char* opt : {"optimizer.sgd={momentum: 0.9}", "optimizer.adamw={}"}) {
     SCOPED_TRACE(opt);
     const config::JobConfig c = Config({opt, "checkpoint.every_steps=30", "schedule.base_lr=0.01"});
-    const std::string root = ::testing::TempDir() + "/train_loop_resume";
-    std::system(("rm -rf '" + root + "'").c_str());
+    const std::string root = FreshRoot("train_loop_resume");
     LocalCommitter committer(Env::Default(), root, c.checkpoint(), "test");
     absl::StatusOr<TrainResult> whole = Run(c);
     ASSERT_TRUE(whole.ok()) << whole.status();
 
     LocalCollectives comm;
-    TrainOptions first;
-    first.show_progress = false;
-    first.checkpoint_root = root;
-    first.checkpoint_sink = &committer;
+    TrainOptions first = Saving(root, &committer);
     std::atomic<int64_t> stop{30};
     first.stop_request = &stop;
     absl::StatusOr<TrainResult> a = RunTraining(c, *data_, comm, first);
@@ -176,15 +188,10 @@ TEST_F(TrainLoopTest, ResumingFromACheckpointIsBitwiseEqualToNotStopping) {
 TEST_F(TrainLoopTest, EverySecondsSavesByTheClock) {
   const config::JobConfig c = Config({"train.total_steps=300", "checkpoint.every_seconds=0.02",
                                       "checkpoint.keep_last=0", "checkpoint.save_final=false"});
-  const std::string root = ::testing::TempDir() + "/train_loop_every_seconds";
-  std::system(("rm -rf '" + root + "'").c_str());
+  const std::string root = FreshRoot("train_loop_every_seconds");
   LocalCommitter committer(Env::Default(), root, c.checkpoint(), "test");
   LocalCollectives comm;
-  TrainOptions o;
-  o.show_progress = false;
-  o.checkpoint_root = root;
-  o.checkpoint_sink = &committer;
-  absl::StatusOr<TrainResult> r = RunTraining(c, *data_, comm, o);
+  absl::StatusOr<TrainResult> r = RunTraining(c, *data_, comm, Saving(root, &committer));
   ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<int64_t> steps = *CommittedSteps(Env::Default(), root);
   // ~0.3 s of training with a save due every 20 ms.
@@ -194,14 +201,10 @@ TEST_F(TrainLoopTest, EverySecondsSavesByTheClock) {
 
 TEST_F(TrainLoopTest, CorruptCheckpointIsRefusedNamingTheFile) {
   const config::JobConfig c = Config({"checkpoint.every_steps=20", "train.total_steps=20"});
-  const std::string root = ::testing::TempDir() + "/train_loop_corrupt";
-  std::system(("rm -rf '" + root + "'").c_str());
+  const std::string root = FreshRoot("train_loop_corrupt");
   LocalCommitter committer(Env::Default(), root, c.checkpoint(), "test");
   LocalCollectives comm;
-  TrainOptions o;
-  o.show_progress = false;
-  o.checkpoint_root = root;
-  o.checkpoint_sink = &committer;
+  TrainOptions o = Saving(root, &committer);
   ASSERT_TRUE(RunTraining(c, *data_, comm, o).ok());
   const std::string shard = StepDir(root, 20) + "/shard-00000-of-00001.ckpt";
   std::string bytes = *Env::Default()->ReadFile(shard);
