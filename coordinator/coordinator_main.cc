@@ -5,11 +5,10 @@
 #include <atomic>
 #include <cstdio>
 
-#include "absl/debugging/failure_signal_handler.h"
-#include "absl/debugging/symbolize.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/process_init.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/grpc_util.h"
@@ -154,8 +153,7 @@ absl::Status Run(const Args& args) {
 }  // namespace shardline
 
 int main(int argc, char** argv) {
-  absl::InitializeSymbolizer(argv[0]);
-  absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
+  shardline::InitProcess(argv[0]);
   shardline::InstallStopHandler();  // after the failure handler, which also takes SIGTERM
   shardline::logging::SetPrefix("coordinator");
   shardline::Args args;

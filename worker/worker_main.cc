@@ -7,16 +7,14 @@
 #include <random>
 #include <thread>
 
-#include "absl/debugging/failure_signal_handler.h"
-#include "absl/debugging/symbolize.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/process_init.h"
 #include "common/args.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/logging.h"
-#include "common/malloc_tuning.h"
 #include "common/metrics_exposer.h"
 #include "common/status_macros.h"
 #include "prometheus/registry.h"
@@ -266,9 +264,7 @@ absl::Status Run(const Args& args) {
 }  // namespace shardline
 
 int main(int argc, char** argv) {
-  absl::InitializeSymbolizer(argv[0]);
-  absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
-  shardline::TuneMallocForLargeBuffers();
+  shardline::InitProcess(argv[0]);
   shardline::logging::SetPrefix("worker");
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(

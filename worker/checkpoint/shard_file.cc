@@ -178,7 +178,7 @@ absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path) {
         std::memcpy(b.values.data(), data, b.values.size() * sizeof(float));
         c.buffers.push_back(std::move(b));
       },
-      &c.file_crc32c);
+      &c.checksum);
   if (!h.ok()) return h.status();
   c.header = std::move(*h);
   return c;

@@ -30,7 +30,7 @@ struct ShardContents {
   // The writer fills buffers, block_size, block_crc and payload_bytes.
   state::ShardHeader header;
   std::vector<ShardBuffer> buffers;
-  uint32_t file_crc32c = 0;  // set by ReadShard: the shard's checksum (see WrittenShard)
+  uint32_t checksum = 0;  // set by ReadShard: the shard's checksum (see WrittenShard)
 };
 
 struct WrittenShard {

@@ -16,12 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "absl/debugging/failure_signal_handler.h"
-#include "absl/debugging/symbolize.h"
-#include "common/malloc_tuning.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/process_init.h"
 #include "common/env.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -200,8 +198,6 @@ int Main(int argc, char** argv) {
 }  // namespace shardline
 
 int main(int argc, char** argv) {
-  absl::InitializeSymbolizer(argv[0]);
-  absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
-  shardline::TuneMallocForLargeBuffers();
+  shardline::InitProcess(argv[0]);
   return shardline::Main(argc, argv);
 }

@@ -45,7 +45,7 @@ absl::StatusOr<std::vector<ShardContents>> VerifyStep(Env* env, const std::strin
       return absl::DataLossError(absl::StrCat(path, " is ", size, " bytes; the manifest says ", e.size()));
     }
     ASSIGN_OR_RETURN(ShardContents c, ReadShard(env, path));
-    if (c.file_crc32c != e.crc32c()) return absl::DataLossError(absl::StrCat(path, ": checksum does not match the manifest"));
+    if (c.checksum != e.crc32c()) return absl::DataLossError(absl::StrCat(path, ": checksum does not match the manifest"));
     covered += c.header.end() - c.header.begin();
     total = c.header.total_size();
     shards.push_back(std::move(c));

@@ -2,9 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "absl/debugging/failure_signal_handler.h"
-#include "absl/debugging/symbolize.h"
-#include "common/malloc_tuning.h"
+#include "common/process_init.h"
 #include "worker/cli/commands.h"
 
 namespace {
@@ -26,9 +24,7 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::InitializeSymbolizer(argv[0]);
-  absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
-  shardline::TuneMallocForLargeBuffers();
+  shardline::InitProcess(argv[0]);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

@@ -63,7 +63,7 @@ TEST(ShardFileTest, RoundTripsBuffersAndHeaderAndReportsSizeAndCrc) {
   EXPECT_EQ(back->header.begin(), 300000);
   EXPECT_EQ(back->header.tensors(0).name(), "layer0/w");
   EXPECT_EQ(back->header.block_crc_size(), 3);
-  EXPECT_EQ(back->file_crc32c, w->crc32c);
+  EXPECT_EQ(back->checksum, w->crc32c);
   ASSERT_EQ(back->buffers.size(), 2u);
   EXPECT_EQ(back->buffers[0].name, "params");
   EXPECT_EQ(back->buffers[0].values, original.buffers[0].values);
