@@ -17,6 +17,9 @@ namespace crc32c {
 // before; 0 for nothing). Uses the SSE4.2 instruction when the CPU has it.
 uint32_t Extend(uint32_t crc, const void* data, size_t n);
 
+// Extend without the SSE4.2 instruction, so tests can compare the two.
+uint32_t ExtendPortableForTest(uint32_t crc, const void* data, size_t n);
+
 inline uint32_t Value(const void* data, size_t n) { return Extend(0, data, n); }
 
 inline uint32_t Mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
