@@ -1,5 +1,5 @@
-// Checkpoint shard write (with fsync) and restore (verify every CRC and copy
-// into preallocated training buffers, as RestoreCheckpoint does) throughput,
+// Checkpoint shard write (with fsync) and restore (read into preallocated
+// training buffers and verify every CRC, as RestoreCheckpoint does) throughput,
 // for bench/checkpoint_bench.sh. With --cold the page cache is dropped
 // before the read (needs root). Prints one JSON object per size.
 //
@@ -60,11 +60,11 @@ int main(int argc, char** argv) {
     }
     if (cold) DropCaches();
     const auto t2 = std::chrono::steady_clock::now();
-    absl::StatusOr<shardline::state::ShardHeader> r = shardline::VisitShard(
+    absl::StatusOr<shardline::state::ShardHeader> r = shardline::ReadShardInto(
         env, w->path,
-        [&](const shardline::state::ShardHeader&, const shardline::state::BufferEntry& b, const char* data) {
-          float* dst = b.name() == "params" ? params.data() : momentum.data();
-          std::memcpy(dst, data, static_cast<size_t>(b.floats()) * sizeof(float));
+        [&](const shardline::state::ShardHeader&,
+            const shardline::state::BufferEntry& b) -> absl::StatusOr<shardline::Placement> {
+          return shardline::Placement{b.name() == "params" ? params.data() : momentum.data(), 0, b.floats()};
         },
         nullptr);
     const auto t3 = std::chrono::steady_clock::now();

@@ -21,12 +21,16 @@
 
 namespace shardline {
 
-// A whole file's bytes, read-only, valid while the object lives (a memory
-// mapping for the POSIX Env: no copy of the page cache).
-class ReadOnlyRegion {
+// A file open for reading at any offset: pread, so several threads may read
+// one file. Errors name the path.
+class RandomAccessFile {
  public:
-  virtual ~ReadOnlyRegion() = default;
-  virtual absl::string_view data() const = 0;
+  virtual ~RandomAccessFile() = default;
+  // The file's size when it was opened.
+  virtual int64_t size() const = 0;
+  // Reads bytes [offset, offset + n) into dst; kDataLoss if the file ends
+  // before them.
+  virtual absl::Status ReadExactly(int64_t offset, size_t n, char* dst) = 0;
 };
 
 // A file open for sequential writing. Not thread-safe. Errors name the path.
@@ -38,6 +42,11 @@ class WritableFile {
   virtual absl::Status Flush() = 0;
   // Makes the data durable (fdatasync).
   virtual absl::Status Sync() = 0;
+  // A hint: start writing what was appended so far to the device without
+  // waiting for it (RocksDB's bytes_per_sync), so the disk works while the
+  // caller produces more and a later Sync has less left to wait for. Promises
+  // nothing about durability. The default does nothing.
+  virtual absl::Status StartWriteback() { return absl::OkStatus(); }
   virtual absl::Status Close() = 0;
 };
 
@@ -50,8 +59,9 @@ class Env {
 
   // Reads the whole file. NotFound if it does not exist.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
-  // The whole file without copying it, for large reads (checkpoint restore).
-  virtual absl::StatusOr<std::unique_ptr<ReadOnlyRegion>> MapFile(const std::string& path) = 0;
+  // For reads of large files in pieces (checkpoint restore reads each block
+  // straight into its destination).
+  virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) = 0;
   virtual bool FileExists(const std::string& path) = 0;
   virtual bool IsDirectory(const std::string& path) = 0;
   // Creates `path` and any missing parents (mkdir -p).

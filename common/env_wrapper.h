@@ -21,7 +21,9 @@ class EnvWrapper : public Env {
   Env* target() const { return target_; }
 
   absl::StatusOr<std::string> ReadFile(const std::string& p) override { return target_->ReadFile(p); }
-  absl::StatusOr<std::unique_ptr<ReadOnlyRegion>> MapFile(const std::string& p) override { return target_->MapFile(p); }
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p) override {
+    return target_->NewRandomAccessFile(p);
+  }
   bool FileExists(const std::string& p) override { return target_->FileExists(p); }
   bool IsDirectory(const std::string& p) override { return target_->IsDirectory(p); }
   absl::Status CreateDirs(const std::string& p) override { return target_->CreateDirs(p); }

@@ -1,7 +1,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,6 +55,16 @@ class PosixWritableFile : public WritableFile {
     if (fdatasync(fd_) != 0) return PosixError(absl::StrCat("fdatasync ", path_), errno);
     return absl::OkStatus();
   }
+  absl::Status StartWriteback() override {
+    // Only the range appended since the last call: older ranges are queued.
+    const off_t end = lseek(fd_, 0, SEEK_CUR);
+    if (end < 0) return PosixError(absl::StrCat("lseek ", path_), errno);
+    if (end > written_back_ && sync_file_range(fd_, written_back_, end - written_back_, SYNC_FILE_RANGE_WRITE) != 0) {
+      return PosixError(absl::StrCat("sync_file_range ", path_), errno);
+    }
+    written_back_ = end;
+    return absl::OkStatus();
+  }
   absl::Status Close() override {
     int fd = fd_;
     fd_ = -1;
@@ -66,36 +75,40 @@ class PosixWritableFile : public WritableFile {
  private:
   std::string path_;
   int fd_;
+  off_t written_back_ = 0;
 };
 
-class MappedRegion : public ReadOnlyRegion {
+class PosixRandomAccessFile : public RandomAccessFile {
  public:
-  MappedRegion(void* base, size_t size) : base_(base), size_(size) {}
-  ~MappedRegion() override {
-    if (base_ != nullptr) munmap(base_, size_);
-  }
-  absl::string_view data() const override {
-    return absl::string_view(static_cast<const char*>(base_), size_);
+  PosixRandomAccessFile(std::string path, int fd, int64_t size) : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~PosixRandomAccessFile() override { close(fd_); }
+  int64_t size() const override { return size_; }
+
+  absl::Status ReadExactly(int64_t offset, size_t n, char* dst) override {
+    while (n > 0) {
+      const ssize_t got = pread(fd_, dst, n, offset);
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        return PosixError(absl::StrCat("read ", path_), errno);
+      }
+      if (got == 0) return absl::DataLossError(absl::StrCat(path_, " ends at byte ", offset, " (truncated)"));
+      dst += got;
+      offset += got;
+      n -= static_cast<size_t>(got);
+    }
+    return absl::OkStatus();
   }
 
  private:
-  void* base_;
-  size_t size_;
-};
-
-class StringRegion : public ReadOnlyRegion {
- public:
-  explicit StringRegion(std::string s) : s_(std::move(s)) {}
-  absl::string_view data() const override { return s_; }
-
- private:
-  std::string s_;
+  const std::string path_;
+  const int fd_;
+  const int64_t size_;
 };
 
 class PosixEnv : public Env {
  public:
-  absl::StatusOr<std::unique_ptr<ReadOnlyRegion>> MapFile(const std::string& path) override {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return PosixError(absl::StrCat("open ", path), errno);
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -103,16 +116,7 @@ class PosixEnv : public Env {
       close(fd);
       return PosixError(absl::StrCat("stat ", path), err);
     }
-    if (st.st_size == 0) {
-      close(fd);
-      return std::unique_ptr<ReadOnlyRegion>(new StringRegion(""));
-    }
-    // MAP_POPULATE: fault the pages in with one call instead of one by one.
-    void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    const int err = errno;
-    close(fd);
-    if (base == MAP_FAILED) return PosixError(absl::StrCat("mmap ", path), err);
-    return std::unique_ptr<ReadOnlyRegion>(new MappedRegion(base, static_cast<size_t>(st.st_size)));
+    return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd, st.st_size));
   }
 
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {

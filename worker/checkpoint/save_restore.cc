@@ -134,43 +134,36 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
     if (size != e.size()) {
       return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " is ", size, " bytes; the manifest says ", e.size()));
     }
-    // Verify first; copy each buffer straight into place, but only from a
-    // shard of this model whose range fits it.
-    absl::Status mismatch;
+    // Each buffer is read straight into place, but only from a shard of this
+    // model whose range fits it; every block is verified either way.
     uint32_t checksum = 0;
-    absl::StatusOr<state::ShardHeader> header = VisitShard(
+    absl::StatusOr<state::ShardHeader> header = ReadShardInto(
         env, path,
-        [&](const state::ShardHeader& h, const state::BufferEntry& b, const char* data) {
-          if (!mismatch.ok()) return;
+        [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
           if (h.total_size() != layout.total_size() || h.begin() < 0 || h.end() > layout.total_size() ||
               h.tensors_size() != static_cast<int>(layout.tensors().size())) {
-            mismatch = absl::FailedPreconditionError(absl::StrCat(path, " holds a model of ", h.total_size(),
-                                                                  " parameters; this run's model has ",
-                                                                  layout.total_size()));
-            return;
+            return absl::FailedPreconditionError(absl::StrCat(path, " holds a model of ", h.total_size(),
+                                                              " parameters; this run's model has ",
+                                                              layout.total_size()));
           }
           if (b.name() == "params") {
-            std::memcpy(params + h.begin(), data, static_cast<size_t>(b.floats()) * sizeof(float));
             param_filled[0] += b.floats();
-            return;
+            return Placement{params + h.begin(), 0, b.floats()};
           }
           // Optimizer state: only the overlap with this rank's (possibly new) shard.
           const int64_t lo = std::max(mine.begin, h.begin()), hi = std::min(mine.end, h.end());
-          if (lo >= hi) return;
+          if (lo >= hi) return Placement{};
           size_t k = 0;
           while (k < state.size() && state[k]->name != b.name()) ++k;
           if (k == state.size()) {
-            mismatch = absl::FailedPreconditionError(absl::StrCat(path, " has optimizer state '", b.name(),
-                                                                  "', which this run's optimizer does not use"));
-            return;
+            return absl::FailedPreconditionError(absl::StrCat(path, " has optimizer state '", b.name(),
+                                                              "', which this run's optimizer does not use"));
           }
-          std::memcpy(state[k]->values.data() + (lo - mine.begin), data + (lo - h.begin()) * sizeof(float),
-                      static_cast<size_t>(hi - lo) * sizeof(float));
           state_filled[k] += hi - lo;
+          return Placement{state[k]->values.data() + (lo - mine.begin), lo - h.begin(), hi - h.begin()};
         },
         &checksum);
     if (!header.ok()) return header.status();
-    if (!mismatch.ok()) return mismatch;
     if (checksum != e.crc32c()) {
       return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": checksum does not match the manifest"));
     }

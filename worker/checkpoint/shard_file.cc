@@ -1,6 +1,8 @@
 #include "worker/checkpoint/shard_file.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +26,9 @@ uint32_t GetU32(const char* p) {
   for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
+
+// How much WriteShard appends between writeback kicks.
+constexpr size_t kWritebackBytes = size_t{4} << 20;
 
 // Feeds a byte stream and records the masked CRC of every block.
 class BlockCrcs {
@@ -96,9 +101,18 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
     ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env->NewWritableFile(tmp));
     s = f->Append(absl::string_view(prefix, kPrefixBytes));
     if (s.ok()) s = f->Append(header);
+    // In pieces, starting the device's writeback after each: the disk
+    // writes piece k while piece k+1 is copied into the page cache, and the
+    // final Sync waits only for the tail.
     for (const ShardBuffer& b : c.buffers) {
-      if (!s.ok()) break;
-      s = f->Append(absl::string_view(reinterpret_cast<const char*>(b.values.data()), b.values.size() * sizeof(float)));
+      const char* p = reinterpret_cast<const char*>(b.values.data());
+      for (size_t left = b.values.size() * sizeof(float); s.ok() && left > 0;) {
+        const size_t n = std::min(left, kWritebackBytes);
+        s = f->Append(absl::string_view(p, n));
+        if (s.ok()) s = f->StartWriteback();
+        p += n;
+        left -= n;
+      }
     }
     if (s.ok()) s = f->Sync();
     if (s.ok()) s = f->Close();
@@ -118,29 +132,30 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
   return out;
 }
 
-absl::StatusOr<state::ShardHeader> VisitShard(
-    Env* env, const std::string& path,
-    const std::function<void(const state::ShardHeader&, const state::BufferEntry&, const char* data)>& fn,
-    uint32_t* checksum) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ReadOnlyRegion> region, env->MapFile(path));
-  const absl::string_view bytes = region->data();
+absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& path, const PlaceFn& place,
+                                                 uint32_t* checksum) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
   auto bad = [&](const std::string& what) { return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", what)); };
-  if (bytes.empty()) return bad("empty (zero-byte) file");
-  if (bytes.size() < kPrefixBytes) return bad(absl::StrCat("truncated: ", bytes.size(), " bytes"));
-  if (std::memcmp(bytes.data(), kMagic, 8) != 0) return bad("not a shardline checkpoint shard (bad magic)");
-  const uint32_t version = GetU32(bytes.data() + 8);
+  const int64_t file_size = file->size();
+  if (file_size == 0) return bad("empty (zero-byte) file");
+  if (file_size < static_cast<int64_t>(kPrefixBytes)) return bad(absl::StrCat("truncated: ", file_size, " bytes"));
+  char prefix[kPrefixBytes];
+  RETURN_IF_ERROR(file->ReadExactly(0, kPrefixBytes, prefix));
+  if (std::memcmp(prefix, kMagic, 8) != 0) return bad("not a shardline checkpoint shard (bad magic)");
+  const uint32_t version = GetU32(prefix + 8);
   if (version != kVersion) return bad(absl::StrCat("format version ", version, "; this build reads ", kVersion));
-  const uint32_t header_len = GetU32(bytes.data() + 12);
-  if (bytes.size() < kPrefixBytes + header_len) return bad("truncated inside the header");
-  const char* header = bytes.data() + kPrefixBytes;
-  const uint32_t header_crc = crc32c::Value(header, header_len);
-  if (crc32c::Unmask(GetU32(bytes.data() + 16)) != header_crc) return bad("header checksum mismatch");
+  const uint32_t header_len = GetU32(prefix + 12);
+  if (file_size < static_cast<int64_t>(kPrefixBytes + header_len)) return bad("truncated inside the header");
+  std::string header(header_len, '\0');
+  RETURN_IF_ERROR(file->ReadExactly(kPrefixBytes, header_len, header.data()));
+  const uint32_t header_crc = crc32c::Value(header.data(), header_len);
+  if (crc32c::Unmask(GetU32(prefix + 16)) != header_crc) return bad("header checksum mismatch");
   state::ShardHeader h;
-  if (!h.ParseFromArray(header, static_cast<int>(header_len))) return bad("header does not parse");
+  if (!h.ParseFromString(header)) return bad("header does not parse");
   if (checksum != nullptr) *checksum = header_crc;
   const int64_t floats = h.end() - h.begin();
-  const size_t payload_at = kPrefixBytes + header_len;
-  const int64_t payload = static_cast<int64_t>(bytes.size() - payload_at);
+  const int64_t payload_at = static_cast<int64_t>(kPrefixBytes + header_len);
+  const int64_t payload = file_size - payload_at;
   if (payload != h.payload_bytes()) {
     return bad(absl::StrCat("payload is ", payload, " bytes; the header says ", h.payload_bytes(),
                             payload < h.payload_bytes() ? " (truncated file)" : ""));
@@ -148,35 +163,67 @@ absl::StatusOr<state::ShardHeader> VisitShard(
   if (h.block_size() <= 0) return bad("block size is not positive");
   const int64_t nblocks = (payload + h.block_size() - 1) / h.block_size();
   if (nblocks != h.block_crc_size()) return bad("block checksum count does not match the payload");
+  const int64_t buffer_bytes = floats * static_cast<int64_t>(sizeof(float));
+  if (buffer_bytes * h.buffers_size() != payload) return bad("buffers do not add up to the payload");
+
+  // Where each buffer's placed bytes go, as payload byte ranges.
+  struct Target {
+    int64_t begin, end;  // payload bytes
+    char* dst;
+  };
+  std::vector<Target> targets;
+  for (int i = 0; i < h.buffers_size(); ++i) {
+    const state::BufferEntry& e = h.buffers(i);
+    if (e.floats() != floats) return bad(absl::StrCat("buffer ", e.name(), " does not cover the shard's range"));
+    ASSIGN_OR_RETURN(Placement p, place(h, e));
+    if (p.begin < 0 || p.end > floats || p.begin > p.end || (p.begin < p.end && p.dst == nullptr)) {
+      return absl::InternalError(absl::StrCat("bad placement of buffer ", e.name(), " of ", path));
+    }
+    if (p.begin == p.end) continue;
+    const int64_t at = i * buffer_bytes;
+    targets.push_back({at + p.begin * static_cast<int64_t>(sizeof(float)),
+                       at + p.end * static_cast<int64_t>(sizeof(float)), reinterpret_cast<char*>(p.dst)});
+  }
+
+  // Block by block: read straight into the destination when the block lies
+  // inside one target, else through a scratch block; then check the block's
+  // CRC on the bytes just read (still in cache). The kernel's readahead keeps
+  // the disk busy meanwhile.
+  std::vector<char> scratch;
   for (int64_t b = 0; b < nblocks; ++b) {
     const int64_t begin = b * h.block_size();
     const int64_t n = std::min(h.block_size(), payload - begin);
-    if (crc32c::Mask(crc32c::Value(bytes.data() + payload_at + begin, static_cast<size_t>(n))) !=
-        h.block_crc(static_cast<int>(b))) {
+    char* into = nullptr;
+    for (const Target& t : targets) {
+      if (t.begin <= begin && begin + n <= t.end) into = t.dst + (begin - t.begin);
+    }
+    if (into == nullptr) {
+      scratch.resize(static_cast<size_t>(h.block_size()));
+      into = scratch.data();
+    }
+    RETURN_IF_ERROR(Annotate(file->ReadExactly(payload_at + begin, static_cast<size_t>(n), into),
+                             absl::StrCat("checkpoint shard ", path)));
+    if (crc32c::Mask(crc32c::Value(into, static_cast<size_t>(n))) != h.block_crc(static_cast<int>(b))) {
       return bad(absl::StrCat("checksum mismatch in block ", b, " (payload bytes ", begin, "..", begin + n, ")"));
     }
-  }
-  for (const state::BufferEntry& e : h.buffers()) {
-    if (e.floats() != floats) return bad(absl::StrCat("buffer ", e.name(), " does not cover the shard's range"));
-  }
-  size_t at = payload_at;
-  for (const state::BufferEntry& e : h.buffers()) {
-    fn(h, e, bytes.data() + at);
-    at += static_cast<size_t>(floats) * sizeof(float);
+    if (into != scratch.data()) continue;
+    for (const Target& t : targets) {
+      const int64_t lo = std::max(t.begin, begin), hi = std::min(t.end, begin + n);
+      if (lo < hi) std::memcpy(t.dst + (lo - t.begin), into + (lo - begin), static_cast<size_t>(hi - lo));
+    }
   }
   return h;
 }
 
 absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path) {
   ShardContents c;
-  absl::StatusOr<state::ShardHeader> h = VisitShard(
+  absl::StatusOr<state::ShardHeader> h = ReadShardInto(
       env, path,
-      [&](const state::ShardHeader& header, const state::BufferEntry& e, const char* data) {
-        ShardBuffer b;
+      [&](const state::ShardHeader&, const state::BufferEntry& e) -> absl::StatusOr<Placement> {
+        ShardBuffer& b = c.buffers.emplace_back();
         b.name = e.name();
         b.values.resize(static_cast<size_t>(e.floats()));
-        std::memcpy(b.values.data(), data, b.values.size() * sizeof(float));
-        c.buffers.push_back(std::move(b));
+        return Placement{b.values.data(), 0, e.floats()};
       },
       &c.checksum);
   if (!h.ok()) return h.status();

@@ -60,14 +60,24 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
 // mismatch, a truncated or a zero-byte file.
 absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path);
 
-// The same verification, then fn(header, buffer, bytes) for each buffer in
-// order, with its (possibly unaligned) bytes in place: restore copies them
-// straight into the training buffers. Sets *checksum (may be null) like
-// WrittenShard::crc32c. Returns the header.
-absl::StatusOr<state::ShardHeader> VisitShard(
-    Env* env, const std::string& path,
-    const std::function<void(const state::ShardHeader&, const state::BufferEntry&, const char* data)>& fn,
-    uint32_t* checksum);
+// Where ReadShardInto puts a buffer: its floats [begin, end) (counted from
+// the shard's first float) go to dst[0, end - begin). begin == end skips the
+// buffer (its bytes are still verified).
+struct Placement {
+  float* dst = nullptr;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+using PlaceFn = std::function<absl::StatusOr<Placement>(const state::ShardHeader&, const state::BufferEntry&)>;
+
+// The same verification as ReadShard, reading each placed byte straight into
+// its destination. place(header, buffer) is called for every buffer, in
+// order, after the header is verified and before any payload is read; an
+// error from it is returned as is. Sets *checksum (may be null) like
+// WrittenShard::crc32c. Returns the header. On an error the destinations may
+// hold part of the shard.
+absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& path, const PlaceFn& place,
+                                                 uint32_t* checksum);
 
 }  // namespace shardline
 
