@@ -14,22 +14,34 @@ rm -rf "$DIR" && mkdir -p "$DIR"
 W2_FLOATS=4215818   # MLP 784-2048-2048-10 parameters (params + momentum = 33.7 MB)
 GIB_FLOATS=134217728  # 2 buffers x 512 MiB = 1 GiB
 
+REPS=${REPS:-5}
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
-dd_mb() {  # MiB -> "write | read cached | read cold"
-  local mb=$1 f="$DIR/dd.bin" w r c
-  w=$( { dd if=/dev/zero of="$f" bs=1M count=$mb conv=fsync 2>&1 >/dev/null; } | awk '/copied/ {print $(NF-1), $NF}')
-  r=$( { dd if="$f" of=/dev/null bs=1M 2>&1 >/dev/null; } | awk '/copied/ {print $(NF-1), $NF}')
-  drop
-  c=$( { dd if="$f" of=/dev/null bs=1M 2>&1 >/dev/null; } | awk '/copied/ {print $(NF-1), $NF}')
-  rm -f "$f"
-  echo "$w | $r | $c"
+dd_rate() {  # dd's stderr -> GB/s from its exact byte count and seconds
+  awk '/copied/ {printf "%.3f", $1 / $(NF-3) / 1e9}'
 }
-echo "== dd, 32 MiB and 1 GiB" >&2
-echo "dd 32MiB write | read cached | read cold: $(dd_mb 32)"
-echo "dd 1GiB write | read cached | read cold: $(dd_mb 1024)"
-echo "== shardline shard files (write + fsync; restore = verify + copy into training buffers)" >&2
-build/bench/checkpoint_bench "$DIR" $W2_FLOATS $GIB_FLOATS
-build/bench/checkpoint_bench --cold "$DIR" $W2_FLOATS $GIB_FLOATS
+dd_json() {  # MiB LABEL -> one JSON line: write (conv=fsync), cached read, cold read
+  local mb=$1 label=$2 f="$DIR/dd.bin" w r c
+  w=$(dd if=/dev/zero of="$f" bs=1M count=$mb conv=fsync 2>&1 >/dev/null | dd_rate)
+  r=$(dd if="$f" of=/dev/null bs=1M 2>&1 >/dev/null | dd_rate)
+  drop
+  c=$(dd if="$f" of=/dev/null bs=1M 2>&1 >/dev/null | dd_rate)
+  rm -f "$f"
+  echo "{\"impl\":\"dd\",\"size\":\"$label\",\"write_GBps\":$w,\"cached_read_GBps\":$r,\"cold_read_GBps\":$c}"
+}
+# Alternate dd and shardline in every repetition, so drift in the shared
+# disk's speed hits both; the summary reports medians over repetitions.
+RESULTS="$DIR/results.jsonl"
+: > "$RESULTS"
+for rep in $(seq "$REPS"); do
+  echo "== repetition $rep of $REPS: dd and shardline, 32 MiB / W2 state and 1 GiB" >&2
+  for size in w2:32:$W2_FLOATS gib:1024:$GIB_FLOATS; do
+    IFS=: read -r label mb floats <<< "$size"
+    dd_json "$mb" "$label" >> "$RESULTS"
+    build/bench/checkpoint_bench "$DIR" "$floats" | sed "s/^{/{\"impl\":\"shardline\",\"size\":\"$label\",/" >> "$RESULTS"
+    build/bench/checkpoint_bench --cold "$DIR" "$floats" | sed "s/^{/{\"impl\":\"shardline\",\"size\":\"$label\",/" >> "$RESULTS"
+  done
+done
+/usr/bin/python3 bench/summarize_checkpoint.py "$RESULTS"
 
 echo "== W2 training stall: async vs synchronous saves every 20 steps" >&2
 for mode in true false; do
