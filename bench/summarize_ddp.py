@@ -22,6 +22,13 @@ def steady(path):
     return statistics.median(l["samples_per_second"] for l in train[1:])
 
 
+def phases(log):
+    """Mean ms per step of each phase, from a worker's final log line."""
+    m = re.search(r"per step: compute ([\d.]+) ms, reduce-scatter ([\d.]+) ms, optimizer ([\d.]+) ms, "
+                  r"all-gather ([\d.]+) ms", open(log).read())
+    return dict(zip(("compute", "reduce_scatter", "optimizer", "all_gather"), map(float, m.groups()))) if m else None
+
+
 def owned_state(log):
     m = re.search(r"owns \d+ parameters \((\d+) bytes\) and (\d+) bytes of optimizer state", open(log).read())
     return int(m.group(2)) if m else None
@@ -55,3 +62,16 @@ print("| W2 optimizer state per worker | bytes |")
 print("| --- | --- |")
 for n in (1, 2, 4):
     print(f"| N={n} | {owned_state(f'{out}/w2_n{n}/logs/worker-0.log')} |")
+print()
+print("| W2 N=2, rank 0, ms per step | compute | reduce-scatter | optimizer | all-gather |")
+print("| --- | --- | --- | --- | --- |")
+p = phases(f"{out}/w2_n2/logs/worker-0.log")
+p1 = phases(f"{out}/w2_n1/logs/worker-0.log")
+if p and p1:
+    print(f"| N=1 | {p1['compute']:.1f} | - | {p1['optimizer']:.1f} | - |")
+    print(f"| N=2 | {p['compute']:.1f} | {p['reduce_scatter']:.1f} | {p['optimizer']:.1f} | {p['all_gather']:.1f} |")
+    # With communication free, a step would still take compute + optimizer.
+    bound = 256 / ((p["compute"] + p["optimizer"]) / 1e3)
+    print()
+    print(f"W2 N=2 with free communication (256 / (compute + optimizer)): {bound:,.0f} samples/s "
+          f"= {bound / d2:.2f}x DDP's {d2:,.0f}")

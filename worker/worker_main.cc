@@ -237,7 +237,8 @@ absl::Status Run(const Args& args) {
       if (!delivered.ok()) SLOG(WARNING) << "finished, but " << delivered.message();
       SLOG(INFO) << "finished " << result->steps << " steps" << (result->stopped_early ? " (stopped early)" : "")
                  << "; final test accuracy " << result->evals.back().accuracy << "; "
-                 << result->checkpoint_seconds << " s of training lost to checkpoints";
+                 << result->checkpoint_seconds << " s of training lost to checkpoints; per step: "
+                 << PhasesPerStep(result->phase_seconds, result->steps - result->start_step);
       return absl::OkStatus();
     }
     if (absl::IsDataLoss(result.status()) && !world->restore_dir().empty()) {

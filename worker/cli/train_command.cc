@@ -86,9 +86,9 @@ absl::Status Train(const Args& args) {
   const EvalPoint& final_eval = r.evals.back();
   SLOG(INFO) << absl::StrFormat(
       "done: %d steps in %s (%.1f s training, %.3f s lost to checkpoints), %.0f samples/s; final test "
-      "accuracy %.4f, loss %.4f; metrics in %s/metrics.jsonl",
+      "accuracy %.4f, loss %.4f; metrics in %s/metrics.jsonl; per step: %s",
       r.steps, FormatDuration(r.train_seconds), r.train_seconds, r.checkpoint_seconds, r.samples_per_second,
-      final_eval.accuracy, final_eval.loss, workdir);
+      final_eval.accuracy, final_eval.loss, workdir, PhasesPerStep(r.phase_seconds, r.steps - r.start_step));
   return absl::OkStatus();
 }
 

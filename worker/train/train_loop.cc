@@ -158,6 +158,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     const bool stop_now = r.agreed_stop <= state.next_step && state.next_step < total_steps;
     const bool last = state.next_step == total_steps || stop_now;
     result.train_seconds += seconds;
+    result.phase_seconds += r.times;
     window_seconds += seconds;
     ++window_steps;
     result.losses.push_back(r.loss);

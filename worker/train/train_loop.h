@@ -103,6 +103,7 @@ struct TrainResult {
   bool stopped_early = false;     // ended at an agreed stop request
   int64_t start_step = 0;         // 0, or the restored checkpoint's step
   double checkpoint_seconds = 0;  // training time lost to saves (snapshot + waiting for the previous)
+  PhaseTimes phase_seconds;       // summed over this run's steps (steps - start_step of them)
 };
 
 // Number of steps the config asks for on a training split of `num_examples`.

@@ -1,8 +1,10 @@
 #include "worker/train/train_step.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 
 namespace shardline {
@@ -54,6 +56,12 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
     total.count += s.count;
   }
   return total;
+}
+
+std::string PhasesPerStep(const PhaseTimes& total, int64_t steps) {
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1)) / 1e3;
+  return absl::StrFormat("compute %.1f ms, reduce-scatter %.1f ms, optimizer %.1f ms, all-gather %.1f ms",
+                         total.compute / n, total.reduce_scatter / n, total.optimizer / n, total.all_gather / n);
 }
 
 absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, const Votes& votes,

@@ -13,6 +13,7 @@
 #define SHARDLINE_WORKER_TRAIN_TRAIN_STEP_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -63,7 +64,19 @@ struct PhaseTimes {
   double reduce_scatter = 0;
   double optimizer = 0;
   double all_gather = 0;
+
+  PhaseTimes& operator+=(const PhaseTimes& o) {
+    compute += o.compute;
+    reduce_scatter += o.reduce_scatter;
+    optimizer += o.optimizer;
+    all_gather += o.all_gather;
+    return *this;
+  }
 };
+
+// "compute 42.7 ms, reduce-scatter 4.4 ms, optimizer 2.2 ms, all-gather
+// 4.4 ms": the mean per step of `total` over `steps` steps.
+std::string PhasesPerStep(const PhaseTimes& total, int64_t steps);
 
 struct StepResult {
   int64_t step = 0;

@@ -100,6 +100,20 @@ TEST_F(TrainLoopTest, LossFallsAndEvalRunsOnSchedule) {
   EXPECT_GT(r->evals[1].accuracy, 0.6);
 }
 
+// The per-phase totals the final log line reports: a world of one computes
+// and updates, and its phases fit inside the time it spent in steps.
+TEST_F(TrainLoopTest, PhaseTotalsAccountForTheStepTime) {
+  absl::StatusOr<TrainResult> r = Run(Config({}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const PhaseTimes& t = r->phase_seconds;
+  EXPECT_GT(t.compute, 0);
+  EXPECT_GT(t.optimizer, 0);
+  EXPECT_LE(t.compute + t.reduce_scatter + t.optimizer + t.all_gather, r->train_seconds);
+  EXPECT_GT(t.compute, 0.3 * r->train_seconds);
+  PhaseTimes two_steps{0.0854, 0.0088, 0.0044, 0.0088};
+  EXPECT_EQ(PhasesPerStep(two_steps, 2), "compute 42.7 ms, reduce-scatter 4.4 ms, optimizer 2.2 ms, all-gather 4.4 ms");
+}
+
 TEST_F(TrainLoopTest, WritesTrainAndEvalLinesInTheDocumentedFormat) {
   Lines sink;
   ASSERT_TRUE(Run(Config({}), &sink).ok());
