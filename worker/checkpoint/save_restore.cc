@@ -134,18 +134,35 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
     if (size != e.size()) {
       return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " is ", size, " bytes; the manifest says ", e.size()));
     }
-    // Each buffer is read straight into place, but only from a shard of this
-    // model whose range fits it; every block is verified either way.
+    // The header is checked against the manifest and this run's model
+    // before any payload is read (the first placement call); then each
+    // buffer is read straight into place. Every block is verified either way.
     uint32_t checksum = 0;
+    bool header_checked = false;
+    auto check_header = [&](const state::ShardHeader& h) -> absl::Status {
+      if (checksum != e.crc32c()) {
+        return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": checksum does not match the manifest"));
+      }
+      if (h.total_size() != layout.total_size() || h.begin() < 0 || h.end() > layout.total_size() ||
+          h.tensors_size() != static_cast<int>(layout.tensors().size())) {
+        return absl::FailedPreconditionError(absl::StrCat(path, " holds a model of ", h.total_size(),
+                                                          " parameters; this run's model has ", layout.total_size()));
+      }
+      for (int t = 0; t < h.tensors_size(); ++t) {
+        const TensorInfo& info = layout.tensor(t);
+        const state::TensorEntry& te = h.tensors(t);
+        if (te.name() != info.name || std::vector<int64_t>(te.shape().begin(), te.shape().end()) != info.shape) {
+          return absl::FailedPreconditionError(absl::StrCat(path, ": tensor ", t, " is ", te.name(),
+                                                            "; this run's model has ", info.name, " of another shape"));
+        }
+      }
+      header_checked = true;
+      return absl::OkStatus();
+    };
     absl::StatusOr<state::ShardHeader> header = ReadShardInto(
         env, path,
         [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
-          if (h.total_size() != layout.total_size() || h.begin() < 0 || h.end() > layout.total_size() ||
-              h.tensors_size() != static_cast<int>(layout.tensors().size())) {
-            return absl::FailedPreconditionError(absl::StrCat(path, " holds a model of ", h.total_size(),
-                                                              " parameters; this run's model has ",
-                                                              layout.total_size()));
-          }
+          if (!header_checked) RETURN_IF_ERROR(check_header(h));
           if (b.name() == "params") {
             param_filled[0] += b.floats();
             return Placement{params + h.begin(), 0, b.floats()};
@@ -164,18 +181,8 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
         },
         &checksum);
     if (!header.ok()) return header.status();
-    if (checksum != e.crc32c()) {
-      return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": checksum does not match the manifest"));
-    }
     const state::ShardHeader& h = *header;
-    for (int t = 0; t < h.tensors_size(); ++t) {
-      const TensorInfo& info = layout.tensor(t);
-      const state::TensorEntry& te = h.tensors(t);
-      if (te.name() != info.name || std::vector<int64_t>(te.shape().begin(), te.shape().end()) != info.shape) {
-        return absl::FailedPreconditionError(absl::StrCat(path, ": tensor ", t, " is ", te.name(),
-                                                          "; this run's model has ", info.name, " of another shape"));
-      }
-    }
+    if (!header_checked) RETURN_IF_ERROR(check_header(h));  // a shard without buffers
     out.position = h.data_position();
     if (h.has_best_step()) out.best = BestSoFar{h.best_step(), h.best_value()};
   }

@@ -230,6 +230,35 @@ TEST_F(TrainLoopTest, CorruptCheckpointIsRefusedNamingTheFile) {
   EXPECT_TRUE(absl::StrContains(r.status().message(), shard)) << r.status();
 }
 
+// What a restore refuses before reading any payload: a shard that is not
+// the one the manifest lists, a checkpoint of another model, and optimizer
+// state this run's optimizer does not have.
+TEST_F(TrainLoopTest, RestoreRefusesAnotherShardAnotherModelAndAnotherOptimizer) {
+  const config::JobConfig c = Config({"checkpoint.every_steps=10", "train.total_steps=20"});
+  const std::string root = FreshRoot("train_loop_refuse");
+  LocalCommitter committer(Env::Default(), root, c.checkpoint(), "test");
+  LocalCollectives comm;
+  TrainOptions o = Saving(root, &committer);
+  ASSERT_TRUE(RunTraining(c, *data_, comm, o).ok());
+  o.restore_dir = StepDir(root, 20);
+
+  absl::StatusOr<TrainResult> r = RunTraining(Config({"model.hidden_sizes=64"}), *data_, comm, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "holds a model of")) << r.status();
+
+  r = RunTraining(Config({"optimizer.adamw={}", "train.total_steps=20"}), *data_, comm, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "which this run's optimizer does not use")) << r.status();
+
+  // Step 10's shard, intact, under step 20's manifest.
+  const std::string shard = "/shard-00000-of-00001.ckpt";
+  const std::string step10 = *Env::Default()->ReadFile(StepDir(root, 10) + shard);
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), StepDir(root, 20) + shard, step10).ok());
+  r = RunTraining(c, *data_, comm, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "checksum does not match the manifest")) << r.status();
+}
+
 TEST_F(TrainLoopTest, AdamWTrains) {
   absl::StatusOr<TrainResult> r = Run(Config({"optimizer.adamw={}", "schedule.base_lr=0.001"}));
   ASSERT_TRUE(r.ok()) << r.status();
