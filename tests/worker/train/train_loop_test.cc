@@ -53,6 +53,25 @@ class TrainLoopTest : public ::testing::Test {
     return o;
   }
 
+  // Trains `c` from scratch, saving under a fresh checkpoint root `name`,
+  // which it returns.
+  static std::string TrainWithCheckpoints(const config::JobConfig& c, const std::string& name) {
+    const std::string root = FreshRoot(name);
+    LocalCommitter committer(Env::Default(), root, c.checkpoint(), "test");
+    LocalCollectives comm;
+    EXPECT_TRUE(RunTraining(c, *data_, comm, Saving(root, &committer)).ok());
+    return root;
+  }
+
+  // Trains `c` from the checkpoint in `step_dir`, saving nothing.
+  static absl::StatusOr<TrainResult> Restore(const config::JobConfig& c, const std::string& step_dir) {
+    LocalCollectives comm;
+    TrainOptions o;
+    o.show_progress = false;
+    o.restore_dir = step_dir;
+    return RunTraining(c, *data_, comm, o);
+  }
+
   static absl::StatusOr<TrainResult> Run(const config::JobConfig& c, MetricsSink* sink = nullptr) {
     LocalCollectives comm;
     TrainOptions options;
@@ -215,17 +234,12 @@ TEST_F(TrainLoopTest, EverySecondsSavesByTheClock) {
 
 TEST_F(TrainLoopTest, CorruptCheckpointIsRefusedNamingTheFile) {
   const config::JobConfig c = Config({"checkpoint.every_steps=20", "train.total_steps=20"});
-  const std::string root = FreshRoot("train_loop_corrupt");
-  LocalCommitter committer(Env::Default(), root, c.checkpoint(), "test");
-  LocalCollectives comm;
-  TrainOptions o = Saving(root, &committer);
-  ASSERT_TRUE(RunTraining(c, *data_, comm, o).ok());
+  const std::string root = TrainWithCheckpoints(c, "train_loop_corrupt");
   const std::string shard = StepDir(root, 20) + "/shard-00000-of-00001.ckpt";
   std::string bytes = *Env::Default()->ReadFile(shard);
   bytes[bytes.size() / 2] ^= 0x10;
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), shard, bytes).ok());
-  o.restore_dir = StepDir(root, 20);
-  absl::StatusOr<TrainResult> r = RunTraining(c, *data_, comm, o);
+  absl::StatusOr<TrainResult> r = Restore(c, StepDir(root, 20));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(absl::StrContains(r.status().message(), shard)) << r.status();
 }
@@ -235,26 +249,22 @@ TEST_F(TrainLoopTest, CorruptCheckpointIsRefusedNamingTheFile) {
 // state this run's optimizer does not have.
 TEST_F(TrainLoopTest, RestoreRefusesAnotherShardAnotherModelAndAnotherOptimizer) {
   const config::JobConfig c = Config({"checkpoint.every_steps=10", "train.total_steps=20"});
-  const std::string root = FreshRoot("train_loop_refuse");
-  LocalCommitter committer(Env::Default(), root, c.checkpoint(), "test");
-  LocalCollectives comm;
-  TrainOptions o = Saving(root, &committer);
-  ASSERT_TRUE(RunTraining(c, *data_, comm, o).ok());
-  o.restore_dir = StepDir(root, 20);
+  const std::string root = TrainWithCheckpoints(c, "train_loop_refuse");
+  const std::string step20 = StepDir(root, 20);
 
-  absl::StatusOr<TrainResult> r = RunTraining(Config({"model.hidden_sizes=64"}), *data_, comm, o);
+  absl::StatusOr<TrainResult> r = Restore(Config({"model.hidden_sizes=64"}), step20);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
   EXPECT_TRUE(absl::StrContains(r.status().message(), "holds a model of")) << r.status();
 
-  r = RunTraining(Config({"optimizer.adamw={}", "train.total_steps=20"}), *data_, comm, o);
+  r = Restore(Config({"optimizer.adamw={}", "train.total_steps=20"}), step20);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
   EXPECT_TRUE(absl::StrContains(r.status().message(), "which this run's optimizer does not use")) << r.status();
 
   // Step 10's shard, intact, under step 20's manifest.
   const std::string shard = "/shard-00000-of-00001.ckpt";
   const std::string step10 = *Env::Default()->ReadFile(StepDir(root, 10) + shard);
-  ASSERT_TRUE(WriteFileAtomically(Env::Default(), StepDir(root, 20) + shard, step10).ok());
-  r = RunTraining(c, *data_, comm, o);
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), step20 + shard, step10).ok());
+  r = Restore(c, step20);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
   EXPECT_TRUE(absl::StrContains(r.status().message(), "checksum does not match the manifest")) << r.status();
 }
