@@ -52,15 +52,14 @@ TEST(CheckpointTest, KilledWorkersAndCoordinatorResumeFromTheLastCommitAndEndBit
   for (const auto& [rank, commit] : std::vector<std::pair<int, std::string>>{{1, "step 400 "}, {0, "step 1000 "}}) {
     ASSERT_TRUE(WaitForText(coord_log, "committed checkpoint at " + commit, absl::Seconds(120))) << b.Output();
     absl::SleepFor(absl::Milliseconds(50));
-    const std::vector<pid_t> pids =
-        FindProcesses({"shardline-worker", absl::StrCat("--rank ", rank), ReadAll(dir + "/coordinator.address")});
+    const std::vector<pid_t> pids = LaunchedWorker(dir, rank);
     ASSERT_EQ(pids.size(), 1u);
     kill(pids[0], SIGKILL);
   }
   // And the coordinator: it comes back on the same address, recovers its
   // generation and catalog from RocksDB, and the workers reconnect.
   ASSERT_TRUE(WaitForText(coord_log, "committed checkpoint at step 1200 ", absl::Seconds(120))) << b.Output();
-  const std::vector<pid_t> coordinator = FindProcesses({"shardline-coordinator", "--workdir " + dir});
+  const std::vector<pid_t> coordinator = LaunchedCoordinator(dir);
   ASSERT_EQ(coordinator.size(), 1u);
   kill(coordinator[0], SIGKILL);
   ASSERT_EQ(b.Wait(absl::Seconds(180)), 0) << b.Output();

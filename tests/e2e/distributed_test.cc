@@ -99,7 +99,7 @@ TEST(DistributedTest, KilledWorkerIsDetectedRestartedAndTheJobCompletes) {
   Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=4000", "train.log_every=500"}, /*max_restarts=*/1));
   ASSERT_TRUE(WaitForText(dir + "/logs/worker-1.log", "joined generation 1", absl::Seconds(60))) << launch.Output();
   absl::SleepFor(absl::Milliseconds(500));
-  const std::vector<pid_t> victims = FindProcesses({"shardline-worker", "--rank 1", ReadAll(dir + "/coordinator.address")});
+  const std::vector<pid_t> victims = LaunchedWorker(dir, 1);
   ASSERT_EQ(victims.size(), 1u);
   const absl::Time killed = absl::Now();
   kill(victims[0], SIGKILL);
@@ -216,7 +216,7 @@ TEST(DistributedTest, WatchdogReportsAStuckWorker) {
                                         "runtime.collective_timeout_seconds=60"}));
   ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
       << launch.Output();
-  const std::vector<pid_t> peer = FindProcesses({"shardline-worker", "--rank 1", ReadAll(dir + "/coordinator.address")});
+  const std::vector<pid_t> peer = LaunchedWorker(dir, 1);
   ASSERT_EQ(peer.size(), 1u);
   kill(peer[0], SIGSTOP);
   EXPECT_TRUE(WaitForText(dir + "/logs/worker-0.log", "watchdog: rank 0 made no progress past step",
@@ -240,7 +240,7 @@ TEST(DistributedTest, Sigusr1MakesEveryWorkerEvaluateAtTheSameStep) {
   Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=1000000", "train.eval_every=0"}));
   ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
       << launch.Output();
-  const std::vector<pid_t> coordinator = FindProcesses({"shardline-coordinator", "--workdir " + dir});
+  const std::vector<pid_t> coordinator = LaunchedCoordinator(dir);
   ASSERT_EQ(coordinator.size(), 1u);
   kill(coordinator[0], SIGUSR1);
   ASSERT_TRUE(WaitForText(dir + "/metrics.jsonl", "\"split\":\"eval\"", absl::Seconds(20))) << launch.Output();

@@ -117,6 +117,14 @@ std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts) {
   return pids;
 }
 
+std::vector<pid_t> LaunchedWorker(const std::string& workdir, int rank) {
+  return FindProcesses({"shardline-worker", absl::StrCat("--rank ", rank), ReadAll(workdir + "/coordinator.address")});
+}
+
+std::vector<pid_t> LaunchedCoordinator(const std::string& workdir) {
+  return FindProcesses({"shardline-coordinator", "--workdir " + workdir});
+}
+
 double PromValue(const std::string& page, const std::string& name) {
   for (absl::string_view line : absl::StrSplit(page, '\n')) {
     if (absl::StartsWith(line, absl::StrCat(name, " "))) {

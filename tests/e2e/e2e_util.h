@@ -35,6 +35,10 @@ bool WaitForText(const std::string& path, const std::string& needle, absl::Durat
 int FreePort();
 // Pids of processes whose argv contains every one of `parts`.
 std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts);
+// Pids of `shardline launch`'s worker of `rank` and of its coordinator, for
+// the job in `workdir`.
+std::vector<pid_t> LaunchedWorker(const std::string& workdir, int rank);
+std::vector<pid_t> LaunchedCoordinator(const std::string& workdir);
 // The value of an unlabelled sample `name` in a Prometheus text page; NaN if absent.
 double PromValue(const std::string& page, const std::string& name);
 
