@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace shardline {
@@ -50,6 +51,9 @@ class WritableFile {
   virtual absl::Status Close() = 0;
 };
 
+// The alignment of NewUnbufferedFile's appends: offsets, sizes and memory.
+inline constexpr size_t kUnbufferedAlignment = 4096;
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -72,6 +76,15 @@ class Env {
   // Creates or truncates.
   virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) = 0;
+  // Creates or truncates a file whose writes bypass the page cache (O_DIRECT),
+  // for large files written once: the data goes from the caller's memory to
+  // the device with no copy into the cache. Every Append but the last must
+  // pass a multiple of kUnbufferedAlignment bytes from memory aligned to it;
+  // the last may be shorter (Sync trims the padding). kUnimplemented where
+  // the file system cannot (tmpfs): callers fall back to NewWritableFile.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewUnbufferedFile(const std::string& path) {
+    return absl::UnimplementedError(absl::StrCat("unbuffered writes to ", path));
+  }
   virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
   // Makes the directory's entries (creations, renames) durable.
   virtual absl::Status SyncDir(const std::string& dir) = 0;

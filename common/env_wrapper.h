@@ -33,6 +33,9 @@ class EnvWrapper : public Env {
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
     return target_->NewWritableFile(p);
   }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewUnbufferedFile(const std::string& p) override {
+    return target_->NewUnbufferedFile(p);
+  }
   absl::Status RenameFile(const std::string& f, const std::string& t) override { return target_->RenameFile(f, t); }
   absl::Status SyncDir(const std::string& d) override { return target_->SyncDir(d); }
   absl::StatusOr<std::vector<std::string>> GetChildren(const std::string& d) override { return target_->GetChildren(d); }

@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/status_macros.h"
 
 namespace shardline {
 namespace {
@@ -76,6 +79,74 @@ class PosixWritableFile : public WritableFile {
   std::string path_;
   int fd_;
   off_t written_back_ = 0;
+};
+
+// O_DIRECT writes. The last, unaligned append is padded to the alignment
+// from a scratch block; Sync trims the file to its real size first.
+class PosixUnbufferedFile : public WritableFile {
+ public:
+  PosixUnbufferedFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixUnbufferedFile() override {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  absl::Status Append(absl::string_view data) override {
+    if (padded_) return absl::FailedPreconditionError(absl::StrCat(path_, ": append after the unaligned last one"));
+    const size_t aligned = data.size() / kUnbufferedAlignment * kUnbufferedAlignment;
+    if (aligned > 0) {
+      if (reinterpret_cast<uintptr_t>(data.data()) % kUnbufferedAlignment != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(path_, ": unaligned memory for an unbuffered write"));
+      }
+      RETURN_IF_ERROR(WriteAll(data.data(), aligned));
+    }
+    if (aligned == data.size()) return absl::OkStatus();
+    const size_t tail = data.size() - aligned;
+    void* block = nullptr;
+    if (posix_memalign(&block, kUnbufferedAlignment, kUnbufferedAlignment) != 0) {
+      return absl::ResourceExhaustedError(absl::StrCat(path_, ": no memory for the last block"));
+    }
+    std::memset(block, 0, kUnbufferedAlignment);
+    std::memcpy(block, data.data() + aligned, tail);
+    absl::Status s = WriteAll(static_cast<const char*>(block), kUnbufferedAlignment);
+    free(block);
+    padded_ = true;
+    size_ -= static_cast<off_t>(kUnbufferedAlignment - tail);
+    return s;
+  }
+  absl::Status Flush() override { return absl::OkStatus(); }
+  absl::Status Sync() override {
+    if (padded_ && ftruncate(fd_, size_) != 0) return PosixError(absl::StrCat("truncate ", path_), errno);
+    if (fdatasync(fd_) != 0) return PosixError(absl::StrCat("fdatasync ", path_), errno);
+    return absl::OkStatus();
+  }
+  absl::Status Close() override {
+    int fd = fd_;
+    fd_ = -1;
+    if (fd >= 0 && close(fd) != 0) return PosixError(absl::StrCat("close ", path_), errno);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status WriteAll(const char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t w = pwrite(fd_, p, n, written_);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return PosixError(absl::StrCat("write ", path_), errno);
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+      written_ += w;
+      size_ += w;
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string path_;
+  int fd_;
+  off_t written_ = 0;  // bytes on disk, padding included
+  off_t size_ = 0;     // the file's real size
+  bool padded_ = false;
 };
 
 class PosixRandomAccessFile : public RandomAccessFile {
@@ -173,6 +244,13 @@ class PosixEnv : public Env {
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) override {
     return Open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);
+  }
+
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewUnbufferedFile(const std::string& path) override {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+    if (fd < 0 && errno == EINVAL) return absl::UnimplementedError(absl::StrCat("O_DIRECT on ", path));
+    if (fd < 0) return PosixError(absl::StrCat("open ", path), errno);
+    return std::unique_ptr<WritableFile>(new PosixUnbufferedFile(path, fd));
   }
 
   absl::Status RenameFile(const std::string& from, const std::string& to) override {

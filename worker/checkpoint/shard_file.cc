@@ -1,11 +1,15 @@
 #include "worker/checkpoint/shard_file.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <thread>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "common/crc32c.h"
 #include "common/fault_injection.h"
 #include "common/status_macros.h"
@@ -29,6 +33,8 @@ uint32_t GetU32(const char* p) {
 
 // How much WriteShard appends between writeback kicks.
 constexpr size_t kWritebackBytes = size_t{4} << 20;
+// Size of each of the two staging blocks of an unbuffered write.
+constexpr size_t kStagingBytes = size_t{8} << 20;
 
 // Feeds a byte stream and records the masked CRC of every block.
 class BlockCrcs {
@@ -61,12 +67,115 @@ class BlockCrcs {
   std::vector<uint32_t> crcs_;
 };
 
+// The file's bytes in order: prefix, header, then each buffer.
+std::vector<absl::string_view> Pieces(const char* prefix, const std::string& header,
+                                      const std::vector<ShardBuffer>& buffers) {
+  std::vector<absl::string_view> pieces = {absl::string_view(prefix, kPrefixBytes), header};
+  for (const ShardBuffer& b : buffers) {
+    pieces.emplace_back(reinterpret_cast<const char*>(b.values.data()), b.values.size() * sizeof(float));
+  }
+  return pieces;
+}
+
+// Page-cache writes in pieces, starting the device's writeback after each:
+// the disk writes piece k while piece k+1 is copied into the cache, and the
+// final Sync waits only for the tail.
+absl::Status WriteBuffered(const std::vector<absl::string_view>& pieces, WritableFile* f) {
+  for (absl::string_view piece : pieces) {
+    while (!piece.empty()) {
+      const size_t n = std::min(piece.size(), kWritebackBytes);
+      RETURN_IF_ERROR(f->Append(piece.substr(0, n)));
+      RETURN_IF_ERROR(f->StartWriteback());
+      piece.remove_prefix(n);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Unbuffered (O_DIRECT) writes through aligned staging blocks, since the
+// pieces' memory and file offsets are not aligned. Two blocks: this thread
+// fills one while a writer thread waits for the device on the other.
+absl::Status WriteStaged(const std::vector<absl::string_view>& pieces, WritableFile* f) {
+  struct Free {
+    void operator()(char* p) const { free(p); }
+  };
+  std::unique_ptr<char, Free> blocks[2];
+  for (auto& b : blocks) {
+    void* raw = nullptr;
+    if (posix_memalign(&raw, kUnbufferedAlignment, kStagingBytes) != 0) {
+      return absl::ResourceExhaustedError("no memory for a staging block");
+    }
+    b.reset(static_cast<char*>(raw));
+  }
+  // What the two threads share, under mu.
+  struct Shared {
+    absl::Mutex mu;
+    size_t pending = 0;  // bytes of the block handed to the writer; 0: none
+    int block = 0;
+    bool done = false;
+    absl::Status written;
+    static bool Free(Shared* x) { return x->pending == 0; }
+    static bool Work(Shared* x) { return x->pending > 0 || x->done; }
+  } sh;
+  std::thread writer([&] {
+    for (;;) {
+      size_t n;
+      int k;
+      {
+        absl::MutexLock lock(&sh.mu);
+        sh.mu.Await(absl::Condition(&Shared::Work, &sh));
+        if (sh.pending == 0) return;
+        n = sh.pending;
+        k = sh.block;
+      }
+      absl::Status s = f->Append(absl::string_view(blocks[k].get(), n));
+      absl::MutexLock lock(&sh.mu);
+      if (!s.ok() && sh.written.ok()) sh.written = s;
+      sh.pending = 0;
+    }
+  });
+  // Hands block k's first n bytes to the writer once it has taken the other.
+  auto hand_over = [&](int k, size_t n) {
+    absl::MutexLock lock(&sh.mu);
+    sh.mu.Await(absl::Condition(&Shared::Free, &sh));
+    sh.pending = n;
+    sh.block = k;
+    return sh.written;
+  };
+  absl::Status s;
+  int k = 0;
+  size_t filled = 0;
+  for (absl::string_view piece : pieces) {
+    while (s.ok() && !piece.empty()) {
+      const size_t n = std::min(piece.size(), kStagingBytes - filled);
+      std::memcpy(blocks[k].get() + filled, piece.data(), n);
+      filled += n;
+      piece.remove_prefix(n);
+      if (filled == kStagingBytes) {
+        s = hand_over(k, filled);
+        k = 1 - k;
+        filled = 0;
+      }
+    }
+  }
+  if (s.ok() && filled > 0) s = hand_over(k, filled);
+  {
+    absl::MutexLock lock(&sh.mu);
+    sh.mu.Await(absl::Condition(&Shared::Free, &sh));
+    sh.done = true;
+    if (s.ok()) s = sh.written;
+  }
+  writer.join();
+  return s;
+}
+
 }  // namespace
 
 std::string ShardFileName(int rank, int world) { return absl::StrFormat("shard-%05d-of-%05d.ckpt", rank, world); }
 
 absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const std::string& name,
-                                        ShardContents c, int64_t block_size) {
+                                        ShardContents c, const ShardWriteOptions& options) {
+  const int64_t block_size = options.block_size;
   const int64_t floats = c.header.end() - c.header.begin();
   if (floats < 0) return absl::InvalidArgumentError("shard range has end < begin");
   BlockCrcs blocks(block_size);
@@ -98,24 +207,22 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
   const std::string tmp = out.path + ".tmp";
   absl::Status s;
   {
-    ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env->NewWritableFile(tmp));
-    s = f->Append(absl::string_view(prefix, kPrefixBytes));
-    if (s.ok()) s = f->Append(header);
-    // In pieces, starting the device's writeback after each: the disk
-    // writes piece k while piece k+1 is copied into the page cache, and the
-    // final Sync waits only for the tail.
-    for (const ShardBuffer& b : c.buffers) {
-      const char* p = reinterpret_cast<const char*>(b.values.data());
-      for (size_t left = b.values.size() * sizeof(float); s.ok() && left > 0;) {
-        const size_t n = std::min(left, kWritebackBytes);
-        s = f->Append(absl::string_view(p, n));
-        if (s.ok()) s = f->StartWriteback();
-        p += n;
-        left -= n;
-      }
+    const std::vector<absl::string_view> pieces = Pieces(prefix, header, c.buffers);
+    const int64_t file_bytes = static_cast<int64_t>(kPrefixBytes + header.size()) + c.header.payload_bytes();
+    absl::StatusOr<std::unique_ptr<WritableFile>> f =
+        file_bytes >= options.unbuffered_min_bytes ? env->NewUnbufferedFile(tmp)
+                                                   : absl::UnimplementedError("small file: through the page cache");
+    if (f.ok()) {
+      s = WriteStaged(pieces, f->get());
+    } else if (absl::IsUnimplemented(f.status())) {
+      f = env->NewWritableFile(tmp);
+      if (!f.ok()) return Annotate(f.status(), absl::StrCat("writing checkpoint shard ", out.path));
+      s = WriteBuffered(pieces, f->get());
+    } else {
+      return Annotate(f.status(), absl::StrCat("writing checkpoint shard ", out.path));
     }
-    if (s.ok()) s = f->Sync();
-    if (s.ok()) s = f->Close();
+    if (s.ok()) s = (*f)->Sync();
+    if (s.ok()) s = (*f)->Close();
     // The header lists every block's CRC, so its own CRC covers the file.
     out.crc32c = crc32c::Value(header.data(), header.size());
   }

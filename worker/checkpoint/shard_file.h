@@ -49,11 +49,23 @@ inline constexpr int64_t kShardBlockBytes = 1 << 20;
 // The file name of `rank` of `world`: "shard-00001-of-00004.ckpt".
 std::string ShardFileName(int rank, int world);
 
+struct ShardWriteOptions {
+  // Bytes covered by each payload CRC.
+  int64_t block_size = kShardBlockBytes;
+  // Files at least this large are written around the page cache (O_DIRECT,
+  // through two aligned staging blocks, one filled while the other is
+  // written), where the file system allows it; smaller ones through the
+  // cache, starting the device's writeback every 4 MiB. Measured on this
+  // project's machine (bench/RESULTS.md): O_DIRECT wins from ~256 MiB up and
+  // loses below ~128 MiB.
+  int64_t unbuffered_min_bytes = int64_t{128} << 20;
+};
+
 // Writes `dir`/`name` durably and atomically: "<name>.tmp", fsync, rename,
 // fsync `dir`. A crash leaves either no file or the whole file. Every buffer
 // must hold header.end - header.begin floats.
 absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const std::string& name,
-                                        ShardContents contents, int64_t block_size = kShardBlockBytes);
+                                        ShardContents contents, const ShardWriteOptions& options = {});
 
 // Reads and verifies a shard file: magic, version, header CRC, sizes, and
 // every block's CRC. kDataLoss naming the file (and the block) on any

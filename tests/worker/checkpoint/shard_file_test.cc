@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -91,7 +92,9 @@ TEST(ShardFileTest, FlippedPayloadByteIsFoundAndLocated) {
 TEST(ShardFileTest, ReadShardIntoPlacesSubRangesAndVerifiesSkippedBlocks) {
   const std::string dir = FreshDir();
   Env* env = Env::Default();
-  WrittenShard w = *WriteShard(env, dir, "s.ckpt", Sample(100), /*block_size=*/64);
+  ShardWriteOptions tiny_blocks;
+  tiny_blocks.block_size = 64;
+  WrittenShard w = *WriteShard(env, dir, "s.ckpt", Sample(100), tiny_blocks);
   std::vector<float> params(100, 7.0f), momentum(200, 7.0f);
   PlaceFn place = [&](const state::ShardHeader&, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
     if (b.name() == "params") return Placement{params.data(), 0, 100};
@@ -192,20 +195,54 @@ class FaultEnv : public EnvWrapper {
  public:
   FaultEnv(Env* base, bool fail_append) : EnvWrapper(base), fail_append_(fail_append) {}
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
-    absl::StatusOr<std::unique_ptr<WritableFile>> f = target()->NewWritableFile(p);
-    if (!f.ok()) return f;
-    return std::unique_ptr<WritableFile>(new FailingFile(std::move(*f), fail_append_));
+    return Failing(target()->NewWritableFile(p));
+  }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewUnbufferedFile(const std::string& p) override {
+    return Failing(target()->NewUnbufferedFile(p));
   }
 
  private:
+  absl::StatusOr<std::unique_ptr<WritableFile>> Failing(absl::StatusOr<std::unique_ptr<WritableFile>> f) {
+    if (!f.ok()) return f;
+    return std::unique_ptr<WritableFile>(new FailingFile(std::move(*f), fail_append_));
+  }
   bool fail_append_;
 };
 
+// Both write paths: through the page cache, and around it (O_DIRECT where
+// the test's file system has it, else the page cache again).
+ShardWriteOptions Path(bool unbuffered) {
+  ShardWriteOptions o;
+  if (unbuffered) o.unbuffered_min_bytes = 0;
+  return o;
+}
+
+TEST(ShardFileTest, BothWritePathsGiveTheSameBytes) {
+  const ShardContents original = Sample(300001);  // not a multiple of the alignment
+  std::string bytes[2];
+  for (bool unbuffered : {false, true}) {
+    const std::string dir = FreshDir() + (unbuffered ? "_unbuffered" : "");
+    std::system(("mkdir -p '" + dir + "'").c_str());
+    absl::StatusOr<WrittenShard> w = WriteShard(Env::Default(), dir, "s.ckpt", original, Path(unbuffered));
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_EQ(*Env::Default()->GetFileSize(w->path), w->size);
+    EXPECT_FALSE(Env::Default()->FileExists(w->path + ".tmp"));
+    bytes[unbuffered] = *Env::Default()->ReadFile(w->path);
+    absl::StatusOr<ShardContents> back = ReadShard(Env::Default(), w->path);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->buffers[1].values, original.buffers[1].values);
+  }
+  EXPECT_EQ(bytes[0].size(), bytes[1].size());
+  EXPECT_TRUE(bytes[0] == bytes[1]);
+}
+
 TEST(ShardFileTest, FailedFsyncOrFullDiskLeavesNoShardAndNoTemporary) {
-  for (bool full_disk : {false, true}) {
+  for (const auto& [unbuffered, full_disk] : {std::pair{false, false}, std::pair{false, true},
+                                              std::pair{true, false}, std::pair{true, true}}) {
+    SCOPED_TRACE(unbuffered ? "unbuffered" : "buffered");
     const std::string dir = FreshDir();
     FaultEnv env(Env::Default(), full_disk);
-    absl::StatusOr<WrittenShard> w = WriteShard(&env, dir, "s.ckpt", Sample(1000));
+    absl::StatusOr<WrittenShard> w = WriteShard(&env, dir, "s.ckpt", Sample(1000), Path(unbuffered));
     ASSERT_FALSE(w.ok());
     EXPECT_TRUE(absl::StrContains(w.status().message(), dir + "/s.ckpt")) << w.status();
     EXPECT_TRUE(absl::StrContains(w.status().message(), full_disk ? "No space" : "fsync failed")) << w.status();
