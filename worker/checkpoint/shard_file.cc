@@ -114,7 +114,7 @@ absl::Status WriteStaged(const std::vector<absl::string_view>& pieces, WritableF
     int block = 0;
     bool done = false;
     absl::Status written;
-    static bool Free(Shared* x) { return x->pending == 0; }
+    static bool Idle(Shared* x) { return x->pending == 0; }
     static bool Work(Shared* x) { return x->pending > 0 || x->done; }
   } sh;
   std::thread writer([&] {
@@ -134,10 +134,11 @@ absl::Status WriteStaged(const std::vector<absl::string_view>& pieces, WritableF
       sh.pending = 0;
     }
   });
-  // Hands block k's first n bytes to the writer once it has taken the other.
+  // Hands block k's first n bytes to the writer once it has finished the
+  // other block; returns the first write error so far.
   auto hand_over = [&](int k, size_t n) {
     absl::MutexLock lock(&sh.mu);
-    sh.mu.Await(absl::Condition(&Shared::Free, &sh));
+    sh.mu.Await(absl::Condition(&Shared::Idle, &sh));
     sh.pending = n;
     sh.block = k;
     return sh.written;
@@ -161,7 +162,7 @@ absl::Status WriteStaged(const std::vector<absl::string_view>& pieces, WritableF
   if (s.ok() && filled > 0) s = hand_over(k, filled);
   {
     absl::MutexLock lock(&sh.mu);
-    sh.mu.Await(absl::Condition(&Shared::Free, &sh));
+    sh.mu.Await(absl::Condition(&Shared::Idle, &sh));
     sh.done = true;
     if (s.ok()) s = sh.written;
   }
