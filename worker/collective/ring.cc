@@ -169,20 +169,23 @@ absl::Status RingCollectives::AllReduceScalars(absl::Span<double> values,
   if (ops.size() != values.size()) {
     return absl::InvalidArgumentError("scalar all-reduce needs one op per value");
   }
-  return Finish(AllReduceScalarsSteps(values, ops, deadline), deadline);
+  // Sent from a copy that outlives the steps (Finish waits until the
+  // transport lets go of it), so `values` can take the result right away.
+  const std::vector<double> mine(values.begin(), values.end());
+  return Finish(AllReduceScalarsSteps(mine, values, ops, deadline), deadline);
 }
 
-absl::Status RingCollectives::AllReduceScalarsSteps(absl::Span<double> values,
+absl::Status RingCollectives::AllReduceScalarsSteps(const std::vector<double>& mine, absl::Span<double> values,
                                                     absl::Span<const ReduceOp> ops, absl::Time deadline) {
-  const absl::Span<const char> mine(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));
+  const absl::Span<const char> bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
   for (int peer = 0; peer < world_; ++peer) {
-    if (peer != rank_) RETURN_IF_ERROR(Annotate(Send(peer, Tag(0, 0), mine, deadline), "scalar all-reduce"));
+    if (peer != rank_) RETURN_IF_ERROR(Annotate(Send(peer, Tag(0, 0), bytes, deadline), "scalar all-reduce"));
   }
   std::vector<double> all(values.size() * static_cast<size_t>(world_));
   for (int peer = 0; peer < world_; ++peer) {
     double* slot = all.data() + values.size() * static_cast<size_t>(peer);
     if (peer == rank_) {
-      std::copy(values.begin(), values.end(), slot);
+      std::copy(mine.begin(), mine.end(), slot);
       continue;
     }
     RETURN_IF_ERROR(Annotate(RecvInto(peer, Tag(0, 0),
@@ -190,8 +193,6 @@ absl::Status RingCollectives::AllReduceScalarsSteps(absl::Span<double> values,
                                       deadline),
                              "scalar all-reduce"));
   }
-  // `values` was sent by reference: overwrite it only once it is released.
-  RETURN_IF_ERROR(transport_->Flush(deadline));
   for (size_t i = 0; i < values.size(); ++i) {
     double acc = all[i];
     for (int peer = 1; peer < world_; ++peer) {

@@ -76,7 +76,8 @@ class RingCollectives : public Collectives {
   absl::Status ReduceScatterSteps(absl::Span<float> buffer, absl::Time deadline);
   absl::Status AllGatherSteps(absl::Span<float> buffer, absl::Time deadline);
   absl::Status BroadcastSteps(absl::Span<float> buffer, int root, absl::Time deadline);
-  absl::Status AllReduceScalarsSteps(absl::Span<double> values, absl::Span<const ReduceOp> ops,
+  absl::Status AllReduceScalarsSteps(const std::vector<double>& mine, absl::Span<double> values,
+                                     absl::Span<const ReduceOp> ops,
                                      absl::Time deadline);
 
   // The unique tag of segment `segment` in step `step` of the current op.
