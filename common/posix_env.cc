@@ -32,6 +32,14 @@ absl::Status PosixError(const std::string& context, int err) {
   }
 }
 
+// Closes *fd unless it is already closed (-1), and marks it closed.
+absl::Status CloseOnce(const std::string& path, int* fd) {
+  const int f = *fd;
+  *fd = -1;
+  if (f >= 0 && close(f) != 0) return PosixError(absl::StrCat("close ", path), errno);
+  return absl::OkStatus();
+}
+
 class PosixWritableFile : public WritableFile {
  public:
   PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
@@ -68,12 +76,7 @@ class PosixWritableFile : public WritableFile {
     written_back_ = end;
     return absl::OkStatus();
   }
-  absl::Status Close() override {
-    int fd = fd_;
-    fd_ = -1;
-    if (fd >= 0 && close(fd) != 0) return PosixError(absl::StrCat("close ", path_), errno);
-    return absl::OkStatus();
-  }
+  absl::Status Close() override { return CloseOnce(path_, &fd_); }
 
  private:
   std::string path_;
@@ -119,12 +122,7 @@ class PosixUnbufferedFile : public WritableFile {
     if (fdatasync(fd_) != 0) return PosixError(absl::StrCat("fdatasync ", path_), errno);
     return absl::OkStatus();
   }
-  absl::Status Close() override {
-    int fd = fd_;
-    fd_ = -1;
-    if (fd >= 0 && close(fd) != 0) return PosixError(absl::StrCat("close ", path_), errno);
-    return absl::OkStatus();
-  }
+  absl::Status Close() override { return CloseOnce(path_, &fd_); }
 
  private:
   absl::Status WriteAll(const char* p, size_t n) {
