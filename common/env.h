@@ -80,8 +80,9 @@ class Env {
   // for large files written once: the data goes from the caller's memory to
   // the device with no copy into the cache. Every Append but the last must
   // pass a multiple of kUnbufferedAlignment bytes from memory aligned to it;
-  // the last may be shorter (Sync trims the padding). kUnimplemented where
-  // the file system cannot (tmpfs): callers fall back to NewWritableFile.
+  // the last may be shorter (Sync trims the padding). kUnimplemented, from
+  // here or from an Append, where the file system cannot (tmpfs): callers
+  // fall back to NewWritableFile.
   virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewUnbufferedFile(const std::string& path) {
     return absl::UnimplementedError(absl::StrCat("unbuffered writes to ", path));
   }

@@ -130,6 +130,8 @@ class PosixUnbufferedFile : public WritableFile {
       const ssize_t w = pwrite(fd_, p, n, written_);
       if (w < 0) {
         if (errno == EINTR) continue;
+        // Some file systems accept O_DIRECT at open and refuse the writes.
+        if (errno == EINVAL) return absl::UnimplementedError(absl::StrCat("O_DIRECT writes to ", path_));
         return PosixError(absl::StrCat("write ", path_), errno);
       }
       p += w;

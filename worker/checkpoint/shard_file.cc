@@ -210,20 +210,26 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
   {
     const std::vector<absl::string_view> pieces = Pieces(prefix, header, c.buffers);
     const int64_t file_bytes = static_cast<int64_t>(kPrefixBytes + header.size()) + c.header.payload_bytes();
-    absl::StatusOr<std::unique_ptr<WritableFile>> f =
-        file_bytes >= options.unbuffered_min_bytes ? env->NewUnbufferedFile(tmp)
-                                                   : absl::UnimplementedError("small file: through the page cache");
-    if (f.ok()) {
-      s = WriteStaged(pieces, f->get());
-    } else if (absl::IsUnimplemented(f.status())) {
-      f = env->NewWritableFile(tmp);
-      if (!f.ok()) return Annotate(f.status(), absl::StrCat("writing checkpoint shard ", out.path));
-      s = WriteBuffered(pieces, f->get());
-    } else {
-      return Annotate(f.status(), absl::StrCat("writing checkpoint shard ", out.path));
+    std::unique_ptr<WritableFile> f;
+    s = absl::UnimplementedError("small file: through the page cache");
+    if (file_bytes >= options.unbuffered_min_bytes) {
+      absl::StatusOr<std::unique_ptr<WritableFile>> u = env->NewUnbufferedFile(tmp);
+      s = u.status();
+      if (u.ok()) {
+        f = std::move(*u);
+        s = WriteStaged(pieces, f.get());
+      }
     }
-    if (s.ok()) s = (*f)->Sync();
-    if (s.ok()) s = (*f)->Close();
+    if (absl::IsUnimplemented(s)) {  // small, or no O_DIRECT on this file system
+      absl::StatusOr<std::unique_ptr<WritableFile>> buffered = env->NewWritableFile(tmp);
+      s = buffered.status();
+      if (buffered.ok()) {
+        f = std::move(*buffered);
+        s = WriteBuffered(pieces, f.get());
+      }
+    }
+    if (s.ok()) s = f->Sync();
+    if (s.ok()) s = f->Close();
     // The header lists every block's CRC, so its own CRC covers the file.
     out.crc32c = crc32c::Value(header.data(), header.size());
   }

@@ -236,6 +236,36 @@ TEST(ShardFileTest, BothWritePathsGiveTheSameBytes) {
   EXPECT_TRUE(bytes[0] == bytes[1]);
 }
 
+// A file system that accepts O_DIRECT at open but refuses the writes.
+class RefusingDirectEnv : public EnvWrapper {
+ public:
+  using EnvWrapper::EnvWrapper;
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewUnbufferedFile(const std::string& p) override {
+    class Refusing : public WritableFile {
+     public:
+      absl::Status Append(absl::string_view) override { return absl::UnimplementedError("O_DIRECT writes"); }
+      absl::Status Flush() override { return absl::OkStatus(); }
+      absl::Status Sync() override { return absl::OkStatus(); }
+      absl::Status Close() override { return absl::OkStatus(); }
+    };
+    ++opened;
+    return std::unique_ptr<WritableFile>(new Refusing());
+  }
+  int opened = 0;
+};
+
+TEST(ShardFileTest, RefusedUnbufferedWritesFallBackToTheCache) {
+  const std::string dir = FreshDir();
+  RefusingDirectEnv env(Env::Default());
+  const ShardContents original = Sample(1000);
+  absl::StatusOr<WrittenShard> w = WriteShard(&env, dir, "s.ckpt", original, Path(/*unbuffered=*/true));
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(env.opened, 1);
+  absl::StatusOr<ShardContents> back = ReadShard(Env::Default(), w->path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->buffers[0].values, original.buffers[0].values);
+}
+
 TEST(ShardFileTest, FailedFsyncOrFullDiskLeavesNoShardAndNoTemporary) {
   for (const auto& [unbuffered, full_disk] : {std::pair{false, false}, std::pair{false, true},
                                               std::pair{true, false}, std::pair{true, true}}) {
