@@ -150,11 +150,13 @@ absl::Status Run(const Args& args) {
 
   auto registry = std::make_shared<prometheus::Registry>();
   SetBlasThreads(1);
-  WorkerMetrics metrics(*registry, MeasureSgemmGflops(512, 0.2) * 1e9);
+  const double sgemm_gflops = MeasureSgemmGflops(512, 0.2);
+  WorkerMetrics metrics(*registry, sgemm_gflops * 1e9);
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
                    MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry));
   SLOG(INFO) << "worker transport on " << address << ", metrics on port " << exposer->port()
-             << ", coordinator " << args.Get("coordinator");
+             << ", coordinator " << args.Get("coordinator") << "; OpenBLAS " << BlasCoreName() << " kernels, "
+             << static_cast<int>(sgemm_gflops) << " GFLOP/s sgemm";
 
   CoordinatorClient client(args.Get("coordinator"));
   std::random_device rd;

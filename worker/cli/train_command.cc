@@ -47,7 +47,7 @@ absl::Status Train(const Args& args) {
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   SetBlasThreads(cfg.runtime().blas_threads());
-  SLOG(INFO) << "loading " << cfg.data().dir();
+  SLOG(INFO) << "OpenBLAS " << BlasCoreName() << " kernels; loading " << cfg.data().dir();
   ASSIGN_OR_RETURN(FashionMnist data, LoadFashionMnist(env, cfg.data().dir()));
   ASSIGN_OR_RETURN(auto metrics, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
 

@@ -17,6 +17,8 @@ void Sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
 
 void SetBlasThreads(int threads) { openblas_set_num_threads(threads); }
 
+const char* BlasCoreName() { return openblas_get_corename(); }
+
 double MeasureSgemmGflops(int n, double min_seconds) {
   std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
   Sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm up

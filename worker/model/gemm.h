@@ -16,6 +16,10 @@ void Sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
 // Sets OpenBLAS's thread count for this process (it defaults to every core).
 void SetBlasThreads(int threads);
 
+// The kernel family OpenBLAS runs ("Cooperlake", "Haswell", ...): its own
+// pick for this CPU, or OPENBLAS_CORETYPE's.
+const char* BlasCoreName();
+
 // Measures this process's sgemm throughput on an n x n x n product, repeating
 // for at least min_seconds. Returns GFLOP/s (2 n^3 per product). Used as the
 // peak for MFU.
