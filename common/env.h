@@ -32,6 +32,10 @@ class RandomAccessFile {
   // Reads bytes [offset, offset + n) into dst; kDataLoss if the file ends
   // before them.
   virtual absl::Status ReadExactly(int64_t offset, size_t n, char* dst) = 0;
+  // A hint: start reading [offset, offset + n) from the device now, without
+  // waiting (POSIX_FADV_WILLNEED), so later reads find it in the cache. The
+  // default does nothing.
+  virtual void Prefetch(int64_t offset, int64_t n) {}
 };
 
 // A file open for sequential writing. Not thread-safe. Errors name the path.

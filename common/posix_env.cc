@@ -154,6 +154,7 @@ class PosixRandomAccessFile : public RandomAccessFile {
   PosixRandomAccessFile(std::string path, int fd, int64_t size) : path_(std::move(path)), fd_(fd), size_(size) {}
   ~PosixRandomAccessFile() override { close(fd_); }
   int64_t size() const override { return size_; }
+  void Prefetch(int64_t offset, int64_t n) override { posix_fadvise(fd_, offset, n, POSIX_FADV_WILLNEED); }
 
   absl::Status ReadExactly(int64_t offset, size_t n, char* dst) override {
     while (n > 0) {

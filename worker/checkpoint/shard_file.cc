@@ -247,7 +247,7 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
 }
 
 absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& path, const PlaceFn& place,
-                                                 uint32_t* checksum) {
+                                                 uint32_t* checksum, const ShardReadOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
   auto bad = [&](const std::string& what) { return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", what)); };
   const int64_t file_size = file->size();
@@ -304,9 +304,18 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
   // CRC on the bytes just read (still in cache). The kernel's readahead keeps
   // the disk busy meanwhile.
   std::vector<char> scratch;
+  const bool prefetch = payload >= options.prefetch_min_bytes;
+  const int64_t window = options.prefetch_window;
+  int64_t prefetched = 0;  // payload bytes asked for so far
   for (int64_t b = 0; b < nblocks; ++b) {
     const int64_t begin = b * h.block_size();
     const int64_t n = std::min(h.block_size(), payload - begin);
+    if (prefetch && prefetched < std::min(payload, begin + window)) {
+      // Keep the device a window ahead of the reads, in quarter-window asks.
+      const int64_t until = std::min(payload, begin + window + window / 4);
+      file->Prefetch(payload_at + prefetched, until - prefetched);
+      prefetched = until;
+    }
     char* into = nullptr;
     for (const Target& t : targets) {
       if (t.begin <= begin && begin + n <= t.end) into = t.dst + (begin - t.begin);

@@ -88,8 +88,18 @@ using PlaceFn = std::function<absl::StatusOr<Placement>(const state::ShardHeader
 // error from it is returned as is. Sets *checksum (may be null) like
 // WrittenShard::crc32c. Returns the header. On an error the destinations may
 // hold part of the shard.
+struct ShardReadOptions {
+  // Payloads at least this large are read with the kernel asked to fetch
+  // `prefetch_window` bytes ahead (RandomAccessFile::Prefetch) instead of
+  // leaving it to readahead. Measured on this project's machine, cold:
+  // 1 GiB 2.3 -> 3.5-3.8 GB/s; 256 MiB 4.3 -> 4.0 and 33.7 MB 3.9 -> 2.4
+  // (worse), hence the threshold.
+  int64_t prefetch_min_bytes = int64_t{512} << 20;
+  int64_t prefetch_window = int64_t{256} << 20;
+};
+
 absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& path, const PlaceFn& place,
-                                                 uint32_t* checksum);
+                                                 uint32_t* checksum, const ShardReadOptions& options = {});
 
 }  // namespace shardline
 

@@ -9,6 +9,8 @@
 
 #include "absl/strings/match.h"
 #include "common/crc32c.h"
+#include "common/env_wrapper.h"
+#include "common/status_macros.h"
 
 namespace shardline {
 namespace {
@@ -131,6 +133,82 @@ TEST(ShardFileTest, ReadShardIntoPlacesSubRangesAndVerifiesSkippedBlocks) {
   EXPECT_EQ(params[0], 7.0f);
 }
 
+// Records the prefetch hints a reader gives.
+class PrefetchRecordingEnv : public EnvWrapper {
+ public:
+  using EnvWrapper::EnvWrapper;
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p) override {
+    class Recording : public RandomAccessFile {
+     public:
+      Recording(std::unique_ptr<RandomAccessFile> base, PrefetchRecordingEnv* env)
+          : base_(std::move(base)), env_(env) {}
+      int64_t size() const override { return base_->size(); }
+      absl::Status ReadExactly(int64_t offset, size_t n, char* dst) override {
+        env_->events.push_back({false, offset, static_cast<int64_t>(n)});
+        return base_->ReadExactly(offset, n, dst);
+      }
+      void Prefetch(int64_t offset, int64_t n) override { env_->events.push_back({true, offset, n}); }
+
+     private:
+      std::unique_ptr<RandomAccessFile> base_;
+      PrefetchRecordingEnv* env_;
+    };
+    ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, target()->NewRandomAccessFile(p));
+    return std::unique_ptr<RandomAccessFile>(new Recording(std::move(f), this));
+  }
+  struct Event {
+    bool prefetch;  // else a read
+    int64_t offset, bytes;
+  };
+  std::vector<Event> events;
+  int prefetches() const {
+    return static_cast<int>(std::count_if(events.begin(), events.end(), [](const Event& e) { return e.prefetch; }));
+  }
+};
+
+// Large shards are read with the kernel asked to stay a window ahead: the
+// hints cover the payload once, in order, and never run more than a window
+// and a quarter ahead of the block being read. Small ones get no hints.
+TEST(ShardFileTest, LargeShardsArePrefetchedAWindowAhead) {
+  Env* env = Env::Default();
+  ShardWriteOptions small_blocks;
+  small_blocks.block_size = 4096;
+  const ShardContents original = Sample(20000);  // 160,000 payload bytes, 40 blocks
+  WrittenShard w = *WriteShard(env, FreshDir(), "s.ckpt", original, small_blocks);
+  ShardReadOptions o;
+  o.prefetch_min_bytes = 100000;
+  o.prefetch_window = 32768;
+  std::vector<float> params(20000), momentum(20000);
+  PlaceFn place = [&](const state::ShardHeader&, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
+    return Placement{b.name() == "params" ? params.data() : momentum.data(), 0, b.floats()};
+  };
+  PrefetchRecordingEnv rec(env);
+  ASSERT_TRUE(ReadShardInto(&rec, w.path, place, nullptr, o).ok());
+  EXPECT_EQ(params, original.buffers[0].values);
+  EXPECT_EQ(momentum, original.buffers[1].values);
+  ASSERT_GT(rec.prefetches(), 1);
+  // Reads 0 and 1 are the prefix and the header; the payload starts at the
+  // first hint, and every payload read lies inside what was hinted before
+  // it, at most a window and a quarter (plus a block) ahead.
+  int64_t payload_at = -1, hinted = -1;
+  for (const PrefetchRecordingEnv::Event& e : rec.events) {
+    if (e.prefetch) {
+      if (payload_at < 0) payload_at = hinted = e.offset;
+      EXPECT_EQ(e.offset, hinted);
+      hinted = e.offset + e.bytes;
+    } else if (payload_at >= 0) {
+      EXPECT_LE(e.offset + e.bytes, hinted);
+      EXPECT_LE(hinted - e.offset, o.prefetch_window + o.prefetch_window / 4 + 4096);
+    }
+  }
+  EXPECT_EQ(hinted - payload_at, 160000);
+
+  o.prefetch_min_bytes = 160001;
+  PrefetchRecordingEnv quiet(env);
+  ASSERT_TRUE(ReadShardInto(&quiet, w.path, place, nullptr, o).ok());
+  EXPECT_EQ(quiet.prefetches(), 0);
+}
+
 TEST(ShardFileTest, TruncatedZeroByteAndForeignFilesAreRejected) {
   const std::string dir = FreshDir();
   Env* env = Env::Default();
@@ -170,7 +248,6 @@ TEST(ShardFileTest, BufferOfTheWrongLengthIsRefused) {
 }  // namespace
 }  // namespace shardline
 
-#include "common/env_wrapper.h"
 
 namespace shardline {
 namespace {
