@@ -91,11 +91,13 @@ using PlaceFn = std::function<absl::StatusOr<Placement>(const state::ShardHeader
 struct ShardReadOptions {
   // Payloads at least this large are read with the kernel asked to fetch
   // `prefetch_window` bytes ahead (RandomAccessFile::Prefetch) instead of
-  // leaving it to readahead. Measured on this project's machine, cold:
-  // 1 GiB 2.3 -> 3.5-3.8 GB/s; 256 MiB 4.3 -> 4.0 and 33.7 MB 3.9 -> 2.4
-  // (worse), hence the threshold.
+  // leaving it to readahead. Measured on this project's machine, cold,
+  // alternated runs: 1 GiB 2.1-2.3 GB/s without, 3.8-4.2 with a 16 MiB
+  // window (3.0-3.3 with 256 MiB); but 256 MiB and 33.7 MB shards read
+  // slower with it (3.7-4.2 -> 2.8, 3.4-3.8 -> 1.8-2.6), hence the
+  // threshold.
   int64_t prefetch_min_bytes = int64_t{512} << 20;
-  int64_t prefetch_window = int64_t{256} << 20;
+  int64_t prefetch_window = int64_t{16} << 20;
 };
 
 absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& path, const PlaceFn& place,
