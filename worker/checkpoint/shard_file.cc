@@ -301,8 +301,9 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
 
   // Block by block: read straight into the destination when the block lies
   // inside one target, else through a scratch block; then check the block's
-  // CRC on the bytes just read (still in cache). The kernel's readahead keeps
-  // the disk busy meanwhile.
+  // CRC on the bytes just read (still in cache). The kernel's readahead (or,
+  // for large payloads, Prefetch a window ahead) keeps the disk busy
+  // meanwhile.
   std::vector<char> scratch;
   const bool prefetch = payload >= options.prefetch_min_bytes;
   const int64_t window = options.prefetch_window;
