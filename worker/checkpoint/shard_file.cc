@@ -201,18 +201,21 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
   std::memcpy(prefix, kMagic, 8);
   PutU32(kVersion, prefix + 8);
   PutU32(static_cast<uint32_t>(header.size()), prefix + 12);
-  PutU32(crc32c::Mask(crc32c::Value(header.data(), header.size())), prefix + 16);
+  // The header lists every block's CRC, so its own CRC covers the file.
+  const uint32_t header_crc = crc32c::Value(header.data(), header.size());
+  PutU32(crc32c::Mask(header_crc), prefix + 16);
 
   WrittenShard out;
   out.path = dir + "/" + name;
+  out.size = static_cast<int64_t>(kPrefixBytes + header.size()) + c.header.payload_bytes();
+  out.crc32c = header_crc;
   const std::string tmp = out.path + ".tmp";
   absl::Status s;
   {
     const std::vector<absl::string_view> pieces = Pieces(prefix, header, c.buffers);
-    const int64_t file_bytes = static_cast<int64_t>(kPrefixBytes + header.size()) + c.header.payload_bytes();
     std::unique_ptr<WritableFile> f;
     s = absl::UnimplementedError("small file: through the page cache");
-    if (file_bytes >= options.unbuffered_min_bytes) {
+    if (out.size >= options.unbuffered_min_bytes) {
       absl::StatusOr<std::unique_ptr<WritableFile>> u = env->NewUnbufferedFile(tmp);
       s = u.status();
       if (u.ok()) {
@@ -230,8 +233,6 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
     }
     if (s.ok()) s = f->Sync();
     if (s.ok()) s = f->Close();
-    // The header lists every block's CRC, so its own CRC covers the file.
-    out.crc32c = crc32c::Value(header.data(), header.size());
   }
   if (s.ok()) CrashPoint("before_shard_rename", c.header.step());
   if (s.ok()) s = env->RenameFile(tmp, out.path);
@@ -240,7 +241,6 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
     env->DeleteFile(tmp).IgnoreError();
     return Annotate(s, absl::StrCat("writing checkpoint shard ", out.path));
   }
-  out.size = static_cast<int64_t>(kPrefixBytes + header.size()) + c.header.payload_bytes();
   out.best = c.header.has_best_step() && c.header.best_step() == c.header.step();
   out.best_value = c.header.best_value();
   return out;
