@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/checkpoint_dir.h"
+#include "tests/corruption.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
 #include "worker/checkpoint/shard_file.h"
@@ -100,11 +101,6 @@ TEST(CheckpointTest, CheckpointOfTwoWorkersRestoresOntoThreeAndOntoOne) {
   EXPECT_TRUE(absl::StrContains(c.Output(), "restored step 300")) << c.Output();
 }
 
-}  // namespace
-}  // namespace shardline
-
-namespace shardline {
-namespace {
 
 TEST(CheckpointTest, CkptToolsListVerifyAndExport) {
   const std::string dir = FreshDir("ckpt_tools");
@@ -156,9 +152,7 @@ TEST(CheckpointTest, CkptToolsListVerifyAndExport) {
 
   // A flipped byte fails verification, naming the step and the file.
   const std::string victim = StepDir(dir + "/checkpoints", 200) + "/" + ShardFileName(1, 2);
-  std::string bytes = ReadAll(victim);
-  bytes[bytes.size() / 2] ^= 0x04;
-  ASSERT_TRUE(WriteFileAtomically(Env::Default(), victim, bytes).ok());
+  ASSERT_TRUE(FlipByte(victim, *Env::Default()->GetFileSize(victim) / 2, 0x04).ok());
   Subprocess bad({BinPath("shardline"), "ckpt", "verify", dir});
   EXPECT_EQ(bad.Wait(absl::Seconds(30)), 1) << bad.Output();
   EXPECT_TRUE(absl::StrContains(bad.Output(), "step 200: FAILED")) << bad.Output();
@@ -166,20 +160,13 @@ TEST(CheckpointTest, CkptToolsListVerifyAndExport) {
   EXPECT_TRUE(absl::StrContains(bad.Output(), "step 400: OK")) << bad.Output();
 }
 
-}  // namespace
-}  // namespace shardline
-
-namespace shardline {
-namespace {
 
 TEST(CheckpointTest, CorruptLatestCheckpointIsMarkedBadAndTheJobFallsBack) {
   const std::string dir = FreshDir("ckpt_fallback");
   Subprocess first(LaunchArgv(dir, 2, {"train.total_steps=400", "checkpoint.every_steps=200"}));
   ASSERT_EQ(first.Wait(absl::Seconds(120)), 0) << first.Output();
   const std::string victim = StepDir(dir + "/checkpoints", 400) + "/" + ShardFileName(1, 2);
-  std::string bytes = ReadAll(victim);
-  bytes[bytes.size() - 100] ^= 0x20;
-  ASSERT_TRUE(WriteFileAtomically(Env::Default(), victim, bytes).ok());
+  ASSERT_TRUE(FlipByte(victim, -100, 0x20).ok());
 
   // Run longer in the same workdir: it resumes from 400, finds it corrupt,
   // falls back to 200 and finishes.
@@ -195,11 +182,6 @@ TEST(CheckpointTest, CorruptLatestCheckpointIsMarkedBadAndTheJobFallsBack) {
   EXPECT_EQ(verify.Wait(absl::Seconds(30)), 0) << verify.Output();
 }
 
-}  // namespace
-}  // namespace shardline
-
-namespace shardline {
-namespace {
 
 TEST(CheckpointTest, EverySecondsPolicyIsDecidedByTheCoordinatorAndCommitted) {
   const std::string dir = FreshDir("ckpt_seconds");
@@ -214,11 +196,6 @@ TEST(CheckpointTest, EverySecondsPolicyIsDecidedByTheCoordinatorAndCommitted) {
   EXPECT_EQ(verify.Wait(absl::Seconds(30)), 0) << verify.Output();
 }
 
-}  // namespace
-}  // namespace shardline
-
-namespace shardline {
-namespace {
 
 TEST(CheckpointTest, BestSeriesKeepsTheBestEvalCheckpointPastKeepLast) {
   const std::string dir = FreshDir("ckpt_best");
@@ -247,11 +224,6 @@ TEST(CheckpointTest, BestSeriesKeepsTheBestEvalCheckpointPastKeepLast) {
   EXPECT_TRUE(absl::StrContains(list.Output(), "best (")) << list.Output();
 }
 
-}  // namespace
-}  // namespace shardline
-
-namespace shardline {
-namespace {
 
 // Crashes at the two windows where a half-done save or commit could leak:
 // a worker dies with its shard written but not renamed (the step is never

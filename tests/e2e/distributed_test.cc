@@ -185,11 +185,6 @@ TEST(DistributedTest, MetricsMoveAndSigtermStopsEveryWorkerAtTheSameStep) {
   EXPECT_EQ(JsonField(SplitLines(dir + "/metrics.jsonl", "eval").back(), "step"), stopped[0]);
 }
 
-}  // namespace
-}  // namespace shardline
-
-namespace shardline {
-namespace {
 
 // README's first command: the default job on 2 workers reaches 0.89.
 TEST(DistributedTest, DefaultJobOnTwoWorkersReachesPublishedAccuracy) {
@@ -201,11 +196,6 @@ TEST(DistributedTest, DefaultJobOnTwoWorkersReachesPublishedAccuracy) {
   EXPECT_GE(JsonField(last, "accuracy"), 0.89) << last;
 }
 
-}  // namespace
-}  // namespace shardline
-
-namespace shardline {
-namespace {
 
 // A worker whose step stops advancing (here: its peer is frozen, and the
 // collective deadline is long) logs what its threads are doing and reports
@@ -229,11 +219,6 @@ TEST(DistributedTest, WatchdogReportsAStuckWorker) {
   launch.Wait(absl::Seconds(60));
 }
 
-}  // namespace
-}  // namespace shardline
-
-namespace shardline {
-namespace {
 
 TEST(DistributedTest, Sigusr1MakesEveryWorkerEvaluateAtTheSameStep) {
   const std::string dir = FreshDir("dist_eval_now");

@@ -11,6 +11,7 @@
 #include "common/crc32c.h"
 #include "common/env_wrapper.h"
 #include "common/status_macros.h"
+#include "tests/corruption.h"
 
 namespace shardline {
 namespace {
@@ -79,9 +80,7 @@ TEST(ShardFileTest, FlippedPayloadByteIsFoundAndLocated) {
   const std::string dir = FreshDir();
   Env* env = Env::Default();
   WrittenShard w = *WriteShard(env, dir, "s.ckpt", Sample(300000));
-  std::string bytes = *env->ReadFile(w.path);
-  bytes[bytes.size() - 10] ^= 0x01;  // in the last block
-  ASSERT_TRUE(WriteFileAtomically(env, w.path, bytes).ok());
+  ASSERT_TRUE(FlipByte(w.path, -10, 0x01).ok());  // in the last block
   absl::StatusOr<ShardContents> r = ReadShard(env, w.path);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(absl::StrContains(r.status().message(), w.path)) << r.status();
@@ -114,9 +113,7 @@ TEST(ShardFileTest, ReadShardIntoPlacesSubRangesAndVerifiesSkippedBlocks) {
 
   // A flipped byte in momentum's last float, which nothing reads into place,
   // is still found.
-  std::string bytes = *env->ReadFile(w.path);
-  bytes[bytes.size() - 1] ^= 0x40;
-  ASSERT_TRUE(WriteFileAtomically(env, w.path, bytes).ok());
+  ASSERT_TRUE(FlipByte(w.path, -1, 0x40).ok());
   h = ReadShardInto(env, w.path, place, nullptr);
   EXPECT_EQ(h.status().code(), absl::StatusCode::kDataLoss) << h.status();
   EXPECT_TRUE(absl::StrContains(h.status().message(), "checksum mismatch in block 12")) << h.status();

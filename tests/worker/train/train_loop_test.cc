@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "common/checkpoint_dir.h"
 #include "common/config.h"
+#include "tests/corruption.h"
 #include "worker/model/gemm.h"
 #include "worker/train/nan_guard.h"
 
@@ -236,9 +237,7 @@ TEST_F(TrainLoopTest, CorruptCheckpointIsRefusedNamingTheFile) {
   const config::JobConfig c = Config({"checkpoint.every_steps=20", "train.total_steps=20"});
   const std::string root = TrainWithCheckpoints(c, "train_loop_corrupt");
   const std::string shard = StepDir(root, 20) + "/shard-00000-of-00001.ckpt";
-  std::string bytes = *Env::Default()->ReadFile(shard);
-  bytes[bytes.size() / 2] ^= 0x10;
-  ASSERT_TRUE(WriteFileAtomically(Env::Default(), shard, bytes).ok());
+  ASSERT_TRUE(FlipByte(shard, *Env::Default()->GetFileSize(shard) / 2, 0x10).ok());
   absl::StatusOr<TrainResult> r = Restore(c, StepDir(root, 20));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(absl::StrContains(r.status().message(), shard)) << r.status();
