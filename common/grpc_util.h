@@ -25,6 +25,10 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // 4 MiB limit would reject them.
 inline constexpr int kMaxMessageBytes = 1 << 30;
 
+// Both DefaultChannelArguments and StartGrpcServer keep the gRPC library
+// initialised until the process exits (so exit never waits on gRPC's global
+// shutdown).
+//
 // Client settings: the raised message limit, and reconnect backoff capped at
 // 1 s so a restarted peer is found quickly (gRPC's default can reach 120 s).
 grpc::ChannelArguments DefaultChannelArguments();
