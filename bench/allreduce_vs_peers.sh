@@ -3,7 +3,10 @@
 # (Debian's python3-torch, gloo backend) and OpenMPI over TCP, N processes on
 # loopback, same sizes, same timing rule (median over iterations of the
 # slowest rank's time; busbw = algbw * 2(N-1)/N, as nccl-tests), plus iperf3's
-# one-stream loopback TCP throughput and shardline's scalar all-reduce latency.
+# one-stream loopback TCP throughput, shardline's scalar all-reduce latency,
+# and a yardstick: the same pipelined ring on bare TCP sockets with no
+# framework (bench/tcp_ring_allreduce.cc), i.e. what a ring over loopback TCP
+# reaches on this machine.
 #
 #   bench/allreduce_vs_peers.sh                 # N = 2 4 8, 64 KiB .. 64 MiB
 #   WORLDS="2 4" ITERS=10 bench/allreduce_vs_peers.sh
@@ -28,6 +31,7 @@ if [ ! -x build/bin/shardline-allreduce-worker ]; then
 fi
 rm -rf "$OUT" && mkdir -p "$OUT"
 mpicc -O2 -o "$OUT/mpi_allreduce" bench/mpi_allreduce.c
+g++ -O2 -std=c++17 -pthread -o "$OUT/tcp_ring_allreduce" bench/tcp_ring_allreduce.cc
 
 echo "== iperf3, one stream on loopback" >&2
 iperf3 -s -1 -p 5599 >/dev/null 2>&1 &
@@ -58,6 +62,13 @@ for n in $WORLDS; do
     MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$n \
       /usr/bin/python3 bench/gloo_allreduce.py --sizes $SIZES --iters $ITERS &
   done >> "$OUT/results.jsonl"
+  wait
+  echo "== N=$n bare tcp ring" >&2
+  port=$((31000 + 16 * n))
+  for ((r = 1; r < n; r++)); do
+    "$OUT/tcp_ring_allreduce" $r $n $port $SIZES $ITERS &
+  done
+  "$OUT/tcp_ring_allreduce" 0 $n $port $SIZES $ITERS >> "$OUT/results.jsonl"
   wait
   echo "== N=$n openmpi tcp" >&2
   mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self \

@@ -15,17 +15,21 @@ for r in rows:
 
 print(f"iperf3 loopback, one stream: {iperf:.2f} GB/s")
 print()
-print("| N | size | shardline busbw | Gloo busbw | OpenMPI TCP busbw | vs Gloo | vs OpenMPI |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
+print("| N | size | shardline busbw | Gloo busbw | OpenMPI TCP busbw | bare TCP ring busbw | vs Gloo | vs OpenMPI | vs bare ring |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for (world, nbytes), v in sorted(by.items()):
-    s, g, m = v.get("shardline"), v.get("gloo"), v.get("openmpi_tcp")
+    s, g, m, t = v.get("shardline"), v.get("gloo"), v.get("openmpi_tcp"), v.get("tcp_ring")
     size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
     f = lambda x: f"{x:.2f}" if x else "-"
     ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"
-    print(f"| {world} | {size} | {f(s)} | {f(g)} | {f(m)} | {ratio(s, g)} | {ratio(s, m)} |")
+    print(f"| {world} | {size} | {f(s)} | {f(g)} | {f(m)} | {f(t)} | {ratio(s, g)} | {ratio(s, m)} | {ratio(s, t)} |")
 print()
 for world, sec in sorted(scalars.items()):
     print(f"scalar all-reduce (4 doubles), N={world}: median {sec * 1e6:.0f} us")
 n2 = [v.get("shardline") for (w, b), v in by.items() if w == 2 and b >= 16 << 20]
+ring = [v.get("tcp_ring") / v.get("gloo") for (w, b), v in sorted(by.items())
+        if w in (2, 4) and b >= 16 << 20 and v.get("tcp_ring") and v.get("gloo")]
+if ring:
+    print(f"bare TCP ring / Gloo at 16 and 64 MiB, N=2 and 4: {', '.join(f'{x:.2f}x' for x in ring)}")
 if n2:
     print(f"N=2 shardline busbw / iperf3 (16 and 64 MiB): {', '.join(f'{x / iperf:.2f}' for x in n2)}")
