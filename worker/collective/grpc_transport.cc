@@ -8,6 +8,7 @@
 #include "common/grpc_util.h"
 #include "common/logging.h"
 #include "grpcpp/impl/codegen/method_handler.h"
+#include "grpcpp/impl/codegen/server_callback_handlers.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/impl/codegen/rpc_method.h"
 #include "grpcpp/impl/codegen/rpc_service_method.h"
@@ -301,18 +302,37 @@ class GrpcTransport : public Transport {
   absl::StatusOr<std::unique_ptr<Payload>> Receive(int peer, uint64_t tag, absl::Time deadline) override {
     if (absl::Status bad = CheckPeer(peer); !bad.ok()) return bad;
     absl::StatusOr<std::unique_ptr<Payload>> p = gen_->box().Take(peer, tag, deadline);
-    const absl::Status& s = p.status();
-    if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
-      gen_->Fail(absl::StrCat(s.message(), " (reported by rank ", rank(), ")"));
-    }
+    Report(p.status());
     return p;
   }
+
+  absl::Status ExpectReceive(int peer, uint64_t tag, ReceiveHandler handler) override {
+    if (absl::Status bad = CheckPeer(peer); !bad.ok()) return bad;
+    gen_->box().Expect(peer, tag, std::move(handler));
+    return absl::OkStatus();
+  }
+
+  absl::Status AwaitReceive(int peer, uint64_t tag, absl::Time deadline) override {
+    if (absl::Status bad = CheckPeer(peer); !bad.ok()) return bad;
+    absl::Status s = gen_->box().Await(peer, tag, deadline);
+    Report(s);
+    return s;
+  }
+
+  void CancelReceives() override { gen_->box().CancelExpected(); }
 
   absl::Status Flush(absl::Time deadline) override { return gen_->Flush(deadline); }
 
   void Shutdown() override { gen_->Shutdown(); }
 
  private:
+  // A receive that failed for want of a peer breaks the world: tell every rank.
+  void Report(const absl::Status& s) {
+    if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
+      gen_->Fail(absl::StrCat(s.message(), " (reported by rank ", rank(), ")"));
+    }
+  }
+
   absl::Status CheckPeer(int peer) const {
     if (peer >= 0 && peer < world_size()) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat("no rank ", peer, " in a world of ", world_size()));
@@ -325,59 +345,7 @@ class GrpcTransport : public Transport {
 
 class TransportServer::Impl : public grpc::Service {
  public:
-  Impl() {
-    AddMethod(new grpc::internal::RpcServiceMethod(
-        kPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING,
-        new grpc::internal::ClientStreamingHandler<Impl, InFrame, transport::PushSummary>(
-            [](Impl* impl, grpc::ServerContext* ctx, grpc::ServerReader<InFrame>* reader,
-               transport::PushSummary* summary) { return impl->Push(ctx, reader, summary); },
-            this)));
-  }
-
-  grpc::Status Push(grpc::ServerContext* ctx, grpc::ServerReader<InFrame>* reader,
-                    transport::PushSummary* summary) {
-    InFrame frame;
-    std::shared_ptr<Generation> gen;
-    int src = -1;
-    while (reader->Read(&frame)) {
-      if (gen == nullptr) {
-        gen = WaitFor(frame.generation);
-        if (gen == nullptr) {
-          return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                              absl::StrCat("frame of generation ", frame.generation,
-                                           " but this worker is at generation ", generation()));
-        }
-        src = frame.src_rank;
-        if (src < 0 || src >= gen->world_size()) {
-          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat("sender rank ", src, " is not in a world of ", gen->world_size()));
-        }
-      }
-      if (frame.src_rank != src) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("stream from rank ", src, " carried a frame from rank ", frame.src_rank));
-      }
-      if (frame.tag == kPoisonTag) {
-        std::string why(frame.payload->size(), '\0');
-        CopyPayloadInto(*frame.payload, absl::MakeSpan(why)).IgnoreError();
-        gen->box().Poison(why);
-        continue;
-      }
-      gen->box().Put(src, frame.tag, std::move(frame.payload));
-      summary->set_frames(summary->frames() + 1);
-    }
-    if (gen != nullptr) {
-      if (ctx->IsCancelled()) {
-        // The sender died or its connection broke mid-generation.
-        const std::string why = "its connection broke";
-        gen->box().MarkGone(src, why);
-        gen->Fail(absl::StrCat("peer rank ", src, " is gone: ", why, " (reported by rank ", gen->rank(), ")"));
-      } else {
-        gen->box().MarkGone(src, "it closed its stream");
-      }
-    }
-    return grpc::Status::OK;
-  }
+  Impl();
 
   // The generation `generation`, waiting a while if this process has not
   // reached it yet; null for an older generation or after the wait.
@@ -417,6 +385,98 @@ class TransportServer::Impl : public grpc::Service {
   absl::Mutex mu_;
   std::shared_ptr<Generation> current_ ABSL_GUARDED_BY(mu_);
 };
+
+namespace {
+
+// The receiving end of one Push stream. Reads complete on gRPC's threads,
+// and each frame is delivered right there: a posted receive's handler (the
+// reduction or copy into place) runs on the thread that read the bytes.
+class PushReactor : public grpc::ServerReadReactor<InFrame> {
+ public:
+  PushReactor(TransportServer::Impl* server, grpc::CallbackServerContext* ctx, transport::PushSummary* summary)
+      : server_(server), ctx_(ctx), summary_(summary) {
+    StartRead(&frame_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      End();
+      return;
+    }
+    const grpc::Status delivered = Deliver();
+    if (!delivered.ok()) {
+      Finish(delivered);
+      return;
+    }
+    StartRead(&frame_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  grpc::Status Deliver() {
+    if (gen_ == nullptr) {
+      // Blocks this gRPC thread only for the first frame of a stream whose
+      // generation this process has not reached yet (bounded).
+      gen_ = server_->WaitFor(frame_.generation);
+      if (gen_ == nullptr) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            absl::StrCat("frame of generation ", frame_.generation,
+                                         " but this worker is at generation ", server_->generation()));
+      }
+      src_ = frame_.src_rank;
+      if (src_ < 0 || src_ >= gen_->world_size()) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("sender rank ", src_, " is not in a world of ", gen_->world_size()));
+      }
+    }
+    if (frame_.src_rank != src_) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("stream from rank ", src_, " carried a frame from rank ", frame_.src_rank));
+    }
+    if (frame_.tag == kPoisonTag) {
+      std::string why(frame_.payload->size(), '\0');
+      CopyPayloadInto(*frame_.payload, absl::MakeSpan(why)).IgnoreError();
+      gen_->box().Poison(why);
+      return grpc::Status::OK;
+    }
+    gen_->box().Put(src_, frame_.tag, std::move(frame_.payload));
+    summary_->set_frames(summary_->frames() + 1);
+    return grpc::Status::OK;
+  }
+
+  // The stream ended: the sender closed it, or it broke.
+  void End() {
+    if (gen_ != nullptr) {
+      if (ctx_->IsCancelled()) {
+        // The sender died or its connection broke mid-generation.
+        const std::string why = "its connection broke";
+        gen_->box().MarkGone(src_, why);
+        gen_->Fail(absl::StrCat("peer rank ", src_, " is gone: ", why, " (reported by rank ", gen_->rank(), ")"));
+      } else {
+        gen_->box().MarkGone(src_, "it closed its stream");
+      }
+    }
+    Finish(grpc::Status::OK);
+  }
+
+  TransportServer::Impl* const server_;
+  grpc::CallbackServerContext* const ctx_;
+  transport::PushSummary* const summary_;
+  InFrame frame_;
+  std::shared_ptr<Generation> gen_;
+  int src_ = -1;
+};
+
+}  // namespace
+
+TransportServer::Impl::Impl() {
+  AddMethod(new grpc::internal::RpcServiceMethod(kPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, nullptr));
+  MarkMethodCallback(0, new grpc::internal::CallbackClientStreamingHandler<InFrame, transport::PushSummary>(
+                            [this](grpc::CallbackServerContext* ctx, transport::PushSummary* summary) {
+                              return new PushReactor(this, ctx, summary);
+                            }));
+}
 
 TransportServer::TransportServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 

@@ -5,7 +5,9 @@
 // Data path: a sender keeps one long-lived client stream (Transport.Push)
 // per peer, fed by its own thread, so Send returns as soon as the frame is
 // queued and sending overlaps the caller's reduction. The receiving server
-// drops frames into the generation's Mailbox. When a peer's stream breaks
+// (gRPC's callback API) delivers each frame into the generation's Mailbox on
+// the gRPC thread that read it, and runs a posted receive's handler right
+// there, while the bytes are in that core's cache. When a peer's stream breaks
 // (the process died, the connection reset) every Recv from it fails at once
 // with kUnavailable naming it, and this rank tells every other rank, so the
 // whole world fails fast instead of waiting for deadlines.

@@ -15,7 +15,66 @@ bool Mailbox::poisoned() {
 void Mailbox::Put(int src, uint64_t tag, std::unique_ptr<Payload> payload) {
   absl::MutexLock lock(&mu_);
   if (shutdown_) return;
+  auto it = expected_.find({src, tag});
+  if (it != expected_.end() && it->second.handler) {
+    Run(it, std::move(payload));
+    return;
+  }
   messages_[{src, tag}] = std::move(payload);
+}
+
+void Mailbox::Run(std::map<std::pair<int, uint64_t>, Expected>::iterator it, std::unique_ptr<Payload> payload) {
+  ReceiveHandler handler = std::move(it->second.handler);
+  it->second.handler = nullptr;
+  ++running_;
+  mu_.Unlock();
+  absl::Status status = handler(std::move(payload));
+  mu_.Lock();
+  --running_;
+  // A started entry is never erased by CancelExpected, so `it` is valid.
+  it->second.done = true;
+  it->second.status = std::move(status);
+}
+
+void Mailbox::Expect(int src, uint64_t tag, ReceiveHandler handler) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = expected_.insert({{src, tag}, Expected{std::move(handler)}});
+  if (!inserted) return;
+  auto msg = messages_.find({src, tag});
+  if (msg == messages_.end()) return;
+  std::unique_ptr<Payload> payload = std::move(msg->second);
+  messages_.erase(msg);
+  Run(it, std::move(payload));
+}
+
+absl::Status Mailbox::Await(int src, uint64_t tag, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  const auto key = std::make_pair(src, tag);
+  auto it = expected_.find(key);
+  if (it == expected_.end()) {
+    return absl::InternalError(absl::StrCat("no receive from rank ", src, " expected for tag ", tag));
+  }
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return shutdown_ || it->second.done || !gone_[static_cast<size_t>(src)].empty() || !poison_.empty();
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  if (shutdown_) return absl::AbortedError(absl::StrCat("transport shut down while receiving from rank ", src));
+  if (it->second.done) {
+    absl::Status status = std::move(it->second.status);
+    expected_.erase(it);
+    return status;
+  }
+  return Unreachable(src, tag);
+}
+
+void Mailbox::CancelExpected() {
+  absl::MutexLock lock(&mu_);
+  for (auto it = expected_.begin(); it != expected_.end();) {
+    it = it->second.handler ? expected_.erase(it) : std::next(it);
+  }
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0; };
+  mu_.Await(absl::Condition(&idle));
+  expected_.clear();
 }
 
 void Mailbox::MarkGone(int src, const std::string& why) {
@@ -34,6 +93,10 @@ void Mailbox::Shutdown() {
   absl::MutexLock lock(&mu_);
   shutdown_ = true;
   messages_.clear();
+  // Handlers not yet started never will be (Put drops messages now).
+  for (auto it = expected_.begin(); it != expected_.end();) {
+    it = it->second.handler ? expected_.erase(it) : std::next(it);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Payload>> Mailbox::Take(int src, uint64_t tag, absl::Time deadline) {
@@ -46,19 +109,21 @@ absl::StatusOr<std::unique_ptr<Payload>> Mailbox::Take(int src, uint64_t tag, ab
   mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
   if (shutdown_) return absl::AbortedError(absl::StrCat("transport shut down while receiving from rank ", src));
   auto it = messages_.find(key);
-  if (it == messages_.end()) {
-    // A poison names the root cause (a peer dies, its neighbours then leave),
-    // so it wins over the sender's own departure.
-    if (!poison_.empty()) return absl::UnavailableError(poison_);
-    if (!gone_[static_cast<size_t>(src)].empty()) {
-      return absl::UnavailableError(absl::StrCat("peer rank ", src, " is gone: ", gone_[static_cast<size_t>(src)]));
-    }
-    return absl::DeadlineExceededError(
-        absl::StrCat("peer rank ", src, " sent nothing for tag ", tag, " before the deadline"));
-  }
+  if (it == messages_.end()) return Unreachable(src, tag);
   std::unique_ptr<Payload> payload = std::move(it->second);
   messages_.erase(it);
   return payload;
+}
+
+absl::Status Mailbox::Unreachable(int src, uint64_t tag) {
+  // A poison names the root cause (a peer dies, its neighbours then leave),
+  // so it wins over the sender's own departure.
+  if (!poison_.empty()) return absl::UnavailableError(poison_);
+  if (!gone_[static_cast<size_t>(src)].empty()) {
+    return absl::UnavailableError(absl::StrCat("peer rank ", src, " is gone: ", gone_[static_cast<size_t>(src)]));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("peer rank ", src, " sent nothing for tag ", tag, " before the deadline"));
 }
 
 }  // namespace shardline

@@ -6,6 +6,7 @@
 #define SHARDLINE_WORKER_COLLECTIVE_MAILBOX_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +21,9 @@
 #include "worker/collective/payload.h"
 
 namespace shardline {
+
+// Runs on a message when it arrives; its status is what Await returns.
+using ReceiveHandler = std::function<absl::Status(std::unique_ptr<Payload>)>;
 
 class Mailbox {
  public:
@@ -41,6 +45,20 @@ class Mailbox {
   // Waits until the message (src, tag) is here and hands it over.
   absl::StatusOr<std::unique_ptr<Payload>> Take(int src, uint64_t tag, absl::Time deadline);
 
+  // Registers `handler` for the message (src, tag). It runs in the Put that
+  // delivers the message, on the delivering thread, so the bytes are used
+  // while they are still in that core's cache; or here, if the message is
+  // already in. At most one handler per (src, tag).
+  void Expect(int src, uint64_t tag, ReceiveHandler handler);
+
+  // Waits until the handler of (src, tag) has run and returns its status;
+  // fails like Take if the message cannot come.
+  absl::Status Await(int src, uint64_t tag, absl::Time deadline);
+
+  // Forgets every handler that has not started and waits for those that
+  // are running: afterwards no handler runs (their captures may go away).
+  void CancelExpected();
+
   // Fails everything with kAborted from now on.
   void Shutdown();
 
@@ -50,7 +68,20 @@ class Mailbox {
  private:
   const int world_size_;
   absl::Mutex mu_;
+  struct Expected {
+    ReceiveHandler handler;  // empty once started
+    bool done = false;
+    absl::Status status;
+  };
+  // Runs the handler of `it` on `payload` outside the lock.
+  void Run(std::map<std::pair<int, uint64_t>, Expected>::iterator it, std::unique_ptr<Payload> payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why nothing more can come from `src` (empty if it still can).
+  absl::Status Unreachable(int src, uint64_t tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::map<std::pair<int, uint64_t>, std::unique_ptr<Payload>> messages_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, uint64_t>, Expected> expected_ ABSL_GUARDED_BY(mu_);
+  int running_ ABSL_GUARDED_BY(mu_) = 0;  // handlers running now
   std::vector<std::string> gone_ ABSL_GUARDED_BY(mu_);  // per source; empty = alive
   std::string poison_ ABSL_GUARDED_BY(mu_);  // empty = healthy
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

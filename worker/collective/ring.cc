@@ -45,6 +45,18 @@ absl::Status RingCollectives::Send(int peer, uint64_t tag, absl::Span<const char
   return transport_->Send(peer, tag, data, deadline);
 }
 
+absl::Status RingCollectives::Expect(int peer, uint64_t tag,
+                                     std::function<absl::Status(std::unique_ptr<Payload>)> handler) {
+  return transport_->ExpectReceive(peer, tag, [this, handler = std::move(handler)](std::unique_ptr<Payload> in) {
+    bytes_received_ += static_cast<int64_t>(in->size());
+    return handler(std::move(in));
+  });
+}
+
+absl::Status RingCollectives::Await(int peer, uint64_t tag, absl::Time deadline) {
+  return transport_->AwaitReceive(peer, tag, deadline);
+}
+
 absl::StatusOr<std::unique_ptr<Payload>> RingCollectives::Receive(int peer, uint64_t tag, absl::Time deadline) {
   absl::StatusOr<std::unique_ptr<Payload>> p = transport_->Receive(peer, tag, deadline);
   if (p.ok()) bytes_received_ += static_cast<int64_t>((*p)->size());
@@ -58,39 +70,73 @@ absl::Status RingCollectives::RecvInto(int peer, uint64_t tag, absl::Span<char> 
 }
 
 absl::Status RingCollectives::Finish(absl::Status status, absl::Time deadline) {
+  // Posted receives write into the caller's buffer: after a failure, make
+  // sure none runs once we return.
+  if (!status.ok()) transport_->CancelReceives();
   // Sent segments point into the caller's buffer: it is theirs again only
   // once the transport lets go of them, whether or not the op succeeded.
   absl::Status flushed = transport_->Flush(deadline);
   return status.ok() ? flushed : status;
 }
 
+int RingCollectives::Chunk(int k) const { return ((rank_ - k) % world_ + world_) % world_; }
+
+absl::Status RingCollectives::ExpectReduceScatter(absl::Span<float> buffer) {
+  const int64_t size = static_cast<int64_t>(buffer.size());
+  for (int k = 0; k <= world_ - 2; ++k) {
+    const auto segments = Segments(size, Chunk(k + 2));
+    for (size_t j = 0; j < segments.size(); ++j) {
+      const absl::Span<float> dst(buffer.data() + segments[j].first, static_cast<size_t>(segments[j].second));
+      RETURN_IF_ERROR(Expect(prev_, Tag(k, j), [dst](std::unique_ptr<Payload> in) {
+        return AddPayloadInto(*in, dst);
+      }));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingCollectives::ExpectAllGather(absl::Span<float> buffer, int first_step) {
+  const int64_t size = static_cast<int64_t>(buffer.size());
+  for (int k = 0; k <= world_ - 2; ++k) {
+    const auto segments = Segments(size, Chunk(k + 1));
+    for (size_t j = 0; j < segments.size(); ++j) {
+      const absl::Span<char> dst = MutableBytes(buffer.data() + segments[j].first, segments[j].second);
+      RETURN_IF_ERROR(Expect(prev_, Tag(first_step + k, j), [dst](std::unique_ptr<Payload> in) {
+        return CopyPayloadInto(*in, dst);
+      }));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
   ++op_;
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
-  return Finish(ReduceScatterSteps(buffer, deadline), deadline);
+  absl::Status s = ExpectReduceScatter(buffer);
+  if (s.ok()) s = ReduceScatterSteps(buffer, /*then_gather=*/false, deadline);
+  return Finish(s, deadline);
 }
 
-absl::Status RingCollectives::ReduceScatterSteps(absl::Span<float> buffer, absl::Time deadline) {
+absl::Status RingCollectives::ReduceScatterSteps(absl::Span<float> buffer, bool then_gather, absl::Time deadline) {
   const int64_t size = static_cast<int64_t>(buffer.size());
-  auto chunk = [&](int k) { return ((rank_ - k) % world_ + world_) % world_; };
   int seg_index = 0;
-  for (const auto& [begin, len] : Segments(size, chunk(1))) {
+  for (const auto& [begin, len] : Segments(size, Chunk(1))) {
     RETURN_IF_ERROR(Annotate(Send(next_, Tag(0, seg_index++), Bytes(buffer.data() + begin, len), deadline),
                              "reduce-scatter"));
   }
   for (int k = 0; k <= world_ - 2; ++k) {
-    const auto segments = Segments(size, chunk(k + 2));
+    const bool last = k == world_ - 2;
+    const auto segments = Segments(size, Chunk(k + 2));
     for (size_t j = 0; j < segments.size(); ++j) {
       const auto [begin, len] = segments[j];
-      const std::string where = absl::StrCat("reduce-scatter step ", k);
-      absl::StatusOr<std::unique_ptr<Payload>> in = Receive(prev_, Tag(k, j), deadline);
-      if (!in.ok()) return Annotate(in.status(), where);
-      float* dst = buffer.data() + begin;
-      RETURN_IF_ERROR(Annotate(AddPayloadInto(**in, absl::MakeSpan(dst, static_cast<size_t>(len))), where));
-      if (k + 1 <= world_ - 2) {
-        RETURN_IF_ERROR(Annotate(Send(next_, Tag(k + 1, j), Bytes(dst, len), deadline),
-                                 absl::StrCat("reduce-scatter step ", k + 1)));
+      // The posted handler has added the segment into place.
+      RETURN_IF_ERROR(Annotate(Await(prev_, Tag(k, j), deadline), absl::StrCat("reduce-scatter step ", k)));
+      if (!last || then_gather) {
+        // Forwarded at once: the next step, or (our own chunk, now final)
+        // the all-gather's first step.
+        RETURN_IF_ERROR(Annotate(Send(next_, Tag(k + 1, j), Bytes(buffer.data() + begin, len), deadline),
+                                 last ? std::string("all-gather step 0") : absl::StrCat("reduce-scatter step ", k + 1)));
       }
     }
   }
@@ -101,26 +147,26 @@ absl::Status RingCollectives::AllGather(absl::Span<float> buffer) {
   ++op_;
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
-  return Finish(AllGatherSteps(buffer, deadline), deadline);
+  absl::Status s = ExpectAllGather(buffer, /*first_step=*/0);
+  int seg_index = 0;
+  for (const auto& [begin, len] : Segments(static_cast<int64_t>(buffer.size()), rank_)) {
+    if (!s.ok()) break;
+    s = Annotate(Send(next_, Tag(0, seg_index++), Bytes(buffer.data() + begin, len), deadline), "all-gather");
+  }
+  if (s.ok()) s = AllGatherSteps(buffer, /*first_step=*/0, deadline);
+  return Finish(s, deadline);
 }
 
-absl::Status RingCollectives::AllGatherSteps(absl::Span<float> buffer, absl::Time deadline) {
+absl::Status RingCollectives::AllGatherSteps(absl::Span<float> buffer, int first_step, absl::Time deadline) {
   const int64_t size = static_cast<int64_t>(buffer.size());
-  auto chunk = [&](int k) { return ((rank_ - k) % world_ + world_) % world_; };
-  int seg_index = 0;
-  for (const auto& [begin, len] : Segments(size, rank_)) {
-    RETURN_IF_ERROR(Annotate(Send(next_, Tag(0, seg_index++), Bytes(buffer.data() + begin, len), deadline),
-                             "all-gather"));
-  }
   for (int k = 0; k <= world_ - 2; ++k) {
-    const auto segments = Segments(size, chunk(k + 1));
+    const auto segments = Segments(size, Chunk(k + 1));
     for (size_t j = 0; j < segments.size(); ++j) {
       const auto [begin, len] = segments[j];
-      float* dst = buffer.data() + begin;
-      RETURN_IF_ERROR(Annotate(RecvInto(prev_, Tag(k, j), MutableBytes(dst, len), deadline),
-                               absl::StrCat("all-gather step ", k)));
+      // The posted handler has copied the segment into place.
+      RETURN_IF_ERROR(Annotate(Await(prev_, Tag(first_step + k, j), deadline), absl::StrCat("all-gather step ", k)));
       if (k + 1 <= world_ - 2) {
-        RETURN_IF_ERROR(Annotate(Send(next_, Tag(k + 1, j), Bytes(dst, len), deadline),
+        RETURN_IF_ERROR(Annotate(Send(next_, Tag(first_step + k + 1, j), Bytes(buffer.data() + begin, len), deadline),
                                  absl::StrCat("all-gather step ", k + 1)));
       }
     }
@@ -129,8 +175,20 @@ absl::Status RingCollectives::AllGatherSteps(absl::Span<float> buffer, absl::Tim
 }
 
 absl::Status RingCollectives::AllReduce(absl::Span<float> buffer) {
-  RETURN_IF_ERROR(ReduceScatter(buffer));
-  return AllGather(buffer);
+  ++op_;
+  if (world_ == 1) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  // One pipeline: each segment of our own chunk goes on around the ring as
+  // soon as it is fully reduced. The all-gather writes every chunk but our
+  // own, including ones whose segments the reduce-scatter sent by
+  // reference; but a segment of chunk c arrives in the all-gather only after
+  // its reduction chain, which includes our send of that same segment, has
+  // consumed that send.
+  absl::Status s = ExpectReduceScatter(buffer);
+  if (s.ok()) s = ExpectAllGather(buffer, /*first_step=*/world_ - 1);
+  if (s.ok()) s = ReduceScatterSteps(buffer, /*then_gather=*/true, deadline);
+  if (s.ok()) s = AllGatherSteps(buffer, /*first_step=*/world_ - 1, deadline);
+  return Finish(s, deadline);
 }
 
 absl::Status RingCollectives::Broadcast(absl::Span<float> buffer, int root) {

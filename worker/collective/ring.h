@@ -14,8 +14,11 @@
 //   x[r+1] + x[r+2] + ... + x[r]: bitwise the same on every run.
 // All-gather: in step k, rank r sends chunk (r-k) and receives chunk
 //   (r-k-1) straight into place, forwarding it in the next step.
-// All-reduce = reduce-scatter + all-gather: every rank ends with the owner's
-//   bits, so all ranks agree exactly.
+// All-reduce = reduce-scatter + all-gather, as one pipeline: a segment of
+//   rank r's own chunk starts the all-gather as soon as its sum is final.
+//   Every rank ends with the owner's bits, so all ranks agree exactly.
+// Receives are posted before the first send (Transport::ExpectReceive): the
+//   add or copy into place runs on the thread that delivers the segment.
 // Broadcast: a segment-pipelined chain root -> root+1 -> ... -> root-1.
 // Scalar all-reduce: every rank sends its few values to every other rank and
 //   reduces all N in rank order, so all ranks get the same bits in one round.
@@ -29,7 +32,10 @@
 #ifndef SHARDLINE_WORKER_COLLECTIVE_RING_H_
 #define SHARDLINE_WORKER_COLLECTIVE_RING_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -70,11 +76,27 @@ class RingCollectives : public Collectives {
   // The transport's Send/Receive, counting bytes.
   absl::Status Send(int peer, uint64_t tag, absl::Span<const char> data, absl::Time deadline);
   absl::StatusOr<std::unique_ptr<Payload>> Receive(int peer, uint64_t tag, absl::Time deadline);
+  // The transport's ExpectReceive/AwaitReceive, counting bytes.
+  absl::Status Expect(int peer, uint64_t tag, std::function<absl::Status(std::unique_ptr<Payload>)> handler);
+  absl::Status Await(int peer, uint64_t tag, absl::Time deadline);
   absl::Status RecvInto(int peer, uint64_t tag, absl::Span<char> out, absl::Time deadline);
   // Flushes the transport, then returns `status` (or the flush's error).
   absl::Status Finish(absl::Status status, absl::Time deadline);
-  absl::Status ReduceScatterSteps(absl::Span<float> buffer, absl::Time deadline);
-  absl::Status AllGatherSteps(absl::Span<float> buffer, absl::Time deadline);
+  // Posts a handler for every segment the reduce-scatter receives (added
+  // into place) or the all-gather receives (copied into place; its steps
+  // numbered from `first_step`), so each runs on the thread that delivers
+  // it, with the bytes still in cache.
+  absl::Status ExpectReduceScatter(absl::Span<float> buffer);
+  absl::Status ExpectAllGather(absl::Span<float> buffer, int first_step);
+  // The reduce-scatter's sends, and its steps 0..N-2 (awaiting each posted
+  // segment and forwarding it). With `then_gather`, each segment of our own
+  // chunk is sent on as soon as it is final, as the all-gather's first step.
+  absl::Status ReduceScatterSteps(absl::Span<float> buffer, bool then_gather, absl::Time deadline);
+  // The all-gather's await-and-forward steps, numbered from `first_step`
+  // (its first sends are made by the caller).
+  absl::Status AllGatherSteps(absl::Span<float> buffer, int first_step, absl::Time deadline);
+  // The chunk rank r handles in step k: (r - k) mod N.
+  int Chunk(int k) const;
   absl::Status BroadcastSteps(absl::Span<float> buffer, int root, absl::Time deadline);
   absl::Status AllReduceScalarsSteps(const std::vector<double>& mine, absl::Span<double> values,
                                      absl::Span<const ReduceOp> ops,
@@ -93,7 +115,7 @@ class RingCollectives : public Collectives {
   int prev_;
   uint64_t op_ = 0;  // sequence number of the current operation
   int64_t bytes_sent_ = 0;
-  int64_t bytes_received_ = 0;
+  std::atomic<int64_t> bytes_received_{0};  // also counted on delivering threads
 };
 
 }  // namespace shardline

@@ -7,6 +7,12 @@
 //   ASSIGN_OR_RETURN(std::unique_ptr<Payload> msg, t->Receive(prev, tag, deadline));
 //   RETURN_IF_ERROR(t->Flush(deadline));   // before touching sent memory again
 //
+// A receive can also be posted ahead: the handler then runs on the thread
+// that delivers the message, while its bytes are still in that core's cache.
+//   RETURN_IF_ERROR(t->ExpectReceive(prev, tag, [dst](std::unique_ptr<Payload> p) {
+//     return AddPayloadInto(*p, dst); }));
+//   ... RETURN_IF_ERROR(t->AwaitReceive(prev, tag, deadline));
+//
 // Errors always name the peer rank:
 //   kUnavailable       the peer's stream closed or broke (it died, or left)
 //   kDeadlineExceeded  nothing arrived from the peer before the deadline
@@ -19,6 +25,7 @@
 #define SHARDLINE_WORKER_COLLECTIVE_TRANSPORT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -46,6 +53,22 @@ class Transport {
   // that arrive meanwhile are kept for their Receive.
   virtual absl::StatusOr<std::unique_ptr<Payload>> Receive(int peer, uint64_t tag,
                                                            absl::Time deadline) = 0;
+
+  // Posts `handler` for the message `peer` sends under `tag` (instead of
+  // Receive). It runs exactly once, on whatever thread delivers the message
+  // (or in this call, if it is already here), unless CancelReceives or
+  // Shutdown comes first.
+  virtual absl::Status ExpectReceive(int peer, uint64_t tag,
+                                     std::function<absl::Status(std::unique_ptr<Payload>)> handler) = 0;
+
+  // Waits until the handler posted for (peer, tag) has run and returns its
+  // status; fails as Receive does (naming the peer) if it cannot run.
+  virtual absl::Status AwaitReceive(int peer, uint64_t tag, absl::Time deadline) = 0;
+
+  // Drops the posted handlers that have not started and waits for running
+  // ones; afterwards none runs. Call it before memory the handlers write
+  // to goes away after a failure.
+  virtual void CancelReceives() = 0;
 
   // Waits until no earlier Send's data is referenced any more (handed to
   // the OS, or dropped with a broken connection). However it returns, the

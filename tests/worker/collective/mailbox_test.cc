@@ -1,0 +1,115 @@
+// Posted receives: a handler registered with Expect runs exactly once, on
+// the thread that delivers its message (or in Expect, if the message came
+// first); Await returns its status, or names the peer that cannot deliver;
+// after CancelExpected no handler runs.
+#include "worker/collective/mailbox.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/match.h"
+
+namespace shardline {
+namespace {
+
+std::unique_ptr<Payload> Bytes(const std::string& s) { return std::make_unique<StringPayload>(s); }
+
+std::string Text(const Payload& p) {
+  std::string out(p.size(), '\0');
+  EXPECT_TRUE(CopyPayloadInto(p, absl::MakeSpan(out)).ok());
+  return out;
+}
+
+const absl::Time kSoon = absl::InfiniteFuture();
+
+TEST(MailboxTest, PostedHandlerRunsOnTheDeliveringThread) {
+  Mailbox box(2);
+  std::thread::id ran_on;
+  std::string got;
+  box.Expect(1, 7, [&](std::unique_ptr<Payload> p) {
+    ran_on = std::this_thread::get_id();
+    got = Text(*p);
+    return absl::OkStatus();
+  });
+  std::thread::id deliverer;
+  std::thread t([&] {
+    deliverer = std::this_thread::get_id();
+    box.Put(1, 7, Bytes("segment"));
+  });
+  t.join();
+  EXPECT_TRUE(box.Await(1, 7, kSoon).ok());
+  EXPECT_EQ(got, "segment");
+  EXPECT_EQ(ran_on, deliverer);
+}
+
+TEST(MailboxTest, MessageThatCameFirstIsHandledInExpect) {
+  Mailbox box(2);
+  box.Put(1, 3, Bytes("early"));
+  std::string got;
+  box.Expect(1, 3, [&](std::unique_ptr<Payload> p) {
+    got = Text(*p);
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(got, "early");
+  EXPECT_TRUE(box.Await(1, 3, kSoon).ok());
+}
+
+TEST(MailboxTest, AwaitReturnsTheHandlersError) {
+  Mailbox box(2);
+  box.Expect(1, 1, [](std::unique_ptr<Payload>) { return absl::InternalError("received 3 bytes; expected 8"); });
+  box.Put(1, 1, Bytes("abc"));
+  const absl::Status s = box.Await(1, 1, kSoon);
+  EXPECT_TRUE(absl::IsInternal(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "expected 8")) << s;
+}
+
+TEST(MailboxTest, AwaitNamesAGonePeerAndAMissingMessage) {
+  Mailbox box(3);
+  box.Expect(2, 5, [](std::unique_ptr<Payload>) { return absl::OkStatus(); });
+  box.MarkGone(2, "its connection broke");
+  const absl::Status gone = box.Await(2, 5, kSoon);
+  EXPECT_TRUE(absl::IsUnavailable(gone)) << gone;
+  EXPECT_TRUE(absl::StrContains(gone.message(), "peer rank 2 is gone: its connection broke")) << gone;
+
+  box.Expect(1, 5, [](std::unique_ptr<Payload>) { return absl::OkStatus(); });
+  const absl::Status late = box.Await(1, 5, absl::Now() + absl::Milliseconds(20));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(late)) << late;
+  EXPECT_TRUE(absl::StrContains(late.message(), "peer rank 1")) << late;
+}
+
+TEST(MailboxTest, NoHandlerRunsAfterCancel) {
+  Mailbox box(2);
+  std::atomic<int> runs{0};
+  box.Expect(1, 9, [&](std::unique_ptr<Payload>) {
+    ++runs;
+    return absl::OkStatus();
+  });
+  box.CancelExpected();
+  box.Put(1, 9, Bytes("late"));
+  EXPECT_EQ(runs.load(), 0);
+  // The late message waits for a plain Take instead.
+  absl::StatusOr<std::unique_ptr<Payload>> p = box.Take(1, 9, kSoon);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Text(**p), "late");
+}
+
+TEST(MailboxTest, CancelWaitsForARunningHandler) {
+  Mailbox box(2);
+  std::atomic<bool> started{false}, finished{false};
+  box.Expect(1, 4, [&](std::unique_ptr<Payload>) {
+    started = true;
+    absl::SleepFor(absl::Milliseconds(100));
+    finished = true;
+    return absl::OkStatus();
+  });
+  std::thread t([&] { box.Put(1, 4, Bytes("x")); });
+  while (!started) absl::SleepFor(absl::Milliseconds(1));
+  box.CancelExpected();
+  EXPECT_TRUE(finished.load());
+  t.join();
+}
+
+}  // namespace
+}  // namespace shardline
