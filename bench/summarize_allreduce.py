@@ -1,19 +1,28 @@
 #!/usr/bin/python3
-"""Summarises bench/allreduce_vs_peers.sh's results as markdown."""
-import collections, json, sys
+"""Summarises bench/allreduce_vs_peers.sh's results as markdown: per
+implementation, N and size, the median over the script's rounds."""
+import collections, glob, json, statistics, sys
 
 out = sys.argv[1]
 rows = [json.loads(l) for l in open(f"{out}/results.jsonl") if l.startswith("{")]
-iperf = json.load(open(f"{out}/iperf3.json"))["end"]["sum_received"]["bits_per_second"] / 8e9
-by = collections.defaultdict(dict)
-scalars = {}
+iperfs = [json.load(open(f))["end"]["sum_received"]["bits_per_second"] / 8e9
+          for f in sorted(glob.glob(f"{out}/iperf3-*.json"))]
+iperf = statistics.median(iperfs)
+runs = collections.defaultdict(list)
+scalar_runs = collections.defaultdict(list)
 for r in rows:
     if r["op"] == "scalars":
-        scalars[r["world"]] = r["median_s"]
+        scalar_runs[r["world"]].append(r["median_s"])
     else:
-        by[(r["world"], r["bytes"])][r["impl"]] = r["busbw_GBps"]
+        runs[(r["world"], r["bytes"], r["impl"])].append(r["busbw_GBps"])
+by = collections.defaultdict(dict)
+for (world, nbytes, impl), v in runs.items():
+    by[(world, nbytes)][impl] = statistics.median(v)
+scalars = {w: statistics.median(v) for w, v in scalar_runs.items()}
 
-print(f"iperf3 loopback, one stream: {iperf:.2f} GB/s")
+rounds = max(len(v) for v in runs.values()) if runs else 0
+print(f"rounds: {rounds} (medians over rounds)")
+print(f"iperf3 loopback, one stream: {iperf:.2f} GB/s (rounds: {', '.join(f'{x:.2f}' for x in iperfs)})")
 print()
 print("| N | size | shardline busbw | Gloo busbw | OpenMPI TCP busbw | bare TCP ring busbw | vs Gloo | vs OpenMPI | vs bare ring |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
