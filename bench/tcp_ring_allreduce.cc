@@ -140,7 +140,10 @@ struct Ring {
 // A max over ranks of one double around the ring (also a barrier).
 double RingMax(const Ring& ring, double v) {
   double x = v;
-  if (ring.rank != 0) RecvAll(ring.from_prev, reinterpret_cast<char*>(&x), sizeof(x)), x = std::max(x, v);
+  if (ring.rank != 0) {
+    RecvAll(ring.from_prev, reinterpret_cast<char*>(&x), sizeof(x));
+    x = std::max(x, v);
+  }
   if (ring.rank != ring.world - 1) SendAll(ring.to_next, reinterpret_cast<char*>(&x), sizeof(x));
   // Rank N-1 has the max; pass it once more around.
   if (ring.rank == ring.world - 1) {
@@ -214,9 +217,11 @@ int main(int argc, char** argv) {
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double slowest = RingMax(ring, dt);
       if (it >= 3) times.push_back(slowest);
-      if (buf[0] != static_cast<float>(ring.world)) {
-        fprintf(stderr, "rank %d: wrong sum %g\n", ring.rank, buf[0]);
-        return 4;
+      for (size_t i = 0; i < buf.size(); ++i) {  // untimed: every element is the sum
+        if (buf[i] != static_cast<float>(ring.world)) {
+          fprintf(stderr, "rank %d: wrong sum %g at element %zu\n", ring.rank, buf[i], i);
+          return 4;
+        }
       }
     }
     if (ring.rank == 0) {
