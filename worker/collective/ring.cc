@@ -81,32 +81,43 @@ absl::Status RingCollectives::Finish(absl::Status status, absl::Time deadline) {
 
 int RingCollectives::Chunk(int k) const { return ((rank_ - k) % world_ + world_) % world_; }
 
-absl::Status RingCollectives::ExpectReduceScatter(absl::Span<float> buffer) {
-  const int64_t size = static_cast<int64_t>(buffer.size());
+absl::Status RingCollectives::ForEachReceivedSegment(
+    int64_t size, int chunk_offset,
+    const std::function<absl::Status(int k, size_t j, int64_t begin, int64_t len)>& fn) const {
   for (int k = 0; k <= world_ - 2; ++k) {
-    const auto segments = Segments(size, Chunk(k + 2));
+    const auto segments = Segments(size, Chunk(k + chunk_offset));
     for (size_t j = 0; j < segments.size(); ++j) {
-      const absl::Span<float> dst(buffer.data() + segments[j].first, static_cast<size_t>(segments[j].second));
-      RETURN_IF_ERROR(Expect(prev_, Tag(k, j), [dst](std::unique_ptr<Payload> in) {
-        return AddPayloadInto(*in, dst);
-      }));
+      RETURN_IF_ERROR(fn(k, j, segments[j].first, segments[j].second));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status RingCollectives::ExpectAllGather(absl::Span<float> buffer, int first_step) {
-  const int64_t size = static_cast<int64_t>(buffer.size());
-  for (int k = 0; k <= world_ - 2; ++k) {
-    const auto segments = Segments(size, Chunk(k + 1));
-    for (size_t j = 0; j < segments.size(); ++j) {
-      const absl::Span<char> dst = MutableBytes(buffer.data() + segments[j].first, segments[j].second);
-      RETURN_IF_ERROR(Expect(prev_, Tag(first_step + k, j), [dst](std::unique_ptr<Payload> in) {
-        return CopyPayloadInto(*in, dst);
-      }));
-    }
+absl::Status RingCollectives::SendChunk(absl::Span<const float> buffer, int chunk, uint64_t step,
+                                        const char* what, absl::Time deadline) {
+  int seg_index = 0;
+  for (const auto& [begin, len] : Segments(static_cast<int64_t>(buffer.size()), chunk)) {
+    RETURN_IF_ERROR(Annotate(Send(next_, Tag(step, seg_index++), Bytes(buffer.data() + begin, len), deadline), what));
   }
   return absl::OkStatus();
+}
+
+absl::Status RingCollectives::ExpectReduceScatter(absl::Span<float> buffer) {
+  return ForEachReceivedSegment(static_cast<int64_t>(buffer.size()), 2,
+                                [&](int k, size_t j, int64_t begin, int64_t len) {
+    const absl::Span<float> dst(buffer.data() + begin, static_cast<size_t>(len));
+    return Expect(prev_, Tag(k, j), [dst](std::unique_ptr<Payload> in) { return AddPayloadInto(*in, dst); });
+  });
+}
+
+absl::Status RingCollectives::ExpectAllGather(absl::Span<float> buffer, int first_step) {
+  return ForEachReceivedSegment(static_cast<int64_t>(buffer.size()), 1,
+                                [&](int k, size_t j, int64_t begin, int64_t len) {
+    const absl::Span<char> dst = MutableBytes(buffer.data() + begin, len);
+    return Expect(prev_, Tag(first_step + k, j), [dst](std::unique_ptr<Payload> in) {
+      return CopyPayloadInto(*in, dst);
+    });
+  });
 }
 
 absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
@@ -119,28 +130,18 @@ absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
 }
 
 absl::Status RingCollectives::ReduceScatterSteps(absl::Span<float> buffer, bool then_gather, absl::Time deadline) {
-  const int64_t size = static_cast<int64_t>(buffer.size());
-  int seg_index = 0;
-  for (const auto& [begin, len] : Segments(size, Chunk(1))) {
-    RETURN_IF_ERROR(Annotate(Send(next_, Tag(0, seg_index++), Bytes(buffer.data() + begin, len), deadline),
-                             "reduce-scatter"));
-  }
-  for (int k = 0; k <= world_ - 2; ++k) {
+  RETURN_IF_ERROR(SendChunk(buffer, Chunk(1), 0, "reduce-scatter", deadline));
+  return ForEachReceivedSegment(static_cast<int64_t>(buffer.size()), 2,
+                                [&](int k, size_t j, int64_t begin, int64_t len) -> absl::Status {
+    // The posted handler has added the segment into place.
+    RETURN_IF_ERROR(Annotate(Await(prev_, Tag(k, j), deadline), absl::StrCat("reduce-scatter step ", k)));
     const bool last = k == world_ - 2;
-    const auto segments = Segments(size, Chunk(k + 2));
-    for (size_t j = 0; j < segments.size(); ++j) {
-      const auto [begin, len] = segments[j];
-      // The posted handler has added the segment into place.
-      RETURN_IF_ERROR(Annotate(Await(prev_, Tag(k, j), deadline), absl::StrCat("reduce-scatter step ", k)));
-      if (!last || then_gather) {
-        // Forwarded at once: the next step, or (our own chunk, now final)
-        // the all-gather's first step.
-        RETURN_IF_ERROR(Annotate(Send(next_, Tag(k + 1, j), Bytes(buffer.data() + begin, len), deadline),
-                                 last ? std::string("all-gather step 0") : absl::StrCat("reduce-scatter step ", k + 1)));
-      }
-    }
-  }
-  return absl::OkStatus();
+    if (last && !then_gather) return absl::OkStatus();
+    // Forwarded at once: the next step, or (our own chunk, now final) the
+    // all-gather's first step.
+    return Annotate(Send(next_, Tag(k + 1, j), Bytes(buffer.data() + begin, len), deadline),
+                    last ? std::string("all-gather step 0") : absl::StrCat("reduce-scatter step ", k + 1));
+  });
 }
 
 absl::Status RingCollectives::AllGather(absl::Span<float> buffer) {
@@ -148,30 +149,20 @@ absl::Status RingCollectives::AllGather(absl::Span<float> buffer) {
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
   absl::Status s = ExpectAllGather(buffer, /*first_step=*/0);
-  int seg_index = 0;
-  for (const auto& [begin, len] : Segments(static_cast<int64_t>(buffer.size()), rank_)) {
-    if (!s.ok()) break;
-    s = Annotate(Send(next_, Tag(0, seg_index++), Bytes(buffer.data() + begin, len), deadline), "all-gather");
-  }
+  if (s.ok()) s = SendChunk(buffer, rank_, 0, "all-gather", deadline);
   if (s.ok()) s = AllGatherSteps(buffer, /*first_step=*/0, deadline);
   return Finish(s, deadline);
 }
 
 absl::Status RingCollectives::AllGatherSteps(absl::Span<float> buffer, int first_step, absl::Time deadline) {
-  const int64_t size = static_cast<int64_t>(buffer.size());
-  for (int k = 0; k <= world_ - 2; ++k) {
-    const auto segments = Segments(size, Chunk(k + 1));
-    for (size_t j = 0; j < segments.size(); ++j) {
-      const auto [begin, len] = segments[j];
-      // The posted handler has copied the segment into place.
-      RETURN_IF_ERROR(Annotate(Await(prev_, Tag(first_step + k, j), deadline), absl::StrCat("all-gather step ", k)));
-      if (k + 1 <= world_ - 2) {
-        RETURN_IF_ERROR(Annotate(Send(next_, Tag(first_step + k + 1, j), Bytes(buffer.data() + begin, len), deadline),
-                                 absl::StrCat("all-gather step ", k + 1)));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return ForEachReceivedSegment(static_cast<int64_t>(buffer.size()), 1,
+                                [&](int k, size_t j, int64_t begin, int64_t len) -> absl::Status {
+    // The posted handler has copied the segment into place.
+    RETURN_IF_ERROR(Annotate(Await(prev_, Tag(first_step + k, j), deadline), absl::StrCat("all-gather step ", k)));
+    if (k == world_ - 2) return absl::OkStatus();
+    return Annotate(Send(next_, Tag(first_step + k + 1, j), Bytes(buffer.data() + begin, len), deadline),
+                    absl::StrCat("all-gather step ", k + 1));
+  });
 }
 
 absl::Status RingCollectives::AllReduce(absl::Span<float> buffer) {

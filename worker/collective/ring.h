@@ -97,6 +97,15 @@ class RingCollectives : public Collectives {
   absl::Status AllGatherSteps(absl::Span<float> buffer, int first_step, absl::Time deadline);
   // The chunk rank r handles in step k: (r - k) mod N.
   int Chunk(int k) const;
+  // Calls fn(k, j, begin, len) for each segment j of the chunk received in
+  // step k = 0..N-2, chunk Chunk(k + chunk_offset) (2 for the
+  // reduce-scatter, 1 for the all-gather), in order; stops at an error.
+  absl::Status ForEachReceivedSegment(
+      int64_t size, int chunk_offset,
+      const std::function<absl::Status(int k, size_t j, int64_t begin, int64_t len)>& fn) const;
+  // Sends every segment of `chunk` by reference as step `step`.
+  absl::Status SendChunk(absl::Span<const float> buffer, int chunk, uint64_t step, const char* what,
+                         absl::Time deadline);
   absl::Status BroadcastSteps(absl::Span<float> buffer, int root, absl::Time deadline);
   absl::Status AllReduceScalarsSteps(const std::vector<double>& mine, absl::Span<double> values,
                                      absl::Span<const ReduceOp> ops,
