@@ -67,11 +67,15 @@ absl::Status Mailbox::Await(int src, uint64_t tag, absl::Time deadline) {
   return Unreachable(src, tag);
 }
 
-void Mailbox::CancelExpected() {
-  absl::MutexLock lock(&mu_);
+void Mailbox::DropUnstarted() {
   for (auto it = expected_.begin(); it != expected_.end();) {
     it = it->second.handler ? expected_.erase(it) : std::next(it);
   }
+}
+
+void Mailbox::CancelExpected() {
+  absl::MutexLock lock(&mu_);
+  DropUnstarted();
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0; };
   mu_.Await(absl::Condition(&idle));
   expected_.clear();
@@ -93,10 +97,7 @@ void Mailbox::Shutdown() {
   absl::MutexLock lock(&mu_);
   shutdown_ = true;
   messages_.clear();
-  // Handlers not yet started never will be (Put drops messages now).
-  for (auto it = expected_.begin(); it != expected_.end();) {
-    it = it->second.handler ? expected_.erase(it) : std::next(it);
-  }
+  DropUnstarted();  // Put drops messages now: they never would start
 }
 
 absl::StatusOr<std::unique_ptr<Payload>> Mailbox::Take(int src, uint64_t tag, absl::Time deadline) {

@@ -76,6 +76,8 @@ class Mailbox {
   // Runs the handler of `it` on `payload` outside the lock.
   void Run(std::map<std::pair<int, uint64_t>, Expected>::iterator it, std::unique_ptr<Payload> payload)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the handlers that have not started (running ones stay).
+  void DropUnstarted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why nothing more can come from `src` (empty if it still can).
   absl::Status Unreachable(int src, uint64_t tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
