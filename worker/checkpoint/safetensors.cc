@@ -2,11 +2,15 @@
 
 #include <cstring>
 
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 
 namespace shardline {
 
@@ -41,54 +45,130 @@ std::string SafetensorsBytes(const std::vector<state::TensorEntry>& tensors, con
 
 namespace {
 
-// The text of the JSON object that follows `"name":` in `header`, or "".
-std::string EntryFor(const std::string& header, const std::string& name) {
-  const std::string key = absl::StrCat("\"", name, "\":{");
-  const size_t at = header.find(key);
-  if (at == std::string::npos) return "";
-  const size_t end = header.find('}', at);
-  return header.substr(at + key.size() - 1, end - at - key.size() + 2);
+using Json = nlohmann::json;
+
+// Bytes per element of each dtype the spec names.
+int DtypeBytes(const std::string& dtype) {
+  static const std::map<std::string, int>* const sizes = new std::map<std::string, int>{
+      {"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+      {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4}, {"F64", 8}, {"I64", 8}, {"U64", 8}};
+  auto it = sizes->find(dtype);
+  return it == sizes->end() ? 0 : it->second;
 }
 
-// The integers inside the first [...] after `"field":`.
-std::vector<int64_t> IntList(const std::string& entry, const std::string& field) {
-  std::vector<int64_t> out;
-  const size_t at = entry.find(absl::StrCat("\"", field, "\":["));
-  if (at == std::string::npos) return out;
-  const size_t close = entry.find(']', at);
-  const std::string body = entry.substr(entry.find('[', at) + 1, close - entry.find('[', at) - 1);
-  for (absl::string_view v : absl::StrSplit(body, ',', absl::SkipWhitespace())) {
-    int64_t x;
-    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &x)) out.push_back(x);
-  }
-  return out;
+// A non-negative JSON integer (nlohmann stores those as unsigned; negative
+// ones and fractions are other types).
+bool AsCount(const Json& v, uint64_t* out) {
+  if (!v.is_number_unsigned()) return false;
+  *out = v.get<uint64_t>();
+  return true;
 }
 
 }  // namespace
 
-absl::Status ReadSafetensorsInto(Env* env, const std::string& path, const FlatLayout& layout, float* params) {
-  absl::StatusOr<std::string> bytes = env->ReadFile(path);
-  if (!bytes.ok()) return bytes.status();
-  auto bad = [&](const std::string& what) { return absl::DataLossError(absl::StrCat(path, ": ", what)); };
-  if (bytes->size() < 8) return bad("too short for a safetensors file");
+absl::StatusOr<SafetensorsHeader> ParseSafetensors(absl::string_view bytes, const std::string& path) {
+  auto bad = [&](absl::string_view what) { return absl::DataLossError(absl::StrCat(path, ": ", what)); };
+  if (bytes.size() < 8) return bad("too short for a safetensors file (no 8-byte header length)");
   uint64_t len = 0;
-  for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(static_cast<unsigned char>((*bytes)[static_cast<size_t>(i)])) << (8 * i);
-  if (len > bytes->size() - 8) return bad("header length runs past the end of the file");
-  const std::string header = bytes->substr(8, len);
-  const size_t data = 8 + len;
-  for (const TensorInfo& t : layout.tensors()) {
-    const std::string entry = EntryFor(header, t.name);
-    if (entry.empty()) return absl::FailedPreconditionError(absl::StrCat(path, " has no tensor ", t.name));
-    if (entry.find("\"dtype\":\"F32\"") == std::string::npos) return bad(absl::StrCat(t.name, " is not F32"));
-    if (IntList(entry, "shape") != t.shape) {
-      return absl::FailedPreconditionError(absl::StrCat(path, ": tensor ", t.name, " has another shape than this model's"));
+  for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[static_cast<size_t>(i)])) << (8 * i);
+  if (len > bytes.size() - 8) {
+    return bad(absl::StrCat("header length ", len, " runs past the end of the file (", bytes.size(), " bytes)"));
+  }
+  const absl::string_view text = bytes.substr(8, len);
+  // Duplicate keys are legal JSON that nlohmann would silently collapse;
+  // the spec forbids them, so they are caught while parsing.
+  std::string duplicate;
+  std::set<std::string> seen;
+  auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::key && depth == 1 && !seen.insert(parsed.get<std::string>()).second) {
+      duplicate = parsed.get<std::string>();
     }
-    const std::vector<int64_t> offsets = IntList(entry, "data_offsets");
-    if (offsets.size() != 2 || offsets[1] - offsets[0] != t.size * 4 ||
-        data + static_cast<uint64_t>(offsets[1]) > bytes->size()) {
-      return bad(absl::StrCat("bad data_offsets for ", t.name));
+    return true;
+  };
+  const Json header = Json::parse(text.begin(), text.end(), on_event, /*allow_exceptions=*/false);
+  if (header.is_discarded()) return bad("the header is not valid JSON");
+  if (!header.is_object()) return bad("the header is not a JSON object");
+  if (!duplicate.empty()) return bad(absl::StrCat("tensor ", duplicate, " appears twice in the header"));
+
+  SafetensorsHeader out;
+  out.data_offset = 8 + len;
+  const uint64_t data_bytes = bytes.size() - out.data_offset;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) return bad("__metadata__ is not an object");
+      for (const auto& [k, v] : entry.items()) {
+        if (!v.is_string()) return bad(absl::StrCat("__metadata__ value of ", k, " is not a string"));
+        out.metadata[k] = v.get<std::string>();
+      }
+      continue;
     }
-    std::memcpy(params + t.offset, bytes->data() + data + offsets[0], static_cast<size_t>(t.size) * 4);
+    auto bad_tensor = [&](absl::string_view what) { return bad(absl::StrCat("tensor ", name, ": ", what)); };
+    if (!entry.is_object()) return bad_tensor("entry is not an object");
+    SafetensorsTensor t;
+    const auto dtype = entry.find("dtype");
+    if (dtype == entry.end() || !dtype->is_string()) return bad_tensor("no dtype string");
+    t.dtype = dtype->get<std::string>();
+    const int elem_bytes = DtypeBytes(t.dtype);
+    if (elem_bytes == 0) return bad_tensor(absl::StrCat("unknown dtype '", t.dtype, "'"));
+    const auto shape = entry.find("shape");
+    if (shape == entry.end() || !shape->is_array()) return bad_tensor("no shape array");
+    uint64_t elems = 1;
+    for (const Json& d : *shape) {
+      uint64_t dim;
+      if (!AsCount(d, &dim)) return bad_tensor("shape holds something other than a non-negative integer");
+      if (dim > data_bytes) return bad_tensor(absl::StrCat("dimension ", dim, " is larger than the file's data"));
+      t.shape.push_back(static_cast<int64_t>(dim));
+      // Every factor is <= data_bytes, so the product stays below 2^64 as
+      // long as it stays <= data_bytes, which is checked each time.
+      elems *= dim;
+      if (elems > data_bytes) return bad_tensor("more elements than the file has bytes");
+    }
+    const auto offsets = entry.find("data_offsets");
+    if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2 ||
+        !AsCount((*offsets)[0], &t.data_begin) || !AsCount((*offsets)[1], &t.data_end)) {
+      return bad_tensor("data_offsets is not two non-negative integers");
+    }
+    if (t.data_begin > t.data_end || t.data_end > data_bytes) {
+      return bad_tensor(absl::StrCat("data_offsets [", t.data_begin, ", ", t.data_end, "] are outside the ",
+                                     data_bytes, " data bytes"));
+    }
+    if (t.data_end - t.data_begin != elems * static_cast<uint64_t>(elem_bytes)) {
+      return bad_tensor(absl::StrCat("data_offsets cover ", t.data_end - t.data_begin, " bytes; dtype ", t.dtype,
+                                     " and the shape need ", elems * static_cast<uint64_t>(elem_bytes)));
+    }
+    out.tensors[name] = std::move(t);
+  }
+  // The byte ranges, in order, must tile the data section.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& [name, t] : out.tensors) ranges.emplace_back(t.data_begin, t.data_end);
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t covered = 0;
+  for (const auto& [begin, end] : ranges) {
+    if (begin < covered) return bad(absl::StrCat("tensors overlap at data byte ", begin));
+    if (begin > covered) return bad(absl::StrCat("data bytes [", covered, ", ", begin, ") belong to no tensor"));
+    covered = end;
+  }
+  if (covered != data_bytes) return bad(absl::StrCat("data bytes [", covered, ", ", data_bytes, ") belong to no tensor"));
+  return out;
+}
+
+absl::Status ReadSafetensorsInto(Env* env, const std::string& path, const FlatLayout& layout, float* params) {
+  ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path));
+  ASSIGN_OR_RETURN(SafetensorsHeader header, ParseSafetensors(bytes, path));
+  for (const TensorInfo& info : layout.tensors()) {
+    auto it = header.tensors.find(info.name);
+    if (it == header.tensors.end()) return absl::FailedPreconditionError(absl::StrCat(path, " has no tensor ", info.name));
+    const SafetensorsTensor& t = it->second;
+    if (t.dtype != "F32") {
+      return absl::FailedPreconditionError(absl::StrCat(path, ": tensor ", info.name, " is ", t.dtype, ", not F32"));
+    }
+    if (t.shape != info.shape) {
+      return absl::FailedPreconditionError(absl::StrCat(path, ": tensor ", info.name,
+                                                        " has another shape than this model's"));
+    }
+    // Same shape and dtype, and ParseSafetensors checked the byte count.
+    std::memcpy(params + info.offset, bytes.data() + header.data_offset + t.data_begin,
+                static_cast<size_t>(info.size) * sizeof(float));
   }
   return absl::OkStatus();
 }

@@ -1,4 +1,5 @@
-// Writing parameters in the safetensors format (huggingface/safetensors):
+// Parameters in the safetensors format (huggingface/safetensors), written
+// by `shardline ckpt export` and read by checkpoint.init_from:
 // an 8-byte little-endian header length, a JSON header mapping each tensor
 // name to {"dtype","shape","data_offsets"}, padded with spaces to a multiple
 // of 8, then the raw little-endian data. Tensors appear in the order given,
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/env.h"
 #include "proto/train_state.pb.h"
 #include "worker/model/flat_layout.h"
@@ -23,9 +26,35 @@ namespace shardline {
 std::string SafetensorsBytes(const std::vector<state::TensorEntry>& tensors, const std::vector<float>& params,
                              const std::map<std::string, std::string>& metadata);
 
+// One tensor of a parsed safetensors header. Its bytes are
+// [data_begin, data_end) of the data section (after the header).
+struct SafetensorsTensor {
+  std::string dtype;           // "F32", "F16", "I64", ...
+  std::vector<int64_t> shape;  // every dimension >= 0
+  uint64_t data_begin = 0;
+  uint64_t data_end = 0;
+};
+
+// A safetensors file's header, checked against the spec: a JSON object
+// (parsed by nlohmann-json, so any valid JSON spacing is accepted) whose
+// entries other than "__metadata__" (an object of strings) are tensors with a
+// known dtype, a shape of non-negative integers and data_offsets
+// [begin, end] of non-negative integers with end - begin equal to the
+// shape's element count times the dtype's size. The tensors' byte ranges
+// must not overlap and must cover the data section exactly. Tensor names are
+// unique. Any violation is kDataLoss naming `path` (and the tensor).
+struct SafetensorsHeader {
+  std::map<std::string, SafetensorsTensor> tensors;
+  std::map<std::string, std::string> metadata;
+  uint64_t data_offset = 0;  // file offset of the data section: 8 + header length
+};
+absl::StatusOr<SafetensorsHeader> ParseSafetensors(absl::string_view file_bytes, const std::string& path);
+
 // Reads F32 tensors from a safetensors file into `params` laid out by
-// `layout`: every tensor of the layout must be present with the same shape.
-// Errors name the file and the tensor.
+// `layout`. The file must pass ParseSafetensors (kDataLoss otherwise); every
+// tensor of the layout must be present, F32 and of the same shape
+// (kFailedPrecondition naming the file and the tensor otherwise). Other
+// tensors in the file are ignored.
 absl::Status ReadSafetensorsInto(Env* env, const std::string& path, const FlatLayout& layout, float* params);
 
 }  // namespace shardline
