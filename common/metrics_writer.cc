@@ -1,71 +1,49 @@
 #include "common/metrics_writer.h"
 
 #include <cmath>
-#include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace shardline {
 
-void JsonLine::Key(absl::string_view key) {
-  if (!body_.empty()) body_ += ',';
-  absl::StrAppend(&body_, "\"", key, "\":");
-}
-
-JsonLine& JsonLine::Int(absl::string_view key, int64_t value) {
-  Key(key);
-  absl::StrAppend(&body_, value);
-  return *this;
-}
-
-JsonLine& JsonLine::Num(absl::string_view key, double value) {
-  Key(key);
-  if (!std::isfinite(value)) {
-    body_ += "null";
-  } else {
-    char buf[32];
-    snprintf(buf, sizeof(buf), "%.9g", value);
-    body_ += buf;
-  }
-  return *this;
-}
-
-JsonLine& JsonLine::Str(absl::string_view key, absl::string_view value) {
-  Key(key);
-  body_ += '"';
-  for (char ch : value) {
-    switch (ch) {
-      case '"': body_ += "\\\""; break;
-      case '\\': body_ += "\\\\"; break;
-      case '\n': body_ += "\\n"; break;
-      case '\t': body_ += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          char buf[8];
-          snprintf(buf, sizeof(buf), "\\u%04x", ch);
-          body_ += buf;
-        } else {
-          body_ += ch;
-        }
+std::string MetricRecordToJson(const metrics::MetricRecord& record) {
+  // The printer writes non-finite floats as the strings "NaN"/"Infinity";
+  // metrics.jsonl has always written null, which every JSON reader takes.
+  metrics::MetricRecord finite = record;
+  const google::protobuf::Reflection* reflection = finite.GetReflection();
+  const google::protobuf::Descriptor* descriptor = finite.GetDescriptor();
+  std::vector<std::string> nulls;
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = descriptor->field(i);
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_FLOAT || !reflection->HasField(finite, f)) continue;
+    if (!std::isfinite(reflection->GetFloat(finite, f))) {
+      reflection->SetFloat(&finite, f, 0);
+      nulls.push_back(f->name());
     }
   }
-  body_ += '"';
-  return *this;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  // Printing a message with no Any fields cannot fail.
+  static_cast<void>(google::protobuf::util::MessageToJsonString(finite, &json, options));
+  for (const std::string& name : nulls) {
+    const std::string key = absl::StrCat("\"", name, "\":");
+    const size_t at = json.find(key);
+    const size_t end = json.find_first_of(",}", at);
+    json.replace(at + key.size(), end - at - key.size(), "null");
+  }
+  return json;
 }
 
-absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(Env* env,
-                                                                   const std::string& path) {
+absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(Env* env, const std::string& path) {
   absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewAppendableFile(path);
   if (!file.ok()) return file.status();
   return std::unique_ptr<MetricsWriter>(new MetricsWriter(std::move(*file)));
 }
 
-absl::Status MetricsWriter::WriteLine(absl::string_view json_object) {
-  if (json_object.empty() || json_object.front() != '{' || json_object.back() != '}' ||
-      json_object.find('\n') != absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("not a one-line JSON object: ", json_object.substr(0, 80)));
-  }
-  return file_->Append(absl::StrCat(json_object, "\n"));
+absl::Status MetricsWriter::Write(const metrics::MetricRecord& record) {
+  return file_->Append(absl::StrCat(MetricRecordToJson(record), "\n"));
 }
 
 }  // namespace shardline

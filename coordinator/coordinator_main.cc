@@ -16,6 +16,7 @@
 #include "common/metrics_exposer.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_metrics.h"
+#include "coordinator/progress_line.h"
 #include "coordinator/service.h"
 #include "prometheus/registry.h"
 #include "common/args.h"
@@ -38,6 +39,8 @@ constexpr char kHelp[] =
     "  --metrics_listen H:P      Prometheus /metrics (default 127.0.0.1:0; the port is\n"
     "                            written to DIR/coordinator.metrics_address)\n"
     "  --heartbeat_timeout_ms T  a worker silent this long is lost (default 5000)\n"
+    "  --progress_every_seconds S  log a progress line this often (default 1; 0: never;\n"
+    "                            the Status RPC always answers)\n"
     "\n"
     "SIGTERM or SIGINT: every worker stops at a step ahead of all of them, then\n"
     "all exit 0. A second signal exits at once. SIGUSR1: every worker evaluates\n"
@@ -57,27 +60,6 @@ void InstallStopHandler() {
   sigaction(SIGINT, &sa, nullptr);
   sa.sa_handler = OnEvalSignal;
   sigaction(SIGUSR1, &sa, nullptr);
-}
-
-// "key":value from a one-line JSON object, or -1.
-double JsonNumber(const std::string& line, const std::string& key) {
-  const size_t at = line.find("\"" + key + "\":");
-  if (at == std::string::npos) return -1;
-  return std::strtod(line.c_str() + at + key.size() + 3, nullptr);
-}
-
-std::string ProgressLine(const JobSnapshot& s, int world) {
-  const double loss = JsonNumber(s.last_train_line, "loss");
-  const double rate = JsonNumber(s.last_train_line, "samples_per_second");
-  std::string eta = "-";
-  if (s.steps_per_second > 0 && s.total_steps > s.global_step) {
-    const int64_t left = static_cast<int64_t>((s.total_steps - s.global_step) / s.steps_per_second);
-    eta = absl::StrFormat("%d:%02d", left / 60, left % 60);
-  }
-  return absl::StrFormat("progress: step %d/%d | loss %s | %s samples/s | ETA %s | workers %d/%d alive | generation %d | %s",
-                         s.global_step, s.total_steps, loss >= 0 ? absl::StrFormat("%.4f", loss) : "-",
-                         rate >= 0 ? absl::StrFormat("%.0f", rate) : "-", eta, s.workers_alive, world,
-                         s.generation, JobStateName(s.state));
 }
 
 absl::Status Run(const Args& args) {
@@ -101,6 +83,11 @@ absl::Status Run(const Args& args) {
     return absl::InvalidArgumentError("--heartbeat_timeout_ms must be an integer");
   }
   options.heartbeat_timeout = absl::Milliseconds(timeout_ms);
+  double progress_every = 1;
+  if (args.Has("progress_every_seconds") &&
+      (!absl::SimpleAtod(args.Get("progress_every_seconds"), &progress_every) || progress_every < 0)) {
+    return absl::InvalidArgumentError("--progress_every_seconds must be a non-negative number");
+  }
   Job job(cfg, store.get(), metrics_file.get(), options);
   RETURN_IF_ERROR(job.Init());
 
@@ -134,16 +121,16 @@ absl::Status Run(const Args& args) {
     }
     job.CheckHeartbeats();
     job.MaybeRequestCheckpoint();
-    const JobSnapshot snap = job.Snapshot();
+    const coordinator::JobStatus snap = job.Snapshot();
     metrics.Update(snap);
-    if (absl::Now() - last_progress >= absl::Seconds(1)) {
-      SLOG(INFO) << ProgressLine(snap, options.world_size);
+    if (progress_every > 0 && absl::Now() - last_progress >= absl::Seconds(progress_every)) {
+      SLOG(INFO) << ProgressLine(snap);
       last_progress = absl::Now();
     }
   }
-  const JobSnapshot snap = job.Snapshot();
+  const coordinator::JobStatus snap = job.Snapshot();
   metrics.Update(snap);
-  SLOG(INFO) << ProgressLine(snap, options.world_size);
+  SLOG(INFO) << ProgressLine(snap);
   // Let the workers' last reports and stream ends go through.
   server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return job.final_status();
@@ -158,7 +145,7 @@ int main(int argc, char** argv) {
   shardline::logging::SetPrefix("coordinator");
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
-      argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms"}, {"set"},
+      argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds"}, {"set"},
       "shardline-coordinator", &args);
   if (args.help) {
     std::fputs(shardline::kHelp, stdout);

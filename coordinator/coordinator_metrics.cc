@@ -1,6 +1,7 @@
 #include "coordinator/coordinator_metrics.h"
 
 #include "common/prometheus_util.h"
+#include "coordinator/progress_line.h"
 
 namespace shardline {
 CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
@@ -16,28 +17,26 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                      .Name("shardline_job_state")
                      .Help("1 for the job's current state, 0 for the others")
                      .Register(r)) {
-  for (JobState s : {JobState::kForming, JobState::kRunning, JobState::kStopping, JobState::kDone,
-                     JobState::kFailed}) {
-    job_state_.Add({{"state", JobStateName(s)}});
+  for (int s = coordinator::JobStatus::FORMING; s <= coordinator::JobStatus::FAILED; ++s) {
+    job_state_.Add({{"state", StateName(static_cast<coordinator::JobStatus::State>(s))}});
   }
 }
 
-void CoordinatorMetrics::Update(const JobSnapshot& s) {
-  generation_.Set(static_cast<double>(s.generation));
-  global_step_.Set(static_cast<double>(s.global_step));
-  total_steps_.Set(static_cast<double>(s.total_steps));
-  workers_registered_.Set(s.workers_registered);
-  workers_alive_.Set(s.workers_alive);
-  last_checkpoint_.Set(static_cast<double>(s.last_checkpoint));
-  bad_checkpoints_.Set(static_cast<double>(s.bad_checkpoints));
-  const double losses = static_cast<double>(s.worker_losses);
+void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
+  generation_.Set(static_cast<double>(s.generation()));
+  global_step_.Set(static_cast<double>(s.global_step()));
+  total_steps_.Set(static_cast<double>(s.total_steps()));
+  workers_registered_.Set(s.workers_registered());
+  workers_alive_.Set(s.workers_alive());
+  last_checkpoint_.Set(static_cast<double>(s.last_checkpoint_step()));
+  bad_checkpoints_.Set(static_cast<double>(s.bad_checkpoints()));
+  const double losses = static_cast<double>(s.worker_losses());
   if (losses > losses_seen_) {
     worker_losses_.Increment(losses - losses_seen_);
     losses_seen_ = losses;
   }
-  for (JobState st : {JobState::kForming, JobState::kRunning, JobState::kStopping, JobState::kDone,
-                      JobState::kFailed}) {
-    job_state_.Add({{"state", JobStateName(st)}}).Set(st == s.state ? 1 : 0);
+  for (int st = coordinator::JobStatus::FORMING; st <= coordinator::JobStatus::FAILED; ++st) {
+    job_state_.Add({{"state", StateName(static_cast<coordinator::JobStatus::State>(st))}}).Set(st == s.state() ? 1 : 0);
   }
 }
 

@@ -7,7 +7,7 @@
 #ifndef SHARDLINE_COORDINATOR_COORDINATOR_METRICS_H_
 #define SHARDLINE_COORDINATOR_COORDINATOR_METRICS_H_
 
-#include "coordinator/job.h"
+#include "proto/coordinator.pb.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
@@ -18,7 +18,7 @@ class CoordinatorMetrics {
  public:
   explicit CoordinatorMetrics(prometheus::Registry& registry);
   // Sets every gauge from the snapshot and advances the loss counter.
-  void Update(const JobSnapshot& s);
+  void Update(const coordinator::JobStatus& s);
 
  private:
   prometheus::Gauge& generation_;

@@ -20,11 +20,13 @@ namespace {
 constexpr char kJobIdKey[] = "job_id";
 constexpr char kGenerationKey[] = "generation";
 constexpr char kGlobalStepKey[] = "global_step";
-constexpr char kCheckpointPrefix[] = "ckpt/";
-constexpr char kBadPrefix[] = "bad/";
 
-// A metrics line passes through untouched; this only reads it for progress.
-bool IsTrainLine(const std::string& line) { return line.find("\"split\":\"train\"") != std::string::npos; }
+coordinator::RegisterResponse JobOver(const absl::Status& final_status) {
+  coordinator::RegisterResponse over;
+  over.set_job_over(true);
+  over.set_job_error(std::string(final_status.message()));
+  return over;
+}
 
 }  // namespace
 
@@ -39,136 +41,100 @@ const char* JobStateName(JobState state) {
   return "unknown";
 }
 
+coordinator::JobStatus::State ToProto(JobState state) {
+  switch (state) {
+    case JobState::kForming: return coordinator::JobStatus::FORMING;
+    case JobState::kRunning: return coordinator::JobStatus::RUNNING;
+    case JobState::kStopping: return coordinator::JobStatus::STOPPING;
+    case JobState::kDone: return coordinator::JobStatus::DONE;
+    case JobState::kFailed: return coordinator::JobStatus::FAILED;
+  }
+  return coordinator::JobStatus::STATE_UNSPECIFIED;
+}
+
 Job::Job(config::JobConfig config, JobStore* store, MetricsSink* metrics, CoordinatorOptions options)
     : config_(std::move(config)),
       config_text_(ConfigToText(config_)),
       store_(store),
       metrics_(metrics),
-      options_(options) {}
+      options_(options),
+      catalog_(store, CatalogOptions{options.checkpoint_root, options.env, config_.checkpoint()}) {}
 
 absl::Status Job::Init() {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(std::optional<std::string> id, store_->Get(kJobIdKey));
-  if (id.has_value()) {
-    job_id_ = *id;
-  } else {
-    std::random_device rd;
-    job_id_ = absl::StrFormat("%08x%08x", rd(), rd());
-    RETURN_IF_ERROR(store_->Put(kJobIdKey, job_id_, /*sync=*/true));
-  }
-  ASSIGN_OR_RETURN(std::optional<std::string> gen, store_->Get(kGenerationKey));
-  if (gen.has_value() && !absl::SimpleAtoi(*gen, &generation_)) {
-    return absl::DataLossError(absl::StrCat("job store: generation '", *gen, "' is not a number"));
-  }
-  if (!options_.checkpoint_root.empty()) {
-    Env* env = options_.env;
-    RETURN_IF_ERROR(env->CreateDirs(options_.checkpoint_root));
-    // The RocksDB record is written first: finish a commit whose COMMITTED
-    // file a crash prevented.
-    ASSIGN_OR_RETURN(auto records, store_->List(kCheckpointPrefix));
-    for (const auto& [key, value] : records) {
-      state::CheckpointManifest m;
-      if (!m.ParseFromString(value)) return absl::DataLossError(absl::StrCat("job store: bad record ", key));
-      const std::string dir = StepDir(options_.checkpoint_root, m.step());
-      if (env->IsDirectory(dir) && !env->FileExists(dir + "/" + kCommittedFile)) {
-        SLOG(INFO) << "finishing the interrupted commit of step " << m.step();
-        RETURN_IF_ERROR(WriteCommitted(env, dir, m));
-      }
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(std::optional<std::string> id, store_->Get(kJobIdKey));
+    if (id.has_value()) {
+      job_id_ = *id;
+    } else {
+      std::random_device rd;
+      job_id_ = absl::StrFormat("%08x%08x", rd(), rd());
+      RETURN_IF_ERROR(store_->Put(kJobIdKey, job_id_, /*sync=*/true));
     }
-    RETURN_IF_ERROR(DeleteUncommitted(env, options_.checkpoint_root));
-    ASSIGN_OR_RETURN(auto bad, store_->List(kBadPrefix));
-    for (const auto& [key, why] : bad) {
-      int64_t step;
-      if (absl::SimpleAtoi(key.substr(strlen(kBadPrefix) + 5), &step)) bad_.push_back(step);
+    ASSIGN_OR_RETURN(std::optional<std::string> gen, store_->Get(kGenerationKey));
+    if (gen.has_value() && !absl::SimpleAtoi(*gen, &generation_)) {
+      return absl::DataLossError(absl::StrCat("job store: generation '", *gen, "' is not a number"));
     }
-    ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, options_.checkpoint_root));
-    ASSIGN_OR_RETURN(last_checkpoint_, LatestGood());
-    // Resume order: this workdir's latest commit, then resume_from.
-    if (steps.empty() && !config_.checkpoint().resume_from().empty()) {
-      const std::string other = config_.checkpoint().resume_from() + "/checkpoints";
-      ASSIGN_OR_RETURN(std::vector<int64_t> theirs, CommittedSteps(env, other));
-      const int64_t want = config_.checkpoint().resume_step();
-      if (theirs.empty() || (want >= 0 && std::find(theirs.begin(), theirs.end(), want) == theirs.end())) {
-        return absl::NotFoundError(absl::StrCat("config field checkpoint.resume_from: no committed checkpoint",
-                                                want >= 0 ? absl::StrCat(" at step ", want) : "", " in ", other));
-      }
-      resume_step_ = want >= 0 ? want : theirs.back();
-      resume_dir_ = StepDir(other, resume_step_);
-      SLOG(INFO) << "will resume from " << resume_dir_;
-    }
+    durable_generation_ = generation_;
   }
+  RETURN_IF_ERROR(catalog_.Init());
   SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size << ", last generation "
-             << generation_ << ", latest committed checkpoint at step " << last_checkpoint_;
+             << generation_ << ", latest committed checkpoint at step " << catalog_.latest_good();
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> Job::LatestGood() {
-  ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(options_.env, options_.checkpoint_root));
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    if (std::find(bad_.begin(), bad_.end(), *it) == bad_.end()) return *it;
-  }
-  return 0;
-}
-
-absl::Status Job::Commit(int64_t step) {
-  Env* env = options_.env;
-  state::CheckpointManifest m;
-  m.set_step(step);
-  m.set_world_size(options_.world_size);
-  m.set_job_id(job_id_);
-  for (const auto& [rank, saved] : saves_[step]) {
-    state::ShardEntry* e = m.add_shards();
-    e->set_rank(rank);
-    e->set_file(saved.file());
-    e->set_size(saved.size());
-    e->set_crc32c(saved.crc32c());
-  }
-  const std::string dir = StepDir(options_.checkpoint_root, step);
-  for (const state::ShardEntry& e : m.shards()) {
-    absl::StatusOr<int64_t> size = env->GetFileSize(dir + "/" + e.file());
-    if (!size.ok() || *size != e.size()) {
-      return absl::DataLossError(absl::StrCat("shard ", dir, "/", e.file(), " reported by rank ", e.rank(),
-                                              " is missing or has the wrong size"));
-    }
-  }
-  // The commit record (synced) first, then the COMMITTED file.
-  RETURN_IF_ERROR(store_->Put(absl::StrCat(kCheckpointPrefix, StepDirName(step)), m.SerializeAsString(), /*sync=*/true));
-  CrashPoint("after_commit_record", step);
-  RETURN_IF_ERROR(WriteCommitted(env, dir, m));
-  // A fresh save of a step once marked bad replaces the bad one.
-  auto was_bad = std::find(bad_.begin(), bad_.end(), step);
-  if (was_bad != bad_.end()) {
-    bad_.erase(was_bad);
-    RETURN_IF_ERROR(store_->Delete(absl::StrCat(kBadPrefix, StepDirName(step)), /*sync=*/true));
-  }
-  last_checkpoint_ = std::max(last_checkpoint_, step);
-  last_save_time_ = absl::Now();
-  const coordinator::SavedShard& any = saves_[step].begin()->second;
-  SLOG(INFO) << "committed checkpoint at step " << step << " (" << m.shards_size() << " shards)"
-             << (any.best() ? absl::StrCat(", the new best: ", config_.checkpoint().best_metric(), " ", any.best_value()) : "");
-  if (any.best()) RETURN_IF_ERROR(WriteBest(env, options_.checkpoint_root, step, any.best_value()));
-  const int64_t best = ReadBestStep(env, options_.checkpoint_root);
-  ASSIGN_OR_RETURN(std::vector<int64_t> deleted,
-                   ApplyRetention(env, options_.checkpoint_root, config_.checkpoint(),
-                                  best >= 0 ? std::vector<int64_t>{best} : std::vector<int64_t>{}));
-  for (int64_t d : deleted) RETURN_IF_ERROR(store_->Delete(absl::StrCat(kCheckpointPrefix, StepDirName(d)), false));
-  return DeleteUncommitted(env, options_.checkpoint_root, step);
-}
-
-void Job::ShardSaved(int rank, const coordinator::SavedShard& saved) {
+void Job::ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* later) {
   if (options_.checkpoint_root.empty() || saved.world_size() != options_.world_size) return;
   auto& shards = saves_[saved.step()];
   shards[rank] = saved;
   if (static_cast<int>(shards.size()) < options_.world_size) return;
-  absl::Status committed = Commit(saved.step());
+  later->commits.emplace_back(saved.step(), std::move(shards));
   saves_.erase(saved.step());
-  if (!committed.ok()) SLOG(ERROR) << "checkpoint at step " << saved.step() << " not committed: " << committed;
 }
 
-absl::Status Job::Persist(bool sync) {
-  RETURN_IF_ERROR(store_->Put(kGenerationKey, absl::StrCat(generation_), sync));
-  return store_->Put(kGlobalStepKey, absl::StrCat(GlobalStepLocked()), sync);
+void Job::RunDeferred(Deferred later) {
+  for (const auto& [step, shards] : later.commits) {
+    absl::Status committed = catalog_.Commit(step, options_.world_size, job_id_, shards);
+    if (!committed.ok()) {
+      SLOG(ERROR) << "checkpoint at step " << step << " not committed: " << committed;
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    last_save_time_ = Now();
+  }
+  if (later.bad_step > 0) {
+    absl::Status marked = catalog_.PersistBad(later.bad_step, later.bad_reason);
+    if (!marked.ok()) {
+      absl::MutexLock lock(&mu_);
+      Fail(Annotate(marked, "marking a checkpoint bad"));
+    }
+  }
+  PersistState();
 }
+
+void Job::PersistState() {
+  absl::MutexLock persist(&persist_mu_);
+  uint64_t generation, version;
+  int64_t step;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_version_ == persisted_version_) return;
+    generation = generation_;
+    step = GlobalStepLocked();
+    version = state_version_;
+  }
+  absl::Status s = store_->Put(kGenerationKey, absl::StrCat(generation), /*sync=*/true);
+  if (s.ok()) s = store_->Put(kGlobalStepKey, absl::StrCat(step), /*sync=*/true);
+  absl::MutexLock lock(&mu_);
+  if (!s.ok()) {
+    Fail(Annotate(s, "persisting the generation"));
+    return;
+  }
+  persisted_version_ = version;
+  durable_generation_ = std::max(durable_generation_, generation);
+}
+
+absl::Time Job::Now() const { return absl::FromUnixMicros(options_.env->NowMicros()); }
 
 int64_t Job::GlobalStepLocked() {
   if (members_.empty()) return 0;
@@ -188,7 +154,7 @@ void Job::Form() {
   generation_ += 1;
   members_ = std::move(pending_);
   pending_.clear();
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   for (auto& [rank, m] : members_) m.last_seen = now;
   state_ = stop_requested_ ? JobState::kStopping : JobState::kRunning;
   stop_at_ = 0;
@@ -197,8 +163,7 @@ void Job::Form() {
   last_save_time_ = now;
   rate_steps_ = 0;
   rate_time_ = now;
-  absl::Status persisted = Persist(/*sync=*/true);
-  if (!persisted.ok()) Fail(Annotate(persisted, "persisting the new generation"));
+  ++state_version_;  // made durable by the caller, outside the lock
   SLOG(INFO) << "generation " << generation_ << " formed: " << members_.size() << " workers";
 }
 
@@ -211,18 +176,14 @@ void Job::BreakWorld(const std::string& why) {
   saves_.clear();  // a partial save of the broken world is never committed
   // Members learn the new generation from NextCommand; their old streams
   // then end.
-  absl::Status persisted = Persist(/*sync=*/true);
-  if (!persisted.ok()) Fail(Annotate(persisted, "persisting the broken generation"));
+  ++state_version_;
 }
 
 absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::RegisterRequest& req,
                                                            const std::function<bool()>& cancelled) {
   absl::MutexLock lock(&mu_);
   const int n = options_.world_size;
-  if (state_ == JobState::kDone || state_ == JobState::kFailed) {
-    return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " is over (", JobStateName(state_),
-                                                      final_.ok() ? "" : ": ", final_.message(), ")"));
-  }
+  if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
   if (req.requested_rank() < -1 || req.requested_rank() >= n) {
     return absl::InvalidArgumentError(absl::StrCat("requested rank ", req.requested_rank(),
                                                    " is not in a world of ", n));
@@ -270,9 +231,16 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   SLOG(INFO) << "worker " << m.address << " registered as rank " << rank << " for generation " << target
              << " (" << pending_.size() << "/" << n << ")";
   if (static_cast<int>(pending_.size()) == n) Form();
+  if (state_version_ != persisted_version_) {
+    // A new or broken generation is made durable before any member of the
+    // next one hears of it, without holding the lock over the disk write.
+    mu_.Unlock();
+    PersistState();
+    mu_.Lock();
+  }
 
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return generation_ >= target || state_ == JobState::kDone || state_ == JobState::kFailed;
+    return durable_generation_ >= target || state_ == JobState::kDone || state_ == JobState::kFailed;
   };
   while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100))) {
     if (cancelled()) {
@@ -283,9 +251,7 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   }
   if (generation_ != target || members_.count(rank) == 0 ||
       members_[rank].incarnation != req.incarnation()) {
-    if (state_ == JobState::kDone || state_ == JobState::kFailed) {
-      return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " is over"));
-    }
+    if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
     return absl::AbortedError("the generation this worker registered for was superseded; register again");
   }
   coordinator::RegisterResponse resp;
@@ -295,20 +261,26 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   for (const auto& [r, member] : members_) resp.add_peers(member.address);
   resp.set_config_text(config_text_);
   resp.set_checkpoint_root(options_.checkpoint_root);
-  if (last_checkpoint_ > 0) {
-    resp.set_start_step(last_checkpoint_);
-    resp.set_restore_dir(StepDir(options_.checkpoint_root, last_checkpoint_));
-  } else if (!resume_dir_.empty()) {
-    resp.set_start_step(resume_step_);
-    resp.set_restore_dir(resume_dir_);
-  }
+  const RestorePoint from = catalog_.Restore();
+  resp.set_start_step(from.step);
+  resp.set_restore_dir(from.dir);
   resp.set_job_id(job_id_);
   resp.set_stop_at(stop_at_);
   return resp;
 }
 
 absl::Status Job::Report(const coordinator::WorkerReport& r) {
-  absl::MutexLock lock(&mu_);
+  Deferred later;
+  absl::Status accepted;
+  {
+    absl::MutexLock lock(&mu_);
+    accepted = ReportLocked(r, &later);
+  }
+  RunDeferred(std::move(later));
+  return accepted;
+}
+
+absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* later) {
   if (r.generation() != generation_ || members_.count(r.rank()) == 0) {
     return absl::FailedPreconditionError(absl::StrCat("report from rank ", r.rank(), " of generation ",
                                                       r.generation(), "; the job is at generation ",
@@ -316,39 +288,35 @@ absl::Status Job::Report(const coordinator::WorkerReport& r) {
   }
   Member& m = members_[r.rank()];
   m.attached = true;
-  m.last_seen = absl::Now();
+  m.last_seen = Now();
   m.steps_done = std::max(m.steps_done, r.steps_done());
   if (r.total_steps() > 0) total_steps_ = r.total_steps();
   if (r.rank() == 0) {
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     if (now - rate_time_ >= absl::Seconds(1)) {
       steps_per_second_ = static_cast<double>(m.steps_done - rate_steps_) / absl::ToDoubleSeconds(now - rate_time_);
       rate_steps_ = m.steps_done;
       rate_time_ = now;
     }
   }
-  for (const coordinator::SavedShard& saved : r.saved()) ShardSaved(r.rank(), saved);
-  if (r.bad_checkpoint_step() > 0 && std::find(bad_.begin(), bad_.end(), r.bad_checkpoint_step()) == bad_.end()) {
+  for (const coordinator::SavedShard& saved : r.saved()) ShardSaved(r.rank(), saved, later);
+  if (r.bad_checkpoint_step() > 0) {
+    // Memory first, so the next world is handed the fallback; the mark is
+    // made durable after the lock is released.
     const int64_t bad_step = r.bad_checkpoint_step();
-    bad_.push_back(bad_step);
-    absl::Status marked = store_->Put(absl::StrCat(kBadPrefix, StepDirName(bad_step)), r.bad_checkpoint_reason(), true);
-    if (!marked.ok()) Fail(Annotate(marked, "marking a checkpoint bad"));
-    absl::StatusOr<int64_t> fallback = LatestGood();
-    if (!fallback.ok()) {
-      Fail(fallback.status());
-    } else {
-      last_checkpoint_ = *fallback;
-      SLOG(ERROR) << "checkpoint at step " << bad_step << " failed verification on rank " << r.rank() << ": "
-                  << r.bad_checkpoint_reason() << "; marked bad, falling back to step " << last_checkpoint_;
-      BreakWorld(absl::StrCat("its checkpoint at step ", bad_step, " is bad"));
-    }
+    const int64_t fallback = catalog_.NoteBad(bad_step);
+    later->bad_step = bad_step;
+    later->bad_reason = r.bad_checkpoint_reason();
+    SLOG(ERROR) << "checkpoint at step " << bad_step << " failed verification on rank " << r.rank() << ": "
+                << r.bad_checkpoint_reason() << "; marked bad, falling back to step " << fallback;
+    BreakWorld(absl::StrCat("its checkpoint at step ", bad_step, " is bad"));
   }
-  for (const std::string& line : r.metric_lines()) {
+  for (const metrics::MetricRecord& record : r.metrics()) {
     if (metrics_ != nullptr) {
-      absl::Status written = metrics_->WriteLine(line);
+      absl::Status written = metrics_->Write(record);
       if (!written.ok()) Fail(Annotate(written, "writing metrics.jsonl"));
     }
-    if (IsTrainLine(line)) last_train_line_ = line;
+    if (record.split() == metrics::MetricRecord::train) last_train_ = record;
   }
   if (!r.fatal_error().empty()) {
     Fail(absl::FailedPreconditionError(absl::StrCat("worker rank ", r.rank(), ": ", r.fatal_error())));
@@ -362,8 +330,7 @@ absl::Status Job::Report(const coordinator::WorkerReport& r) {
     if (all && (state_ == JobState::kRunning || state_ == JobState::kStopping)) {
       state_ = JobState::kDone;
       final_ = absl::OkStatus();
-      absl::Status persisted = Persist(/*sync=*/true);
-      if (!persisted.ok()) Fail(Annotate(persisted, "persisting the final step"));
+      ++state_version_;
       SLOG(INFO) << "every worker finished at step " << GlobalStepLocked();
     }
   }
@@ -405,7 +372,14 @@ std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64
 }
 
 void Job::StreamEnded(int rank, uint64_t generation, bool broken) {
-  absl::MutexLock lock(&mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    StreamEndedLocked(rank, generation, broken);
+  }
+  PersistState();
+}
+
+void Job::StreamEndedLocked(int rank, uint64_t generation, bool broken) {
   if (generation != generation_ || members_.count(rank) == 0) return;
   Member& m = members_[rank];
   m.attached = false;
@@ -419,9 +393,16 @@ void Job::StreamEnded(int rank, uint64_t generation, bool broken) {
 }
 
 void Job::CheckHeartbeats() {
-  absl::MutexLock lock(&mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    CheckHeartbeatsLocked();
+  }
+  PersistState();
+}
+
+void Job::CheckHeartbeatsLocked() {
   if (state_ != JobState::kRunning && state_ != JobState::kStopping) return;
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   for (auto& [rank, m] : members_) {
     if (!m.finished && now - m.last_seen > options_.heartbeat_timeout) {
       m.evicted = true;
@@ -462,9 +443,9 @@ void Job::MaybeRequestCheckpoint() {
   absl::MutexLock lock(&mu_);
   const double period = config_.checkpoint().every_seconds();
   if (period <= 0 || options_.checkpoint_root.empty() || state_ != JobState::kRunning) return;
-  if (absl::Now() - last_save_time_ < absl::Seconds(period)) return;
+  if (Now() - last_save_time_ < absl::Seconds(period)) return;
   checkpoint_at_ = StepAheadLocked();
-  last_save_time_ = absl::Now();  // the commit moves it again
+  last_save_time_ = Now();  // the commit moves it again
   SLOG(INFO) << "checkpoint.every_seconds: every worker saves after step " << checkpoint_at_;
 }
 
@@ -488,21 +469,26 @@ absl::Status Job::final_status() {
   return final_;
 }
 
-JobSnapshot Job::Snapshot() {
+coordinator::JobStatus Job::Snapshot() {
   absl::MutexLock lock(&mu_);
-  JobSnapshot s;
-  s.state = state_;
-  s.generation = generation_;
-  s.global_step = GlobalStepLocked();
-  s.total_steps = total_steps_;
+  coordinator::JobStatus s;
+  s.set_state(ToProto(state_));
+  s.set_job_id(job_id_);
+  s.set_generation(generation_);
+  s.set_global_step(GlobalStepLocked());
+  s.set_total_steps(total_steps_);
+  s.set_world_size(options_.world_size);
   const bool forming = state_ == JobState::kForming;
-  s.workers_registered = static_cast<int>(forming ? pending_.size() : members_.size());
-  for (const auto& [rank, m] : members_) s.workers_alive += (!forming && m.attached) ? 1 : 0;
-  s.worker_losses = losses_;
-  s.last_train_line = last_train_line_;
-  s.steps_per_second = steps_per_second_;
-  s.last_checkpoint = last_checkpoint_;
-  s.bad_checkpoints = static_cast<int64_t>(bad_.size());
+  s.set_workers_registered(static_cast<int>(forming ? pending_.size() : members_.size()));
+  int alive = 0;
+  for (const auto& [rank, m] : members_) alive += (!forming && m.attached) ? 1 : 0;
+  s.set_workers_alive(alive);
+  s.set_worker_losses(losses_);
+  s.set_last_checkpoint_step(catalog_.latest_good());
+  s.set_bad_checkpoints(catalog_.bad_count());
+  s.set_steps_per_second(steps_per_second_);
+  if (last_train_.has_step()) *s.mutable_last_train() = last_train_;
+  if (!final_.ok()) s.set_error(std::string(final_.message()));
   return s;
 }
 

@@ -35,6 +35,7 @@
 #include "absl/time/time.h"
 #include "common/env.h"
 #include "common/metrics_writer.h"
+#include "coordinator/checkpoint_catalog.h"
 #include "coordinator/job_store.h"
 #include "proto/config.pb.h"
 #include "proto/coordinator.pb.h"
@@ -47,6 +48,8 @@ struct CoordinatorOptions {
   // Where workers save checkpoint shards and the coordinator commits them
   // (<workdir>/checkpoints). Empty: no checkpoints.
   std::string checkpoint_root;
+  // Checkpoint files, and the clock every membership decision reads
+  // (heartbeat deadlines, the checkpoint.every_seconds period).
   Env* env = Env::Default();
   // A worker silent for this long is lost. Workers report every 100 ms.
   absl::Duration heartbeat_timeout = absl::Seconds(5);
@@ -54,21 +57,7 @@ struct CoordinatorOptions {
 
 enum class JobState { kForming, kRunning, kStopping, kDone, kFailed };
 const char* JobStateName(JobState state);
-
-// A consistent copy of the job's state, for progress lines and metrics.
-struct JobSnapshot {
-  JobState state = JobState::kForming;
-  uint64_t generation = 0;
-  int64_t global_step = 0;     // min over the running generation's workers
-  int64_t total_steps = 0;
-  int workers_registered = 0;  // members of the running world, or pending ones
-  int workers_alive = 0;       // members with a live heartbeat stream
-  int64_t worker_losses = 0;
-  std::string last_train_line;  // rank 0's latest train metrics line
-  int64_t last_checkpoint = 0;  // latest committed checkpoint step (0: none)
-  int64_t bad_checkpoints = 0;  // checkpoints that failed verification
-  double steps_per_second = 0;  // rank 0's recent rate
-};
+coordinator::JobStatus::State ToProto(JobState state);
 
 class Job {
  public:
@@ -80,10 +69,12 @@ class Job {
   // directories, and finds the latest committed checkpoint.
   absl::Status Init();
 
-  // Blocks until the world this worker joins is complete. Fails with
-  // kAlreadyExists if the requested rank is held by a live worker,
-  // kResourceExhausted if every rank is, kCancelled if `cancelled()` turns
-  // true, kFailedPrecondition if the job is over.
+  // Blocks until the world this worker joins is complete. Once the job is
+  // over, returns at once a response with job_over set (and job_error if it
+  // failed). Fails with kAlreadyExists if the requested rank is held by a
+  // live worker, kResourceExhausted if every rank is, kCancelled if
+  // `cancelled()` turns true, kAborted if the world formed without this
+  // worker (register again).
   absl::StatusOr<coordinator::RegisterResponse> Register(const coordinator::RegisterRequest& request,
                                                          const std::function<bool()>& cancelled);
 
@@ -121,7 +112,9 @@ class Job {
   // OK once every worker finished; the failure otherwise.
   absl::Status final_status();
 
-  JobSnapshot Snapshot();
+  // A consistent copy of the job's state, for progress lines, metrics and
+  // the Status RPC.
+  coordinator::JobStatus Snapshot();
   const std::string& job_id() const { return job_id_; }
 
  private:
@@ -136,17 +129,32 @@ class Job {
   };
 
   // Ends the running generation: every member is told to re-register.
+  // Disk work decided under mu_ and done after it is released, so a slow
+  // disk never holds up heartbeats or registration.
+  struct Deferred {
+    std::vector<std::pair<int64_t, std::map<int, coordinator::SavedShard>>> commits;
+    int64_t bad_step = 0;  // 0: none
+    std::string bad_reason;
+  };
+  void RunDeferred(Deferred later) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the generation and global step (synced) if they changed since the
+  // last write; then durable_generation_ follows. Takes mu_ only briefly.
+  void PersistState() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Time Now() const;  // options_.env's clock
+
+  absl::Status ReportLocked(const coordinator::WorkerReport& r, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StreamEndedLocked(int rank, uint64_t generation, bool broken) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckHeartbeatsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BreakWorld(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Form() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Persist(bool sync) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True when the stream of (rank, generation) has nothing more to carry
   // but, possibly, the news of a new generation.
   bool StreamOver(int rank, uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t GlobalStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records a worker's saved shard; commits the step when all are in.
-  void ShardSaved(int rank, const coordinator::SavedShard& saved) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Commit(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a worker's saved shard; queues the step's commit when all are in.
+  void ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const config::JobConfig config_;
   const std::string config_text_;
@@ -154,8 +162,16 @@ class Job {
   MetricsSink* const metrics_;
   const CoordinatorOptions options_;
   std::string job_id_;
+  CheckpointCatalog catalog_;
 
+  absl::Mutex persist_mu_;  // one PersistState at a time; taken before mu_
   absl::Mutex mu_;
+  // Bumped whenever the generation or the job's end changes; persisted_version_
+  // is the last one written. A generation's members hear of it only once
+  // durable_generation_ has reached it.
+  uint64_t state_version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t persisted_version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t durable_generation_ ABSL_GUARDED_BY(mu_) = 0;
   JobState state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;
   absl::Status final_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;   // the running (or last) generation
@@ -172,14 +188,7 @@ class Job {
   int64_t losses_ ABSL_GUARDED_BY(mu_) = 0;
   // Shards reported for steps not yet committed: step -> rank -> shard.
   std::map<int64_t, std::map<int, coordinator::SavedShard>> saves_ ABSL_GUARDED_BY(mu_);
-  int64_t last_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
-  // With no checkpoint of its own yet: checkpoint.resume_from's, or "".
-  std::string resume_dir_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> bad_ ABSL_GUARDED_BY(mu_);  // committed steps that failed verification
-  // The newest committed, not-bad checkpoint, or 0.
-  absl::StatusOr<int64_t> LatestGood() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int64_t resume_step_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string last_train_line_ ABSL_GUARDED_BY(mu_);
+  metrics::MetricRecord last_train_ ABSL_GUARDED_BY(mu_);  // rank 0's latest train record
   // Step-rate estimate from rank 0's reports, for the stop margin.
   int64_t rate_steps_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time rate_time_ ABSL_GUARDED_BY(mu_);

@@ -17,6 +17,12 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status CoordinatorService::Status(grpc::ServerContext* ctx, const coordinator::StatusRequest* request,
+                                        coordinator::JobStatus* response) {
+  *response = job_->Snapshot();
+  return grpc::Status::OK;
+}
+
 grpc::Status CoordinatorService::Heartbeat(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<coordinator::CoordinatorCommand, coordinator::WorkerReport>* stream) {

@@ -21,6 +21,9 @@ class CoordinatorService final : public coordinator::Coordinator::Service {
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<coordinator::CoordinatorCommand, coordinator::WorkerReport>* stream) override;
 
+  grpc::Status Status(grpc::ServerContext* ctx, const coordinator::StatusRequest* request,
+                      coordinator::JobStatus* response) override;
+
  private:
   Job* job_;
 };

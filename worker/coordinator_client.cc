@@ -44,7 +44,7 @@ Heartbeat::Heartbeat(CoordinatorClient* client, int rank, uint64_t generation, i
       generation_(generation),
       interval_(interval),
       on_abandon_(std::move(on_abandon)),
-      stop_request_(stop_at > 0 ? stop_at : kNoStop) {
+      stop_request_(stop_at) {
   stream_ = client->stub()->Heartbeat(&ctx_);
   SendReport(false, "", "");  // the coordinator learns of the stream from its first report
   reader_ = std::thread([this] { ReadLoop(); });
@@ -61,9 +61,9 @@ Heartbeat::~Heartbeat() {
   if (reader_.joinable()) reader_.join();
 }
 
-absl::Status Heartbeat::WriteLine(absl::string_view json_object) {
+absl::Status Heartbeat::Write(const metrics::MetricRecord& record) {
   absl::MutexLock lock(&mu_);
-  lines_.emplace_back(json_object);
+  records_.push_back(record);
   return absl::OkStatus();
 }
 
@@ -101,8 +101,8 @@ bool Heartbeat::SendReport(bool finished, const std::string& fatal, const std::s
   {
     absl::MutexLock lock(&mu_);
     if (!stuck_.empty()) r.set_watchdog(stuck_);
-    for (std::string& l : lines_) r.add_metric_lines(std::move(l));
-    lines_.clear();
+    for (metrics::MetricRecord& m : records_) *r.add_metrics() = std::move(m);
+    records_.clear();
     for (coordinator::SavedShard& s : saved_) *r.add_saved() = std::move(s);
     saved_.clear();
   }

@@ -51,7 +51,7 @@ class CoordinatorClient {
 // queued metric lines and saved checkpoint shards); applies commands as they arrive: a stop step goes to
 // stop_request(), a new generation (or a broken stream) calls `on_abandon`,
 // which must make the training loop fail fast (shut the transport down).
-// Also a MetricsSink: lines written are sent with the next report.
+// Also a MetricsSink: records written are sent with the next report.
 class Heartbeat : public MetricsSink, public CheckpointSink {
  public:
   Heartbeat(CoordinatorClient* client, int rank, uint64_t generation, int64_t stop_at,
@@ -65,7 +65,7 @@ class Heartbeat : public MetricsSink, public CheckpointSink {
   std::atomic<int64_t>* steps_done() { return &steps_done_; }
   void set_total_steps(int64_t total) { total_steps_ = total; }
 
-  absl::Status WriteLine(absl::string_view json_object) override;
+  absl::Status Write(const metrics::MetricRecord& record) override;
   // Reported with the next heartbeat; the coordinator commits the step once
   // every rank's shard is in.
   absl::Status ShardSaved(int64_t step, int rank, int world, const WrittenShard& shard) override;
@@ -109,7 +109,7 @@ class Heartbeat : public MetricsSink, public CheckpointSink {
   std::unique_ptr<grpc::ClientReaderWriter<coordinator::WorkerReport, coordinator::CoordinatorCommand>> stream_;
 
   absl::Mutex mu_;
-  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
+  std::vector<metrics::MetricRecord> records_ ABSL_GUARDED_BY(mu_);
   std::vector<coordinator::SavedShard> saved_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   std::string abandoned_ ABSL_GUARDED_BY(mu_);

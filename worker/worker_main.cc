@@ -174,11 +174,12 @@ absl::Status Run(const Args& args) {
     req.set_incarnation(incarnation);
     req.set_reason(left_because);
     absl::StatusOr<coordinator::RegisterResponse> world = client.Register(req, absl::Seconds(connect_timeout));
-    if (absl::IsFailedPrecondition(world.status()) && world.status().message().find("is over") != std::string::npos) {
-      SLOG(INFO) << world.status().message() << "; exiting";
+    if (!world.ok()) return world.status();
+    if (world->job_over()) {
+      SLOG(INFO) << "the job is over" << (world->job_error().empty() ? "" : ": ") << world->job_error()
+                 << "; exiting";
       return absl::OkStatus();
     }
-    if (!world.ok()) return world.status();
     const int rank = world->rank();
     requested_rank = rank;  // keep it across generations
     logging::SetPrefix(absl::StrCat("worker ", rank));

@@ -8,21 +8,43 @@
 namespace shardline {
 namespace {
 
-TEST(JsonLineTest, FormatsKeysInOrderAndEscapesStrings) {
-  const std::string s = JsonLine()
-                            .Int("step", 12)
-                            .Str("split", "tr\"ain\n")
-                            .Num("loss", 0.5)
-                            .Num("nan", std::nan(""))
-                            .ToString();
-  EXPECT_EQ(s, "{\"step\":12,\"split\":\"tr\\\"ain\\n\",\"loss\":0.5,\"nan\":null}");
+metrics::MetricRecord Step(int step) {
+  metrics::MetricRecord r;
+  r.set_step(step);
+  return r;
 }
 
-TEST(JsonLineTest, FloatsRoundTripExactly) {
-  const float v = 0.1234567f;
-  const std::string s = JsonLine().Num("x", v).ToString();
-  const float back = std::strtof(s.c_str() + 5, nullptr);
-  EXPECT_EQ(back, v);
+TEST(MetricRecordToJsonTest, KeysInFieldOrderAsTheFileHasAlwaysHadThem) {
+  metrics::MetricRecord r;
+  r.set_step(12);
+  r.set_split(metrics::MetricRecord::train);
+  r.set_loss(0.5f);
+  r.set_lr(0);  // set fields print even when zero
+  r.set_samples_per_second(1024);
+  EXPECT_EQ(MetricRecordToJson(r), "{\"step\":12,\"split\":\"train\",\"loss\":0.5,\"lr\":0,\"samples_per_second\":1024}");
+  metrics::MetricRecord e;
+  e.set_step(30);
+  e.set_split(metrics::MetricRecord::eval);
+  e.set_loss(0.25f);
+  e.set_accuracy(0.75f);
+  e.set_train_seconds(2);
+  EXPECT_EQ(MetricRecordToJson(e), "{\"step\":30,\"split\":\"eval\",\"loss\":0.25,\"accuracy\":0.75,\"train_seconds\":2}");
+}
+
+TEST(MetricRecordToJsonTest, NonFiniteNumbersAreNull) {
+  metrics::MetricRecord r;
+  r.set_step(1);
+  r.set_loss(std::nanf(""));
+  r.set_lr(0.5f);
+  r.set_grad_norm(-INFINITY);
+  EXPECT_EQ(MetricRecordToJson(r), "{\"step\":1,\"loss\":null,\"lr\":0.5,\"grad_norm\":null}");
+}
+
+TEST(MetricRecordToJsonTest, FloatsRoundTripExactly) {
+  metrics::MetricRecord r;
+  r.set_loss(0.1234567f);
+  const std::string s = MetricRecordToJson(r);
+  EXPECT_EQ(std::strtof(s.c_str() + 8, nullptr), 0.1234567f) << s;
 }
 
 TEST(MetricsWriterTest, AppendsLinesAcrossOpens) {
@@ -32,12 +54,12 @@ TEST(MetricsWriterTest, AppendsLinesAcrossOpens) {
   {
     auto w = MetricsWriter::Open(env, path);
     ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->Write(JsonLine().Int("step", 1)).ok());
+    ASSERT_TRUE((*w)->Write(Step(1)).ok());
   }
   {
     auto w = MetricsWriter::Open(env, path);
     ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->Write(JsonLine().Int("step", 2)).ok());
+    ASSERT_TRUE((*w)->Write(Step(2)).ok());
   }
   EXPECT_EQ(*env->ReadFile(path), "{\"step\":1}\n{\"step\":2}\n");
 }

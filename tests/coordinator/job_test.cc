@@ -2,22 +2,53 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/checkpoint_dir.h"
 #include "common/config.h"
+#include "common/env_wrapper.h"
 
 namespace shardline {
 namespace {
 
 class Lines : public MetricsSink {
  public:
-  absl::Status WriteLine(absl::string_view line) override {
-    lines.emplace_back(line);
+  absl::Status Write(const metrics::MetricRecord& record) override {
+    lines.push_back(MetricRecordToJson(record));
     return absl::OkStatus();
   }
   std::vector<std::string> lines;
+};
+
+// The default Env with a clock that moves only when a test says so, and a
+// GetFileSize (the commit's first disk access) that can be made to block,
+// as a disk that has stalled would.
+class TestEnv : public EnvWrapper {
+ public:
+  TestEnv() : EnvWrapper(Env::Default()) {}
+  int64_t NowMicros() override { return now_micros_.load(); }
+  void Advance(absl::Duration d) { now_micros_ += absl::ToInt64Microseconds(d); }
+
+  absl::StatusOr<int64_t> GetFileSize(const std::string& path) override {
+    if (stall_.load()) {
+      if (!stalled_.HasBeenNotified()) stalled_.Notify();
+      release_.WaitForNotification();
+    }
+    return EnvWrapper::GetFileSize(path);
+  }
+  void StallDisk() { stall_ = true; }
+  absl::Notification& stalled() { return stalled_; }
+  void ReleaseDisk() { release_.Notify(); }
+
+ private:
+  std::atomic<int64_t> now_micros_{1'000'000'000'000};
+  std::atomic<bool> stall_{false};
+  absl::Notification stalled_, release_;
 };
 
 class JobTest : public ::testing::Test {
@@ -29,9 +60,17 @@ class JobTest : public ::testing::Test {
     std::system(("rm -rf '" + dir_ + "'").c_str());
     store_ = *JobStore::Open(dir_);
     config_ = *ParseConfigText("model { hidden_sizes: 8 } train { total_steps: 100 }", "test");
+    Restart("");
+  }
+
+  // A new Job on the same store, as a restarted coordinator would have.
+  void Restart(const std::string& checkpoint_root) {
+    job_.reset();
     CoordinatorOptions o;
     o.world_size = 2;
     o.heartbeat_timeout = absl::Milliseconds(300);
+    o.env = &env_;
+    o.checkpoint_root = checkpoint_root;
     job_ = std::make_unique<Job>(config_, store_.get(), &lines_, o);
     ASSERT_TRUE(job_->Init().ok());
   }
@@ -63,6 +102,7 @@ class JobTest : public ::testing::Test {
     return r;
   }
 
+  TestEnv env_;
   std::string dir_;
   std::unique_ptr<JobStore> store_;
   config::JobConfig config_;
@@ -78,7 +118,7 @@ TEST_F(JobTest, WorldFormsWhenAllRanksRegisterAndGetsTheConfig) {
   ASSERT_EQ(world[0].peers_size(), 2);
   EXPECT_EQ(world[0].peers(1), "127.0.0.1:1002");
   EXPECT_TRUE(absl::StrContains(world[1].config_text(), "hidden_sizes: 8"));
-  EXPECT_EQ(job_->Snapshot().state, JobState::kRunning);
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::RUNNING);
   // The generation is durable.
   EXPECT_EQ(**store_->Get("generation"), "1");
 }
@@ -96,12 +136,16 @@ TEST_F(JobTest, LiveRankCannotBeClaimedTwice) {
 TEST_F(JobTest, GlobalStepIsTheSlowestWorkerAndMetricLinesAreKept) {
   FormWorld(1, 2);
   coordinator::WorkerReport r0 = Report(0, 1, 40);
-  r0.add_metric_lines("{\"step\":40,\"split\":\"train\",\"loss\":0.5}");
+  metrics::MetricRecord* m = r0.add_metrics();
+  m->set_step(40);
+  m->set_split(metrics::MetricRecord::train);
+  m->set_loss(0.5f);
   ASSERT_TRUE(job_->Report(r0).ok());
   ASSERT_TRUE(job_->Report(Report(1, 1, 38)).ok());
-  EXPECT_EQ(job_->Snapshot().global_step, 38);
+  EXPECT_EQ(job_->Snapshot().global_step(), 38);
   ASSERT_EQ(lines_.lines.size(), 1u);
-  EXPECT_TRUE(absl::StrContains(job_->Snapshot().last_train_line, "0.5"));
+  EXPECT_EQ(lines_.lines[0], "{\"step\":40,\"split\":\"train\",\"loss\":0.5}");
+  EXPECT_EQ(job_->Snapshot().last_train().loss(), 0.5f);
   EXPECT_FALSE(job_->Report(Report(0, 7, 1)).ok());  // a generation that is not running
 }
 
@@ -110,8 +154,8 @@ TEST_F(JobTest, LostWorkerBreaksTheWorldAndSurvivorsFormTheNextGeneration) {
   ASSERT_TRUE(job_->Report(Report(0, 1, 5)).ok());
   ASSERT_TRUE(job_->Report(Report(1, 1, 5)).ok());
   job_->StreamEnded(1, 1, /*broken=*/true);
-  EXPECT_EQ(job_->Snapshot().state, JobState::kForming);
-  EXPECT_EQ(job_->Snapshot().worker_losses, 1);
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::FORMING);
+  EXPECT_EQ(job_->Snapshot().worker_losses(), 1);
   // The survivor's stream is told the new generation, then ends.
   bool end = false;
   auto c = job_->NextCommand(0, 1, coordinator::CoordinatorCommand(), absl::Seconds(1), &end);
@@ -125,15 +169,76 @@ TEST_F(JobTest, LostWorkerBreaksTheWorldAndSurvivorsFormTheNextGeneration) {
 }
 
 TEST_F(JobTest, SilentWorkerIsLostAfterTheHeartbeatTimeout) {
+  // On the fake clock: no sleeping, and the deadline is exact.
   FormWorld(1, 2);
-  absl::SleepFor(absl::Milliseconds(200));
+  env_.Advance(absl::Milliseconds(200));
   ASSERT_TRUE(job_->Report(Report(0, 1, 1)).ok());
   job_->CheckHeartbeats();
-  EXPECT_EQ(job_->Snapshot().state, JobState::kRunning);
-  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::RUNNING);
+  env_.Advance(absl::Milliseconds(100));  // rank 1 silent for exactly the 300 ms timeout
+  job_->CheckHeartbeats();
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::RUNNING);
+  env_.Advance(absl::Milliseconds(1));
   ASSERT_TRUE(job_->Report(Report(0, 1, 2)).ok());
-  job_->CheckHeartbeats();  // rank 1 silent for 400 ms > 300 ms
-  EXPECT_EQ(job_->Snapshot().state, JobState::kForming);
+  job_->CheckHeartbeats();  // rank 1 silent for 301 ms > 300 ms
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::FORMING);
+  EXPECT_EQ(job_->Snapshot().worker_losses(), 1);
+}
+
+TEST_F(JobTest, NoWorkerIsLostWhileTheClockStandsStill) {
+  FormWorld(1, 2);
+  for (int i = 0; i < 100; ++i) job_->CheckHeartbeats();
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::RUNNING);
+}
+
+TEST_F(JobTest, ACommitOnAStalledDiskHoldsUpNoHeartbeat) {
+  const std::string root = dir_ + "_ckpt";
+  std::system(("rm -rf '" + root + "'").c_str());
+  Restart(root);
+  FormWorld(1, 2);
+  // Both shards of step 10 exist; rank 0's is reported first.
+  ASSERT_TRUE(env_.CreateDirs(StepDir(root, 10)).ok());
+  auto shard = [&](int rank) {
+    coordinator::SavedShard s;
+    s.set_step(10);
+    s.set_world_size(2);
+    s.set_file(absl::StrCat("shard-", rank, ".ckpt"));
+    s.set_size(4);
+    EXPECT_TRUE(WriteFileAtomically(&env_, StepDir(root, 10) + "/" + s.file(), "abcd").ok());
+    return s;
+  };
+  coordinator::WorkerReport r0 = Report(0, 1, 10);
+  *r0.add_saved() = shard(0);
+  ASSERT_TRUE(job_->Report(r0).ok());
+
+  // Rank 1's report completes the step; its commit stalls on the disk.
+  env_.StallDisk();
+  coordinator::WorkerReport r1 = Report(1, 1, 10);
+  *r1.add_saved() = shard(1);
+  std::thread committer([&] { EXPECT_TRUE(job_->Report(r1).ok()); });
+  env_.stalled().WaitForNotification();
+
+  // Meanwhile heartbeats, the deadline check and status are all served. (A
+  // bound, not a timing: if the lock were held this would never finish.)
+  absl::Notification served;
+  std::thread heartbeats([&] {
+    for (int i = 0; i < 5; ++i) {
+      env_.Advance(absl::Milliseconds(200));
+      EXPECT_TRUE(job_->Report(Report(0, 1, 11 + i)).ok());
+      EXPECT_TRUE(job_->Report(Report(1, 1, 11 + i)).ok());
+      job_->CheckHeartbeats();
+    }
+    served.Notify();
+  });
+  const bool ok = served.WaitForNotificationWithTimeout(absl::Seconds(60));
+  EXPECT_TRUE(ok) << "heartbeats blocked behind a commit stalled on disk";
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::RUNNING);
+  EXPECT_EQ(job_->Snapshot().last_checkpoint_step(), 0);
+  env_.ReleaseDisk();
+  committer.join();
+  heartbeats.join();
+  EXPECT_EQ(job_->Snapshot().last_checkpoint_step(), 10);
+  EXPECT_TRUE(env_.FileExists(StepDir(root, 10) + "/COMMITTED"));
 }
 
 TEST_F(JobTest, StopIsAheadOfEveryWorkerAndTheJobEndsWhenAllFinish) {
@@ -153,9 +258,11 @@ TEST_F(JobTest, StopIsAheadOfEveryWorkerAndTheJobEndsWhenAllFinish) {
   }
   EXPECT_TRUE(job_->AwaitEnd(absl::Seconds(1)));
   EXPECT_TRUE(job_->final_status().ok());
-  EXPECT_EQ(job_->Snapshot().state, JobState::kDone);
-  EXPECT_EQ(job_->Register(Req(0, 5), [] { return false; }).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::DONE);
+  absl::StatusOr<coordinator::RegisterResponse> late = job_->Register(Req(0, 5), [] { return false; });
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_TRUE(late->job_over());
+  EXPECT_EQ(late->job_error(), "");
 }
 
 TEST_F(JobTest, FatalErrorFailsTheJob) {
@@ -165,6 +272,12 @@ TEST_F(JobTest, FatalErrorFailsTheJob) {
   ASSERT_TRUE(job_->Report(r).ok());
   EXPECT_TRUE(job_->AwaitEnd(absl::Seconds(1)));
   EXPECT_TRUE(absl::StrContains(job_->final_status().message(), "loss became nan")) << job_->final_status();
+  // A worker registering afterwards learns the job is over, and why.
+  absl::StatusOr<coordinator::RegisterResponse> late = job_->Register(Req(0, 5), [] { return false; });
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_TRUE(late->job_over());
+  EXPECT_TRUE(absl::StrContains(late->job_error(), "loss became nan"));
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::FAILED);
 }
 
 TEST_F(JobTest, NextGenerationNumberSurvivesARestartOfTheCoordinator) {
@@ -172,10 +285,7 @@ TEST_F(JobTest, NextGenerationNumberSurvivesARestartOfTheCoordinator) {
   job_.reset();
   store_.reset();
   store_ = *JobStore::Open(dir_);
-  CoordinatorOptions o;
-  o.world_size = 2;
-  job_ = std::make_unique<Job>(config_, store_.get(), &lines_, o);
-  ASSERT_TRUE(job_->Init().ok());
+  Restart("");
   EXPECT_EQ(FormWorld(4, 5)[0].generation(), 2u);
 }
 

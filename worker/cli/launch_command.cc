@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -16,11 +17,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "common/args.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/logging.h"
+#include "common/grpc_util.h"
 #include "common/status_macros.h"
+#include "coordinator/progress_line.h"
+#include "proto/coordinator.grpc.pb.h"
 #include "worker/cli/commands.h"
 
 namespace shardline {
@@ -53,6 +58,43 @@ std::string SelfDir() {
   std::string path(buf, static_cast<size_t>(n));
   return path.substr(0, path.rfind('/'));
 }
+
+// On a terminal, redraws the live status line from the coordinator's Status
+// RPC once a second until destroyed. The coordinator then logs no progress
+// lines of its own (--progress_every_seconds 0), so nothing is shown twice.
+class StatusLine {
+ public:
+  explicit StatusLine(const std::string& coordinator_address)
+      : stub_(coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
+            coordinator_address, grpc::InsecureChannelCredentials(), DefaultChannelArguments()))),
+        thread_([this] { Run(); }) {}
+  ~StatusLine() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+    logging::SetStatusLine("");
+  }
+
+ private:
+  void Run() {
+    absl::MutexLock lock(&mu_);
+    auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+    while (!mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(1))) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+      coordinator::JobStatus status;
+      // A coordinator that is restarting simply leaves the last line up.
+      if (stub_->Status(&ctx, coordinator::StatusRequest(), &status).ok()) logging::SetStatusLine(ProgressLine(status));
+    }
+  }
+
+  std::unique_ptr<coordinator::Coordinator::Stub> stub_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
 
 // A child process whose stdout and stderr lines are prefixed, echoed to our
 // stderr and appended to a log file.
@@ -117,11 +159,6 @@ class Child {
         fflush(log);
       }
       while (!text.empty() && text.back() == '\n') text.pop_back();
-      const size_t progress = text.find("] [coordinator] progress: ");
-      if (progress != std::string::npos && logging::StderrIsTerminal()) {
-        logging::SetStatusLine(text.substr(progress + 16));
-        continue;
-      }
       // The children's own log lines already name them.
       const std::string tag = absl::StrCat("[", name_, "]");
       const std::string out =
@@ -167,6 +204,11 @@ absl::Status Launch(const Args& args) {
   std::vector<std::string> coord_argv = {bin + "/shardline-coordinator", "--config", args.Get("config"),
                                          "--listen", "127.0.0.1:0", "--workdir", workdir,
                                          "--metrics_listen", "127.0.0.1:0"};
+  const bool live_status = logging::StderrIsTerminal();
+  if (live_status) {
+    coord_argv.push_back("--progress_every_seconds");
+    coord_argv.push_back("0");
+  }
   for (const std::string& s : sets) {
     coord_argv.push_back("--set");
     coord_argv.push_back(s);
@@ -192,6 +234,8 @@ absl::Status Launch(const Args& args) {
   }
   // A restarted coordinator must come back where the workers look for it.
   coordinator.SetArg("--listen", address);
+  std::unique_ptr<StatusLine> status_line;
+  if (live_status) status_line = std::make_unique<StatusLine>(address);
 
   std::vector<std::unique_ptr<Child>> children;
   for (int r = 0; r < workers; ++r) {
@@ -266,7 +310,7 @@ absl::Status Launch(const Args& args) {
       absl::SleepFor(absl::Milliseconds(20));
     }
   }
-  logging::SetStatusLine("");
+  status_line.reset();
   if (outcome.ok()) SLOG(INFO) << "job done; metrics in " << workdir << "/metrics.jsonl, logs in " << workdir << "/logs/";
   return outcome;
 }

@@ -1,6 +1,7 @@
 #include "worker/train/train_loop.h"
 
 #include <chrono>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
@@ -25,25 +26,27 @@ MlpSpec SpecFor(const config::JobConfig& config, const Dataset& train) {
   return spec;
 }
 
-JsonLine TrainLine(const StepResult& r, double samples_per_second) {
-  return JsonLine()
-      .Int("step", r.step + 1)
-      .Str("split", "train")
-      .Num("loss", r.loss)
-      .Num("lr", r.lr)
-      .Num("grad_norm", r.grad_norm)
-      .Num("param_norm", r.param_norm)
-      .Num("update_norm", r.update_norm)
-      .Num("samples_per_second", samples_per_second);
+metrics::MetricRecord TrainLine(const StepResult& r, double samples_per_second) {
+  metrics::MetricRecord m;
+  m.set_step(static_cast<int32_t>(r.step + 1));
+  m.set_split(metrics::MetricRecord::train);
+  m.set_loss(static_cast<float>(r.loss));
+  m.set_lr(r.lr);
+  m.set_grad_norm(static_cast<float>(r.grad_norm));
+  m.set_param_norm(static_cast<float>(r.param_norm));
+  m.set_update_norm(static_cast<float>(r.update_norm));
+  m.set_samples_per_second(static_cast<float>(samples_per_second));
+  return m;
 }
 
-JsonLine EvalLine(const EvalPoint& e) {
-  return JsonLine()
-      .Int("step", e.step)
-      .Str("split", "eval")
-      .Num("loss", e.loss)
-      .Num("accuracy", e.accuracy)
-      .Num("train_seconds", e.train_seconds);
+metrics::MetricRecord EvalLine(const EvalPoint& e) {
+  metrics::MetricRecord m;
+  m.set_step(static_cast<int32_t>(e.step));
+  m.set_split(metrics::MetricRecord::eval);
+  m.set_loss(static_cast<float>(e.loss));
+  m.set_accuracy(static_cast<float>(e.accuracy));
+  m.set_train_seconds(static_cast<float>(e.train_seconds));
+  return m;
 }
 
 }  // namespace
@@ -63,6 +66,12 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   }
   const Mlp model(SpecFor(config, data.train));
   const int64_t total_steps = TotalSteps(config, data.train.num_examples);
+  if (total_steps > std::numeric_limits<int32_t>::max()) {
+    // metrics.jsonl writes steps as JSON numbers through an int32 field.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "config fields train.total_steps / train.epochs: %d steps is more than the %d a run may have", total_steps,
+        std::numeric_limits<int32_t>::max()));
+  }
   const Range shard = ShardRange(model.layout().total_size(), comm.rank(), comm.world_size());
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                    Optimizer::Create(config.optimizer(), model.layout(), shard));
@@ -136,15 +145,15 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
 
   while (state.next_step < total_steps) {
     const int64_t step = state.next_step;
-    const int64_t stop_vote = options.stop_request != nullptr ? options.stop_request->load() : kNoStop;
-    int64_t checkpoint_vote = kNoStop;
+    const int64_t stop_vote = options.stop_request != nullptr ? options.stop_request->load() : kNoStep;
+    int64_t checkpoint_vote = kNoStep;
     if (options.checkpoint_request != nullptr) {
       const int64_t asked = options.checkpoint_request->load();
       if (asked > last_saved) checkpoint_vote = asked;  // older requests were served
     } else if (save_seconds > 0 && std::chrono::steady_clock::now() - last_save_time >= save_period) {
       checkpoint_vote = step + 1;  // a world of one decides alone
     }
-    int64_t eval_vote = kNoStop;
+    int64_t eval_vote = kNoStep;
     if (options.eval_request != nullptr && options.eval_request->load() > last_eval) {
       eval_vote = options.eval_request->load();
     }
@@ -155,7 +164,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Every rank got the same agreed stop in this step, so all end here.
-    const bool stop_now = r.agreed_stop <= state.next_step && state.next_step < total_steps;
+    const bool stop_now = Reached(r.agreed_stop, state.next_step) && state.next_step < total_steps;
     const bool last = state.next_step == total_steps || stop_now;
     result.train_seconds += seconds;
     result.phase_seconds += r.times;
@@ -178,7 +187,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       window_steps = 0;
     }
     bool new_best = false;
-    if ((eval_every > 0 && state.next_step % eval_every == 0) || last || r.agreed_eval <= state.next_step) {
+    if ((eval_every > 0 && state.next_step % eval_every == 0) || last || Reached(r.agreed_eval, state.next_step)) {
       last_eval = state.next_step;
       ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
                                               config.data().eval_batch_size(), comm, &eval_ws));
@@ -204,7 +213,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       }
     }
     const bool save_due = (save_every > 0 && state.next_step % save_every == 0) || new_best ||
-                          r.agreed_checkpoint <= state.next_step ||
+                          Reached(r.agreed_checkpoint, state.next_step) ||
                           (last && config.checkpoint().save_final());
     if (!options.checkpoint_root.empty() && save_due && state.next_step != last_saved) {
       // Snapshot, write and report happen in the background; the next

@@ -59,7 +59,7 @@ struct TrainOptions {
   bool show_progress = true;
   // A stop request (total steps to complete) from outside, e.g. the
   // coordinator; read once per step and agreed across ranks in the step's
-  // scalar all-reduce. Null or kNoStop: none.
+  // scalar all-reduce. Null or kNoStep: none.
   const std::atomic<int64_t>* stop_request = nullptr;
   // A checkpoint request (save after this many completed steps) from the
   // coordinator (checkpoint.every_seconds); agreed like stop_request. A

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -64,6 +65,16 @@ std::string PhasesPerStep(const PhaseTimes& total, int64_t steps) {
                          total.compute / n, total.reduce_scatter / n, total.optimizer / n, total.all_gather / n);
 }
 
+namespace {
+
+// A vote as a value for the min-reduction: no request is larger than any.
+double VoteScalar(int64_t step) {
+  return step == kNoStep ? std::numeric_limits<double>::infinity() : static_cast<double>(step);
+}
+int64_t AgreedStep(double reduced) { return std::isinf(reduced) ? kNoStep : static_cast<int64_t>(reduced); }
+
+}  // namespace
+
 absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, const Votes& votes,
                                      TrainState* state, StepBuffers* b) {
   StepResult r;
@@ -81,15 +92,14 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   const bool need_grad_norm = with_norms || clip > 0;
   double scalars[5] = {stats.loss_sum,
                        need_grad_norm ? SumSquares(b->grads.data() + shard.begin, shard.size()) : 0.0,
-                       static_cast<double>(votes.stop), static_cast<double>(votes.checkpoint),
-                       static_cast<double>(votes.eval)};
+                       VoteScalar(votes.stop), VoteScalar(votes.checkpoint), VoteScalar(votes.eval)};
   static constexpr ReduceOp kOps[5] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMin,
                                        ReduceOp::kMin};
   RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(scalars), kOps));
   r.loss = scalars[0] / ctx.config.data().global_batch_size();
-  r.agreed_stop = static_cast<int64_t>(scalars[2]);
-  r.agreed_checkpoint = static_cast<int64_t>(scalars[3]);
-  r.agreed_eval = static_cast<int64_t>(scalars[4]);
+  r.agreed_stop = AgreedStep(scalars[2]);
+  r.agreed_checkpoint = AgreedStep(scalars[3]);
+  r.agreed_eval = AgreedStep(scalars[4]);
   float clip_scale = 1.0f;
   if (need_grad_norm) {
     r.grad_norm = std::sqrt(scalars[1]);

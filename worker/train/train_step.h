@@ -86,18 +86,24 @@ struct StepResult {
   double update_norm = -1; // global L2 norm of the parameter change; -1 if not computed
   double param_norm = -1;  // global L2 norm after the update; -1 if not computed
   // The smallest stop request of any rank (steps to complete), agreed by
-  // every rank in this step's scalar all-reduce; kNoStop if none.
+  // every rank in this step's scalar all-reduce; kNoStep if none.
   int64_t agreed_stop = 0;
   // The same for checkpoint requests: the smallest requested save step of
-  // any rank (kNoStop if none).
+  // any rank (kNoStep if none).
   int64_t agreed_checkpoint = 0;
   // And for evaluation requests.
   int64_t agreed_eval = 0;
   PhaseTimes times;
 };
 
-// "No stop requested" in StepResult::agreed_stop and stop votes.
-inline constexpr int64_t kNoStop = int64_t{1} << 62;
+// "None" for every step-valued request and decision (stop, checkpoint,
+// eval): in votes, in StepResult::agreed_*, and on the wire (the
+// coordinator's commands use 0 the same way). Step 0 is never a request:
+// requests name a count of completed steps, and the first step completes 1.
+inline constexpr int64_t kNoStep = 0;
+
+// True when `agreed` names a step and `steps_done` has reached it.
+inline bool Reached(int64_t agreed, int64_t steps_done) { return agreed != kNoStep && agreed <= steps_done; }
 
 // Forward/backward over this rank's slice of step `step`'s global batch, in
 // grad_accum micro-batches, writing into grads the sum over the slice of
@@ -111,8 +117,9 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
 // minimum over ranks of each comes back in agreed_*, so all ranks act at the
 // same step boundary without asking anyone. Fails only if a collective
 // fails; the state is then unusable until restored.
-// The votes of this rank, each a step count or kNoStop; the minimum over
-// ranks of each comes back in StepResult::agreed_*.
+// The votes of this rank, each a step count or kNoStep; the minimum over
+// the ranks' requests (kNoStep if no rank has one) of each comes back in
+// StepResult::agreed_*.
 struct Votes {
   int64_t stop = 0;
   int64_t checkpoint = 0;

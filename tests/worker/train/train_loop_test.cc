@@ -88,8 +88,8 @@ FashionMnist* TrainLoopTest::data_ = nullptr;
 
 class Lines : public MetricsSink {
  public:
-  absl::Status WriteLine(absl::string_view line) override {
-    lines.push_back(std::string(line));
+  absl::Status Write(const metrics::MetricRecord& record) override {
+    lines.push_back(MetricRecordToJson(record));
     return absl::OkStatus();
   }
   std::vector<std::string> lines;

@@ -1,0 +1,160 @@
+#include "coordinator/checkpoint_catalog.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint_dir.h"
+#include "common/fault_injection.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace shardline {
+namespace {
+
+constexpr char kCheckpointPrefix[] = "ckpt/";
+constexpr char kBadPrefix[] = "bad/";
+
+}  // namespace
+
+CheckpointCatalog::CheckpointCatalog(JobStore* store, CatalogOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+absl::Status CheckpointCatalog::Init() {
+  if (options_.root.empty()) return absl::OkStatus();
+  absl::MutexLock io(&io_mu_);
+  Env* env = options_.env;
+  RETURN_IF_ERROR(env->CreateDirs(options_.root));
+  // The RocksDB record is written first: finish a commit whose COMMITTED
+  // file a crash prevented.
+  ASSIGN_OR_RETURN(auto records, store_->List(kCheckpointPrefix));
+  for (const auto& [key, value] : records) {
+    state::CheckpointManifest m;
+    if (!m.ParseFromString(value)) return absl::DataLossError(absl::StrCat("job store: bad record ", key));
+    const std::string dir = StepDir(options_.root, m.step());
+    if (env->IsDirectory(dir) && !env->FileExists(dir + "/" + kCommittedFile)) {
+      SLOG(INFO) << "finishing the interrupted commit of step " << m.step();
+      RETURN_IF_ERROR(WriteCommitted(env, dir, m));
+    }
+  }
+  RETURN_IF_ERROR(DeleteUncommitted(env, options_.root));
+  std::set<int64_t> bad;
+  ASSIGN_OR_RETURN(auto bad_records, store_->List(kBadPrefix));
+  for (const auto& [key, why] : bad_records) {
+    int64_t step;
+    if (absl::SimpleAtoi(key.substr(sizeof(kBadPrefix) - 1 + 5), &step)) bad.insert(step);
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, options_.root));
+  RestorePoint resume;
+  // Resume order: this workdir's latest commit, then resume_from.
+  if (steps.empty() && !options_.policy.resume_from().empty()) {
+    const std::string other = options_.policy.resume_from() + "/checkpoints";
+    ASSIGN_OR_RETURN(std::vector<int64_t> theirs, CommittedSteps(env, other));
+    const int64_t want = options_.policy.resume_step();
+    if (theirs.empty() || (want >= 0 && std::find(theirs.begin(), theirs.end(), want) == theirs.end())) {
+      return absl::NotFoundError(absl::StrCat("config field checkpoint.resume_from: no committed checkpoint",
+                                              want >= 0 ? absl::StrCat(" at step ", want) : "", " in ", other));
+    }
+    resume.step = want >= 0 ? want : theirs.back();
+    resume.dir = StepDir(other, resume.step);
+    SLOG(INFO) << "will resume from " << resume.dir;
+  }
+  absl::MutexLock lock(&mu_);
+  committed_.insert(steps.begin(), steps.end());
+  bad_ = std::move(bad);
+  resume_from_ = resume;
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::string& job_id,
+                                       const std::map<int, coordinator::SavedShard>& shards) {
+  if (options_.root.empty()) return absl::OkStatus();
+  absl::MutexLock io(&io_mu_);
+  Env* env = options_.env;
+  state::CheckpointManifest m;
+  m.set_step(step);
+  m.set_world_size(world_size);
+  m.set_job_id(job_id);
+  bool best = false;
+  double best_value = 0;
+  for (const auto& [rank, saved] : shards) {
+    state::ShardEntry* e = m.add_shards();
+    e->set_rank(rank);
+    e->set_file(saved.file());
+    e->set_size(saved.size());
+    e->set_crc32c(saved.crc32c());
+    best = saved.best();
+    best_value = saved.best_value();
+  }
+  const std::string dir = StepDir(options_.root, step);
+  for (const state::ShardEntry& e : m.shards()) {
+    absl::StatusOr<int64_t> size = env->GetFileSize(dir + "/" + e.file());
+    if (!size.ok() || *size != e.size()) {
+      return absl::DataLossError(absl::StrCat("shard ", dir, "/", e.file(), " reported by rank ", e.rank(),
+                                              " is missing or has the wrong size"));
+    }
+  }
+  // The commit record (synced) first, then the COMMITTED file.
+  RETURN_IF_ERROR(store_->Put(absl::StrCat(kCheckpointPrefix, StepDirName(step)), m.SerializeAsString(), /*sync=*/true));
+  CrashPoint("after_commit_record", step);
+  RETURN_IF_ERROR(WriteCommitted(env, dir, m));
+  bool was_bad;
+  {
+    absl::MutexLock lock(&mu_);
+    committed_.insert(step);
+    // A fresh save of a step once marked bad replaces the bad one.
+    was_bad = bad_.erase(step) > 0;
+  }
+  if (was_bad) RETURN_IF_ERROR(store_->Delete(absl::StrCat(kBadPrefix, StepDirName(step)), /*sync=*/true));
+  SLOG(INFO) << "committed checkpoint at step " << step << " (" << m.shards_size() << " shards)"
+             << (best ? absl::StrCat(", the new best: ", options_.policy.best_metric(), " ", best_value) : "");
+  if (best) RETURN_IF_ERROR(WriteBest(env, options_.root, step, best_value));
+  const int64_t best_step = ReadBestStep(env, options_.root);
+  ASSIGN_OR_RETURN(std::vector<int64_t> deleted,
+                   ApplyRetention(env, options_.root, options_.policy,
+                                  best_step >= 0 ? std::vector<int64_t>{best_step} : std::vector<int64_t>{}));
+  {
+    absl::MutexLock lock(&mu_);
+    for (int64_t d : deleted) committed_.erase(d);
+  }
+  for (int64_t d : deleted) RETURN_IF_ERROR(store_->Delete(absl::StrCat(kCheckpointPrefix, StepDirName(d)), false));
+  return DeleteUncommitted(env, options_.root, step);
+}
+
+int64_t CheckpointCatalog::NoteBad(int64_t step) {
+  absl::MutexLock lock(&mu_);
+  bad_.insert(step);
+  return LatestGoodLocked();
+}
+
+absl::Status CheckpointCatalog::PersistBad(int64_t step, const std::string& reason) {
+  absl::MutexLock io(&io_mu_);
+  return store_->Put(absl::StrCat(kBadPrefix, StepDirName(step)), reason, /*sync=*/true);
+}
+
+int64_t CheckpointCatalog::LatestGoodLocked() const {
+  for (auto it = committed_.rbegin(); it != committed_.rend(); ++it) {
+    if (bad_.count(*it) == 0) return *it;
+  }
+  return 0;
+}
+
+RestorePoint CheckpointCatalog::Restore() const {
+  absl::MutexLock lock(&mu_);
+  const int64_t good = LatestGoodLocked();
+  if (good > 0) return RestorePoint{good, StepDir(options_.root, good)};
+  return resume_from_;
+}
+
+int64_t CheckpointCatalog::latest_good() const {
+  absl::MutexLock lock(&mu_);
+  return LatestGoodLocked();
+}
+
+int64_t CheckpointCatalog::bad_count() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(bad_.size());
+}
+
+}  // namespace shardline

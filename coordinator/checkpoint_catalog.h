@@ -1,0 +1,91 @@
+// The coordinator's catalog of checkpoints: commit records in the job store
+// (RocksDB) and COMMITTED manifests on disk, checkpoints marked bad, the
+// restore point handed to each new world, and retention. Knows nothing of
+// membership or generations (coordinator/job.h owns those).
+//
+// Thread-safe. Its lock guards memory only and is never held across disk
+// I/O, so the memory-only calls (Restore, NoteBad, latest_good, bad_count)
+// are safe from under a caller's lock; Init, Commit and PersistBad do I/O
+// and must not be called under a lock that live workers need.
+//
+//   CheckpointCatalog catalog(store, {root, env, config.checkpoint(), ...});
+//   RETURN_IF_ERROR(catalog.Init());
+//   RestorePoint from = catalog.Restore();        // for a new world
+//   RETURN_IF_ERROR(catalog.Commit(step, world, job_id, shards));  // I/O
+#ifndef SHARDLINE_COORDINATOR_CHECKPOINT_CATALOG_H_
+#define SHARDLINE_COORDINATOR_CHECKPOINT_CATALOG_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/env.h"
+#include "coordinator/job_store.h"
+#include "proto/config.pb.h"
+#include "proto/coordinator.pb.h"
+
+namespace shardline {
+
+struct CatalogOptions {
+  // <workdir>/checkpoints. Empty: checkpoints are off and every call is a
+  // no-op (Restore() is always "from scratch").
+  std::string root;
+  Env* env = Env::Default();
+  // Retention (keep_last, keep_every), best_metric, and resume_from /
+  // resume_step for a workdir with no checkpoint of its own.
+  config::CheckpointConfig policy;
+};
+
+// Where a new world starts: step 0 and no directory means from scratch.
+struct RestorePoint {
+  int64_t step = 0;
+  std::string dir;
+};
+
+class CheckpointCatalog {
+ public:
+  // `store` must outlive the catalog.
+  CheckpointCatalog(JobStore* store, CatalogOptions options);
+
+  // Finishes any commit a crash interrupted (record written, COMMITTED not),
+  // deletes uncommitted step directories, loads the bad marks and finds the
+  // restore point (this workdir's latest good commit, else resume_from's).
+  absl::Status Init();
+
+  // Commits `step` from every rank's reported shard: each file must exist
+  // with its reported size (kDataLoss naming it otherwise); then the record
+  // (synced), the COMMITTED manifest, BEST if the shards say so, and the
+  // retention policy. Commits are serialised with each other.
+  absl::Status Commit(int64_t step, int world_size, const std::string& job_id,
+                      const std::map<int, coordinator::SavedShard>& shards);
+
+  // Memory only: `step` is no longer a restore point. Returns the step the
+  // next world restores instead (0: from scratch). Make it durable with
+  // PersistBad.
+  int64_t NoteBad(int64_t step);
+  absl::Status PersistBad(int64_t step, const std::string& reason);
+
+  RestorePoint Restore() const;
+  // The newest committed checkpoint not marked bad, 0 if none.
+  int64_t latest_good() const;
+  int64_t bad_count() const;
+
+ private:
+  int64_t LatestGoodLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  JobStore* const store_;
+  const CatalogOptions options_;
+  absl::Mutex io_mu_;  // one commit or bad mark on disk at a time
+  mutable absl::Mutex mu_;
+  std::set<int64_t> committed_ ABSL_GUARDED_BY(mu_);
+  std::set<int64_t> bad_ ABSL_GUARDED_BY(mu_);
+  RestorePoint resume_from_ ABSL_GUARDED_BY(mu_);  // used while nothing here is good
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COORDINATOR_CHECKPOINT_CATALOG_H_

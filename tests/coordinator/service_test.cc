@@ -1,0 +1,91 @@
+// The coordinator's gRPC service on loopback: what a worker or the launcher
+// sees over the wire.
+#include "coordinator/service.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "common/config.h"
+#include "common/grpc_util.h"
+#include "coordinator/progress_line.h"
+
+namespace shardline {
+namespace {
+
+class NoMetrics : public MetricsSink {
+ public:
+  absl::Status Write(const metrics::MetricRecord&) override { return absl::OkStatus(); }
+};
+
+TEST(CoordinatorServiceTest, StatusAndJobOverAreTypedOnTheWire) {
+  const std::string dir = ::testing::TempDir() + "/service_test_db";
+  std::system(("rm -rf '" + dir + "'").c_str());
+  std::unique_ptr<JobStore> store = *JobStore::Open(dir);
+  NoMetrics sink;
+  CoordinatorOptions o;
+  o.world_size = 1;
+  Job job(*ParseConfigText("train { total_steps: 10 }", "test"), store.get(), &sink, o);
+  ASSERT_TRUE(job.Init().ok());
+  CoordinatorService service(&job);
+  absl::StatusOr<GrpcServer> server = StartGrpcServer("127.0.0.1:0", {&service});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(server->port), grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
+
+  auto status = [&] {
+    grpc::ClientContext ctx;
+    coordinator::JobStatus s;
+    EXPECT_TRUE(stub->Status(&ctx, coordinator::StatusRequest(), &s).ok());
+    return s;
+  };
+  EXPECT_EQ(status().state(), coordinator::JobStatus::FORMING);
+  EXPECT_EQ(status().world_size(), 1);
+
+  coordinator::RegisterRequest req;
+  req.set_transport_address("127.0.0.1:1");
+  req.set_requested_rank(-1);
+  req.set_incarnation(7);
+  {
+    grpc::ClientContext ctx;
+    coordinator::RegisterResponse world;
+    ASSERT_TRUE(stub->Register(&ctx, req, &world).ok());
+    EXPECT_FALSE(world.job_over());
+    EXPECT_EQ(world.generation(), 1u);
+  }
+  const coordinator::JobStatus running = status();
+  EXPECT_EQ(running.state(), coordinator::JobStatus::RUNNING);
+  EXPECT_EQ(running.generation(), 1u);
+  EXPECT_FALSE(running.has_last_train());
+  EXPECT_EQ(ProgressLine(running),
+            "progress: step 0/0 | loss - | - samples/s | ETA - | workers 0/1 alive | generation 1 | running");
+
+  job.RequestStop("test");
+  coordinator::WorkerReport done;
+  done.set_rank(0);
+  done.set_generation(1);
+  done.set_steps_done(4);
+  done.set_finished(true);
+  metrics::MetricRecord* m = done.add_metrics();
+  m->set_step(4);
+  m->set_split(metrics::MetricRecord::train);
+  m->set_loss(0.25f);
+  m->set_samples_per_second(1000);
+  ASSERT_TRUE(job.Report(done).ok());
+  const coordinator::JobStatus over = status();
+  EXPECT_EQ(over.state(), coordinator::JobStatus::DONE);
+  EXPECT_EQ(over.last_train().loss(), 0.25f);
+  EXPECT_EQ(ProgressLine(over),
+            "progress: step 4/0 | loss 0.2500 | 1000 samples/s | ETA - | workers 1/1 alive | generation 1 | done");
+  {
+    grpc::ClientContext ctx;
+    coordinator::RegisterResponse late;
+    ASSERT_TRUE(stub->Register(&ctx, req, &late).ok());
+    EXPECT_TRUE(late.job_over());
+    EXPECT_EQ(late.job_error(), "");
+  }
+  server->server->Shutdown();
+}
+
+}  // namespace
+}  // namespace shardline
