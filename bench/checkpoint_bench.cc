@@ -11,7 +11,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "worker/checkpoint/shard_file.h"
+#include "common/checkpoint/shard_file.h"
 
 namespace {
 

@@ -1,5 +1,7 @@
 #include "common/args.h"
 
+#include <cstdio>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -57,6 +59,18 @@ absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::str
     out->flags[name].push_back(value);
   }
   return absl::OkStatus();
+}
+
+int RunCommand(const absl::Status& parsed, const Args& args, const char* help, const std::string& command,
+               const std::function<absl::Status(const Args&)>& run) {
+  if (args.help) {
+    std::fputs(help, stdout);
+    return 0;
+  }
+  const absl::Status status = parsed.ok() ? run(args) : parsed;
+  if (status.ok()) return 0;
+  std::fprintf(stderr, "%s: %s\n", command.c_str(), std::string(status.message()).c_str());
+  return 1;
 }
 
 }  // namespace shardline

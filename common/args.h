@@ -3,11 +3,12 @@
 // are errors that name the flag and the command.
 //
 //   Args args;
-//   RETURN_IF_ERROR(ParseArgs(argc, argv, {"config", "workdir"}, {"set"}, "shardline train", &args));
+//   RETURN_IF_ERROR(ParseArgs(argc, argv, /*first=*/2, {"config", "workdir"}, {"set"}, "shardline train", &args));
 //   std::string config = args.Get("config");
 #ifndef SHARDLINE_COMMON_ARGS_H_
 #define SHARDLINE_COMMON_ARGS_H_
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -34,6 +35,16 @@ struct Args {
 absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::string>& single,
                        const std::set<std::string>& repeated, const std::string& command,
                        Args* out, const std::set<std::string>& switches = {});
+
+// The tail every command's entry point shares: with --help, prints `help` to
+// stdout and returns 0; otherwise runs `run(args)` if `parsed` is OK, and on
+// any error prints "<command>: <message>" to stderr and returns 1.
+//
+//   Args args;
+//   absl::Status parsed = ParseArgs(argc, argv, 2, {...}, {...}, "shardline train", &args);
+//   return RunCommand(parsed, args, kHelp, "shardline train", Train);
+int RunCommand(const absl::Status& parsed, const Args& args, const char* help, const std::string& command,
+               const std::function<absl::Status(const Args&)>& run);
 
 }  // namespace shardline
 

@@ -5,7 +5,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_dir.h"
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/checkpoint/verify.h"
 #include "common/fault_injection.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -88,13 +89,10 @@ absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::
     best_value = saved.best_value();
   }
   const std::string dir = StepDir(options_.root, step);
-  for (const state::ShardEntry& e : m.shards()) {
-    absl::StatusOr<int64_t> size = env->GetFileSize(dir + "/" + e.file());
-    if (!size.ok() || *size != e.size()) {
-      return absl::DataLossError(absl::StrCat("shard ", dir, "/", e.file(), " reported by rank ", e.rank(),
-                                              " is missing or has the wrong size"));
-    }
-  }
+  // What the workers reported becomes the manifest only if it is one: a
+  // shard per rank, named as the format names it, there with its size.
+  RETURN_IF_ERROR(CheckManifest(m, dir));
+  RETURN_IF_ERROR(CheckShardFiles(env, dir, m));
   // The commit record (synced) first, then the COMMITTED file.
   RETURN_IF_ERROR(store_->Put(absl::StrCat(kCheckpointPrefix, StepDirName(step)), m.SerializeAsString(), /*sync=*/true));
   CrashPoint("after_commit_record", step);

@@ -133,7 +133,9 @@ absl::Status Run(const Args& args) {
   SLOG(INFO) << ProgressLine(snap);
   // Let the workers' last reports and stream ends go through.
   server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  return job.final_status();
+  RETURN_IF_ERROR(job.final_status());
+  SLOG(INFO) << "job finished";
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -147,15 +149,5 @@ int main(int argc, char** argv) {
   absl::Status parsed = shardline::ParseArgs(
       argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds"}, {"set"},
       "shardline-coordinator", &args);
-  if (args.help) {
-    std::fputs(shardline::kHelp, stdout);
-    return 0;
-  }
-  absl::Status status = parsed.ok() ? shardline::Run(args) : parsed;
-  if (!status.ok()) {
-    std::fprintf(stderr, "shardline-coordinator: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  SLOG(INFO) << "job finished";
-  return 0;
+  return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-coordinator", shardline::Run);
 }

@@ -274,14 +274,5 @@ int main(int argc, char** argv) {
   absl::Status parsed = shardline::ParseArgs(
       argc, argv, 1, {"coordinator", "listen", "advertise", "metrics_listen", "rank", "connect_timeout_seconds"}, {},
       "shardline-worker", &args);
-  if (args.help) {
-    std::fputs(shardline::kHelp, stdout);
-    return 0;
-  }
-  absl::Status status = parsed.ok() ? shardline::Run(args) : parsed;
-  if (!status.ok()) {
-    std::fprintf(stderr, "shardline-worker: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-worker", shardline::Run);
 }

@@ -9,7 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "common/checkpoint_dir.h"
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/checkpoint/shard_file.h"
 #include "common/config.h"
 #include "common/env_wrapper.h"
 
@@ -202,7 +203,7 @@ TEST_F(JobTest, ACommitOnAStalledDiskHoldsUpNoHeartbeat) {
     coordinator::SavedShard s;
     s.set_step(10);
     s.set_world_size(2);
-    s.set_file(absl::StrCat("shard-", rank, ".ckpt"));
+    s.set_file(ShardFileName(rank, 2));
     s.set_size(4);
     EXPECT_TRUE(WriteFileAtomically(&env_, StepDir(root, 10) + "/" + s.file(), "abcd").ok());
     return s;

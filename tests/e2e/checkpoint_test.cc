@@ -11,11 +11,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/checkpoint_dir.h"
+#include "common/checkpoint/checkpoint_dir.h"
 #include "tests/corruption.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
-#include "worker/checkpoint/shard_file.h"
+#include "common/checkpoint/shard_file.h"
 
 namespace shardline {
 namespace {

@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_dir.h"
+#include "common/checkpoint/buffer_names.h"
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/checkpoint/verify.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
@@ -21,7 +23,10 @@ absl::Status LocalCommitter::ShardSaved(int64_t step, int rank, int world, const
   e->set_file(shard.path.substr(shard.path.rfind('/') + 1));
   e->set_size(shard.size);
   e->set_crc32c(shard.crc32c);
-  RETURN_IF_ERROR(WriteCommitted(env_, StepDir(root_, step), m));
+  const std::string dir = StepDir(root_, step);
+  RETURN_IF_ERROR(CheckManifest(m, dir));
+  RETURN_IF_ERROR(CheckShardFiles(env_, dir, m));
+  RETURN_IF_ERROR(WriteCommitted(env_, dir, m));
   SLOG(INFO) << "committed checkpoint at step " << step << (shard.best ? " (new best)" : "");
   if (shard.best) RETURN_IF_ERROR(WriteBest(env_, root_, step, shard.best_value));
   const int64_t best = ReadBestStep(env_, root_);
@@ -55,7 +60,7 @@ ShardContents SnapshotShard(int64_t step, int rank, int world, const FlatLayout&
     e->set_dtype("f32");
     e->set_offset(t.offset);
   }
-  c.buffers.push_back({"params", std::vector<float>(params + shard.begin, params + shard.end)});
+  c.buffers.push_back({kParamsBuffer, std::vector<float>(params + shard.begin, params + shard.end)});
   for (StateBuffer* b : optimizer.state()) c.buffers.push_back({b->name, b->values});
   return c;
 }
@@ -118,76 +123,49 @@ void ShardSaver::AwaitSnapshot() {
 
 absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir, const FlatLayout& layout,
                                            float* params, Optimizer* optimizer) {
-  ASSIGN_OR_RETURN(state::CheckpointManifest m, ReadCommitted(env, step_dir));
-  if (m.shards_size() != m.world_size() || m.world_size() <= 0) {
-    return absl::DataLossError(absl::StrCat(step_dir, ": manifest lists ", m.shards_size(), " shards for a world of ",
-                                            m.world_size()));
-  }
   const Range mine = optimizer->shard();
   std::vector<StateBuffer*> state = optimizer->state();
-  std::vector<int64_t> param_filled(1, 0), state_filled(state.size(), 0);
-  Restored out;
-  out.step = m.step();
-  for (const state::ShardEntry& e : m.shards()) {
-    const std::string path = step_dir + "/" + e.file();
-    ASSIGN_OR_RETURN(int64_t size, env->GetFileSize(path));
-    if (size != e.size()) {
-      return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " is ", size, " bytes; the manifest says ", e.size()));
+  int64_t params_filled = 0;
+  std::vector<int64_t> state_filled(state.size(), 0);
+  VerifyOptions verify;
+  // The format checks are VerifyCheckpoint's; this adds only "is it this
+  // run's model", before any payload is read.
+  verify.on_header = [&](const state::ShardHeader& h) -> absl::Status {
+    const std::string path = step_dir + "/" + ShardFileName(h.rank(), h.world_size());
+    if (h.total_size() != layout.total_size() || h.tensors_size() != static_cast<int>(layout.tensors().size())) {
+      return absl::FailedPreconditionError(absl::StrCat(path, " holds a model of ", h.total_size(),
+                                                        " parameters; this run's model has ", layout.total_size()));
     }
-    // The header is checked against the manifest and this run's model
-    // before any payload is read (the first placement call); then each
-    // buffer is read straight into place. Every block is verified either way.
-    uint32_t checksum = 0;
-    bool header_checked = false;
-    auto check_header = [&](const state::ShardHeader& h) -> absl::Status {
-      if (checksum != e.crc32c()) {
-        return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": checksum does not match the manifest"));
+    for (int t = 0; t < h.tensors_size(); ++t) {
+      const TensorInfo& info = layout.tensor(t);
+      const state::TensorEntry& te = h.tensors(t);
+      if (te.name() != info.name || std::vector<int64_t>(te.shape().begin(), te.shape().end()) != info.shape) {
+        return absl::FailedPreconditionError(absl::StrCat(path, ": tensor ", t, " is ", te.name(),
+                                                          "; this run's model has ", info.name, " of another shape"));
       }
-      if (h.total_size() != layout.total_size() || h.begin() < 0 || h.end() > layout.total_size() ||
-          h.tensors_size() != static_cast<int>(layout.tensors().size())) {
-        return absl::FailedPreconditionError(absl::StrCat(path, " holds a model of ", h.total_size(),
-                                                          " parameters; this run's model has ", layout.total_size()));
-      }
-      for (int t = 0; t < h.tensors_size(); ++t) {
-        const TensorInfo& info = layout.tensor(t);
-        const state::TensorEntry& te = h.tensors(t);
-        if (te.name() != info.name || std::vector<int64_t>(te.shape().begin(), te.shape().end()) != info.shape) {
-          return absl::FailedPreconditionError(absl::StrCat(path, ": tensor ", t, " is ", te.name(),
-                                                            "; this run's model has ", info.name, " of another shape"));
-        }
-      }
-      header_checked = true;
-      return absl::OkStatus();
-    };
-    absl::StatusOr<state::ShardHeader> header = ReadShardInto(
-        env, path,
-        [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
-          if (!header_checked) RETURN_IF_ERROR(check_header(h));
-          if (b.name() == "params") {
-            param_filled[0] += b.floats();
-            return Placement{params + h.begin(), 0, b.floats()};
-          }
-          // Optimizer state: only the overlap with this rank's (possibly new) shard.
-          const int64_t lo = std::max(mine.begin, h.begin()), hi = std::min(mine.end, h.end());
-          if (lo >= hi) return Placement{};
-          size_t k = 0;
-          while (k < state.size() && state[k]->name != b.name()) ++k;
-          if (k == state.size()) {
-            return absl::FailedPreconditionError(absl::StrCat(path, " has optimizer state '", b.name(),
-                                                              "', which this run's optimizer does not use"));
-          }
-          state_filled[k] += hi - lo;
-          return Placement{state[k]->values.data() + (lo - mine.begin), lo - h.begin(), hi - h.begin()};
-        },
-        &checksum);
-    if (!header.ok()) return header.status();
-    const state::ShardHeader& h = *header;
-    if (!header_checked) RETURN_IF_ERROR(check_header(h));  // a shard without buffers
-    out.position = h.data_position();
-    if (h.has_best_step()) out.best = BestSoFar{h.best_step(), h.best_value()};
-  }
-  if (param_filled[0] != layout.total_size()) {
-    return absl::DataLossError(absl::StrCat(step_dir, ": shards cover ", param_filled[0], " of ", layout.total_size(),
+    }
+    return absl::OkStatus();
+  };
+  verify.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
+    if (b.name() == kParamsBuffer) {
+      params_filled += b.floats();
+      return Placement{params + h.begin(), 0, b.floats()};
+    }
+    // Optimizer state: only the overlap with this rank's (possibly new) shard.
+    const int64_t lo = std::max(mine.begin, h.begin()), hi = std::min(mine.end, h.end());
+    if (lo >= hi) return Placement{};
+    size_t k = 0;
+    while (k < state.size() && state[k]->name != b.name()) ++k;
+    if (k == state.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(step_dir, ": shard of rank ", h.rank(), " has optimizer state '",
+                                                        b.name(), "', which this run's optimizer does not use"));
+    }
+    state_filled[k] += hi - lo;
+    return Placement{state[k]->values.data() + (lo - mine.begin), lo - h.begin(), hi - h.begin()};
+  };
+  ASSIGN_OR_RETURN(VerifiedCheckpoint v, VerifyCheckpoint(env, step_dir, verify));
+  if (params_filled != layout.total_size()) {
+    return absl::DataLossError(absl::StrCat(step_dir, ": shards hold ", params_filled, " of ", layout.total_size(),
                                             " parameters"));
   }
   for (size_t k = 0; k < state.size(); ++k) {
@@ -196,6 +174,11 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
                                                         "' is missing from the checkpoint"));
     }
   }
+  Restored out;
+  out.step = v.manifest.step();
+  const state::ShardHeader& last = v.headers.back();
+  out.position = last.data_position();
+  if (last.has_best_step()) out.best = BestSoFar{last.best_step(), last.best_value()};
   return out;
 }
 

@@ -1,9 +1,10 @@
 // Saving this rank's shard of the training state, and restoring a rank's
 // state from a committed checkpoint written by any world size.
 //
-//   ASSIGN_OR_RETURN(WrittenShard w, SaveShard(env, root, step, rank, world, layout,
-//                                              params.data(), *optimizer, position, job_id));
-//   RETURN_IF_ERROR(sink->ShardSaved(step, rank, world, w));    // commit when all are in
+//   ShardSaver saver(env, root, &committer, /*async=*/true);   // committer: a CheckpointSink
+//   RETURN_IF_ERROR(saver.Save(step, rank, world, layout, params.data(), *optimizer, position, job_id));
+//   saver.AwaitSnapshot();           // before the optimizer changes the state
+//   RETURN_IF_ERROR(saver.Wait());   // the sink was told; it commits when all ranks are in
 //
 //   ASSIGN_OR_RETURN(Restored r, RestoreCheckpoint(env, StepDir(root, step), layout,
 //                                                  params.data(), optimizer.get()));
@@ -19,7 +20,7 @@
 #include "common/env.h"
 #include "proto/config.pb.h"
 #include "proto/train_state.pb.h"
-#include "worker/checkpoint/shard_file.h"
+#include "common/checkpoint/shard_file.h"
 #include "worker/model/flat_layout.h"
 #include "worker/optim/optimizer.h"
 

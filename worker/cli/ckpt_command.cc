@@ -6,11 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/args.h"
-#include "common/checkpoint_dir.h"
+#include "common/checkpoint/checkpoint_dir.h"
 #include "common/env.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/safetensors.h"
-#include "worker/checkpoint/shard_file.h"
+#include "common/checkpoint/buffer_names.h"
+#include "common/checkpoint/verify.h"
 #include "worker/cli/commands.h"
 
 namespace shardline {
@@ -32,29 +33,6 @@ constexpr char kHelp[] =
     "          parameters always give the same bytes\n";
 
 std::string Root(const std::string& workdir) { return workdir + "/checkpoints"; }
-
-// Verifies one committed step; returns the shards' contents.
-absl::StatusOr<std::vector<ShardContents>> VerifyStep(Env* env, const std::string& dir) {
-  ASSIGN_OR_RETURN(state::CheckpointManifest m, ReadCommitted(env, dir));
-  std::vector<ShardContents> shards;
-  int64_t covered = 0, total = -1;
-  for (const state::ShardEntry& e : m.shards()) {
-    const std::string path = dir + "/" + e.file();
-    ASSIGN_OR_RETURN(int64_t size, env->GetFileSize(path));
-    if (size != e.size()) {
-      return absl::DataLossError(absl::StrCat(path, " is ", size, " bytes; the manifest says ", e.size()));
-    }
-    ASSIGN_OR_RETURN(ShardContents c, ReadShard(env, path));
-    if (c.checksum != e.crc32c()) return absl::DataLossError(absl::StrCat(path, ": checksum does not match the manifest"));
-    covered += c.header.end() - c.header.begin();
-    total = c.header.total_size();
-    shards.push_back(std::move(c));
-  }
-  if (shards.empty() || covered != total) {
-    return absl::DataLossError(absl::StrCat(dir, ": shards cover ", covered, " of ", total, " parameters"));
-  }
-  return shards;
-}
 
 absl::StatusOr<int64_t> PickStep(Env* env, const std::string& root, const std::string& want) {
   ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, root));
@@ -82,7 +60,7 @@ absl::Status List(Env* env, const std::string& workdir) {
     int shards = 0;
     int64_t bytes = 0;
     for (const std::string& f : files) {
-      if (f.size() > 5 && f.substr(f.size() - 5) == ".ckpt") {
+      if (IsShardFileName(f)) {
         ++shards;
         bytes += env->GetFileSize(dir + "/" + f).value_or(0);
       }
@@ -117,9 +95,9 @@ absl::Status Verify(Env* env, const std::string& workdir, const std::string& ste
   }
   int failed = 0;
   for (int64_t s : steps) {
-    absl::StatusOr<std::vector<ShardContents>> r = VerifyStep(env, StepDir(root, s));
+    absl::StatusOr<VerifiedCheckpoint> r = VerifyCheckpoint(env, StepDir(root, s));
     if (r.ok()) {
-      printf("step %ld: OK (%zu shards)\n", static_cast<long>(s), r->size());
+      printf("step %ld: OK (%zu shards)\n", static_cast<long>(s), r->headers.size());
     } else {
       printf("step %ld: FAILED: %s\n", static_cast<long>(s), std::string(r.status().message()).c_str());
       ++failed;
@@ -133,14 +111,18 @@ absl::Status Export(Env* env, const std::string& workdir, const std::string& ste
   if (out.empty()) return absl::InvalidArgumentError("--out is required");
   const std::string root = Root(workdir);
   ASSIGN_OR_RETURN(int64_t s, PickStep(env, root, step.empty() ? "latest" : step));
-  ASSIGN_OR_RETURN(std::vector<ShardContents> shards, VerifyStep(env, StepDir(root, s)));
-  const state::ShardHeader& h = shards[0].header;
-  std::vector<float> params(static_cast<size_t>(h.total_size()));
-  for (const ShardContents& c : shards) {
-    for (const ShardBuffer& b : c.buffers) {
-      if (b.name == "params") std::copy(b.values.begin(), b.values.end(), params.begin() + c.header.begin());
-    }
-  }
+  std::vector<float> params;
+  VerifyOptions read_params;
+  read_params.on_header = [&](const state::ShardHeader& h) {
+    params.resize(static_cast<size_t>(h.total_size()));  // VerifyCheckpoint checks every shard agrees
+    return absl::OkStatus();
+  };
+  read_params.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
+    if (b.name() != kParamsBuffer) return Placement{};
+    return Placement{params.data() + h.begin(), 0, h.end() - h.begin()};
+  };
+  ASSIGN_OR_RETURN(VerifiedCheckpoint v, VerifyCheckpoint(env, StepDir(root, s), read_params));
+  const state::ShardHeader& h = v.headers[0];
   const std::vector<state::TensorEntry> tensors(h.tensors().begin(), h.tensors().end());
   RETURN_IF_ERROR(WriteFileAtomically(env, out, SafetensorsBytes(tensors, params, {{"format", "pt"}, {"step", absl::StrCat(s)}}),
                                       /*durable=*/true));
@@ -149,38 +131,25 @@ absl::Status Export(Env* env, const std::string& workdir, const std::string& ste
   return absl::OkStatus();
 }
 
+absl::Status Ckpt(const Args& args) {
+  if (args.positional.size() != 2) {
+    return absl::InvalidArgumentError("expected: shardline ckpt list|verify|export DIR (see --help)");
+  }
+  Env* env = Env::Default();
+  const std::string& verb = args.positional[0];
+  const std::string& dir = args.positional[1];
+  if (verb == "list") return List(env, dir);
+  if (verb == "verify") return Verify(env, dir, args.Get("step"));
+  if (verb == "export") return Export(env, dir, args.Get("step"), args.Get("out"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown ckpt command '", verb, "' (list, verify, export)"));
+}
+
 }  // namespace
 
 int CkptCommand(int argc, char** argv) {
   Args args;
   absl::Status parsed = ParseArgs(argc, argv, 2, {"step", "out"}, {}, "shardline ckpt", &args);
-  if (args.help) {
-    std::fputs(kHelp, stdout);
-    return 0;
-  }
-  absl::Status status = parsed;
-  if (status.ok() && args.positional.size() != 2) {
-    status = absl::InvalidArgumentError("expected: shardline ckpt list|verify|export DIR (see --help)");
-  }
-  if (status.ok()) {
-    Env* env = Env::Default();
-    const std::string& verb = args.positional[0];
-    const std::string& dir = args.positional[1];
-    if (verb == "list") {
-      status = List(env, dir);
-    } else if (verb == "verify") {
-      status = Verify(env, dir, args.Get("step"));
-    } else if (verb == "export") {
-      status = Export(env, dir, args.Get("step"), args.Get("out"));
-    } else {
-      status = absl::InvalidArgumentError(absl::StrCat("unknown ckpt command '", verb, "' (list, verify, export)"));
-    }
-  }
-  if (!status.ok()) {
-    std::fprintf(stderr, "shardline ckpt: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand(parsed, args, kHelp, "shardline ckpt", Ckpt);
 }
 
 }  // namespace shardline

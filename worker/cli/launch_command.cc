@@ -321,21 +321,12 @@ int LaunchCommand(int argc, char** argv) {
   Args args;
   absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workers", "workdir", "max_restarts"}, {"set"},
                                   "shardline launch", &args);
-  if (args.help) {
-    std::fputs(kHelp, stdout);
-    return 0;
-  }
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
-  absl::Status status = parsed.ok() ? Launch(args) : parsed;
-  if (!status.ok()) {
-    std::fprintf(stderr, "shardline launch: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand(parsed, args, kHelp, "shardline launch", Launch);
 }
 
 }  // namespace shardline

@@ -3,7 +3,7 @@
 #include "absl/strings/str_format.h"
 #include <algorithm>
 
-#include "common/checkpoint_dir.h"
+#include "common/checkpoint/checkpoint_dir.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/logging.h"
@@ -97,16 +97,7 @@ absl::Status Train(const Args& args) {
 int TrainCommand(int argc, char** argv) {
   Args args;
   absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workdir"}, {"set"}, "shardline train", &args);
-  if (args.help) {
-    std::fputs(kHelp, stdout);
-    return 0;
-  }
-  absl::Status status = parsed.ok() ? Train(args) : parsed;
-  if (!status.ok()) {
-    std::fprintf(stderr, "shardline train: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand(parsed, args, kHelp, "shardline train", Train);
 }
 
 }  // namespace shardline

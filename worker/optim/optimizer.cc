@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "common/checkpoint/buffer_names.h"
+
 namespace shardline {
 namespace {
 
@@ -11,7 +13,7 @@ class Sgd : public Optimizer {
  public:
   Sgd(const config::SgdConfig& c, const FlatLayout& layout, Range shard)
       : Optimizer(layout, shard), c_(c) {
-    momentum_.name = "momentum";
+    momentum_.name = kMomentumBuffer;
     momentum_.values.assign(static_cast<size_t>(shard.size()), 0.0f);
   }
 
@@ -58,8 +60,8 @@ class AdamW : public Optimizer {
  public:
   AdamW(const config::AdamWConfig& c, const FlatLayout& layout, Range shard)
       : Optimizer(layout, shard), c_(c) {
-    m_.name = "adam_m";
-    v_.name = "adam_v";
+    m_.name = kAdamMBuffer;
+    v_.name = kAdamVBuffer;
     m_.values.assign(static_cast<size_t>(shard.size()), 0.0f);
     v_.values.assign(static_cast<size_t>(shard.size()), 0.0f);
   }

@@ -25,7 +25,7 @@ namespace shardline {
 
 // One named state buffer, shard.size() floats, aligned with the shard.
 struct StateBuffer {
-  std::string name;  // "momentum", "adam_m", "adam_v"
+  std::string name;  // kMomentumBuffer, kAdamMBuffer, kAdamVBuffer (common/checkpoint/buffer_names.h)
   std::vector<float> values;
 };
 

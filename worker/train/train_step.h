@@ -111,12 +111,6 @@ inline bool Reached(int64_t agreed, int64_t steps_done) { return agreed != kNoSt
 BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step,
                             StepBuffers* buffers);
 
-// Runs step state->next_step and advances it. `with_norms` also computes
-// grad/update/param norms (always computes the grad norm when clipping).
-// `votes` are this rank's requested stop, checkpoint and eval steps; the
-// minimum over ranks of each comes back in agreed_*, so all ranks act at the
-// same step boundary without asking anyone. Fails only if a collective
-// fails; the state is then unusable until restored.
 // The votes of this rank, each a step count or kNoStep; the minimum over
 // the ranks' requests (kNoStep if no rank has one) of each comes back in
 // StepResult::agreed_*.
@@ -126,6 +120,12 @@ struct Votes {
   int64_t eval = 0;
 };
 
+// Runs step state->next_step and advances it. `with_norms` also computes
+// grad/update/param norms (always computes the grad norm when clipping).
+// `votes` are this rank's requested stop, checkpoint and eval steps; the
+// minimum over ranks of each comes back in agreed_*, so all ranks act at the
+// same step boundary without asking anyone. Fails only if a collective
+// fails; the state is then unusable until restored.
 absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, const Votes& votes,
                                      TrainState* state, StepBuffers* buffers);
 

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/match.h"
-#include "common/checkpoint_dir.h"
+#include "common/checkpoint/checkpoint_dir.h"
 #include "common/config.h"
 #include "tests/corruption.h"
 #include "worker/model/gemm.h"

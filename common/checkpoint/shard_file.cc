@@ -1,4 +1,4 @@
-#include "worker/checkpoint/shard_file.h"
+#include "common/checkpoint/shard_file.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -173,6 +174,10 @@ absl::Status WriteStaged(const std::vector<absl::string_view>& pieces, WritableF
 }  // namespace
 
 std::string ShardFileName(int rank, int world) { return absl::StrFormat("shard-%05d-of-%05d.ckpt", rank, world); }
+
+bool IsShardFileName(const std::string& name) {
+  return absl::StartsWith(name, "shard-") && absl::EndsWith(name, ".ckpt");
+}
 
 absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const std::string& name,
                                         ShardContents c, const ShardWriteOptions& options) {

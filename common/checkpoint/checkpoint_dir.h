@@ -6,8 +6,8 @@
 //   const std::string dir = StepDir(root, 1200);          // root/step_000000001200
 //   RETURN_IF_ERROR(WriteCommitted(env, dir, manifest));  // durable
 //   ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, root));
-#ifndef SHARDLINE_COMMON_CHECKPOINT_DIR_H_
-#define SHARDLINE_COMMON_CHECKPOINT_DIR_H_
+#ifndef SHARDLINE_COMMON_CHECKPOINT_CHECKPOINT_DIR_H_
+#define SHARDLINE_COMMON_CHECKPOINT_CHECKPOINT_DIR_H_
 
 #include <cstdint>
 #include <string>
@@ -53,4 +53,4 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(Env* env, const std::string&
 
 }  // namespace shardline
 
-#endif  // SHARDLINE_COMMON_CHECKPOINT_DIR_H_
+#endif  // SHARDLINE_COMMON_CHECKPOINT_CHECKPOINT_DIR_H_

@@ -4,11 +4,11 @@
 //
 //   ShardContents c;
 //   c.header = ...;                       // step, world, rank, range, tensors, position
-//   c.buffers = {{"params", shard_params}, {"momentum", momentum}};
+//   c.buffers = {{kParamsBuffer, shard_params}, {kMomentumBuffer, momentum}};
 //   ASSIGN_OR_RETURN(WrittenShard w, WriteShard(env, step_dir, "shard-00000-of-00002.ckpt", c));
 //   ASSIGN_OR_RETURN(ShardContents back, ReadShard(env, w.path));   // verifies every CRC
-#ifndef SHARDLINE_WORKER_CHECKPOINT_SHARD_FILE_H_
-#define SHARDLINE_WORKER_CHECKPOINT_SHARD_FILE_H_
+#ifndef SHARDLINE_COMMON_CHECKPOINT_SHARD_FILE_H_
+#define SHARDLINE_COMMON_CHECKPOINT_SHARD_FILE_H_
 
 #include <cstdint>
 #include <functional>
@@ -48,6 +48,8 @@ inline constexpr int64_t kShardBlockBytes = 1 << 20;
 
 // The file name of `rank` of `world`: "shard-00001-of-00004.ckpt".
 std::string ShardFileName(int rank, int world);
+// True for names of that form ("shard-*.ckpt"), any rank and world.
+bool IsShardFileName(const std::string& name);
 
 struct ShardWriteOptions {
   // Bytes covered by each payload CRC.
@@ -82,12 +84,6 @@ struct Placement {
 };
 using PlaceFn = std::function<absl::StatusOr<Placement>(const state::ShardHeader&, const state::BufferEntry&)>;
 
-// The same verification as ReadShard, reading each placed byte straight into
-// its destination. place(header, buffer) is called for every buffer, in
-// order, after the header is verified and before any payload is read; an
-// error from it is returned as is. Sets *checksum (may be null) like
-// WrittenShard::crc32c. Returns the header. On an error the destinations may
-// hold part of the shard.
 struct ShardReadOptions {
   // Payloads at least this large are read with the kernel asked to fetch
   // `prefetch_window` bytes ahead (RandomAccessFile::Prefetch) instead of
@@ -100,9 +96,16 @@ struct ShardReadOptions {
   int64_t prefetch_window = int64_t{16} << 20;
 };
 
+// The same verification as ReadShard, reading each placed byte straight into
+// its destination. place(header, buffer) is called for every buffer, in
+// order, after the header is verified and before any payload is read; an
+// error from it is returned as is. Sets *checksum (may be null) like
+// WrittenShard::crc32c. Returns the header. On an error the destinations may
+// hold part of the shard. Checks one file; VerifyCheckpoint
+// (common/checkpoint/verify.h) checks a whole committed checkpoint with it.
 absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& path, const PlaceFn& place,
                                                  uint32_t* checksum, const ShardReadOptions& options = {});
 
 }  // namespace shardline
 
-#endif  // SHARDLINE_WORKER_CHECKPOINT_SHARD_FILE_H_
+#endif  // SHARDLINE_COMMON_CHECKPOINT_SHARD_FILE_H_

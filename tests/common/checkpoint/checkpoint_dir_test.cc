@@ -1,4 +1,4 @@
-#include "common/checkpoint_dir.h"
+#include "common/checkpoint/checkpoint_dir.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "worker/checkpoint/shard_file.h"
+#include "common/checkpoint/shard_file.h"
 
 #include <gtest/gtest.h>
 

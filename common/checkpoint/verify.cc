@@ -1,0 +1,105 @@
+#include "common/checkpoint/verify.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/status_macros.h"
+
+namespace shardline {
+
+absl::Status CheckManifest(const state::CheckpointManifest& m, const std::string& step_dir) {
+  auto bad = [&](absl::string_view what) { return absl::DataLossError(absl::StrCat(step_dir, ": manifest ", what)); };
+  if (m.world_size() <= 0) return bad(absl::StrCat("names a world of ", m.world_size()));
+  if (m.shards_size() != m.world_size()) {
+    return bad(absl::StrCat("lists ", m.shards_size(), " shards for a world of ", m.world_size()));
+  }
+  std::vector<bool> seen(static_cast<size_t>(m.world_size()), false);
+  for (const state::ShardEntry& e : m.shards()) {
+    if (e.rank() < 0 || e.rank() >= m.world_size() || seen[static_cast<size_t>(e.rank())]) {
+      return bad(absl::StrCat("lists rank ", e.rank(), " out of range or twice"));
+    }
+    seen[static_cast<size_t>(e.rank())] = true;
+    if (e.file() != ShardFileName(e.rank(), m.world_size())) {
+      return bad(absl::StrCat("names '", e.file(), "' for rank ", e.rank(), "; expected ",
+                              ShardFileName(e.rank(), m.world_size())));
+    }
+    if (e.size() < 0) return bad(absl::StrCat("gives rank ", e.rank(), " a negative size"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckShardFiles(Env* env, const std::string& step_dir, const state::CheckpointManifest& m) {
+  for (const state::ShardEntry& e : m.shards()) {
+    const std::string path = step_dir + "/" + e.file();
+    absl::StatusOr<int64_t> size = env->GetFileSize(path);
+    if (!size.ok()) {
+      return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " of rank ", e.rank(), " is unreadable: ",
+                                              size.status().message()));
+    }
+    if (*size != e.size()) {
+      return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " is ", *size, " bytes; the manifest says ",
+                                              e.size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string& step_dir,
+                                                    const VerifyOptions& options) {
+  VerifiedCheckpoint out;
+  ASSIGN_OR_RETURN(out.manifest, ReadCommitted(env, step_dir));
+  const state::CheckpointManifest& m = out.manifest;
+  RETURN_IF_ERROR(CheckManifest(m, step_dir));
+  RETURN_IF_ERROR(CheckShardFiles(env, step_dir, m));
+  out.total_size = -1;
+  for (const state::ShardEntry& e : m.shards()) {
+    const std::string path = step_dir + "/" + e.file();
+    uint32_t checksum = 0;
+    bool header_checked = false;
+    auto check_header = [&](const state::ShardHeader& h) -> absl::Status {
+      auto bad = [&](absl::string_view what) { return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", what)); };
+      if (checksum != e.crc32c()) return bad("checksum does not match the manifest");
+      if (h.step() != m.step() || h.rank() != e.rank() || h.world_size() != m.world_size()) {
+        return bad(absl::StrCat("holds step ", h.step(), " rank ", h.rank(), " of ", h.world_size(),
+                                "; the manifest says step ", m.step(), " rank ", e.rank(), " of ", m.world_size()));
+      }
+      if (out.total_size >= 0 && h.total_size() != out.total_size) {
+        return bad(absl::StrCat("holds a model of ", h.total_size(), " parameters; other shards have ", out.total_size));
+      }
+      if (h.begin() < 0 || h.begin() > h.end() || h.end() > h.total_size()) {
+        return bad(absl::StrCat("range [", h.begin(), ", ", h.end(), ") is not inside the model's ", h.total_size()));
+      }
+      out.total_size = h.total_size();
+      header_checked = true;
+      return options.on_header ? options.on_header(h) : absl::OkStatus();
+    };
+    absl::StatusOr<state::ShardHeader> header = ReadShardInto(
+        env, path,
+        [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
+          if (!header_checked) RETURN_IF_ERROR(check_header(h));
+          return options.place ? options.place(h, b) : Placement{};
+        },
+        &checksum);
+    if (!header.ok()) return header.status();
+    if (!header_checked) RETURN_IF_ERROR(check_header(*header));  // a shard without buffers
+    out.headers.push_back(*std::move(header));
+  }
+  // The ranges must tile [0, total).
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const state::ShardHeader& h : out.headers) ranges.emplace_back(h.begin(), h.end());
+  std::sort(ranges.begin(), ranges.end());
+  int64_t covered = 0;
+  for (const auto& [begin, end] : ranges) {
+    if (begin != covered) break;
+    covered = end;
+  }
+  if (covered != out.total_size) {
+    return absl::DataLossError(absl::StrCat(step_dir, ": shards cover [0, ", covered, ") of ", out.total_size,
+                                            " parameters without a gap or overlap"));
+  }
+  return out;
+}
+
+}  // namespace shardline
