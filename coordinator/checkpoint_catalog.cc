@@ -107,23 +107,19 @@ absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::
   if (was_bad) RETURN_IF_ERROR(store_->Delete(absl::StrCat(kBadPrefix, StepDirName(step)), /*sync=*/true));
   SLOG(INFO) << "committed checkpoint at step " << step << " (" << m.shards_size() << " shards)"
              << (best ? absl::StrCat(", the new best: ", options_.policy.best_metric(), " ", best_value) : "");
-  if (best) RETURN_IF_ERROR(WriteBest(env, options_.root, step, best_value));
-  const int64_t best_step = ReadBestStep(env, options_.root);
   ASSIGN_OR_RETURN(std::vector<int64_t> deleted,
-                   ApplyRetention(env, options_.root, options_.policy,
-                                  best_step >= 0 ? std::vector<int64_t>{best_step} : std::vector<int64_t>{}));
+                   FinishCommit(env, options_.root, options_.policy, step, best, best_value));
   {
     absl::MutexLock lock(&mu_);
     for (int64_t d : deleted) committed_.erase(d);
   }
   for (int64_t d : deleted) RETURN_IF_ERROR(store_->Delete(absl::StrCat(kCheckpointPrefix, StepDirName(d)), false));
-  return DeleteUncommitted(env, options_.root, step);
+  return absl::OkStatus();
 }
 
-int64_t CheckpointCatalog::NoteBad(int64_t step) {
+bool CheckpointCatalog::NoteBad(int64_t step) {
   absl::MutexLock lock(&mu_);
-  bad_.insert(step);
-  return LatestGoodLocked();
+  return bad_.insert(step).second;
 }
 
 absl::Status CheckpointCatalog::PersistBad(int64_t step, const std::string& reason) {

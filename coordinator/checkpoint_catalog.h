@@ -63,10 +63,10 @@ class CheckpointCatalog {
   absl::Status Commit(int64_t step, int world_size, const std::string& job_id,
                       const std::map<int, coordinator::SavedShard>& shards);
 
-  // Memory only: `step` is no longer a restore point. Returns the step the
-  // next world restores instead (0: from scratch). Make it durable with
-  // PersistBad.
-  int64_t NoteBad(int64_t step);
+  // Memory only: `step` is no longer a restore point (Restore() and
+  // latest_good() move to an older one). Returns false if it was already
+  // marked. Make it durable with PersistBad.
+  bool NoteBad(int64_t step);
   absl::Status PersistBad(int64_t step, const std::string& reason);
 
   RestorePoint Restore() const;

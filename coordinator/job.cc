@@ -300,11 +300,11 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
     }
   }
   for (const coordinator::SavedShard& saved : r.saved()) ShardSaved(r.rank(), saved, later);
-  if (r.bad_checkpoint_step() > 0) {
-    // Memory first, so the next world is handed the fallback; the mark is
-    // made durable after the lock is released.
+  // Memory first, so the next world is handed the fallback; the mark is made
+  // durable after the lock is released. Only the first report of a step acts.
+  if (r.bad_checkpoint_step() > 0 && catalog_.NoteBad(r.bad_checkpoint_step())) {
     const int64_t bad_step = r.bad_checkpoint_step();
-    const int64_t fallback = catalog_.NoteBad(bad_step);
+    const int64_t fallback = catalog_.latest_good();
     later->bad_step = bad_step;
     later->bad_reason = r.bad_checkpoint_reason();
     SLOG(ERROR) << "checkpoint at step " << bad_step << " failed verification on rank " << r.rank() << ": "

@@ -93,4 +93,15 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(Env* env, const std::string&
   return deleted;
 }
 
+absl::StatusOr<std::vector<int64_t>> FinishCommit(Env* env, const std::string& root,
+                                                  const config::CheckpointConfig& policy, int64_t step,
+                                                  bool new_best, double best_value) {
+  if (new_best) RETURN_IF_ERROR(WriteBest(env, root, step, best_value));
+  const int64_t best = ReadBestStep(env, root);
+  ASSIGN_OR_RETURN(std::vector<int64_t> deleted,
+                   ApplyRetention(env, root, policy, best >= 0 ? std::vector<int64_t>{best} : std::vector<int64_t>{}));
+  RETURN_IF_ERROR(DeleteUncommitted(env, root, step));
+  return deleted;
+}
+
 }  // namespace shardline

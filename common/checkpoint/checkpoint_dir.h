@@ -51,6 +51,14 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(Env* env, const std::string&
                                                     const config::CheckpointConfig& policy,
                                                     const std::vector<int64_t>& also_keep = {});
 
+// The steps after `step`'s COMMITTED file is durable, shared by every
+// committer: records `step` in root/BEST if `new_best`, applies the policy
+// (never deleting the step BEST names), and deletes uncommitted directories
+// below `step`. Returns the steps retention deleted.
+absl::StatusOr<std::vector<int64_t>> FinishCommit(Env* env, const std::string& root,
+                                                  const config::CheckpointConfig& policy, int64_t step,
+                                                  bool new_best, double best_value);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_COMMON_CHECKPOINT_CHECKPOINT_DIR_H_

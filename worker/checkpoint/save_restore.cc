@@ -28,11 +28,7 @@ absl::Status LocalCommitter::ShardSaved(int64_t step, int rank, int world, const
   RETURN_IF_ERROR(CheckShardFiles(env_, dir, m));
   RETURN_IF_ERROR(WriteCommitted(env_, dir, m));
   SLOG(INFO) << "committed checkpoint at step " << step << (shard.best ? " (new best)" : "");
-  if (shard.best) RETURN_IF_ERROR(WriteBest(env_, root_, step, shard.best_value));
-  const int64_t best = ReadBestStep(env_, root_);
-  ASSIGN_OR_RETURN(std::vector<int64_t> deleted,
-                   ApplyRetention(env_, root_, policy_, best >= 0 ? std::vector<int64_t>{best} : std::vector<int64_t>{}));
-  return DeleteUncommitted(env_, root_, step);
+  return FinishCommit(env_, root_, policy_, step, shard.best, shard.best_value).status();
 }
 
 ShardContents SnapshotShard(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
