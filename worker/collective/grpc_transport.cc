@@ -31,11 +31,6 @@ constexpr uint64_t kPoisonTag = ~uint64_t{0};
 constexpr absl::Duration kGenerationWait = absl::Seconds(30);
 // How long closing a stream may take to flush frames still queued.
 constexpr absl::Duration kDrainTimeout = absl::Seconds(5);
-// HTTP/2 keepalive: a peer whose process stops answering (SIGSTOP, a hung
-// host, a partition) fails its connections within about time + timeout,
-// even while no operation is waiting on it directly.
-constexpr int kKeepaliveTimeMs = 1000;
-constexpr int kKeepaliveTimeoutMs = 2000;
 
 // Data-plane settings shared by both ends of a Push stream, as
 // (name, value) pairs. The reasons:
@@ -53,21 +48,23 @@ std::vector<std::pair<std::string, int>> DataPlaneArgs() {
           {GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 4 << 20}};
 }
 
-void SetKeepalive(grpc::ChannelArguments* args) {
-  args->SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
-  args->SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
-  args->SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  args->SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+// Keepalive settings (TransportServerOptions), shared by both ends.
+std::vector<std::pair<std::string, int>> KeepaliveArgs(const TransportServerOptions& o) {
+  return {{GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(absl::ToInt64Milliseconds(o.keepalive_time))},
+          {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(absl::ToInt64Milliseconds(o.keepalive_timeout))},
+          {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1},
+          {GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0}};
 }
 
 // One long-lived Push stream to a peer, fed by its own thread. On a write
 // failure it calls on_broken(why) once, outside its lock.
 class PeerStream {
  public:
-  PeerStream(int peer, const std::string& address, std::function<void(const std::string&)> on_broken)
+  PeerStream(int peer, const std::string& address, const TransportServerOptions& options,
+             std::function<void(const std::string&)> on_broken)
       : peer_(peer), address_(address), on_broken_(std::move(on_broken)) {
     grpc::ChannelArguments args = DefaultChannelArguments();
-    SetKeepalive(&args);
+    for (const auto& [name, value] : KeepaliveArgs(options)) args.SetInt(name, value);
     for (const auto& [name, value] : DataPlaneArgs()) args.SetInt(name, value);
     // A connection of our own, not shared with other generations' channels.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -178,8 +175,8 @@ class PeerStream {
 // into it.
 class Generation {
  public:
-  Generation(uint64_t generation, int rank, std::vector<std::string> peers)
-      : generation_(generation), rank_(rank), peers_(std::move(peers)),
+  Generation(uint64_t generation, int rank, std::vector<std::string> peers, const TransportServerOptions& options)
+      : generation_(generation), rank_(rank), peers_(std::move(peers)), options_(options),
         box_(static_cast<int>(peers_.size())), streams_(peers_.size()) {}
 
   uint64_t generation() const { return generation_; }
@@ -248,7 +245,7 @@ class Generation {
     if (shutdown_) return nullptr;
     auto& s = streams_[static_cast<size_t>(peer)];
     if (s == nullptr) {
-      s = std::make_unique<PeerStream>(peer, peers_[static_cast<size_t>(peer)], [this, peer](const std::string& why) {
+      s = std::make_unique<PeerStream>(peer, peers_[static_cast<size_t>(peer)], options_, [this, peer](const std::string& why) {
         box_.MarkGone(peer, why);
         Fail(absl::StrCat("peer rank ", peer, " is gone: ", why, " (reported by rank ", rank_, ")"));
       });
@@ -266,6 +263,7 @@ class Generation {
   const uint64_t generation_;
   const int rank_;
   const std::vector<std::string> peers_;
+  const TransportServerOptions options_;
   Mailbox box_;
   SendTracker tracker_;
   absl::Mutex mu_;
@@ -346,6 +344,8 @@ class GrpcTransport : public Transport {
 class TransportServer::Impl : public grpc::Service {
  public:
   Impl();
+
+  TransportServerOptions options;  // set once, before the server starts
 
   // The generation `generation`, waiting a while if this process has not
   // reached it yet; null for an older generation or after the wait.
@@ -486,18 +486,19 @@ TransportServer::~TransportServer() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const std::string& listen) {
+absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const std::string& listen,
+                                                                        const TransportServerOptions& options) {
   auto impl = std::make_unique<Impl>();
+  impl->options = options;
   std::vector<std::pair<std::string, int>> args = DataPlaneArgs();
+  const std::vector<std::pair<std::string, int>> keepalive = KeepaliveArgs(options);
+  args.insert(args.end(), keepalive.begin(), keepalive.end());
   args.insert(args.end(), {
-      {GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs},
-       {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs},
-       {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1},
-       {GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0},
-       // Accept the peers' 1 s keepalive pings instead of closing the
-       // connection for "too many pings".
-       {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, kKeepaliveTimeMs / 2},
-       {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0}});
+      // Accept the peers' keepalive pings instead of closing the connection
+      // for "too many pings".
+      {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+       static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time) / 2)},
+      {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0}});
   absl::StatusOr<GrpcServer> server = StartGrpcServer(listen, {impl.get()}, args);
   if (!server.ok()) return server.status();
   impl->grpc = std::move(*server);
@@ -511,7 +512,7 @@ absl::StatusOr<std::unique_ptr<Transport>> TransportServer::Connect(uint64_t gen
   if (rank < 0 || rank >= static_cast<int>(peers.size())) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not in a world of ", peers.size()));
   }
-  auto gen = std::make_shared<Generation>(generation, rank, std::move(peers));
+  auto gen = std::make_shared<Generation>(generation, rank, std::move(peers), impl_->options);
   absl::Status installed = impl_->Install(gen);
   if (!installed.ok()) return installed;
   return std::unique_ptr<Transport>(new GrpcTransport(std::move(gen)));
