@@ -58,6 +58,12 @@ class WritableFile {
 // The alignment of NewUnbufferedFile's appends: offsets, sizes and memory.
 inline constexpr size_t kUnbufferedAlignment = 4096;
 
+// An exclusive lock on a file, held until this object is destroyed.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -99,6 +105,11 @@ class Env {
   virtual absl::Status DeleteFile(const std::string& path) = 0;
   // Deletes `path` and everything under it. OK if it does not exist.
   virtual absl::Status DeleteRecursively(const std::string& path) = 0;
+
+  // Takes an exclusive advisory lock on `path` (created if missing), held
+  // until the returned object is destroyed. FAILED_PRECONDITION if anyone,
+  // in this process or another, holds it already.
+  virtual absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path) = 0;
 
   // Monotonic clock in microseconds.
   virtual int64_t NowMicros() = 0;

@@ -42,6 +42,7 @@ class EnvWrapper : public Env {
   absl::StatusOr<int64_t> GetFileSize(const std::string& p) override { return target_->GetFileSize(p); }
   absl::Status DeleteFile(const std::string& p) override { return target_->DeleteFile(p); }
   absl::Status DeleteRecursively(const std::string& p) override { return target_->DeleteRecursively(p); }
+  absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& p) override { return target_->LockFile(p); }
   int64_t NowMicros() override { return target_->NowMicros(); }
   void SleepForMicros(int64_t m) override { target_->SleepForMicros(m); }
 

@@ -1,6 +1,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -177,6 +178,17 @@ class PosixRandomAccessFile : public RandomAccessFile {
   const int64_t size_;
 };
 
+// flock: held per open file, so a second LockFile in the same process
+// conflicts too (fcntl locks would not).
+class PosixFileLock : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override { close(fd_); }  // closing releases the lock
+
+ private:
+  const int fd_;
+};
+
 class PosixEnv : public Env {
  public:
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
@@ -308,6 +320,18 @@ class PosixEnv : public Env {
       return absl::OkStatus();
     }
     return DeleteFile(path);
+  }
+
+  absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path) override {
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return PosixError(absl::StrCat("open ", path), errno);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      close(fd);
+      if (err == EWOULDBLOCK) return absl::FailedPreconditionError(absl::StrCat(path, " is locked by another holder"));
+      return PosixError(absl::StrCat("lock ", path), err);
+    }
+    return std::unique_ptr<FileLock>(new PosixFileLock(fd));
   }
 
   int64_t NowMicros() override {

@@ -1,6 +1,7 @@
 #include "coordinator/job_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "rocksdb/db.h"
 
 namespace shardline {
@@ -9,10 +10,6 @@ namespace {
 absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what, absl::string_view dir) {
   if (s.ok()) return absl::OkStatus();
   const std::string msg = absl::StrCat(what, " in job store ", dir, ": ", s.ToString());
-  if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(msg, " (is another coordinator using this workdir?)"));
-  }
   if (s.IsCorruption()) return absl::DataLossError(msg);
   return absl::InternalError(msg);
 }
@@ -21,12 +18,21 @@ rocksdb::Slice ToSlice(absl::string_view v) { return rocksdb::Slice(v.data(), v.
 
 }  // namespace
 
-JobStore::JobStore(std::unique_ptr<rocksdb::DB> db, std::string dir)
-    : db_(std::move(db)), dir_(std::move(dir)) {}
+JobStore::JobStore(std::unique_ptr<FileLock> lock, std::unique_ptr<rocksdb::DB> db, std::string dir)
+    : lock_(std::move(lock)), db_(std::move(db)), dir_(std::move(dir)) {}
 
 JobStore::~JobStore() = default;
 
-absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& dir, Env* env) {
+  // Our own lock, taken first, decides "in use" by its error code; RocksDB's
+  // LOCK would say so only in the wording of an IOError.
+  RETURN_IF_ERROR(env->CreateDirs(dir));
+  absl::StatusOr<std::unique_ptr<FileLock>> lock = env->LockFile(dir + "/SHARDLINE_LOCK");
+  if (absl::IsFailedPrecondition(lock.status())) {
+    return absl::FailedPreconditionError(absl::StrCat("job store ", dir, " is in use (is another coordinator using "
+                                                      "this workdir?)"));
+  }
+  if (!lock.ok()) return lock.status();
   rocksdb::Options options;
   options.create_if_missing = true;
   options.max_open_files = 64;
@@ -34,7 +40,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& dir)
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) return FromRocks(s, "open", dir);
-  return std::unique_ptr<JobStore>(new JobStore(std::unique_ptr<rocksdb::DB>(raw), dir));
+  return std::unique_ptr<JobStore>(new JobStore(std::move(*lock), std::unique_ptr<rocksdb::DB>(raw), dir));
 }
 
 absl::StatusOr<std::optional<std::string>> JobStore::Get(absl::string_view key) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/env.h"
 
 namespace rocksdb {
 class DB;
@@ -27,10 +28,11 @@ namespace shardline {
 
 class JobStore {
  public:
-  // Opens (creating if needed) the database in `dir`. RocksDB locks the
-  // directory: a second opener (another coordinator on the same workdir) gets
-  // kFailedPrecondition naming the directory.
-  static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& dir);
+  // Opens (creating if needed) the database in `dir`, holding the lock file
+  // `dir`/SHARDLINE_LOCK while open: a second opener (another coordinator on
+  // the same workdir, in any process) gets kFailedPrecondition naming the
+  // directory.
+  static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& dir, Env* env = Env::Default());
   ~JobStore();
 
   // nullopt if the key was never written (or was deleted).
@@ -42,7 +44,8 @@ class JobStore {
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List(absl::string_view prefix);
 
  private:
-  JobStore(std::unique_ptr<rocksdb::DB> db, std::string dir);
+  JobStore(std::unique_ptr<FileLock> lock, std::unique_ptr<rocksdb::DB> db, std::string dir);
+  std::unique_ptr<FileLock> lock_;  // released after db_ closes
   std::unique_ptr<rocksdb::DB> db_;
   std::string dir_;
 };

@@ -31,33 +31,32 @@ absl::Status LocalCommitter::ShardSaved(int64_t step, int rank, int world, const
   return FinishCommit(env_, root_, policy_, step, shard.best, shard.best_value).status();
 }
 
-ShardContents SnapshotShard(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
-                            Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id,
-                            const BestSoFar& best) {
-  const Range shard = optimizer.shard();
+ShardContents SnapshotShard(const ShardSource& source) {
+  const Range shard = source.optimizer->shard();
   ShardContents c;
-  if (best.step >= 0) {
-    c.header.set_best_step(best.step);
-    c.header.set_best_value(best.value);
+  if (source.best.step >= 0) {
+    c.header.set_best_step(source.best.step);
+    c.header.set_best_value(source.best.value);
   }
-  c.header.set_step(step);
-  c.header.set_world_size(world);
-  c.header.set_rank(rank);
-  c.header.set_job_id(job_id);
-  c.header.set_total_size(layout.total_size());
+  c.header.set_step(source.step);
+  c.header.set_world_size(source.world);
+  c.header.set_rank(source.rank);
+  c.header.set_job_id(source.job_id);
+  c.header.set_total_size(source.layout->total_size());
   c.header.set_begin(shard.begin);
   c.header.set_end(shard.end);
-  c.header.set_optimizer_steps(step);
-  *c.header.mutable_data_position() = position;
-  for (const TensorInfo& t : layout.tensors()) {
+  c.header.set_optimizer_steps(source.step);
+  *c.header.mutable_data_position() = source.position;
+  for (const TensorInfo& t : source.layout->tensors()) {
     state::TensorEntry* e = c.header.add_tensors();
     e->set_name(t.name);
     for (int64_t d : t.shape) e->add_shape(d);
     e->set_dtype("f32");
     e->set_offset(t.offset);
   }
-  c.buffers.push_back({kParamsBuffer, std::vector<float>(params + shard.begin, params + shard.end)});
-  for (StateBuffer* b : optimizer.state()) c.buffers.push_back({b->name, b->values});
+  c.buffers.push_back(
+      {kParamsBuffer, std::vector<float>(source.params + shard.begin, source.params + shard.end)});
+  for (StateBuffer* b : source.optimizer->state()) c.buffers.push_back({b->name, b->values});
   return c;
 }
 
@@ -84,20 +83,18 @@ absl::Status ShardSaver::Wait() {
   return s;
 }
 
-absl::Status ShardSaver::Save(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
-                              Optimizer& optimizer, const state::DataPosition& position,
-                              const std::string& job_id, const BestSoFar& best) {
+absl::Status ShardSaver::Save(const ShardSource& source) {
   const auto start = std::chrono::steady_clock::now();
   absl::Status previous = Wait();
   if (previous.ok() && !async_) {
-    previous = WriteAndReport(SnapshotShard(step, rank, world, layout, params, optimizer, position, job_id, best));
+    previous = WriteAndReport(SnapshotShard(source));
   } else if (previous.ok()) {
     {
       absl::MutexLock lock(&mu_);
       snapshot_pending_ = true;
     }
-    thread_ = std::thread([=, &layout, &optimizer] {
-      ShardContents c = SnapshotShard(step, rank, world, layout, params, optimizer, position, job_id, best);
+    thread_ = std::thread([this, source] {
+      ShardContents c = SnapshotShard(source);
       {
         absl::MutexLock lock(&mu_);
         snapshot_pending_ = false;

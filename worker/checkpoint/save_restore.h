@@ -2,7 +2,8 @@
 // state from a committed checkpoint written by any world size.
 //
 //   ShardSaver saver(env, root, &committer, /*async=*/true);   // committer: a CheckpointSink
-//   RETURN_IF_ERROR(saver.Save(step, rank, world, layout, params.data(), *optimizer, position, job_id));
+//   ShardSource source{step, rank, world, &layout, params.data(), optimizer.get(), position, job_id};
+//   RETURN_IF_ERROR(saver.Save(source));
 //   saver.AwaitSnapshot();           // before the optimizer changes the state
 //   RETURN_IF_ERROR(saver.Wait());   // the sink was told; it commits when all ranks are in
 //
@@ -56,13 +57,25 @@ struct BestSoFar {
   double value = 0;
 };
 
-// A copy of this rank's shard of the training state at `step`: the
-// optimizer's shard of `params` (the full working copy), its state, the data
-// position and the model's tensor table. Training may go on changing the
-// originals once this returns.
-ShardContents SnapshotShard(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
-                            Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id,
-                            const BestSoFar& best = {});
+// What one rank saves at one step. The pointers are borrowed: `params` (the
+// full working copy, `layout.total_size()` floats) and `optimizer` must stay
+// alive, and unchanged, until the snapshot is taken.
+struct ShardSource {
+  int64_t step = 0;
+  int rank = 0;
+  int world = 1;
+  const FlatLayout* layout = nullptr;
+  const float* params = nullptr;
+  Optimizer* optimizer = nullptr;
+  state::DataPosition position;
+  std::string job_id;
+  BestSoFar best;
+};
+
+// A copy of this rank's shard of the training state: the optimizer's shard
+// of `params`, its state, the data position and the model's tensor table.
+// Training may go on changing the originals once this returns.
+ShardContents SnapshotShard(const ShardSource& source);
 
 // Writes a snapshot to root/step_<step>/shard-<rank>-of-<world>.ckpt.
 absl::StatusOr<WrittenShard> WriteSnapshot(Env* env, const std::string& root, ShardContents snapshot);
@@ -81,12 +94,10 @@ class ShardSaver {
       : env_(env), root_(std::move(root)), sink_(sink), async_(async) {}
   ~ShardSaver();  // waits for a save in flight
 
-  // Saves this rank's shard at `step`. `params` and `optimizer` must stay
-  // unchanged until AwaitSnapshot() returns. Returns the error of the
+  // Saves this rank's shard at `source.step`. What `source` points to must
+  // stay unchanged until AwaitSnapshot() returns. Returns the error of the
   // previous background save, if it failed.
-  absl::Status Save(int64_t step, int rank, int world, const FlatLayout& layout, const float* params,
-                    Optimizer& optimizer, const state::DataPosition& position, const std::string& job_id,
-                    const BestSoFar& best = {});
+  absl::Status Save(const ShardSource& source);
   // Blocks until the snapshot of the save in flight (if any) is taken.
   void AwaitSnapshot();
   // Waits for the save in flight; returns its result.

@@ -218,9 +218,17 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     if (!options.checkpoint_root.empty() && save_due && state.next_step != last_saved) {
       // Snapshot, write and report happen in the background; the next
       // step waits for the snapshot before its optimizer update.
-      RETURN_IF_ERROR(saver.Save(state.next_step, comm.rank(), comm.world_size(), model.layout(),
-                                 state.params.data(), *optimizer, pipeline.Position(state.next_step), options.job_id,
-                                 best));
+      ShardSource source;
+      source.step = state.next_step;
+      source.rank = comm.rank();
+      source.world = comm.world_size();
+      source.layout = &model.layout();
+      source.params = state.params.data();
+      source.optimizer = optimizer.get();
+      source.position = pipeline.Position(state.next_step);
+      source.job_id = options.job_id;
+      source.best = best;
+      RETURN_IF_ERROR(saver.Save(source));
       last_saved = state.next_step;
       last_save_time = std::chrono::steady_clock::now();
     }

@@ -109,7 +109,12 @@ struct TrainResult {
 // Number of steps the config asks for on a training split of `num_examples`.
 int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples);
 
-// Trains from scratch per `config` (already validated) on `data`.
+// Trains per `config` (already validated) on `data`: from
+// `options.restore_dir` if set, else from checkpoint.init_from or scratch,
+// to the config's last step or an agreed stop. Errors: DATA_LOSS when the
+// checkpoint to restore fails verification; FAILED_PRECONDITION when the
+// loss stops being finite (NanGuard); what a collective returns when the
+// world breaks (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED).
 absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const FashionMnist& data,
                                         Collectives& comm, const TrainOptions& options);
 

@@ -1,0 +1,118 @@
+#include "worker/control/heartbeat.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
+#include "common/logging.h"
+
+namespace shardline {
+
+Heartbeat::Heartbeat(coordinator::Coordinator::StubInterface* stub, HeartbeatOptions options)
+    : options_(std::move(options)), stop_request_(options_.stop_at) {
+  stream_ = stub->Heartbeat(&ctx_);
+  SendReport({});  // the coordinator learns of the stream from its first report
+  reader_ = std::thread([this] { ReadLoop(); });
+  sender_ = std::thread([this] { SendLoop(); });
+}
+
+Heartbeat::~Heartbeat() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  ctx_.TryCancel();
+  if (sender_.joinable()) sender_.join();
+  if (reader_.joinable()) reader_.join();
+}
+
+void Heartbeat::ReportStuck(const std::string& what) {
+  absl::MutexLock lock(&mu_);
+  stuck_ = what;
+}
+
+bool Heartbeat::SendReport(const LastReport& last) {
+  coordinator::WorkerReport r;
+  r.set_rank(options_.rank);
+  r.set_generation(options_.generation);
+  r.set_steps_done(steps_done_.load());
+  r.set_total_steps(total_steps_.load());
+  r.set_finished(last.finished);
+  r.set_fatal_error(last.fatal_error);
+  r.set_bad_checkpoint_step(last.bad_checkpoint_step);
+  r.set_bad_checkpoint_reason(last.bad_checkpoint_reason);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stuck_.empty()) r.set_watchdog(stuck_);
+  }
+  outbox_.DrainInto(&r);
+  absl::MutexLock lock(&write_mu_);
+  return stream_->Write(r);
+}
+
+void Heartbeat::SendLoop() {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    auto closing = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closing_; };
+    if (mu_.AwaitWithTimeout(absl::Condition(&closing), options_.interval)) return;
+    mu_.Unlock();
+    const bool ok = SendReport({});
+    mu_.Lock();
+    if (!ok && !closing_) {
+      mu_.Unlock();
+      Abandon("the heartbeat stream to the coordinator broke");
+      mu_.Lock();
+      return;
+    }
+  }
+}
+
+void Heartbeat::ReadLoop() {
+  coordinator::CoordinatorCommand c;
+  while (stream_->Read(&c)) {
+    if (c.stop_at() > 0) stop_request_.store(c.stop_at());
+    if (c.checkpoint_at() > 0) checkpoint_request_.store(c.checkpoint_at());
+    if (c.eval_at() > 0) eval_request_.store(c.eval_at());
+    if (c.new_generation() > 0) {
+      Abandon(absl::StrCat("the coordinator moved the world to generation ", c.new_generation()));
+    }
+  }
+  bool closing;
+  {
+    absl::MutexLock lock(&mu_);
+    closing = closing_;
+  }
+  if (!closing) Abandon("the coordinator ended the heartbeat stream");
+}
+
+void Heartbeat::Abandon(const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!abandoned_.empty()) return;
+    abandoned_ = why;
+  }
+  SLOG(WARNING) << "leaving generation " << options_.generation << ": " << why;
+  if (options_.on_abandon) options_.on_abandon(why);
+}
+
+std::string Heartbeat::abandoned() {
+  absl::MutexLock lock(&mu_);
+  return abandoned_;
+}
+
+absl::Status Heartbeat::Close(const LastReport& last) {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  if (sender_.joinable()) sender_.join();
+  bool ok = SendReport(last);
+  {
+    absl::MutexLock lock(&write_mu_);
+    ok = stream_->WritesDone() && ok;
+  }
+  if (reader_.joinable()) reader_.join();  // the coordinator ends the stream
+  const grpc::Status s = stream_->Finish();
+  if (!ok) return absl::UnavailableError("could not deliver the last report to the coordinator");
+  return FromGrpcStatus(s);
+}
+
+}  // namespace shardline

@@ -1,0 +1,112 @@
+// One generation's heartbeat stream to the coordinator: the worker's
+// progress, metric records and saved shards go out every `interval`; the
+// coordinator's decisions come in (stop, checkpoint and eval steps, a new
+// generation).
+//
+//   HeartbeatOptions o;
+//   o.rank = world.rank();  o.generation = world.generation();  o.stop_at = world.stop_at();
+//   o.on_abandon = [&](const std::string& why) { transport->Shutdown(); };
+//   Heartbeat hb(client.stub(), o);
+//   options.stop_request = hb.stop_request();  options.metrics = hb.outbox();
+//   ... RunTraining ...
+//   hb.Close({.finished = true});
+#ifndef SHARDLINE_WORKER_CONTROL_HEARTBEAT_H_
+#define SHARDLINE_WORKER_CONTROL_HEARTBEAT_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "worker/control/outbox.h"
+
+namespace shardline {
+
+struct HeartbeatOptions {
+  int rank = 0;
+  uint64_t generation = 0;
+  // The stop step the coordinator handed out at registration (kNoStep: none).
+  int64_t stop_at = 0;
+  // Time between reports. The coordinator's heartbeat deadline must be
+  // several of these.
+  absl::Duration interval = absl::Milliseconds(100);
+  // Called once, on a reader or sender thread, when the generation is
+  // abandoned: the coordinator moved to a new generation or the stream
+  // broke. Must make the training loop fail fast (shut the transport down).
+  std::function<void(const std::string& why)> on_abandon;
+};
+
+// The last report of a generation. At most one of the outcomes is set; none:
+// the worker leaves without a verdict (the coordinator treats it as lost).
+struct LastReport {
+  bool finished = false;             // the run completed
+  std::string fatal_error;           // a failure a restart would repeat: fails the job
+  int64_t bad_checkpoint_step = 0;   // > 0: that checkpoint failed verification here
+  std::string bad_checkpoint_reason;
+};
+
+// Thread-safe. The stream opens in the constructor (the first report tells
+// the coordinator of it) and is cancelled by the destructor if not closed.
+class Heartbeat {
+ public:
+  Heartbeat(coordinator::Coordinator::StubInterface* stub, HeartbeatOptions options);
+  ~Heartbeat();
+
+  // The coordinator's decisions, as the training loop reads them.
+  std::atomic<int64_t>* stop_request() { return &stop_request_; }
+  std::atomic<int64_t>* checkpoint_request() { return &checkpoint_request_; }
+  std::atomic<int64_t>* eval_request() { return &eval_request_; }
+  // Written by the training loop; reported as progress.
+  std::atomic<int64_t>* steps_done() { return &steps_done_; }
+  void set_total_steps(int64_t total) { total_steps_ = total; }
+  // Metric records and saved shards to send with the next report.
+  Outbox* outbox() { return &outbox_; }
+
+  // The watchdog's complaint, sent with every report from now on; the
+  // coordinator then treats this worker as lost.
+  void ReportStuck(const std::string& what);
+
+  // Sends `last`, closes the stream and waits for the coordinator to end it.
+  // Returns UNAVAILABLE if the report could not be delivered. Call once.
+  absl::Status Close(const LastReport& last);
+
+  // Why the generation was abandoned ("" if it was not).
+  std::string abandoned();
+
+ private:
+  void SendLoop();
+  void ReadLoop();
+  bool SendReport(const LastReport& last);
+  void Abandon(const std::string& why);
+
+  const HeartbeatOptions options_;
+  std::atomic<int64_t> stop_request_;
+  std::atomic<int64_t> steps_done_{0};
+  std::atomic<int64_t> checkpoint_request_{0};
+  std::atomic<int64_t> eval_request_{0};
+  std::atomic<int64_t> total_steps_{0};
+  Outbox outbox_;
+
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriterInterface<coordinator::WorkerReport, coordinator::CoordinatorCommand>>
+      stream_;
+
+  absl::Mutex mu_;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  std::string abandoned_ ABSL_GUARDED_BY(mu_);
+  std::string stuck_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex write_mu_;  // one writer on the stream at a time
+
+  std::thread sender_;
+  std::thread reader_;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_CONTROL_HEARTBEAT_H_

@@ -1,0 +1,206 @@
+#include "worker/lifecycle/worker_lifecycle.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "worker/collective/ring.h"
+#include "worker/control/coordinator_client.h"
+#include "worker/control/heartbeat.h"
+#include "worker/data/dataset.h"
+#include "worker/lifecycle/generation_observer.h"
+#include "worker/lifecycle/watchdog.h"
+#include "worker/model/gemm.h"
+#include "worker/train/train_loop.h"
+
+namespace shardline {
+
+GenerationEnd ClassifyGenerationEnd(const absl::Status& result, bool restoring) {
+  if (result.ok()) return GenerationEnd::kFinished;
+  if (absl::IsDataLoss(result) && restoring) return GenerationEnd::kBadCheckpoint;
+  if (absl::IsFailedPrecondition(result) || absl::IsInvalidArgument(result)) return GenerationEnd::kFatal;
+  return GenerationEnd::kRejoin;
+}
+
+namespace {
+
+// What carries over from one generation to the next.
+struct Carried {
+  int requested_rank = -1;
+  uint64_t previous_generation = 0;
+  std::string left_because;
+  std::optional<FashionMnist> data;
+  std::string data_dir;
+};
+
+// The outcome of one generation: return `status` if `done`, else register
+// again.
+struct Outcome {
+  bool done = false;
+  absl::Status status;
+};
+
+Outcome Done(absl::Status s) { return {true, std::move(s)}; }
+
+void DefaultStillStuck() {
+  SLOG(ERROR) << "watchdog: still stuck; exiting so a supervisor can restart this worker";
+  fflush(stderr);
+  _exit(3);
+}
+
+Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, CoordinatorClient& client,
+                      const coordinator::RegisterResponse& world, Carried& carried) {
+  const int rank = world.rank();
+  // The heartbeat starts at once: the coordinator sees this worker alive
+  // while it loads data, and notices at once if it dies meanwhile. The
+  // transport is declared first so it outlives the heartbeat's threads.
+  absl::Mutex transport_mu;
+  std::unique_ptr<Transport> transport;
+  HeartbeatOptions hb;
+  hb.rank = rank;
+  hb.generation = world.generation();
+  hb.stop_at = world.stop_at();
+  hb.interval = options.heartbeat_interval;
+  hb.on_abandon = [&](const std::string&) {
+    absl::MutexLock lock(&transport_mu);
+    if (transport != nullptr) transport->Shutdown();
+  };
+  Heartbeat heartbeat(client.stub(), hb);
+
+  absl::StatusOr<config::JobConfig> cfg = ParseConfigText(world.config_text(), "the coordinator's config");
+  if (!cfg.ok()) return Done(cfg.status());
+  absl::Status usable = ValidateConfig(*cfg);
+  if (usable.ok()) usable = CheckConfigPaths(options.env, *cfg);
+  if (!usable.ok()) return Done(usable);
+  SetBlasThreads(cfg->runtime().blas_threads());
+  if (!carried.data.has_value() || carried.data_dir != cfg->data().dir()) {
+    absl::StatusOr<FashionMnist> loaded = LoadFashionMnist(options.env, cfg->data().dir());
+    if (!loaded.ok()) return Done(loaded.status());
+    carried.data = std::move(*loaded);
+    carried.data_dir = cfg->data().dir();
+  }
+  const FashionMnist& data = *carried.data;
+
+  std::vector<std::string> peers(world.peers().begin(), world.peers().end());
+  {
+    absl::StatusOr<std::unique_ptr<Transport>> connected = server->Connect(world.generation(), rank, peers);
+    if (!connected.ok()) return Done(connected.status());
+    absl::MutexLock lock(&transport_mu);
+    transport = std::move(*connected);
+    if (!heartbeat.abandoned().empty()) transport->Shutdown();  // the world moved on while we loaded
+  }
+  CollectiveOptions copts;
+  copts.timeout = absl::Seconds(cfg->runtime().collective_timeout_seconds());
+  RingCollectives ring(transport.get(), copts);
+  heartbeat.set_total_steps(TotalSteps(*cfg, data.train.num_examples));
+  GenerationObserver observer(options.metrics, &ring);
+  TrainOptions train;
+  train.metrics = rank == 0 ? heartbeat.outbox() : nullptr;
+  train.show_progress = rank == 0;
+  train.stop_request = heartbeat.stop_request();
+  train.checkpoint_request = heartbeat.checkpoint_request();
+  train.eval_request = heartbeat.eval_request();
+  train.steps_done = heartbeat.steps_done();
+  train.observer = &observer;
+  train.checkpoint_root = world.checkpoint_root();
+  train.checkpoint_sink = heartbeat.outbox();
+  train.job_id = world.job_id();
+  train.restore_dir = world.restore_dir();
+  train.env = options.env;
+
+  absl::StatusOr<TrainResult> result;
+  {
+    WatchdogOptions w;
+    w.timeout = absl::Seconds(cfg->runtime().watchdog_timeout_seconds());
+    w.rank = rank;
+    w.env = options.env;
+    w.on_stuck = [&heartbeat](const std::string& what) {
+      const std::string left = heartbeat.abandoned();
+      SLOG(ERROR) << "watchdog: " << what << "; threads: training thread inside step "
+                  << heartbeat.steps_done()->load() + 1
+                  << " (compute or a collective); heartbeat thread: " << (left.empty() ? "reporting" : left);
+      heartbeat.ReportStuck(what);
+    };
+    w.on_still_stuck = options.on_still_stuck ? options.on_still_stuck : DefaultStillStuck;
+    Watchdog watchdog(heartbeat.steps_done(), std::move(w));
+    result = RunTraining(*cfg, data, ring, train);
+  }
+
+  const absl::Status status = result.status();
+  switch (ClassifyGenerationEnd(status, !world.restore_dir().empty())) {
+    case GenerationEnd::kFinished: {
+      LastReport last;
+      last.finished = true;
+      const absl::Status delivered = heartbeat.Close(last);
+      if (!delivered.ok()) SLOG(WARNING) << "finished, but " << delivered.message();
+      SLOG(INFO) << "finished " << result->steps << " steps" << (result->stopped_early ? " (stopped early)" : "")
+                 << "; final test accuracy " << result->evals.back().accuracy << "; "
+                 << result->checkpoint_seconds << " s of training lost to checkpoints; per step: "
+                 << PhasesPerStep(result->phase_seconds, result->steps - result->start_step);
+      return Done(absl::OkStatus());
+    }
+    case GenerationEnd::kBadCheckpoint: {
+      SLOG(ERROR) << "checkpoint at step " << world.start_step() << " failed verification: " << status.message();
+      LastReport last;
+      last.bad_checkpoint_step = world.start_step();
+      last.bad_checkpoint_reason = std::string(status.message());
+      heartbeat.Close(last).IgnoreError();
+      break;
+    }
+    case GenerationEnd::kFatal: {
+      LastReport last;
+      last.fatal_error = std::string(status.message());
+      heartbeat.Close(last).IgnoreError();
+      return Done(status);
+    }
+    case GenerationEnd::kRejoin:
+      SLOG(WARNING) << "generation " << world.generation() << " ended: " << status.message()
+                    << "; registering again";
+      break;
+  }
+  carried.previous_generation = world.generation();
+  carried.left_because = std::string(status.message());
+  return {};
+}
+
+}  // namespace
+
+absl::Status RunWorker(const WorkerOptions& options, TransportServer* server) {
+  if (options.coordinator.empty()) return absl::InvalidArgumentError("the coordinator's address is required");
+  CoordinatorClient client(options.coordinator);
+  std::random_device rd;
+  const uint64_t incarnation = (static_cast<uint64_t>(rd()) << 32) | rd();
+  Carried carried;
+  carried.requested_rank = options.requested_rank;
+  for (;;) {
+    coordinator::RegisterRequest req;
+    req.set_transport_address(options.transport_address);
+    req.set_requested_rank(carried.requested_rank);
+    req.set_previous_generation(carried.previous_generation);
+    req.set_incarnation(incarnation);
+    req.set_reason(carried.left_because);
+    ASSIGN_OR_RETURN(coordinator::RegisterResponse world, client.Register(req, options.connect_timeout));
+    if (world.job_over()) {
+      SLOG(INFO) << "the job is over" << (world.job_error().empty() ? "" : ": ") << world.job_error()
+                 << "; exiting";
+      return absl::OkStatus();
+    }
+    carried.requested_rank = world.rank();  // keep it across generations
+    logging::SetPrefix(absl::StrCat("worker ", world.rank()));
+    if (options.metrics != nullptr) options.metrics->SetGeneration(world.generation());
+    SLOG(INFO) << "joined generation " << world.generation() << " of job " << world.job_id() << " as rank "
+               << world.rank() << " of " << world.world_size();
+    Outcome outcome = RunGeneration(options, server, client, world, carried);
+    if (outcome.done) return outcome.status;
+  }
+}
+
+}  // namespace shardline

@@ -1,0 +1,70 @@
+// A distributed worker from start to the job's end, as a component:
+//
+//   register -> join the generation (heartbeat) -> load config and data ->
+//   connect the transport -> train -> classify how the generation ended ->
+//   finish, fail, or register again
+//
+// `shardline-worker` parses flags and calls RunWorker; the tests drive it
+// against an in-process coordinator.
+//
+//   WorkerOptions o;
+//   o.coordinator = "10.0.0.1:7000";
+//   o.transport_address = "10.0.0.2:" + std::to_string(server->port());
+//   RETURN_IF_ERROR(RunWorker(o, server.get()));
+#ifndef SHARDLINE_WORKER_LIFECYCLE_WORKER_LIFECYCLE_H_
+#define SHARDLINE_WORKER_LIFECYCLE_WORKER_LIFECYCLE_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/env.h"
+#include "worker/collective/grpc_transport.h"
+#include "worker/worker_metrics.h"
+
+namespace shardline {
+
+struct WorkerOptions {
+  // The coordinator's address, HOST:PORT. Required.
+  std::string coordinator;
+  // This worker's transport address as peers should dial it. Required.
+  std::string transport_address;
+  // The rank to ask for; -1: any. After the first registration the worker
+  // keeps asking for the rank it got.
+  int requested_rank = -1;
+  // Give up on registering (coordinator unreachable, rank held) after this.
+  absl::Duration connect_timeout = absl::Seconds(60);
+  // Time between heartbeats.
+  absl::Duration heartbeat_interval = absl::Milliseconds(100);
+  // Prometheus metrics to feed; null: none.
+  WorkerMetrics* metrics = nullptr;
+  // Called when the watchdog finds a generation still stuck twice its
+  // timeout after it stopped moving. Empty: log and _exit(3), so a
+  // supervisor restarts the worker. Tests record instead.
+  std::function<void()> on_still_stuck;
+  Env* env = Env::Default();
+};
+
+// How one generation's training ended, and so what the worker does next.
+enum class GenerationEnd {
+  kFinished,       // trained to the end (or an agreed stop): report, return OK
+  kBadCheckpoint,  // the checkpoint handed out failed verification: report it, register again
+  kFatal,          // a restart would fail the same way: report, return the error
+  kRejoin,         // the world broke (a peer lost, a new generation, a timeout): register again
+};
+
+// Classifies RunTraining's result by status code alone. `restoring`: the
+// generation was told to restore a checkpoint.
+GenerationEnd ClassifyGenerationEnd(const absl::Status& result, bool restoring);
+
+// Runs the worker until the job is over. Returns OK when the job finished or
+// the coordinator says it is over (even if it failed: the coordinator
+// reports that), and an error when registering fails for connect_timeout,
+// the config or data set is unusable here, or training failed in a way a
+// restart would repeat. `server` must be listening at transport_address.
+absl::Status RunWorker(const WorkerOptions& options, TransportServer* server);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_LIFECYCLE_WORKER_LIFECYCLE_H_
