@@ -20,6 +20,8 @@
 #include "coordinator/service.h"
 #include "prometheus/registry.h"
 #include "common/args.h"
+#include "common/rpc_auth.h"
+#include "common/rpc_auth_metrics.h"
 
 namespace shardline {
 namespace {
@@ -41,6 +43,9 @@ constexpr char kHelp[] =
     "  --heartbeat_timeout_ms T  a worker silent this long is lost (default 5000)\n"
     "  --progress_every_seconds S  log a progress line this often (default 1; 0: never;\n"
     "                            the Status RPC always answers)\n"
+    "  --token_file FILE         the job token (a private file); default $SHARDLINE_TOKEN.\n"
+    "                            With a token, every call must carry it\n"
+    "  --insecure                allow --listen beyond loopback without a token\n"
     "\n"
     "SIGTERM or SIGINT: every worker stops at a step ahead of all of them, then\n"
     "all exit 0. A second signal exits at once. SIGUSR1: every worker evaluates\n"
@@ -70,6 +75,8 @@ absl::Status Run(const Args& args) {
   ASSIGN_OR_RETURN(config::JobConfig cfg, LoadConfig(env, args.Get("config"), args.GetAll("set"),
                                                      /*check_paths=*/false));
   const std::string workdir = args.Get("workdir");
+  ASSIGN_OR_RETURN(const std::string token, LoadToken(env, args.Get("token_file")));
+  RETURN_IF_ERROR(CheckListenSecurity("--listen", args.Get("listen"), !token.empty(), args.Get("insecure") == "true"));
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(workdir + "/coordinator_db"));
@@ -96,7 +103,8 @@ absl::Status Run(const Args& args) {
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
                    MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry));
 
-  CoordinatorService service(&job);
+  RpcAuth auth(token, RejectedRpcCounter(*registry));
+  CoordinatorService service(&job, &auth);
   ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}));
   const std::string listen = args.Get("listen");
   const std::string address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", server.port);
@@ -104,7 +112,8 @@ absl::Status Run(const Args& args) {
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.metrics_address",
                                       absl::StrCat("127.0.0.1:", exposer->port())));
   SLOG(INFO) << "coordinator of job " << job.job_id() << " listening on " << address << ", metrics on port "
-             << exposer->port() << ", waiting for " << options.world_size << " workers";
+             << exposer->port() << ", waiting for " << options.world_size << " workers"
+             << (auth.enabled() ? "; every call must carry the job token" : "; no job token (loopback only)");
 
   int signals_seen = 0, evals_seen = 0;
   absl::Time last_progress = absl::InfinitePast();
@@ -147,7 +156,8 @@ int main(int argc, char** argv) {
   shardline::logging::SetPrefix("coordinator");
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
-      argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds"}, {"set"},
-      "shardline-coordinator", &args);
+      argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds",
+                           "token_file"},
+      {"set"}, "shardline-coordinator", &args, {"insecure"});
   return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-coordinator", shardline::Run);
 }

@@ -10,6 +10,7 @@ namespace shardline {
 grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
                                           const coordinator::RegisterRequest* request,
                                           coordinator::RegisterResponse* response) {
+  if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
   absl::StatusOr<coordinator::RegisterResponse> r =
       job_->Register(*request, [ctx] { return ctx->IsCancelled(); });
   if (!r.ok()) return ToGrpcStatus(r.status());
@@ -19,6 +20,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
 
 grpc::Status CoordinatorService::Status(grpc::ServerContext* ctx, const coordinator::StatusRequest* request,
                                         coordinator::JobStatus* response) {
+  if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
   *response = job_->Snapshot();
   return grpc::Status::OK;
 }
@@ -26,6 +28,7 @@ grpc::Status CoordinatorService::Status(grpc::ServerContext* ctx, const coordina
 grpc::Status CoordinatorService::Heartbeat(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<coordinator::CoordinatorCommand, coordinator::WorkerReport>* stream) {
+  if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
   coordinator::WorkerReport report;
   if (!stream->Read(&report)) return grpc::Status::OK;
   absl::Status accepted = job_->Report(report);

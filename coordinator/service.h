@@ -1,8 +1,9 @@
-// The Coordinator gRPC service: translates RPCs into Job calls and nothing
-// else.
+// The Coordinator gRPC service: checks each call's job token, then
+// translates RPCs into Job calls and nothing else.
 #ifndef SHARDLINE_COORDINATOR_SERVICE_H_
 #define SHARDLINE_COORDINATOR_SERVICE_H_
 
+#include "common/rpc_auth.h"
 #include "coordinator/job.h"
 #include "proto/coordinator.grpc.pb.h"
 
@@ -10,7 +11,8 @@ namespace shardline {
 
 class CoordinatorService final : public coordinator::Coordinator::Service {
  public:
-  explicit CoordinatorService(Job* job) : job_(job) {}
+  // `auth` (null: no token checks) must outlive the service.
+  explicit CoordinatorService(Job* job, RpcAuth* auth = nullptr) : job_(job), auth_(auth) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const coordinator::RegisterRequest* request,
                         coordinator::RegisterResponse* response) override;
@@ -25,7 +27,12 @@ class CoordinatorService final : public coordinator::Coordinator::Service {
                       coordinator::JobStatus* response) override;
 
  private:
+  grpc::Status Authenticate(const grpc::ServerContextBase& ctx) {
+    return auth_ != nullptr ? auth_->Check(ctx) : grpc::Status::OK;
+  }
+
   Job* job_;
+  RpcAuth* auth_;
 };
 
 }  // namespace shardline

@@ -6,7 +6,10 @@
 #include "common/process_init.h"
 #include "common/args.h"
 #include "common/logging.h"
+#include "common/env.h"
 #include "common/metrics_exposer.h"
+#include "common/rpc_auth.h"
+#include "common/rpc_auth_metrics.h"
 #include "common/status_macros.h"
 #include "prometheus/registry.h"
 #include "worker/collective/grpc_transport.h"
@@ -33,6 +36,9 @@ constexpr char kHelp[] =
     "  --rank K                   ask for rank K (stable across restarts); default any\n"
     "  --connect_timeout_seconds  give up on an unreachable coordinator after this\n"
     "                             long (default 60)\n"
+    "  --token_file FILE          the job token (a private file); default $SHARDLINE_TOKEN.\n"
+    "                             Sent on every call, required on every call received\n"
+    "  --insecure                 allow --listen beyond loopback without a token\n"
     "\n"
     "Exit codes: 0 the job finished (or was stopped); 1 an error (the message names\n"
     "it); 3 the watchdog found this worker stuck.\n";
@@ -59,10 +65,15 @@ absl::Status Run(const Args& args) {
     return absl::InvalidArgumentError("--connect_timeout_seconds must be a number");
   }
   const std::string listen = args.Has("listen") ? args.Get("listen") : "127.0.0.1:0";
-  ASSIGN_OR_RETURN(std::unique_ptr<TransportServer> server, TransportServer::Start(listen));
+  ASSIGN_OR_RETURN(const std::string token, LoadToken(Env::Default(), args.Get("token_file")));
+  RETURN_IF_ERROR(CheckListenSecurity("--listen", listen, !token.empty(), args.Get("insecure") == "true"));
+  auto registry = std::make_shared<prometheus::Registry>();
+  RpcAuth auth(token, RejectedRpcCounter(*registry));
+  TransportServerOptions transport_options;
+  transport_options.auth = &auth;
+  ASSIGN_OR_RETURN(std::unique_ptr<TransportServer> server, TransportServer::Start(listen, transport_options));
   const std::string address = absl::StrCat(AdvertiseHost(args, listen), ":", server->port());
 
-  auto registry = std::make_shared<prometheus::Registry>();
   SetBlasThreads(1);
   const double sgemm_gflops = MeasureSgemmGflops(512, 0.2);
   WorkerMetrics metrics(*registry, sgemm_gflops * 1e9);
@@ -78,6 +89,7 @@ absl::Status Run(const Args& args) {
   options.requested_rank = requested_rank;
   options.connect_timeout = absl::Seconds(connect_timeout);
   options.metrics = &metrics;
+  options.auth = &auth;
   return RunWorker(options, server.get());
 }
 
@@ -89,7 +101,8 @@ int main(int argc, char** argv) {
   shardline::logging::SetPrefix("worker");
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
-      argc, argv, 1, {"coordinator", "listen", "advertise", "metrics_listen", "rank", "connect_timeout_seconds"}, {},
-      "shardline-worker", &args);
+      argc, argv, 1, {"coordinator", "listen", "advertise", "metrics_listen", "rank", "connect_timeout_seconds",
+                       "token_file"},
+      {}, "shardline-worker", &args, {"insecure"});
   return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-worker", shardline::Run);
 }

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 
 #include "common/config.h"
 #include "common/grpc_util.h"
+#include "common/rpc_auth.h"
 #include "coordinator/progress_line.h"
 
 namespace shardline {
@@ -85,6 +87,67 @@ TEST(CoordinatorServiceTest, StatusAndJobOverAreTypedOnTheWire) {
     EXPECT_EQ(late.job_error(), "");
   }
   server->server->Shutdown();
+}
+
+TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
+  const std::string dir = ::testing::TempDir() + "/service_test_token_db";
+  std::system(("rm -rf '" + dir + "'").c_str());
+  std::unique_ptr<JobStore> store = *JobStore::Open(dir);
+  NoMetrics sink;
+  CoordinatorOptions o;
+  o.world_size = 1;
+  Job job(*ParseConfigText("train { total_steps: 10 }", "test"), store.get(), &sink, o);
+  ASSERT_TRUE(job.Init().ok());
+  std::atomic<int> missing{0}, wrong{0};
+  RpcAuth auth("s3cret-token", [&](RejectReason r) { ++(r == RejectReason::kMissingToken ? missing : wrong); });
+  CoordinatorService service(&job, &auth);
+  absl::StatusOr<GrpcServer> server = StartGrpcServer("127.0.0.1:0", {&service});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(server->port), grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
+
+  const RpcAuth none(""), bad("s3cret-tokem"), good("s3cret-token");
+  coordinator::RegisterRequest req;
+  req.set_transport_address("127.0.0.1:1");
+  req.set_requested_rank(-1);
+  req.set_incarnation(7);
+  for (const RpcAuth* caller : {&none, &bad}) {
+    {
+      grpc::ClientContext ctx;
+      caller->Attach(&ctx);
+      coordinator::JobStatus st;
+      EXPECT_EQ(stub->Status(&ctx, coordinator::StatusRequest(), &st).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    }
+    {
+      grpc::ClientContext ctx;
+      caller->Attach(&ctx);
+      coordinator::RegisterResponse world;
+      EXPECT_EQ(stub->Register(&ctx, req, &world).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+      EXPECT_TRUE(world.config_text().empty());  // nothing about the job leaks
+    }
+    {
+      grpc::ClientContext ctx;
+      caller->Attach(&ctx);
+      auto stream = stub->Heartbeat(&ctx);
+      coordinator::WorkerReport report;
+      report.set_rank(0);
+      report.set_generation(1);
+      report.set_fatal_error("forged");
+      stream->Write(report);
+      stream->WritesDone();
+      EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    }
+  }
+  EXPECT_EQ(missing.load(), 3);
+  EXPECT_EQ(wrong.load(), 3);
+  // No forged call changed the job; the real member still joins.
+  EXPECT_EQ(job.Snapshot().state(), coordinator::JobStatus::FORMING);
+  grpc::ClientContext ctx;
+  good.Attach(&ctx);
+  coordinator::RegisterResponse world;
+  ASSERT_TRUE(stub->Register(&ctx, req, &world).ok());
+  EXPECT_EQ(world.generation(), 1u);
+  EXPECT_EQ(job.Snapshot().state(), coordinator::JobStatus::RUNNING);
 }
 
 }  // namespace

@@ -80,13 +80,14 @@ TEST(DistributedTest, SeparateProcessesWithExplicitPorts) {
   EXPECT_EQ(JsonField(SplitLines(dir + "/metrics.jsonl", "eval").back(), "step"), 100);
 }
 
+// A member (it has the job's token) cannot take a rank a live worker holds.
 TEST(DistributedTest, SecondWorkerClaimingALiveRankIsRejected) {
   const std::string dir = FreshDir("dist_conflict");
   Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=1000000"}));
   ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", "generation 1 formed", absl::Seconds(60)))
       << launch.Output();
   Subprocess intruder({BinPath("shardline-worker"), "--coordinator", ReadAll(dir + "/coordinator.address"),
-                       "--rank", "1", "--connect_timeout_seconds", "2"});
+                       "--rank", "1", "--connect_timeout_seconds", "2", "--token_file", dir + "/token"});
   EXPECT_EQ(intruder.Wait(absl::Seconds(30)), 1) << intruder.Output();
   EXPECT_TRUE(absl::StrContains(intruder.Output(), "rank 1 is held by the live worker at 127.0.0.1:"))
       << intruder.Output();

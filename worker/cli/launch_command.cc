@@ -23,6 +23,7 @@
 #include "common/env.h"
 #include "common/logging.h"
 #include "common/grpc_util.h"
+#include "common/rpc_auth.h"
 #include "common/status_macros.h"
 #include "coordinator/progress_line.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -46,7 +47,9 @@ constexpr char kHelp[] =
     "  --config FILE   job config (text proto); --set overrides fields\n"
     "  --workers N     world size (sets runtime.num_workers)\n"
     "  --workdir DIR   metrics.jsonl, logs/, coordinator state\n"
-    "  --max_restarts K  restarts of dead processes allowed over the whole job\n";
+    "  --max_restarts K  restarts of dead processes allowed over the whole job\n"
+    "  --token_file FILE the job token every process checks (a private file);\n"
+    "                  default DIR/token, created (mode 0600) on first launch\n";
 
 std::atomic<int> g_signals{0};
 void OnSignal(int) { g_signals.fetch_add(1); }
@@ -64,8 +67,9 @@ std::string SelfDir() {
 // lines of its own (--progress_every_seconds 0), so nothing is shown twice.
 class StatusLine {
  public:
-  explicit StatusLine(const std::string& coordinator_address)
-      : stub_(coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
+  StatusLine(const std::string& coordinator_address, const RpcAuth* auth)
+      : auth_(auth),
+        stub_(coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
             coordinator_address, grpc::InsecureChannelCredentials(), DefaultChannelArguments()))),
         thread_([this] { Run(); }) {}
   ~StatusLine() {
@@ -84,12 +88,14 @@ class StatusLine {
     while (!mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(1))) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+      auth_->Attach(&ctx);
       coordinator::JobStatus status;
       // A coordinator that is restarting simply leaves the last line up.
       if (stub_->Status(&ctx, coordinator::StatusRequest(), &status).ok()) logging::SetStatusLine(ProgressLine(status));
     }
   }
 
+  const RpcAuth* const auth_;
   std::unique_ptr<coordinator::Coordinator::Stub> stub_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -199,11 +205,17 @@ absl::Status Launch(const Args& args) {
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir + "/logs"), "creating --workdir"));
   const std::string address_file = workdir + "/coordinator.address";
   std::remove(address_file.c_str());
+  // Secure by default: every job has a token, kept in the workdir so a
+  // resumed job keeps it, unless the user brings one.
+  const std::string token_file = args.Has("token_file") ? args.Get("token_file") : workdir + "/token";
+  ASSIGN_OR_RETURN(const std::string token, args.Has("token_file") ? LoadToken(env, token_file)
+                                                                   : LoadOrCreateTokenFile(env, token_file));
+  const RpcAuth auth(token);
 
   const std::string bin = SelfDir();
   std::vector<std::string> coord_argv = {bin + "/shardline-coordinator", "--config", args.Get("config"),
                                          "--listen", "127.0.0.1:0", "--workdir", workdir,
-                                         "--metrics_listen", "127.0.0.1:0"};
+                                         "--metrics_listen", "127.0.0.1:0", "--token_file", token_file};
   const bool live_status = logging::StderrIsTerminal();
   if (live_status) {
     coord_argv.push_back("--progress_every_seconds");
@@ -235,14 +247,15 @@ absl::Status Launch(const Args& args) {
   // A restarted coordinator must come back where the workers look for it.
   coordinator.SetArg("--listen", address);
   std::unique_ptr<StatusLine> status_line;
-  if (live_status) status_line = std::make_unique<StatusLine>(address);
+  if (live_status) status_line = std::make_unique<StatusLine>(address, &auth);
 
   std::vector<std::unique_ptr<Child>> children;
   for (int r = 0; r < workers; ++r) {
     children.push_back(std::make_unique<Child>(
         absl::StrCat("worker ", r),
         std::vector<std::string>{bin + "/shardline-worker", "--coordinator", address, "--listen", "127.0.0.1:0",
-                                 "--metrics_listen", "127.0.0.1:0", "--rank", std::to_string(r)},
+                                 "--metrics_listen", "127.0.0.1:0", "--rank", std::to_string(r), "--token_file",
+                                 token_file},
         absl::StrCat(workdir, "/logs/worker-", r, ".log")));
     RETURN_IF_ERROR(children.back()->Start());
   }
@@ -319,7 +332,7 @@ absl::Status Launch(const Args& args) {
 
 int LaunchCommand(int argc, char** argv) {
   Args args;
-  absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workers", "workdir", "max_restarts"}, {"set"},
+  absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workers", "workdir", "max_restarts", "token_file"}, {"set"},
                                   "shardline launch", &args);
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;

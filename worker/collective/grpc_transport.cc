@@ -69,6 +69,7 @@ class PeerStream {
     // A connection of our own, not shared with other generations' channels.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    if (options.auth != nullptr) options.auth->Attach(&ctx_);
     ctx_.set_wait_for_ready(true);  // the peer may still be starting
     // Send the call's headers with the first frame, on the sender thread:
     // otherwise creating the stream blocks (forever, with wait_for_ready)
@@ -395,6 +396,12 @@ class PushReactor : public grpc::ServerReadReactor<InFrame> {
  public:
   PushReactor(TransportServer::Impl* server, grpc::CallbackServerContext* ctx, transport::PushSummary* summary)
       : server_(server), ctx_(ctx), summary_(summary) {
+    if (RpcAuth* auth = server_->options.auth; auth != nullptr) {
+      if (grpc::Status s = auth->Check(*ctx_); !s.ok()) {
+        Finish(s);
+        return;
+      }
+    }
     StartRead(&frame_);
   }
 

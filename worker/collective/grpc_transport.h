@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/rpc_auth.h"
 #include "worker/collective/transport.h"
 
 namespace shardline {
@@ -40,6 +41,10 @@ struct TransportServerOptions {
   // 2 s default (its in-process ring tests use a longer one).
   absl::Duration keepalive_time = absl::Seconds(1);
   absl::Duration keepalive_timeout = absl::Seconds(2);
+  // The job token, attached to every stream this process opens and checked
+  // on every stream it accepts (refused: UNAUTHENTICATED). Null: none. Must
+  // outlive the server.
+  RpcAuth* auth = nullptr;
 };
 
 class TransportServer {

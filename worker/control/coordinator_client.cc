@@ -6,7 +6,8 @@
 
 namespace shardline {
 
-CoordinatorClient::CoordinatorClient(const std::string& address) : address_(address) {
+CoordinatorClient::CoordinatorClient(const std::string& address, const RpcAuth* auth)
+    : address_(address), auth_(auth) {
   stub_ = coordinator::Coordinator::NewStub(
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
 }
@@ -17,11 +18,16 @@ absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
   absl::Duration backoff = absl::Milliseconds(100);
   for (;;) {
     grpc::ClientContext ctx;
+    if (auth_ != nullptr) auth_->Attach(&ctx);
     coordinator::RegisterResponse response;
     const absl::Status s = FromGrpcStatus(stub_->Register(&ctx, request, &response));
     if (s.ok()) return response;
     const bool retry = absl::IsUnavailable(s) || absl::IsAlreadyExists(s) || absl::IsAborted(s) ||
                        absl::IsResourceExhausted(s);
+    if (absl::IsUnauthenticated(s)) {
+      return absl::UnauthenticatedError(absl::StrCat("the coordinator at ", address_,
+                                                     " refused this worker's job token: ", s.message()));
+    }
     if (!retry) return s;
     if (absl::Now() + backoff > give_up) {
       return absl::Status(s.code(), absl::StrCat("registering with the coordinator at ", address_, " failed for ",

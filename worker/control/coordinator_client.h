@@ -13,13 +13,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/rpc_auth.h"
 #include "proto/coordinator.grpc.pb.h"
 
 namespace shardline {
 
 class CoordinatorClient {
  public:
-  explicit CoordinatorClient(const std::string& address);
+  // `auth` (null: no token) must outlive the client; every call carries its
+  // token.
+  explicit CoordinatorClient(const std::string& address, const RpcAuth* auth = nullptr);
+  const RpcAuth* auth() const { return auth_; }
   const std::string& address() const { return address_; }
   coordinator::Coordinator::Stub* stub() { return stub_.get(); }
 
@@ -27,11 +31,13 @@ class CoordinatorClient {
   // coordinator is unreachable, the requested rank is still held by a
   // predecessor being detected as lost, or the world formed without us, for
   // at most `give_up_after`. Then fails naming the coordinator's address.
+  // A refused token (UNAUTHENTICATED) fails at once.
   absl::StatusOr<coordinator::RegisterResponse> Register(const coordinator::RegisterRequest& request,
                                                          absl::Duration give_up_after);
 
  private:
   std::string address_;
+  const RpcAuth* auth_;
   std::unique_ptr<coordinator::Coordinator::Stub> stub_;
 };
 

@@ -8,6 +8,7 @@ namespace shardline {
 
 Heartbeat::Heartbeat(coordinator::Coordinator::StubInterface* stub, HeartbeatOptions options)
     : options_(std::move(options)), stop_request_(options_.stop_at) {
+  if (options_.auth != nullptr) options_.auth->Attach(&ctx_);
   stream_ = stub->Heartbeat(&ctx_);
   SendReport({});  // the coordinator learns of the stream from its first report
   reader_ = std::thread([this] { ReadLoop(); });

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/rpc_auth.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "worker/control/outbox.h"
 
@@ -40,6 +41,8 @@ struct HeartbeatOptions {
   // abandoned: the coordinator moved to a new generation or the stream
   // broke. Must make the training loop fail fast (shut the transport down).
   std::function<void(const std::string& why)> on_abandon;
+  // The job token for the stream; null: none. Must outlive the heartbeat.
+  const RpcAuth* auth = nullptr;
 };
 
 // The last report of a generation. At most one of the outcomes is set; none:

@@ -69,6 +69,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   hb.generation = world.generation();
   hb.stop_at = world.stop_at();
   hb.interval = options.heartbeat_interval;
+  hb.auth = options.auth;
   hb.on_abandon = [&](const std::string&) {
     absl::MutexLock lock(&transport_mu);
     if (transport != nullptr) transport->Shutdown();
@@ -175,7 +176,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
 
 absl::Status RunWorker(const WorkerOptions& options, TransportServer* server) {
   if (options.coordinator.empty()) return absl::InvalidArgumentError("the coordinator's address is required");
-  CoordinatorClient client(options.coordinator);
+  CoordinatorClient client(options.coordinator, options.auth);
   std::random_device rd;
   const uint64_t incarnation = (static_cast<uint64_t>(rd()) << 32) | rd();
   Carried carried;

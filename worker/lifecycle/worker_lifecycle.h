@@ -37,6 +37,9 @@ struct WorkerOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   // Time between heartbeats.
   absl::Duration heartbeat_interval = absl::Milliseconds(100);
+  // The job token for calls to the coordinator; null: none. (The transport
+  // server carries its own, in TransportServerOptions.)
+  const RpcAuth* auth = nullptr;
   // Prometheus metrics to feed; null: none.
   WorkerMetrics* metrics = nullptr;
   // Called when the watchdog finds a generation still stuck twice its

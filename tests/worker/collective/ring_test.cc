@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "absl/strings/match.h"
 #include "common/rng.h"
+#include "common/rpc_auth.h"
 #include "common/shard.h"
 #include "tests/worker/collective/world.h"
 
@@ -222,6 +224,50 @@ TEST(GrpcTransportTest, OlderGenerationIsRefusedAndNewOneWorks) {
   absl::StatusOr<std::unique_ptr<Transport>> stale = server->Connect(4, 0, peers);
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(server->Connect(6, 3, peers).ok());  // rank outside the world
+}
+
+// Two ranks, each in its own TransportServer; rank 1 sends one frame under
+// `sender_token`, rank 0 holds `receiver_token`.
+struct TokenPair {
+  TokenPair(const std::string& receiver_token, const std::string& sender_token)
+      : receiver_auth(receiver_token, [this](RejectReason) { ++refused; }), sender_auth(sender_token) {
+    TransportServerOptions ro, so;
+    ro.auth = &receiver_auth;
+    so.auth = &sender_auth;
+    receiver = *TransportServer::Start("127.0.0.1:0", ro);
+    sender = *TransportServer::Start("127.0.0.1:0", so);
+    const std::vector<std::string> peers = {"127.0.0.1:" + std::to_string(receiver->port()),
+                                            "127.0.0.1:" + std::to_string(sender->port())};
+    rx = *receiver->Connect(1, 0, peers);
+    tx = *sender->Connect(1, 1, peers);
+  }
+  std::atomic<int> refused{0};
+  RpcAuth receiver_auth, sender_auth;
+  std::unique_ptr<TransportServer> receiver, sender;
+  std::unique_ptr<Transport> rx, tx;
+};
+
+TEST(GrpcTransportTest, AFrameWithoutTheJobTokenIsRefusedAndNeverDelivered) {
+  const float value = 42;
+  const auto bytes = absl::MakeConstSpan(reinterpret_cast<const char*>(&value), sizeof(value));
+  for (const std::string sender_token : {"", "wrong"}) {
+    TokenPair p("job-token", sender_token);
+    // The send is accepted locally; the receiver refuses the stream.
+    p.tx->Send(0, 7, bytes, absl::Now() + absl::Seconds(5)).IgnoreError();
+    p.tx->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
+    absl::StatusOr<std::unique_ptr<Payload>> got = p.rx->Receive(1, 7, absl::Now() + absl::Seconds(2));
+    EXPECT_FALSE(got.ok()) << "a frame without the token was delivered (sender token '" << sender_token << "')";
+    EXPECT_GE(p.refused.load(), 1) << sender_token;
+  }
+  TokenPair p("job-token", "job-token");
+  ASSERT_TRUE(p.tx->Send(0, 7, bytes, absl::Now() + absl::Seconds(5)).ok());
+  ASSERT_TRUE(p.tx->Flush(absl::Now() + absl::Seconds(5)).ok());
+  float received = 0;
+  ASSERT_TRUE(RecvInto(*p.rx, 1, 7, absl::MakeSpan(reinterpret_cast<char*>(&received), sizeof(received)),
+                       absl::Now() + absl::Seconds(10))
+                  .ok());
+  EXPECT_EQ(received, 42);
+  EXPECT_EQ(p.refused.load(), 0);
 }
 
 }  // namespace

@@ -1,0 +1,151 @@
+#include "common/rpc_auth.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace shardline {
+namespace {
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> LoadToken(Env* env, const std::string& token_file) {
+  if (token_file.empty()) {
+    const char* from_env = std::getenv(kTokenEnvVar);
+    if (from_env == nullptr) return std::string();
+    const std::string token(absl::StripAsciiWhitespace(from_env));
+    if (token.empty()) return absl::InvalidArgumentError(absl::StrCat("$", kTokenEnvVar, " is set but empty"));
+    return token;
+  }
+  struct stat st;
+  if (stat(token_file.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("token file ", token_file, " does not exist or cannot be read"));
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "token file %s is accessible by other users (mode %o); make it private: chmod 600 %s", token_file,
+        st.st_mode & 0777, token_file));
+  }
+  absl::StatusOr<std::string> text = env->ReadFile(token_file);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("token file ", token_file, ": ", text.status().message()));
+  const std::string token(absl::StripAsciiWhitespace(*text));
+  if (token.empty()) return absl::InvalidArgumentError(absl::StrCat("token file ", token_file, " is empty"));
+  return token;
+}
+
+absl::StatusOr<std::string> NewToken() {
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  unsigned char bytes[32];
+  if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
+    return absl::UnavailableError("cannot read /dev/urandom for a job token");
+  }
+  std::string hex;
+  for (unsigned char b : bytes) absl::StrAppendFormat(&hex, "%02x", b);
+  return hex;
+}
+
+absl::StatusOr<std::string> LoadOrCreateTokenFile(Env* env, const std::string& path) {
+  if (!env->FileExists(path)) {
+    ASSIGN_OR_RETURN(const std::string token, NewToken());
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return absl::InternalError(absl::StrCat("creating token file ", path, ": ", strerror(errno)));
+    const std::string line = token + "\n";
+    const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && fsync(fd) == 0;
+    const int err = errno;
+    close(fd);
+    if (!written) return absl::InternalError(absl::StrCat("writing token file ", path, ": ", strerror(err)));
+  }
+  return LoadToken(env, path);
+}
+
+bool IsLoopbackListen(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (absl::EqualsIgnoreCase(host, "localhost") || host == "::1") return true;
+  return absl::StartsWith(host, "127.") && host.find_first_not_of("0123456789.") == std::string::npos;
+}
+
+absl::Status CheckListenSecurity(const std::string& flag, const std::string& listen, bool has_token,
+                                 bool insecure) {
+  if (has_token || IsLoopbackListen(listen)) return absl::OkStatus();
+  if (!insecure) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        flag, " ", listen, " is reachable beyond this host, but no job token is set: anyone who can reach "
+        "the port could join, steer or read the job. Give --token_file FILE (or $", kTokenEnvVar,
+        "), or pass --insecure to run without one"));
+  }
+  SLOG(WARNING) << "INSECURE: " << flag << " " << listen
+                << " listens beyond this host without a job token (--insecure); anyone who can reach it can "
+                   "join, steer or read this job";
+  return absl::OkStatus();
+}
+
+const char* RejectReasonLabel(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::kMissingToken:
+      return "missing_token";
+    case RejectReason::kWrongToken:
+      return "wrong_token";
+  }
+  return "unknown";
+}
+
+RpcAuth::RpcAuth(std::string token, std::function<void(RejectReason)> on_reject)
+    : token_(std::move(token)), on_reject_(std::move(on_reject)) {}
+
+void RpcAuth::Attach(grpc::ClientContext* ctx) const {
+  if (enabled()) ctx->AddMetadata(kTokenMetadataKey, token_);
+}
+
+grpc::Status RpcAuth::Check(const grpc::ServerContextBase& ctx) {
+  if (!enabled()) return grpc::Status::OK;
+  const auto& metadata = ctx.client_metadata();
+  const auto it = metadata.find(kTokenMetadataKey);
+  RejectReason reason;
+  if (it == metadata.end()) {
+    reason = RejectReason::kMissingToken;
+  } else if (!ConstantTimeEquals(absl::string_view(it->second.data(), it->second.size()), token_)) {
+    reason = RejectReason::kWrongToken;
+  } else {
+    return grpc::Status::OK;
+  }
+  if (on_reject_) on_reject_(reason);
+  {
+    absl::MutexLock lock(&mu_);
+    const int64_t now = Env::Default()->NowMicros();
+    if (now - last_log_micros_ >= 1'000'000 || last_log_micros_ == 0) {
+      SLOG(WARNING) << "refused a call from " << ctx.peer() << ": " << RejectReasonLabel(reason)
+                    << (unlogged_ > 0 ? absl::StrCat(" (and ", unlogged_, " more refused since the last line)")
+                                      : std::string());
+      last_log_micros_ = now;
+      unlogged_ = 0;
+    } else {
+      ++unlogged_;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "this call does not carry the job's token (see docs/security.md)");
+}
+
+}  // namespace shardline

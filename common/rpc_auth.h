@@ -1,0 +1,88 @@
+// The job token: a shared secret that every RPC of a job carries, to the
+// coordinator and between workers, so that nobody outside the job can join,
+// steer, read or feed it (docs/security.md).
+//
+//   ASSIGN_OR_RETURN(std::string token, LoadToken(env, args.Get("token_file")));
+//   RETURN_IF_ERROR(CheckListenSecurity("--listen", listen, !token.empty(), insecure));
+//   RpcAuth auth(token, [&](RejectReason r) { metrics.CountRejected(r); });
+//   // client side, on every call:       auth.Attach(&client_context);
+//   // server side, first in a handler:  if (grpc::Status s = auth.Check(*ctx); !s.ok()) return s;
+#ifndef SHARDLINE_COMMON_RPC_AUTH_H_
+#define SHARDLINE_COMMON_RPC_AUTH_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "common/env.h"
+#include "grpcpp/grpcpp.h"
+
+namespace shardline {
+
+// Where the token travels: gRPC call metadata (lower case, as HTTP/2 wants).
+inline constexpr char kTokenMetadataKey[] = "shardline-token";
+// The environment variable a token may come from instead of a file.
+inline constexpr char kTokenEnvVar[] = "SHARDLINE_TOKEN";
+
+// Reads the job token from `token_file` if it is non-empty, else from
+// $SHARDLINE_TOKEN; "" if neither is given. Surrounding whitespace is
+// dropped. Errors (INVALID_ARGUMENT / NOT_FOUND) name the file: missing,
+// unreadable, empty, or readable by other users (a secret must not be).
+// Never read from a command-line value, which `ps` shows to everyone.
+absl::StatusOr<std::string> LoadToken(Env* env, const std::string& token_file);
+
+// A fresh random token (64 hex digits from /dev/urandom).
+absl::StatusOr<std::string> NewToken();
+
+// The token in `path`, first writing a fresh one there (mode 0600, created
+// exclusively, synced) if the file does not exist: `shardline launch` keeps
+// one per workdir, so a resumed job keeps its token.
+absl::StatusOr<std::string> LoadOrCreateTokenFile(Env* env, const std::string& path);
+
+// True if the host of "HOST:PORT" is a loopback address (127.0.0.0/8, ::1)
+// or "localhost"; false for wildcard and every other address.
+bool IsLoopbackListen(const std::string& listen);
+
+// The secure default: a gRPC listener beyond loopback needs a token, unless
+// the operator said --insecure (then this logs a loud warning). `flag` names
+// the listener in the error (FAILED_PRECONDITION).
+absl::Status CheckListenSecurity(const std::string& flag, const std::string& listen, bool has_token,
+                                 bool insecure);
+
+// Why a call was refused; the label of shardline_rpc_rejected_total.
+enum class RejectReason { kMissingToken, kWrongToken };
+const char* RejectReasonLabel(RejectReason reason);  // "missing_token", "wrong_token"
+
+// Attaches and checks the token. With an empty token nothing is attached
+// and every call passes (a loopback-only or --insecure job). Thread-safe.
+class RpcAuth {
+ public:
+  // `on_reject` (optional) runs for every refused call, e.g. to count it.
+  explicit RpcAuth(std::string token, std::function<void(RejectReason)> on_reject = {});
+
+  bool enabled() const { return !token_.empty(); }
+  const std::string& token() const { return token_; }
+
+  // Adds the token to a call about to be made.
+  void Attach(grpc::ClientContext* ctx) const;
+
+  // OK if the call carries the token (compared in constant time), else
+  // UNAUTHENTICATED; a refusal is counted and logged with the caller's
+  // address, at most once a second (the rest are summed into the next line).
+  grpc::Status Check(const grpc::ServerContextBase& ctx);
+
+ private:
+  const std::string token_;
+  const std::function<void(RejectReason)> on_reject_;
+  absl::Mutex mu_;
+  int64_t last_log_micros_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t unlogged_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COMMON_RPC_AUTH_H_

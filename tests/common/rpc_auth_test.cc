@@ -1,0 +1,87 @@
+#include "common/rpc_auth.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace shardline {
+namespace {
+
+class RpcAuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/rpc_auth_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::system(("rm -rf '" + dir_ + "' && mkdir -p '" + dir_ + "'").c_str());
+    unsetenv(kTokenEnvVar);
+  }
+  void TearDown() override { unsetenv(kTokenEnvVar); }
+
+  std::string File(const std::string& name, const std::string& contents, mode_t mode) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << contents;
+    chmod(path.c_str(), mode);
+    return path;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(RpcAuthTest, TheTokenComesFromAPrivateFileOrTheEnvironment) {
+  EXPECT_EQ(*LoadToken(Env::Default(), ""), "");  // neither: no token
+  EXPECT_EQ(*LoadToken(Env::Default(), File("t", "  abc123\n", 0600)), "abc123");
+  setenv(kTokenEnvVar, "from-env\n", 1);
+  EXPECT_EQ(*LoadToken(Env::Default(), ""), "from-env");
+  EXPECT_EQ(*LoadToken(Env::Default(), File("t2", "from-file", 0400)), "from-file");  // the file wins
+}
+
+TEST_F(RpcAuthTest, BadTokenSourcesAreRefusedNamingTheFile) {
+  const std::string shared = File("shared", "abc", 0644);
+  absl::StatusOr<std::string> t = LoadToken(Env::Default(), shared);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find(shared), std::string::npos) << t.status();
+
+  const std::string empty = File("empty", " \n", 0600);
+  t = LoadToken(Env::Default(), empty);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find(empty), std::string::npos) << t.status();
+
+  t = LoadToken(Env::Default(), dir_ + "/missing");
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
+
+  setenv(kTokenEnvVar, "", 1);
+  EXPECT_FALSE(LoadToken(Env::Default(), "").ok());
+}
+
+TEST_F(RpcAuthTest, LaunchKeepsOnePrivateTokenPerWorkdir) {
+  const std::string path = dir_ + "/token";
+  absl::StatusOr<std::string> first = LoadOrCreateTokenFile(Env::Default(), path);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->size(), 64u);
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(*LoadOrCreateTokenFile(Env::Default(), path), *first);  // a resumed job keeps it
+  EXPECT_NE(*LoadOrCreateTokenFile(Env::Default(), dir_ + "/other"), *first);
+}
+
+TEST(ListenSecurityTest, OnlyLoopbackMayGoWithoutAToken) {
+  for (const char* l : {"127.0.0.1:0", "127.1.2.3:7000", "localhost:80", "[::1]:5", "LOCALHOST:1"}) {
+    EXPECT_TRUE(IsLoopbackListen(l)) << l;
+    EXPECT_TRUE(CheckListenSecurity("--listen", l, /*has_token=*/false, /*insecure=*/false).ok()) << l;
+  }
+  for (const char* l : {"0.0.0.0:7000", "[::]:7000", ":7000", "10.0.0.2:7000", "127.example.com:1", "host:1"}) {
+    EXPECT_FALSE(IsLoopbackListen(l)) << l;
+    const absl::Status s = CheckListenSecurity("--listen", l, false, false);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << l;
+    EXPECT_NE(s.message().find(l), std::string::npos) << s;
+    EXPECT_TRUE(CheckListenSecurity("--listen", l, /*has_token=*/true, false).ok()) << l;
+    EXPECT_TRUE(CheckListenSecurity("--listen", l, false, /*insecure=*/true).ok()) << l;
+  }
+}
+
+}  // namespace
+}  // namespace shardline

@@ -1,0 +1,156 @@
+// Attacks from outside the job, with real gRPC clients against a real job:
+// without the job token nobody can join, steer, read or feed it, and the job
+// finishes as if nothing happened (docs/security.md).
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_util.h"
+#include "common/rpc_auth.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/subprocess.h"
+#include "tests/util/http.h"
+#include "worker/collective/grpc_transport.h"
+
+namespace shardline {
+namespace {
+
+// The number after `needle` in `text` (the first occurrence); -1 if absent.
+double NumberAfter(const std::string& text, const std::string& needle) {
+  const size_t at = text.find(needle);
+  if (at == std::string::npos) return -1;
+  return std::atof(text.c_str() + at + needle.size());
+}
+
+int PortAfter(const std::string& text, const std::string& needle) {
+  return static_cast<int>(NumberAfter(text, needle));
+}
+
+TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
+  unsetenv(kTokenEnvVar);
+  const std::string dir = FreshDir("security_token");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=600", "train.eval_every=0"}));
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
+      << launch.Output();
+
+  // launch made a private token for the job.
+  struct stat st;
+  ASSERT_EQ(stat((dir + "/token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  const std::string coordinator = ReadAll(dir + "/coordinator.address");
+  auto stub = coordinator::Coordinator::NewStub(
+      grpc::CreateCustomChannel(coordinator, grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
+  const RpcAuth none(""), guessed("0123456789abcdef");
+  for (const RpcAuth* attacker : {&none, &guessed}) {
+    {  // read the job
+      grpc::ClientContext ctx;
+      attacker->Attach(&ctx);
+      coordinator::JobStatus status;
+      EXPECT_EQ(stub->Status(&ctx, coordinator::StatusRequest(), &status).error_code(),
+                grpc::StatusCode::UNAUTHENTICATED);
+    }
+    {  // take rank 0 (and with it the gradients, the config and the peers)
+      grpc::ClientContext ctx;
+      attacker->Attach(&ctx);
+      coordinator::RegisterRequest req;
+      req.set_transport_address("127.0.0.1:1");
+      req.set_requested_rank(0);
+      req.set_incarnation(99);
+      coordinator::RegisterResponse world;
+      EXPECT_EQ(stub->Register(&ctx, req, &world).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+      EXPECT_TRUE(world.config_text().empty());
+      EXPECT_EQ(world.peers_size(), 0);
+    }
+    {  // steer it: fail the job, fake the end, mark checkpoints bad, plant a path
+      grpc::ClientContext ctx;
+      attacker->Attach(&ctx);
+      auto stream = stub->Heartbeat(&ctx);
+      coordinator::WorkerReport forged;
+      forged.set_rank(0);
+      forged.set_generation(1);
+      forged.set_fatal_error("forged");
+      forged.set_finished(true);
+      forged.set_bad_checkpoint_step(500);
+      coordinator::SavedShard* s = forged.add_saved();
+      s->set_step(500);
+      s->set_world_size(2);
+      s->set_file("../../../../etc/passwd");
+      stream->Write(forged);
+      stream->WritesDone();
+      EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    }
+  }
+
+  // Feed it: well-formed data-plane frames naming rank 1 and the current
+  // generation, from a transport that has no token.
+  const std::string w0_log = ReadAll(dir + "/logs/worker-0.log");
+  const int w0_transport = PortAfter(w0_log, "worker transport on 127.0.0.1:");
+  ASSERT_GT(w0_transport, 0);
+  std::unique_ptr<TransportServer> rogue = *TransportServer::Start("127.0.0.1:0");
+  const std::vector<std::string> peers = {absl::StrCat("127.0.0.1:", w0_transport),
+                                          absl::StrCat("127.0.0.1:", rogue->port())};
+  absl::StatusOr<std::unique_ptr<Transport>> feed = rogue->Connect(1, 1, peers);
+  ASSERT_TRUE(feed.ok()) << feed.status();
+  std::vector<float> poison(4096, 1e30f);
+  const auto bytes = absl::MakeConstSpan(reinterpret_cast<const char*>(poison.data()), poison.size() * 4);
+  for (uint64_t tag = 0; tag < 20; ++tag) (*feed)->Send(0, tag, bytes, absl::Now() + absl::Seconds(5)).IgnoreError();
+  (*feed)->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
+
+  // Every refusal is counted where it happened.
+  const int coord_metrics = PortAfter(ReadAll(dir + "/coordinator.metrics_address"), "127.0.0.1:");
+  const int w0_metrics = PortAfter(w0_log, "metrics on port ");
+  absl::StatusOr<std::string> c = HttpGet(coord_metrics, "/metrics");
+  absl::StatusOr<std::string> w;
+  const absl::Time until = absl::Now() + absl::Seconds(20);  // the refusal may trail the rogue's flush
+  do {
+    w = HttpGet(w0_metrics, "/metrics");
+  } while (w.ok() && NumberAfter(*w, "shardline_rpc_rejected_total{reason=\"missing_token\"} ") < 1 &&
+           absl::Now() < until && (absl::SleepFor(absl::Milliseconds(100)), true));
+  ASSERT_TRUE(c.ok() && w.ok());
+  EXPECT_EQ(NumberAfter(*c, "shardline_rpc_rejected_total{reason=\"missing_token\"} "), 3) << *c;
+  EXPECT_EQ(NumberAfter(*c, "shardline_rpc_rejected_total{reason=\"wrong_token\"} "), 3) << *c;
+  EXPECT_GE(NumberAfter(*w, "shardline_rpc_rejected_total{reason=\"missing_token\"} "), 1) << *w;
+  feed->reset();
+  rogue.reset();
+
+  // The job never noticed: one generation, trained to the end, as accurate
+  // as ever (poisoned frames took it to 0.10 before the token).
+  ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
+  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(JsonField(evals.back(), "step"), 600);
+  EXPECT_GT(JsonField(evals.back(), "accuracy"), 0.75);
+  const std::string coord_log = ReadAll(dir + "/logs/coordinator.log");
+  EXPECT_EQ(coord_log.find("generation 2"), std::string::npos) << coord_log;
+  EXPECT_NE(coord_log.find("refused a call from"), std::string::npos);
+}
+
+TEST(SecurityTest, AListenerBeyondLoopbackWithoutATokenRefusesToStart) {
+  unsetenv(kTokenEnvVar);
+  const std::string dir = FreshDir("security_insecure");
+  // Refused before binding anything: nothing listens beyond loopback here.
+  Subprocess coordinator({std::string(SHARDLINE_BIN_DIR) + "/shardline-coordinator", "--config", DefaultConfig(),
+                          "--listen", "0.0.0.0:0", "--workdir", dir});
+  EXPECT_EQ(coordinator.Wait(absl::Seconds(30)), 1);
+  EXPECT_NE(coordinator.Output().find("--listen 0.0.0.0:0 is reachable beyond this host"), std::string::npos)
+      << coordinator.Output();
+  Subprocess worker({std::string(SHARDLINE_BIN_DIR) + "/shardline-worker", "--coordinator", "127.0.0.1:1",
+                     "--listen", "0.0.0.0:0"});
+  EXPECT_EQ(worker.Wait(absl::Seconds(30)), 1);
+  EXPECT_NE(worker.Output().find("--listen 0.0.0.0:0 is reachable beyond this host"), std::string::npos)
+      << worker.Output();
+}
+
+}  // namespace
+}  // namespace shardline
