@@ -17,8 +17,13 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
     const std::string& listen, std::shared_ptr<prometheus::Registry> registry) {
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
-    // One civetweb worker thread: scrapes are rare and cheap.
-    exposer = std::make_unique<prometheus::Exposer>(listen, 1);
+    // Scrapes are rare and cheap, but a client that opens a connection and
+    // never finishes its request holds a civetweb thread: a few threads, and
+    // a request timeout that frees them, keep /metrics readable for
+    // Prometheus meanwhile.
+    exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", listen, "num_threads", std::to_string(kMetricsThreads), "request_timeout_ms",
+        std::to_string(kMetricsRequestTimeoutMs)});
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", listen, " (address in use or invalid): ", e.what()));

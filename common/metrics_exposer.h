@@ -19,6 +19,13 @@ class Registry;
 
 namespace shardline {
 
+// Serving threads, and how long one waits for a client's request before
+// dropping the connection: a client that never finishes its request delays
+// scrapes only once kMetricsThreads of them are open, and then by at most
+// the timeout.
+inline constexpr int kMetricsThreads = 4;
+inline constexpr int kMetricsRequestTimeoutMs = 2000;
+
 class MetricsExposer {
  public:
   // Binds `listen` ("HOST:PORT"; port 0 picks a free one). An address in

@@ -11,6 +11,8 @@
 #include <fstream>
 
 #include "absl/strings/ascii.h"
+#include "openssl/evp.h"
+#include "openssl/hmac.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,14 +22,25 @@
 namespace shardline {
 namespace {
 
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+}  // namespace
+
+bool SecretEquals(absl::string_view a, absl::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
 }
 
-}  // namespace
+std::string MemberTag(const std::string& sender_secret, uint64_t generation, int receiver) {
+  const std::string message = absl::StrCat("shardline-member/", generation, "/", receiver);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), sender_secret.data(), static_cast<int>(sender_secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &length);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
+  return hex;
+}
 
 absl::StatusOr<std::string> LoadToken(Env* env, const std::string& token_file) {
   if (token_file.empty()) {
@@ -101,12 +114,29 @@ absl::Status CheckListenSecurity(const std::string& flag, const std::string& lis
   return absl::OkStatus();
 }
 
+void RpcAuth::Refused(RejectReason reason, const std::string& peer) {
+  if (on_reject_) on_reject_(reason);
+  absl::MutexLock lock(&mu_);
+  const int64_t now = Env::Default()->NowMicros();
+  if (now - last_log_micros_ >= 1'000'000 || last_log_micros_ == 0) {
+    SLOG(WARNING) << "refused a call from " << peer << ": " << RejectReasonLabel(reason)
+                  << (unlogged_ > 0 ? absl::StrCat(" (and ", unlogged_, " more refused since the last line)")
+                                    : std::string());
+    last_log_micros_ = now;
+    unlogged_ = 0;
+  } else {
+    ++unlogged_;
+  }
+}
+
 const char* RejectReasonLabel(RejectReason reason) {
   switch (reason) {
     case RejectReason::kMissingToken:
       return "missing_token";
     case RejectReason::kWrongToken:
       return "wrong_token";
+    case RejectReason::kNotAMember:
+      return "not_a_member";
   }
   return "unknown";
 }
@@ -125,25 +155,12 @@ grpc::Status RpcAuth::Check(const grpc::ServerContextBase& ctx) {
   RejectReason reason;
   if (it == metadata.end()) {
     reason = RejectReason::kMissingToken;
-  } else if (!ConstantTimeEquals(absl::string_view(it->second.data(), it->second.size()), token_)) {
+  } else if (!SecretEquals(absl::string_view(it->second.data(), it->second.size()), token_)) {
     reason = RejectReason::kWrongToken;
   } else {
     return grpc::Status::OK;
   }
-  if (on_reject_) on_reject_(reason);
-  {
-    absl::MutexLock lock(&mu_);
-    const int64_t now = Env::Default()->NowMicros();
-    if (now - last_log_micros_ >= 1'000'000 || last_log_micros_ == 0) {
-      SLOG(WARNING) << "refused a call from " << ctx.peer() << ": " << RejectReasonLabel(reason)
-                    << (unlogged_ > 0 ? absl::StrCat(" (and ", unlogged_, " more refused since the last line)")
-                                      : std::string());
-      last_log_micros_ = now;
-      unlogged_ = 0;
-    } else {
-      ++unlogged_;
-    }
-  }
+  Refused(reason, ctx.peer());
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                       "this call does not carry the job's token (see docs/security.md)");
 }

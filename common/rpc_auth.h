@@ -53,9 +53,21 @@ bool IsLoopbackListen(const std::string& listen);
 absl::Status CheckListenSecurity(const std::string& flag, const std::string& listen, bool has_token,
                                  bool insecure);
 
+// Membership: the coordinator gives each member of a generation a random
+// secret; the tag a sender presents to a receiver is derived from it, so a
+// receiver can check who sends without being able to speak for anyone else.
+// HMAC-SHA256(sender_secret, "shardline-member/<generation>/<receiver>"),
+// hex.
+std::string MemberTag(const std::string& sender_secret, uint64_t generation, int receiver);
+// Constant-time equality, for secrets and tags.
+bool SecretEquals(absl::string_view a, absl::string_view b);
+// Metadata key of the member tag on a data-plane stream.
+inline constexpr char kMemberTagMetadataKey[] = "shardline-member";
+
 // Why a call was refused; the label of shardline_rpc_rejected_total.
-enum class RejectReason { kMissingToken, kWrongToken };
-const char* RejectReasonLabel(RejectReason reason);  // "missing_token", "wrong_token"
+enum class RejectReason { kMissingToken, kWrongToken, kNotAMember };
+// "missing_token", "wrong_token", "not_a_member"
+const char* RejectReasonLabel(RejectReason reason);
 
 // Attaches and checks the token. With an empty token nothing is attached
 // and every call passes (a loopback-only or --insecure job). Thread-safe.
@@ -74,6 +86,10 @@ class RpcAuth {
   // UNAUTHENTICATED; a refusal is counted and logged with the caller's
   // address, at most once a second (the rest are summed into the next line).
   grpc::Status Check(const grpc::ServerContextBase& ctx);
+
+  // Counts and logs (rate-limited) a refusal decided elsewhere, e.g. a
+  // stream whose member tag is wrong.
+  void Refused(RejectReason reason, const std::string& peer);
 
  private:
   const std::string token_;

@@ -19,11 +19,14 @@ namespace shardline {
 inline std::function<void(RejectReason)> RejectedRpcCounter(prometheus::Registry& registry) {
   auto& family = prometheus::BuildCounter()
                      .Name("shardline_rpc_rejected_total")
-                     .Help("RPCs refused because they did not carry the job's token, by reason")
+                     .Help("RPCs refused: without the job's token, or speaking for a rank they do not hold")
                      .Register(registry);
   prometheus::Counter* missing = &family.Add({{"reason", RejectReasonLabel(RejectReason::kMissingToken)}});
   prometheus::Counter* wrong = &family.Add({{"reason", RejectReasonLabel(RejectReason::kWrongToken)}});
-  return [missing, wrong](RejectReason r) { (r == RejectReason::kMissingToken ? missing : wrong)->Increment(); };
+  prometheus::Counter* stranger = &family.Add({{"reason", RejectReasonLabel(RejectReason::kNotAMember)}});
+  return [missing, wrong, stranger](RejectReason r) {
+    (r == RejectReason::kMissingToken ? missing : r == RejectReason::kWrongToken ? wrong : stranger)->Increment();
+  };
 }
 
 }  // namespace shardline

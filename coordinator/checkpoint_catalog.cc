@@ -122,6 +122,11 @@ bool CheckpointCatalog::NoteBad(int64_t step) {
   return bad_.insert(step).second;
 }
 
+bool CheckpointCatalog::IsRestorePoint(int64_t step) const {
+  absl::MutexLock lock(&mu_);
+  return committed_.count(step) > 0 || (resume_from_.step > 0 && resume_from_.step == step);
+}
+
 absl::Status CheckpointCatalog::PersistBad(int64_t step, const std::string& reason) {
   absl::MutexLock io(&io_mu_);
   return store_->Put(absl::StrCat(kBadPrefix, StepDirName(step)), reason, /*sync=*/true);

@@ -67,6 +67,9 @@ class CheckpointCatalog {
   // latest_good() move to an older one). Returns false if it was already
   // marked. Make it durable with PersistBad.
   bool NoteBad(int64_t step);
+  // True if `step` is a checkpoint this catalog could hand out (committed,
+  // or the one found on disk to resume from), bad or not.
+  bool IsRestorePoint(int64_t step) const;
   absl::Status PersistBad(int64_t step, const std::string& reason);
 
   RestorePoint Restore() const;

@@ -12,7 +12,9 @@
 #include "common/config.h"
 #include "common/fault_injection.h"
 #include "common/logging.h"
+#include "common/rpc_auth.h"
 #include "common/status_macros.h"
+#include "coordinator/report_check.h"
 
 namespace shardline {
 namespace {
@@ -199,10 +201,13 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
     }
     if (state_ != JobState::kForming) {
       if (req.requested_rank() >= 0) {
-        const Member& holder = members_[req.requested_rank()];
-        return absl::AlreadyExistsError(absl::StrCat(
-            "rank ", req.requested_rank(), " is held by the live worker at ", holder.address,
-            " (generation ", generation_, "); a second worker may not claim it"));
+        // The refusal names no member's address: the caller may be anyone
+        // with the token. The log has it.
+        SLOG(WARNING) << "refused " << req.transport_address() << " rank " << req.requested_rank()
+                      << ": held by the live worker at " << members_[req.requested_rank()].address;
+        return absl::AlreadyExistsError(absl::StrCat("rank ", req.requested_rank(),
+                                                     " is held by a live worker (generation ", generation_,
+                                                     "); a second worker may not claim it"));
       }
       return absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
     }
@@ -212,8 +217,8 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   if (rank >= 0) {
     auto it = pending_.find(rank);
     if (it != pending_.end() && it->second.incarnation != req.incarnation()) {
-      return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " was already claimed by the worker at ",
-                                                   it->second.address, " for generation ", generation_ + 1));
+      return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " was already claimed by another worker for ",
+                                                   "generation ", generation_ + 1));
     }
   } else {
     // Prefer the rank this worker held before, then the lowest free one.
@@ -224,9 +229,12 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
       if (pending_.count(r) == 0) rank = r;
     }
   }
+  absl::StatusOr<std::string> secret = NewToken();
+  if (!secret.ok()) return secret.status();
   Member& m = pending_[rank];
   m.address = req.transport_address();
   m.incarnation = req.incarnation();
+  m.secret = std::move(*secret);
   const uint64_t target = generation_ + 1;
   SLOG(INFO) << "worker " << m.address << " registered as rank " << rank << " for generation " << target
              << " (" << pending_.size() << "/" << n << ")";
@@ -258,7 +266,11 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   resp.set_rank(rank);
   resp.set_world_size(n);
   resp.set_generation(generation_);
-  for (const auto& [r, member] : members_) resp.add_peers(member.address);
+  for (const auto& [r, member] : members_) {
+    resp.add_peers(member.address);
+    resp.add_peer_tags(MemberTag(member.secret, generation_, rank));
+  }
+  resp.set_member_secret(members_[rank].secret);
   resp.set_config_text(config_text_);
   resp.set_checkpoint_root(options_.checkpoint_root);
   const RestorePoint from = catalog_.Restore();
@@ -285,6 +297,17 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
     return absl::FailedPreconditionError(absl::StrCat("report from rank ", r.rank(), " of generation ",
                                                       r.generation(), "; the job is at generation ",
                                                       generation_));
+  }
+  if (!SecretEquals(r.member_secret(), members_[r.rank()].secret)) {
+    return absl::PermissionDeniedError(absl::StrCat("report for rank ", r.rank(), " of generation ", r.generation(),
+                                                    " does not come from the worker that registered it"));
+  }
+  ReportLimits limits;
+  limits.world_size = options_.world_size;
+  RETURN_IF_ERROR(CheckReport(r, limits));
+  if (r.bad_checkpoint_step() > 0 && !catalog_.IsRestorePoint(r.bad_checkpoint_step())) {
+    return absl::InvalidArgumentError(absl::StrCat("report from rank ", r.rank(), " refused: bad_checkpoint_step ",
+                                                   r.bad_checkpoint_step(), " is not a checkpoint handed out"));
   }
   Member& m = members_[r.rank()];
   m.attached = true;

@@ -121,6 +121,9 @@ class Job {
   struct Member {
     std::string address;
     uint64_t incarnation = 0;
+    // Random per registration: binds reports and data-plane streams to the
+    // process that registered (docs/security.md).
+    std::string secret;
     int64_t steps_done = 0;
     absl::Time last_seen;
     bool attached = false;  // its heartbeat stream is open

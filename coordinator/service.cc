@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/grpc_util.h"
+#include "common/logging.h"
 
 namespace shardline {
 
@@ -32,6 +33,7 @@ grpc::Status CoordinatorService::Heartbeat(
   coordinator::WorkerReport report;
   if (!stream->Read(&report)) return grpc::Status::OK;
   absl::Status accepted = job_->Report(report);
+  if (absl::IsPermissionDenied(accepted) && auth_ != nullptr) auth_->Refused(RejectReason::kNotAMember, ctx->peer());
   if (!accepted.ok()) return ToGrpcStatus(accepted);
   const int rank = report.rank();
   const uint64_t generation = report.generation();
@@ -56,7 +58,11 @@ grpc::Status CoordinatorService::Heartbeat(
     }
   });
   while (stream->Read(&report)) {
-    if (!job_->Report(report).ok()) break;
+    const absl::Status later = job_->Report(report);
+    if (!later.ok()) {
+      SLOG(WARNING) << "ending rank " << rank << "'s heartbeat stream: " << later;
+      break;
+    }
   }
   const bool broken = ctx->IsCancelled() && !ended_here.load();
   reading = false;

@@ -8,7 +8,7 @@ PACKAGES=(
   cmake g++ make pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libopenblas-dev librocksdb-dev prometheus-cpp-dev zlib1g-dev
-  nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libssl-dev openssl libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
 )
 missing=()

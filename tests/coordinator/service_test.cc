@@ -48,12 +48,17 @@ TEST(CoordinatorServiceTest, StatusAndJobOverAreTypedOnTheWire) {
   req.set_transport_address("127.0.0.1:1");
   req.set_requested_rank(-1);
   req.set_incarnation(7);
+  std::string secret;
   {
     grpc::ClientContext ctx;
     coordinator::RegisterResponse world;
     ASSERT_TRUE(stub->Register(&ctx, req, &world).ok());
     EXPECT_FALSE(world.job_over());
     EXPECT_EQ(world.generation(), 1u);
+    secret = world.member_secret();
+    EXPECT_EQ(secret.size(), 64u);
+    ASSERT_EQ(world.peer_tags_size(), 1);
+    EXPECT_EQ(world.peer_tags(0), MemberTag(secret, 1, 0));
   }
   const coordinator::JobStatus running = status();
   EXPECT_EQ(running.state(), coordinator::JobStatus::RUNNING);
@@ -64,6 +69,7 @@ TEST(CoordinatorServiceTest, StatusAndJobOverAreTypedOnTheWire) {
 
   job.RequestStop("test");
   coordinator::WorkerReport done;
+  done.set_member_secret(secret);
   done.set_rank(0);
   done.set_generation(1);
   done.set_steps_done(4);

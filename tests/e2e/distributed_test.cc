@@ -89,7 +89,7 @@ TEST(DistributedTest, SecondWorkerClaimingALiveRankIsRejected) {
   Subprocess intruder({BinPath("shardline-worker"), "--coordinator", ReadAll(dir + "/coordinator.address"),
                        "--rank", "1", "--connect_timeout_seconds", "2", "--token_file", dir + "/token"});
   EXPECT_EQ(intruder.Wait(absl::Seconds(30)), 1) << intruder.Output();
-  EXPECT_TRUE(absl::StrContains(intruder.Output(), "rank 1 is held by the live worker at 127.0.0.1:"))
+  EXPECT_TRUE(absl::StrContains(intruder.Output(), "rank 1 is held by a live worker"))
       << intruder.Output();
   launch.Signal(SIGTERM);
   EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/env.h"
 #include "common/grpc_util.h"
 #include "common/rpc_auth.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -134,6 +135,85 @@ TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
   const std::string coord_log = ReadAll(dir + "/logs/coordinator.log");
   EXPECT_EQ(coord_log.find("generation 2"), std::string::npos) << coord_log;
   EXPECT_NE(coord_log.find("refused a call from"), std::string::npos);
+}
+
+TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
+  unsetenv(kTokenEnvVar);
+  const std::string dir = FreshDir("security_member");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=600", "train.eval_every=0"}));
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
+      << launch.Output();
+  // The insider has the job's token (say, from a leaked environment).
+  absl::StatusOr<std::string> token = LoadToken(Env::Default(), dir + "/token");
+  ASSERT_TRUE(token.ok()) << token.status();
+  RpcAuth insider(*token);
+
+  const std::string coordinator = ReadAll(dir + "/coordinator.address");
+  auto stub = coordinator::Coordinator::NewStub(
+      grpc::CreateCustomChannel(coordinator, grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
+  {  // take rank 0: refused, and the refusal names no member's address
+    grpc::ClientContext ctx;
+    insider.Attach(&ctx);
+    coordinator::RegisterRequest req;
+    req.set_transport_address("127.0.0.1:1");
+    req.set_requested_rank(0);
+    req.set_incarnation(99);
+    coordinator::RegisterResponse world;
+    const grpc::Status s = stub->Register(&ctx, req, &world);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+    EXPECT_EQ(s.error_message().find("127.0.0.1"), std::string::npos) << s.error_message();
+    EXPECT_EQ(world.peers_size(), 0);
+  }
+  {  // speak for rank 0 on the heartbeat: fail the job
+    grpc::ClientContext ctx;
+    insider.Attach(&ctx);
+    auto stream = stub->Heartbeat(&ctx);
+    coordinator::WorkerReport forged;
+    forged.set_rank(0);
+    forged.set_generation(1);
+    forged.set_member_secret("guess");
+    forged.set_fatal_error("forged");
+    stream->Write(forged);
+    stream->WritesDone();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // Feed rank 0 as rank 1, with the token but without rank 1's member tag.
+  const std::string w0_log = ReadAll(dir + "/logs/worker-0.log");
+  const int w0_transport = PortAfter(w0_log, "worker transport on 127.0.0.1:");
+  ASSERT_GT(w0_transport, 0);
+  TransportServerOptions options;
+  options.auth = &insider;
+  std::unique_ptr<TransportServer> rogue = *TransportServer::Start("127.0.0.1:0", options);
+  absl::StatusOr<std::unique_ptr<Transport>> feed =
+      rogue->Connect(1, 1, {absl::StrCat("127.0.0.1:", w0_transport), absl::StrCat("127.0.0.1:", rogue->port())},
+                     MemberKeys{"guess", {}});
+  ASSERT_TRUE(feed.ok()) << feed.status();
+  std::vector<float> poison(4096, 1e30f);
+  const auto bytes = absl::MakeConstSpan(reinterpret_cast<const char*>(poison.data()), poison.size() * 4);
+  for (uint64_t tag = 0; tag < 20; ++tag) (*feed)->Send(0, tag, bytes, absl::Now() + absl::Seconds(5)).IgnoreError();
+  (*feed)->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
+
+  const int coord_metrics = PortAfter(ReadAll(dir + "/coordinator.metrics_address"), "127.0.0.1:");
+  const int w0_metrics = PortAfter(w0_log, "metrics on port ");
+  absl::StatusOr<std::string> c = HttpGet(coord_metrics, "/metrics");
+  absl::StatusOr<std::string> w;
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  do {
+    w = HttpGet(w0_metrics, "/metrics");
+  } while (w.ok() && NumberAfter(*w, "shardline_rpc_rejected_total{reason=\"not_a_member\"} ") < 1 &&
+           absl::Now() < until && (absl::SleepFor(absl::Milliseconds(100)), true));
+  ASSERT_TRUE(c.ok() && w.ok());
+  EXPECT_EQ(NumberAfter(*c, "shardline_rpc_rejected_total{reason=\"not_a_member\"} "), 1) << *c;
+  EXPECT_GE(NumberAfter(*w, "shardline_rpc_rejected_total{reason=\"not_a_member\"} "), 1) << *w;
+  feed->reset();
+  rogue.reset();
+
+  ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
+  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(JsonField(evals.back(), "step"), 600);
+  EXPECT_GT(JsonField(evals.back(), "accuracy"), 0.75);
+  EXPECT_EQ(ReadAll(dir + "/logs/coordinator.log").find("generation 2"), std::string::npos);
 }
 
 TEST(SecurityTest, AListenerBeyondLoopbackWithoutATokenRefusesToStart) {

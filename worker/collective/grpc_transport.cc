@@ -61,7 +61,7 @@ std::vector<std::pair<std::string, int>> KeepaliveArgs(const TransportServerOpti
 class PeerStream {
  public:
   PeerStream(int peer, const std::string& address, const TransportServerOptions& options,
-             std::function<void(const std::string&)> on_broken)
+             const std::string& member_tag, std::function<void(const std::string&)> on_broken)
       : peer_(peer), address_(address), on_broken_(std::move(on_broken)) {
     grpc::ChannelArguments args = DefaultChannelArguments();
     for (const auto& [name, value] : KeepaliveArgs(options)) args.SetInt(name, value);
@@ -70,6 +70,7 @@ class PeerStream {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     if (options.auth != nullptr) options.auth->Attach(&ctx_);
+    if (!member_tag.empty()) ctx_.AddMetadata(kMemberTagMetadataKey, member_tag);
     ctx_.set_wait_for_ready(true);  // the peer may still be starting
     // Send the call's headers with the first frame, on the sender thread:
     // otherwise creating the stream blocks (forever, with wait_for_ready)
@@ -176,9 +177,19 @@ class PeerStream {
 // into it.
 class Generation {
  public:
-  Generation(uint64_t generation, int rank, std::vector<std::string> peers, const TransportServerOptions& options)
-      : generation_(generation), rank_(rank), peers_(std::move(peers)), options_(options),
+  Generation(uint64_t generation, int rank, std::vector<std::string> peers, MemberKeys keys,
+             const TransportServerOptions& options)
+      : generation_(generation), rank_(rank), peers_(std::move(peers)), keys_(std::move(keys)), options_(options),
         box_(static_cast<int>(peers_.size())), streams_(peers_.size()) {}
+
+  // True if a stream with `metadata` may speak for rank `src`.
+  bool AcceptsSender(int src, const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const {
+    if (keys_.peer_tags.empty()) return true;
+    const auto it = metadata.find(kMemberTagMetadataKey);
+    return it != metadata.end() &&
+           SecretEquals(absl::string_view(it->second.data(), it->second.size()),
+                        keys_.peer_tags[static_cast<size_t>(src)]);
+  }
 
   uint64_t generation() const { return generation_; }
   int rank() const { return rank_; }
@@ -246,7 +257,8 @@ class Generation {
     if (shutdown_) return nullptr;
     auto& s = streams_[static_cast<size_t>(peer)];
     if (s == nullptr) {
-      s = std::make_unique<PeerStream>(peer, peers_[static_cast<size_t>(peer)], options_, [this, peer](const std::string& why) {
+      const std::string tag = keys_.secret.empty() ? "" : MemberTag(keys_.secret, generation_, peer);
+      s = std::make_unique<PeerStream>(peer, peers_[static_cast<size_t>(peer)], options_, tag, [this, peer](const std::string& why) {
         box_.MarkGone(peer, why);
         Fail(absl::StrCat("peer rank ", peer, " is gone: ", why, " (reported by rank ", rank_, ")"));
       });
@@ -264,6 +276,7 @@ class Generation {
   const uint64_t generation_;
   const int rank_;
   const std::vector<std::string> peers_;
+  const MemberKeys keys_;
   const TransportServerOptions options_;
   Mailbox box_;
   SendTracker tracker_;
@@ -436,6 +449,16 @@ class PushReactor : public grpc::ServerReadReactor<InFrame> {
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             absl::StrCat("sender rank ", src_, " is not in a world of ", gen_->world_size()));
       }
+      if (!gen_->AcceptsSender(src_, ctx_->client_metadata())) {
+        if (RpcAuth* auth = server_->options.auth; auth != nullptr) {
+          auth->Refused(RejectReason::kNotAMember, ctx_->peer());
+        }
+        const uint64_t generation = gen_->generation();
+        gen_ = nullptr;  // an impostor's stream never touches the real rank's state
+        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                            absl::StrCat("a stream speaking for rank ", src_, " of generation ", generation,
+                                         " without that member's tag"));
+      }
     }
     if (frame_.src_rank != src_) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -515,11 +538,15 @@ absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const st
 int TransportServer::port() const { return impl_->grpc.port; }
 
 absl::StatusOr<std::unique_ptr<Transport>> TransportServer::Connect(uint64_t generation, int rank,
-                                                                    std::vector<std::string> peers) {
+                                                                    std::vector<std::string> peers, MemberKeys keys) {
   if (rank < 0 || rank >= static_cast<int>(peers.size())) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not in a world of ", peers.size()));
   }
-  auto gen = std::make_shared<Generation>(generation, rank, std::move(peers), impl_->options);
+  if (!keys.peer_tags.empty() && keys.peer_tags.size() != peers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(keys.peer_tags.size(), " member tags for a world of ",
+                                                   peers.size()));
+  }
+  auto gen = std::make_shared<Generation>(generation, rank, std::move(peers), std::move(keys), impl_->options);
   absl::Status installed = impl_->Install(gen);
   if (!installed.ok()) return installed;
   return std::unique_ptr<Transport>(new GrpcTransport(std::move(gen)));

@@ -47,6 +47,15 @@ struct TransportServerOptions {
   RpcAuth* auth = nullptr;
 };
 
+// Membership of one generation, from the coordinator's RegisterResponse:
+// streams this rank opens carry MemberTag(secret, generation, receiver), and
+// a stream from rank s is accepted only with peer_tags[s]. Empty: no check
+// (tests and benchmarks that have no coordinator).
+struct MemberKeys {
+  std::string secret;
+  std::vector<std::string> peer_tags;
+};
+
 class TransportServer {
  public:
   // Listens on `listen` ("HOST:PORT"; port 0 picks one). The options apply
@@ -60,8 +69,11 @@ class TransportServer {
   // The transport of `rank` in generation `generation` (which must be larger
   // than any earlier one); peers[i] is rank i's "host:port". Frames of older
   // generations are refused from then on. The server must outlive it.
+  // With `keys`, only the processes that registered for this generation can
+  // feed it: a stream speaking for a rank without its tag is refused
+  // (PERMISSION_DENIED) before any frame is delivered.
   absl::StatusOr<std::unique_ptr<Transport>> Connect(uint64_t generation, int rank,
-                                                     std::vector<std::string> peers);
+                                                     std::vector<std::string> peers, MemberKeys keys = {});
 
   class Impl;
 

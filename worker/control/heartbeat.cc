@@ -32,6 +32,7 @@ void Heartbeat::ReportStuck(const std::string& what) {
 
 bool Heartbeat::SendReport(const LastReport& last) {
   coordinator::WorkerReport r;
+  r.set_member_secret(options_.member_secret);
   r.set_rank(options_.rank);
   r.set_generation(options_.generation);
   r.set_steps_done(steps_done_.load());

@@ -41,6 +41,8 @@ struct HeartbeatOptions {
   // abandoned: the coordinator moved to a new generation or the stream
   // broke. Must make the training loop fail fast (shut the transport down).
   std::function<void(const std::string& why)> on_abandon;
+  // RegisterResponse.member_secret: sent with every report.
+  std::string member_secret;
   // The job token for the stream; null: none. Must outlive the heartbeat.
   const RpcAuth* auth = nullptr;
 };

@@ -70,6 +70,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   hb.stop_at = world.stop_at();
   hb.interval = options.heartbeat_interval;
   hb.auth = options.auth;
+  hb.member_secret = world.member_secret();
   hb.on_abandon = [&](const std::string&) {
     absl::MutexLock lock(&transport_mu);
     if (transport != nullptr) transport->Shutdown();
@@ -92,7 +93,11 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
 
   std::vector<std::string> peers(world.peers().begin(), world.peers().end());
   {
-    absl::StatusOr<std::unique_ptr<Transport>> connected = server->Connect(world.generation(), rank, peers);
+    MemberKeys keys;
+    keys.secret = world.member_secret();
+    keys.peer_tags.assign(world.peer_tags().begin(), world.peer_tags().end());
+    absl::StatusOr<std::unique_ptr<Transport>> connected =
+        server->Connect(world.generation(), rank, peers, std::move(keys));
     if (!connected.ok()) return Done(connected.status());
     absl::MutexLock lock(&transport_mu);
     transport = std::move(*connected);

@@ -270,5 +270,44 @@ TEST(GrpcTransportTest, AFrameWithoutTheJobTokenIsRefusedAndNeverDelivered) {
   EXPECT_EQ(p.refused.load(), 0);
 }
 
+TEST(GrpcTransportTest, OnlyTheRegisteredMemberCanSpeakForItsRank) {
+  // What the coordinator hands out for generation 3 of a world of two.
+  const std::string secret0 = "secret-of-rank-0", secret1 = "secret-of-rank-1";
+  std::atomic<int> refused{0};
+  RpcAuth receiver_auth("", [&](RejectReason r) { refused += r == RejectReason::kNotAMember; });
+  TransportServerOptions ro;
+  ro.auth = &receiver_auth;
+  auto receiver = *TransportServer::Start("127.0.0.1:0", ro);
+  auto member = *TransportServer::Start("127.0.0.1:0");
+  const std::string r0 = "127.0.0.1:" + std::to_string(receiver->port());
+  MemberKeys keys0{secret0, {MemberTag(secret0, 3, 0), MemberTag(secret1, 3, 0)}};
+  std::unique_ptr<Transport> rx = *receiver->Connect(3, 0, {r0, "127.0.0.1:" + std::to_string(member->port())}, keys0);
+
+  const float value = 7;
+  const auto bytes = absl::MakeConstSpan(reinterpret_cast<const char*>(&value), sizeof(value));
+  // The member gets through.
+  std::unique_ptr<Transport> tx = *member->Connect(3, 1, {r0, "127.0.0.1:1"}, MemberKeys{secret1, {}});
+  ASSERT_TRUE(tx->Send(0, 10, bytes, absl::Now() + absl::Seconds(5)).ok());
+  float got = 0;
+  ASSERT_TRUE(RecvInto(*rx, 1, 10, absl::MakeSpan(reinterpret_cast<char*>(&got), sizeof(got)),
+                       absl::Now() + absl::Seconds(10))
+                  .ok());
+  EXPECT_EQ(got, 7);
+  // Impostors know the generation and the rank, and have another member's
+  // secret, a guess, or none: each stream is refused.
+  int attempts = 0;
+  for (const std::string& stolen : {std::string(), secret0, std::string("guess")}) {
+    auto impostor = *TransportServer::Start("127.0.0.1:0");
+    std::unique_ptr<Transport> fake = *impostor->Connect(3, 1, {r0, "127.0.0.1:1"}, MemberKeys{stolen, {}});
+    fake->Send(0, 9, bytes, absl::Now() + absl::Seconds(5)).IgnoreError();
+    fake->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
+    ++attempts;
+    const absl::Time until = absl::Now() + absl::Seconds(20);
+    while (refused.load() < attempts && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
+    EXPECT_EQ(refused.load(), attempts) << "impostor with secret '" << stolen << "' was not refused";
+  }
+  EXPECT_FALSE(rx->Receive(1, 9, absl::Now() + absl::Seconds(1)).ok()) << "an impostor's frame was delivered";
+}
+
 }  // namespace
 }  // namespace shardline

@@ -1,0 +1,64 @@
+#include "coordinator/report_check.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint/shard_file.h"
+
+namespace shardline {
+namespace {
+
+absl::Status Bad(const coordinator::WorkerReport& r, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("report from rank ", r.rank(), " refused: ", what));
+}
+
+}  // namespace
+
+absl::Status CheckReport(const coordinator::WorkerReport& r, const ReportLimits& limits) {
+  auto in_range = [&](int64_t v) { return v >= 0 && v <= limits.max_step; };
+  if (!in_range(r.steps_done())) return Bad(r, absl::StrCat("steps_done ", r.steps_done(), " out of range"));
+  if (!in_range(r.total_steps())) return Bad(r, absl::StrCat("total_steps ", r.total_steps(), " out of range"));
+  if (r.total_steps() > 0 && r.steps_done() > r.total_steps()) {
+    return Bad(r, absl::StrCat("steps_done ", r.steps_done(), " beyond total_steps ", r.total_steps()));
+  }
+  if (!in_range(r.bad_checkpoint_step())) {
+    return Bad(r, absl::StrCat("bad_checkpoint_step ", r.bad_checkpoint_step(), " out of range"));
+  }
+  for (const auto& [name, text] : {std::pair<const char*, const std::string*>{"fatal_error", &r.fatal_error()},
+                                   {"watchdog", &r.watchdog()},
+                                   {"bad_checkpoint_reason", &r.bad_checkpoint_reason()}}) {
+    if (text->size() > limits.max_text_bytes) {
+      return Bad(r, absl::StrCat(name, " of ", text->size(), " bytes (at most ", limits.max_text_bytes, ")"));
+    }
+  }
+  if (r.metrics_size() > 0 && r.rank() != 0) return Bad(r, "metric records come only from rank 0");
+  if (r.metrics_size() > limits.max_metric_records) {
+    return Bad(r, absl::StrCat(r.metrics_size(), " metric records (at most ", limits.max_metric_records, ")"));
+  }
+  for (const metrics::MetricRecord& m : r.metrics()) {
+    if (m.step() < 0) return Bad(r, absl::StrCat("metric record with step ", m.step()));
+  }
+  if (r.saved_size() > limits.max_saved_shards) {
+    return Bad(r, absl::StrCat(r.saved_size(), " saved shards (at most ", limits.max_saved_shards, ")"));
+  }
+  for (const coordinator::SavedShard& s : r.saved()) {
+    if (s.step() <= 0 || s.step() > limits.max_step) {
+      return Bad(r, absl::StrCat("saved shard of step ", s.step(), " out of range"));
+    }
+    if (s.world_size() != limits.world_size) {
+      return Bad(r, absl::StrCat("saved shard of step ", s.step(), " for a world of ", s.world_size(),
+                                 "; this job's is ", limits.world_size));
+    }
+    const std::string expected = ShardFileName(r.rank(), limits.world_size);
+    if (s.file() != expected) {
+      return Bad(r, absl::StrCat("saved shard of step ", s.step(), " names file '", s.file(), "'; rank ", r.rank(),
+                                 " writes only ", expected));
+    }
+    if (s.size() <= 0 || s.size() > limits.max_shard_bytes) {
+      return Bad(r, absl::StrCat("saved shard of step ", s.step(), " of ", s.size(), " bytes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardline

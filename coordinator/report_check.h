@@ -1,0 +1,39 @@
+// Checks a worker's heartbeat report before the coordinator acts on any of
+// it: every number in range, every text bounded, every file name the one the
+// checkpoint format allows for that rank. Nothing from the network is
+// joined onto a path or trusted to index anything unchecked.
+//
+//   RETURN_IF_ERROR(CheckReport(report, {.world_size = n}));
+#ifndef SHARDLINE_COORDINATOR_REPORT_CHECK_H_
+#define SHARDLINE_COORDINATOR_REPORT_CHECK_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "proto/coordinator.pb.h"
+
+namespace shardline {
+
+struct ReportLimits {
+  int world_size = 1;
+  // Steps are int32 on the wire to metrics.jsonl; runs are refused beyond.
+  int64_t max_step = INT32_MAX;
+  // fatal_error, watchdog, bad_checkpoint_reason.
+  size_t max_text_bytes = 16 << 10;
+  // Rank 0 sends a few records a second; a report carries what queued since
+  // the last one (a stalled stream may have queued many).
+  int max_metric_records = 100000;
+  // Shards saved since the last report: one per save.
+  int max_saved_shards = 64;
+  // A shard file larger than this is not one shardline wrote.
+  int64_t max_shard_bytes = int64_t{1} << 40;
+};
+
+// OK, or INVALID_ARGUMENT naming the rank and the offending field. Assumes
+// the rank is a member (the Job checks membership first).
+absl::Status CheckReport(const coordinator::WorkerReport& report, const ReportLimits& limits);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COORDINATOR_REPORT_CHECK_H_
