@@ -2,9 +2,11 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
 #include "grpcpp/impl/codegen/method_handler.h"
@@ -29,6 +31,13 @@ constexpr uint64_t kPoisonTag = ~uint64_t{0};
 // How long a frame of a generation this process has not reached yet may wait
 // for it (peers can start a generation a little before us).
 constexpr absl::Duration kGenerationWait = absl::Seconds(30);
+// Once this process has joined a generation, a stream may name one at most
+// this far ahead (a peer can be one generation ahead while this rank is
+// still leaving the last); further ahead is refused at once.
+constexpr uint64_t kMaxGenerationsAhead = 2;
+// Streams waiting for this process to reach their generation, each holding
+// its first frame (at most one segment) and no thread; more are refused.
+constexpr size_t kMaxParkedStreams = 64;
 // How long closing a stream may take to flush frames still queued.
 constexpr absl::Duration kDrainTimeout = absl::Seconds(5);
 
@@ -100,12 +109,28 @@ class PeerStream {
 
   // Flushes what is queued (bounded by kDrainTimeout), then ends the stream.
   void Close() {
+    BeginClose();
+    FinishClose();
+  }
+
+  // Close in two halves, so that many streams close in parallel: no more
+  // frames are accepted, and the sender thread ends the stream once the
+  // queue is empty...
+  void BeginClose() {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    close_deadline_ = absl::Now() + kDrainTimeout;
+  }
+  // ...and this waits for that (cancelling what is still queued at the
+  // deadline) and for the stream's end.
+  void FinishClose() {
     {
       absl::MutexLock lock(&mu_);
-      if (closed_) return;
-      closed_ = true;
+      if (joined_) return;
+      joined_ = true;
       auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() || !broken_.ok(); };
-      mu_.AwaitWithTimeout(absl::Condition(&drained), kDrainTimeout);
+      mu_.AwaitWithDeadline(absl::Condition(&drained), close_deadline_);
       if (!queue_.empty()) ctx_.TryCancel();
     }
     thread_.join();
@@ -141,7 +166,16 @@ class PeerStream {
       }
     }
     writer_->WritesDone();
+    // The receiver ends the call once it has read the half-close; one that
+    // does not (its stream parked for a generation it never reaches, or a
+    // stuck process) is cancelled, so closing never waits forever.
+    absl::Notification finished;
+    std::thread canceller([&] {
+      if (!finished.WaitForNotificationWithTimeout(kDrainTimeout)) ctx_.TryCancel();
+    });
     writer_->Finish();
+    finished.Notify();
+    canceller.join();
   }
 
   bool closed() {
@@ -170,6 +204,8 @@ class PeerStream {
   std::deque<OutFrame> queue_ ABSL_GUARDED_BY(mu_);  // front is being written
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time close_deadline_ ABSL_GUARDED_BY(mu_);
+  bool joined_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Everything of one generation on this rank: its mailbox and its streams.
@@ -245,7 +281,10 @@ class Generation {
       streams.swap(streams_);
     }
     for (auto& s : streams) {
-      if (s != nullptr) s->Close();
+      if (s != nullptr) s->BeginClose();
+    }
+    for (auto& s : streams) {
+      if (s != nullptr) s->FinishClose();
     }
     box_.Shutdown();
     // Closing serialised or dropped every queued frame.
@@ -355,25 +394,70 @@ class GrpcTransport : public Transport {
 
 }  // namespace
 
+// A stream whose first frame names a generation this process has not reached
+// yet. It waits without a thread; the server resumes it when the generation
+// is installed, or with null when it never will be (or it waited too long).
+class ParkedStream {
+ public:
+  virtual ~ParkedStream() = default;
+  virtual void Resume(std::shared_ptr<Generation> gen) = 0;
+};
+
 class TransportServer::Impl : public grpc::Service {
  public:
   Impl();
 
   TransportServerOptions options;  // set once, before the server starts
 
-  // The generation `generation`, waiting a while if this process has not
-  // reached it yet; null for an older generation or after the wait.
-  std::shared_ptr<Generation> WaitFor(uint64_t generation) {
+  enum class Admission { kNow, kParked, kRefused };
+
+  // Where a stream whose first frame names `generation` goes: kNow with
+  // *gen set if it is the current one; kParked if it is at most
+  // kMaxGenerationsAhead ahead and fewer than kMaxParkedStreams wait (the
+  // server later calls stream->Resume, exactly once, unless Unpark takes it
+  // back first); kRefused otherwise (older, too far ahead, too many).
+  Admission Admit(uint64_t generation, ParkedStream* stream, std::shared_ptr<Generation>* gen) {
+    std::vector<ParkedStream*> expired;
+    Admission admission;
+    {
+      absl::MutexLock lock(&mu_);
+      const uint64_t current = current_ == nullptr ? 0 : current_->generation();
+      const int64_t now = absl::ToUnixMicros(absl::Now());
+      for (auto it = parked_.begin(); it != parked_.end();) {
+        if (now - it->second.since_micros > absl::ToInt64Microseconds(kGenerationWait)) {
+          expired.push_back(it->first);
+          it = parked_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      if (current_ != nullptr && generation == current) {
+        *gen = current_;
+        admission = Admission::kNow;
+      } else if (generation > current && (current_ == nullptr || generation - current <= kMaxGenerationsAhead) &&
+                 parked_.size() < kMaxParkedStreams) {
+        // A process that has joined no generation yet (just started, still
+        // loading) cannot tell how far ahead its first one is.
+        parked_[stream] = Parked{generation, now};
+        admission = Admission::kParked;
+      } else {
+        admission = Admission::kRefused;
+      }
+    }
+    for (ParkedStream* s : expired) s->Resume(nullptr);
+    return admission;
+  }
+
+  // Takes a parked stream back (it was cancelled). False if it is not parked
+  // (any more): then Resume has been or is being called.
+  bool Unpark(ParkedStream* stream) {
     absl::MutexLock lock(&mu_);
-    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return current_ != nullptr && current_->generation() >= generation;
-    };
-    mu_.AwaitWithTimeout(absl::Condition(&reached), kGenerationWait);
-    return current_ != nullptr && current_->generation() == generation ? current_ : nullptr;
+    return parked_.erase(stream) > 0;
   }
 
   absl::Status Install(std::shared_ptr<Generation> gen) {
     std::shared_ptr<Generation> old;
+    std::vector<std::pair<ParkedStream*, std::shared_ptr<Generation>>> resume;
     {
       absl::MutexLock lock(&mu_);
       if (current_ != nullptr && gen->generation() <= current_->generation()) {
@@ -382,9 +466,18 @@ class TransportServer::Impl : public grpc::Service {
                                                           current_->generation()));
       }
       old = std::move(current_);
-      current_ = std::move(gen);
+      current_ = gen;
+      for (auto it = parked_.begin(); it != parked_.end();) {
+        if (it->second.generation <= gen->generation()) {
+          resume.emplace_back(it->first, it->second.generation == gen->generation() ? gen : nullptr);
+          it = parked_.erase(it);
+        } else {
+          ++it;
+        }
+      }
     }
     if (old != nullptr) old->Shutdown();
+    for (auto& [stream, g] : resume) stream->Resume(std::move(g));
     return absl::OkStatus();
   }
 
@@ -396,8 +489,13 @@ class TransportServer::Impl : public grpc::Service {
   GrpcServer grpc;
 
  private:
+  struct Parked {
+    uint64_t generation;
+    int64_t since_micros;
+  };
   absl::Mutex mu_;
   std::shared_ptr<Generation> current_ ABSL_GUARDED_BY(mu_);
+  std::map<ParkedStream*, Parked> parked_ ABSL_GUARDED_BY(mu_);
 };
 
 namespace {
@@ -405,7 +503,7 @@ namespace {
 // The receiving end of one Push stream. Reads complete on gRPC's threads,
 // and each frame is delivered right there: a posted receive's handler (the
 // reduction or copy into place) runs on the thread that read the bytes.
-class PushReactor : public grpc::ServerReadReactor<InFrame> {
+class PushReactor : public grpc::ServerReadReactor<InFrame>, public ParkedStream {
  public:
   PushReactor(TransportServer::Impl* server, grpc::CallbackServerContext* ctx, transport::PushSummary* summary)
       : server_(server), ctx_(ctx), summary_(summary) {
@@ -423,6 +521,51 @@ class PushReactor : public grpc::ServerReadReactor<InFrame> {
       End();
       return;
     }
+    if (gen_ == nullptr) {
+      // The first frame names the stream's generation. One this process has
+      // not reached yet parks the stream, holding no thread, until it does.
+      std::shared_ptr<Generation> gen;
+      switch (server_->Admit(frame_.generation, this, &gen)) {
+        case TransportServer::Impl::Admission::kRefused:
+          Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                              absl::StrCat("frame of generation ", frame_.generation,
+                                           " but this worker is at generation ", server_->generation())));
+          return;
+        case TransportServer::Impl::Admission::kParked:
+          return;  // Resume() carries on
+        case TransportServer::Impl::Admission::kNow:
+          Resume(std::move(gen));
+          return;
+      }
+    }
+    Continue();
+  }
+
+  // The stream's generation is here (or, null, will never be).
+  void Resume(std::shared_ptr<Generation> gen) override {
+    if (gen == nullptr) {
+      Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("frame of generation ", frame_.generation,
+                                       " but this worker is at generation ", server_->generation())));
+      return;
+    }
+    const grpc::Status joined = Join(std::move(gen));
+    if (!joined.ok()) {
+      Finish(joined);
+      return;
+    }
+    Continue();
+  }
+
+  // A parked stream has no read pending that would see the cancellation.
+  void OnCancel() override {
+    if (server_->Unpark(this)) Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while parked"));
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Continue() {
     const grpc::Status delivered = Deliver();
     if (!delivered.ok()) {
       Finish(delivered);
@@ -431,35 +574,29 @@ class PushReactor : public grpc::ServerReadReactor<InFrame> {
     StartRead(&frame_);
   }
 
-  void OnDone() override { delete this; }
-
- private:
-  grpc::Status Deliver() {
-    if (gen_ == nullptr) {
-      // Blocks this gRPC thread only for the first frame of a stream whose
-      // generation this process has not reached yet (bounded).
-      gen_ = server_->WaitFor(frame_.generation);
-      if (gen_ == nullptr) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                            absl::StrCat("frame of generation ", frame_.generation,
-                                         " but this worker is at generation ", server_->generation()));
-      }
-      src_ = frame_.src_rank;
-      if (src_ < 0 || src_ >= gen_->world_size()) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("sender rank ", src_, " is not in a world of ", gen_->world_size()));
-      }
-      if (!gen_->AcceptsSender(src_, ctx_->client_metadata())) {
-        if (RpcAuth* auth = server_->options.auth; auth != nullptr) {
-          auth->Refused(RejectReason::kNotAMember, ctx_->peer());
-        }
-        const uint64_t generation = gen_->generation();
-        gen_ = nullptr;  // an impostor's stream never touches the real rank's state
-        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                            absl::StrCat("a stream speaking for rank ", src_, " of generation ", generation,
-                                         " without that member's tag"));
-      }
+  // Binds the stream to its generation and sender, checking the sender.
+  // Until it succeeds, gen_ stays null: a refused stream never touches the
+  // generation's state (End() marks no one gone).
+  grpc::Status Join(std::shared_ptr<Generation> gen) {
+    const int src = frame_.src_rank;
+    if (src < 0 || src >= gen->world_size()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("sender rank ", src, " is not in a world of ", gen->world_size()));
     }
+    if (!gen->AcceptsSender(src, ctx_->client_metadata())) {
+      if (RpcAuth* auth = server_->options.auth; auth != nullptr) {
+        auth->Refused(RejectReason::kNotAMember, ctx_->peer());
+      }
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          absl::StrCat("a stream speaking for rank ", src, " of generation ", gen->generation(),
+                                       " without that member's tag"));
+    }
+    gen_ = std::move(gen);
+    src_ = src;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Deliver() {
     if (frame_.src_rank != src_) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("stream from rank ", src_, " carried a frame from rank ", frame_.src_rank));

@@ -309,5 +309,73 @@ TEST(GrpcTransportTest, OnlyTheRegisteredMemberCanSpeakForItsRank) {
   EXPECT_FALSE(rx->Receive(1, 9, absl::Now() + absl::Seconds(1)).ok()) << "an impostor's frame was delivered";
 }
 
+TEST(GrpcTransportTest, StreamsNamingFutureGenerationsHoldNoThreadAndFarAheadIsRefusedAtOnce) {
+  auto receiver = *TransportServer::Start("127.0.0.1:0");
+  auto legit = *TransportServer::Start("127.0.0.1:0");
+  const std::string r = "127.0.0.1:" + std::to_string(receiver->port());
+  const std::string l = "127.0.0.1:" + std::to_string(legit->port());
+  std::unique_ptr<Transport> rx = *receiver->Connect(1, 0, {r, l});
+  std::unique_ptr<Transport> tx = *legit->Connect(1, 1, {r, l});
+
+  // Forty streams whose first frame names the next generation: one rogue
+  // rank "0" of generation 2 whose forty peers are all the receiver.
+  auto rogue = *TransportServer::Start("127.0.0.1:0");
+  std::vector<std::string> peers = {"127.0.0.1:" + std::to_string(rogue->port())};
+  for (int i = 0; i < 40; ++i) peers.push_back(r);
+  std::unique_ptr<Transport> flood = *rogue->Connect(2, 0, peers);
+  const char byte = 1;
+  for (int p = 1; p <= 40; ++p) {
+    flood->Send(p, 5, absl::MakeConstSpan(&byte, 1), absl::Now() + absl::Seconds(5)).IgnoreError();
+  }
+  flood->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
+  absl::SleepFor(absl::Milliseconds(300));  // let them all arrive and park
+
+  // The current generation is served meanwhile.
+  const float value = 3;
+  ASSERT_TRUE(tx->Send(0, 3, absl::MakeConstSpan(reinterpret_cast<const char*>(&value), 4),
+                       absl::Now() + absl::Seconds(5))
+                  .ok());
+  float got = 0;
+  ASSERT_TRUE(RecvInto(*rx, 1, 3, absl::MakeSpan(reinterpret_cast<char*>(&got), 4), absl::Now() + absl::Seconds(10))
+                  .ok())
+      << "the current generation starved behind streams of a future one";
+  EXPECT_EQ(got, 3);
+
+  // A generation far ahead is refused at once: the sender's stream breaks
+  // long before the 30 s a parked stream may wait.
+  auto far = *TransportServer::Start("127.0.0.1:0");
+  std::unique_ptr<Transport> ahead = *far->Connect(9, 1, {r, "127.0.0.1:" + std::to_string(far->port())});
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  bool refused = false;
+  while (!refused && absl::Now() < until) {
+    refused = !ahead->Send(0, 1, absl::MakeConstSpan(&byte, 1), absl::Now() + absl::Seconds(1)).ok();
+    if (!refused) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(refused) << "a stream of generation 9 was not refused while this rank is at generation 1";
+  // Everything shuts down without waiting for the parked streams.
+  flood.reset();
+  rogue.reset();
+}
+
+TEST(GrpcTransportTest, AStreamOfTheNextGenerationIsDeliveredOnceThisRankGetsThere) {
+  auto receiver = *TransportServer::Start("127.0.0.1:0");
+  auto early = *TransportServer::Start("127.0.0.1:0");
+  const std::string r = "127.0.0.1:" + std::to_string(receiver->port());
+  const std::string e = "127.0.0.1:" + std::to_string(early->port());
+  std::unique_ptr<Transport> rx1 = *receiver->Connect(1, 0, {r, e});
+  // The peer reaches generation 2 first and sends at once.
+  std::unique_ptr<Transport> tx = *early->Connect(2, 1, {r, e});
+  const float value = 9;
+  ASSERT_TRUE(tx->Send(0, 4, absl::MakeConstSpan(reinterpret_cast<const char*>(&value), 4),
+                       absl::Now() + absl::Seconds(5))
+                  .ok());
+  absl::SleepFor(absl::Milliseconds(200));  // parked at the receiver
+  std::unique_ptr<Transport> rx2 = *receiver->Connect(2, 0, {r, e});
+  float got = 0;
+  ASSERT_TRUE(RecvInto(*rx2, 1, 4, absl::MakeSpan(reinterpret_cast<char*>(&got), 4), absl::Now() + absl::Seconds(10))
+                  .ok());
+  EXPECT_EQ(got, 9);
+}
+
 }  // namespace
 }  // namespace shardline
