@@ -31,7 +31,7 @@ endfunction()
 # LABELS: "unit" for in-process tests (also run under ASan/UBSan in CI),
 # "e2e" for tests that start real processes.
 function(shardline_cc_test)
-  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_include_directories(${ARG_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_compile_options(${ARG_NAME} PRIVATE ${SHARDLINE_WARNINGS})
@@ -48,7 +48,11 @@ function(shardline_cc_test)
   if("unit" IN_LIST ARG_LABELS)
     set_property(GLOBAL APPEND PROPERTY SHARDLINE_UNIT_TESTS ${ARG_NAME})
   endif()
+  set(serial FALSE)
+  if(ARG_SERIAL)
+    set(serial TRUE)
+  endif()
   gtest_discover_tests(${ARG_NAME}
-    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} RUN_SERIAL ${serial}
     DISCOVERY_TIMEOUT 60)
 endfunction()

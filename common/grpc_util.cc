@@ -45,7 +45,7 @@ grpc::ChannelArguments DefaultChannelArguments() {
 
 absl::StatusOr<GrpcServer> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services,
-    const std::vector<std::pair<std::string, int>>& int_args) {
+    const std::vector<std::pair<std::string, int>>& int_args, int max_receive_bytes) {
   // The standard grpc.health.v1 service: load balancers and Kubernetes probes
   // can ask whether the process is serving (and the server always has one
   // synchronous service to poll).
@@ -53,7 +53,7 @@ absl::StatusOr<GrpcServer> StartGrpcServer(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(max_receive_bytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   for (const auto& [name, value] : int_args) builder.AddChannelArgument(name, value);
   GrpcServer out;

@@ -21,8 +21,8 @@ namespace shardline {
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// Messages may be up to 1 GiB: gradient segments are large and the default
-// 4 MiB limit would reject them.
+// What a client may receive (and, by default, a server): 1 GiB. Servers set
+// their own, smaller receive limit to what their protocol needs.
 inline constexpr int kMaxMessageBytes = 1 << 30;
 
 // Both DefaultChannelArguments and StartGrpcServer keep the gRPC library
@@ -42,10 +42,12 @@ struct GrpcServer {
 // off, so a port already in use is an error (kUnavailable naming the
 // address) instead of two servers silently sharing it. The server also
 // serves grpc.health.v1.Health.
-// `int_args` are extra server channel arguments (e.g. keepalive).
+// `int_args` are extra server channel arguments (e.g. keepalive);
+// `max_receive_bytes` is the largest message a client may send (what the
+// protocol needs: larger ones are refused by gRPC before they are buffered).
 absl::StatusOr<GrpcServer> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services,
-    const std::vector<std::pair<std::string, int>>& int_args = {});
+    const std::vector<std::pair<std::string, int>>& int_args = {}, int max_receive_bytes = kMaxMessageBytes);
 
 }  // namespace shardline
 

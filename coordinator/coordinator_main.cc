@@ -26,6 +26,8 @@
 namespace shardline {
 namespace {
 
+constexpr int kCoordinatorMaxReceiveBytes = 64 << 20;
+
 constexpr char kHelp[] =
     "usage: shardline-coordinator --config FILE --listen HOST:PORT --workdir DIR\n"
     "                             [--metrics_listen HOST:PORT] [--set a.b=value ...]\n"
@@ -105,7 +107,9 @@ absl::Status Run(const Args& args) {
 
   RpcAuth auth(token, RejectedRpcCounter(*registry));
   CoordinatorService service(&job, &auth);
-  ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}));
+  // Registrations and reports are small; a report's metric records are
+  // bounded (coordinator/report_check.h).
+  ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}, {}, kCoordinatorMaxReceiveBytes));
   const std::string listen = args.Get("listen");
   const std::string address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", server.port);
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.address", address));

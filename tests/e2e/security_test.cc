@@ -186,7 +186,7 @@ TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
   std::unique_ptr<TransportServer> rogue = *TransportServer::Start("127.0.0.1:0", options);
   absl::StatusOr<std::unique_ptr<Transport>> feed =
       rogue->Connect(1, 1, {absl::StrCat("127.0.0.1:", w0_transport), absl::StrCat("127.0.0.1:", rogue->port())},
-                     MemberKeys{"guess", {}});
+                     ConnectOptions{MemberKeys{"guess", {}}});
   ASSERT_TRUE(feed.ok()) << feed.status();
   std::vector<float> poison(4096, 1e30f);
   const auto bytes = absl::MakeConstSpan(reinterpret_cast<const char*>(poison.data()), poison.size() * 4);

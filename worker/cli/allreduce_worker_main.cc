@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "common/process_init.h"
 #include "common/env.h"
+#include "common/grpc_util.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/args.h"
@@ -112,8 +113,11 @@ int Main(int argc, char** argv) {
   }
   logging::SetPrefix(absl::StrCat("rank ", rank));
 
+  const int64_t segment_bytes = Flag(args, "segment_bytes", 1 << 20);
+  TransportServerOptions server_options;
+  server_options.max_frame_bytes = static_cast<int>(std::min<int64_t>(segment_bytes + (64 << 10), kMaxMessageBytes));
   absl::StatusOr<std::unique_ptr<TransportServer>> server =
-      TransportServer::Start(args.Has("listen") ? args.Get("listen") : "127.0.0.1:0");
+      TransportServer::Start(args.Has("listen") ? args.Get("listen") : "127.0.0.1:0", server_options);
   if (!server.ok()) {
     fprintf(stderr, "rank %d: %s\n", rank, std::string(server.status().message()).c_str());
     return 3;
@@ -131,7 +135,7 @@ int Main(int argc, char** argv) {
   }
   CollectiveOptions options;
   options.timeout = absl::Milliseconds(Flag(args, "timeout_ms", 30000));
-  options.max_segment_bytes = Flag(args, "segment_bytes", 1 << 20);
+  options.max_segment_bytes = segment_bytes;
   RingCollectives ring(transport->get(), options);
 
   auto fail = [&](const absl::Status& s) {

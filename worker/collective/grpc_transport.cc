@@ -213,10 +213,11 @@ class PeerStream {
 // into it.
 class Generation {
  public:
-  Generation(uint64_t generation, int rank, std::vector<std::string> peers, MemberKeys keys,
+  Generation(uint64_t generation, int rank, std::vector<std::string> peers, ConnectOptions connect,
              const TransportServerOptions& options)
-      : generation_(generation), rank_(rank), peers_(std::move(peers)), keys_(std::move(keys)), options_(options),
-        box_(static_cast<int>(peers_.size())), streams_(peers_.size()) {}
+      : generation_(generation), rank_(rank), peers_(std::move(peers)), keys_(std::move(connect.keys)),
+        options_(options), box_(static_cast<int>(peers_.size()), connect.max_unclaimed_bytes_per_peer),
+        streams_(peers_.size()) {}
 
   // True if a stream with `metadata` may speak for rank `src`.
   bool AcceptsSender(int src, const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const {
@@ -335,8 +336,7 @@ class GrpcTransport : public Transport {
   absl::Status Send(int peer, uint64_t tag, absl::Span<const char> data, absl::Time) override {
     if (absl::Status bad = CheckPeer(peer); !bad.ok()) return bad;
     if (peer == rank()) {
-      gen_->box().Put(peer, tag, std::make_unique<StringPayload>(std::string(data.data(), data.size())));
-      return absl::OkStatus();
+      return gen_->box().Put(peer, tag, std::make_unique<StringPayload>(std::string(data.data(), data.size())));
     }
     OutFrame frame;
     frame.src_rank = rank();
@@ -607,7 +607,14 @@ class PushReactor : public grpc::ServerReadReactor<InFrame>, public ParkedStream
       gen_->box().Poison(why);
       return grpc::Status::OK;
     }
-    gen_->box().Put(src_, frame_.tag, std::move(frame_.payload));
+    const absl::Status put = gen_->box().Put(src_, frame_.tag, std::move(frame_.payload));
+    if (!put.ok()) {
+      // A faulty peer: the world cannot go on with it. End() must not mark
+      // it gone a second time.
+      gen_->Fail(absl::StrCat(put.message(), " (reported by rank ", gen_->rank(), ")"));
+      gen_ = nullptr;
+      return ToGrpcStatus(put);
+    }
     summary_->set_frames(summary_->frames() + 1);
     return grpc::Status::OK;
   }
@@ -666,7 +673,7 @@ absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const st
       {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
        static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time) / 2)},
       {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0}});
-  absl::StatusOr<GrpcServer> server = StartGrpcServer(listen, {impl.get()}, args);
+  absl::StatusOr<GrpcServer> server = StartGrpcServer(listen, {impl.get()}, args, options.max_frame_bytes);
   if (!server.ok()) return server.status();
   impl->grpc = std::move(*server);
   return std::unique_ptr<TransportServer>(new TransportServer(std::move(impl)));
@@ -675,15 +682,16 @@ absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const st
 int TransportServer::port() const { return impl_->grpc.port; }
 
 absl::StatusOr<std::unique_ptr<Transport>> TransportServer::Connect(uint64_t generation, int rank,
-                                                                    std::vector<std::string> peers, MemberKeys keys) {
+                                                                    std::vector<std::string> peers,
+                                                                    ConnectOptions options) {
   if (rank < 0 || rank >= static_cast<int>(peers.size())) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not in a world of ", peers.size()));
   }
-  if (!keys.peer_tags.empty() && keys.peer_tags.size() != peers.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(keys.peer_tags.size(), " member tags for a world of ",
+  if (!options.keys.peer_tags.empty() && options.keys.peer_tags.size() != peers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(options.keys.peer_tags.size(), " member tags for a world of ",
                                                    peers.size()));
   }
-  auto gen = std::make_shared<Generation>(generation, rank, std::move(peers), std::move(keys), impl_->options);
+  auto gen = std::make_shared<Generation>(generation, rank, std::move(peers), std::move(options), impl_->options);
   absl::Status installed = impl_->Install(gen);
   if (!installed.ok()) return installed;
   return std::unique_ptr<Transport>(new GrpcTransport(std::move(gen)));

@@ -41,6 +41,11 @@ struct TransportServerOptions {
   // 2 s default (its in-process ring tests use a longer one).
   absl::Duration keepalive_time = absl::Seconds(1);
   absl::Duration keepalive_timeout = absl::Seconds(2);
+  // The largest data-plane frame accepted (gRPC's receive limit on this
+  // server): a segment (CollectiveOptions::max_segment_bytes, 1 MiB by
+  // default) plus its header. Larger messages are refused by gRPC and end
+  // the sender's stream.
+  int max_frame_bytes = (1 << 20) + (64 << 10);
   // The job token, attached to every stream this process opens and checked
   // on every stream it accepts (refused: UNAUTHENTICATED). Null: none. Must
   // outlive the server.
@@ -54,6 +59,15 @@ struct TransportServerOptions {
 struct MemberKeys {
   std::string secret;
   std::vector<std::string> peer_tags;
+};
+
+struct ConnectOptions {
+  MemberKeys keys;
+  // Bytes of frames from one peer that may wait for a receive nobody has
+  // posted yet. A peer runs at most about one collective ahead, so twice
+  // the model's bytes is ample; past the cap the peer is faulty: its frame
+  // is dropped and the world fails naming it (RESOURCE_EXHAUSTED).
+  int64_t max_unclaimed_bytes_per_peer = int64_t{1} << 30;
 };
 
 class TransportServer {
@@ -73,7 +87,7 @@ class TransportServer {
   // feed it: a stream speaking for a rank without its tag is refused
   // (PERMISSION_DENIED) before any frame is delivered.
   absl::StatusOr<std::unique_ptr<Transport>> Connect(uint64_t generation, int rank,
-                                                     std::vector<std::string> peers, MemberKeys keys = {});
+                                                     std::vector<std::string> peers, ConnectOptions options = {});
 
   class Impl;
 

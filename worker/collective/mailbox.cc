@@ -1,26 +1,45 @@
 #include "worker/collective/mailbox.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace shardline {
 
-Mailbox::Mailbox(int world_size)
-    : world_size_(world_size), gone_(static_cast<size_t>(world_size)) {}
+Mailbox::Mailbox(int world_size, int64_t max_unclaimed_bytes_per_source)
+    : world_size_(world_size),
+      max_unclaimed_(max_unclaimed_bytes_per_source),
+      gone_(static_cast<size_t>(world_size)),
+      unclaimed_(static_cast<size_t>(world_size), 0) {}
 
 bool Mailbox::poisoned() {
   absl::MutexLock lock(&mu_);
   return !poison_.empty();
 }
 
-void Mailbox::Put(int src, uint64_t tag, std::unique_ptr<Payload> payload) {
+absl::Status Mailbox::Put(int src, uint64_t tag, std::unique_ptr<Payload> payload) {
   absl::MutexLock lock(&mu_);
-  if (shutdown_) return;
+  if (shutdown_) return absl::OkStatus();
   auto it = expected_.find({src, tag});
   if (it != expected_.end() && it->second.handler) {
     Run(it, std::move(payload));
-    return;
+    return absl::OkStatus();
   }
-  messages_[{src, tag}] = std::move(payload);
+  int64_t& waiting = unclaimed_[static_cast<size_t>(src)];
+  std::unique_ptr<Payload>& slot = messages_[{src, tag}];
+  if (slot != nullptr) waiting -= static_cast<int64_t>(slot->size());  // a repeated tag replaces
+  const int64_t size = static_cast<int64_t>(payload->size());
+  if (waiting + size > max_unclaimed_) {
+    messages_.erase({src, tag});
+    const std::string why = absl::StrCat("it sent ", waiting + size, " bytes no receive asked for (at most ",
+                                         max_unclaimed_, " may wait per peer)");
+    std::string& gone = gone_[static_cast<size_t>(src)];
+    if (gone.empty()) gone = why;
+    return absl::ResourceExhaustedError(absl::StrCat("peer rank ", src, " is faulty: ", why));
+  }
+  waiting += size;
+  slot = std::move(payload);
+  return absl::OkStatus();
 }
 
 void Mailbox::Run(std::map<std::pair<int, uint64_t>, Expected>::iterator it, std::unique_ptr<Payload> payload) {
@@ -44,6 +63,7 @@ void Mailbox::Expect(int src, uint64_t tag, ReceiveHandler handler) {
   if (msg == messages_.end()) return;
   std::unique_ptr<Payload> payload = std::move(msg->second);
   messages_.erase(msg);
+  unclaimed_[static_cast<size_t>(src)] -= static_cast<int64_t>(payload->size());
   Run(it, std::move(payload));
 }
 
@@ -97,6 +117,7 @@ void Mailbox::Shutdown() {
   absl::MutexLock lock(&mu_);
   shutdown_ = true;
   messages_.clear();
+  std::fill(unclaimed_.begin(), unclaimed_.end(), 0);
   DropUnstarted();  // Put drops messages now: they never would start
 }
 
@@ -113,6 +134,7 @@ absl::StatusOr<std::unique_ptr<Payload>> Mailbox::Take(int src, uint64_t tag, ab
   if (it == messages_.end()) return Unreachable(src, tag);
   std::unique_ptr<Payload> payload = std::move(it->second);
   messages_.erase(it);
+  unclaimed_[static_cast<size_t>(src)] -= static_cast<int64_t>(payload->size());
   return payload;
 }
 

@@ -5,6 +5,7 @@
 #ifndef SHARDLINE_WORKER_COLLECTIVE_MAILBOX_H_
 #define SHARDLINE_WORKER_COLLECTIVE_MAILBOX_H_
 
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -27,10 +28,16 @@ using ReceiveHandler = std::function<absl::Status(std::unique_ptr<Payload>)>;
 
 class Mailbox {
  public:
-  explicit Mailbox(int world_size);
+  // At most `max_unclaimed_bytes_per_source` bytes of messages from one
+  // source may wait for a receive nobody has posted yet.
+  explicit Mailbox(int world_size, int64_t max_unclaimed_bytes_per_source = INT64_MAX);
 
-  // Delivers a message from `src`. Dropped after Shutdown.
-  void Put(int src, uint64_t tag, std::unique_ptr<Payload> payload);
+  // Delivers a message from `src`. Dropped after Shutdown. A message no
+  // receive is posted for waits, unless the source's waiting bytes would
+  // pass the cap: then it is dropped, `src` is marked gone (its Takes fail
+  // naming why) and the result is RESOURCE_EXHAUSTED, for the transport to
+  // treat the sender as faulty.
+  absl::Status Put(int src, uint64_t tag, std::unique_ptr<Payload> payload);
 
   // Marks `src` gone: pending and future Takes from it fail with kUnavailable
   // and `why` (messages it already delivered can still be taken).
@@ -67,6 +74,7 @@ class Mailbox {
 
  private:
   const int world_size_;
+  const int64_t max_unclaimed_;
   absl::Mutex mu_;
   struct Expected {
     ReceiveHandler handler;  // empty once started
@@ -85,6 +93,7 @@ class Mailbox {
   std::map<std::pair<int, uint64_t>, Expected> expected_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;  // handlers running now
   std::vector<std::string> gone_ ABSL_GUARDED_BY(mu_);  // per source; empty = alive
+  std::vector<int64_t> unclaimed_ ABSL_GUARDED_BY(mu_);  // per source: bytes in messages_
   std::string poison_ ABSL_GUARDED_BY(mu_);  // empty = healthy
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -93,11 +93,13 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
 
   std::vector<std::string> peers(world.peers().begin(), world.peers().end());
   {
-    MemberKeys keys;
-    keys.secret = world.member_secret();
-    keys.peer_tags.assign(world.peer_tags().begin(), world.peer_tags().end());
+    ConnectOptions connect;
+    connect.keys.secret = world.member_secret();
+    connect.keys.peer_tags.assign(world.peer_tags().begin(), world.peer_tags().end());
+    // A peer runs at most about one collective (the model's bytes) ahead.
+    connect.max_unclaimed_bytes_per_peer = 2 * ParameterCount(*cfg, data.train) * int64_t{sizeof(float)} + (64 << 20);
     absl::StatusOr<std::unique_ptr<Transport>> connected =
-        server->Connect(world.generation(), rank, peers, std::move(keys));
+        server->Connect(world.generation(), rank, peers, std::move(connect));
     if (!connected.ok()) return Done(connected.status());
     absl::MutexLock lock(&transport_mu);
     transport = std::move(*connected);

@@ -51,6 +51,10 @@ metrics::MetricRecord EvalLine(const EvalPoint& e) {
 
 }  // namespace
 
+int64_t ParameterCount(const config::JobConfig& config, const Dataset& train) {
+  return Mlp(SpecFor(config, train)).layout().total_size();
+}
+
 int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples) {
   if (config.train().has_total_steps()) return config.train().total_steps();
   return config.train().epochs() * (num_examples / config.data().global_batch_size());

@@ -36,7 +36,7 @@ TEST(MailboxTest, PostedHandlerRunsOnTheDeliveringThread) {
   std::thread::id deliverer;
   std::thread t([&] {
     deliverer = std::this_thread::get_id();
-    box.Put(1, 7, Bytes("segment"));
+    EXPECT_TRUE(box.Put(1, 7, Bytes("segment")).ok());
   });
   t.join();
   EXPECT_TRUE(box.Await(1, 7, kSoon).ok());
@@ -46,7 +46,7 @@ TEST(MailboxTest, PostedHandlerRunsOnTheDeliveringThread) {
 
 TEST(MailboxTest, MessageThatCameFirstIsHandledInExpect) {
   Mailbox box(2);
-  box.Put(1, 3, Bytes("early"));
+  EXPECT_TRUE(box.Put(1, 3, Bytes("early")).ok());
   std::string got;
   box.Expect(1, 3, [&](std::unique_ptr<Payload> p) {
     got = Text(*p);
@@ -59,7 +59,7 @@ TEST(MailboxTest, MessageThatCameFirstIsHandledInExpect) {
 TEST(MailboxTest, AwaitReturnsTheHandlersError) {
   Mailbox box(2);
   box.Expect(1, 1, [](std::unique_ptr<Payload>) { return absl::InternalError("received 3 bytes; expected 8"); });
-  box.Put(1, 1, Bytes("abc"));
+  EXPECT_TRUE(box.Put(1, 1, Bytes("abc")).ok());
   const absl::Status s = box.Await(1, 1, kSoon);
   EXPECT_TRUE(absl::IsInternal(s)) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "expected 8")) << s;
@@ -87,7 +87,7 @@ TEST(MailboxTest, NoHandlerRunsAfterCancel) {
     return absl::OkStatus();
   });
   box.CancelExpected();
-  box.Put(1, 9, Bytes("late"));
+  EXPECT_TRUE(box.Put(1, 9, Bytes("late")).ok());
   EXPECT_EQ(runs.load(), 0);
   // The late message waits for a plain Take instead.
   absl::StatusOr<std::unique_ptr<Payload>> p = box.Take(1, 9, kSoon);
@@ -104,11 +104,37 @@ TEST(MailboxTest, CancelWaitsForARunningHandler) {
     finished = true;
     return absl::OkStatus();
   });
-  std::thread t([&] { box.Put(1, 4, Bytes("x")); });
+  std::thread t([&] { EXPECT_TRUE(box.Put(1, 4, Bytes("x")).ok()); });
   while (!started) absl::SleepFor(absl::Milliseconds(1));
   box.CancelExpected();
   EXPECT_TRUE(finished.load());
   t.join();
+}
+
+TEST(MailboxTest, UnclaimedBytesPerSourceAreCappedAndTheSenderIsNamedFaulty) {
+  Mailbox box(3, /*max_unclaimed_bytes_per_source=*/10);
+  EXPECT_TRUE(box.Put(1, 100, Bytes("abcd")).ok());
+  EXPECT_TRUE(box.Put(1, 101, Bytes("efgh")).ok());  // 8 bytes wait
+  EXPECT_TRUE(box.Put(2, 100, Bytes("0123456789")).ok());  // the cap is per source
+  // Claimed bytes no longer count: rank 1 may send again.
+  ASSERT_TRUE(box.Take(1, 100, absl::Now()).ok());
+  EXPECT_TRUE(box.Put(1, 102, Bytes("ijkl")).ok());  // 8 wait again
+  // A repeated tag replaces its message and its bytes.
+  EXPECT_TRUE(box.Put(1, 102, Bytes("mn")).ok());  // 6 wait
+  // A posted receive takes its message straight away, whatever its size.
+  box.Expect(1, 200, [](std::unique_ptr<Payload>) { return absl::OkStatus(); });
+  EXPECT_TRUE(box.Put(1, 200, Bytes(std::string(100, 'x'))).ok());
+  EXPECT_TRUE(box.Await(1, 200, absl::Now() + absl::Seconds(5)).ok());
+
+  const absl::Status over = box.Put(1, 103, Bytes("opqrs"));  // 11 > 10
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(over.message(), "peer rank 1")) << over;
+  // The frame is dropped and rank 1 is gone; what it sent before stays.
+  absl::StatusOr<std::unique_ptr<Payload>> dropped = box.Take(1, 103, absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(dropped.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(dropped.status().message(), "no receive asked for")) << dropped.status();
+  EXPECT_TRUE(box.Take(1, 101, absl::Now()).ok());
+  EXPECT_TRUE(box.Take(2, 100, absl::Now()).ok());  // other sources are unaffected
 }
 
 }  // namespace

@@ -281,12 +281,12 @@ TEST(GrpcTransportTest, OnlyTheRegisteredMemberCanSpeakForItsRank) {
   auto member = *TransportServer::Start("127.0.0.1:0");
   const std::string r0 = "127.0.0.1:" + std::to_string(receiver->port());
   MemberKeys keys0{secret0, {MemberTag(secret0, 3, 0), MemberTag(secret1, 3, 0)}};
-  std::unique_ptr<Transport> rx = *receiver->Connect(3, 0, {r0, "127.0.0.1:" + std::to_string(member->port())}, keys0);
+  std::unique_ptr<Transport> rx = *receiver->Connect(3, 0, {r0, "127.0.0.1:" + std::to_string(member->port())}, ConnectOptions{keys0});
 
   const float value = 7;
   const auto bytes = absl::MakeConstSpan(reinterpret_cast<const char*>(&value), sizeof(value));
   // The member gets through.
-  std::unique_ptr<Transport> tx = *member->Connect(3, 1, {r0, "127.0.0.1:1"}, MemberKeys{secret1, {}});
+  std::unique_ptr<Transport> tx = *member->Connect(3, 1, {r0, "127.0.0.1:1"}, ConnectOptions{MemberKeys{secret1, {}}});
   ASSERT_TRUE(tx->Send(0, 10, bytes, absl::Now() + absl::Seconds(5)).ok());
   float got = 0;
   ASSERT_TRUE(RecvInto(*rx, 1, 10, absl::MakeSpan(reinterpret_cast<char*>(&got), sizeof(got)),
@@ -298,7 +298,7 @@ TEST(GrpcTransportTest, OnlyTheRegisteredMemberCanSpeakForItsRank) {
   int attempts = 0;
   for (const std::string& stolen : {std::string(), secret0, std::string("guess")}) {
     auto impostor = *TransportServer::Start("127.0.0.1:0");
-    std::unique_ptr<Transport> fake = *impostor->Connect(3, 1, {r0, "127.0.0.1:1"}, MemberKeys{stolen, {}});
+    std::unique_ptr<Transport> fake = *impostor->Connect(3, 1, {r0, "127.0.0.1:1"}, ConnectOptions{MemberKeys{stolen, {}}});
     fake->Send(0, 9, bytes, absl::Now() + absl::Seconds(5)).IgnoreError();
     fake->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
     ++attempts;
@@ -375,6 +375,46 @@ TEST(GrpcTransportTest, AStreamOfTheNextGenerationIsDeliveredOnceThisRankGetsThe
   ASSERT_TRUE(RecvInto(*rx2, 1, 4, absl::MakeSpan(reinterpret_cast<char*>(&got), 4), absl::Now() + absl::Seconds(10))
                   .ok());
   EXPECT_EQ(got, 9);
+}
+
+TEST(GrpcTransportTest, OversizedFramesAndFloodsOfUnexpectedOnesFailTheWorldNamingTheSender) {
+  // A frame larger than a segment is refused by gRPC before it is buffered.
+  {
+    TransportServerOptions small;
+    small.max_frame_bytes = 64 << 10;
+    auto receiver = *TransportServer::Start("127.0.0.1:0", small);
+    auto sender = *TransportServer::Start("127.0.0.1:0");
+    const std::vector<std::string> peers = {"127.0.0.1:" + std::to_string(receiver->port()),
+                                            "127.0.0.1:" + std::to_string(sender->port())};
+    std::unique_ptr<Transport> rx = *receiver->Connect(1, 0, peers);
+    std::unique_ptr<Transport> tx = *sender->Connect(1, 1, peers);
+    const std::string big(1 << 20, 'x');
+    tx->Send(0, 1, absl::MakeConstSpan(big.data(), big.size()), absl::Now() + absl::Seconds(5)).IgnoreError();
+    tx->Flush(absl::Now() + absl::Seconds(10)).IgnoreError();
+    EXPECT_FALSE(rx->Receive(1, 1, absl::Now() + absl::Seconds(2)).ok()) << "an oversized frame was delivered";
+  }
+  // Frames nobody asked for, past the per-peer cap: the world fails naming
+  // the sender, instead of holding them until the generation ends.
+  {
+    auto receiver = *TransportServer::Start("127.0.0.1:0");
+    auto sender = *TransportServer::Start("127.0.0.1:0");
+    const std::vector<std::string> peers = {"127.0.0.1:" + std::to_string(receiver->port()),
+                                            "127.0.0.1:" + std::to_string(sender->port())};
+    ConnectOptions capped;
+    capped.max_unclaimed_bytes_per_peer = 1 << 20;
+    std::unique_ptr<Transport> rx = *receiver->Connect(1, 0, peers, capped);
+    std::unique_ptr<Transport> tx = *sender->Connect(1, 1, peers);
+    const std::string frame(512 << 10, 'y');
+    for (uint64_t tag = 1000; tag < 1003; ++tag) {
+      tx->Send(0, tag, absl::MakeConstSpan(frame.data(), frame.size()), absl::Now() + absl::Seconds(5))
+          .IgnoreError();
+    }
+    tx->Flush(absl::Now() + absl::Seconds(10)).IgnoreError();
+    absl::StatusOr<std::unique_ptr<Payload>> next = rx->Receive(1, 7, absl::Now() + absl::Seconds(20));
+    ASSERT_FALSE(next.ok());
+    EXPECT_EQ(next.status().code(), absl::StatusCode::kUnavailable) << next.status();
+    EXPECT_TRUE(absl::StrContains(next.status().message(), "peer rank 1 is faulty")) << next.status();
+  }
 }
 
 }  // namespace
