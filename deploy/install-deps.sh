@@ -9,6 +9,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libopenblas-dev librocksdb-dev prometheus-cpp-dev zlib1g-dev
   nlohmann-json3-dev libssl-dev openssl libgtest-dev libgmock-dev libbenchmark-dev
+  clang-14 libfuzzer-14-dev
   dataset-fashion-mnist
 )
 missing=()

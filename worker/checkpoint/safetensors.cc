@@ -102,7 +102,8 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(absl::string_view bytes, cons
       }
       continue;
     }
-    auto bad_tensor = [&](absl::string_view what) { return bad(absl::StrCat("tensor ", name, ": ", what)); };
+    const std::string& tensor = name;  // C++17 lambdas cannot capture a structured binding
+    auto bad_tensor = [&](absl::string_view what) { return bad(absl::StrCat("tensor ", tensor, ": ", what)); };
     if (!entry.is_object()) return bad_tensor("entry is not an object");
     SafetensorsTensor t;
     const auto dtype = entry.find("dtype");
