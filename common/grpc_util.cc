@@ -45,7 +45,8 @@ grpc::ChannelArguments DefaultChannelArguments() {
 
 absl::StatusOr<GrpcServer> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services,
-    const std::vector<std::pair<std::string, int>>& int_args, int max_receive_bytes) {
+    const std::vector<std::pair<std::string, int>>& int_args, int max_receive_bytes,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   // The standard grpc.health.v1 service: load balancers and Kubernetes probes
   // can ask whether the process is serving (and the server always has one
   // synchronous service to poll).
@@ -57,7 +58,8 @@ absl::StatusOr<GrpcServer> StartGrpcServer(
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   for (const auto& [name, value] : int_args) builder.AddChannelArgument(name, value);
   GrpcServer out;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &out.port);
+  builder.AddListeningPort(listen, credentials != nullptr ? credentials : grpc::InsecureServerCredentials(),
+                           &out.port);
   for (grpc::Service* s : services) builder.RegisterService(s);
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || out.port == 0) {

@@ -44,10 +44,12 @@ struct GrpcServer {
 // serves grpc.health.v1.Health.
 // `int_args` are extra server channel arguments (e.g. keepalive);
 // `max_receive_bytes` is the largest message a client may send (what the
-// protocol needs: larger ones are refused by gRPC before they are buffered).
+// protocol needs: larger ones are refused by gRPC before they are buffered);
+// `credentials` (e.g. mutual TLS) secure the port.
 absl::StatusOr<GrpcServer> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services,
-    const std::vector<std::pair<std::string, int>>& int_args = {}, int max_receive_bytes = kMaxMessageBytes);
+    const std::vector<std::pair<std::string, int>>& int_args = {}, int max_receive_bytes = kMaxMessageBytes,
+    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);  // null: plain TCP
 
 }  // namespace shardline
 

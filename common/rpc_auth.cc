@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "openssl/evp.h"
@@ -106,7 +107,7 @@ absl::Status CheckListenSecurity(const std::string& flag, const std::string& lis
     return absl::FailedPreconditionError(absl::StrCat(
         flag, " ", listen, " is reachable beyond this host, but no job token is set: anyone who can reach "
         "the port could join, steer or read the job. Give --token_file FILE (or $", kTokenEnvVar,
-        "), or pass --insecure to run without one"));
+        ") or mutual TLS (--tls_cert, --tls_key, --tls_ca), or pass --insecure to run without either"));
   }
   SLOG(WARNING) << "INSECURE: " << flag << " " << listen
                 << " listens beyond this host without a job token (--insecure); anyone who can reach it can "
@@ -143,6 +144,45 @@ const char* RejectReasonLabel(RejectReason reason) {
 
 RpcAuth::RpcAuth(std::string token, std::function<void(RejectReason)> on_reject)
     : token_(std::move(token)), on_reject_(std::move(on_reject)) {}
+
+absl::StatusOr<std::optional<TlsPem>> LoadTls(Env* env, const std::string& cert_file, const std::string& key_file,
+                                              const std::string& ca_file) {
+  const int given = !cert_file.empty() + !key_file.empty() + !ca_file.empty();
+  if (given == 0) return std::optional<TlsPem>();
+  if (given != 3) {
+    return absl::InvalidArgumentError("--tls_cert, --tls_key and --tls_ca go together: give all three or none");
+  }
+  TlsPem pem;
+  for (const auto& [flag, file, out] : {std::tuple<const char*, const std::string*, std::string*>{
+                                            "--tls_cert", &cert_file, &pem.cert_chain},
+                                        {"--tls_key", &key_file, &pem.private_key},
+                                        {"--tls_ca", &ca_file, &pem.ca}}) {
+    absl::StatusOr<std::string> text = env->ReadFile(*file);
+    if (!text.ok()) return absl::NotFoundError(absl::StrCat(flag, " ", *file, ": ", text.status().message()));
+    if (text->find("-----BEGIN ") == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " ", *file, " is not a PEM file"));
+    }
+    *out = std::move(*text);
+  }
+  return std::optional<TlsPem>(std::move(pem));
+}
+
+std::shared_ptr<grpc::ChannelCredentials> RpcAuth::ChannelCredentials() const {
+  if (!tls_.has_value()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = tls_->ca;
+  o.pem_private_key = tls_->private_key;
+  o.pem_cert_chain = tls_->cert_chain;
+  return grpc::SslCredentials(o);
+}
+
+std::shared_ptr<grpc::ServerCredentials> RpcAuth::ServerCredentials() const {
+  if (!tls_.has_value()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions o(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  o.pem_root_certs = tls_->ca;
+  o.pem_key_cert_pairs.push_back({tls_->private_key, tls_->cert_chain});
+  return grpc::SslServerCredentials(o);
+}
 
 void RpcAuth::Attach(grpc::ClientContext* ctx) const {
   if (enabled()) ctx->AddMetadata(kTokenMetadataKey, token_);

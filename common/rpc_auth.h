@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -64,6 +66,19 @@ bool SecretEquals(absl::string_view a, absl::string_view b);
 // Metadata key of the member tag on a data-plane stream.
 inline constexpr char kMemberTagMetadataKey[] = "shardline-member";
 
+// Mutual TLS material, PEM text: this process's certificate chain and key,
+// and the CA that must have signed every peer's certificate.
+struct TlsPem {
+  std::string cert_chain;
+  std::string private_key;
+  std::string ca;
+};
+
+// Reads --tls_cert, --tls_key and --tls_ca: all three or none (then
+// nullopt). Errors (INVALID_ARGUMENT / NOT_FOUND) name the flag and file.
+absl::StatusOr<std::optional<TlsPem>> LoadTls(Env* env, const std::string& cert_file, const std::string& key_file,
+                                              const std::string& ca_file);
+
 // Why a call was refused; the label of shardline_rpc_rejected_total.
 enum class RejectReason { kMissingToken, kWrongToken, kNotAMember };
 // "missing_token", "wrong_token", "not_a_member"
@@ -78,6 +93,14 @@ class RpcAuth {
 
   bool enabled() const { return !token_.empty(); }
   const std::string& token() const { return token_; }
+
+  // With TLS, every channel and server of this process speaks mutual TLS:
+  // servers require a client certificate signed by the CA, clients verify
+  // the server's certificate (chain and host name). Call before use.
+  void set_tls(TlsPem tls) { tls_ = std::move(tls); }
+  bool tls() const { return tls_.has_value(); }
+  std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() const;
+  std::shared_ptr<grpc::ServerCredentials> ServerCredentials() const;
 
   // Adds the token to a call about to be made.
   void Attach(grpc::ClientContext* ctx) const;
@@ -94,6 +117,7 @@ class RpcAuth {
  private:
   const std::string token_;
   const std::function<void(RejectReason)> on_reject_;
+  std::optional<TlsPem> tls_;
   absl::Mutex mu_;
   int64_t last_log_micros_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t unlogged_ ABSL_GUARDED_BY(mu_) = 0;

@@ -47,7 +47,9 @@ constexpr char kHelp[] =
     "                            the Status RPC always answers)\n"
     "  --token_file FILE         the job token (a private file); default $SHARDLINE_TOKEN.\n"
     "                            With a token, every call must carry it\n"
-    "  --insecure                allow --listen beyond loopback without a token\n"
+    "  --tls_cert F --tls_key F --tls_ca F  mutual TLS (PEM): this process's\n"
+    "                            certificate and key, and the CA every peer's must chain to\n"
+    "  --insecure                allow --listen beyond loopback without a token or TLS\n"
     "\n"
     "SIGTERM or SIGINT: every worker stops at a step ahead of all of them, then\n"
     "all exit 0. A second signal exits at once. SIGUSR1: every worker evaluates\n"
@@ -78,7 +80,10 @@ absl::Status Run(const Args& args) {
                                                      /*check_paths=*/false));
   const std::string workdir = args.Get("workdir");
   ASSIGN_OR_RETURN(const std::string token, LoadToken(env, args.Get("token_file")));
-  RETURN_IF_ERROR(CheckListenSecurity("--listen", args.Get("listen"), !token.empty(), args.Get("insecure") == "true"));
+  ASSIGN_OR_RETURN(std::optional<TlsPem> tls,
+                   LoadTls(env, args.Get("tls_cert"), args.Get("tls_key"), args.Get("tls_ca")));
+  RETURN_IF_ERROR(CheckListenSecurity("--listen", args.Get("listen"), !token.empty() || tls.has_value(),
+                                      args.Get("insecure") == "true"));
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(workdir + "/coordinator_db"));
@@ -106,10 +111,12 @@ absl::Status Run(const Args& args) {
                    MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry));
 
   RpcAuth auth(token, RejectedRpcCounter(*registry));
+  if (tls.has_value()) auth.set_tls(std::move(*tls));
   CoordinatorService service(&job, &auth);
   // Registrations and reports are small; a report's metric records are
   // bounded (coordinator/report_check.h).
-  ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}, {}, kCoordinatorMaxReceiveBytes));
+  ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}, {}, kCoordinatorMaxReceiveBytes,
+                                                       auth.ServerCredentials()));
   const std::string listen = args.Get("listen");
   const std::string address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", server.port);
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.address", address));
@@ -161,7 +168,7 @@ int main(int argc, char** argv) {
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
       argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds",
-                           "token_file"},
+                           "token_file", "tls_cert", "tls_key", "tls_ca"},
       {"set"}, "shardline-coordinator", &args, {"insecure"});
   return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-coordinator", shardline::Run);
 }

@@ -38,7 +38,9 @@ constexpr char kHelp[] =
     "                             long (default 60)\n"
     "  --token_file FILE          the job token (a private file); default $SHARDLINE_TOKEN.\n"
     "                             Sent on every call, required on every call received\n"
-    "  --insecure                 allow --listen beyond loopback without a token\n"
+    "  --tls_cert F --tls_key F --tls_ca F  mutual TLS (PEM), to the coordinator and\n"
+    "                             between workers; certificates must name the advertised host\n"
+    "  --insecure                 allow --listen beyond loopback without a token or TLS\n"
     "\n"
     "Exit codes: 0 the job finished (or was stopped); 1 an error (the message names\n"
     "it); 3 the watchdog found this worker stuck.\n";
@@ -66,9 +68,13 @@ absl::Status Run(const Args& args) {
   }
   const std::string listen = args.Has("listen") ? args.Get("listen") : "127.0.0.1:0";
   ASSIGN_OR_RETURN(const std::string token, LoadToken(Env::Default(), args.Get("token_file")));
-  RETURN_IF_ERROR(CheckListenSecurity("--listen", listen, !token.empty(), args.Get("insecure") == "true"));
+  ASSIGN_OR_RETURN(std::optional<TlsPem> tls,
+                   LoadTls(Env::Default(), args.Get("tls_cert"), args.Get("tls_key"), args.Get("tls_ca")));
+  RETURN_IF_ERROR(CheckListenSecurity("--listen", listen, !token.empty() || tls.has_value(),
+                                      args.Get("insecure") == "true"));
   auto registry = std::make_shared<prometheus::Registry>();
   RpcAuth auth(token, RejectedRpcCounter(*registry));
+  if (tls.has_value()) auth.set_tls(std::move(*tls));
   TransportServerOptions transport_options;
   transport_options.auth = &auth;
   ASSIGN_OR_RETURN(std::unique_ptr<TransportServer> server, TransportServer::Start(listen, transport_options));
@@ -102,7 +108,7 @@ int main(int argc, char** argv) {
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
       argc, argv, 1, {"coordinator", "listen", "advertise", "metrics_listen", "rank", "connect_timeout_seconds",
-                       "token_file"},
+                       "token_file", "tls_cert", "tls_key", "tls_ca"},
       {}, "shardline-worker", &args, {"insecure"});
   return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-worker", shardline::Run);
 }

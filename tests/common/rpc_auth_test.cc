@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace shardline {
@@ -66,6 +67,22 @@ TEST_F(RpcAuthTest, LaunchKeepsOnePrivateTokenPerWorkdir) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(*LoadOrCreateTokenFile(Env::Default(), path), *first);  // a resumed job keeps it
   EXPECT_NE(*LoadOrCreateTokenFile(Env::Default(), dir_ + "/other"), *first);
+}
+
+TEST_F(RpcAuthTest, TlsFilesGoTogetherAndErrorsNameTheFlag) {
+  EXPECT_FALSE(LoadTls(Env::Default(), "", "", "")->has_value());  // none: plain TCP
+  const std::string pem = File("c.pem", "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n", 0644);
+  absl::StatusOr<std::optional<TlsPem>> t = LoadTls(Env::Default(), pem, "", "");
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << "only one of three";
+  t = LoadTls(Env::Default(), pem, dir_ + "/missing.key", pem);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(t.status().message().find("--tls_key"), std::string::npos) << t.status();
+  t = LoadTls(Env::Default(), pem, File("k.key", "not pem", 0600), pem);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("--tls_key"), std::string::npos) << t.status();
+  t = LoadTls(Env::Default(), pem, File("k2.key", "-----BEGIN PRIVATE KEY-----\n", 0600), pem);
+  ASSERT_TRUE(t.ok() && t->has_value()) << t.status();
+  EXPECT_TRUE(absl::StrContains((*t)->private_key, "PRIVATE KEY"));
 }
 
 TEST(ListenSecurityTest, OnlyLoopbackMayGoWithoutAToken) {

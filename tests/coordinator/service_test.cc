@@ -10,6 +10,7 @@
 #include "common/config.h"
 #include "common/grpc_util.h"
 #include "common/rpc_auth.h"
+#include "tests/util/pki.h"
 #include "coordinator/progress_line.h"
 
 namespace shardline {
@@ -154,6 +155,51 @@ TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
   ASSERT_TRUE(stub->Register(&ctx, req, &world).ok());
   EXPECT_EQ(world.generation(), 1u);
   EXPECT_EQ(job.Snapshot().state(), coordinator::JobStatus::RUNNING);
+}
+
+TEST(CoordinatorServiceTest, MutualTlsAcceptsOnlyTheRightChain) {
+  TestPki pki(::testing::TempDir() + "/service_test_pki");
+  ASSERT_TRUE(pki.ok()) << "openssl failed";
+  const std::string dir = ::testing::TempDir() + "/service_test_tls_db";
+  std::system(("rm -rf '" + dir + "'").c_str());
+  std::unique_ptr<JobStore> store = *JobStore::Open(dir);
+  NoMetrics sink;
+  CoordinatorOptions o;
+  o.world_size = 1;
+  Job job(*ParseConfigText("train { total_steps: 10 }", "test"), store.get(), &sink, o);
+  ASSERT_TRUE(job.Init().ok());
+  RpcAuth server_auth("");
+  server_auth.set_tls(pki.Pem("server"));
+  CoordinatorService service(&job, &server_auth);
+  absl::StatusOr<GrpcServer> server =
+      StartGrpcServer("127.0.0.1:0", {&service}, {}, kMaxMessageBytes, server_auth.ServerCredentials());
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = "127.0.0.1:" + std::to_string(server->port);
+
+  auto status_with = [&](std::shared_ptr<grpc::ChannelCredentials> creds) {
+    auto stub = coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(address, creds, DefaultChannelArguments()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    coordinator::JobStatus st;
+    return stub->Status(&ctx, coordinator::StatusRequest(), &st);
+  };
+  auto client = [&](const std::string& leaf, const std::string& ca = "ca") {
+    RpcAuth a("");
+    a.set_tls(pki.Pem(leaf, ca));
+    return a.ChannelCredentials();
+  };
+  EXPECT_TRUE(status_with(client("client")).ok());
+  // A client certificate from another CA, an expired one, none at all, and
+  // no TLS: all refused in the handshake.
+  EXPECT_EQ(status_with(client("stranger", "ca")).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(status_with(client("expired")).error_code(), grpc::StatusCode::UNAVAILABLE);
+  grpc::SslCredentialsOptions no_cert;
+  no_cert.pem_root_certs = pki.Pem("client").ca;
+  EXPECT_EQ(status_with(grpc::SslCredentials(no_cert)).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(status_with(grpc::InsecureChannelCredentials()).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // And the client refuses a server whose certificate its CA did not sign.
+  EXPECT_EQ(status_with(client("client", "other_ca")).error_code(), grpc::StatusCode::UNAVAILABLE);
+  server->server->Shutdown();
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/util/http.h"
+#include "tests/util/pki.h"
 #include "worker/collective/grpc_transport.h"
 
 namespace shardline {
@@ -214,6 +215,36 @@ TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
   EXPECT_EQ(JsonField(evals.back(), "step"), 600);
   EXPECT_GT(JsonField(evals.back(), "accuracy"), 0.75);
   EXPECT_EQ(ReadAll(dir + "/logs/coordinator.log").find("generation 2"), std::string::npos);
+}
+
+TEST(SecurityTest, AJobOverMutualTlsTrainsAndRefusesPlainClients) {
+  unsetenv(kTokenEnvVar);
+  TestPki pki(::testing::TempDir() + "/security_pki");
+  ASSERT_TRUE(pki.ok());
+  const std::string dir = FreshDir("security_tls");
+  std::vector<std::string> argv = LaunchArgv(dir, 2, {"train.total_steps=300", "train.eval_every=0"});
+  for (const std::string& a : std::vector<std::string>{"--tls_cert", pki.File("server.pem"), "--tls_key",
+                                                        pki.File("server.key"), "--tls_ca", pki.File("ca.pem")}) {
+    argv.push_back(a);
+  }
+  Subprocess launch(argv);
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
+      << launch.Output();
+  // A client without TLS (even with the token) does not get past the handshake.
+  RpcAuth plain(*LoadToken(Env::Default(), dir + "/token"));
+  auto stub = coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
+      ReadAll(dir + "/coordinator.address"), grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
+  grpc::ClientContext ctx;
+  plain.Attach(&ctx);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  coordinator::JobStatus status;
+  EXPECT_EQ(stub->Status(&ctx, coordinator::StatusRequest(), &status).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
+  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(JsonField(evals.back(), "step"), 300);
+  EXPECT_GT(JsonField(evals.back(), "accuracy"), 0.7);
 }
 
 TEST(SecurityTest, AListenerBeyondLoopbackWithoutATokenRefusesToStart) {

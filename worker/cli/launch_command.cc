@@ -49,7 +49,9 @@ constexpr char kHelp[] =
     "  --workdir DIR   metrics.jsonl, logs/, coordinator state\n"
     "  --max_restarts K  restarts of dead processes allowed over the whole job\n"
     "  --token_file FILE the job token every process checks (a private file);\n"
-    "                  default DIR/token, created (mode 0600) on first launch\n";
+    "                  default DIR/token, created (mode 0600) on first launch\n"
+    "  --tls_cert F --tls_key F --tls_ca F  mutual TLS for every process (PEM;\n"
+    "                  the certificate must name 127.0.0.1); see docs/security.md\n";
 
 std::atomic<int> g_signals{0};
 void OnSignal(int) { g_signals.fetch_add(1); }
@@ -70,7 +72,7 @@ class StatusLine {
   StatusLine(const std::string& coordinator_address, const RpcAuth* auth)
       : auth_(auth),
         stub_(coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
-            coordinator_address, grpc::InsecureChannelCredentials(), DefaultChannelArguments()))),
+            coordinator_address, auth->ChannelCredentials(), DefaultChannelArguments()))),
         thread_([this] { Run(); }) {}
   ~StatusLine() {
     {
@@ -210,12 +212,23 @@ absl::Status Launch(const Args& args) {
   const std::string token_file = args.Has("token_file") ? args.Get("token_file") : workdir + "/token";
   ASSIGN_OR_RETURN(const std::string token, args.Has("token_file") ? LoadToken(env, token_file)
                                                                    : LoadOrCreateTokenFile(env, token_file));
-  const RpcAuth auth(token);
+  RpcAuth auth(token);
+  ASSIGN_OR_RETURN(std::optional<TlsPem> tls,
+                   LoadTls(env, args.Get("tls_cert"), args.Get("tls_key"), args.Get("tls_ca")));
+  std::vector<std::string> tls_flags;
+  if (tls.has_value()) {
+    auth.set_tls(std::move(*tls));
+    for (const char* f : {"tls_cert", "tls_key", "tls_ca"}) {
+      tls_flags.push_back(absl::StrCat("--", f));
+      tls_flags.push_back(args.Get(f));
+    }
+  }
 
   const std::string bin = SelfDir();
   std::vector<std::string> coord_argv = {bin + "/shardline-coordinator", "--config", args.Get("config"),
                                          "--listen", "127.0.0.1:0", "--workdir", workdir,
                                          "--metrics_listen", "127.0.0.1:0", "--token_file", token_file};
+  coord_argv.insert(coord_argv.end(), tls_flags.begin(), tls_flags.end());
   const bool live_status = logging::StderrIsTerminal();
   if (live_status) {
     coord_argv.push_back("--progress_every_seconds");
@@ -251,12 +264,12 @@ absl::Status Launch(const Args& args) {
 
   std::vector<std::unique_ptr<Child>> children;
   for (int r = 0; r < workers; ++r) {
-    children.push_back(std::make_unique<Child>(
-        absl::StrCat("worker ", r),
-        std::vector<std::string>{bin + "/shardline-worker", "--coordinator", address, "--listen", "127.0.0.1:0",
-                                 "--metrics_listen", "127.0.0.1:0", "--rank", std::to_string(r), "--token_file",
-                                 token_file},
-        absl::StrCat(workdir, "/logs/worker-", r, ".log")));
+    std::vector<std::string> worker_argv = {bin + "/shardline-worker", "--coordinator", address, "--listen",
+                                            "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--rank",
+                                            std::to_string(r), "--token_file", token_file};
+    worker_argv.insert(worker_argv.end(), tls_flags.begin(), tls_flags.end());
+    children.push_back(std::make_unique<Child>(absl::StrCat("worker ", r), std::move(worker_argv),
+                                               absl::StrCat(workdir, "/logs/worker-", r, ".log")));
     RETURN_IF_ERROR(children.back()->Start());
   }
 
@@ -332,7 +345,8 @@ absl::Status Launch(const Args& args) {
 
 int LaunchCommand(int argc, char** argv) {
   Args args;
-  absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workers", "workdir", "max_restarts", "token_file"}, {"set"},
+  absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workers", "workdir", "max_restarts", "token_file", "tls_cert", "tls_key", "tls_ca"},
+                                  {"set"},
                                   "shardline launch", &args);
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;

@@ -77,7 +77,9 @@ class PeerStream {
     for (const auto& [name, value] : DataPlaneArgs()) args.SetInt(name, value);
     // A connection of our own, not shared with other generations' channels.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    channel_ = grpc::CreateCustomChannel(
+        address, options.auth != nullptr ? options.auth->ChannelCredentials() : grpc::InsecureChannelCredentials(),
+        args);
     if (options.auth != nullptr) options.auth->Attach(&ctx_);
     if (!member_tag.empty()) ctx_.AddMetadata(kMemberTagMetadataKey, member_tag);
     ctx_.set_wait_for_ready(true);  // the peer may still be starting
@@ -673,7 +675,9 @@ absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const st
       {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
        static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time) / 2)},
       {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0}});
-  absl::StatusOr<GrpcServer> server = StartGrpcServer(listen, {impl.get()}, args, options.max_frame_bytes);
+  absl::StatusOr<GrpcServer> server =
+      StartGrpcServer(listen, {impl.get()}, args, options.max_frame_bytes,
+                      options.auth != nullptr ? options.auth->ServerCredentials() : nullptr);
   if (!server.ok()) return server.status();
   impl->grpc = std::move(*server);
   return std::unique_ptr<TransportServer>(new TransportServer(std::move(impl)));

@@ -9,7 +9,8 @@ namespace shardline {
 CoordinatorClient::CoordinatorClient(const std::string& address, const RpcAuth* auth)
     : address_(address), auth_(auth) {
   stub_ = coordinator::Coordinator::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
+      grpc::CreateCustomChannel(address, auth != nullptr ? auth->ChannelCredentials() : grpc::InsecureChannelCredentials(),
+                                DefaultChannelArguments()));
 }
 
 absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
