@@ -21,20 +21,41 @@ class NoMetrics : public MetricsSink {
   absl::Status Write(const metrics::MetricRecord&) override { return absl::OkStatus(); }
 };
 
-TEST(CoordinatorServiceTest, StatusAndJobOverAreTypedOnTheWire) {
-  const std::string dir = ::testing::TempDir() + "/service_test_db";
-  std::system(("rm -rf '" + dir + "'").c_str());
-  std::unique_ptr<JobStore> store = *JobStore::Open(dir);
+// A coordinator for a world of one, served on loopback with `auth` (null:
+// none; its credentials secure the port).
+struct Served {
+  explicit Served(const std::string& name, RpcAuth* auth = nullptr) {
+    const std::string dir = ::testing::TempDir() + "/service_test_" + name;
+    std::system(("rm -rf '" + dir + "'").c_str());
+    store = *JobStore::Open(dir);
+    CoordinatorOptions o;
+    o.world_size = 1;
+    job = std::make_unique<Job>(*ParseConfigText("train { total_steps: 10 }", "test"), store.get(), &sink, o);
+    EXPECT_TRUE(job->Init().ok());
+    service = std::make_unique<CoordinatorService>(job.get(), auth);
+    server = *StartGrpcServer("127.0.0.1:0", {service.get()}, {}, kMaxMessageBytes,
+                              auth != nullptr ? auth->ServerCredentials() : nullptr);
+    address = "127.0.0.1:" + std::to_string(server.port);
+  }
+  ~Served() { server.server->Shutdown(); }
+  // A stub over `creds` (default: plain TCP).
+  std::unique_ptr<coordinator::Coordinator::Stub> Stub(
+      std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials()) const {
+    return coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(address, creds, DefaultChannelArguments()));
+  }
+
+  std::unique_ptr<JobStore> store;
   NoMetrics sink;
-  CoordinatorOptions o;
-  o.world_size = 1;
-  Job job(*ParseConfigText("train { total_steps: 10 }", "test"), store.get(), &sink, o);
-  ASSERT_TRUE(job.Init().ok());
-  CoordinatorService service(&job);
-  absl::StatusOr<GrpcServer> server = StartGrpcServer("127.0.0.1:0", {&service});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(server->port), grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
+  std::unique_ptr<Job> job;
+  std::unique_ptr<CoordinatorService> service;
+  GrpcServer server;
+  std::string address;
+};
+
+TEST(CoordinatorServiceTest, StatusAndJobOverAreTypedOnTheWire) {
+  Served served("typed");
+  Job& job = *served.job;
+  auto stub = served.Stub();
 
   auto status = [&] {
     grpc::ClientContext ctx;
@@ -93,25 +114,14 @@ TEST(CoordinatorServiceTest, StatusAndJobOverAreTypedOnTheWire) {
     EXPECT_TRUE(late.job_over());
     EXPECT_EQ(late.job_error(), "");
   }
-  server->server->Shutdown();
 }
 
 TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
-  const std::string dir = ::testing::TempDir() + "/service_test_token_db";
-  std::system(("rm -rf '" + dir + "'").c_str());
-  std::unique_ptr<JobStore> store = *JobStore::Open(dir);
-  NoMetrics sink;
-  CoordinatorOptions o;
-  o.world_size = 1;
-  Job job(*ParseConfigText("train { total_steps: 10 }", "test"), store.get(), &sink, o);
-  ASSERT_TRUE(job.Init().ok());
   std::atomic<int> missing{0}, wrong{0};
   RpcAuth auth("s3cret-token", [&](RejectReason r) { ++(r == RejectReason::kMissingToken ? missing : wrong); });
-  CoordinatorService service(&job, &auth);
-  absl::StatusOr<GrpcServer> server = StartGrpcServer("127.0.0.1:0", {&service});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(server->port), grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
+  Served served("token", &auth);
+  Job& job = *served.job;
+  auto stub = served.Stub();
 
   const RpcAuth none(""), bad("s3cret-tokem"), good("s3cret-token");
   coordinator::RegisterRequest req;
@@ -160,24 +170,11 @@ TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
 TEST(CoordinatorServiceTest, MutualTlsAcceptsOnlyTheRightChain) {
   TestPki pki(::testing::TempDir() + "/service_test_pki");
   ASSERT_TRUE(pki.ok()) << "openssl failed";
-  const std::string dir = ::testing::TempDir() + "/service_test_tls_db";
-  std::system(("rm -rf '" + dir + "'").c_str());
-  std::unique_ptr<JobStore> store = *JobStore::Open(dir);
-  NoMetrics sink;
-  CoordinatorOptions o;
-  o.world_size = 1;
-  Job job(*ParseConfigText("train { total_steps: 10 }", "test"), store.get(), &sink, o);
-  ASSERT_TRUE(job.Init().ok());
   RpcAuth server_auth("");
   server_auth.set_tls(pki.Pem("server"));
-  CoordinatorService service(&job, &server_auth);
-  absl::StatusOr<GrpcServer> server =
-      StartGrpcServer("127.0.0.1:0", {&service}, {}, kMaxMessageBytes, server_auth.ServerCredentials());
-  ASSERT_TRUE(server.ok()) << server.status();
-  const std::string address = "127.0.0.1:" + std::to_string(server->port);
-
+  Served served("tls", &server_auth);
   auto status_with = [&](std::shared_ptr<grpc::ChannelCredentials> creds) {
-    auto stub = coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(address, creds, DefaultChannelArguments()));
+    auto stub = served.Stub(creds);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     coordinator::JobStatus st;
@@ -199,7 +196,6 @@ TEST(CoordinatorServiceTest, MutualTlsAcceptsOnlyTheRightChain) {
   EXPECT_EQ(status_with(grpc::InsecureChannelCredentials()).error_code(), grpc::StatusCode::UNAVAILABLE);
   // And the client refuses a server whose certificate its CA did not sign.
   EXPECT_EQ(status_with(client("client", "other_ca")).error_code(), grpc::StatusCode::UNAVAILABLE);
-  server->server->Shutdown();
 }
 
 }  // namespace

@@ -38,6 +38,56 @@ int PortAfter(const std::string& text, const std::string& needle) {
   return static_cast<int>(NumberAfter(text, needle));
 }
 
+// Twenty well-formed data-plane frames of huge values, naming rank 1 of
+// generation 1, sent to worker 0 of the job in `dir` by a transport with
+// `auth` (null: none) and `keys`.
+void FeedWorker0(const std::string& dir, RpcAuth* auth, MemberKeys keys) {
+  const int w0_transport = PortAfter(ReadAll(dir + "/logs/worker-0.log"), "worker transport on 127.0.0.1:");
+  ASSERT_GT(w0_transport, 0);
+  TransportServerOptions options;
+  options.auth = auth;
+  std::unique_ptr<TransportServer> rogue = *TransportServer::Start("127.0.0.1:0", options);
+  absl::StatusOr<std::unique_ptr<Transport>> feed =
+      rogue->Connect(1, 1, {absl::StrCat("127.0.0.1:", w0_transport), absl::StrCat("127.0.0.1:", rogue->port())},
+                     ConnectOptions{std::move(keys)});
+  ASSERT_TRUE(feed.ok()) << feed.status();
+  std::vector<float> poison(4096, 1e30f);
+  const auto bytes = absl::MakeConstSpan(reinterpret_cast<const char*>(poison.data()), poison.size() * 4);
+  for (uint64_t tag = 0; tag < 20; ++tag) (*feed)->Send(0, tag, bytes, absl::Now() + absl::Seconds(5)).IgnoreError();
+  (*feed)->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
+}
+
+// shardline_rpc_rejected_total{reason} on the /metrics page at `port`,
+// polled until it reaches `at_least` (a refusal may trail the rogue's
+// flush) or 20 s pass.
+double Rejected(int port, const std::string& reason, double at_least = 0) {
+  const std::string series = "shardline_rpc_rejected_total{reason=\"" + reason + "\"} ";
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  for (;;) {
+    absl::StatusOr<std::string> page = HttpGet(port, "/metrics");
+    const double v = page.ok() ? NumberAfter(*page, series) : -1;
+    if (v >= at_least || absl::Now() > until) return v;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
+int CoordinatorMetricsPort(const std::string& dir) {
+  return PortAfter(ReadAll(dir + "/coordinator.metrics_address"), "127.0.0.1:");
+}
+int Worker0MetricsPort(const std::string& dir) {
+  return PortAfter(ReadAll(dir + "/logs/worker-0.log"), "metrics on port ");
+}
+
+// The job in `dir` ran to `steps` in one generation with its usual accuracy.
+void ExpectUndisturbed(const std::string& dir, int steps) {
+  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(JsonField(evals.back(), "step"), steps);
+  EXPECT_GT(JsonField(evals.back(), "accuracy"), 0.75);
+  const std::string coord_log = ReadAll(dir + "/logs/coordinator.log");
+  EXPECT_EQ(coord_log.find("generation 2"), std::string::npos) << coord_log;
+}
+
 TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
   unsetenv(kTokenEnvVar);
   const std::string dir = FreshDir("security_token");
@@ -96,46 +146,18 @@ TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
 
   // Feed it: well-formed data-plane frames naming rank 1 and the current
   // generation, from a transport that has no token.
-  const std::string w0_log = ReadAll(dir + "/logs/worker-0.log");
-  const int w0_transport = PortAfter(w0_log, "worker transport on 127.0.0.1:");
-  ASSERT_GT(w0_transport, 0);
-  std::unique_ptr<TransportServer> rogue = *TransportServer::Start("127.0.0.1:0");
-  const std::vector<std::string> peers = {absl::StrCat("127.0.0.1:", w0_transport),
-                                          absl::StrCat("127.0.0.1:", rogue->port())};
-  absl::StatusOr<std::unique_ptr<Transport>> feed = rogue->Connect(1, 1, peers);
-  ASSERT_TRUE(feed.ok()) << feed.status();
-  std::vector<float> poison(4096, 1e30f);
-  const auto bytes = absl::MakeConstSpan(reinterpret_cast<const char*>(poison.data()), poison.size() * 4);
-  for (uint64_t tag = 0; tag < 20; ++tag) (*feed)->Send(0, tag, bytes, absl::Now() + absl::Seconds(5)).IgnoreError();
-  (*feed)->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
+  FeedWorker0(dir, nullptr, {});
 
   // Every refusal is counted where it happened.
-  const int coord_metrics = PortAfter(ReadAll(dir + "/coordinator.metrics_address"), "127.0.0.1:");
-  const int w0_metrics = PortAfter(w0_log, "metrics on port ");
-  absl::StatusOr<std::string> c = HttpGet(coord_metrics, "/metrics");
-  absl::StatusOr<std::string> w;
-  const absl::Time until = absl::Now() + absl::Seconds(20);  // the refusal may trail the rogue's flush
-  do {
-    w = HttpGet(w0_metrics, "/metrics");
-  } while (w.ok() && NumberAfter(*w, "shardline_rpc_rejected_total{reason=\"missing_token\"} ") < 1 &&
-           absl::Now() < until && (absl::SleepFor(absl::Milliseconds(100)), true));
-  ASSERT_TRUE(c.ok() && w.ok());
-  EXPECT_EQ(NumberAfter(*c, "shardline_rpc_rejected_total{reason=\"missing_token\"} "), 3) << *c;
-  EXPECT_EQ(NumberAfter(*c, "shardline_rpc_rejected_total{reason=\"wrong_token\"} "), 3) << *c;
-  EXPECT_GE(NumberAfter(*w, "shardline_rpc_rejected_total{reason=\"missing_token\"} "), 1) << *w;
-  feed->reset();
-  rogue.reset();
+  EXPECT_EQ(Rejected(CoordinatorMetricsPort(dir), "missing_token"), 3);
+  EXPECT_EQ(Rejected(CoordinatorMetricsPort(dir), "wrong_token"), 3);
+  EXPECT_GE(Rejected(Worker0MetricsPort(dir), "missing_token", 1), 1);
 
   // The job never noticed: one generation, trained to the end, as accurate
   // as ever (poisoned frames took it to 0.10 before the token).
   ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
-  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
-  ASSERT_FALSE(evals.empty());
-  EXPECT_EQ(JsonField(evals.back(), "step"), 600);
-  EXPECT_GT(JsonField(evals.back(), "accuracy"), 0.75);
-  const std::string coord_log = ReadAll(dir + "/logs/coordinator.log");
-  EXPECT_EQ(coord_log.find("generation 2"), std::string::npos) << coord_log;
-  EXPECT_NE(coord_log.find("refused a call from"), std::string::npos);
+  ExpectUndisturbed(dir, 600);
+  EXPECT_NE(ReadAll(dir + "/logs/coordinator.log").find("refused a call from"), std::string::npos);
 }
 
 TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
@@ -179,42 +201,13 @@ TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
     EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
   }
   // Feed rank 0 as rank 1, with the token but without rank 1's member tag.
-  const std::string w0_log = ReadAll(dir + "/logs/worker-0.log");
-  const int w0_transport = PortAfter(w0_log, "worker transport on 127.0.0.1:");
-  ASSERT_GT(w0_transport, 0);
-  TransportServerOptions options;
-  options.auth = &insider;
-  std::unique_ptr<TransportServer> rogue = *TransportServer::Start("127.0.0.1:0", options);
-  absl::StatusOr<std::unique_ptr<Transport>> feed =
-      rogue->Connect(1, 1, {absl::StrCat("127.0.0.1:", w0_transport), absl::StrCat("127.0.0.1:", rogue->port())},
-                     ConnectOptions{MemberKeys{"guess", {}}});
-  ASSERT_TRUE(feed.ok()) << feed.status();
-  std::vector<float> poison(4096, 1e30f);
-  const auto bytes = absl::MakeConstSpan(reinterpret_cast<const char*>(poison.data()), poison.size() * 4);
-  for (uint64_t tag = 0; tag < 20; ++tag) (*feed)->Send(0, tag, bytes, absl::Now() + absl::Seconds(5)).IgnoreError();
-  (*feed)->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
+  FeedWorker0(dir, &insider, MemberKeys{"guess", {}});
 
-  const int coord_metrics = PortAfter(ReadAll(dir + "/coordinator.metrics_address"), "127.0.0.1:");
-  const int w0_metrics = PortAfter(w0_log, "metrics on port ");
-  absl::StatusOr<std::string> c = HttpGet(coord_metrics, "/metrics");
-  absl::StatusOr<std::string> w;
-  const absl::Time until = absl::Now() + absl::Seconds(20);
-  do {
-    w = HttpGet(w0_metrics, "/metrics");
-  } while (w.ok() && NumberAfter(*w, "shardline_rpc_rejected_total{reason=\"not_a_member\"} ") < 1 &&
-           absl::Now() < until && (absl::SleepFor(absl::Milliseconds(100)), true));
-  ASSERT_TRUE(c.ok() && w.ok());
-  EXPECT_EQ(NumberAfter(*c, "shardline_rpc_rejected_total{reason=\"not_a_member\"} "), 1) << *c;
-  EXPECT_GE(NumberAfter(*w, "shardline_rpc_rejected_total{reason=\"not_a_member\"} "), 1) << *w;
-  feed->reset();
-  rogue.reset();
+  EXPECT_EQ(Rejected(CoordinatorMetricsPort(dir), "not_a_member"), 1);
+  EXPECT_GE(Rejected(Worker0MetricsPort(dir), "not_a_member", 1), 1);
 
   ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
-  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
-  ASSERT_FALSE(evals.empty());
-  EXPECT_EQ(JsonField(evals.back(), "step"), 600);
-  EXPECT_GT(JsonField(evals.back(), "accuracy"), 0.75);
-  EXPECT_EQ(ReadAll(dir + "/logs/coordinator.log").find("generation 2"), std::string::npos);
+  ExpectUndisturbed(dir, 600);
 }
 
 TEST(SecurityTest, AJobOverMutualTlsTrainsAndRefusesPlainClients) {
