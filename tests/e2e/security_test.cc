@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -206,6 +207,55 @@ TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
   EXPECT_EQ(Rejected(CoordinatorMetricsPort(dir), "not_a_member"), 1);
   EXPECT_GE(Rejected(Worker0MetricsPort(dir), "not_a_member", 1), 1);
 
+  ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
+  ExpectUndisturbed(dir, 600);
+}
+
+TEST(SecurityTest, FloodsOfFutureGenerationsAndOversizedFramesNeitherHangNorBloatAWorker) {
+  unsetenv(kTokenEnvVar);
+  const std::string dir = FreshDir("security_flood");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=600", "train.eval_every=0"}));
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
+      << launch.Output();
+  RpcAuth insider(*LoadToken(Env::Default(), dir + "/token"));
+  const int w0_transport = PortAfter(ReadAll(dir + "/logs/worker-0.log"), "worker transport on 127.0.0.1:");
+  ASSERT_GT(w0_transport, 0);
+  const std::string w0 = absl::StrCat("127.0.0.1:", w0_transport);
+  const std::vector<pid_t> w0_pid = LaunchedWorker(dir, 0);
+  ASSERT_EQ(w0_pid.size(), 1u);
+  auto rss_mib = [&] { return NumberAfter(ReadAll(absl::StrCat("/proc/", w0_pid[0], "/status")), "VmRSS:") / 1024; };
+  const double rss_before = rss_mib();
+  TransportServerOptions options;
+  options.auth = &insider;
+  options.max_frame_bytes = 128 << 20;  // the rogue's own limit; the worker's is what counts
+  // Forty streams whose first frame names generation 2 (once they held every
+  // gRPC thread of the worker and training stopped for good).
+  std::unique_ptr<TransportServer> rogue = *TransportServer::Start("127.0.0.1:0", options);
+  std::vector<std::string> peers = {absl::StrCat("127.0.0.1:", rogue->port())};
+  for (int i = 0; i < 40; ++i) peers.push_back(w0);
+  std::unique_ptr<Transport> flood = *rogue->Connect(2, 0, peers);
+  const char byte = 1;
+  for (int p = 1; p <= 40; ++p) flood->Send(p, 5, absl::MakeConstSpan(&byte, 1), absl::Now() + absl::Seconds(5)).IgnoreError();
+  // Six 64 MiB frames of the current generation (once +376 MiB held until
+  // the generation ended).
+  std::unique_ptr<TransportServer> rogue2 = *TransportServer::Start("127.0.0.1:0", options);
+  std::unique_ptr<Transport> big = *rogue2->Connect(1, 1, {w0, absl::StrCat("127.0.0.1:", rogue2->port())});
+  const std::string frame(64 << 20, 'z');
+  for (uint64_t tag = 0; tag < 6; ++tag) {
+    big->Send(0, 900 + tag, absl::MakeConstSpan(frame.data(), frame.size()), absl::Now() + absl::Seconds(5))
+        .IgnoreError();
+  }
+  big->Flush(absl::Now() + absl::Seconds(20)).IgnoreError();
+
+  // Training goes on meanwhile, and the worker's memory stays bounded: the
+  // 384 MiB sent are neither delivered nor kept.
+  const double rss_after = rss_mib();
+  std::cerr << "worker 0 RSS " << rss_before << " MiB before the flood, " << rss_after << " MiB after\n";
+  EXPECT_LT(rss_after - rss_before, 128) << "worker 0 grew from " << rss_before << " to " << rss_after << " MiB";
+  flood.reset();
+  rogue.reset();
+  big.reset();
+  rogue2.reset();
   ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
   ExpectUndisturbed(dir, 600);
 }
