@@ -83,6 +83,7 @@ void Heartbeat::ReadLoop() {
     closing = closing_;
   }
   if (!closing) Abandon("the coordinator ended the heartbeat stream");
+  read_done_.Notify();
 }
 
 void Heartbeat::Abandon(const std::string& why) {
@@ -111,9 +112,17 @@ absl::Status Heartbeat::Close(const LastReport& last) {
     absl::MutexLock lock(&write_mu_);
     ok = stream_->WritesDone() && ok;
   }
-  if (reader_.joinable()) reader_.join();  // the coordinator ends the stream
+  // The coordinator ends the stream once it has the last report.
+  const bool ended = read_done_.WaitForNotificationWithTimeout(options_.close_timeout);
+  if (!ended) ctx_.TryCancel();
+  if (reader_.joinable()) reader_.join();
   const grpc::Status s = stream_->Finish();
   if (!ok) return absl::UnavailableError("could not deliver the last report to the coordinator");
+  if (!ended) {
+    return absl::DeadlineExceededError(absl::StrCat("the coordinator did not end the heartbeat stream within ",
+                                                    absl::FormatDuration(options_.close_timeout),
+                                                    " of the last report"));
+  }
   return FromGrpcStatus(s);
 }
 

@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/rpc_auth.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -37,6 +38,10 @@ struct HeartbeatOptions {
   // Time between reports. The coordinator's heartbeat deadline must be
   // several of these.
   absl::Duration interval = absl::Milliseconds(100);
+  // How long Close() waits for the coordinator to end the stream after the
+  // last report; then it cancels the stream (a paused or cut-off
+  // coordinator must not keep a finished worker waiting forever).
+  absl::Duration close_timeout = absl::Seconds(10);
   // Called once, on a reader or sender thread, when the generation is
   // abandoned: the coordinator moved to a new generation or the stream
   // broke. Must make the training loop fail fast (shut the transport down).
@@ -77,8 +82,10 @@ class Heartbeat {
   // coordinator then treats this worker as lost.
   void ReportStuck(const std::string& what);
 
-  // Sends `last`, closes the stream and waits for the coordinator to end it.
-  // Returns UNAVAILABLE if the report could not be delivered. Call once.
+  // Sends `last`, closes the stream and waits (at most close_timeout) for
+  // the coordinator to end it. Returns UNAVAILABLE if the report could not
+  // be delivered, DEADLINE_EXCEEDED if the coordinator did not end the
+  // stream in time (the report may or may not have arrived). Call once.
   absl::Status Close(const LastReport& last);
 
   // Why the generation was abandoned ("" if it was not).
@@ -108,6 +115,7 @@ class Heartbeat {
   std::string stuck_ ABSL_GUARDED_BY(mu_);
   absl::Mutex write_mu_;  // one writer on the stream at a time
 
+  absl::Notification read_done_;  // the coordinator ended the stream (or it broke)
   std::thread sender_;
   std::thread reader_;
 };

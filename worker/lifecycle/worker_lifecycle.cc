@@ -69,6 +69,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   hb.generation = world.generation();
   hb.stop_at = world.stop_at();
   hb.interval = options.heartbeat_interval;
+  hb.close_timeout = options.heartbeat_close_timeout;
   hb.auth = options.auth;
   hb.member_secret = world.member_secret();
   hb.on_abandon = [&](const std::string&) {

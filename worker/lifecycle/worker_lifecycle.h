@@ -37,6 +37,8 @@ struct WorkerOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   // Time between heartbeats.
   absl::Duration heartbeat_interval = absl::Milliseconds(100);
+  // How long the last report waits for the coordinator to end the stream.
+  absl::Duration heartbeat_close_timeout = absl::Seconds(10);
   // The job token for calls to the coordinator; null: none. (The transport
   // server carries its own, in TransportServerOptions.)
   const RpcAuth* auth = nullptr;

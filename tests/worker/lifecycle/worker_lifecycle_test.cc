@@ -5,6 +5,7 @@
 // needed, the peer are stand-ins.
 #include "worker/lifecycle/worker_lifecycle.h"
 
+#include <atomic>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -16,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/shard_file.h"
 #include "common/config.h"
@@ -60,6 +62,10 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
     absl::MutexLock lock(&mu_);
     responder_ = std::move(r);
   }
+  // From now on heartbeat streams are not ended when the worker closes its
+  // side: a coordinator paused or cut off, until Resume().
+  void PauseAtStreamEnd() { paused_ = true; }
+  void Resume() { resumed_.Notify(); }
 
   grpc::Status Register(grpc::ServerContext*, const RegisterRequest* request, RegisterResponse* response) override {
     absl::MutexLock lock(&mu_);
@@ -88,6 +94,7 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
         if (std::optional<CoordinatorCommand> c = responder(report)) stream->Write(*c);
       }
     }
+    if (paused_) resumed_.WaitForNotificationWithTimeout(absl::Seconds(120));
     return grpc::Status::OK;
   }
 
@@ -113,6 +120,8 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
 
  private:
   int port_ = 0;
+  std::atomic<bool> paused_{false};
+  absl::Notification resumed_;
   std::unique_ptr<grpc::Server> server_;
   absl::Mutex mu_;
   std::deque<RegisterResponse> script_ ABSL_GUARDED_BY(mu_);
@@ -203,6 +212,29 @@ TEST_F(WorkerLifecycleTest, TrainsToTheEndAndReportsTheRunAndItsCheckpoint) {
   EXPECT_EQ(train_records, 3);  // log_every 1: one line per step, each sent exactly once
   EXPECT_TRUE(final_shard);
   EXPECT_EQ(coordinator_.registrations().size(), 1u);  // finished: no second registration
+}
+
+TEST_F(WorkerLifecycleTest, AFinishedWorkerDoesNotWaitForeverOnAPausedCoordinator) {
+  coordinator_.Script(World(1, ConfigText(3)));
+  coordinator_.PauseAtStreamEnd();
+  options_.heartbeat_close_timeout = absl::Milliseconds(500);
+  // Returns although the coordinator never ends the stream (it is resumed
+  // only afterwards; a bound, not a timing: without the close timeout the
+  // worker would wait for it); the run itself finished, so the worker exits
+  // cleanly (the coordinator has the report).
+  absl::Notification returned;
+  absl::Status result;
+  std::thread worker([&] {
+    result = RunWorker(options_, server_.get());
+    returned.Notify();
+  });
+  const bool in_time = returned.WaitForNotificationWithTimeout(absl::Seconds(60));
+  coordinator_.Resume();
+  worker.join();
+  EXPECT_TRUE(in_time) << "the worker waited for a paused coordinator to end its stream";
+  EXPECT_TRUE(result.ok()) << result;
+  ASSERT_FALSE(coordinator_.reports().empty());
+  EXPECT_TRUE(coordinator_.reports().back().finished());
 }
 
 TEST_F(WorkerLifecycleTest, ABadCheckpointIsReportedAndTheWorkerRegistersAgain) {
