@@ -5,25 +5,22 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <tuple>
 
 #include "absl/strings/ascii.h"
-#include "openssl/evp.h"
-#include "openssl/hmac.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "openssl/evp.h"
+#include "openssl/hmac.h"
 
 namespace shardline {
-namespace {
-
-}  // namespace
 
 bool SecretEquals(absl::string_view a, absl::string_view b) {
   if (a.size() != b.size()) return false;
@@ -38,9 +35,7 @@ std::string MemberTag(const std::string& sender_secret, uint64_t generation, int
   unsigned int length = 0;
   HMAC(EVP_sha256(), sender_secret.data(), static_cast<int>(sender_secret.size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &length);
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
-  return hex;
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
 absl::StatusOr<std::string> LoadToken(Env* env, const std::string& token_file) {
@@ -69,13 +64,9 @@ absl::StatusOr<std::string> LoadToken(Env* env, const std::string& token_file) {
 
 absl::StatusOr<std::string> NewToken() {
   std::ifstream urandom("/dev/urandom", std::ios::binary);
-  unsigned char bytes[32];
-  if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
-    return absl::UnavailableError("cannot read /dev/urandom for a job token");
-  }
-  std::string hex;
-  for (unsigned char b : bytes) absl::StrAppendFormat(&hex, "%02x", b);
-  return hex;
+  char bytes[32];
+  if (!urandom.read(bytes, sizeof(bytes))) return absl::UnavailableError("cannot read /dev/urandom for a job token");
+  return absl::BytesToHexString(absl::string_view(bytes, sizeof(bytes)));
 }
 
 absl::StatusOr<std::string> LoadOrCreateTokenFile(Env* env, const std::string& path) {
@@ -100,9 +91,9 @@ bool IsLoopbackListen(const std::string& listen) {
   return absl::StartsWith(host, "127.") && host.find_first_not_of("0123456789.") == std::string::npos;
 }
 
-absl::Status CheckListenSecurity(const std::string& flag, const std::string& listen, bool has_token,
+absl::Status CheckListenSecurity(const std::string& flag, const std::string& listen, bool has_credentials,
                                  bool insecure) {
-  if (has_token || IsLoopbackListen(listen)) return absl::OkStatus();
+  if (has_credentials || IsLoopbackListen(listen)) return absl::OkStatus();
   if (!insecure) {
     return absl::FailedPreconditionError(absl::StrCat(
         flag, " ", listen, " is reachable beyond this host, but no job token is set: anyone who can reach "
@@ -110,8 +101,8 @@ absl::Status CheckListenSecurity(const std::string& flag, const std::string& lis
         ") or mutual TLS (--tls_cert, --tls_key, --tls_ca), or pass --insecure to run without either"));
   }
   SLOG(WARNING) << "INSECURE: " << flag << " " << listen
-                << " listens beyond this host without a job token (--insecure); anyone who can reach it can "
-                   "join, steer or read this job";
+                << " listens beyond this host without a job token or TLS (--insecure); anyone who can reach it "
+                   "can join, steer or read this job";
   return absl::OkStatus();
 }
 
@@ -165,6 +156,18 @@ absl::StatusOr<std::optional<TlsPem>> LoadTls(Env* env, const std::string& cert_
     *out = std::move(*text);
   }
   return std::optional<TlsPem>(std::move(pem));
+}
+
+absl::StatusOr<std::unique_ptr<RpcAuth>> LoadRpcAuth(Env* env, const Args& args, const std::string& listen,
+                                                     std::function<void(RejectReason)> on_reject) {
+  ASSIGN_OR_RETURN(const std::string token, LoadToken(env, args.Get("token_file")));
+  ASSIGN_OR_RETURN(std::optional<TlsPem> tls,
+                   LoadTls(env, args.Get("tls_cert"), args.Get("tls_key"), args.Get("tls_ca")));
+  RETURN_IF_ERROR(
+      CheckListenSecurity("--listen", listen, !token.empty() || tls.has_value(), args.Get("insecure") == "true"));
+  auto auth = std::make_unique<RpcAuth>(token, std::move(on_reject));
+  if (tls.has_value()) auth->set_tls(std::move(*tls));
+  return auth;
 }
 
 std::shared_ptr<grpc::ChannelCredentials> RpcAuth::ChannelCredentials() const {

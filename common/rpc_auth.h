@@ -2,11 +2,11 @@
 // coordinator and between workers, so that nobody outside the job can join,
 // steer, read or feed it (docs/security.md).
 //
-//   ASSIGN_OR_RETURN(std::string token, LoadToken(env, args.Get("token_file")));
-//   RETURN_IF_ERROR(CheckListenSecurity("--listen", listen, !token.empty(), insecure));
-//   RpcAuth auth(token, [&](RejectReason r) { metrics.CountRejected(r); });
-//   // client side, on every call:       auth.Attach(&client_context);
-//   // server side, first in a handler:  if (grpc::Status s = auth.Check(*ctx); !s.ok()) return s;
+//   // a server process, from --token_file/$SHARDLINE_TOKEN, --tls_* and --insecure:
+//   ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth,
+//                    LoadRpcAuth(env, args, listen, RejectedRpcCounter(*registry)));
+//   // client side, on every call:       auth->Attach(&client_context);
+//   // server side, first in a handler:  if (grpc::Status s = auth->Check(*ctx); !s.ok()) return s;
 #ifndef SHARDLINE_COMMON_RPC_AUTH_H_
 #define SHARDLINE_COMMON_RPC_AUTH_H_
 
@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "common/args.h"
 #include "common/env.h"
 #include "grpcpp/grpcpp.h"
 
@@ -49,10 +50,11 @@ absl::StatusOr<std::string> LoadOrCreateTokenFile(Env* env, const std::string& p
 // or "localhost"; false for wildcard and every other address.
 bool IsLoopbackListen(const std::string& listen);
 
-// The secure default: a gRPC listener beyond loopback needs a token, unless
-// the operator said --insecure (then this logs a loud warning). `flag` names
-// the listener in the error (FAILED_PRECONDITION).
-absl::Status CheckListenSecurity(const std::string& flag, const std::string& listen, bool has_token,
+// The secure default: a gRPC listener beyond loopback needs credentials (a
+// token or mutual TLS), unless the operator said --insecure (then this logs
+// a loud warning). `flag` names the listener in the error
+// (FAILED_PRECONDITION).
+absl::Status CheckListenSecurity(const std::string& flag, const std::string& listen, bool has_credentials,
                                  bool insecure);
 
 // Membership: the coordinator gives each member of a generation a random
@@ -122,6 +124,12 @@ class RpcAuth {
   int64_t last_log_micros_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t unlogged_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// A server process's RpcAuth from its flags: --token_file (else
+// $SHARDLINE_TOKEN), --tls_cert/--tls_key/--tls_ca and --insecure, after
+// CheckListenSecurity on its gRPC `listen` address. Errors name the flag.
+absl::StatusOr<std::unique_ptr<RpcAuth>> LoadRpcAuth(Env* env, const Args& args, const std::string& listen,
+                                                     std::function<void(RejectReason)> on_reject = {});
 
 }  // namespace shardline
 

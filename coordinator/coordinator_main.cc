@@ -79,11 +79,9 @@ absl::Status Run(const Args& args) {
   ASSIGN_OR_RETURN(config::JobConfig cfg, LoadConfig(env, args.Get("config"), args.GetAll("set"),
                                                      /*check_paths=*/false));
   const std::string workdir = args.Get("workdir");
-  ASSIGN_OR_RETURN(const std::string token, LoadToken(env, args.Get("token_file")));
-  ASSIGN_OR_RETURN(std::optional<TlsPem> tls,
-                   LoadTls(env, args.Get("tls_cert"), args.Get("tls_key"), args.Get("tls_ca")));
-  RETURN_IF_ERROR(CheckListenSecurity("--listen", args.Get("listen"), !token.empty() || tls.has_value(),
-                                      args.Get("insecure") == "true"));
+  auto registry = std::make_shared<prometheus::Registry>();
+  ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth,
+                   LoadRpcAuth(env, args, args.Get("listen"), RejectedRpcCounter(*registry)));
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(workdir + "/coordinator_db"));
@@ -105,18 +103,15 @@ absl::Status Run(const Args& args) {
   Job job(cfg, store.get(), metrics_file.get(), options);
   RETURN_IF_ERROR(job.Init());
 
-  auto registry = std::make_shared<prometheus::Registry>();
   CoordinatorMetrics metrics(*registry);
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
                    MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry));
 
-  RpcAuth auth(token, RejectedRpcCounter(*registry));
-  if (tls.has_value()) auth.set_tls(std::move(*tls));
-  CoordinatorService service(&job, &auth);
+  CoordinatorService service(&job, auth.get());
   // Registrations and reports are small; a report's metric records are
   // bounded (coordinator/report_check.h).
   ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}, {}, kCoordinatorMaxReceiveBytes,
-                                                       auth.ServerCredentials()));
+                                                       auth->ServerCredentials()));
   const std::string listen = args.Get("listen");
   const std::string address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", server.port);
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.address", address));
@@ -124,7 +119,7 @@ absl::Status Run(const Args& args) {
                                       absl::StrCat("127.0.0.1:", exposer->port())));
   SLOG(INFO) << "coordinator of job " << job.job_id() << " listening on " << address << ", metrics on port "
              << exposer->port() << ", waiting for " << options.world_size << " workers"
-             << (auth.enabled() ? "; every call must carry the job token" : "; no job token (loopback only)");
+             << (auth->enabled() ? "; every call must carry the job token" : "; no job token (loopback only)");
 
   int signals_seen = 0, evals_seen = 0;
   absl::Time last_progress = absl::InfinitePast();

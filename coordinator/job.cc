@@ -86,7 +86,8 @@ absl::Status Job::Init() {
 }
 
 void Job::ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* later) {
-  if (options_.checkpoint_root.empty() || saved.world_size() != options_.world_size) return;
+  // CheckReport has checked the shard's world size and file name.
+  if (options_.checkpoint_root.empty()) return;
   auto& shards = saves_[saved.step()];
   shards[rank] = saved;
   if (static_cast<int>(shards.size()) < options_.world_size) return;
@@ -183,6 +184,9 @@ void Job::BreakWorld(const std::string& why) {
 
 absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::RegisterRequest& req,
                                                            const std::function<bool()>& cancelled) {
+  // Made before taking the lock: reading /dev/urandom is I/O.
+  absl::StatusOr<std::string> secret = NewToken();
+  if (!secret.ok()) return secret.status();
   absl::MutexLock lock(&mu_);
   const int n = options_.world_size;
   if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
@@ -229,8 +233,6 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
       if (pending_.count(r) == 0) rank = r;
     }
   }
-  absl::StatusOr<std::string> secret = NewToken();
-  if (!secret.ok()) return secret.status();
   Member& m = pending_[rank];
   m.address = req.transport_address();
   m.incarnation = req.incarnation();

@@ -67,16 +67,11 @@ absl::Status Run(const Args& args) {
     return absl::InvalidArgumentError("--connect_timeout_seconds must be a number");
   }
   const std::string listen = args.Has("listen") ? args.Get("listen") : "127.0.0.1:0";
-  ASSIGN_OR_RETURN(const std::string token, LoadToken(Env::Default(), args.Get("token_file")));
-  ASSIGN_OR_RETURN(std::optional<TlsPem> tls,
-                   LoadTls(Env::Default(), args.Get("tls_cert"), args.Get("tls_key"), args.Get("tls_ca")));
-  RETURN_IF_ERROR(CheckListenSecurity("--listen", listen, !token.empty() || tls.has_value(),
-                                      args.Get("insecure") == "true"));
   auto registry = std::make_shared<prometheus::Registry>();
-  RpcAuth auth(token, RejectedRpcCounter(*registry));
-  if (tls.has_value()) auth.set_tls(std::move(*tls));
+  ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth,
+                   LoadRpcAuth(Env::Default(), args, listen, RejectedRpcCounter(*registry)));
   TransportServerOptions transport_options;
-  transport_options.auth = &auth;
+  transport_options.auth = auth.get();
   ASSIGN_OR_RETURN(std::unique_ptr<TransportServer> server, TransportServer::Start(listen, transport_options));
   const std::string address = absl::StrCat(AdvertiseHost(args, listen), ":", server->port());
 
@@ -95,7 +90,7 @@ absl::Status Run(const Args& args) {
   options.requested_rank = requested_rank;
   options.connect_timeout = absl::Seconds(connect_timeout);
   options.metrics = &metrics;
-  options.auth = &auth;
+  options.auth = auth.get();
   return RunWorker(options, server.get());
 }
 

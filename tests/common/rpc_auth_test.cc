@@ -88,14 +88,14 @@ TEST_F(RpcAuthTest, TlsFilesGoTogetherAndErrorsNameTheFlag) {
 TEST(ListenSecurityTest, OnlyLoopbackMayGoWithoutAToken) {
   for (const char* l : {"127.0.0.1:0", "127.1.2.3:7000", "localhost:80", "[::1]:5", "LOCALHOST:1"}) {
     EXPECT_TRUE(IsLoopbackListen(l)) << l;
-    EXPECT_TRUE(CheckListenSecurity("--listen", l, /*has_token=*/false, /*insecure=*/false).ok()) << l;
+    EXPECT_TRUE(CheckListenSecurity("--listen", l, /*has_credentials=*/false, /*insecure=*/false).ok()) << l;
   }
   for (const char* l : {"0.0.0.0:7000", "[::]:7000", ":7000", "10.0.0.2:7000", "127.example.com:1", "host:1"}) {
     EXPECT_FALSE(IsLoopbackListen(l)) << l;
     const absl::Status s = CheckListenSecurity("--listen", l, false, false);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << l;
     EXPECT_NE(s.message().find(l), std::string::npos) << s;
-    EXPECT_TRUE(CheckListenSecurity("--listen", l, /*has_token=*/true, false).ok()) << l;
+    EXPECT_TRUE(CheckListenSecurity("--listen", l, /*has_credentials=*/true, false).ok()) << l;
     EXPECT_TRUE(CheckListenSecurity("--listen", l, false, /*insecure=*/true).ok()) << l;
   }
 }

@@ -529,9 +529,7 @@ class PushReactor : public grpc::ServerReadReactor<InFrame>, public ParkedStream
       std::shared_ptr<Generation> gen;
       switch (server_->Admit(frame_.generation, this, &gen)) {
         case TransportServer::Impl::Admission::kRefused:
-          Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                              absl::StrCat("frame of generation ", frame_.generation,
-                                           " but this worker is at generation ", server_->generation())));
+          Resume(nullptr);  // refused the way an expired wait is
           return;
         case TransportServer::Impl::Admission::kParked:
           return;  // Resume() carries on
