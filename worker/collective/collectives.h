@@ -9,10 +9,14 @@
 //   RETURN_IF_ERROR(comm->AllGather(absl::MakeSpan(params)));
 //
 // Errors: a dead or silent peer is kUnavailable / kDeadlineExceeded and names
-// the peer rank; the step should then be abandoned (the world restarts).
+// the peer rank; the step should then be abandoned (the world restarts). A
+// peer that sends non-finite scalars is a PeerFaultError naming it
+// (peer_fault.h); non-finite floats in ReduceScatter and AllGather are
+// delivered but reported by nonfinite_source(), for the caller to judge.
 #ifndef SHARDLINE_WORKER_COLLECTIVE_COLLECTIVES_H_
 #define SHARDLINE_WORKER_COLLECTIVE_COLLECTIVES_H_
 
+#include <cmath>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,8 +41,16 @@ class Collectives {
   virtual absl::Status AllGather(absl::Span<float> buffer) = 0;
   // Small reductions of a few doubles (loss sums, squared norms, agreed
   // decisions), values[i] reduced with ops[i]. Every rank gets the same bits.
+  // Every value must be finite: a non-finite value from a peer fails the
+  // op with PeerFaultError naming the peer; one given on this rank, with
+  // kInvalidArgument (callers send a finite stand-in and a flag instead).
   virtual absl::Status AllReduceScalars(absl::Span<double> values,
                                         absl::Span<const ReduceOp> ops) = 0;
+  // After a ReduceScatter or AllGather: the rank from which that op received
+  // a NaN or an infinity, or -1. Such values are delivered as they came;
+  // whether they mean a diverged run or a faulty peer is decided by the
+  // caller with every rank (worker/train/nonfinite.h).
+  virtual int nonfinite_source() const { return -1; }
   // The same op for every value.
   absl::Status AllReduceScalars(absl::Span<double> values, ReduceOp op) {
     std::vector<ReduceOp> ops(values.size(), op);
@@ -53,7 +65,10 @@ class LocalCollectives : public Collectives {
   int world_size() const override { return 1; }
   absl::Status ReduceScatter(absl::Span<float>) override { return absl::OkStatus(); }
   absl::Status AllGather(absl::Span<float>) override { return absl::OkStatus(); }
-  absl::Status AllReduceScalars(absl::Span<double>, absl::Span<const ReduceOp>) override {
+  absl::Status AllReduceScalars(absl::Span<double> values, absl::Span<const ReduceOp>) override {
+    for (double v : values) {
+      if (!std::isfinite(v)) return absl::InvalidArgumentError("a scalar all-reduce was given a non-finite value");
+    }
     return absl::OkStatus();
   }
 };

@@ -45,6 +45,13 @@ absl::Status CopyPayloadInto(const Payload& payload, absl::Span<char> out);
 // was cut into pieces). kInternal if the sizes differ.
 absl::Status AddPayloadInto(const Payload& payload, absl::Span<float> out);
 
+// The same two, also reporting whether any float the payload carried was
+// an infinity or a NaN (`*nonfinite` is set to true then, and never reset),
+// in the same pass over the bytes. The bytes are still delivered: what such
+// values mean is for the caller to decide (see worker/train/nonfinite.h).
+absl::Status CopyFloatsInto(const Payload& payload, absl::Span<float> out, bool* nonfinite);
+absl::Status AddFloatsInto(const Payload& payload, absl::Span<float> out, bool* nonfinite);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_WORKER_COLLECTIVE_PAYLOAD_H_

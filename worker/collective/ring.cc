@@ -1,10 +1,12 @@
 #include "worker/collective/ring.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/shard.h"
 #include "common/status_macros.h"
+#include "worker/collective/peer_fault.h"
 
 namespace shardline {
 namespace {
@@ -79,6 +81,10 @@ absl::Status RingCollectives::Finish(absl::Status status, absl::Time deadline) {
   return status.ok() ? flushed : status;
 }
 
+int RingCollectives::nonfinite_source() const {
+  return nonfinite_received_.load(std::memory_order_relaxed) ? prev_ : -1;
+}
+
 int RingCollectives::Chunk(int k) const { return ((rank_ - k) % world_ + world_) % world_; }
 
 absl::Status RingCollectives::ForEachReceivedSegment(
@@ -106,22 +112,31 @@ absl::Status RingCollectives::ExpectReduceScatter(absl::Span<float> buffer) {
   return ForEachReceivedSegment(static_cast<int64_t>(buffer.size()), 2,
                                 [&](int k, size_t j, int64_t begin, int64_t len) {
     const absl::Span<float> dst(buffer.data() + begin, static_cast<size_t>(len));
-    return Expect(prev_, Tag(k, j), [dst](std::unique_ptr<Payload> in) { return AddPayloadInto(*in, dst); });
+    return Expect(prev_, Tag(k, j), [this, dst](std::unique_ptr<Payload> in) {
+      bool nonfinite = false;
+      absl::Status s = AddFloatsInto(*in, dst, &nonfinite);
+      if (nonfinite) nonfinite_received_.store(true, std::memory_order_relaxed);
+      return s;
+    });
   });
 }
 
 absl::Status RingCollectives::ExpectAllGather(absl::Span<float> buffer, int first_step) {
   return ForEachReceivedSegment(static_cast<int64_t>(buffer.size()), 1,
                                 [&](int k, size_t j, int64_t begin, int64_t len) {
-    const absl::Span<char> dst = MutableBytes(buffer.data() + begin, len);
-    return Expect(prev_, Tag(first_step + k, j), [dst](std::unique_ptr<Payload> in) {
-      return CopyPayloadInto(*in, dst);
+    const absl::Span<float> dst(buffer.data() + begin, static_cast<size_t>(len));
+    return Expect(prev_, Tag(first_step + k, j), [this, dst](std::unique_ptr<Payload> in) {
+      bool nonfinite = false;
+      absl::Status s = CopyFloatsInto(*in, dst, &nonfinite);
+      if (nonfinite) nonfinite_received_.store(true, std::memory_order_relaxed);
+      return s;
     });
   });
 }
 
 absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
   ++op_;
+  nonfinite_received_.store(false, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
   absl::Status s = ExpectReduceScatter(buffer);
@@ -146,6 +161,7 @@ absl::Status RingCollectives::ReduceScatterSteps(absl::Span<float> buffer, bool 
 
 absl::Status RingCollectives::AllGather(absl::Span<float> buffer) {
   ++op_;
+  nonfinite_received_.store(false, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
   absl::Status s = ExpectAllGather(buffer, /*first_step=*/0);
@@ -167,6 +183,7 @@ absl::Status RingCollectives::AllGatherSteps(absl::Span<float> buffer, int first
 
 absl::Status RingCollectives::AllReduce(absl::Span<float> buffer) {
   ++op_;
+  nonfinite_received_.store(false, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
   // One pipeline: each segment of our own chunk goes on around the ring as
@@ -231,6 +248,7 @@ absl::Status RingCollectives::AllReduceScalarsSteps(const std::vector<double>& m
     if (peer != rank_) RETURN_IF_ERROR(Annotate(Send(peer, Tag(0, 0), bytes, deadline), "scalar all-reduce"));
   }
   std::vector<double> all(values.size() * static_cast<size_t>(world_));
+  int nonfinite_peer = -1;
   for (int peer = 0; peer < world_; ++peer) {
     double* slot = all.data() + values.size() * static_cast<size_t>(peer);
     if (peer == rank_) {
@@ -241,6 +259,18 @@ absl::Status RingCollectives::AllReduceScalarsSteps(const std::vector<double>& m
                                       absl::Span<char>(reinterpret_cast<char*>(slot), values.size() * sizeof(double)),
                                       deadline),
                              "scalar all-reduce"));
+    if (nonfinite_peer < 0 && !std::all_of(slot, slot + values.size(), [](double v) { return std::isfinite(v); })) {
+      nonfinite_peer = peer;
+    }
+  }
+  // Checked after every value is in, so the transport holds nothing of
+  // this op when we fail.
+  if (!std::all_of(mine.begin(), mine.end(), [](double v) { return std::isfinite(v); })) {
+    return absl::InvalidArgumentError("a scalar all-reduce was given a non-finite value on this rank");
+  }
+  if (nonfinite_peer >= 0) {
+    return PeerFaultError(nonfinite_peer, absl::StrCat("rank ", nonfinite_peer,
+                                                       " sent a non-finite value in a scalar all-reduce"));
   }
   for (size_t i = 0; i < values.size(); ++i) {
     double acc = all[i];

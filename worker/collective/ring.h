@@ -70,6 +70,10 @@ class RingCollectives : public Collectives {
   using Collectives::AllReduceScalars;
   absl::Status AllReduceScalars(absl::Span<double> values, absl::Span<const ReduceOp> ops) override;
   absl::Status AllReduce(absl::Span<float> buffer);
+  // prev after a ReduceScatter, AllGather or AllReduce that received a NaN
+  // or an infinity from it (checked as each segment is added or copied into
+  // place), else -1.
+  int nonfinite_source() const override;
   absl::Status Broadcast(absl::Span<float> buffer, int root);
 
  private:
@@ -125,6 +129,7 @@ class RingCollectives : public Collectives {
   uint64_t op_ = 0;  // sequence number of the current operation
   int64_t bytes_sent_ = 0;
   std::atomic<int64_t> bytes_received_{0};  // also counted on delivering threads
+  std::atomic<bool> nonfinite_received_{false};  // set on delivering threads
 };
 
 }  // namespace shardline

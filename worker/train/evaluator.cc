@@ -1,6 +1,8 @@
 #include "worker/train/evaluator.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "common/shard.h"
@@ -20,11 +22,15 @@ absl::StatusOr<EvalResult> Evaluate(const Mlp& model, const float* params, const
     sums[1] += static_cast<double>(s.correct);
     sums[2] += static_cast<double>(s.count);
   }
-  RETURN_IF_ERROR(comm.AllReduceScalars(absl::MakeSpan(sums), ReduceOp::kSum));
+  // Scalars travel finite: a non-finite loss (huge but finite parameters
+  // can overflow the logits) goes as 0 and a count of ranks that had one.
+  const bool finite_loss = std::isfinite(sums[0]);
+  double all[4] = {finite_loss ? sums[0] : 0.0, sums[1], sums[2], finite_loss ? 0.0 : 1.0};
+  RETURN_IF_ERROR(comm.AllReduceScalars(absl::MakeSpan(all), ReduceOp::kSum));
   EvalResult r;
-  r.count = static_cast<int64_t>(sums[2]);
-  r.loss = r.count > 0 ? sums[0] / sums[2] : 0;
-  r.accuracy = r.count > 0 ? sums[1] / sums[2] : 0;
+  r.count = static_cast<int64_t>(all[2]);
+  r.loss = all[3] > 0 ? std::numeric_limits<double>::quiet_NaN() : r.count > 0 ? all[0] / all[2] : 0;
+  r.accuracy = r.count > 0 ? all[1] / all[2] : 0;
   return r;
 }
 

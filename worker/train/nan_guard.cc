@@ -14,8 +14,15 @@ absl::Status NanGuard::Check(int64_t step, double loss, double grad_norm) {
     last_good_loss_ = loss;
     return absl::OkStatus();
   }
-  const std::string what = bad_loss ? absl::StrCat("loss became ", loss)
-                                    : absl::StrCat("gradient norm became ", grad_norm);
+  return Failure(step, bad_loss ? absl::StrCat("loss became ", loss)
+                                 : absl::StrCat("gradient norm became ", grad_norm));
+}
+
+absl::Status NanGuard::Diverged(int64_t step, absl::string_view what) {
+  return Failure(step, absl::StrCat(what, " became non-finite"));
+}
+
+absl::Status NanGuard::Failure(int64_t step, absl::string_view what) const {
   std::string last = last_good_step_ < 0
                          ? "no finite loss was seen before it"
                          : absl::StrCat("last finite loss ", last_good_loss_, " at step ",

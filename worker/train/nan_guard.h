@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace shardline {
 
@@ -19,7 +20,14 @@ class NanGuard {
   // last finite loss 2.30 at step 36)". A retry would fail the same way.
   absl::Status Check(int64_t step, double loss, double grad_norm);
 
+  // The same error for a divergence the world judged in step `step`
+  // (nonfinite.h): "rank 1's loss or gradients became non-finite at step 37
+  // (within steps (36, 37]; last finite loss 2.30 at step 36); ...".
+  absl::Status Diverged(int64_t step, absl::string_view what);
+
  private:
+  absl::Status Failure(int64_t step, absl::string_view what) const;
+
   int64_t last_good_step_ = -1;
   double last_good_loss_ = 0;
 };

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/shard.h"
@@ -10,6 +11,7 @@
 #include "worker/checkpoint/safetensors.h"
 #include "worker/train/evaluator.h"
 #include "worker/train/nan_guard.h"
+#include "worker/train/nonfinite.h"
 #include "worker/train/progress.h"
 #include "worker/train/train_step.h"
 
@@ -165,6 +167,20 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     const bool log_due = (step + 1) % log_every == 0 || step + 1 == total_steps;
     ASSIGN_OR_RETURN(StepResult r,
                      TrainStep(ctx, log_due, Votes{stop_vote, checkpoint_vote, eval_vote}, &state, &buffers));
+    if (r.nonfinite.kind == NonFiniteVerdict::Kind::kDiverged) {
+      return guard.Diverged(r.step, absl::StrCat("rank ", r.nonfinite.rank, "'s ",
+                                                 DescribeSource(r.nonfinite.evidence.source)));
+    }
+    // The parameters are read beyond the next step only after every rank
+    // agrees they are finite (what the last update and all-gather saw is
+    // otherwise judged in the next step). Agreed: all ranks evaluate and
+    // save at the same steps.
+    bool settled = false;
+    auto settle = [&]() -> absl::Status {
+      if (settled) return absl::OkStatus();
+      settled = true;
+      return SettleNonFinite(comm, state.nonfinite);
+    };
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Every rank got the same agreed stop in this step, so all end here.
@@ -193,6 +209,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     bool new_best = false;
     if ((eval_every > 0 && state.next_step % eval_every == 0) || last || Reached(r.agreed_eval, state.next_step)) {
       last_eval = state.next_step;
+      RETURN_IF_ERROR(settle());
       ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
                                               config.data().eval_batch_size(), comm, &eval_ws));
       // Every rank has the same eval numbers and the same best so far (it
@@ -222,6 +239,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     if (!options.checkpoint_root.empty() && save_due && state.next_step != last_saved) {
       // Snapshot, write and report happen in the background; the next
       // step waits for the snapshot before its optimizer update.
+      RETURN_IF_ERROR(settle());
       ShardSource source;
       source.step = state.next_step;
       source.rank = comm.rank();
@@ -243,6 +261,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     }
   }
   if (show) progress.Finish();
+  RETURN_IF_ERROR(SettleNonFinite(comm, state.nonfinite));  // before the final parameters are read
   RETURN_IF_ERROR(saver.Wait());  // the final save is durable and reported before we return
   result.checkpoint_seconds = saver.stall_seconds();
   if (result.evals.empty()) {  // restored a finished run: report where it stands

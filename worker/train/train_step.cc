@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "common/finite.h"
 #include "common/status_macros.h"
 
 namespace shardline {
@@ -68,10 +69,14 @@ std::string PhasesPerStep(const PhaseTimes& total, int64_t steps) {
 namespace {
 
 // A vote as a value for the min-reduction: no request is larger than any.
-double VoteScalar(int64_t step) {
-  return step == kNoStep ? std::numeric_limits<double>::infinity() : static_cast<double>(step);
-}
-int64_t AgreedStep(double reduced) { return std::isinf(reduced) ? kNoStep : static_cast<int64_t>(reduced); }
+// Finite, as every scalar of an all-reduce must be; steps stay far below it.
+constexpr double kNoVote = 9007199254740992.0;  // 2^53
+double VoteScalar(int64_t step) { return step == kNoStep ? kNoVote : static_cast<double>(step); }
+int64_t AgreedStep(double reduced) { return reduced >= kNoVote ? kNoStep : static_cast<int64_t>(reduced); }
+
+// A scalar all-reduce carries finite values only: a non-finite one is sent
+// as 0 (its rank has noted it; the world judges it in the same step).
+double FiniteOrZero(double v) { return std::isfinite(v) ? v : 0.0; }
 
 }  // namespace
 
@@ -80,22 +85,37 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   StepResult r;
   r.step = state->next_step;
   Stopwatch watch;
+  const int rank = ctx.comm.rank();
+  NonFiniteObservation& seen = state->nonfinite;
 
   const BatchStats stats = ComputeGradients(ctx, state->params.data(), r.step, b);
+  if (!std::isfinite(stats.loss_sum) || !AllFinite(absl::MakeConstSpan(b->grads))) {
+    seen.Note(NonFiniteSource::kOwnGradients, rank, r.step);
+  }
   r.times.compute = watch.Lap();
 
   RETURN_IF_ERROR(ctx.comm.ReduceScatter(absl::MakeSpan(b->grads)));
+  if (const int from = ctx.comm.nonfinite_source(); from >= 0) {
+    seen.Note(NonFiniteSource::kReducedFromPeer, from, r.step);
+  }
   r.times.reduce_scatter = watch.Lap();
 
   const Range shard = ctx.optimizer.shard();
   const float clip = ctx.config.train().grad_clip_norm();
   const bool need_grad_norm = with_norms || clip > 0;
-  double scalars[5] = {stats.loss_sum,
-                       need_grad_norm ? SumSquares(b->grads.data() + shard.begin, shard.size()) : 0.0,
-                       VoteScalar(votes.stop), VoteScalar(votes.checkpoint), VoteScalar(votes.eval)};
-  static constexpr ReduceOp kOps[5] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMin,
-                                       ReduceOp::kMin};
+  double scalars[6] = {FiniteOrZero(stats.loss_sum),
+                       need_grad_norm ? FiniteOrZero(SumSquares(b->grads.data() + shard.begin, shard.size())) : 0.0,
+                       VoteScalar(votes.stop), VoteScalar(votes.checkpoint), VoteScalar(votes.eval),
+                       seen.seen() ? 1.0 : 0.0};
+  static constexpr ReduceOp kOps[6] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMin,
+                                       ReduceOp::kMin, ReduceOp::kMax};
   RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(scalars), kOps));
+  if (scalars[5] > 0) {  // some rank saw a non-finite number: judge it together
+    ASSIGN_OR_RETURN(r.nonfinite, ExchangeObservations(ctx.comm, seen));
+    if (r.nonfinite.kind == NonFiniteVerdict::Kind::kPeerFault) return VerdictStatus(r.nonfinite);
+    r.loss = std::numeric_limits<double>::quiet_NaN();
+    return r;  // diverged: not applied
+  }
   r.loss = scalars[0] / ctx.config.data().global_batch_size();
   r.agreed_stop = AgreedStep(scalars[2]);
   r.agreed_checkpoint = AgreedStep(scalars[3]);
@@ -111,16 +131,28 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   const double update_sq = ctx.optimizer.Update(r.step + 1, r.lr, clip_scale,
                                                 state->params.data() + shard.begin,
                                                 b->grads.data() + shard.begin, with_norms);
+  if (!AllFinite(absl::MakeConstSpan(state->params.data() + shard.begin, static_cast<size_t>(shard.size())))) {
+    seen.Note(NonFiniteSource::kOwnUpdate, rank, r.step);
+  }
   r.times.optimizer = watch.Lap();
 
   RETURN_IF_ERROR(ctx.comm.AllGather(absl::MakeSpan(state->params)));
+  if (const int from = ctx.comm.nonfinite_source(); from >= 0) {
+    seen.Note(NonFiniteSource::kGatheredFromPeer, from, r.step);
+  }
   r.times.all_gather = watch.Lap();
 
   if (with_norms) {
-    double norms[2] = {update_sq, SumSquares(state->params.data() + shard.begin, shard.size())};
-    RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(norms), ReduceOp::kSum));
-    r.update_norm = std::sqrt(norms[0]);
-    r.param_norm = std::sqrt(norms[1]);
+    // Non-finite norms come from what this step noted; the next step (or
+    // SettleNonFinite) judges it, and they are reported as NaN meanwhile.
+    const double param_sq = SumSquares(state->params.data() + shard.begin, shard.size());
+    double norms[3] = {FiniteOrZero(update_sq), FiniteOrZero(param_sq),
+                       std::isfinite(update_sq) && std::isfinite(param_sq) ? 0.0 : 1.0};
+    static constexpr ReduceOp kNormOps[3] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMax};
+    RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(norms), kNormOps));
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    r.update_norm = norms[2] > 0 ? nan : std::sqrt(norms[0]);
+    r.param_norm = norms[2] > 0 ? nan : std::sqrt(norms[1]);
   }
   state->next_step = r.step + 1;
   return r;

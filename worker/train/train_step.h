@@ -25,6 +25,7 @@
 #include "worker/model/mlp.h"
 #include "worker/optim/lr_schedule.h"
 #include "worker/optim/optimizer.h"
+#include "worker/train/nonfinite.h"
 
 namespace shardline {
 
@@ -47,6 +48,11 @@ struct StepContext {
 struct TrainState {
   int64_t next_step = 0;  // 0-based index of the next step to run
   std::vector<float> params;
+  // The first non-finite number this rank has seen and the world has not
+  // yet judged (nonfinite.h); never checkpointed. A step's own observations
+  // are judged in that step; its update's and all-gather's in the next one,
+  // or by SettleNonFinite before the parameters are used otherwise.
+  NonFiniteObservation nonfinite;
 };
 
 // Per-step scratch, reused.
@@ -93,6 +99,10 @@ struct StepResult {
   int64_t agreed_checkpoint = 0;
   // And for evaluation requests.
   int64_t agreed_eval = 0;
+  // Set when the world judged that a rank's own arithmetic went non-finite
+  // (the run diverged): the step was not applied and loss is NaN.
+  // Otherwise kClean.
+  NonFiniteVerdict nonfinite;
   PhaseTimes times;
 };
 
@@ -124,7 +134,13 @@ struct Votes {
 // grad/update/param norms (always computes the grad norm when clipping).
 // `votes` are this rank's requested stop, checkpoint and eval steps; the
 // minimum over ranks of each comes back in agreed_*, so all ranks act at the
-// same step boundary without asking anyone. Fails only if a collective
+// same step boundary without asking anyone.
+//
+// Non-finite numbers are judged by every rank together (nonfinite.h): when
+// a rank's own loss, gradients or update went non-finite, the step returns
+// with result.nonfinite set, loss NaN and the state unchanged (the caller
+// stops: NanGuard::Diverged); when they came from a peer, it fails with a
+// PeerFaultError naming the rank. Otherwise it fails only if a collective
 // fails; the state is then unusable until restored.
 absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, const Votes& votes,
                                      TrainState* state, StepBuffers* buffers);

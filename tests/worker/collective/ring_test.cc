@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "common/rng.h"
 #include "common/rpc_auth.h"
 #include "common/shard.h"
+#include "worker/collective/peer_fault.h"
 #include "tests/worker/collective/world.h"
 
 namespace shardline {
@@ -131,6 +134,56 @@ TEST_P(RingDeterminismTest, BitwiseEqualAcrossRanksAndRunsInTheDocumentedOrder) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, RingDeterminismTest,
+                         ::testing::Values(TransportKind::kLocal, TransportKind::kGrpc),
+                         [](const auto& info) { return KindName(info.param); });
+
+class RingNonFiniteTest : public ::testing::TestWithParam<TransportKind> {};
+
+// Non-finite floats are delivered as they came, and each rank learns which
+// neighbour it got them from; the next clean op reports nothing. Rank 1's
+// whole gradient is NaN: rank 2 receives it from 1, rank 0 receives it
+// (added into a partial sum) from 2, and rank 1 receives only chunks whose
+// chains it has not joined yet. The all-gather spreads rank 1's chunk the
+// same way. A NaN scalar is refused at once, naming the sender.
+TEST_P(RingNonFiniteTest, TheSenderOfNonFiniteValuesIsReportedAndScalarsRefuseThem) {
+  const int n = 3;
+  const int64_t len = 999;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  TestWorld world(GetParam(), n);
+  std::vector<std::vector<int>> sources(n);
+  std::vector<absl::Status> scalar_status(n);
+  const auto statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
+    RingCollectives ring(t, Options(64));
+    std::vector<int>& seen = sources[static_cast<size_t>(rank)];
+    std::vector<float> buf(static_cast<size_t>(len), rank == 1 ? nan : 1.0f);
+    if (absl::Status s = ring.ReduceScatter(absl::MakeSpan(buf)); !s.ok()) return s;
+    seen.push_back(ring.nonfinite_source());
+    const Range mine = ShardRange(len, rank, n);
+    EXPECT_TRUE(std::isnan(buf[static_cast<size_t>(mine.begin)])) << "rank " << rank << ": delivered as it came";
+    std::fill(buf.begin(), buf.end(), 2.0f);
+    if (rank == 1) buf[static_cast<size_t>(mine.begin)] = std::numeric_limits<float>::infinity();
+    if (absl::Status s = ring.AllGather(absl::MakeSpan(buf)); !s.ok()) return s;
+    seen.push_back(ring.nonfinite_source());
+    std::fill(buf.begin(), buf.end(), 3.0f);
+    if (absl::Status s = ring.AllReduce(absl::MakeSpan(buf)); !s.ok()) return s;
+    seen.push_back(ring.nonfinite_source());
+    double scalars[2] = {1.0, rank == 1 ? static_cast<double>(nan) : 2.0};
+    scalar_status[static_cast<size_t>(rank)] = ring.AllReduceScalars(absl::MakeSpan(scalars), ReduceOp::kSum);
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(sources[0], std::vector<int>({2, 2, -1}));
+  EXPECT_EQ(sources[1], std::vector<int>({-1, -1, -1}));
+  EXPECT_EQ(sources[2], std::vector<int>({1, 1, -1}));
+  for (int r : {0, 2}) {
+    EXPECT_EQ(PeerFaultRank(scalar_status[static_cast<size_t>(r)]), 1) << scalar_status[static_cast<size_t>(r)];
+    EXPECT_TRUE(absl::StrContains(scalar_status[static_cast<size_t>(r)].message(), "rank 1 sent a non-finite value"))
+        << scalar_status[static_cast<size_t>(r)];
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(scalar_status[1])) << scalar_status[1];
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RingNonFiniteTest,
                          ::testing::Values(TransportKind::kLocal, TransportKind::kGrpc),
                          [](const auto& info) { return KindName(info.param); });
 
