@@ -8,14 +8,14 @@
 #include <ctime>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace shardline {
 namespace logging {
 namespace {
 
 struct State {
-  absl::Mutex mu;
+  Mutex mu;
   std::string prefix ABSL_GUARDED_BY(mu);
   std::string status_line ABSL_GUARDED_BY(mu);
 };
@@ -34,7 +34,7 @@ const char* Basename(const char* path) {
 
 void SetPrefix(absl::string_view prefix) {
   State& s = GlobalState();
-  absl::MutexLock lock(&s.mu);
+  MutexLock lock(&s.mu);
   s.prefix = std::string(prefix);
 }
 
@@ -46,7 +46,7 @@ bool StderrIsTerminal() {
 void SetStatusLine(absl::string_view line) {
   if (!StderrIsTerminal()) return;
   State& s = GlobalState();
-  absl::MutexLock lock(&s.mu);
+  MutexLock lock(&s.mu);
   s.status_line = std::string(line);
   std::string out = "\r\033[K" + s.status_line;
   fwrite(out.data(), 1, out.size(), stderr);
@@ -55,7 +55,7 @@ void SetStatusLine(absl::string_view line) {
 
 void WriteRaw(absl::string_view line) {
   State& s = GlobalState();
-  absl::MutexLock lock(&s.mu);
+  MutexLock lock(&s.mu);
   std::string out;
   const bool redraw = StderrIsTerminal() && !s.status_line.empty();
   if (redraw) out = "\r\033[K";
@@ -82,7 +82,7 @@ LogMessage::~LogMessage() {
   State& s = GlobalState();
   std::string text = stream_.str();
   {
-    absl::MutexLock lock(&s.mu);
+    MutexLock lock(&s.mu);
     if (!s.prefix.empty()) {
       size_t bracket = text.find("] ");
       text.insert(bracket + 2, "[" + s.prefix + "] ");

@@ -108,7 +108,7 @@ absl::Status CheckListenSecurity(const std::string& flag, const std::string& lis
 
 void RpcAuth::Refused(RejectReason reason, const std::string& peer) {
   if (on_reject_) on_reject_(reason);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const int64_t now = Env::Default()->NowMicros();
   if (now - last_log_micros_ >= 1'000'000 || last_log_micros_ == 0) {
     SLOG(WARNING) << "refused a call from " << peer << ": " << RejectReasonLabel(reason)

@@ -19,9 +19,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "common/args.h"
 #include "common/env.h"
+#include "common/mutex.h"
 #include "grpcpp/grpcpp.h"
 
 namespace shardline {
@@ -120,7 +120,7 @@ class RpcAuth {
   const std::string token_;
   const std::function<void(RejectReason)> on_reject_;
   std::optional<TlsPem> tls_;
-  absl::Mutex mu_;
+  Mutex mu_;
   int64_t last_log_micros_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t unlogged_ ABSL_GUARDED_BY(mu_) = 0;
 };

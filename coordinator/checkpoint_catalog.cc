@@ -24,7 +24,7 @@ CheckpointCatalog::CheckpointCatalog(JobStore* store, CatalogOptions options)
 
 absl::Status CheckpointCatalog::Init() {
   if (options_.root.empty()) return absl::OkStatus();
-  absl::MutexLock io(&io_mu_);
+  MutexLock io(&io_mu_);
   Env* env = options_.env;
   RETURN_IF_ERROR(env->CreateDirs(options_.root));
   // The RocksDB record is written first: finish a commit whose COMMITTED
@@ -61,7 +61,7 @@ absl::Status CheckpointCatalog::Init() {
     resume.dir = StepDir(other, resume.step);
     SLOG(INFO) << "will resume from " << resume.dir;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   committed_.insert(steps.begin(), steps.end());
   bad_ = std::move(bad);
   resume_from_ = resume;
@@ -71,7 +71,7 @@ absl::Status CheckpointCatalog::Init() {
 absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::string& job_id,
                                        const std::map<int, coordinator::SavedShard>& shards) {
   if (options_.root.empty()) return absl::OkStatus();
-  absl::MutexLock io(&io_mu_);
+  MutexLock io(&io_mu_);
   Env* env = options_.env;
   state::CheckpointManifest m;
   m.set_step(step);
@@ -99,7 +99,7 @@ absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::
   RETURN_IF_ERROR(WriteCommitted(env, dir, m));
   bool was_bad;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     committed_.insert(step);
     // A fresh save of a step once marked bad replaces the bad one.
     was_bad = bad_.erase(step) > 0;
@@ -110,7 +110,7 @@ absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::
   ASSIGN_OR_RETURN(std::vector<int64_t> deleted,
                    FinishCommit(env, options_.root, options_.policy, step, best, best_value));
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (int64_t d : deleted) committed_.erase(d);
   }
   for (int64_t d : deleted) RETURN_IF_ERROR(store_->Delete(absl::StrCat(kCheckpointPrefix, StepDirName(d)), false));
@@ -118,17 +118,17 @@ absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::
 }
 
 bool CheckpointCatalog::NoteBad(int64_t step) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return bad_.insert(step).second;
 }
 
 bool CheckpointCatalog::IsRestorePoint(int64_t step) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return committed_.count(step) > 0 || (resume_from_.step > 0 && resume_from_.step == step);
 }
 
 absl::Status CheckpointCatalog::PersistBad(int64_t step, const std::string& reason) {
-  absl::MutexLock io(&io_mu_);
+  MutexLock io(&io_mu_);
   return store_->Put(absl::StrCat(kBadPrefix, StepDirName(step)), reason, /*sync=*/true);
 }
 
@@ -140,19 +140,19 @@ int64_t CheckpointCatalog::LatestGoodLocked() const {
 }
 
 RestorePoint CheckpointCatalog::Restore() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const int64_t good = LatestGoodLocked();
   if (good > 0) return RestorePoint{good, StepDir(options_.root, good)};
   return resume_from_;
 }
 
 int64_t CheckpointCatalog::latest_good() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return LatestGoodLocked();
 }
 
 int64_t CheckpointCatalog::bad_count() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return static_cast<int64_t>(bad_.size());
 }
 

@@ -22,8 +22,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "common/env.h"
+#include "common/mutex.h"
 #include "coordinator/job_store.h"
 #include "proto/config.pb.h"
 #include "proto/coordinator.pb.h"
@@ -82,8 +82,8 @@ class CheckpointCatalog {
 
   JobStore* const store_;
   const CatalogOptions options_;
-  absl::Mutex io_mu_;  // one commit or bad mark on disk at a time
-  mutable absl::Mutex mu_;
+  Mutex io_mu_;  // one commit or bad mark on disk at a time
+  mutable Mutex mu_;
   std::set<int64_t> committed_ ABSL_GUARDED_BY(mu_);
   std::set<int64_t> bad_ ABSL_GUARDED_BY(mu_);
   RestorePoint resume_from_ ABSL_GUARDED_BY(mu_);  // used while nothing here is good

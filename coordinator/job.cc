@@ -64,7 +64,7 @@ Job::Job(config::JobConfig config, JobStore* store, MetricsSink* metrics, Coordi
 
 absl::Status Job::Init() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(std::optional<std::string> id, store_->Get(kJobIdKey));
     if (id.has_value()) {
       job_id_ = *id;
@@ -102,13 +102,13 @@ void Job::RunDeferred(Deferred later) {
       SLOG(ERROR) << "checkpoint at step " << step << " not committed: " << committed;
       continue;
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     last_save_time_ = Now();
   }
   if (later.bad_step > 0) {
     absl::Status marked = catalog_.PersistBad(later.bad_step, later.bad_reason);
     if (!marked.ok()) {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       Fail(Annotate(marked, "marking a checkpoint bad"));
     }
   }
@@ -116,11 +116,11 @@ void Job::RunDeferred(Deferred later) {
 }
 
 void Job::PersistState() {
-  absl::MutexLock persist(&persist_mu_);
+  MutexLock persist(&persist_mu_);
   uint64_t generation, version;
   int64_t step;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (state_version_ == persisted_version_) return;
     generation = generation_;
     step = GlobalStepLocked();
@@ -128,7 +128,7 @@ void Job::PersistState() {
   }
   absl::Status s = store_->Put(kGenerationKey, absl::StrCat(generation), /*sync=*/true);
   if (s.ok()) s = store_->Put(kGlobalStepKey, absl::StrCat(step), /*sync=*/true);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!s.ok()) {
     Fail(Annotate(s, "persisting the generation"));
     return;
@@ -187,7 +187,7 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   // Made before taking the lock: reading /dev/urandom is I/O.
   absl::StatusOr<std::string> secret = NewToken();
   if (!secret.ok()) return secret.status();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const int n = options_.world_size;
   if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
   if (req.requested_rank() < -1 || req.requested_rank() >= n) {
@@ -287,7 +287,7 @@ absl::Status Job::Report(const coordinator::WorkerReport& r) {
   Deferred later;
   absl::Status accepted;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     accepted = ReportLocked(r, &later);
   }
   RunDeferred(std::move(later));
@@ -371,7 +371,7 @@ bool Job::StreamOver(int rank, uint64_t generation) {
 std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64_t generation,
                                                                 const coordinator::CoordinatorCommand& last,
                                                                 absl::Duration wait, bool* end) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto news = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return StreamOver(rank, generation) || stop_at_ != last.stop_at() || checkpoint_at_ != last.checkpoint_at() ||
            eval_at_ != last.eval_at();
@@ -398,7 +398,7 @@ std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64
 
 void Job::StreamEnded(int rank, uint64_t generation, bool broken) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     StreamEndedLocked(rank, generation, broken);
   }
   PersistState();
@@ -419,7 +419,7 @@ void Job::StreamEndedLocked(int rank, uint64_t generation, bool broken) {
 
 void Job::CheckHeartbeats() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     CheckHeartbeatsLocked();
   }
   PersistState();
@@ -439,7 +439,7 @@ void Job::CheckHeartbeatsLocked() {
 }
 
 void Job::RequestStop(const std::string& why) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (stop_requested_) return;
   stop_requested_ = true;
   if (state_ == JobState::kForming) {
@@ -465,7 +465,7 @@ int64_t Job::StepAheadLocked() {
 }
 
 void Job::MaybeRequestCheckpoint() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const double period = config_.checkpoint().every_seconds();
   if (period <= 0 || options_.checkpoint_root.empty() || state_ != JobState::kRunning) return;
   if (Now() - last_save_time_ < absl::Seconds(period)) return;
@@ -475,14 +475,14 @@ void Job::MaybeRequestCheckpoint() {
 }
 
 void Job::RequestEval() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (state_ != JobState::kRunning) return;
   eval_at_ = StepAheadLocked();
   SLOG(INFO) << "eval requested: every worker evaluates after step " << eval_at_;
 }
 
 bool Job::AwaitEnd(absl::Duration wait) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto over = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return state_ == JobState::kDone || state_ == JobState::kFailed;
   };
@@ -490,12 +490,12 @@ bool Job::AwaitEnd(absl::Duration wait) {
 }
 
 absl::Status Job::final_status() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return final_;
 }
 
 coordinator::JobStatus Job::Snapshot() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   coordinator::JobStatus s;
   s.set_state(ToProto(state_));
   s.set_job_id(job_id_);

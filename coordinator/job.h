@@ -31,10 +31,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/env.h"
 #include "common/metrics_writer.h"
+#include "common/mutex.h"
 #include "coordinator/checkpoint_catalog.h"
 #include "coordinator/job_store.h"
 #include "proto/config.pb.h"
@@ -167,8 +167,8 @@ class Job {
   std::string job_id_;
   CheckpointCatalog catalog_;
 
-  absl::Mutex persist_mu_;  // one PersistState at a time; taken before mu_
-  absl::Mutex mu_;
+  Mutex persist_mu_;  // one PersistState at a time; taken before mu_
+  Mutex mu_;
   // Bumped whenever the generation or the job's end changes; persisted_version_
   // is the last one written. A generation's members hear of it only once
   // durable_generation_ has reached it.

@@ -10,9 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "common/crc32c.h"
 #include "common/fault_injection.h"
+#include "common/mutex.h"
 #include "common/status_macros.h"
 
 namespace shardline {
@@ -110,7 +110,7 @@ absl::Status WriteStaged(const std::vector<absl::string_view>& pieces, WritableF
   }
   // What the two threads share, under mu.
   struct Shared {
-    absl::Mutex mu;
+    Mutex mu;
     size_t pending = 0;  // bytes of the block handed to the writer; 0: none
     int block = 0;
     bool done = false;
@@ -123,14 +123,14 @@ absl::Status WriteStaged(const std::vector<absl::string_view>& pieces, WritableF
       size_t n;
       int k;
       {
-        absl::MutexLock lock(&sh.mu);
+        MutexLock lock(&sh.mu);
         sh.mu.Await(absl::Condition(&Shared::Work, &sh));
         if (sh.pending == 0) return;
         n = sh.pending;
         k = sh.block;
       }
       absl::Status s = f->Append(absl::string_view(blocks[k].get(), n));
-      absl::MutexLock lock(&sh.mu);
+      MutexLock lock(&sh.mu);
       if (!s.ok() && sh.written.ok()) sh.written = s;
       sh.pending = 0;
     }
@@ -138,7 +138,7 @@ absl::Status WriteStaged(const std::vector<absl::string_view>& pieces, WritableF
   // Hands block k's first n bytes to the writer once it has finished the
   // other block; returns the first write error so far.
   auto hand_over = [&](int k, size_t n) {
-    absl::MutexLock lock(&sh.mu);
+    MutexLock lock(&sh.mu);
     sh.mu.Await(absl::Condition(&Shared::Idle, &sh));
     sh.pending = n;
     sh.block = k;
@@ -162,7 +162,7 @@ absl::Status WriteStaged(const std::vector<absl::string_view>& pieces, WritableF
   }
   if (s.ok() && filled > 0) s = hand_over(k, filled);
   {
-    absl::MutexLock lock(&sh.mu);
+    MutexLock lock(&sh.mu);
     sh.mu.Await(absl::Condition(&Shared::Idle, &sh));
     sh.done = true;
     if (s.ok()) s = sh.written;

@@ -9,11 +9,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/shard_file.h"
 #include "common/config.h"
 #include "common/env_wrapper.h"
+#include "common/mutex.h"
 
 namespace shardline {
 namespace {
@@ -44,13 +44,13 @@ class TestEnv : public EnvWrapper {
     return EnvWrapper::GetFileSize(path);
   }
   void StallDisk() { stall_ = true; }
-  absl::Notification& stalled() { return stalled_; }
+  Notification& stalled() { return stalled_; }
   void ReleaseDisk() { release_.Notify(); }
 
  private:
   std::atomic<int64_t> now_micros_{1'000'000'000'000};
   std::atomic<bool> stall_{false};
-  absl::Notification stalled_, release_;
+  Notification stalled_, release_;
 };
 
 class JobTest : public ::testing::Test {
@@ -227,7 +227,7 @@ TEST_F(JobTest, ACommitOnAStalledDiskHoldsUpNoHeartbeat) {
 
   // Meanwhile heartbeats, the deadline check and status are all served. (A
   // bound, not a timing: if the lock were held this would never finish.)
-  absl::Notification served;
+  Notification served;
   std::thread heartbeats([&] {
     for (int i = 0; i < 5; ++i) {
       env_.Advance(absl::Milliseconds(200));

@@ -90,13 +90,13 @@ absl::Status ShardSaver::Save(const ShardSource& source) {
     previous = WriteAndReport(SnapshotShard(source));
   } else if (previous.ok()) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       snapshot_pending_ = true;
     }
     thread_ = std::thread([this, source] {
       ShardContents c = SnapshotShard(source);
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         snapshot_pending_ = false;
       }
       background_ = WriteAndReport(std::move(c));
@@ -108,7 +108,7 @@ absl::Status ShardSaver::Save(const ShardSource& source) {
 
 void ShardSaver::AwaitSnapshot() {
   const auto start = std::chrono::steady_clock::now();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto taken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !snapshot_pending_; };
   mu_.Await(absl::Condition(&taken));
   stall_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -17,11 +17,11 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/checkpoint/shard_file.h"
 #include "common/env.h"
+#include "common/mutex.h"
 #include "proto/config.pb.h"
 #include "proto/train_state.pb.h"
-#include "common/checkpoint/shard_file.h"
 #include "worker/model/flat_layout.h"
 #include "worker/optim/optimizer.h"
 
@@ -114,7 +114,7 @@ class ShardSaver {
   bool async_;
   std::thread thread_;
   absl::Status background_;
-  absl::Mutex mu_;
+  Mutex mu_;
   bool snapshot_pending_ ABSL_GUARDED_BY(mu_) = false;
   double stall_seconds_ = 0;
 };

@@ -5,17 +5,17 @@
 namespace shardline {
 
 void SendTracker::Add() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++outstanding_;
 }
 
 void SendTracker::Release() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   --outstanding_;
 }
 
 bool SendTracker::WaitIdle(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return outstanding_ == 0; };
   return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }

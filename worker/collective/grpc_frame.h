@@ -16,9 +16,9 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "worker/collective/payload.h"
@@ -35,7 +35,7 @@ class SendTracker {
   bool WaitIdle(absl::Time deadline);
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

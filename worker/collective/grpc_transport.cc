@@ -6,14 +6,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "grpcpp/impl/codegen/method_handler.h"
-#include "grpcpp/impl/codegen/server_callback_handlers.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/impl/codegen/rpc_method.h"
 #include "grpcpp/impl/codegen/rpc_service_method.h"
+#include "grpcpp/impl/codegen/server_callback_handlers.h"
 #include "proto/transport.pb.h"
 #include "worker/collective/grpc_frame.h"
 #include "worker/collective/mailbox.h"
@@ -97,7 +97,7 @@ class PeerStream {
   // Queues a frame. A frame with a tracker is released through it if it is
   // dropped instead of sent.
   absl::Status Enqueue(OutFrame frame) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!broken_.ok()) {
       if (frame.tracker != nullptr) frame.tracker->Release();
       return broken_;
@@ -119,7 +119,7 @@ class PeerStream {
   // frames are accepted, and the sender thread ends the stream once the
   // queue is empty...
   void BeginClose() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
     close_deadline_ = absl::Now() + kDrainTimeout;
@@ -128,7 +128,7 @@ class PeerStream {
   // deadline) and for the stream's end.
   void FinishClose() {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (joined_) return;
       joined_ = true;
       auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() || !broken_.ok(); };
@@ -144,7 +144,7 @@ class PeerStream {
     for (;;) {
       const OutFrame* frame;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || closed_; };
         mu_.Await(absl::Condition(&ready));
         if (queue_.empty()) break;
@@ -153,7 +153,7 @@ class PeerStream {
       const bool ok = writer_->Write(*frame);
       std::string why;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         if (frame->tracker != nullptr) frame->tracker->Release();  // serialised: copied
         queue_.pop_front();
         if (!ok) {
@@ -171,7 +171,7 @@ class PeerStream {
     // The receiver ends the call once it has read the half-close; one that
     // does not (its stream parked for a generation it never reaches, or a
     // stuck process) is cancelled, so closing never waits forever.
-    absl::Notification finished;
+    Notification finished;
     std::thread canceller([&] {
       if (!finished.WaitForNotificationWithTimeout(kDrainTimeout)) ctx_.TryCancel();
     });
@@ -181,12 +181,12 @@ class PeerStream {
   }
 
   bool closed() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return closed_;
   }
 
   void DropQueued() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (OutFrame& f : queue_) {
       if (f.tracker != nullptr) f.tracker->Release();
     }
@@ -202,7 +202,7 @@ class PeerStream {
   std::unique_ptr<grpc::ClientWriter<OutFrame>> writer_;
   std::thread thread_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<OutFrame> queue_ ABSL_GUARDED_BY(mu_);  // front is being written
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -237,7 +237,7 @@ class Generation {
 
   // The stream to `peer`, created on first use; null after Shutdown.
   PeerStream* Stream(int peer) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return StreamLocked(peer);
   }
 
@@ -246,7 +246,7 @@ class Generation {
   // keeps Shutdown (which a failed caller runs next) from closing the
   // streams before the reports are queued on them.
   void Fail(const std::string& why) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!box_.Poison(why)) return;
     SLOG(WARNING) << "collective failed: " << why << "; telling every rank";
     for (int peer = 0; peer < world_size(); ++peer) {
@@ -278,7 +278,7 @@ class Generation {
   void Shutdown() {
     std::vector<std::unique_ptr<PeerStream>> streams;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (shutdown_) return;
       shutdown_ = true;
       streams.swap(streams_);
@@ -309,7 +309,7 @@ class Generation {
   }
 
   void CancelAll() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& s : streams_) {
       if (s != nullptr) s->Cancel();
     }
@@ -322,7 +322,7 @@ class Generation {
   const TransportServerOptions options_;
   Mailbox box_;
   SendTracker tracker_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::unique_ptr<PeerStream>> streams_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -422,7 +422,7 @@ class TransportServer::Impl : public grpc::Service {
     std::vector<ParkedStream*> expired;
     Admission admission;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       const uint64_t current = current_ == nullptr ? 0 : current_->generation();
       const int64_t now = absl::ToUnixMicros(absl::Now());
       for (auto it = parked_.begin(); it != parked_.end();) {
@@ -453,7 +453,7 @@ class TransportServer::Impl : public grpc::Service {
   // Takes a parked stream back (it was cancelled). False if it is not parked
   // (any more): then Resume has been or is being called.
   bool Unpark(ParkedStream* stream) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return parked_.erase(stream) > 0;
   }
 
@@ -461,7 +461,7 @@ class TransportServer::Impl : public grpc::Service {
     std::shared_ptr<Generation> old;
     std::vector<std::pair<ParkedStream*, std::shared_ptr<Generation>>> resume;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (current_ != nullptr && gen->generation() <= current_->generation()) {
         return absl::FailedPreconditionError(absl::StrCat("generation ", gen->generation(),
                                                           " is not newer than the current generation ",
@@ -484,7 +484,7 @@ class TransportServer::Impl : public grpc::Service {
   }
 
   uint64_t generation() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return current_ == nullptr ? 0 : current_->generation();
   }
 
@@ -495,7 +495,7 @@ class TransportServer::Impl : public grpc::Service {
     uint64_t generation;
     int64_t since_micros;
   };
-  absl::Mutex mu_;
+  Mutex mu_;
   std::shared_ptr<Generation> current_ ABSL_GUARDED_BY(mu_);
   std::map<ParkedStream*, Parked> parked_ ABSL_GUARDED_BY(mu_);
 };

@@ -13,12 +13,12 @@ Mailbox::Mailbox(int world_size, int64_t max_unclaimed_bytes_per_source)
       unclaimed_(static_cast<size_t>(world_size), 0) {}
 
 bool Mailbox::poisoned() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return !poison_.empty();
 }
 
 absl::Status Mailbox::Put(int src, uint64_t tag, std::unique_ptr<Payload> payload) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (shutdown_) return absl::OkStatus();
   auto it = expected_.find({src, tag});
   if (it != expected_.end() && it->second.handler) {
@@ -56,7 +56,7 @@ void Mailbox::Run(std::map<std::pair<int, uint64_t>, Expected>::iterator it, std
 }
 
 void Mailbox::Expect(int src, uint64_t tag, ReceiveHandler handler) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = expected_.insert({{src, tag}, Expected{std::move(handler)}});
   if (!inserted) return;
   auto msg = messages_.find({src, tag});
@@ -68,7 +68,7 @@ void Mailbox::Expect(int src, uint64_t tag, ReceiveHandler handler) {
 }
 
 absl::Status Mailbox::Await(int src, uint64_t tag, absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const auto key = std::make_pair(src, tag);
   auto it = expected_.find(key);
   if (it == expected_.end()) {
@@ -94,7 +94,7 @@ void Mailbox::DropUnstarted() {
 }
 
 void Mailbox::CancelExpected() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   DropUnstarted();
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0; };
   mu_.Await(absl::Condition(&idle));
@@ -102,19 +102,19 @@ void Mailbox::CancelExpected() {
 }
 
 void Mailbox::MarkGone(int src, const std::string& why) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (gone_[static_cast<size_t>(src)].empty()) gone_[static_cast<size_t>(src)] = why;
 }
 
 bool Mailbox::Poison(const std::string& why) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!poison_.empty()) return false;
   poison_ = why;
   return true;
 }
 
 void Mailbox::Shutdown() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   shutdown_ = true;
   messages_.clear();
   std::fill(unclaimed_.begin(), unclaimed_.end(), 0);
@@ -122,7 +122,7 @@ void Mailbox::Shutdown() {
 }
 
 absl::StatusOr<std::unique_ptr<Payload>> Mailbox::Take(int src, uint64_t tag, absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const auto key = std::make_pair(src, tag);
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return shutdown_ || messages_.count(key) > 0 || !gone_[static_cast<size_t>(src)].empty() ||

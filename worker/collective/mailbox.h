@@ -16,9 +16,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
 #include "worker/collective/payload.h"
 
 namespace shardline {
@@ -75,7 +75,7 @@ class Mailbox {
  private:
   const int world_size_;
   const int64_t max_unclaimed_;
-  absl::Mutex mu_;
+  Mutex mu_;
   struct Expected {
     ReceiveHandler handler;  // empty once started
     bool done = false;

@@ -17,7 +17,7 @@ Heartbeat::Heartbeat(coordinator::Coordinator::StubInterface* stub, HeartbeatOpt
 
 Heartbeat::~Heartbeat() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     closing_ = true;
   }
   ctx_.TryCancel();
@@ -26,7 +26,7 @@ Heartbeat::~Heartbeat() {
 }
 
 void Heartbeat::ReportStuck(const std::string& what) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   stuck_ = what;
 }
 
@@ -42,16 +42,16 @@ bool Heartbeat::SendReport(const LastReport& last) {
   r.set_bad_checkpoint_step(last.bad_checkpoint_step);
   r.set_bad_checkpoint_reason(last.bad_checkpoint_reason);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!stuck_.empty()) r.set_watchdog(stuck_);
   }
   outbox_.DrainInto(&r);
-  absl::MutexLock lock(&write_mu_);
+  MutexLock lock(&write_mu_);
   return stream_->Write(r);
 }
 
 void Heartbeat::SendLoop() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (;;) {
     auto closing = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closing_; };
     if (mu_.AwaitWithTimeout(absl::Condition(&closing), options_.interval)) return;
@@ -79,7 +79,7 @@ void Heartbeat::ReadLoop() {
   }
   bool closing;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     closing = closing_;
   }
   if (!closing) Abandon("the coordinator ended the heartbeat stream");
@@ -88,7 +88,7 @@ void Heartbeat::ReadLoop() {
 
 void Heartbeat::Abandon(const std::string& why) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!abandoned_.empty()) return;
     abandoned_ = why;
   }
@@ -97,19 +97,19 @@ void Heartbeat::Abandon(const std::string& why) {
 }
 
 std::string Heartbeat::abandoned() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return abandoned_;
 }
 
 absl::Status Heartbeat::Close(const LastReport& last) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     closing_ = true;
   }
   if (sender_.joinable()) sender_.join();
   bool ok = SendReport(last);
   {
-    absl::MutexLock lock(&write_mu_);
+    MutexLock lock(&write_mu_);
     ok = stream_->WritesDone() && ok;
   }
   // The coordinator ends the stream once it has the last report.

@@ -21,9 +21,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "common/rpc_auth.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "worker/control/outbox.h"
@@ -109,13 +108,13 @@ class Heartbeat {
   std::unique_ptr<grpc::ClientReaderWriterInterface<coordinator::WorkerReport, coordinator::CoordinatorCommand>>
       stream_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   std::string abandoned_ ABSL_GUARDED_BY(mu_);
   std::string stuck_ ABSL_GUARDED_BY(mu_);
-  absl::Mutex write_mu_;  // one writer on the stream at a time
+  Mutex write_mu_;  // one writer on the stream at a time
 
-  absl::Notification read_done_;  // the coordinator ended the stream (or it broke)
+  Notification read_done_;  // the coordinator ended the stream (or it broke)
   std::thread sender_;
   std::thread reader_;
 };

@@ -3,7 +3,7 @@
 namespace shardline {
 
 absl::Status Outbox::Write(const metrics::MetricRecord& record) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   records_.push_back(record);
   return absl::OkStatus();
 }
@@ -17,13 +17,13 @@ absl::Status Outbox::ShardSaved(int64_t step, int rank, int world, const Written
   s.set_crc32c(shard.crc32c);
   s.set_best(shard.best);
   s.set_best_value(shard.best_value);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   saved_.push_back(std::move(s));
   return absl::OkStatus();
 }
 
 void Outbox::DrainInto(coordinator::WorkerReport* report) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (metrics::MetricRecord& m : records_) *report->add_metrics() = std::move(m);
   records_.clear();
   for (coordinator::SavedShard& s : saved_) *report->add_saved() = std::move(s);

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "common/metrics_writer.h"
+#include "common/mutex.h"
 #include "proto/coordinator.pb.h"
 #include "worker/checkpoint/save_restore.h"
 
@@ -35,7 +35,7 @@ class Outbox : public MetricsSink, public CheckpointSink {
   void DrainInto(coordinator::WorkerReport* report);
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<metrics::MetricRecord> records_ ABSL_GUARDED_BY(mu_);
   std::vector<coordinator::SavedShard> saved_ ABSL_GUARDED_BY(mu_);
 };

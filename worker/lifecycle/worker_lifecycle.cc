@@ -8,9 +8,9 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/status_macros.h"
 #include "worker/collective/ring.h"
 #include "worker/control/coordinator_client.h"
@@ -62,7 +62,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   // The heartbeat starts at once: the coordinator sees this worker alive
   // while it loads data, and notices at once if it dies meanwhile. The
   // transport is declared first so it outlives the heartbeat's threads.
-  absl::Mutex transport_mu;
+  Mutex transport_mu;
   std::unique_ptr<Transport> transport;
   HeartbeatOptions hb;
   hb.rank = rank;
@@ -73,7 +73,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   hb.auth = options.auth;
   hb.member_secret = world.member_secret();
   hb.on_abandon = [&](const std::string&) {
-    absl::MutexLock lock(&transport_mu);
+    MutexLock lock(&transport_mu);
     if (transport != nullptr) transport->Shutdown();
   };
   Heartbeat heartbeat(client.stub(), hb);
@@ -102,7 +102,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     absl::StatusOr<std::unique_ptr<Transport>> connected =
         server->Connect(world.generation(), rank, peers, std::move(connect));
     if (!connected.ok()) return Done(connected.status());
-    absl::MutexLock lock(&transport_mu);
+    MutexLock lock(&transport_mu);
     transport = std::move(*connected);
     if (!heartbeat.abandoned().empty()) transport->Shutdown();  // the world moved on while we loaded
   }

@@ -4,9 +4,8 @@
 #include <string>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "common/env_wrapper.h"
+#include "common/mutex.h"
 #include "gtest/gtest.h"
 
 namespace shardline {
@@ -32,12 +31,12 @@ class FakeClockEnv : public EnvWrapper {
 };
 
 struct Calls {
-  absl::Mutex mu;
+  Mutex mu;
   std::string what ABSL_GUARDED_BY(mu);
   int64_t stuck_at_micros ABSL_GUARDED_BY(mu) = -1;
   int64_t still_stuck_at_micros ABSL_GUARDED_BY(mu) = -1;
   int stuck_calls ABSL_GUARDED_BY(mu) = 0;
-  absl::Notification still_stuck;
+  Notification still_stuck;
 };
 
 WatchdogOptions Options(FakeClockEnv* env, Calls* calls) {
@@ -47,14 +46,14 @@ WatchdogOptions Options(FakeClockEnv* env, Calls* calls) {
   o.rank = 3;
   o.env = env;
   o.on_stuck = [env, calls](const std::string& what) {
-    absl::MutexLock lock(&calls->mu);
+    MutexLock lock(&calls->mu);
     calls->what = what;
     calls->stuck_at_micros = env->NowMicros();
     ++calls->stuck_calls;
   };
   o.on_still_stuck = [env, calls] {
     {
-      absl::MutexLock lock(&calls->mu);
+      MutexLock lock(&calls->mu);
       calls->still_stuck_at_micros = env->NowMicros();
     }
     calls->still_stuck.Notify();
@@ -71,7 +70,7 @@ TEST(WatchdogTest, AStuckCounterIsReportedAfterTheTimeoutThenEscalatesAfterTwice
     Watchdog watchdog(&steps, Options(&env, &calls));
     ASSERT_TRUE(calls.still_stuck.WaitForNotificationWithTimeout(absl::Seconds(60)));
   }
-  absl::MutexLock lock(&calls.mu);
+  MutexLock lock(&calls.mu);
   EXPECT_EQ(calls.stuck_calls, 1);
   EXPECT_EQ(calls.what.rfind("rank 3 made no progress past step 41 for 10s", 0), 0u) << calls.what;
   // Each verdict comes within one poll of its deadline.
@@ -94,7 +93,7 @@ TEST(WatchdogTest, ACounterThatMovesIsNeverReported) {
     // Now stuck: the report comes one timeout after the last move.
     ASSERT_TRUE(calls.still_stuck.WaitForNotificationWithTimeout(absl::Seconds(60)));
   }
-  absl::MutexLock lock(&calls.mu);
+  MutexLock lock(&calls.mu);
   EXPECT_EQ(calls.stuck_calls, 1);
   EXPECT_NE(calls.what.find("past step " + std::to_string(steps.load())), std::string::npos) << calls.what;
   EXPECT_GE(calls.still_stuck_at_micros - calls.stuck_at_micros, 10'000'000);
@@ -107,7 +106,7 @@ TEST(WatchdogTest, StopsWithoutCallingBackWhenDestroyedInTime) {
   WatchdogOptions o = Options(&env, &calls);
   o.timeout = absl::Hours(1000);  // never reached within the few polls before destruction
   { Watchdog watchdog(&steps, o); }
-  absl::MutexLock lock(&calls.mu);
+  MutexLock lock(&calls.mu);
   EXPECT_EQ(calls.stuck_calls, 0);
   EXPECT_FALSE(calls.still_stuck.HasBeenNotified());
 }

@@ -16,12 +16,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/shard_file.h"
 #include "common/config.h"
 #include "common/env.h"
+#include "common/mutex.h"
 #include "google/protobuf/text_format.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -55,11 +54,11 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
   // The next registration gets `world`; once the script is used up, every
   // registration is told the job is over.
   void Script(RegisterResponse world) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     script_.push_back(std::move(world));
   }
   void SetResponder(Responder r) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     responder_ = std::move(r);
   }
   // From now on heartbeat streams are not ended when the worker closes its
@@ -68,7 +67,7 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
   void Resume() { resumed_.Notify(); }
 
   grpc::Status Register(grpc::ServerContext*, const RegisterRequest* request, RegisterResponse* response) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     registrations_.push_back(*request);
     if (script_.empty()) {
       response->set_job_over(true);
@@ -86,7 +85,7 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
     while (stream->Read(&report)) {
       Responder responder;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         reports_.push_back(report);
         responder = responder_;
       }
@@ -100,7 +99,7 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
 
   // Waits up to `timeout` for a report that satisfies `pred`.
   bool AwaitReport(const std::function<bool(const WorkerReport&)>& pred, absl::Duration timeout) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       for (const WorkerReport& r : reports_) {
         if (pred(r)) return true;
@@ -110,20 +109,20 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
     return mu_.AwaitWithTimeout(absl::Condition(&seen), timeout);
   }
   std::vector<RegisterRequest> registrations() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return registrations_;
   }
   std::vector<WorkerReport> reports() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return {reports_.begin(), reports_.end()};
   }
 
  private:
   int port_ = 0;
   std::atomic<bool> paused_{false};
-  absl::Notification resumed_;
+  Notification resumed_;
   std::unique_ptr<grpc::Server> server_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<RegisterResponse> script_ ABSL_GUARDED_BY(mu_);
   Responder responder_ ABSL_GUARDED_BY(mu_);
   std::vector<RegisterRequest> registrations_ ABSL_GUARDED_BY(mu_);
@@ -222,7 +221,7 @@ TEST_F(WorkerLifecycleTest, AFinishedWorkerDoesNotWaitForeverOnAPausedCoordinato
   // only afterwards; a bound, not a timing: without the close timeout the
   // worker would wait for it); the run itself finished, so the worker exits
   // cleanly (the coordinator has the report).
-  absl::Notification returned;
+  Notification returned;
   absl::Status result;
   std::thread worker([&] {
     result = RunWorker(options_, server_.get());
