@@ -1,9 +1,10 @@
 // shardline launch: a coordinator and N workers as child processes on this
 // host, with their output prefixed and kept in <workdir>/logs/, dead workers
-// restarted (up to --max_restarts), and Ctrl-C / SIGTERM turned into the
-// coordinator's graceful stop.
+// restarted (up to --max_restarts), Ctrl-C / SIGTERM turned into the
+// coordinator's graceful stop, and every child killed if the launcher dies.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,12 +18,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "common/args.h"
 #include "common/config.h"
 #include "common/env.h"
-#include "common/logging.h"
 #include "common/grpc_util.h"
+#include "common/logging.h"
+#include "common/mutex.h"
 #include "common/rpc_auth.h"
 #include "common/status_macros.h"
 #include "coordinator/progress_line.h"
@@ -42,7 +43,9 @@ constexpr char kHelp[] =
     "(default 0), and so is a coordinator killed by a signal (same address; it\n"
     "recovers from its RocksDB state); the world then restarts from the last\n"
     "committed checkpoint. Ctrl-C or SIGTERM stops the job\n"
-    "gracefully: every worker finishes the same step, then all exit 0.\n"
+    "gracefully: every worker finishes the same step, then all exit 0. If the\n"
+    "launcher itself dies (even by SIGKILL), its children are killed with it;\n"
+    "launching again with the same --workdir resumes the job.\n"
     "\n"
     "  --config FILE   job config (text proto); --set overrides fields\n"
     "  --workers N     world size (sets runtime.num_workers)\n"
@@ -76,7 +79,7 @@ class StatusLine {
         thread_([this] { Run(); }) {}
   ~StatusLine() {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stop_ = true;
     }
     thread_.join();
@@ -85,7 +88,7 @@ class StatusLine {
 
  private:
   void Run() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
     while (!mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(1))) {
       grpc::ClientContext ctx;
@@ -99,7 +102,7 @@ class StatusLine {
 
   const RpcAuth* const auth_;
   std::unique_ptr<coordinator::Coordinator::Stub> stub_;
-  absl::Mutex mu_;
+  Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
@@ -118,9 +121,16 @@ class Child {
     if (pump_.joinable()) pump_.join();
     int fds[2];
     if (pipe(fds) != 0) return absl::InternalError("pipe failed");
+    const pid_t launcher = getpid();
     pid_ = fork();
     if (pid_ < 0) return absl::InternalError("fork failed");
     if (pid_ == 0) {
+      // Children die with the launcher, however it dies (SIGKILL included):
+      // nothing runs unsupervised, and launching again resumes from the
+      // last committed checkpoint. Forks happen on the launcher's main
+      // thread, whose exit is the process's.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(1);  // it died before prctl
       setpgid(0, 0);  // terminal Ctrl-C goes to the launcher, which decides
       dup2(fds[1], STDOUT_FILENO);
       dup2(fds[1], STDERR_FILENO);
