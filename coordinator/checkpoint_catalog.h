@@ -73,6 +73,8 @@ class CheckpointCatalog {
   absl::Status PersistBad(int64_t step, const std::string& reason);
 
   RestorePoint Restore() const;
+  // <workdir>/checkpoints (empty: checkpoints are off).
+  const std::string& root() const { return options_.root; }
   // The newest committed checkpoint not marked bad, 0 if none.
   int64_t latest_good() const;
   int64_t bad_count() const;

@@ -329,12 +329,21 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
   // durable after the lock is released. Only the first report of a step acts.
   if (r.bad_checkpoint_step() > 0 && catalog_.NoteBad(r.bad_checkpoint_step())) {
     const int64_t bad_step = r.bad_checkpoint_step();
-    const int64_t fallback = catalog_.latest_good();
+    const RestorePoint fallback = catalog_.Restore();
     later->bad_step = bad_step;
     later->bad_reason = r.bad_checkpoint_reason();
-    SLOG(ERROR) << "checkpoint at step " << bad_step << " failed verification on rank " << r.rank() << ": "
-                << r.bad_checkpoint_reason() << "; marked bad, falling back to step " << fallback;
-    BreakWorld(absl::StrCat("its checkpoint at step ", bad_step, " is bad"));
+    if (fallback.dir.empty()) {
+      // Checkpoints existed and none is usable: starting from scratch would
+      // silently throw the run away (and overwrite them in time).
+      Fail(absl::FailedPreconditionError(absl::StrCat(
+          "no checkpoint of this job can be restored: the last one tried, step ", bad_step, ", failed verification on rank ",
+          r.rank(), " (", r.bad_checkpoint_reason(), "), and every newer one was marked bad before it; not training "
+          "from scratch over them. Move ", catalog_.root(), " aside to start anew, or set checkpoint.init_from")));
+    } else {
+      SLOG(ERROR) << "checkpoint at step " << bad_step << " failed verification on rank " << r.rank() << ": "
+                  << r.bad_checkpoint_reason() << "; marked bad, falling back to step " << fallback.step;
+      BreakWorld(absl::StrCat("its checkpoint at step ", bad_step, " is bad"));
+    }
   }
   for (const metrics::MetricRecord& record : r.metrics()) {
     if (metrics_ != nullptr) {

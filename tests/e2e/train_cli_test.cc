@@ -10,6 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/checkpoint/shard_file.h"
+#include "tests/corruption.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
 
@@ -85,6 +88,38 @@ TEST(TrainCliTest, BadInputExitsNonzeroNamingTheProblem) {
     EXPECT_NE(p.Wait(absl::Seconds(60)), 0) << c.expect;
     EXPECT_TRUE(absl::StrContains(p.Output(), c.expect)) << "want '" << c.expect << "' in:\n"
                                                         << p.Output();
+  }
+}
+
+// Issue 12 finding 5: `train` falls back to the newest checkpoint that
+// verifies, as launch does, and stops with an error rather than training
+// from scratch over checkpoints none of which can be used.
+TEST(TrainCliTest, ResumeFallsBackToTheNewestCheckpointThatVerifiesAndStopsWhenNoneDoes) {
+  const std::string dir = FreshDir("train_cli_fallback");
+  const std::string root = dir + "/checkpoints";
+  auto run = [&](int steps) {
+    return TrainArgv(dir, {absl::StrCat("train.total_steps=", steps), "checkpoint.every_steps=10",
+                           "train.log_every=10", "train.eval_every=0"});
+  };
+  Subprocess first(run(30));
+  ASSERT_EQ(first.Wait(absl::Seconds(60)), 0) << first.Output();
+  const std::string shard = "/" + ShardFileName(0, 1);
+  ASSERT_TRUE(FlipByte(StepDir(root, 30) + shard, -100, 0x20).ok());
+
+  Subprocess second(run(40));
+  ASSERT_EQ(second.Wait(absl::Seconds(60)), 0) << second.Output();
+  EXPECT_TRUE(absl::StrContains(second.Output(), "checkpoint at step 30 failed verification")) << second.Output();
+  EXPECT_TRUE(absl::StrContains(second.Output(), "falling back to step 20")) << second.Output();
+  EXPECT_TRUE(absl::StrContains(second.Output(), "restored step 20")) << second.Output();
+
+  for (int64_t step : {20, 30, 40}) ASSERT_TRUE(FlipByte(StepDir(root, step) + shard, -100, 0x20).ok()) << step;
+  Subprocess third(run(50));
+  const int code = third.Wait(absl::Seconds(60));
+  EXPECT_EQ(code, 1) << third.Output();
+  EXPECT_TRUE(absl::StrContains(third.Output(), "no checkpoint in " + root + " can be restored")) << third.Output();
+  EXPECT_TRUE(absl::StrContains(third.Output(), StepDir(root, 40) + shard)) << third.Output();
+  for (int64_t step : {20, 30, 40}) {  // the ones retention keeps (keep_last 3)
+    EXPECT_FALSE(ReadAll(StepDir(root, step) + "/COMMITTED").empty()) << step << " was removed";
   }
 }
 

@@ -1,15 +1,19 @@
-#include <cstdio>
-
-#include "absl/strings/str_format.h"
 #include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/args.h"
 #include "common/checkpoint/checkpoint_dir.h"
+#include "common/checkpoint/verify.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/logging.h"
 #include "common/metrics_writer.h"
 #include "common/status_macros.h"
-#include "common/args.h"
 #include "worker/cli/commands.h"
 #include "worker/data/dataset.h"
 #include "worker/model/gemm.h"
@@ -33,6 +37,27 @@ constexpr char kHelp[] =
     "                  Lists: --set model.hidden_sizes=512,256\n"
     "                  Messages: --set optimizer.adamw={}\n";
 
+// The newest of `steps` (committed checkpoints under `root`, oldest first)
+// whose checkpoint verifies, as the coordinator's fallback does for launch:
+// a damaged one is skipped, saying why. Fails, rather than starting from
+// scratch over them, when none verifies.
+absl::StatusOr<std::string> NewestThatVerifies(Env* env, const std::string& root, const std::vector<int64_t>& steps) {
+  std::string first_error;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const std::string dir = StepDir(root, *it);
+    const absl::StatusOr<VerifiedCheckpoint> v = VerifyCheckpoint(env, dir, VerifyOptions());
+    if (v.ok()) return dir;
+    if (!absl::IsDataLoss(v.status())) return v.status();  // not damage: e.g. unreadable directory
+    if (first_error.empty()) first_error = std::string(v.status().message());
+    SLOG(ERROR) << "checkpoint at step " << *it << " failed verification: " << v.status().message()
+                << (std::next(it) != steps.rend() ? absl::StrCat("; falling back to step ", *std::next(it))
+                                                  : std::string());
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no checkpoint in ", root, " can be restored (the newest: ", first_error,
+      "); not training from scratch over them. Move ", root, " aside to start anew, or set checkpoint.init_from"));
+}
+
 absl::Status Train(const Args& args) {
   Env* env = Env::Default();
   if (args.Get("config").empty()) return absl::InvalidArgumentError("--config is required");
@@ -51,14 +76,15 @@ absl::Status Train(const Args& args) {
   ASSIGN_OR_RETURN(FashionMnist data, LoadFashionMnist(env, cfg.data().dir()));
   ASSIGN_OR_RETURN(auto metrics, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
 
-  // Resume order: this workdir's latest committed checkpoint, then
+  // Resume order: this workdir's newest committed checkpoint that verifies
+  // (an error if it has some and none does), then
   // checkpoint.resume_from (another workdir, at resume_step or its latest).
   const std::string root = workdir + "/checkpoints";
   RETURN_IF_ERROR(DeleteUncommitted(env, root));
   ASSIGN_OR_RETURN(std::vector<int64_t> mine, CommittedSteps(env, root));
   std::string restore;
   if (!mine.empty()) {
-    restore = StepDir(root, mine.back());
+    ASSIGN_OR_RETURN(restore, NewestThatVerifies(env, root, mine));
   } else if (!cfg.checkpoint().resume_from().empty()) {
     const std::string other = cfg.checkpoint().resume_from() + "/checkpoints";
     ASSIGN_OR_RETURN(std::vector<int64_t> theirs, CommittedSteps(env, other));
