@@ -1,4 +1,5 @@
 // shardline-worker: one rank of a distributed job. See --help.
+#include <signal.h>
 #include <unistd.h>
 
 #include "absl/strings/numbers.h"
@@ -94,11 +95,22 @@ absl::Status Run(const Args& args) {
   return RunWorker(options, server.get());
 }
 
+// SIGTERM ends a worker at once and quietly (no crash report: it was asked
+// to), with the conventional 128 + 15. The job's graceful stop goes through
+// the coordinator (SIGTERM to it, or to `shardline launch`).
+void OnTerm(int) {
+  static const char kLine[] = "shardline-worker: stopped by SIGTERM\n";
+  ssize_t ignored = write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
+  (void)ignored;
+  _exit(128 + SIGTERM);
+}
+
 }  // namespace
 }  // namespace shardline
 
 int main(int argc, char** argv) {
   shardline::InitProcess(argv[0]);
+  signal(SIGTERM, shardline::OnTerm);  // after the failure handler, which also takes SIGTERM
   shardline::logging::SetPrefix("worker");
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(

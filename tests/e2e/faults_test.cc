@@ -1,8 +1,11 @@
 // Faults an operator's bad day brings, each ending in bounded time with
-// nothing committed lost (issue 12): a launcher killed outright, ...
+// nothing committed lost (issue 12): a launcher killed outright, damaged
+// checkpoints with nothing left to fall back to, an error no restart fixes.
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -12,6 +15,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/checkpoint/shard_file.h"
+#include "tests/corruption.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
 
@@ -75,6 +81,73 @@ TEST(LaunchFaultTest, KillingTheLauncherKillsItsChildrenAndLaunchingAgainResumes
   ASSERT_EQ(again.Wait(absl::Seconds(120)), 0) << again.Output();
   const std::string worker_log = ReadAll(dir + "/logs/worker-0.log");
   EXPECT_TRUE(absl::StrContains(worker_log, "restored step")) << worker_log;
+}
+
+// Findings 2 and 5: a committed checkpoint with a missing shard is marked
+// bad and the job falls back; when no checkpoint is left to fall back to,
+// the job stops with an error naming the damage instead of training from
+// step 0 over them, and leaves every file where it was.
+TEST(LaunchFaultTest, AMissingShardFallsBackAndNoUsableCheckpointStopsTheJob) {
+  const std::string dir = FreshDir("fault_no_usable_checkpoint");
+  const std::string root = dir + "/checkpoints";
+  Subprocess first(LaunchArgv(dir, 2, {"train.total_steps=400", "checkpoint.every_steps=200"}));
+  ASSERT_EQ(first.Wait(absl::Seconds(120)), 0) << first.Output();
+  const std::string missing = StepDir(root, 400) + "/" + ShardFileName(1, 2);
+  ASSERT_EQ(std::remove(missing.c_str()), 0);
+
+  Subprocess fallback(LaunchArgv(dir, 2, {"train.total_steps=500", "checkpoint.every_steps=200"}));
+  ASSERT_EQ(fallback.Wait(absl::Seconds(120)), 0) << fallback.Output();
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "falling back to step 200"));
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "restored step 200"));
+
+  // Now damage everything it could resume from: 500 (the final save) and
+  // 400 (saved again) lose a shard, 200 gets a flipped byte.
+  ASSERT_EQ(std::remove(missing.c_str()), 0);
+  ASSERT_EQ(std::remove((StepDir(root, 500) + "/" + ShardFileName(0, 2)).c_str()), 0);
+  const std::string flipped = StepDir(root, 200) + "/" + ShardFileName(0, 2);
+  ASSERT_TRUE(FlipByte(flipped, -100, 0x20).ok());
+  Subprocess stuck(LaunchArgv(dir, 2, {"train.total_steps=600", "checkpoint.every_steps=200"}));
+  const int code = stuck.Wait(absl::Seconds(120));
+  EXPECT_NE(code, 0) << stuck.Output();
+  EXPECT_NE(code, -1) << "it did not end by itself";
+  const std::string out = stuck.Output();
+  EXPECT_TRUE(absl::StrContains(out, "no checkpoint of this job can be restored")) << out;
+  EXPECT_TRUE(absl::StrContains(out, flipped)) << out;
+  EXPECT_TRUE(absl::StrContains(out, "not training from scratch")) << out;
+  // Nothing was trained over them or deleted.
+  EXPECT_EQ(JsonField(SplitLines(dir + "/metrics.jsonl", "eval").back(), "step"), 500);
+  for (int64_t step : {200, 400, 500}) {
+    EXPECT_FALSE(ReadAll(StepDir(root, step) + "/COMMITTED").empty()) << step;
+  }
+}
+
+// Finding 6: a worker that stops with its own error (here: a truncated data
+// file) fails the same way on every restart; launch used to spend every
+// restart on it and then wait 30 s more.
+TEST(LaunchFaultTest, AWorkersOwnErrorIsNotRestartedAndEndsTheJobPromptly) {
+  const std::string dir = FreshDir("fault_bad_data");
+  const std::string data = FreshDir("fault_bad_data_files");
+  ASSERT_EQ(mkdir(data.c_str(), 0755), 0);
+  const std::string kDataset = "/usr/share/datasets/fashion-mnist/";
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz"}) {
+    ASSERT_EQ(symlink((kDataset + name).c_str(), (data + "/" + name).c_str()), 0) << name;
+  }
+  const std::string labels = ReadAll(kDataset + "t10k-labels-idx1-ubyte.gz");
+  const std::string truncated = data + "/t10k-labels-idx1-ubyte.gz";
+  {
+    std::FILE* f = std::fopen(truncated.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(labels.data(), 1, labels.size() / 2, f);
+    std::fclose(f);
+  }
+  Subprocess launch(LaunchArgv(dir, 2, {"data.dir=" + data}, /*max_restarts=*/5));
+  const int code = launch.Wait(absl::Seconds(120));
+  const std::string out = launch.Output();
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(code, -1) << "it did not end by itself: " << out;
+  EXPECT_TRUE(absl::StrContains(out, truncated + ": truncated gzip stream")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "not restarting it: the same error would recur")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "restarting it (")) << "a restart was spent: " << out;
 }
 
 }  // namespace

@@ -287,6 +287,7 @@ absl::Status Launch(const Args& args) {
   absl::Status outcome;
   bool coordinator_done = false;
   absl::Time coordinator_exit;
+  absl::Time failed_at = absl::InfinitePast();
   for (;;) {
     const int signals = g_signals.load();
     if (signals > signals_seen) {
@@ -304,6 +305,10 @@ absl::Status Launch(const Args& args) {
     const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      // Exit code 1 is a process's own error (bad config, bad data, ...;
+      // docs/operations.md): a restart would meet it again. Signals, the
+      // watchdog's 3 and the like are worth a restart.
+      const bool deterministic = WIFEXITED(status) && WEXITSTATUS(status) == 1;
       const std::string how = WIFEXITED(status) ? absl::StrCat("exit code ", WEXITSTATUS(status))
                                                 : absl::StrCat("signal ", WTERMSIG(status));
       if (pid == coordinator.pid()) {
@@ -320,19 +325,28 @@ absl::Status Launch(const Args& args) {
         coordinator_done = true;
         coordinator_exit = absl::Now();
         if (!ok && outcome.ok()) outcome = absl::InternalError("the coordinator failed (" + how + ")");
+        if (!ok) {
+          // The job is over and nobody will coordinate the workers again:
+          // stop them now rather than after the grace period below.
+          for (auto& c : children) c->Signal(SIGTERM);
+        }
       }
       for (size_t r = 0; r < children.size(); ++r) {
         Child& c = *children[r];
         if (pid != c.pid()) continue;
         c.Exited();
         if (ok) break;
-        if (!coordinator_done && signals_seen == 0 && restarts < max_restarts) {
+        if (!deterministic && !coordinator_done && signals_seen == 0 && restarts < max_restarts) {
           ++restarts;
           SLOG(WARNING) << c.name() << " died (" << how << "); restarting it (" << restarts << "/" << max_restarts << ")";
           RETURN_IF_ERROR(c.Start());
         } else if (outcome.ok()) {
-          outcome = absl::InternalError(absl::StrCat(c.name(), " failed (", how, ")",
-                                                     restarts >= max_restarts ? "; no restarts left" : ""));
+          outcome = deterministic
+                        ? absl::FailedPreconditionError(absl::StrCat(
+                              c.name(), " stopped with an error (exit code 1; its last lines above and ", workdir,
+                              "/logs/ say which); not restarting it: the same error would recur"))
+                        : absl::InternalError(absl::StrCat(c.name(), " failed (", how, ")",
+                                                           restarts >= max_restarts ? "; no restarts left" : ""));
           coordinator.Signal(SIGTERM);
         }
       }
@@ -340,7 +354,17 @@ absl::Status Launch(const Args& args) {
       bool any = coordinator.running();
       for (auto& c : children) any = any || c->running();
       if (!any) break;
-      if (coordinator_done && absl::Now() - coordinator_exit > absl::Seconds(30)) {
+      // Workers finish on their own once the coordinator has: 30 s of grace
+      // after a clean end, 5 s after a failed one (they were sent SIGTERM).
+      const absl::Duration grace = outcome.ok() ? absl::Seconds(30) : absl::Seconds(5);
+      if (coordinator_done && absl::Now() - coordinator_exit > grace) {
+        for (auto& c : children) c->Signal(SIGKILL);
+      }
+      // A failed job gets 30 s to stop gracefully (the coordinator was sent
+      // SIGTERM), then everything is killed: no wait without an end.
+      if (!outcome.ok() && failed_at == absl::InfinitePast()) failed_at = absl::Now();
+      if (!outcome.ok() && absl::Now() - failed_at > absl::Seconds(30)) {
+        coordinator.Signal(SIGKILL);
         for (auto& c : children) c->Signal(SIGKILL);
       }
       absl::SleepFor(absl::Milliseconds(20));

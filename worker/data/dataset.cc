@@ -8,16 +8,8 @@ namespace shardline {
 
 absl::StatusOr<Dataset> LoadIdxSplit(Env* env, const std::string& images_path,
                                      const std::string& labels_path, int num_classes) {
-  ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(env, images_path));
-  ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(env, labels_path));
-  if (images.dims.size() != 3) {
-    return absl::DataLossError(absl::StrCat(images_path, ": an images file needs 3 dimensions (N, rows, cols), has ",
-                                            images.dims.size()));
-  }
-  if (labels.dims.size() != 1) {
-    return absl::DataLossError(absl::StrCat(labels_path, ": a labels file needs 1 dimension, has ",
-                                            labels.dims.size()));
-  }
+  ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(env, images_path, /*want_dims=*/3));  // N, rows, cols
+  ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(env, labels_path, /*want_dims=*/1));
   if (images.dims[0] != labels.dims[0]) {
     return absl::DataLossError(absl::StrCat(images_path, " has ", images.dims[0], " images but ",
                                             labels_path, " has ", labels.dims[0], " labels"));

@@ -41,7 +41,7 @@ absl::StatusOr<std::string> Gunzip(absl::string_view compressed, absl::string_vi
   return out;
 }
 
-absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view name) {
+absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view name, int want_dims) {
   auto be32 = [&](size_t at) {
     const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + at);
     return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
@@ -58,6 +58,12 @@ absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view nam
     return absl::DataLossError(absl::StrCat(
         name, ": bad IDX magic number ", hex,
         " (want 0x000008NN: unsigned bytes, NN = 1..4 dimensions)"));
+  }
+  if (want_dims > 0 && rank != static_cast<uint32_t>(want_dims)) {
+    char hex[16];
+    snprintf(hex, sizeof(hex), "0x%08x", magic);
+    return absl::DataLossError(absl::StrCat(name, ": bad IDX magic number ", hex, " (declares ", rank,
+                                            " dimensions; this file must have ", want_dims, ")"));
   }
   const size_t header = 4 + 4 * rank;
   if (bytes.size() < header) {
@@ -79,10 +85,10 @@ absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view nam
   return out;
 }
 
-absl::StatusOr<IdxArray> ReadIdxFile(Env* env, const std::string& path) {
+absl::StatusOr<IdxArray> ReadIdxFile(Env* env, const std::string& path, int want_dims) {
   ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
   ASSIGN_OR_RETURN(std::string raw, Gunzip(compressed, path));
-  return ParseIdx(raw, path);
+  return ParseIdx(raw, path, want_dims);
 }
 
 }  // namespace shardline

@@ -30,11 +30,13 @@ absl::StatusOr<std::string> Gunzip(absl::string_view compressed, absl::string_vi
 
 // Parses raw (decompressed) IDX bytes: magic 0x0000 08 NN (unsigned byte,
 // NN dimensions), NN big-endian uint32 sizes, then the payload, which must be
-// exactly product(dims) bytes.
-absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view name);
+// exactly product(dims) bytes. With `want_dims` > 0 the magic number must
+// declare that many dimensions (checked before any size is read, so a wrong
+// magic number is reported as one, not as a size mismatch).
+absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view name, int want_dims = 0);
 
 // ReadFile + Gunzip + ParseIdx.
-absl::StatusOr<IdxArray> ReadIdxFile(Env* env, const std::string& path);
+absl::StatusOr<IdxArray> ReadIdxFile(Env* env, const std::string& path, int want_dims = 0);
 
 }  // namespace shardline
 

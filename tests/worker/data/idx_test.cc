@@ -58,6 +58,19 @@ TEST(IdxTest, TruncatedGzipNamesTheFile) {
   EXPECT_TRUE(absl::StrContains(a.status().message(), "truncated")) << a.status();
 }
 
+// Issue 12 finding 8: a labels file whose magic number says 3 dimensions
+// used to be reported as a size mismatch ("trailing bytes").
+TEST(IdxTest, AMagicNumberWithTheWrongDimensionsIsReportedAsSuch) {
+  std::string raw = *Gunzip(*Env::Default()->ReadFile(kDir + "/train-labels-idx1-ubyte.gz"), "labels");
+  raw[3] = 3;  // 0x00000801 -> 0x00000803
+  absl::StatusOr<IdxArray> a = ParseIdx(raw, "labels.idx", /*want_dims=*/1);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(a.status().message(), "labels.idx: bad IDX magic number 0x00000803 (declares 3 "
+                                                      "dimensions; this file must have 1)")) << a.status();
+  EXPECT_FALSE(absl::StrContains(a.status().message(), "trailing")) << a.status();
+}
+
 TEST(IdxTest, CorruptGzipNamesTheFile) {
   std::string bytes = *Env::Default()->ReadFile(kDir + "/train-labels-idx1-ubyte.gz");
   for (size_t i = 100; i < 200; ++i) bytes[i] = static_cast<char>(bytes[i] ^ 0x5a);
