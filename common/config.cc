@@ -321,9 +321,16 @@ absl::StatusOr<config::JobConfig> LoadConfig(Env* env, const std::string& path,
   absl::StatusOr<std::string> text = env->ReadFile(path);
   if (!text.ok()) return Annotate(text.status(), "reading config file");
   ASSIGN_OR_RETURN(config::JobConfig cfg, ParseConfigText(*text, path));
+  const bool file_valid = overrides.empty() || ValidateConfig(cfg).ok();
   for (const std::string& o : overrides) RETURN_IF_ERROR(ApplyOverride(o, &cfg));
   absl::Status valid = ValidateConfig(cfg);
-  if (!valid.ok()) return Annotate(valid, absl::StrCat("invalid config ", path));
+  if (!valid.ok()) {
+    // Blame what made it invalid: the file, or (when the file alone is
+    // valid) the --set overrides on it.
+    return Annotate(valid, file_valid && !overrides.empty()
+                               ? absl::StrCat("invalid config: --set ", absl::StrJoin(overrides, " --set "), " on ", path)
+                               : absl::StrCat("invalid config ", path));
+  }
   if (check_paths) RETURN_IF_ERROR(CheckConfigPaths(env, cfg));
   return cfg;
 }

@@ -134,6 +134,27 @@ TEST(ConfigTest, MissingDataDirectoryIsNamed) {
   ExpectError(loaded.status(), {"data.dir"});
 }
 
+// Issue 12 finding 8: a bad value given with --set was blamed on the file.
+TEST(ConfigTest, ABadValueFromSetIsBlamedOnTheSetNotTheFile) {
+  absl::StatusOr<config::JobConfig> c =
+      LoadConfig(Env::Default(), kDefaultConfig, {"train.log_every=7", "data.global_batch_size=-5"});
+  ASSERT_FALSE(c.ok());
+  ExpectError(c.status(), {"invalid config: --set train.log_every=7 --set data.global_batch_size=-5 on ",
+                           "data.global_batch_size: must be positive, got -5"});
+
+  // A file that is itself invalid is still the one named.
+  const std::string bad = ::testing::TempDir() + "/bad_job.textproto";
+  std::string text = *Env::Default()->ReadFile(kDefaultConfig);
+  const size_t at = text.find("global_batch_size:");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find('\n', at) - at, "global_batch_size: -3");
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), bad, text).ok());
+  c = LoadConfig(Env::Default(), bad, {"train.log_every=7"});
+  ASSERT_FALSE(c.ok());
+  const std::string named = "invalid config " + bad;
+  ExpectError(c.status(), {named.c_str(), "got -3"});
+}
+
 TEST(ConfigTest, TextRoundTrip) {
   config::JobConfig c = Default();
   absl::StatusOr<config::JobConfig> back = ParseConfigText(ConfigToText(c), "roundtrip");
