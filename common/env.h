@@ -123,6 +123,12 @@ class Env {
 absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view contents,
                                  bool durable = false);
 
+// Creates `dir` if needed and checks that a file can be created, written,
+// synced and removed in it; kFailedPrecondition naming `dir` and what
+// failed otherwise. For finding a read-only or full checkpoint directory
+// before training rather than at the first save after it.
+absl::Status CheckWritableDir(Env* env, const std::string& dir);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_COMMON_ENV_H_

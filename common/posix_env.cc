@@ -371,6 +371,23 @@ absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string
   return s;
 }
 
+absl::Status CheckWritableDir(Env* env, const std::string& dir) {
+  auto refuse = [&](const absl::Status& why) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, " is not writable: ", why.message()));
+  };
+  if (absl::Status s = env->CreateDirs(dir); !s.ok()) return refuse(s);
+  const std::string probe = absl::StrCat(dir, "/.shardline-write-check-", getpid());
+  absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(probe);
+  if (!file.ok()) return refuse(file.status());
+  absl::Status s = (*file)->Append("shardline checks it can write here\n");
+  if (s.ok()) s = (*file)->Sync();
+  const absl::Status closed = (*file)->Close();
+  if (s.ok()) s = closed;
+  const absl::Status removed = env->DeleteFile(probe);
+  if (s.ok()) s = removed;
+  return s.ok() ? absl::OkStatus() : refuse(s);
+}
+
 Env* Env::Default() {
   static Env* env = new PosixEnv();
   return env;

@@ -83,6 +83,9 @@ absl::Status Run(const Args& args) {
   ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth,
                    LoadRpcAuth(env, args, args.Get("listen"), RejectedRpcCounter(*registry)));
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
+  // The workers write their shards there and the coordinator commits them:
+  // found now, not at the first save after minutes of training.
+  RETURN_IF_ERROR(CheckWritableDir(env, workdir + "/checkpoints"));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(workdir + "/coordinator_db"));
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics_file, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));

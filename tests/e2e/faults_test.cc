@@ -1,7 +1,9 @@
 // Faults an operator's bad day brings, each ending in bounded time with
 // nothing committed lost (issue 12): a launcher killed outright, damaged
-// checkpoints with nothing left to fall back to, an error no restart fixes.
+// checkpoints with nothing left to fall back to, an error no restart fixes,
+// a checkpoint directory that cannot be written.
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,7 +11,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -148,6 +153,37 @@ TEST(LaunchFaultTest, AWorkersOwnErrorIsNotRestartedAndEndsTheJobPromptly) {
   EXPECT_TRUE(absl::StrContains(out, truncated + ": truncated gzip stream")) << out;
   EXPECT_TRUE(absl::StrContains(out, "not restarting it: the same error would recur")) << out;
   EXPECT_FALSE(absl::StrContains(out, "restarting it (")) << "a restart was spent: " << out;
+}
+
+// Unmounts `dir` however the test ends.
+class ScopedMount {
+ public:
+  explicit ScopedMount(std::string dir) : dir_(std::move(dir)) {}
+  ~ScopedMount() { umount2(dir_.c_str(), MNT_DETACH); }
+
+ private:
+  std::string dir_;
+};
+
+// Finding 8: a read-only checkpoints/ directory was found only at the first
+// save, after training. (Root ignores permission bits, so the directory is
+// a read-only tmpfs this test mounts.)
+TEST(WorkdirFaultTest, AReadOnlyCheckpointDirectoryIsRefusedBeforeTraining) {
+  const std::string dir = FreshDir("fault_readonly_checkpoints");
+  const std::string root = dir + "/checkpoints";
+  ASSERT_EQ(system(("mkdir -p '" + root + "'").c_str()), 0);
+  ASSERT_EQ(mount("tmpfs", root.c_str(), "tmpfs", MS_RDONLY, "size=1m"), 0) << "mount: " << std::strerror(errno);
+  ScopedMount unmount(root);
+
+  Subprocess train(TrainArgv(dir, {"train.total_steps=50"}));
+  EXPECT_EQ(train.Wait(absl::Seconds(60)), 1) << train.Output();
+  EXPECT_TRUE(absl::StrContains(train.Output(), root + " is not writable")) << train.Output();
+  EXPECT_TRUE(absl::StrContains(train.Output(), "Read-only file system")) << train.Output();
+  EXPECT_FALSE(absl::StrContains(train.Output(), "step 50")) << "it trained first: " << train.Output();
+
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=50"}));
+  EXPECT_EQ(launch.Wait(absl::Seconds(60)), 1) << launch.Output();
+  EXPECT_TRUE(absl::StrContains(launch.Output(), root + " is not writable")) << launch.Output();
 }
 
 }  // namespace

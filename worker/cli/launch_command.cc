@@ -215,6 +215,7 @@ absl::Status Launch(const Args& args) {
   RETURN_IF_ERROR(LoadConfig(env, args.Get("config"), sets).status());
   const std::string workdir = args.Get("workdir");
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir + "/logs"), "creating --workdir"));
+  RETURN_IF_ERROR(CheckWritableDir(env, workdir + "/checkpoints"));  // here, not at the first save
   const std::string address_file = workdir + "/coordinator.address";
   std::remove(address_file.c_str());
   // Secure by default: every job has a token, kept in the workdir so a

@@ -70,6 +70,8 @@ absl::Status Train(const Args& args) {
     cfg.mutable_runtime()->set_num_workers(1);
   }
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
+  // Found now, not at the first save after minutes of training.
+  RETURN_IF_ERROR(CheckWritableDir(env, workdir + "/checkpoints"));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   SetBlasThreads(cfg.runtime().blas_threads());
   SLOG(INFO) << "OpenBLAS " << BlasCoreName() << " kernels; loading " << cfg.data().dir();
