@@ -22,7 +22,7 @@ constexpr char kBadPrefix[] = "bad/";
 CheckpointCatalog::CheckpointCatalog(JobStore* store, CatalogOptions options)
     : store_(store), options_(std::move(options)) {}
 
-absl::Status CheckpointCatalog::Init() {
+absl::Status CheckpointCatalog::Init(const std::string& job_id) {
   if (options_.root.empty()) return absl::OkStatus();
   MutexLock io(&io_mu_);
   Env* env = options_.env;
@@ -47,6 +47,7 @@ absl::Status CheckpointCatalog::Init() {
     if (absl::SimpleAtoi(key.substr(sizeof(kBadPrefix) - 1 + 5), &step)) bad.insert(step);
   }
   ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, options_.root));
+  RETURN_IF_ERROR(CheckCheckpointsBelongTo(env, options_.root, steps, job_id));
   RestorePoint resume;
   // Resume order: this workdir's latest commit, then resume_from.
   if (steps.empty() && !options_.policy.resume_from().empty()) {

@@ -54,7 +54,9 @@ class CheckpointCatalog {
   // Finishes any commit a crash interrupted (record written, COMMITTED not),
   // deletes uncommitted step directories, loads the bad marks and finds the
   // restore point (this workdir's latest good commit, else resume_from's).
-  absl::Status Init();
+  // kFailedPrecondition if a committed checkpoint in root belongs to a job
+  // other than `job_id` (e.g. copied in from another workdir).
+  absl::Status Init(const std::string& job_id);
 
   // Commits `step` from every rank's reported shard: each file must exist
   // with its reported size (kDataLoss naming it otherwise); then the record

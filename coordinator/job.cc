@@ -79,7 +79,7 @@ absl::Status Job::Init() {
     }
     durable_generation_ = generation_;
   }
-  RETURN_IF_ERROR(catalog_.Init());
+  RETURN_IF_ERROR(catalog_.Init(job_id_));
   SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size << ", last generation "
              << generation_ << ", latest committed checkpoint at step " << catalog_.latest_good();
   return absl::OkStatus();

@@ -61,6 +61,20 @@ absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string&
   return steps;
 }
 
+absl::Status CheckCheckpointsBelongTo(Env* env, const std::string& root, const std::vector<int64_t>& steps,
+                                      const std::string& job_id) {
+  for (int64_t step : steps) {
+    const std::string dir = StepDir(root, step);
+    const absl::StatusOr<state::CheckpointManifest> m = ReadCommitted(env, dir);
+    if (!m.ok() || m->job_id() == job_id) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " is a checkpoint of job ", m->job_id().empty() ? "(unnamed)" : m->job_id(), ", not of this job (",
+        job_id, "); a workdir's checkpoints/ holds its own job's only. Move it out; to start from it, put it in "
+        "another workdir's checkpoints/ and set checkpoint.resume_from to that workdir"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DeleteUncommitted(Env* env, const std::string& root, int64_t below) {
   if (!env->IsDirectory(root)) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->GetChildren(root));

@@ -40,6 +40,13 @@ absl::StatusOr<state::CheckpointManifest> ReadCommitted(Env* env, const std::str
 // Steps with a COMMITTED file under root, ascending. Empty if root is missing.
 absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string& root);
 
+// Checkpoints belong to their job: kFailedPrecondition if the COMMITTED
+// manifest of any of `steps` under root names a job other than `job_id`,
+// saying whose it is. A manifest that cannot be read is left to restore's
+// verification (which marks it bad).
+absl::Status CheckCheckpointsBelongTo(Env* env, const std::string& root, const std::vector<int64_t>& steps,
+                                      const std::string& job_id);
+
 // Deletes step directories below `below` that have no COMMITTED file
 // (partial saves). Later ones may be saves in progress and are left alone.
 absl::Status DeleteUncommitted(Env* env, const std::string& root, int64_t below = INT64_MAX);

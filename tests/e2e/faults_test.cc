@@ -1,7 +1,7 @@
 // Faults an operator's bad day brings, each ending in bounded time with
 // nothing committed lost (issue 12): a launcher killed outright, damaged
 // checkpoints with nothing left to fall back to, an error no restart fixes,
-// a checkpoint directory that cannot be written.
+// a checkpoint directory that cannot be written, another job's checkpoint.
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -153,6 +153,41 @@ TEST(LaunchFaultTest, AWorkersOwnErrorIsNotRestartedAndEndsTheJobPromptly) {
   EXPECT_TRUE(absl::StrContains(out, truncated + ": truncated gzip stream")) << out;
   EXPECT_TRUE(absl::StrContains(out, "not restarting it: the same error would recur")) << out;
   EXPECT_FALSE(absl::StrContains(out, "restarting it (")) << "a restart was spent: " << out;
+}
+
+// Finding 4: another job's checkpoint copied into a workdir was restored
+// without a word. It is refused, naming whose it is, by launch and train.
+TEST(WorkdirFaultTest, AnotherJobsCheckpointIsRefusedNamingItsJob) {
+  const std::string theirs = FreshDir("fault_foreign_theirs");
+  Subprocess first(LaunchArgv(theirs, 2, {"train.total_steps=200", "checkpoint.every_steps=200"}));
+  ASSERT_EQ(first.Wait(absl::Seconds(120)), 0) << first.Output();
+  const std::string manifest = ReadAll(StepDir(theirs + "/checkpoints", 200) + "/COMMITTED");
+  const size_t at = manifest.find("job_id: \"");
+  ASSERT_NE(at, std::string::npos) << manifest;
+  const std::string their_id = manifest.substr(at + 9, manifest.find('"', at + 9) - (at + 9));
+
+  for (const bool with_launch : {true, false}) {
+    SCOPED_TRACE(with_launch ? "launch" : "train");
+    const std::string mine = FreshDir(with_launch ? "fault_foreign_launch" : "fault_foreign_train");
+    // This workdir's own job ran first (a short run), then someone copied
+    // the other job's step directory in.
+    Subprocess own(with_launch ? LaunchArgv(mine, 2, {"train.total_steps=20", "checkpoint.every_steps=0",
+                                                      "checkpoint.save_final=false"})
+                               : TrainArgv(mine, {"train.total_steps=20", "checkpoint.every_steps=0",
+                                                  "checkpoint.save_final=false"}));
+    ASSERT_EQ(own.Wait(absl::Seconds(120)), 0) << own.Output();
+    const std::string copied = StepDir(mine + "/checkpoints", 200);
+    ASSERT_EQ(system(("cp -r '" + StepDir(theirs + "/checkpoints", 200) + "' '" + copied + "'").c_str()), 0);
+
+    Subprocess again(with_launch ? LaunchArgv(mine, 2, {"train.total_steps=400"})
+                                 : TrainArgv(mine, {"train.total_steps=400"}));
+    const int code = again.Wait(absl::Seconds(120));
+    EXPECT_NE(code, 0) << again.Output();
+    EXPECT_NE(code, -1) << "it did not end by itself";
+    EXPECT_TRUE(absl::StrContains(again.Output(), copied + " is a checkpoint of job " + their_id + ", not of this job"))
+        << again.Output();
+    EXPECT_FALSE(ReadAll(copied + "/COMMITTED").empty()) << "the refused checkpoint must stay";
+  }
 }
 
 // Unmounts `dir` however the test ends.

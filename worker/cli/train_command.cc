@@ -1,11 +1,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/args.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/verify.h"
@@ -32,7 +34,8 @@ constexpr char kHelp[] =
     "                  e.g. deploy/configs/fmnist_mlp.textproto\n"
     "  --workdir DIR   where metrics.jsonl, config.textproto and checkpoints/ are\n"
     "                  written; created if missing. metrics.jsonl is appended to.\n"
-    "                  A workdir with a committed checkpoint resumes from it.\n"
+    "                  A workdir with a committed checkpoint resumes from it;\n"
+    "                  DIR/job_id names the job its checkpoints belong to.\n"
     "  --set a.b=v     override a config field; repeatable, applied in order.\n"
     "                  Lists: --set model.hidden_sizes=512,256\n"
     "                  Messages: --set optimizer.adamw={}\n";
@@ -56,6 +59,23 @@ absl::StatusOr<std::string> NewestThatVerifies(Env* env, const std::string& root
   return absl::FailedPreconditionError(absl::StrCat(
       "no checkpoint in ", root, " can be restored (the newest: ", first_error,
       "); not training from scratch over them. Move ", root, " aside to start anew, or set checkpoint.init_from"));
+}
+
+// The job id of a `shardline train` workdir, in <workdir>/job_id: made on
+// the first run, before any checkpoint, and kept, so the workdir's
+// checkpoints can be told from another job's copied in.
+absl::StatusOr<std::string> LoadOrCreateJobId(Env* env, const std::string& workdir) {
+  const std::string path = workdir + "/job_id";
+  if (env->FileExists(path)) {
+    ASSIGN_OR_RETURN(std::string id, env->ReadFile(path));
+    id = std::string(absl::StripAsciiWhitespace(id));
+    if (id.empty()) return absl::DataLossError(absl::StrCat(path, " is empty"));
+    return id;
+  }
+  std::random_device rd;
+  const std::string id = absl::StrFormat("%08x%08x", rd(), rd());
+  RETURN_IF_ERROR(WriteFileAtomically(env, path, id + "\n", /*durable=*/true));
+  return id;
 }
 
 absl::Status Train(const Args& args) {
@@ -84,6 +104,8 @@ absl::Status Train(const Args& args) {
   const std::string root = workdir + "/checkpoints";
   RETURN_IF_ERROR(DeleteUncommitted(env, root));
   ASSIGN_OR_RETURN(std::vector<int64_t> mine, CommittedSteps(env, root));
+  ASSIGN_OR_RETURN(const std::string job_id, LoadOrCreateJobId(env, workdir));
+  RETURN_IF_ERROR(CheckCheckpointsBelongTo(env, root, mine, job_id));
   std::string restore;
   if (!mine.empty()) {
     ASSIGN_OR_RETURN(restore, NewestThatVerifies(env, root, mine));
@@ -100,14 +122,14 @@ absl::Status Train(const Args& args) {
     }
     restore = StepDir(other, want >= 0 ? want : theirs.back());
   }
-  LocalCommitter committer(env, root, cfg.checkpoint(), cfg.name());
+  LocalCommitter committer(env, root, cfg.checkpoint(), job_id);
 
   LocalCollectives comm;
   TrainOptions options;
   options.metrics = metrics.get();
   options.checkpoint_root = root;
   options.checkpoint_sink = &committer;
-  options.job_id = cfg.name();
+  options.job_id = job_id;
   options.restore_dir = restore;
   ASSIGN_OR_RETURN(TrainResult r, RunTraining(cfg, data, comm, options));
 
