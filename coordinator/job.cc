@@ -146,6 +146,26 @@ int64_t Job::GlobalStepLocked() {
   return step;
 }
 
+void Job::SaveFailed(const coordinator::WorkerReport& r) {
+  std::set<uint64_t>& generations = save_failures_[r.save_failed_step()];
+  generations.insert(r.generation());
+  const int attempts = static_cast<int>(generations.size());
+  if (attempts < kMaxSaveAttempts) {
+    SLOG(ERROR) << "saving the checkpoint at step " << r.save_failed_step() << " failed on rank " << r.rank() << " ("
+                << r.save_failure() << "); attempt " << attempts << " of " << kMaxSaveAttempts
+                << ", the world restarts from the last committed checkpoint";
+    return;
+  }
+  // The same save failing again and again (a full or broken disk) would
+  // restart the world forever: stop, keeping what was committed.
+  const RestorePoint kept = catalog_.Restore();
+  Fail(absl::ResourceExhaustedError(absl::StrCat(
+      "saving the checkpoint at step ", r.save_failed_step(), " failed in ", attempts,
+      " generations (last on rank ", r.rank(), ": ", r.save_failure(), "); stopping rather than retrying it without "
+      "end. Every committed checkpoint is kept (", kept.dir.empty() ? std::string("none yet") : "newest: " + kept.dir,
+      "); free space in or repair ", catalog_.root(), ", then run again to resume")));
+}
+
 void Job::Fail(absl::Status status) {
   if (state_ == JobState::kDone || state_ == JobState::kFailed) return;
   SLOG(ERROR) << "job failed: " << status;
@@ -352,6 +372,7 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
     }
     if (record.split() == metrics::MetricRecord::train) last_train_ = record;
   }
+  if (r.save_failed_step() > 0) SaveFailed(r);
   if (!r.fatal_error().empty()) {
     Fail(absl::FailedPreconditionError(absl::StrCat("worker rank ", r.rank(), ": ", r.fatal_error())));
   } else if (!r.watchdog().empty()) {

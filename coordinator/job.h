@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,10 @@ class Job {
   void BreakWorld(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Form() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank could not write its shard of r.save_failed_step(): counted per
+  // generation; the job fails at kMaxSaveAttempts.
+  void SaveFailed(const coordinator::WorkerReport& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr int kMaxSaveAttempts = 3;
   // True when the stream of (rank, generation) has nothing more to carry
   // but, possibly, the news of a new generation.
   bool StreamOver(int rank, uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -180,6 +185,9 @@ class Job {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;   // the running (or last) generation
   std::map<int, Member> members_ ABSL_GUARDED_BY(mu_);  // of generation_
   std::map<int, Member> pending_ ABSL_GUARDED_BY(mu_);  // for generation_ + 1
+  // Generations in which saving the checkpoint at a step failed on some
+  // rank; at kMaxSaveAttempts of them the job stops instead of looping.
+  std::map<int64_t, std::set<uint64_t>> save_failures_ ABSL_GUARDED_BY(mu_);
   int64_t stop_at_ ABSL_GUARDED_BY(mu_) = 0;             // 0: none
   int64_t checkpoint_at_ ABSL_GUARDED_BY(mu_) = 0;       // 0: none
   int64_t eval_at_ ABSL_GUARDED_BY(mu_) = 0;             // 0: none

@@ -21,12 +21,16 @@ absl::Status CheckReport(const coordinator::WorkerReport& r, const ReportLimits&
   if (r.total_steps() > 0 && r.steps_done() > r.total_steps()) {
     return Bad(r, absl::StrCat("steps_done ", r.steps_done(), " beyond total_steps ", r.total_steps()));
   }
+  if (!in_range(r.save_failed_step())) {
+    return Bad(r, absl::StrCat("save_failed_step ", r.save_failed_step(), " out of range"));
+  }
   if (!in_range(r.bad_checkpoint_step())) {
     return Bad(r, absl::StrCat("bad_checkpoint_step ", r.bad_checkpoint_step(), " out of range"));
   }
   for (const auto& [name, text] : {std::pair<const char*, const std::string*>{"fatal_error", &r.fatal_error()},
                                    {"watchdog", &r.watchdog()},
-                                   {"bad_checkpoint_reason", &r.bad_checkpoint_reason()}}) {
+                                   {"bad_checkpoint_reason", &r.bad_checkpoint_reason()},
+                                   {"save_failure", &r.save_failure()}}) {
     if (text->size() > limits.max_text_bytes) {
       return Bad(r, absl::StrCat(name, " of ", text->size(), " bytes (at most ", limits.max_text_bytes, ")"));
     }

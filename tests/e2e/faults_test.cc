@@ -1,7 +1,8 @@
 // Faults an operator's bad day brings, each ending in bounded time with
 // nothing committed lost (issue 12): a launcher killed outright, damaged
 // checkpoints with nothing left to fall back to, an error no restart fixes,
-// a checkpoint directory that cannot be written, another job's checkpoint.
+// a checkpoint directory that cannot be written, another job's checkpoint,
+// a disk that fills up.
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -199,6 +200,37 @@ class ScopedMount {
  private:
   std::string dir_;
 };
+
+// Finding 3: a save that fails (disk full) restarted the world from the
+// last checkpoint, which failed again at the same save, without end. Now the
+// third generation to fail it stops the job, keeping every committed
+// checkpoint, and once there is room the job resumes. The disk is a 4 MiB
+// tmpfs: two checkpoints of this model fit, the third does not.
+TEST(WorkdirFaultTest, ADiskThatFillsUpStopsTheJobAfterThreeAttemptsAndKeepsWhatWasCommitted) {
+  const std::string dir = FreshDir("fault_disk_full");
+  const std::string root = dir + "/checkpoints";
+  ASSERT_EQ(system(("mkdir -p '" + root + "'").c_str()), 0);
+  ASSERT_EQ(mount("tmpfs", root.c_str(), "tmpfs", 0, "size=4m"), 0) << "mount: " << std::strerror(errno);
+  ScopedMount unmount(root);
+  const std::vector<std::string> run = {"train.total_steps=1000", "checkpoint.every_steps=200",
+                                        "checkpoint.keep_last=5", "train.log_every=200"};
+  Subprocess full(LaunchArgv(dir, 2, run, /*max_restarts=*/3));
+  const int code = full.Wait(absl::Seconds(120));
+  const std::string out = full.Output();
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(code, -1) << "it did not end by itself";
+  EXPECT_TRUE(absl::StrContains(out, "saving the checkpoint at step 600 failed in 3 generations")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "No space left on device")) << out;
+  Subprocess verify({BinPath("shardline"), "ckpt", "verify", dir});
+  EXPECT_EQ(verify.Wait(absl::Seconds(60)), 0) << verify.Output();
+  EXPECT_TRUE(absl::StrContains(verify.Output(), "step 400: OK")) << verify.Output();
+
+  // Room again: it resumes from 400 and finishes.
+  ASSERT_EQ(mount("tmpfs", root.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0) << std::strerror(errno);
+  Subprocess resumed(LaunchArgv(dir, 2, run));
+  ASSERT_EQ(resumed.Wait(absl::Seconds(120)), 0) << resumed.Output();
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "restored step 400"));
+}
 
 // Finding 8: a read-only checkpoints/ directory was found only at the first
 // save, after training. (Root ignores permission bits, so the directory is

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/buffer_names.h"
 #include "common/checkpoint/checkpoint_dir.h"
@@ -67,13 +70,31 @@ absl::StatusOr<WrittenShard> WriteSnapshot(Env* env, const std::string& root, Sh
   return WriteShard(env, dir, name, std::move(snapshot));
 }
 
+namespace {
+constexpr char kSaveFailedUrl[] = "type.shardline/save_failed_step";
+}  // namespace
+
+absl::Status SaveFailedError(int64_t step, const absl::Status& cause) {
+  absl::Status s(cause.code(), cause.message());
+  s.SetPayload(kSaveFailedUrl, absl::Cord(std::to_string(step)));
+  return s;
+}
+
+int64_t SaveFailedStep(const absl::Status& status) {
+  const auto payload = status.GetPayload(kSaveFailedUrl);  // absl::optional<absl::Cord>
+  int64_t step = -1;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &step)) return -1;
+  return step;
+}
+
 ShardSaver::~ShardSaver() { Wait().IgnoreError(); }
 
 absl::Status ShardSaver::WriteAndReport(ShardContents snapshot) {
   const int64_t step = snapshot.header.step();
   const int rank = snapshot.header.rank(), world = snapshot.header.world_size();
-  ASSIGN_OR_RETURN(WrittenShard w, WriteSnapshot(env_, root_, std::move(snapshot)));
-  return sink_ != nullptr ? sink_->ShardSaved(step, rank, world, w) : absl::OkStatus();
+  absl::StatusOr<WrittenShard> w = WriteSnapshot(env_, root_, std::move(snapshot));
+  if (!w.ok()) return SaveFailedError(step, w.status());
+  return sink_ != nullptr ? sink_->ShardSaved(step, rank, world, *w) : absl::OkStatus();
 }
 
 absl::Status ShardSaver::Wait() {

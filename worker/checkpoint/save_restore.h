@@ -88,6 +88,13 @@ absl::StatusOr<WrittenShard> WriteSnapshot(Env* env, const std::string& root, Sh
 // only if the copy has not finished, and Save() waits only if the previous
 // save has not. With async off, Save() does everything before returning.
 // Not thread-safe; one per training loop.
+// A failure to write this rank's shard of `step` (disk full, I/O error),
+// carrying the step as a status payload so the worker can report it as a
+// failed save without reading the message. Same code and message as `cause`.
+absl::Status SaveFailedError(int64_t step, const absl::Status& cause);
+// The step a SaveFailedError names, or -1 for any other status.
+int64_t SaveFailedStep(const absl::Status& status);
+
 class ShardSaver {
  public:
   ShardSaver(Env* env, std::string root, CheckpointSink* sink, bool async)

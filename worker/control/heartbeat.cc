@@ -41,6 +41,8 @@ bool Heartbeat::SendReport(const LastReport& last) {
   r.set_fatal_error(last.fatal_error);
   r.set_bad_checkpoint_step(last.bad_checkpoint_step);
   r.set_bad_checkpoint_reason(last.bad_checkpoint_reason);
+  r.set_save_failed_step(last.save_failed_step);
+  r.set_save_failure(last.save_failure);
   {
     MutexLock lock(&mu_);
     if (!stuck_.empty()) r.set_watchdog(stuck_);

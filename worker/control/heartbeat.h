@@ -58,6 +58,8 @@ struct LastReport {
   std::string fatal_error;           // a failure a restart would repeat: fails the job
   int64_t bad_checkpoint_step = 0;   // > 0: that checkpoint failed verification here
   std::string bad_checkpoint_reason;
+  int64_t save_failed_step = 0;      // > 0: writing this rank's shard of that step failed
+  std::string save_failure;
 };
 
 // Thread-safe. The stream opens in the constructor (the first report tells

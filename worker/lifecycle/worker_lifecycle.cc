@@ -25,6 +25,7 @@ namespace shardline {
 
 GenerationEnd ClassifyGenerationEnd(const absl::Status& result, bool restoring) {
   if (result.ok()) return GenerationEnd::kFinished;
+  if (SaveFailedStep(result) >= 0) return GenerationEnd::kSaveFailed;  // whatever its code
   if (absl::IsDataLoss(result) && restoring) return GenerationEnd::kBadCheckpoint;
   if (absl::IsFailedPrecondition(result) || absl::IsInvalidArgument(result)) return GenerationEnd::kFatal;
   return GenerationEnd::kRejoin;
@@ -161,6 +162,15 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
       LastReport last;
       last.bad_checkpoint_step = world.start_step();
       last.bad_checkpoint_reason = std::string(status.message());
+      heartbeat.Close(last).IgnoreError();
+      break;
+    }
+    case GenerationEnd::kSaveFailed: {
+      SLOG(ERROR) << "saving the checkpoint at step " << SaveFailedStep(status) << " failed: " << status.message()
+                  << "; registering again";
+      LastReport last;
+      last.save_failed_step = SaveFailedStep(status);
+      last.save_failure = std::string(status.message());
       heartbeat.Close(last).IgnoreError();
       break;
     }

@@ -56,10 +56,12 @@ enum class GenerationEnd {
   kFinished,       // trained to the end (or an agreed stop): report, return OK
   kBadCheckpoint,  // the checkpoint handed out failed verification: report it, register again
   kFatal,          // a restart would fail the same way: report, return the error
+  kSaveFailed,     // writing this rank's shard failed (disk full, ...): report it, register again
   kRejoin,         // the world broke (a peer lost, a new generation, a timeout): register again
 };
 
-// Classifies RunTraining's result by status code alone. `restoring`: the
+// Classifies RunTraining's result by its status code and payloads (a
+// SaveFailedError is a failed save whatever its code). `restoring`: the
 // generation was told to restore a checkpoint.
 GenerationEnd ClassifyGenerationEnd(const absl::Status& result, bool restoring);
 
