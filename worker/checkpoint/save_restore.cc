@@ -5,14 +5,13 @@
 #include <cstring>
 #include <string>
 
-#include "absl/strings/cord.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/buffer_names.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/verify.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/status_payload.h"
 
 namespace shardline {
 
@@ -75,17 +74,10 @@ constexpr char kSaveFailedUrl[] = "type.shardline/save_failed_step";
 }  // namespace
 
 absl::Status SaveFailedError(int64_t step, const absl::Status& cause) {
-  absl::Status s(cause.code(), cause.message());
-  s.SetPayload(kSaveFailedUrl, absl::Cord(std::to_string(step)));
-  return s;
+  return WithIntPayload(absl::Status(cause.code(), cause.message()), kSaveFailedUrl, step);
 }
 
-int64_t SaveFailedStep(const absl::Status& status) {
-  const auto payload = status.GetPayload(kSaveFailedUrl);  // absl::optional<absl::Cord>
-  int64_t step = -1;
-  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &step)) return -1;
-  return step;
-}
+int64_t SaveFailedStep(const absl::Status& status) { return IntPayload(status, kSaveFailedUrl); }
 
 ShardSaver::~ShardSaver() { Wait().IgnoreError(); }
 
