@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 #if defined(SHARDLINE_TSAN)
@@ -57,18 +58,14 @@ class ABSL_LOCKABLE Mutex {
 
   // Releases the mutex until `cond` holds, then holds it again.
   void Await(const absl::Condition& cond) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    Guarded guarded{this, &cond};
-    const absl::Condition condition = guarded.condition();  // built before the release
-    mutex_internal::Release(this);
-    mu_.Await(condition);
-    mutex_internal::Acquire(this);
+    AwaitWithDeadline(cond, absl::InfiniteFuture());  // absl: an infinite deadline never expires
   }
   // The same, giving up at `deadline` / after `timeout`; returns whether
   // `cond` holds. The mutex is held again either way.
   bool AwaitWithDeadline(const absl::Condition& cond, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
     Guarded guarded{this, &cond};
-    const absl::Condition condition = guarded.condition();
+    const absl::Condition condition = guarded.condition();  // built before the release
     mutex_internal::Release(this);
     const bool met = mu_.AwaitWithDeadline(condition, deadline);
     mutex_internal::Acquire(this);
@@ -76,12 +73,7 @@ class ABSL_LOCKABLE Mutex {
   }
   bool AwaitWithTimeout(const absl::Condition& cond, absl::Duration timeout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    Guarded guarded{this, &cond};
-    const absl::Condition condition = guarded.condition();
-    mutex_internal::Release(this);
-    const bool met = mu_.AwaitWithTimeout(condition, timeout);
-    mutex_internal::Acquire(this);
-    return met;
+    return AwaitWithDeadline(cond, absl::Now() + timeout);
   }
 
  private:

@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/config.h"
 #include "common/fault_injection.h"
@@ -69,8 +67,7 @@ absl::Status Job::Init() {
     if (id.has_value()) {
       job_id_ = *id;
     } else {
-      std::random_device rd;
-      job_id_ = absl::StrFormat("%08x%08x", rd(), rd());
+      job_id_ = NewJobId();
       RETURN_IF_ERROR(store_->Put(kJobIdKey, job_id_, /*sync=*/true));
     }
     ASSIGN_OR_RETURN(std::optional<std::string> gen, store_->Get(kGenerationKey));

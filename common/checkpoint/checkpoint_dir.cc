@@ -1,9 +1,11 @@
 #include "common/checkpoint/checkpoint_dir.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "google/protobuf/text_format.h"
@@ -59,6 +61,11 @@ absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string&
   }
   std::sort(steps.begin(), steps.end());
   return steps;
+}
+
+std::string NewJobId() {
+  std::random_device rd;
+  return absl::StrFormat("%08x%08x", rd(), rd());
 }
 
 absl::Status CheckCheckpointsBelongTo(Env* env, const std::string& root, const std::vector<int64_t>& steps,

@@ -40,6 +40,10 @@ absl::StatusOr<state::CheckpointManifest> ReadCommitted(Env* env, const std::str
 // Steps with a COMMITTED file under root, ascending. Empty if root is missing.
 absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string& root);
 
+// A new job id: 16 random hex digits (std::random_device). The coordinator
+// keeps its job's in RocksDB, `shardline train` in <workdir>/job_id.
+std::string NewJobId();
+
 // Checkpoints belong to their job: kFailedPrecondition if the COMMITTED
 // manifest of any of `steps` under root names a job other than `job_id`,
 // saying whose it is. A manifest that cannot be read is left to restore's

@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -72,8 +71,7 @@ absl::StatusOr<std::string> LoadOrCreateJobId(Env* env, const std::string& workd
     if (id.empty()) return absl::DataLossError(absl::StrCat(path, " is empty"));
     return id;
   }
-  std::random_device rd;
-  const std::string id = absl::StrFormat("%08x%08x", rd(), rd());
+  const std::string id = NewJobId();
   RETURN_IF_ERROR(WriteFileAtomically(env, path, id + "\n", /*durable=*/true));
   return id;
 }

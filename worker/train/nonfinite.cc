@@ -1,6 +1,5 @@
 #include "worker/train/nonfinite.h"
 
-#include <cmath>
 #include <tuple>
 #include <vector>
 
