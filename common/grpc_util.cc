@@ -43,6 +43,18 @@ grpc::ChannelArguments DefaultChannelArguments() {
   return args;
 }
 
+grpc::ChannelArguments ControlChannelArguments() {
+  grpc::ChannelArguments args = DefaultChannelArguments();
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  return args;
+}
+
+std::vector<std::pair<std::string, int>> ControlServerArguments() {
+  return {{GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 4000}, {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0}};
+}
+
 absl::StatusOr<GrpcServer> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services,
     const std::vector<std::pair<std::string, int>>& int_args, int max_receive_bytes,

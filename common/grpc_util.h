@@ -33,6 +33,17 @@ inline constexpr int kMaxMessageBytes = 1 << 30;
 // 1 s so a restarted peer is found quickly (gRPC's default can reach 120 s).
 grpc::ChannelArguments DefaultChannelArguments();
 
+// Keepalive on a control-plane channel (worker or launcher -> coordinator):
+// an HTTP/2 ping every 5 s while a call is open, and a coordinator that does
+// not answer one within 10 s is gone (the calls fail UNAVAILABLE). Without
+// it a cut-off coordinator is noticed only when TCP gives up, many minutes
+// later; with it, within 15 s, while a pause of up to ~10 s (SIGSTOP, a
+// stalled host) is not mistaken for a loss.
+grpc::ChannelArguments ControlChannelArguments();
+// The coordinator's side: accepts those pings, also while a call carries no
+// data (a Register waiting for the world to form).
+std::vector<std::pair<std::string, int>> ControlServerArguments();
+
 struct GrpcServer {
   std::unique_ptr<grpc::Server> server;
   int port = 0;  // the bound port (useful when listening on port 0)

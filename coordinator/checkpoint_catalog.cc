@@ -73,6 +73,12 @@ absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::
                                        const std::map<int, coordinator::SavedShard>& shards) {
   if (options_.root.empty()) return absl::OkStatus();
   MutexLock io(&io_mu_);
+  {
+    MutexLock lock(&mu_);
+    // Reported again (a resent finished report): already done. A step marked
+    // bad and saved anew is committed again.
+    if (committed_.count(step) > 0 && bad_.count(step) == 0) return absl::OkStatus();
+  }
   Env* env = options_.env;
   state::CheckpointManifest m;
   m.set_step(step);

@@ -61,7 +61,8 @@ class CheckpointCatalog {
   // Commits `step` from every rank's reported shard: each file must exist
   // with its reported size (kDataLoss naming it otherwise); then the record
   // (synced), the COMMITTED manifest, BEST if the shards say so, and the
-  // retention policy. Commits are serialised with each other.
+  // retention policy. Commits are serialised with each other. A step
+  // already committed and not marked bad is left as it is (OK).
   absl::Status Commit(int64_t step, int world_size, const std::string& job_id,
                       const std::map<int, coordinator::SavedShard>& shards);
 

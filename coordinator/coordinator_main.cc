@@ -113,7 +113,7 @@ absl::Status Run(const Args& args) {
   CoordinatorService service(&job, auth.get());
   // Registrations and reports are small; a report's metric records are
   // bounded (coordinator/report_check.h).
-  ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}, {}, kCoordinatorMaxReceiveBytes,
+  ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}, ControlServerArguments(), kCoordinatorMaxReceiveBytes,
                                                        auth->ServerCredentials()));
   const std::string listen = args.Get("listen");
   const std::string address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", server.port);
@@ -126,7 +126,14 @@ absl::Status Run(const Args& args) {
 
   int signals_seen = 0, evals_seen = 0;
   absl::Time last_progress = absl::InfinitePast();
+  // This loop wakes every 100 ms; a gap of a second means the process did
+  // not run (SIGSTOP, a stalled host) and could not read reports meanwhile.
+  constexpr absl::Duration kStalled = absl::Seconds(1);
+  absl::Time last_tick = absl::Now();
   while (!job.AwaitEnd(absl::Milliseconds(100))) {
+    const absl::Time tick = absl::Now();
+    if (tick - last_tick > kStalled) job.RestartHeartbeatDeadlines(tick - last_tick);
+    last_tick = tick;
     const int signals = g_signals.load();
     if (signals > signals_seen) {
       if (signals_seen > 0) return absl::AbortedError("second signal: exiting without waiting for the workers");

@@ -211,6 +211,38 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
     return absl::InvalidArgumentError(absl::StrCat("requested rank ", req.requested_rank(),
                                                    " is not in a world of ", n));
   }
+  if (req.has_finished_report() && req.finished_report().finished() && state_ != JobState::kDone &&
+      state_ != JobState::kFailed && req.finished_report().generation() == generation_) {
+    // Taken as if it came on the stream (ReportLocked checks the member's
+    // secret and the report's bounds); shards already committed are left be.
+    // Also when the world broke meanwhile (its stream's end was seen first):
+    // shards every rank of that generation saved are a whole checkpoint, and
+    // the next world starts from it instead of redoing the steps.
+    Deferred later;
+    const absl::Status taken = ReportLocked(req.finished_report(), &later);
+    if (!taken.ok()) SLOG(WARNING) << "resent finished report not taken: " << taken;
+    mu_.Unlock();
+    RunDeferred(std::move(later));
+    mu_.Lock();
+    if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
+  }
+  if (state_ == JobState::kRunning || state_ == JobState::kStopping) {
+    // A member that finished and did not hear the job's end (its stream
+    // timed out) waits for it here: its leaving breaks nothing.
+    for (const auto& [rank, m] : members_) {
+      if (m.incarnation != req.incarnation() || req.previous_generation() != generation_ || !m.finished) continue;
+      const uint64_t finished_in = generation_;
+      auto moved_on = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return generation_ != finished_in || state_ == JobState::kForming || state_ == JobState::kDone ||
+               state_ == JobState::kFailed;
+      };
+      while (!mu_.AwaitWithTimeout(absl::Condition(&moved_on), absl::Milliseconds(100))) {
+        if (cancelled()) return absl::CancelledError("registration cancelled");
+      }
+      if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
+      break;
+    }
+  }
   if (state_ == JobState::kRunning || state_ == JobState::kStopping) {
     // A running world takes no one, unless a member says the world broke.
     for (const auto& [rank, m] : members_) {
@@ -390,7 +422,10 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
 }
 
 bool Job::StreamOver(int rank, uint64_t generation) {
-  if (state_ == JobState::kFailed || state_ == JobState::kForming || generation != generation_) return true;
+  if (state_ == JobState::kFailed || state_ == JobState::kForming || state_ == JobState::kDone ||
+      generation != generation_) {
+    return true;
+  }
   auto it = members_.find(rank);
   return it == members_.end() || it->second.evicted;
 }
@@ -410,6 +445,10 @@ std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64
     auto it = members_.find(rank);
     const bool evicted = it != members_.end() && it->second.evicted && generation == generation_;
     if (state_ == JobState::kFailed || evicted) return std::nullopt;
+    if (state_ == JobState::kDone && generation == generation_) {
+      c.set_job_done(true);
+      return c;
+    }
     // The world moved on: tell the worker which generation to join.
     c.set_new_generation(state_ == JobState::kForming ? generation_ + 1 : generation_);
     return c;
@@ -442,6 +481,21 @@ void Job::StreamEndedLocked(int rank, uint64_t generation, bool broken) {
   }
   BreakWorld(absl::StrCat("worker rank ", rank, " (", m.address, ") was lost: its heartbeat stream ",
                           broken ? "broke" : "ended"));
+}
+
+bool Job::AwaitsJobEnd(int rank, uint64_t generation) {
+  MutexLock lock(&mu_);
+  auto it = members_.find(rank);
+  return generation == generation_ && it != members_.end() && it->second.finished;
+}
+
+void Job::RestartHeartbeatDeadlines(absl::Duration stalled) {
+  MutexLock lock(&mu_);
+  if (state_ != JobState::kRunning && state_ != JobState::kStopping) return;
+  SLOG(WARNING) << "the coordinator did not run for " << absl::FormatDuration(stalled)
+                << "; every worker's heartbeat deadline starts again now";
+  const absl::Time now = Now();
+  for (auto& [rank, m] : members_) m.last_seen = std::max(m.last_seen, now);
 }
 
 void Job::CheckHeartbeats() {

@@ -84,9 +84,10 @@ class Job {
   absl::Status Report(const coordinator::WorkerReport& report);
 
   // Waits up to `wait` for news for the stream of (rank, generation): a stop
-  // step other than last.stop_at(), or the world moving on. Sets *end when
-  // the stream should end after sending what is returned (a new generation
-  // to join; nothing if the worker was evicted or the job failed).
+  // step other than last.stop_at(), the world moving on, or the job's end.
+  // Sets *end when the stream should end after sending what is returned (a
+  // new generation to join; job_done once every worker finished; nothing if
+  // the worker was evicted or the job failed).
   std::optional<coordinator::CoordinatorCommand> NextCommand(int rank, uint64_t generation,
                                                              const coordinator::CoordinatorCommand& last,
                                                              absl::Duration wait, bool* end);
@@ -94,8 +95,19 @@ class Job {
   // The heartbeat stream of (rank, generation) ended.
   void StreamEnded(int rank, uint64_t generation, bool broken);
 
+  // True if (rank, generation) is a member that reported finished: its
+  // stream stays open, after the worker closed its side, until NextCommand
+  // says job_done or a new generation.
+  bool AwaitsJobEnd(int rank, uint64_t generation);
+
   // Declares workers silent past the heartbeat timeout lost. Call often.
   void CheckHeartbeats();
+
+  // The coordinator itself did not run for a while (SIGSTOP, a stalled
+  // host): reports could not be read, so silence over that time says
+  // nothing about the workers. Every member's heartbeat deadline restarts
+  // now.
+  void RestartHeartbeatDeadlines(absl::Duration stalled);
 
   // Graceful stop (SIGTERM): stop at a step ahead of every worker.
   void RequestStop(const std::string& why);

@@ -38,11 +38,15 @@ grpc::Status CoordinatorService::Heartbeat(
   const int rank = report.rank();
   const uint64_t generation = report.generation();
 
+  // The writer runs while the worker's side is open, and after the worker
+  // closed it for as long as a finished worker waits for the job's end
+  // (bounded by the worker: it cancels after its close timeout).
   std::atomic<bool> reading{true};
+  std::atomic<bool> lingering{false};
   std::atomic<bool> ended_here{false};
   std::thread writer([&] {
     coordinator::CoordinatorCommand last;
-    while (reading.load()) {
+    while ((reading.load() || lingering.load()) && !ctx->IsCancelled()) {
       bool end = false;
       std::optional<coordinator::CoordinatorCommand> c =
           job_->NextCommand(rank, generation, last, absl::Milliseconds(200), &end);
@@ -52,21 +56,24 @@ grpc::Status CoordinatorService::Heartbeat(
       }
       if (end) {
         ended_here = true;
-        ctx->TryCancel();  // ends the read loop below
+        if (reading.load()) ctx->TryCancel();  // ends the read loop below
         break;
       }
     }
   });
+  bool refused = false;
   while (stream->Read(&report)) {
     const absl::Status later = job_->Report(report);
     if (!later.ok()) {
       SLOG(WARNING) << "ending rank " << rank << "'s heartbeat stream: " << later;
+      refused = true;
       break;
     }
   }
-  const bool broken = ctx->IsCancelled() && !ended_here.load();
+  if (!refused && !ctx->IsCancelled() && job_->AwaitsJobEnd(rank, generation)) lingering = true;
   reading = false;
   writer.join();
+  const bool broken = ctx->IsCancelled() && !ended_here.load();
   job_->StreamEnded(rank, generation, broken);
   return grpc::Status::OK;
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -195,6 +196,92 @@ TEST_F(JobTest, SilentWorkerIsLostAfterTheHeartbeatTimeout) {
 TEST_F(JobTest, NoWorkerIsLostWhileTheClockStandsStill) {
   FormWorld(1, 2);
   for (int i = 0; i < 100; ++i) job_->CheckHeartbeats();
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::RUNNING);
+}
+
+TEST_F(JobTest, SilenceWhileTheCoordinatorItselfDidNotRunLosesNoWorker) {
+  FormWorld(1, 2);
+  env_.Advance(absl::Seconds(8));  // paused: nothing read, nothing checked
+  job_->RestartHeartbeatDeadlines(absl::Seconds(8));
+  job_->CheckHeartbeats();
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::RUNNING);
+  env_.Advance(absl::Milliseconds(301));  // silent past the deadline after the pause: lost
+  job_->CheckHeartbeats();
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::FORMING);
+}
+
+TEST_F(JobTest, AFinishedWorkerHearsTheJobsEndOnlyWhenEveryWorkerFinished) {
+  FormWorld(1, 2);
+  coordinator::WorkerReport done0 = Report(0, 1, 100);
+  done0.set_finished(true);
+  ASSERT_TRUE(job_->Report(done0).ok());
+  bool end = false;
+  std::optional<coordinator::CoordinatorCommand> c =
+      job_->NextCommand(0, 1, coordinator::CoordinatorCommand(), absl::Milliseconds(10), &end);
+  EXPECT_FALSE(end) << "the job is not over while rank 1 trains";
+  EXPECT_TRUE(job_->AwaitsJobEnd(0, 1));
+  EXPECT_FALSE(job_->AwaitsJobEnd(1, 1));
+  // A finished worker that gave up waiting registers again: that waits for
+  // the job's end too, and breaks nothing.
+  absl::StatusOr<coordinator::RegisterResponse> again;
+  std::thread waiting([&] { again = job_->Register(Req(0, 1, /*previous=*/1), [] { return false; }); });
+  coordinator::WorkerReport done1 = Report(1, 1, 100);
+  done1.set_finished(true);
+  ASSERT_TRUE(job_->Report(done1).ok());
+  waiting.join();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->job_over());
+  EXPECT_EQ(job_->Snapshot().worker_losses(), 0);
+  c = job_->NextCommand(0, 1, coordinator::CoordinatorCommand(), absl::Seconds(1), &end);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_TRUE(c->job_done());
+  EXPECT_TRUE(end);
+}
+
+TEST_F(JobTest, AFinishedReportResentWithARegistrationCommitsTheFinalCheckpoint) {
+  const std::string root = dir_ + "_ckpt";
+  std::system(("rm -rf '" + root + "'").c_str());
+  Restart(root);
+  FormWorld(1, 2);
+  ASSERT_TRUE(env_.CreateDirs(StepDir(root, 100)).ok());
+  auto finished = [&](int rank) {
+    coordinator::SavedShard s;
+    s.set_step(100);
+    s.set_world_size(2);
+    s.set_file(ShardFileName(rank, 2));
+    s.set_size(4);
+    EXPECT_TRUE(WriteFileAtomically(&env_, StepDir(root, 100) + "/" + s.file(), "abcd").ok());
+    coordinator::WorkerReport r = Report(rank, 1, 100);
+    r.set_finished(true);
+    *r.add_saved() = s;
+    return r;
+  };
+  // Both streams were lost with their last reports (the world broke first),
+  // and both workers register again with them.
+  job_->StreamEnded(0, 1, /*broken=*/true);
+  ASSERT_EQ(job_->Snapshot().state(), coordinator::JobStatus::FORMING);
+  std::vector<absl::StatusOr<coordinator::RegisterResponse>> worlds(2);
+  std::thread t([&] {
+    coordinator::RegisterRequest req = Req(1, 2, 1);
+    *req.mutable_finished_report() = finished(1);
+    worlds[1] = job_->Register(req, [] { return false; });
+  });
+  coordinator::RegisterRequest req = Req(0, 1, 1);
+  *req.mutable_finished_report() = finished(0);
+  worlds[0] = job_->Register(req, [] { return false; });
+  t.join();
+  EXPECT_TRUE(env_.FileExists(StepDir(root, 100) + "/COMMITTED"));
+  ASSERT_TRUE(worlds[0].ok()) << worlds[0].status();
+  EXPECT_EQ(worlds[0]->generation(), 2u);
+  EXPECT_EQ(worlds[0]->start_step(), 100) << "the next world redoes steps it need not";
+
+  // A resent report that is not the member's own changes nothing.
+  coordinator::RegisterRequest forged = Req(1, 3, 2);
+  *forged.mutable_finished_report() = Report(1, 2, 100);
+  forged.mutable_finished_report()->set_finished(true);
+  forged.mutable_finished_report()->set_member_secret("not the secret");
+  (void)job_->Register(forged, [] { return true; });
+  EXPECT_FALSE(job_->AwaitsJobEnd(1, 2)) << "a forged finished report was taken";
   EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::RUNNING);
 }
 

@@ -14,6 +14,7 @@
 #include "common/checkpoint/checkpoint_dir.h"
 #include "tests/corruption.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"
 #include "common/checkpoint/shard_file.h"
 
@@ -22,19 +23,6 @@ namespace {
 
 const std::string kConfig = DefaultConfig();
 
-
-// Every buffer of every shard of the final checkpoint, concatenated.
-std::vector<float> FinalState(const std::string& workdir, int64_t step, int world) {
-  std::vector<float> out;
-  for (int r = 0; r < world; ++r) {
-    absl::StatusOr<ShardContents> c =
-        ReadShard(Env::Default(), StepDir(workdir + "/checkpoints", step) + "/" + ShardFileName(r, world));
-    EXPECT_TRUE(c.ok()) << c.status();
-    if (!c.ok()) return {};
-    for (const ShardBuffer& b : c->buffers) out.insert(out.end(), b.values.begin(), b.values.end());
-  }
-  return out;
-}
 
 const std::vector<std::string> kRun = {"train.total_steps=1600", "checkpoint.every_steps=200",
                                        "train.log_every=200", "train.eval_every=800"};
@@ -69,9 +57,7 @@ TEST(CheckpointTest, KilledWorkersAndCoordinatorResumeFromTheLastCommitAndEndBit
   EXPECT_TRUE(absl::StrContains(log, "last generation 3, latest committed checkpoint at step 1")) << log;
   EXPECT_TRUE(absl::StrContains(log, "generation 4 formed")) << log;
   EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "restored step")) << "survivors restore too";
-  const std::vector<float> got = FinalState(dir, 1600, 2);
-  ASSERT_EQ(got.size(), want.size());
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+  EXPECT_TRUE(SameBits(FinalState(dir, 1600, 2), want))
       << "parameters and optimizer state after kills differ from the uninterrupted run";
 }
 
@@ -250,9 +236,7 @@ TEST(CheckpointTest, CrashesInsideASaveAndInsideACommitLoseNothing) {
                  {"SHARDLINE_CRASH_AT=" + c.point + ":" + dir + "/crash-marker"});
     ASSERT_EQ(b.Wait(absl::Seconds(120)), 0) << b.Output();
     EXPECT_TRUE(absl::StrContains(b.Output(), c.expect)) << b.Output();
-    const std::vector<float> got = FinalState(dir, 1000, 2);
-    ASSERT_EQ(got.size(), want.size());
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+    EXPECT_TRUE(SameBits(FinalState(dir, 1000, 2), want)) << c.point;
     Subprocess verify({BinPath("shardline"), "ckpt", "verify", dir});
     EXPECT_EQ(verify.Wait(absl::Seconds(30)), 0) << verify.Output();
   }

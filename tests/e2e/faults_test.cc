@@ -2,7 +2,7 @@
 // nothing committed lost (issue 12): a launcher killed outright, damaged
 // checkpoints with nothing left to fall back to, an error no restart fixes,
 // a checkpoint directory that cannot be written, another job's checkpoint,
-// a disk that fills up.
+// a disk that fills up, a coordinator paused while the workers finish.
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -25,6 +25,7 @@
 #include "common/checkpoint/shard_file.h"
 #include "tests/corruption.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"
 
 namespace shardline {
@@ -188,6 +189,55 @@ TEST(WorkdirFaultTest, AnotherJobsCheckpointIsRefusedNamingItsJob) {
     EXPECT_TRUE(absl::StrContains(again.Output(), copied + " is a checkpoint of job " + their_id + ", not of this job"))
         << again.Output();
     EXPECT_FALSE(ReadAll(copied + "/COMMITTED").empty()) << "the refused checkpoint must stay";
+  }
+}
+
+// Finding 1: a coordinator paused while the workers finished used to hang:
+// the workers exited 0, and the coordinator, resumed, took their silence
+// for a loss and waited forever for a new world, never committing the final
+// checkpoint. Now the coordinator forgives the silence of its own pause,
+// and a worker counts the job as done only when the coordinator says every
+// worker is. Paused for less than the workers' 10 s close timeout, the end
+// is confirmed on resume; paused for longer, the workers register again,
+// resending their finished reports with the final shards, and hear that the
+// job is over. Either way everything exits 0 with the final checkpoint
+// committed, no step redone, and the uninterrupted run's result.
+TEST(CoordinatorFaultTest, ACoordinatorPausedWhileTheWorkersFinishCommitsAndEndsTheJob) {
+  const std::vector<std::string> run = {"train.total_steps=800", "checkpoint.every_steps=200", "train.log_every=200",
+                                        "train.eval_every=800"};
+  const std::string clean = FreshDir("fault_paused_clean");
+  Subprocess reference(LaunchArgv(clean, 2, run));
+  ASSERT_EQ(reference.Wait(absl::Seconds(120)), 0) << reference.Output();
+  const std::vector<float> want = FinalState(clean, 800, 2);
+  ASSERT_FALSE(want.empty());
+
+  for (const int pause_seconds : {7, 14}) {
+    SCOPED_TRACE(absl::StrCat("paused for ", pause_seconds, " s"));
+    const std::string dir = FreshDir(absl::StrCat("fault_paused_", pause_seconds));
+    Subprocess launch(LaunchArgv(dir, 2, run));
+    ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", "committed checkpoint at step 600 ", absl::Seconds(120)))
+        << launch.Output();
+    const std::vector<pid_t> coordinator = LaunchedCoordinator(dir);
+    ASSERT_EQ(coordinator.size(), 1u);
+    ASSERT_EQ(kill(coordinator[0], SIGSTOP), 0);
+    const absl::Time stopped = absl::Now();
+    // Both workers trained to the end and wrote their final shards while
+    // the coordinator could not hear of it.
+    const std::string final_dir = StepDir(dir + "/checkpoints", 800);
+    const bool finished = WaitForText(final_dir + "/" + ShardFileName(0, 2), "", absl::Seconds(pause_seconds)) &&
+                          WaitForText(final_dir + "/" + ShardFileName(1, 2), "", absl::Seconds(pause_seconds));
+    absl::SleepFor(stopped + absl::Seconds(pause_seconds) - absl::Now());
+    ASSERT_EQ(kill(coordinator[0], SIGCONT), 0);
+    EXPECT_TRUE(finished) << "the workers did not finish during the pause; the case was not exercised";
+    ASSERT_EQ(launch.Wait(absl::Seconds(120)), 0) << launch.Output();
+    EXPECT_FALSE(ReadAll(final_dir + "/COMMITTED").empty()) << "the final checkpoint was not committed";
+    EXPECT_TRUE(SameBits(FinalState(dir, 800, 2), want)) << "the result differs from the uninterrupted run's";
+    EXPECT_FALSE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "restored step 600"))
+        << "steps were redone: the final checkpoint's shards were lost with the pause";
+    if (pause_seconds > 10) {
+      EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "the job's end is not confirmed"))
+          << "the pause outlasted the close timeout, yet the worker did not register again";
+    }
   }
 }
 

@@ -75,7 +75,7 @@ class StatusLine {
   StatusLine(const std::string& coordinator_address, const RpcAuth* auth)
       : auth_(auth),
         stub_(coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
-            coordinator_address, auth->ChannelCredentials(), DefaultChannelArguments()))),
+            coordinator_address, auth->ChannelCredentials(), ControlChannelArguments()))),
         thread_([this] { Run(); }) {}
   ~StatusLine() {
     {

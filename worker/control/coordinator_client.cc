@@ -10,7 +10,7 @@ CoordinatorClient::CoordinatorClient(const std::string& address, const RpcAuth* 
     : address_(address), auth_(auth) {
   stub_ = coordinator::Coordinator::NewStub(
       grpc::CreateCustomChannel(address, auth != nullptr ? auth->ChannelCredentials() : grpc::InsecureChannelCredentials(),
-                                DefaultChannelArguments()));
+                                ControlChannelArguments()));
 }
 
 absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(

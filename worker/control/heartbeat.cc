@@ -30,6 +30,19 @@ void Heartbeat::ReportStuck(const std::string& what) {
   stuck_ = what;
 }
 
+coordinator::WorkerReport Heartbeat::FinishedReportToResend() {
+  coordinator::WorkerReport r;
+  r.set_member_secret(options_.member_secret);
+  r.set_rank(options_.rank);
+  r.set_generation(options_.generation);
+  r.set_steps_done(steps_done_.load());
+  r.set_total_steps(total_steps_.load());
+  r.set_finished(true);
+  MutexLock lock(&mu_);
+  for (const coordinator::SavedShard& s : recent_saved_) *r.add_saved() = s;
+  return r;
+}
+
 bool Heartbeat::SendReport(const LastReport& last) {
   coordinator::WorkerReport r;
   r.set_member_secret(options_.member_secret);
@@ -43,11 +56,15 @@ bool Heartbeat::SendReport(const LastReport& last) {
   r.set_bad_checkpoint_reason(last.bad_checkpoint_reason);
   r.set_save_failed_step(last.save_failed_step);
   r.set_save_failure(last.save_failure);
+  outbox_.DrainInto(&r);
   {
     MutexLock lock(&mu_);
     if (!stuck_.empty()) r.set_watchdog(stuck_);
+    recent_saved_.insert(recent_saved_.end(), r.saved().begin(), r.saved().end());
+    if (recent_saved_.size() > kResendShards) {
+      recent_saved_.erase(recent_saved_.begin(), recent_saved_.end() - kResendShards);
+    }
   }
-  outbox_.DrainInto(&r);
   MutexLock lock(&write_mu_);
   return stream_->Write(r);
 }
@@ -75,6 +92,7 @@ void Heartbeat::ReadLoop() {
     if (c.stop_at() > 0) stop_request_.store(c.stop_at());
     if (c.checkpoint_at() > 0) checkpoint_request_.store(c.checkpoint_at());
     if (c.eval_at() > 0) eval_request_.store(c.eval_at());
+    if (c.job_done()) job_done_.store(true);
     if (c.new_generation() > 0) {
       Abandon(absl::StrCat("the coordinator moved the world to generation ", c.new_generation()));
     }
@@ -84,7 +102,7 @@ void Heartbeat::ReadLoop() {
     MutexLock lock(&mu_);
     closing = closing_;
   }
-  if (!closing) Abandon("the coordinator ended the heartbeat stream");
+  if (!closing && !job_done_.load()) Abandon("the coordinator ended the heartbeat stream");
   read_done_.Notify();
 }
 
@@ -125,6 +143,13 @@ absl::Status Heartbeat::Close(const LastReport& last) {
                                                     absl::FormatDuration(options_.close_timeout),
                                                     " of the last report"));
   }
+  if (last.finished && !job_done_.load()) {
+    return absl::AbortedError(
+        s.ok() ? "the coordinator ended the heartbeat stream without saying the job is done"
+               : absl::StrCat("the coordinator ended the heartbeat stream without saying the job is done: ",
+                              s.error_message()));
+  }
+  if (last.finished) return absl::OkStatus();
   return FromGrpcStatus(s);
 }
 

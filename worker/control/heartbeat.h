@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -43,7 +44,7 @@ struct HeartbeatOptions {
   absl::Duration close_timeout = absl::Seconds(10);
   // Called once, on a reader or sender thread, when the generation is
   // abandoned: the coordinator moved to a new generation or the stream
-  // broke. Must make the training loop fail fast (shut the transport down).
+  // broke (not when it ends after saying the job is done). Must make the training loop fail fast (shut the transport down).
   std::function<void(const std::string& why)> on_abandon;
   // RegisterResponse.member_secret: sent with every report.
   std::string member_secret;
@@ -86,11 +87,20 @@ class Heartbeat {
   // Sends `last`, closes the stream and waits (at most close_timeout) for
   // the coordinator to end it. Returns UNAVAILABLE if the report could not
   // be delivered, DEADLINE_EXCEEDED if the coordinator did not end the
-  // stream in time (the report may or may not have arrived). Call once.
+  // stream in time (the report may or may not have arrived). With
+  // last.finished, OK means the coordinator said the whole job is done
+  // (every worker finished); ABORTED if it ended the stream without saying
+  // so (the world broke before every worker finished). Call once.
   absl::Status Close(const LastReport& last);
 
   // Why the generation was abandoned ("" if it was not).
   std::string abandoned();
+
+  // The finished report once more, for a registration after Close() could
+  // not confirm the job's end: progress, `finished`, and the last shards
+  // this generation saved (the coordinator may have missed them with the
+  // report). No metric records: they were sent once and may have arrived.
+  coordinator::WorkerReport FinishedReportToResend();
 
  private:
   void SendLoop();
@@ -104,6 +114,7 @@ class Heartbeat {
   std::atomic<int64_t> checkpoint_request_{0};
   std::atomic<int64_t> eval_request_{0};
   std::atomic<int64_t> total_steps_{0};
+  std::atomic<bool> job_done_{false};
   Outbox outbox_;
 
   grpc::ClientContext ctx_;
@@ -114,6 +125,9 @@ class Heartbeat {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   std::string abandoned_ ABSL_GUARDED_BY(mu_);
   std::string stuck_ ABSL_GUARDED_BY(mu_);
+  // The last kResendShards shards reported, oldest first.
+  static constexpr int kResendShards = 8;
+  std::vector<coordinator::SavedShard> recent_saved_ ABSL_GUARDED_BY(mu_);
   Mutex write_mu_;  // one writer on the stream at a time
 
   Notification read_done_;  // the coordinator ended the stream (or it broke)

@@ -40,6 +40,8 @@ struct Carried {
   std::string left_because;
   std::optional<FashionMnist> data;
   std::string data_dir;
+  // Set when the previous generation finished without hearing the job's end.
+  std::optional<coordinator::WorkerReport> finished_report;
 };
 
 // The outcome of one generation: return `status` if `done`, else register
@@ -149,8 +151,20 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     case GenerationEnd::kFinished: {
       LastReport last;
       last.finished = true;
-      const absl::Status delivered = heartbeat.Close(last);
-      if (!delivered.ok()) SLOG(WARNING) << "finished, but " << delivered.message();
+      // Done only once the coordinator says every worker is: a coordinator
+      // that was paused or cut off, or a world that broke before everyone
+      // finished, would otherwise leave the job unfinished with no worker
+      // left to finish it. Registering again either hears that the job is
+      // over or joins a world that resumes from the last commit.
+      const absl::Status confirmed = heartbeat.Close(last);
+      if (!confirmed.ok()) {
+        SLOG(WARNING) << "finished " << result->steps << " steps, but the job's end is not confirmed: "
+                      << confirmed.message() << "; registering again";
+        carried.previous_generation = world.generation();
+        carried.left_because = absl::StrCat("finished step ", result->steps, "; the job's end was not confirmed");
+        carried.finished_report = heartbeat.FinishedReportToResend();
+        return {};
+      }
       SLOG(INFO) << "finished " << result->steps << " steps" << (result->stopped_early ? " (stopped early)" : "")
                  << "; final test accuracy " << result->evals.back().accuracy << "; "
                  << result->checkpoint_seconds << " s of training lost to checkpoints; per step: "
@@ -206,6 +220,8 @@ absl::Status RunWorker(const WorkerOptions& options, TransportServer* server) {
     req.set_previous_generation(carried.previous_generation);
     req.set_incarnation(incarnation);
     req.set_reason(carried.left_because);
+    if (carried.finished_report.has_value()) *req.mutable_finished_report() = *std::move(carried.finished_report);
+    carried.finished_report.reset();
     ASSIGN_OR_RETURN(coordinator::RegisterResponse world, client.Register(req, options.connect_timeout));
     if (world.job_over()) {
       SLOG(INFO) << "the job is over" << (world.job_error().empty() ? "" : ": ") << world.job_error()

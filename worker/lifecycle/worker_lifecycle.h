@@ -37,7 +37,10 @@ struct WorkerOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   // Time between heartbeats.
   absl::Duration heartbeat_interval = absl::Milliseconds(100);
-  // How long the last report waits for the coordinator to end the stream.
+  // How long the last report waits for the coordinator to end the stream
+  // (for the finished report: to say every worker finished). Past it the
+  // worker registers again, which waits for the job's end at the
+  // coordinator.
   absl::Duration heartbeat_close_timeout = absl::Seconds(10);
   // The job token for calls to the coordinator; null: none. (The transport
   // server carries its own, in TransportServerOptions.)
@@ -53,7 +56,8 @@ struct WorkerOptions {
 
 // How one generation's training ended, and so what the worker does next.
 enum class GenerationEnd {
-  kFinished,       // trained to the end (or an agreed stop): report, return OK
+  kFinished,       // trained to the end (or an agreed stop): report, return OK once the
+                   // coordinator says every worker finished, else register again
   kBadCheckpoint,  // the checkpoint handed out failed verification: report it, register again
   kFatal,          // a restart would fail the same way: report, return the error
   kSaveFailed,     // writing this rank's shard failed (disk full, ...): report it, register again

@@ -82,7 +82,9 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
   grpc::Status Heartbeat(grpc::ServerContext*,
                          grpc::ServerReaderWriter<CoordinatorCommand, WorkerReport>* stream) override {
     WorkerReport report;
+    bool finished = false;
     while (stream->Read(&report)) {
+      finished = report.finished();
       Responder responder;
       {
         MutexLock lock(&mu_);
@@ -93,7 +95,13 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
         if (std::optional<CoordinatorCommand> c = responder(report)) stream->Write(*c);
       }
     }
-    if (paused_) resumed_.WaitForNotificationWithTimeout(absl::Seconds(120));
+    if (paused_) {
+      resumed_.WaitForNotificationWithTimeout(absl::Seconds(120));
+    } else if (finished) {
+      CoordinatorCommand done;  // a world of one: this worker finishing ends the job
+      done.set_job_done(true);
+      stream->Write(done);
+    }
     return grpc::Status::OK;
   }
 
@@ -219,8 +227,9 @@ TEST_F(WorkerLifecycleTest, AFinishedWorkerDoesNotWaitForeverOnAPausedCoordinato
   options_.heartbeat_close_timeout = absl::Milliseconds(500);
   // Returns although the coordinator never ends the stream (it is resumed
   // only afterwards; a bound, not a timing: without the close timeout the
-  // worker would wait for it); the run itself finished, so the worker exits
-  // cleanly (the coordinator has the report).
+  // worker would wait for it). The run finished but its end was never
+  // confirmed, so the worker registers again rather than exit, and exits
+  // cleanly when that registration says the job is over.
   Notification returned;
   absl::Status result;
   std::thread worker([&] {
@@ -234,6 +243,10 @@ TEST_F(WorkerLifecycleTest, AFinishedWorkerDoesNotWaitForeverOnAPausedCoordinato
   EXPECT_TRUE(result.ok()) << result;
   ASSERT_FALSE(coordinator_.reports().empty());
   EXPECT_TRUE(coordinator_.reports().back().finished());
+  const std::vector<RegisterRequest> regs = coordinator_.registrations();
+  ASSERT_EQ(regs.size(), 2u);
+  EXPECT_EQ(regs[1].previous_generation(), 1u);
+  EXPECT_NE(regs[1].reason().find("not confirmed"), std::string::npos) << regs[1].reason();
 }
 
 TEST_F(WorkerLifecycleTest, ABadCheckpointIsReportedAndTheWorkerRegistersAgain) {
