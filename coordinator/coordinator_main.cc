@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/process_init.h"
+#include "common/slow_disk_env.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/grpc_util.h"
@@ -72,7 +73,7 @@ void InstallStopHandler() {
 }
 
 absl::Status Run(const Args& args) {
-  Env* env = Env::Default();
+  Env* env = DefaultEnvWithFaults();  // SHARDLINE_SLOW_DISK_FILE: fault-injection runs only
   for (const char* f : {"config", "listen", "workdir"}) {
     if (args.Get(f).empty()) return absl::InvalidArgumentError(absl::StrCat("--", f, " is required"));
   }

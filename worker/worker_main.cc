@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/process_init.h"
+#include "common/slow_disk_env.h"
 #include "common/args.h"
 #include "common/logging.h"
 #include "common/env.h"
@@ -92,6 +93,7 @@ absl::Status Run(const Args& args) {
   options.connect_timeout = absl::Seconds(connect_timeout);
   options.metrics = &metrics;
   options.auth = auth.get();
+  options.env = DefaultEnvWithFaults();  // SHARDLINE_SLOW_DISK_FILE: fault-injection runs only
   return RunWorker(options, server.get());
 }
 
