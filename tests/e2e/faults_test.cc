@@ -4,7 +4,9 @@
 // a checkpoint directory that cannot be written, another job's checkpoint,
 // a disk that fills up, a coordinator paused while the workers finish.
 #include <signal.h>
+#include <netinet/in.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -301,6 +303,126 @@ TEST(WorkdirFaultTest, AReadOnlyCheckpointDirectoryIsRefusedBeforeTraining) {
   Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=50"}));
   EXPECT_EQ(launch.Wait(absl::Seconds(60)), 1) << launch.Output();
   EXPECT_TRUE(absl::StrContains(launch.Output(), root + " is not writable")) << launch.Output();
+}
+
+
+// A listening socket on 127.0.0.1, held until destroyed: a port in use.
+class HeldPort {
+ public:
+  HeldPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(fd_, 1);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~HeldPort() { close(fd_); }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(BadInputTest, APortInUseIsNamedAndEndsTheProcess) {
+  const HeldPort taken;
+  const std::string dir = FreshDir("bad_port");
+  Subprocess coordinator({BinPath("shardline-coordinator"), "--config", DefaultConfig(), "--listen", taken.address(),
+                          "--workdir", dir});
+  EXPECT_EQ(coordinator.Wait(absl::Seconds(60)), 1) << coordinator.Output();
+  EXPECT_TRUE(absl::StrContains(coordinator.Output(), taken.address())) << coordinator.Output();
+  Subprocess worker({BinPath("shardline-worker"), "--coordinator", "127.0.0.1:1", "--listen", taken.address()});
+  EXPECT_EQ(worker.Wait(absl::Seconds(60)), 1) << worker.Output();
+  EXPECT_TRUE(absl::StrContains(worker.Output(), taken.address())) << worker.Output();
+}
+
+TEST(BadInputTest, AnUnreachableCoordinatorIsGivenUpOnAfterTheConnectTimeout) {
+  const int nobody = FreePort();
+  const std::string address = absl::StrCat("127.0.0.1:", nobody);
+  Subprocess worker({BinPath("shardline-worker"), "--coordinator", address, "--connect_timeout_seconds", "2"});
+  EXPECT_EQ(worker.Wait(absl::Seconds(60)), 1) << worker.Output();
+  EXPECT_TRUE(absl::StrContains(worker.Output(), "registering with the coordinator at " + address + " failed for 2s"))
+      << worker.Output();
+}
+
+// A worker started with another job's token is refused at once, by name,
+// and the job it knocked on is unaffected.
+TEST(BadInputTest, AWorkerOfAnotherJobIsRefusedAndTheJobGoesOn) {
+  const std::string dir = FreshDir("bad_other_job");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=1000000", "checkpoint.every_steps=200"}));
+  ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", "generation 1 formed", absl::Seconds(60))) << launch.Output();
+  const std::string other_token = dir + "-other-token";
+  {
+    std::FILE* f = std::fopen(other_token.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("another-jobs-token-0123456789abcdef", f);
+    std::fclose(f);
+    chmod(other_token.c_str(), 0600);
+  }
+  const std::string address = ReadAll(dir + "/coordinator.address");
+  Subprocess stranger({BinPath("shardline-worker"), "--coordinator", address, "--token_file", other_token,
+                       "--connect_timeout_seconds", "30"});
+  EXPECT_EQ(stranger.Wait(absl::Seconds(60)), 1) << stranger.Output();
+  EXPECT_TRUE(absl::StrContains(stranger.Output(), "the coordinator at " + address + " refused this worker's job token"))
+      << stranger.Output();
+  ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", "committed checkpoint at step 400 ", absl::Seconds(120)));
+  EXPECT_FALSE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "broken")) << "the job was disturbed";
+  launch.Signal(SIGTERM);
+  EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();
+}
+
+// A COMMITTED file deleted by hand: the coordinator's record of the commit
+// (RocksDB) restores it, so the checkpoint is not lost; `train`, whose only
+// record is that file, treats the directory as a save that never committed
+// and resumes from the one before.
+TEST(BadInputTest, AMissingCommittedFileIsRestoredFromTheRecordUnderLaunch) {
+  const std::string dir = FreshDir("bad_missing_committed");
+  Subprocess first(LaunchArgv(dir, 2, {"train.total_steps=400", "checkpoint.every_steps=200"}));
+  ASSERT_EQ(first.Wait(absl::Seconds(120)), 0) << first.Output();
+  const std::string committed = StepDir(dir + "/checkpoints", 400) + "/COMMITTED";
+  const std::string manifest = ReadAll(committed);
+  ASSERT_FALSE(manifest.empty());
+  ASSERT_EQ(std::remove(committed.c_str()), 0);
+  Subprocess again(LaunchArgv(dir, 2, {"train.total_steps=600", "checkpoint.every_steps=200"}));
+  ASSERT_EQ(again.Wait(absl::Seconds(120)), 0) << again.Output();
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "finishing the interrupted commit of step 400"));
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "restored step 400"));
+  EXPECT_EQ(ReadAll(committed), manifest);
+
+  const std::string solo = FreshDir("bad_missing_committed_train");
+  Subprocess train(TrainArgv(solo, {"train.total_steps=400", "checkpoint.every_steps=200"}));
+  ASSERT_EQ(train.Wait(absl::Seconds(120)), 0) << train.Output();
+  ASSERT_EQ(std::remove((StepDir(solo + "/checkpoints", 400) + "/COMMITTED").c_str()), 0);
+  Subprocess resumed(TrainArgv(solo, {"train.total_steps=600", "checkpoint.every_steps=200"}));
+  ASSERT_EQ(resumed.Wait(absl::Seconds(120)), 0) << resumed.Output();
+  EXPECT_TRUE(absl::StrContains(resumed.Output(), "restored step 200")) << resumed.Output();
+}
+
+// A shard of another job's checkpoint copied over this job's: its checksum
+// is not the manifest's, so the checkpoint is marked bad by name and the
+// job falls back.
+TEST(BadInputTest, AShardFromAnotherJobIsCaughtByItsChecksumAndTheJobFallsBack) {
+  const std::string theirs = FreshDir("bad_foreign_shard_theirs");
+  const std::string mine = FreshDir("bad_foreign_shard_mine");
+  for (const std::string& dir : {theirs, mine}) {
+    Subprocess run(LaunchArgv(dir, 2, {"train.total_steps=400", "checkpoint.every_steps=200",
+                                       dir == theirs ? "seed=7" : "seed=1"}));
+    ASSERT_EQ(run.Wait(absl::Seconds(120)), 0) << run.Output();
+  }
+  const std::string shard = "/" + ShardFileName(1, 2);
+  ASSERT_EQ(system(("cp '" + StepDir(theirs + "/checkpoints", 400) + shard + "' '" +
+                    StepDir(mine + "/checkpoints", 400) + shard + "'").c_str()),
+            0);
+  Subprocess again(LaunchArgv(mine, 2, {"train.total_steps=600", "checkpoint.every_steps=200", "seed=1"}));
+  ASSERT_EQ(again.Wait(absl::Seconds(120)), 0) << again.Output();
+  const std::string log = ReadAll(mine + "/logs/coordinator.log");
+  EXPECT_TRUE(absl::StrContains(log, "checkpoint at step 400 failed verification")) << log;
+  EXPECT_TRUE(absl::StrContains(log, ShardFileName(1, 2))) << log;
+  EXPECT_TRUE(absl::StrContains(ReadAll(mine + "/logs/worker-0.log"), "restored step 200"));
 }
 
 }  // namespace
