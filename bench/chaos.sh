@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Issue 12's long chaos run: a 2-worker job on simulated hosts (network
-# namespaces on a bridge), ROUNDS faults of every kind (SIGKILL and
+# namespaces on a bridge), ROUNDS faults of each of 12 kinds (SIGKILL and
 # SIGSTOP of workers and the coordinator, link down, black hole, tbf rate
-# limit, disk full, slow disk) at random moments from SEED, then the checks:
+# limit, disk full, slow disk, message delay, loss and reordering) at random
+# moments from SEED, then the checks:
 # finished, final state bit for bit the uninterrupted run's, every committed
 # checkpoint verifies and none was lost. Needs root. The table goes to
 # bench/out/chaos/table.md; each fault to bench/out/chaos/run/chaos/faults.jsonl.
 #
-#   SEED=12 ROUNDS=12 STEPS=250000 bench/chaos.sh
+#   SEED=12 ROUNDS=9 STEPS=150000 bench/chaos.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEED=${SEED:-12}
-ROUNDS=${ROUNDS:-12}
-STEPS=${STEPS:-250000}
+ROUNDS=${ROUNDS:-9}
+STEPS=${STEPS:-150000}
 OUT=bench/out/chaos
 ./deploy/install-deps.sh
 [ -x build/bin/shardline_chaos ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }

@@ -1,4 +1,5 @@
 // shardline-worker: one rank of a distributed job. See --help.
+#include <cstdlib>
 #include <signal.h>
 #include <unistd.h>
 
@@ -94,6 +95,7 @@ absl::Status Run(const Args& args) {
   options.metrics = &metrics;
   options.auth = auth.get();
   options.env = DefaultEnvWithFaults();  // SHARDLINE_SLOW_DISK_FILE: fault-injection runs only
+  if (const char* f = std::getenv("SHARDLINE_NET_FAULT_FILE")) options.net_fault_file = f;  // likewise
   return RunWorker(options, server.get());
 }
 

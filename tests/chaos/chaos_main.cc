@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -60,6 +61,10 @@ namespace shardline {
 namespace {
 
 constexpr int kSkip = 77;
+
+// SIGINT or SIGTERM: stop injecting, kill the job, remove what was created.
+std::atomic<bool> g_stop{false};
+void OnStop(int) { g_stop = true; }
 constexpr int kCoordinatorPort = 7000;
 constexpr int kWorkerPort = 7100;
 // A stuck job is a failed check, not a hang of the harness.
@@ -75,6 +80,9 @@ enum class Kind {
   kSqueeze,
   kDiskFull,
   kSlowDisk,
+  kDelay,
+  kLoss,
+  kReorder,
 };
 const std::vector<std::pair<Kind, std::string>>& KindNames() {
   static const auto* names = new std::vector<std::pair<Kind, std::string>>{
@@ -82,7 +90,8 @@ const std::vector<std::pair<Kind, std::string>>& KindNames() {
       {Kind::kPauseWorker, "pause_worker"}, {Kind::kPauseCoordinator, "pause_coordinator"},
       {Kind::kLinkDown, "link_down"},       {Kind::kBlackHole, "black_hole"},
       {Kind::kSqueeze, "squeeze"},          {Kind::kDiskFull, "disk_full"},
-      {Kind::kSlowDisk, "slow_disk"}};
+      {Kind::kSlowDisk, "slow_disk"},       {Kind::kDelay, "delay"},
+      {Kind::kLoss, "loss"},                {Kind::kReorder, "reorder"}};
   return *names;
 }
 std::string Name(Kind k) {
@@ -111,7 +120,7 @@ struct FaultRecord {
   bool detected = false;   // the world moved to a new generation
   double detect_seconds = 0;
   bool recovered = false;
-  double recover_seconds = 0;  // from the end of the fault to the first step completed after it
+  double recover_seconds = 0;  // from the end of the fault (or its detection, if later) to the next step
   int64_t steps_redone = 0;
   std::string note;
 };
@@ -183,7 +192,7 @@ std::vector<float> ReadFinalState(const std::string& workdir, int64_t step, int 
 
 std::vector<std::string> JobSets(const Flags& f) {
   return {absl::StrCat("runtime.num_workers=", f.workers), absl::StrCat("train.total_steps=", f.total_steps),
-          "checkpoint.every_steps=500",
+          "checkpoint.every_steps=500", "runtime.collective_timeout_seconds=5",
           "checkpoint.keep_last=100000", "train.log_every=1000", "train.eval_every=0"};
 }
 
@@ -198,7 +207,7 @@ class ChaosRun {
     RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir_ + "/token", "chaos-token-0123456789abcdef0123456789"));
     chmod((dir_ + "/token").c_str(), 0600);
     slow_disk_file_ = dir_ + "/slow_disk_ms";
-    const std::vector<std::string> env = {"SHARDLINE_SLOW_DISK_FILE=" + slow_disk_file_};
+    std::vector<std::string> env = {"SHARDLINE_SLOW_DISK_FILE=" + slow_disk_file_};
     std::vector<std::string> coord = {BinPath("shardline-coordinator"), "--config", DefaultConfig(), "--listen",
                                       absl::StrCat(net_->Address(0), ":", kCoordinatorPort), "--workdir", dir_,
                                       "--metrics_listen", "127.0.0.1:0", "--token_file", dir_ + "/token"};
@@ -213,8 +222,10 @@ class ChaosRun {
                                     absl::StrCat(net_->Address(0), ":", kCoordinatorPort), "--listen",
                                     absl::StrCat(net_->Address(r + 1), ":", kWorkerPort), "--metrics_listen",
                                     "127.0.0.1:0", "--rank", std::to_string(r), "--token_file", dir_ + "/token"};
-      procs_.push_back(std::make_unique<HostProcess>(absl::StrCat("worker ", r), net_->NetnsPath(r + 1), w, env,
-                                                     absl::StrCat(dir_, "/logs/worker-", r, ".log")));
+      std::vector<std::string> worker_env = env;
+      worker_env.push_back(absl::StrCat("SHARDLINE_NET_FAULT_FILE=", NetFaultFile(r)));
+      procs_.push_back(std::make_unique<HostProcess>(absl::StrCat("worker ", r), net_->NetnsPath(r + 1), w,
+                                                     worker_env, absl::StrCat(dir_, "/logs/worker-", r, ".log")));
     }
     for (auto& p : procs_) RETURN_IF_ERROR(p->Start());
     exit_codes_.assign(procs_.size(), std::nullopt);
@@ -223,6 +234,10 @@ class ChaosRun {
     started_ = absl::Now();
     return absl::OkStatus();
   }
+
+  // The data-plane fault control file of worker `rank`
+  // (worker/collective/faulty_transport.h).
+  std::string NetFaultFile(int rank) const { return absl::StrCat(dir_, "/net_fault_", rank); }
 
   // Reaps and restarts. A process that exits 0 is done; one that dies is
   // started again 0.5 s later; one that exits 1 stopped with its own error,
@@ -260,7 +275,7 @@ class ChaosRun {
   // Ticks until `pred` or `timeout`; returns whether pred held.
   bool WaitUntil(const std::function<bool()>& pred, absl::Duration timeout) {
     const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
+    while (absl::Now() < deadline && !g_stop.load()) {
       Tick();
       if (pred()) return true;
       absl::SleepFor(absl::Milliseconds(20));
@@ -333,6 +348,10 @@ class ChaosRun {
         s.Update(disk_->Resize(int64_t{1} << 30));
         break;
       }
+      case Kind::kDelay:
+      case Kind::kLoss:
+      case Kind::kReorder:
+        break;  // below
       case Kind::kSlowDisk:
         f.target = "checkpoints";
         hold = absl::Seconds(uniform(2, 8));
@@ -340,6 +359,21 @@ class ChaosRun {
         SleepTicking(hold);
         s.Update(WriteFileAtomically(Env::Default(), slow_disk_file_, "0"));
         break;
+    }
+    if (kind == Kind::kDelay || kind == Kind::kLoss || kind == Kind::kReorder) {
+      // Message-level faults on one worker's sends (no netem here).
+      f.target = absl::StrCat("worker ", worker);
+      hold = absl::Seconds(uniform(2, 6));
+      const std::string what =
+          kind == Kind::kDelay     ? absl::StrFormat("delay_ms=%.1f jitter_ms=5", uniform(2, 20))
+          : kind == Kind::kLoss    ? std::string("loss=0.002")
+                                   : std::string("reorder=0.3");
+      s.Update(WriteFileAtomically(Env::Default(), NetFaultFile(worker),
+                                   absl::StrCat(what, " seed=", static_cast<uint64_t>(rng() % 1000000))));
+      SleepTicking(hold);
+      s.Update(WriteFileAtomically(Env::Default(), NetFaultFile(worker), ""));
+      // The transport re-reads its control file every 100 ms.
+      SleepTicking(absl::Milliseconds(150));
     }
     if (!s.ok()) errors_.push_back(absl::StrCat(Name(kind), ": ", s.message()));
     f.held_seconds = absl::ToDoubleSeconds(hold);
@@ -371,25 +405,35 @@ class ChaosRun {
     const absl::Time deadline = absl::Now() + kRecoveryBound;
     bool recovered = false;
     absl::Time recovered_at;
-    while (!recovered && absl::Now() < deadline && !CoordinatorDone()) {
+    while (!recovered && absl::Now() < deadline && !CoordinatorDone() && !g_stop.load()) {
       Tick();
       for (const ProbeSample& x : probe_->Since(healed)) {
         if (!x.up) continue;
         if (!detected.has_value() && broke(x)) detected = x.time;
-        if (x.generation > before.generation && x.state == "running" && restored_from < 0) {
-          restored_from = x.last_checkpoint;
-        }
-        const int64_t bar = x.generation > before.generation ? restored_from : furthest;
-        if (must_break && !detected.has_value()) continue;
-        if (x.state == "running" && bar >= 0 && x.step > bar) {
-          recovered = true;
-          recovered_at = x.time;
-          break;
-        }
         if (x.state == "done") {
           recovered = true;
           recovered_at = x.time;
           break;
+        }
+        if (x.generation == before.generation && !broke(x)) {
+          // Still the old world. After a kill its reports in flight may
+          // still raise the step: that is not recovery.
+          if (must_break) {
+            furthest = std::max(furthest, x.step);
+          } else if (x.state == "running" && x.step > furthest) {
+            recovered = true;
+            recovered_at = x.time;
+            break;
+          }
+          continue;
+        }
+        if (x.generation > before.generation && x.state == "running") {
+          if (restored_from < 0) restored_from = x.last_checkpoint;
+          if (x.step > restored_from) {
+            recovered = true;
+            recovered_at = x.time;
+            break;
+          }
         }
       }
       if (!recovered) absl::SleepFor(absl::Milliseconds(20));
@@ -401,7 +445,9 @@ class ChaosRun {
     f.detected = detected.has_value();
     if (detected) f.detect_seconds = absl::ToDoubleSeconds(*detected - t0);
     f.recovered = recovered;
-    if (recovered) f.recover_seconds = absl::ToDoubleSeconds(recovered_at - healed);
+    // From the fault's end, or from its detection when that came later (a
+    // lost message is noticed only at the collective's deadline).
+    if (recovered) f.recover_seconds = absl::ToDoubleSeconds(recovered_at - std::max(healed, detected.value_or(healed)));
     if (detected && restored_from >= 0) f.steps_redone = std::max<int64_t>(0, furthest - restored_from);
     if (!recovered) f.note = "no step completed within the bound after the fault";
     return f;
@@ -552,7 +598,11 @@ int Main(const Args& args) {
     }
     const absl::Time t = absl::Now();
     Subprocess reference(argv);
-    const int code = reference.Wait(absl::Seconds(1800));
+    int code = -2;
+    while ((code = reference.Poll()) == -2 && !g_stop.load() && absl::Now() - t < absl::Seconds(3600)) {
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    if (code == -2) code = reference.Wait(absl::ZeroDuration());  // stopped or over an hour: killed
     if (code != 0) {
       std::fprintf(stderr, "shardline_chaos: the reference run failed (%d):\n%s\n", code, reference.Output().c_str());
       return 1;
@@ -588,6 +638,10 @@ int Main(const Args& args) {
   }
   std::ofstream jsonl(chaos_dir + "/faults.jsonl");
   for (Kind kind : failures.empty() ? schedule : std::vector<Kind>{}) {
+    if (g_stop.load()) {
+      failures.push_back("stopped by a signal");
+      break;
+    }
     run.SleepTicking(absl::Seconds(std::uniform_real_distribution<double>(0.5, 2.5)(rng)));
     if (run.CoordinatorDone() || run.probe()->Latest().step >= flags.total_steps) break;
     FaultRecord f = run.Inject(kind, rng);
@@ -684,5 +738,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "shardline_chaos: %s\n", std::string(parsed.message()).c_str());
     return 1;
   }
+  signal(SIGINT, shardline::OnStop);
+  signal(SIGTERM, shardline::OnStop);
   return shardline::Main(args);
 }

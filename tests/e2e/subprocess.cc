@@ -1,5 +1,6 @@
 #include "tests/e2e/subprocess.h"
 
+#include <sys/prctl.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,8 +22,11 @@ Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<s
   static std::atomic<int> counter{0};
   const char* tmp = getenv("TMPDIR");
   output_path_ = absl::StrCat(tmp ? tmp : "/tmp", "/shardline-e2e-", getpid(), "-", counter++, ".log");
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
     for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
     const int fd = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, STDOUT_FILENO);
@@ -64,6 +68,15 @@ int Subprocess::Wait(absl::Duration timeout) {
     }
     usleep(10000);
   }
+}
+
+int Subprocess::Poll() {
+  if (exited_) return exit_code_;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return -2;
+  exited_ = true;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return exit_code_;
 }
 
 void Subprocess::Signal(int sig) {

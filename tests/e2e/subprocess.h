@@ -19,7 +19,8 @@ namespace shardline {
 class Subprocess {
  public:
   // Starts argv[0] (a path) with argv and, added to this process's
-  // environment, `env` ("NAME=value"); output goes to a temp file.
+  // environment, `env` ("NAME=value"); output goes to a temp file. The
+  // process is killed if the one that started it dies (PR_SET_PDEATHSIG).
   explicit Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
   ~Subprocess();  // SIGKILLs the process if it still runs
 
@@ -27,6 +28,9 @@ class Subprocess {
   // Waits for exit. Returns the exit code, 128+signal if killed by a signal,
   // or -1 after killing it because `timeout` passed.
   int Wait(absl::Duration timeout);
+  // The exit code as Wait returns it, once the process has ended; -2 while
+  // it runs.
+  int Poll();
   void Signal(int sig);
   // Everything the process wrote so far.
   std::string Output() const;

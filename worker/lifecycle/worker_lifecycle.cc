@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
+#include "worker/collective/faulty_transport.h"
 #include "worker/collective/ring.h"
 #include "worker/control/coordinator_client.h"
 #include "worker/control/heartbeat.h"
@@ -106,7 +107,8 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
         server->Connect(world.generation(), rank, peers, std::move(connect));
     if (!connected.ok()) return Done(connected.status());
     MutexLock lock(&transport_mu);
-    transport = std::move(*connected);
+    transport = options.net_fault_file.empty() ? std::move(*connected)
+                                               : NewFaultyTransport(std::move(*connected), options.net_fault_file);
     if (!heartbeat.abandoned().empty()) transport->Shutdown();  // the world moved on while we loaded
   }
   CollectiveOptions copts;

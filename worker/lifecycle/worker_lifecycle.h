@@ -52,6 +52,9 @@ struct WorkerOptions {
   // supervisor restarts the worker. Tests record instead.
   std::function<void()> on_still_stuck;
   Env* env = Env::Default();
+  // Fault-injection runs only: the data plane goes through a
+  // FaultyTransport reading this control file (worker/collective/faulty_transport.h).
+  std::string net_fault_file;
 };
 
 // How one generation's training ended, and so what the worker does next.
