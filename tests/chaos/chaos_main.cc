@@ -47,7 +47,6 @@
 #include "absl/time/time.h"
 #include "common/args.h"
 #include "common/checkpoint/checkpoint_dir.h"
-#include "common/checkpoint/shard_file.h"
 #include "common/env.h"
 #include "common/status_macros.h"
 #include "tests/chaos/command.h"
@@ -55,6 +54,7 @@
 #include "tests/chaos/probe.h"
 #include "tests/chaos/topology.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"
 
 namespace shardline {
@@ -175,20 +175,6 @@ class ScopedTmpfs {
   explicit ScopedTmpfs(std::string dir) : dir_(std::move(dir)) {}
   std::string dir_;
 };
-
-std::vector<float> ReadFinalState(const std::string& workdir, int64_t step, int world, std::string* error) {
-  std::vector<float> out;
-  for (int r = 0; r < world; ++r) {
-    const std::string path = StepDir(workdir + "/checkpoints", step) + "/" + ShardFileName(r, world);
-    absl::StatusOr<ShardContents> c = ReadShard(Env::Default(), path);
-    if (!c.ok()) {
-      *error = absl::StrCat(path, ": ", c.status().message());
-      return {};
-    }
-    for (const ShardBuffer& b : c->buffers) out.insert(out.end(), b.values.begin(), b.values.end());
-  }
-  return out;
-}
 
 std::vector<std::string> JobSets(const Flags& f) {
   return {absl::StrCat("runtime.num_workers=", f.workers), absl::StrCat("train.total_steps=", f.total_steps),
@@ -497,13 +483,11 @@ std::string MinMedMax(std::vector<double> v) {
 std::vector<std::string> Check(const Flags& flags, const std::string& chaos_dir, const std::string& reference_dir,
                                const std::set<int64_t>& committed) {
   std::vector<std::string> failures;
-  std::string error;
-  const std::vector<float> want = ReadFinalState(reference_dir, flags.total_steps, flags.workers, &error);
-  if (want.empty()) failures.push_back("the reference run's final checkpoint: " + error);
-  const std::vector<float> got = ReadFinalState(chaos_dir, flags.total_steps, flags.workers, &error);
-  if (got.empty()) failures.push_back("the chaos run's final checkpoint: " + error);
-  if (!want.empty() && !got.empty() &&
-      (got.size() != want.size() || std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0)) {
+  const absl::StatusOr<std::vector<float>> want = ReadCheckpointState(reference_dir, flags.total_steps, flags.workers);
+  if (!want.ok()) failures.push_back("the reference run's final checkpoint: " + std::string(want.status().message()));
+  const absl::StatusOr<std::vector<float>> got = ReadCheckpointState(chaos_dir, flags.total_steps, flags.workers);
+  if (!got.ok()) failures.push_back("the chaos run's final checkpoint: " + std::string(got.status().message()));
+  if (want.ok() && got.ok() && !SameBits(*got, *want)) {
     failures.push_back("the final parameters and optimizer state differ from the uninterrupted run's");
   }
   Subprocess verify({BinPath("shardline"), "ckpt", "verify", chaos_dir});

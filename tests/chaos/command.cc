@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "tests/e2e/subprocess.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 
@@ -21,12 +22,7 @@ absl::Status RunCommand(const std::vector<std::string>& argv) {
   if (pid == 0) {
     dup2(out, STDOUT_FILENO);
     dup2(out, STDERR_FILENO);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    perror("execv");
-    _exit(127);
+    ExecOrExit(argv);
   }
   int status = 0;
   const absl::Time deadline = absl::Now() + absl::Seconds(30);

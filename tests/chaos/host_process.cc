@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "tests/e2e/subprocess.h"
 
 namespace shardline {
 
@@ -45,12 +46,7 @@ absl::Status HostProcess::Start() {
     dup2(log, STDOUT_FILENO);
     dup2(log, STDERR_FILENO);
     for (const std::string& e : env_) putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> args;
-    for (const std::string& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    perror("execv");
-    _exit(127);
+    ExecOrExit(argv_);
   }
   close(ns);
   close(log);

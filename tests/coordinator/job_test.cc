@@ -108,6 +108,19 @@ class JobTest : public ::testing::Test {
     return r;
   }
 
+  // Rank `rank`'s shard of `step` (of a world of 2), written under `root`
+  // as the worker would have, and the report of it.
+  coordinator::SavedShard WrittenShard(const std::string& root, int64_t step, int rank) {
+    EXPECT_TRUE(env_.CreateDirs(StepDir(root, step)).ok());
+    coordinator::SavedShard s;
+    s.set_step(step);
+    s.set_world_size(2);
+    s.set_file(ShardFileName(rank, 2));
+    s.set_size(4);
+    EXPECT_TRUE(WriteFileAtomically(&env_, StepDir(root, step) + "/" + s.file(), "abcd").ok());
+    return s;
+  }
+
   TestEnv env_;
   std::string dir_;
   std::unique_ptr<JobStore> store_;
@@ -243,17 +256,10 @@ TEST_F(JobTest, AFinishedReportResentWithARegistrationCommitsTheFinalCheckpoint)
   std::system(("rm -rf '" + root + "'").c_str());
   Restart(root);
   FormWorld(1, 2);
-  ASSERT_TRUE(env_.CreateDirs(StepDir(root, 100)).ok());
   auto finished = [&](int rank) {
-    coordinator::SavedShard s;
-    s.set_step(100);
-    s.set_world_size(2);
-    s.set_file(ShardFileName(rank, 2));
-    s.set_size(4);
-    EXPECT_TRUE(WriteFileAtomically(&env_, StepDir(root, 100) + "/" + s.file(), "abcd").ok());
     coordinator::WorkerReport r = Report(rank, 1, 100);
     r.set_finished(true);
-    *r.add_saved() = s;
+    *r.add_saved() = WrittenShard(root, 100, rank);
     return r;
   };
   // Both streams were lost with their last reports (the world broke first),
@@ -291,16 +297,7 @@ TEST_F(JobTest, ACommitOnAStalledDiskHoldsUpNoHeartbeat) {
   Restart(root);
   FormWorld(1, 2);
   // Both shards of step 10 exist; rank 0's is reported first.
-  ASSERT_TRUE(env_.CreateDirs(StepDir(root, 10)).ok());
-  auto shard = [&](int rank) {
-    coordinator::SavedShard s;
-    s.set_step(10);
-    s.set_world_size(2);
-    s.set_file(ShardFileName(rank, 2));
-    s.set_size(4);
-    EXPECT_TRUE(WriteFileAtomically(&env_, StepDir(root, 10) + "/" + s.file(), "abcd").ok());
-    return s;
-  };
+  auto shard = [&](int rank) { return WrittenShard(root, 10, rank); };
   coordinator::WorkerReport r0 = Report(0, 1, 10);
   *r0.add_saved() = shard(0);
   ASSERT_TRUE(job_->Report(r0).ok());

@@ -7,11 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 namespace shardline {
 
 // Every buffer of every shard of the checkpoint at `step` in
-// <workdir>/checkpoints, saved by `world` ranks, concatenated in rank order.
-// Empty (and a test failure recorded) if a shard cannot be read.
+// <workdir>/checkpoints, saved by `world` ranks, concatenated in rank order;
+// an error naming the shard that cannot be read.
+absl::StatusOr<std::vector<float>> ReadCheckpointState(const std::string& workdir, int64_t step, int world);
+
+// ReadCheckpointState in a test: empty, and a test failure recorded, if a
+// shard cannot be read.
 std::vector<float> FinalState(const std::string& workdir, int64_t step, int world);
 
 // True if `a` and `b` hold the same bits (not just equal values: -0 and 0

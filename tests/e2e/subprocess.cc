@@ -31,12 +31,7 @@ Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<s
     const int fd = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, STDOUT_FILENO);
     dup2(fd, STDERR_FILENO);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    perror("execv");
-    _exit(127);
+    ExecOrExit(argv);
   }
 }
 
@@ -68,6 +63,15 @@ int Subprocess::Wait(absl::Duration timeout) {
     }
     usleep(10000);
   }
+}
+
+void ExecOrExit(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  perror(("execv " + argv[0]).c_str());
+  _exit(127);
 }
 
 int Subprocess::Poll() {

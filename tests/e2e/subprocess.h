@@ -45,6 +45,10 @@ class Subprocess {
 // The path of a built binary, e.g. BinPath("shardline").
 std::string BinPath(const std::string& name);
 
+// In a forked child: execv(argv[0], argv); if that fails, says why on
+// stderr and _exit(127).
+[[noreturn]] void ExecOrExit(const std::vector<std::string>& argv);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_TESTS_E2E_SUBPROCESS_H_

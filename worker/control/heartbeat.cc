@@ -30,13 +30,18 @@ void Heartbeat::ReportStuck(const std::string& what) {
   stuck_ = what;
 }
 
-coordinator::WorkerReport Heartbeat::FinishedReportToResend() {
+coordinator::WorkerReport Heartbeat::Progress() const {
   coordinator::WorkerReport r;
   r.set_member_secret(options_.member_secret);
   r.set_rank(options_.rank);
   r.set_generation(options_.generation);
   r.set_steps_done(steps_done_.load());
   r.set_total_steps(total_steps_.load());
+  return r;
+}
+
+coordinator::WorkerReport Heartbeat::FinishedReportToResend() {
+  coordinator::WorkerReport r = Progress();
   r.set_finished(true);
   MutexLock lock(&mu_);
   for (const coordinator::SavedShard& s : recent_saved_) *r.add_saved() = s;
@@ -44,12 +49,7 @@ coordinator::WorkerReport Heartbeat::FinishedReportToResend() {
 }
 
 bool Heartbeat::SendReport(const LastReport& last) {
-  coordinator::WorkerReport r;
-  r.set_member_secret(options_.member_secret);
-  r.set_rank(options_.rank);
-  r.set_generation(options_.generation);
-  r.set_steps_done(steps_done_.load());
-  r.set_total_steps(total_steps_.load());
+  coordinator::WorkerReport r = Progress();
   r.set_finished(last.finished);
   r.set_fatal_error(last.fatal_error);
   r.set_bad_checkpoint_step(last.bad_checkpoint_step);

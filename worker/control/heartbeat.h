@@ -105,6 +105,8 @@ class Heartbeat {
  private:
   void SendLoop();
   void ReadLoop();
+  // Who this is (rank, generation, secret) and how far it got.
+  coordinator::WorkerReport Progress() const;
   bool SendReport(const LastReport& last);
   void Abandon(const std::string& why);
 
