@@ -305,6 +305,21 @@ TEST(WorkdirFaultTest, AReadOnlyCheckpointDirectoryIsRefusedBeforeTraining) {
   EXPECT_TRUE(absl::StrContains(launch.Output(), root + " is not writable")) << launch.Output();
 }
 
+// The same for a workdir that cannot be written at all.
+TEST(WorkdirFaultTest, AReadOnlyWorkdirIsRefusedBeforeTraining) {
+  const std::string dir = FreshDir("fault_readonly_workdir");
+  ASSERT_EQ(system(("mkdir -p '" + dir + "'").c_str()), 0);
+  ASSERT_EQ(mount("tmpfs", dir.c_str(), "tmpfs", MS_RDONLY, "size=1m"), 0) << "mount: " << std::strerror(errno);
+  ScopedMount unmount(dir);
+  for (const bool with_launch : {true, false}) {
+    SCOPED_TRACE(with_launch ? "launch" : "train");
+    Subprocess p(with_launch ? LaunchArgv(dir, 2, {"train.total_steps=50"}) : TrainArgv(dir, {"train.total_steps=50"}));
+    EXPECT_EQ(p.Wait(absl::Seconds(60)), 1) << p.Output();
+    EXPECT_TRUE(absl::StrContains(p.Output(), dir + "/")) << "the path is not named: " << p.Output();
+    EXPECT_TRUE(absl::StrContains(p.Output(), "Read-only file system")) << p.Output();
+  }
+}
+
 
 // A listening socket on 127.0.0.1, held until destroyed: a port in use.
 class HeldPort {
