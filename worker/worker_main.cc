@@ -44,6 +44,10 @@ constexpr char kHelp[] =
     "  --tls_cert F --tls_key F --tls_ca F  mutual TLS (PEM), to the coordinator and\n"
     "                             between workers; certificates must name the advertised host\n"
     "  --insecure                 allow --listen beyond loopback without a token or TLS\n"
+    "  --ignore_sigterm           ignore SIGTERM: under a scheduler that signals every\n"
+    "                             task on cancel (Slurm's scancel), the worker ends with\n"
+    "                             the coordinator's graceful stop (final checkpoint);\n"
+    "                             the scheduler's SIGKILL still bounds it\n"
     "\n"
     "Exit codes: 0 the job finished (or was stopped); 1 an error (the message names\n"
     "it); 3 the watchdog found this worker stuck.\n";
@@ -114,12 +118,13 @@ void OnTerm(int) {
 
 int main(int argc, char** argv) {
   shardline::InitProcess(argv[0]);
-  signal(SIGTERM, shardline::OnTerm);  // after the failure handler, which also takes SIGTERM
   shardline::logging::SetPrefix("worker");
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
       argc, argv, 1, {"coordinator", "listen", "advertise", "metrics_listen", "rank", "connect_timeout_seconds",
                        "token_file", "tls_cert", "tls_key", "tls_ca"},
-      {}, "shardline-worker", &args, {"insecure"});
+      {}, "shardline-worker", &args, {"insecure", "ignore_sigterm"});
+  // After the failure handler, which also takes SIGTERM.
+  signal(SIGTERM, parsed.ok() && args.Has("ignore_sigterm") ? SIG_IGN : shardline::OnTerm);
   return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-worker", shardline::Run);
 }
