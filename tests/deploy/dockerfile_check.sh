@@ -26,16 +26,18 @@ deps=$(sed -n '/^PACKAGES=(/,/^)/p' "$src/deploy/install-deps.sh" | tr -s ' ()' 
 for p in $build_pkgs; do
   grep -qx "$p" <<< "$deps" || fail "the build stage installs $p, which deploy/install-deps.sh does not"
 done
+libs=()
 for b in shardline shardline-coordinator shardline-worker; do
   [ -x "$bin/$b" ] || fail "$bin/$b was not built"
   grep -q "/build/bin/$b" "$df" || fail "$df does not copy $b"
-  for lib in $(ldd "$bin/$b" | awk '/=>/ {print $3}'); do
-    pkg=$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null | head -1 | cut -d: -f1) || true
-    [ -n "$pkg" ] || pkg=$(dpkg -S "$lib" 2>/dev/null | head -1 | cut -d: -f1) || true
-    [ -n "$pkg" ] || fail "$lib (linked by $b) belongs to no package"
-    case "$pkg" in libc6|libgcc-s1) continue ;; esac  # in every Debian image
-    grep -qx "$pkg" <<< "$run_pkgs" || fail "$b links $lib from $pkg, which the runtime stage does not install"
-  done
+  libs+=($(ldd "$bin/$b" | awk '/=>/ {print $3}'))
+done
+for lib in $(printf '%s\n' "${libs[@]}" | sort -u); do
+  pkg=$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null | head -1 | cut -d: -f1) || true
+  [ -n "$pkg" ] || pkg=$(dpkg -S "$lib" 2>/dev/null | head -1 | cut -d: -f1) || true
+  [ -n "$pkg" ] || fail "$lib (linked by the binaries) belongs to no package"
+  case "$pkg" in libc6|libgcc-s1) continue ;; esac  # in every Debian image
+  grep -qx "$pkg" <<< "$run_pkgs" || fail "the binaries link $lib from $pkg, which the runtime stage does not install"
 done
 grep -qx dataset-fashion-mnist <<< "$run_pkgs" || fail "the runtime stage has no data set"
 [ -d "$src/deploy/configs" ] || fail "deploy/configs is missing"
