@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""deploy/k8s checked offline (no cluster here): every document parses;
+kinds and API versions are real ones; names, labels, ports, volumes, the
+PVC and the Secret are consistent across documents; every flag a container
+passes exists in the real binary's --help; the image's binaries are the ones
+the Dockerfile installs. A broken copy must fail, or the check could not.
+
+    k8s_check.py SOURCE_DIR BIN_DIR
+"""
+import copy
+import os
+import re
+import subprocess
+import sys
+
+import yaml
+
+KNOWN = {
+    ("v1", "Service"), ("v1", "PersistentVolumeClaim"), ("v1", "ConfigMap"), ("v1", "Secret"),
+    ("apps/v1", "StatefulSet"), ("apps/v1", "Deployment"), ("batch/v1", "Job"),
+    ("kustomize.config.k8s.io/v1beta1", "Kustomization"),
+}
+
+
+def load(src):
+    k8s = os.path.join(src, "deploy", "k8s")
+    kust = yaml.safe_load(open(os.path.join(k8s, "kustomization.yaml")))
+    docs = []
+    for name in kust["resources"]:
+        path = os.path.join(k8s, name)
+        if not os.path.exists(path):
+            raise SystemExit(f"FAILED: kustomization.yaml lists {name}, which does not exist")
+        docs += [d for d in yaml.safe_load_all(open(path)) if d]
+    return kust, docs
+
+
+def pod_specs(docs):
+    for d in docs:
+        if d["kind"] in ("StatefulSet", "Deployment", "Job"):
+            yield d, d["spec"]["template"]
+
+
+def check(kust, docs, src, bin_dir):
+    errors = []
+    if (kust.get("apiVersion"), kust.get("kind")) not in KNOWN:
+        errors.append("kustomization.yaml: unknown apiVersion/kind")
+    by_kind = {}
+    for d in docs:
+        key = (d.get("apiVersion"), d.get("kind"))
+        if key not in KNOWN:
+            errors.append(f"{d.get('metadata', {}).get('name')}: unknown apiVersion/kind {key}")
+        by_kind.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+    services = by_kind.get("Service", {})
+    pvcs = by_kind.get("PersistentVolumeClaim", {})
+    images = {i["name"] for i in kust.get("images", [])}
+    dockerfile = open(os.path.join(src, "deploy", "Dockerfile")).read()
+    helps = {}
+    for owner, template in pod_specs(docs):
+        name = owner["metadata"]["name"]
+        labels = template["metadata"].get("labels", {})
+        sel = owner["spec"].get("selector", {}).get("matchLabels")
+        if sel is not None and any(labels.get(k) != v for k, v in sel.items()):
+            errors.append(f"{name}: selector {sel} does not match its pod labels {labels}")
+        if owner["kind"] == "StatefulSet" and owner["spec"]["serviceName"] not in services:
+            errors.append(f"{name}: serviceName {owner['spec']['serviceName']} is no Service here")
+        spec = template["spec"]
+        if "subdomain" in spec and spec["subdomain"] not in services:
+            errors.append(f"{name}: subdomain {spec['subdomain']} is no Service here")
+        if owner["kind"] == "Job" and "podFailurePolicy" in owner["spec"] and spec.get("restartPolicy") != "Never":
+            errors.append(f"{name}: podFailurePolicy needs restartPolicy Never")
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for v in volumes.values():
+            claim = v.get("persistentVolumeClaim", {}).get("claimName")
+            if claim is not None and claim not in pvcs:
+                errors.append(f"{name}: volume {v['name']} claims {claim}, which is no PVC here")
+            secret = v.get("secret", {}).get("secretName")
+            if secret is not None and secret != "shardline-token":
+                errors.append(f"{name}: volume {v['name']} uses Secret {secret}; the docs create shardline-token")
+        for c in spec["containers"]:
+            cname = f"{name}/{c['name']}"
+            if c["image"] not in images:
+                errors.append(f"{cname}: image {c['image']} is not set in kustomization.yaml images")
+            binary = c["command"][0]
+            if f"/build/bin/{binary}" not in dockerfile:
+                errors.append(f"{cname}: {binary} is not a binary the Dockerfile installs")
+            if binary not in helps:
+                helps[binary] = subprocess.run([os.path.join(bin_dir, binary), "--help"], stdout=subprocess.PIPE,
+                                               stderr=subprocess.STDOUT, text=True).stdout
+            for arg in c.get("args", []):
+                flag = re.match(r"--([a-z_]+)", arg)
+                if flag and f"--{flag.group(1)}" not in helps[binary]:
+                    errors.append(f"{cname}: {binary} has no flag --{flag.group(1)}")
+                for var in re.findall(r"\$\(([A-Z_]+)\)", arg):
+                    if var not in {e["name"] for e in c.get("env", [])}:
+                        errors.append(f"{cname}: $({var}) is not declared in env, so it would not expand")
+            ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+            for probe in ("readinessProbe", "livenessProbe"):
+                p = c.get(probe)
+                if p is None:
+                    errors.append(f"{cname}: no {probe}")
+                    continue
+                port = p.get("grpc", p.get("httpGet", {})).get("port")
+                if port not in ports.values() and port not in ports:
+                    errors.append(f"{cname}: {probe} port {port} is no container port")
+            for m in c.get("volumeMounts", []):
+                if m["name"] not in volumes:
+                    errors.append(f"{cname}: mounts {m['name']}, which is no volume")
+            ann = template["metadata"].get("annotations", {})
+            if "prometheus.io/port" in ann and int(ann["prometheus.io/port"]) not in ports.values():
+                errors.append(f"{cname}: prometheus.io/port {ann['prometheus.io/port']} is no container port")
+            for arg in c.get("args", []):
+                if arg.startswith("--metrics_listen=") and int(arg.rsplit(":", 1)[1]) != int(ann.get("prometheus.io/port", -1)):
+                    errors.append(f"{cname}: metrics listen on {arg}, but Prometheus is told {ann.get('prometheus.io/port')}")
+    for sname, s in services.items():
+        targets = [(owner, template) for owner, template in pod_specs(docs)
+                   if all(template["metadata"].get("labels", {}).get(k) == v for k, v in s["spec"]["selector"].items())]
+        if not targets:
+            errors.append(f"Service {sname}: its selector matches no pod template")
+        for p in s["spec"]["ports"]:
+            names = {q["name"] for _, t in targets for c in t["spec"]["containers"] for q in c.get("ports", [])}
+            if isinstance(p.get("targetPort"), str) and p["targetPort"] not in names:
+                errors.append(f"Service {sname}: targetPort {p['targetPort']} is no named container port")
+    # The coordinator address the workers dial is the coordinator's Service.
+    for owner, template in pod_specs(docs):
+        for c in template["spec"]["containers"]:
+            for arg in c.get("args", []):
+                if arg.startswith("--coordinator="):
+                    host, port = arg.split("=", 1)[1].rsplit(":", 1)
+                    svc = services.get(host)
+                    if svc is None or int(port) not in [p["port"] for p in svc["spec"]["ports"]]:
+                        errors.append(f"{owner['metadata']['name']}: --coordinator={host}:{port} is no Service port")
+    return errors
+
+
+def main():
+    src, bin_dir = sys.argv[1], sys.argv[2]
+    kust, docs = load(src)
+    errors = check(kust, docs, src, bin_dir)
+    for e in errors:
+        print("FAILED:", e)
+    if errors:
+        return 1
+    # The check must be able to fail: break one thing in a copy.
+    broken = copy.deepcopy(docs)
+    for d in broken:
+        if d["kind"] == "Job":
+            d["spec"]["template"]["spec"]["containers"][0]["args"].append("--no_such_flag=1")
+    if not check(kust, broken, src, bin_dir):
+        print("FAILED: a manifest with an unknown flag passed the check")
+        return 1
+    print(f"PASSED: {len(docs)} documents")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
