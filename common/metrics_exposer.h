@@ -1,19 +1,26 @@
-// Serves a prometheus::Registry at http://<listen>/metrics (prometheus-cpp's
-// civetweb exposer), turning its exceptions into a Status.
+// Serves a prometheus::Registry at http://<listen>/metrics and the process's
+// health at /healthz, on one civetweb server, turning its exceptions into a
+// Status.
 //
 //   auto registry = std::make_shared<prometheus::Registry>();
-//   ASSIGN_OR_RETURN(auto exposer, MetricsExposer::Start("127.0.0.1:0", registry));
+//   ASSIGN_OR_RETURN(auto exposer, MetricsExposer::Start("127.0.0.1:0", registry,
+//                                                        [&] { return Health{ready(), "training"}; }));
 //   SLOG(INFO) << "metrics on port " << exposer->port();
+//
+// /healthz answers 200 "ok: <detail>" while the health check says ok and 503
+// "<detail>" otherwise: what Kubernetes probes, load balancers and
+// scripts (curl -f) read.
 #ifndef SHARDLINE_COMMON_METRICS_EXPOSER_H_
 #define SHARDLINE_COMMON_METRICS_EXPOSER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 
+class CivetServer;
 namespace prometheus {
-class Exposer;
 class Registry;
 }  // namespace prometheus
 
@@ -26,21 +33,36 @@ namespace shardline {
 inline constexpr int kMetricsThreads = 4;
 inline constexpr int kMetricsRequestTimeoutMs = 2000;
 
+struct Health {
+  bool ok = true;
+  std::string detail;  // what the process is doing, or why it is not ok
+};
+// Called on a serving thread for every /healthz request; must be thread-safe
+// and quick.
+using HealthCheck = std::function<Health()>;
+
 class MetricsExposer {
  public:
   // Binds `listen` ("HOST:PORT"; port 0 picks a free one). An address in
-  // use is kUnavailable naming the address.
-  static absl::StatusOr<std::unique_ptr<MetricsExposer>> Start(
-      const std::string& listen, std::shared_ptr<prometheus::Registry> registry);
+  // use is kUnavailable naming the address. Without `health`, /healthz is
+  // always ok ("serving").
+  static absl::StatusOr<std::unique_ptr<MetricsExposer>> Start(const std::string& listen,
+                                                               std::shared_ptr<prometheus::Registry> registry,
+                                                               HealthCheck health = nullptr);
   ~MetricsExposer();
 
   // The bound port.
   int port() const { return port_; }
 
  private:
-  MetricsExposer(std::unique_ptr<prometheus::Exposer> exposer, int port);
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  int port_;
+  class MetricsHandler;
+  class HealthHandler;
+  MetricsExposer() = default;
+  // Declared first, destroyed last: the server stops before its handlers go.
+  std::unique_ptr<MetricsHandler> metrics_;
+  std::unique_ptr<HealthHandler> health_;
+  std::unique_ptr<CivetServer> server_;
+  int port_ = 0;
 };
 
 }  // namespace shardline

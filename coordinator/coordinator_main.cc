@@ -109,7 +109,15 @@ absl::Status Run(const Args& args) {
 
   CoordinatorMetrics metrics(*registry);
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
-                   MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry));
+                   MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry,
+                                         [&job] {
+                                           const coordinator::JobStatus s = job.Snapshot();
+                                           return Health{s.state() != coordinator::JobStatus::FAILED,
+                                                         absl::StrCat("job ", s.job_id(), " ",
+                                                                      coordinator::JobStatus::State_Name(s.state()),
+                                                                      ", generation ", s.generation(), ", step ",
+                                                                      s.global_step())};
+                                         }));
 
   CoordinatorService service(&job, auth.get());
   // Registrations and reports are small; a report's metric records are

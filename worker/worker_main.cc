@@ -86,7 +86,8 @@ absl::Status Run(const Args& args) {
   const double sgemm_gflops = MeasureSgemmGflops(512, 0.2);
   WorkerMetrics metrics(*registry, sgemm_gflops * 1e9);
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
-                   MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry));
+                   MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry,
+                                         [&metrics] { return metrics.health(); }));
   SLOG(INFO) << "worker transport on " << address << ", metrics on port " << exposer->port()
              << ", coordinator " << args.Get("coordinator") << "; OpenBLAS " << BlasCoreName() << " kernels, "
              << static_cast<int>(sgemm_gflops) << " GFLOP/s sgemm";

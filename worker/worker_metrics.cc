@@ -1,5 +1,7 @@
 #include "worker/worker_metrics.h"
 
+#include "absl/strings/str_cat.h"
+
 #include "common/prometheus_util.h"
 
 #include "common/logging.h"
@@ -46,6 +48,7 @@ void WorkerMetrics::OnStart(const RunInfo& info) {
 
 void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
   step_.Set(static_cast<double>(r.step + 1));
+  last_step_.store(r.step + 1);
   loss_.Set(r.loss);
   learning_rate_.Set(r.lr);
   if (r.grad_norm >= 0) grad_norm_.Set(r.grad_norm);
@@ -70,6 +73,26 @@ void WorkerMetrics::SetTransportBytes(int64_t sent, int64_t received) {
   received_seen_ = received;
 }
 
-void WorkerMetrics::SetGeneration(uint64_t generation) { generation_.Set(static_cast<double>(generation)); }
+void WorkerMetrics::SetGeneration(uint64_t generation) {
+  generation_.Set(static_cast<double>(generation));
+  joined_generation_.store(generation);
+  MutexLock lock(&stuck_mu_);
+  stuck_.clear();
+}
+
+void WorkerMetrics::SetStuck(const std::string& what) {
+  MutexLock lock(&stuck_mu_);
+  stuck_ = what;
+}
+
+Health WorkerMetrics::health() const {
+  {
+    MutexLock lock(&stuck_mu_);
+    if (!stuck_.empty()) return {false, absl::StrCat("stuck: ", stuck_)};
+  }
+  const uint64_t generation = joined_generation_.load();
+  if (generation == 0) return {false, "registering with the coordinator; no world joined yet"};
+  return {true, absl::StrCat("generation ", generation, ", step ", last_step_.load())};
+}
 
 }  // namespace shardline

@@ -7,8 +7,12 @@
 #ifndef SHARDLINE_WORKER_WORKER_METRICS_H_
 #define SHARDLINE_WORKER_WORKER_METRICS_H_
 
+#include <atomic>
 #include <cstdint>
+#include <string>
 
+#include "common/metrics_exposer.h"
+#include "common/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -26,9 +30,22 @@ class WorkerMetrics : public StepObserver {
   void OnStep(const StepResult& result, double step_seconds) override;
   // Advances the byte counters to these running totals of one transport.
   void SetTransportBytes(int64_t sent, int64_t received);
+  // Joined a world of this generation (clears a stuck mark).
   void SetGeneration(uint64_t generation);
+  // The watchdog found the training thread stuck: /healthz fails until the
+  // next generation.
+  void SetStuck(const std::string& what);
+
+  // For /healthz (thread-safe): not ok before the first world is joined or
+  // while stuck; ok, with the generation and step, otherwise (also while
+  // registering again after a world broke: that is expected).
+  Health health() const;
 
  private:
+  std::atomic<uint64_t> joined_generation_{0};
+  std::atomic<int64_t> last_step_{0};
+  mutable Mutex stuck_mu_;
+  std::string stuck_ ABSL_GUARDED_BY(stuck_mu_);
   const double peak_flops_;
   RunInfo info_;
   int64_t sent_seen_ = 0, received_seen_ = 0;

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -35,6 +37,29 @@ TEST(MetricsExposerTest, ServesTheRegistryAndReflectsUpdates) {
   body = HttpGet((*exposer)->port(), "/metrics");
   ASSERT_TRUE(body.ok());
   EXPECT_TRUE(absl::StrContains(*body, "shardline_test_events_total 5")) << *body;
+}
+
+TEST(MetricsExposerTest, HealthzAnswersWhatTheCheckSays) {
+  std::atomic<bool> ok{false};
+  auto exposer = MetricsExposer::Start("127.0.0.1:0", std::make_shared<prometheus::Registry>(), [&ok] {
+    return ok.load() ? Health{true, "training"} : Health{false, "registering"};
+  });
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  absl::StatusOr<HttpResponse> r = HttpFetch((*exposer)->port(), "/healthz");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 503);
+  EXPECT_EQ(r->body, "registering\n");
+  ok = true;
+  r = HttpFetch((*exposer)->port(), "/healthz");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+  EXPECT_EQ(r->body, "ok: training\n");
+
+  auto plain = MetricsExposer::Start("127.0.0.1:0", std::make_shared<prometheus::Registry>());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  r = HttpFetch((*plain)->port(), "/healthz");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
 }
 
 // A client that opens a connection, starts a request and never finishes it.

@@ -106,7 +106,11 @@ done
 [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] || fail "job 2 still running 180 s after scancel"
 grep -q "signal received: every worker stops after step" "$T/job2.out" || fail "no graceful stop: $(tail -30 "$T/job2.out")"
 grep -q "coordinator exited with status 0" "$T/job2.out" || fail "the coordinator did not exit 0: $(tail -30 "$T/job2.out")"
-stop=$(grep -o "every worker stops after step [0-9]*" "$T/job2.out" | grep -o "[0-9]*$")
-[ -f "$T/run2/checkpoints/$(printf 'step_%012d' "$stop")/COMMITTED" ] || fail "no committed checkpoint at the stop step $stop"
+# The coordinator picks a stop step ahead of every worker it has heard
+# from; the workers agree on it (or, if one was already past it, on where
+# that one is) and save there.
+stop=$(grep -o "every worker finished at step [0-9]*" "$T/job2.out" | grep -o "[0-9]*$")
+[ -n "$stop" ] || fail "no worker finished: $(tail -30 "$T/job2.out")"
+[ -f "$T/run2/checkpoints/$(printf 'step_%012d' "$stop")/COMMITTED" ] || fail "no committed checkpoint at the stop step $stop: $(ls "$T/run2/checkpoints")"
 echo "job 2: cancelled; stopped gracefully at step $stop with a committed checkpoint"
 echo PASSED

@@ -80,6 +80,50 @@ TEST(DistributedTest, SeparateProcessesWithExplicitPorts) {
   EXPECT_EQ(JsonField(SplitLines(dir + "/metrics.jsonl", "eval").back(), "step"), 100);
 }
 
+// /healthz on every process: a worker is not ready until it has joined a
+// world; the coordinator is, from the start, until the job fails.
+TEST(DistributedTest, HealthzSaysWhenEachProcessIsReady) {
+  const std::string dir = FreshDir("dist_healthz");
+  const int coord = FreePort(), coord_metrics = FreePort(), w0_metrics = FreePort(), w1_metrics = FreePort();
+  const std::string coord_addr = absl::StrCat("127.0.0.1:", coord);
+  Subprocess c({BinPath("shardline-coordinator"), "--config", kConfig, "--listen", coord_addr, "--workdir", dir,
+                "--metrics_listen", absl::StrCat("127.0.0.1:", coord_metrics), "--set", "runtime.num_workers=2",
+                "--set", "train.total_steps=300"});
+  auto worker = [&](int metrics_port) {
+    return std::make_unique<Subprocess>(std::vector<std::string>{
+        BinPath("shardline-worker"), "--coordinator", coord_addr, "--listen", absl::StrCat("127.0.0.1:", FreePort()),
+        "--metrics_listen", absl::StrCat("127.0.0.1:", metrics_port)});
+  };
+  // Polls /healthz on `port` until `code` comes back (bounded); the last answer.
+  auto await = [](int port, int code) {
+    absl::StatusOr<HttpResponse> r = absl::UnavailableError("not asked yet");
+    for (const absl::Time deadline = absl::Now() + absl::Seconds(60); absl::Now() < deadline;) {
+      r = HttpFetch(port, "/healthz");
+      if (r.ok() && r->code == code) break;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return r;
+  };
+  std::unique_ptr<Subprocess> w0 = worker(w0_metrics);
+  absl::StatusOr<HttpResponse> h = await(w0_metrics, 503);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->code, 503) << h->body;
+  EXPECT_TRUE(absl::StrContains(h->body, "no world joined yet")) << h->body;
+  h = await(coord_metrics, 200);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->code, 200);
+  EXPECT_TRUE(absl::StrContains(h->body, "FORMING")) << h->body;
+
+  std::unique_ptr<Subprocess> w1 = worker(w1_metrics);
+  h = await(w0_metrics, 200);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->code, 200) << h->body;
+  EXPECT_TRUE(absl::StrContains(h->body, "ok: generation 1")) << h->body;
+  EXPECT_EQ(w0->Wait(absl::Seconds(120)), 0) << w0->Output();
+  EXPECT_EQ(w1->Wait(absl::Seconds(120)), 0) << w1->Output();
+  EXPECT_EQ(c.Wait(absl::Seconds(60)), 0) << c.Output();
+}
+
 // A member (it has the job's token) cannot take a rank a live worker holds.
 TEST(DistributedTest, SecondWorkerClaimingALiveRankIsRejected) {
   const std::string dir = FreshDir("dist_conflict");

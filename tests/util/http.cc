@@ -7,11 +7,12 @@
 #include <unistd.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardline {
 
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+absl::StatusOr<HttpResponse> HttpFetch(int port, const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::InternalError("socket");
   struct timeval tv = {5, 0};
@@ -38,10 +39,20 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   if (!absl::StartsWith(response, "HTTP/1.") || body == std::string::npos) {
     return absl::DataLossError(absl::StrCat("bad HTTP response: ", response.substr(0, 80)));
   }
-  if (response.find(" 200 ") > response.find("\r\n")) {
-    return absl::UnavailableError(absl::StrCat("HTTP ", response.substr(0, response.find("\r\n"))));
+  HttpResponse out;
+  const size_t space = response.find(' ');
+  if (space == std::string::npos || !absl::SimpleAtoi(response.substr(space + 1, 3), &out.code)) {
+    return absl::DataLossError(absl::StrCat("bad HTTP status line: ", response.substr(0, 80)));
   }
-  return response.substr(body + 4);
+  out.body = response.substr(body + 4);
+  return out;
+}
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  absl::StatusOr<HttpResponse> r = HttpFetch(port, path);
+  if (!r.ok()) return r.status();
+  if (r->code != 200) return absl::UnavailableError(absl::StrCat("HTTP ", r->code, " for ", path));
+  return std::move(r->body);
 }
 
 }  // namespace shardline

@@ -136,7 +136,8 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     w.timeout = absl::Seconds(cfg->runtime().watchdog_timeout_seconds());
     w.rank = rank;
     w.env = options.env;
-    w.on_stuck = [&heartbeat](const std::string& what) {
+    w.on_stuck = [&heartbeat, &options](const std::string& what) {
+      if (options.metrics != nullptr) options.metrics->SetStuck(what);
       const std::string left = heartbeat.abandoned();
       SLOG(ERROR) << "watchdog: " << what << "; threads: training thread inside step "
                   << heartbeat.steps_done()->load() + 1
