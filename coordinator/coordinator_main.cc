@@ -53,7 +53,9 @@ constexpr char kHelp[] =
     "  --insecure                allow --listen beyond loopback without a token or TLS\n"
     "\n"
     "SIGTERM or SIGINT: every worker stops at a step ahead of all of them, then\n"
-    "all exit 0. A second signal exits at once. SIGUSR1: every worker evaluates\n"
+    "all exit 0. Another signal more than a second later exits at once (signals\n"
+    "within a second are one request: schedulers signal wrappers and children).\n"
+    "SIGUSR1: every worker evaluates\n"
     "at a step ahead of all of them (an eval line in metrics.jsonl).\n";
 
 std::atomic<int> g_signals{0};
@@ -139,15 +141,23 @@ absl::Status Run(const Args& args) {
   // not run (SIGSTOP, a stalled host) and could not read reports meanwhile.
   constexpr absl::Duration kStalled = absl::Seconds(1);
   absl::Time last_tick = absl::Now();
+  absl::Time first_signal = absl::InfinitePast();
   while (!job.AwaitEnd(absl::Milliseconds(100))) {
     const absl::Time tick = absl::Now();
     if (tick - last_tick > kStalled) job.RestartHeartbeatDeadlines(tick - last_tick);
     last_tick = tick;
+    // Schedulers often signal a wrapper and its children at once (Slurm's
+    // scancel, a shell that forwards SIGTERM): signals within a second of
+    // the first are the same request. A later one means "exit now".
     const int signals = g_signals.load();
     if (signals > signals_seen) {
-      if (signals_seen > 0) return absl::AbortedError("second signal: exiting without waiting for the workers");
+      if (signals_seen == 0) {
+        first_signal = tick;
+        job.RequestStop("signal received");
+      } else if (tick - first_signal > absl::Seconds(1)) {
+        return absl::AbortedError("second signal: exiting without waiting for the workers");
+      }
       signals_seen = signals;
-      job.RequestStop("signal received");
     }
     if (g_eval_requests.load() > evals_seen) {
       evals_seen = g_eval_requests.load();

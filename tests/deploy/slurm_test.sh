@@ -2,8 +2,9 @@
 # deploy/slurm/shardline.sbatch on a real single-node Slurm cluster, started
 # here from Debian's packages (slurmctld, slurmd, munge) in a temporary
 # directory: a 2-task job trains to the usual accuracy and commits its
-# checkpoints; then `scancel` of a running job ends it gracefully with a
-# final checkpoint. Every daemon started here is stopped by its PID.
+# checkpoints; `scancel` of a running job ends it gracefully with a final
+# checkpoint; so does the USR1 warning before a time limit. Every daemon
+# started here is stopped by its PID.
 #   slurm_test.sh SOURCE_DIR BIN_DIR
 # Exit 77 (skipped) when the daemons cannot run here, with the reason.
 set -uo pipefail
@@ -113,4 +114,17 @@ stop=$(grep -o "every worker finished at step [0-9]*" "$T/job2.out" | grep -o "[
 [ -n "$stop" ] || fail "no worker finished: $(tail -30 "$T/job2.out")"
 [ -f "$T/run2/checkpoints/$(printf 'step_%012d' "$stop")/COMMITTED" ] || fail "no committed checkpoint at the stop step $stop: $(ls "$T/run2/checkpoints")"
 echo "job 2: cancelled; stopped gracefully at step $stop with a committed checkpoint"
+
+# 3. The time limit: the USR1 warning before it is a graceful stop too, in
+# time (a one-minute limit, the warning 45 s before it).
+export SHARDLINE_WORKDIR=$T/run3
+timeout 300 sbatch --wait --ntasks=2 --time=1 --signal=B:USR1@45 --output="$T/job3.out" \
+  "$src/deploy/slurm/shardline.sbatch" "$src/deploy/configs/fmnist_mlp.textproto" \
+  --set train.total_steps=10000000 --set checkpoint.every_steps=500
+grep -q "signal received: every worker stops after step" "$T/job3.out" || fail "no graceful stop at the time limit: $(tail -30 "$T/job3.out")"
+grep -q "coordinator exited with status 0" "$T/job3.out" || fail "job 3's coordinator did not exit 0: $(tail -30 "$T/job3.out")"
+stop=$(grep -o "every worker finished at step [0-9]*" "$T/job3.out" | grep -o "[0-9]*$")
+[ -n "$stop" ] && [ -f "$T/run3/checkpoints/$(printf 'step_%012d' "$stop")/COMMITTED" ] \
+  || fail "job 3 left no committed checkpoint at its stop step '$stop'"
+echo "job 3: warned before its time limit; stopped gracefully at step $stop with a committed checkpoint"
 echo PASSED
