@@ -565,6 +565,8 @@ int Main(const Args& args) {
               static_cast<unsigned long long>(flags.seed), flags.workers, static_cast<long long>(flags.total_steps),
               flags.rounds, flags.kinds.size());
   std::fflush(stdout);
+  // A harness killed outright (SIGKILL) leaves its checkpoint tmpfs mounted.
+  umount2((flags.workdir + "/chaos/checkpoints").c_str(), MNT_DETACH);
   RunCommand({"/usr/bin/rm", "-rf", flags.workdir}).IgnoreError();
   if (absl::Status s = Env::Default()->CreateDirs(flags.workdir); !s.ok()) {
     std::fprintf(stderr, "shardline_chaos: %s\n", std::string(s.message()).c_str());
