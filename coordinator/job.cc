@@ -227,30 +227,26 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
     if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
   }
   if (state_ == JobState::kRunning || state_ == JobState::kStopping) {
-    // A member that finished and did not hear the job's end (its stream
-    // timed out) waits for it here: its leaving breaks nothing.
+    // A running world takes no one, unless a member says the world broke -
+    // or a member that finished and did not hear the job's end (its stream
+    // timed out) asks again: it waits for that end here, breaking nothing.
     for (const auto& [rank, m] : members_) {
-      if (m.incarnation != req.incarnation() || req.previous_generation() != generation_ || !m.finished) continue;
-      const uint64_t finished_in = generation_;
-      auto moved_on = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return generation_ != finished_in || state_ == JobState::kForming || state_ == JobState::kDone ||
-               state_ == JobState::kFailed;
-      };
-      while (!mu_.AwaitWithTimeout(absl::Condition(&moved_on), absl::Milliseconds(100))) {
-        if (cancelled()) return absl::CancelledError("registration cancelled");
-      }
-      if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
-      break;
-    }
-  }
-  if (state_ == JobState::kRunning || state_ == JobState::kStopping) {
-    // A running world takes no one, unless a member says the world broke.
-    for (const auto& [rank, m] : members_) {
-      if (m.incarnation == req.incarnation() && req.previous_generation() == generation_) {
+      if (m.incarnation != req.incarnation() || req.previous_generation() != generation_) continue;
+      if (m.finished) {
+        const uint64_t finished_in = generation_;
+        auto moved_on = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return generation_ != finished_in || state_ == JobState::kForming || state_ == JobState::kDone ||
+                 state_ == JobState::kFailed;
+        };
+        if (!AwaitUnlessCancelled(absl::Condition(&moved_on), cancelled)) {
+          return absl::CancelledError("registration cancelled");
+        }
+        if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
+      } else {
         BreakWorld(absl::StrCat("worker rank ", rank, " left it: ",
                                 req.reason().empty() ? "a collective failed" : req.reason()));
-        break;
       }
+      break;
     }
     if (state_ != JobState::kForming) {
       if (req.requested_rank() >= 0) {
@@ -301,12 +297,10 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return durable_generation_ >= target || state_ == JobState::kDone || state_ == JobState::kFailed;
   };
-  while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100))) {
-    if (cancelled()) {
-      auto it = pending_.find(rank);
-      if (it != pending_.end() && it->second.incarnation == req.incarnation()) pending_.erase(it);
-      return absl::CancelledError("registration cancelled");
-    }
+  if (!AwaitUnlessCancelled(absl::Condition(&ready), cancelled)) {
+    auto it = pending_.find(rank);
+    if (it != pending_.end() && it->second.incarnation == req.incarnation()) pending_.erase(it);
+    return absl::CancelledError("registration cancelled");
   }
   if (generation_ != target || members_.count(rank) == 0 ||
       members_[rank].incarnation != req.incarnation()) {
@@ -481,6 +475,13 @@ void Job::StreamEndedLocked(int rank, uint64_t generation, bool broken) {
   }
   BreakWorld(absl::StrCat("worker rank ", rank, " (", m.address, ") was lost: its heartbeat stream ",
                           broken ? "broke" : "ended"));
+}
+
+bool Job::AwaitUnlessCancelled(const absl::Condition& cond, const std::function<bool()>& cancelled) {
+  while (!mu_.AwaitWithTimeout(cond, absl::Milliseconds(100))) {
+    if (cancelled()) return false;
+  }
+  return true;
 }
 
 bool Job::AwaitsJobEnd(int rank, uint64_t generation) {

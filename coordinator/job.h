@@ -171,6 +171,10 @@ class Job {
   // True when the stream of (rank, generation) has nothing more to carry
   // but, possibly, the news of a new generation.
   bool StreamOver(int rank, uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until `cond` holds (true), or until `cancelled()` - asked every
+  // 100 ms - turns true first (false): a blocking RPC whose caller went away.
+  bool AwaitUnlessCancelled(const absl::Condition& cond, const std::function<bool()>& cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t GlobalStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a worker's saved shard; queues the step's commit when all are in.
   void ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* later)
