@@ -48,7 +48,6 @@ void WorkerMetrics::OnStart(const RunInfo& info) {
 
 void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
   step_.Set(static_cast<double>(r.step + 1));
-  last_step_.store(r.step + 1);
   loss_.Set(r.loss);
   learning_rate_.Set(r.lr);
   if (r.grad_norm >= 0) grad_norm_.Set(r.grad_norm);
@@ -75,7 +74,6 @@ void WorkerMetrics::SetTransportBytes(int64_t sent, int64_t received) {
 
 void WorkerMetrics::SetGeneration(uint64_t generation) {
   generation_.Set(static_cast<double>(generation));
-  joined_generation_.store(generation);
   MutexLock lock(&stuck_mu_);
   stuck_.clear();
 }
@@ -90,9 +88,10 @@ Health WorkerMetrics::health() const {
     MutexLock lock(&stuck_mu_);
     if (!stuck_.empty()) return {false, absl::StrCat("stuck: ", stuck_)};
   }
-  const uint64_t generation = joined_generation_.load();
+  // The gauges are the state: thread-safe to read, set as the worker goes.
+  const auto generation = static_cast<uint64_t>(generation_.Value());
   if (generation == 0) return {false, "registering with the coordinator; no world joined yet"};
-  return {true, absl::StrCat("generation ", generation, ", step ", last_step_.load())};
+  return {true, absl::StrCat("generation ", generation, ", step ", static_cast<int64_t>(step_.Value()))};
 }
 
 }  // namespace shardline

@@ -7,7 +7,6 @@
 #ifndef SHARDLINE_WORKER_WORKER_METRICS_H_
 #define SHARDLINE_WORKER_WORKER_METRICS_H_
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -42,8 +41,6 @@ class WorkerMetrics : public StepObserver {
   Health health() const;
 
  private:
-  std::atomic<uint64_t> joined_generation_{0};
-  std::atomic<int64_t> last_step_{0};
   mutable Mutex stuck_mu_;
   std::string stuck_ ABSL_GUARDED_BY(stuck_mu_);
   const double peak_flops_;

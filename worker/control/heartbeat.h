@@ -44,7 +44,8 @@ struct HeartbeatOptions {
   absl::Duration close_timeout = absl::Seconds(10);
   // Called once, on a reader or sender thread, when the generation is
   // abandoned: the coordinator moved to a new generation or the stream
-  // broke (not when it ends after saying the job is done). Must make the training loop fail fast (shut the transport down).
+  // broke (not when it ends after saying the job is done). Must make the
+  // training loop fail fast (shut the transport down).
   std::function<void(const std::string& why)> on_abandon;
   // RegisterResponse.member_secret: sent with every report.
   std::string member_secret;
