@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -272,6 +273,15 @@ class ChaosRun {
     WaitUntil([] { return false; }, d);
   }
 
+  // Puts a fault on, keeps supervising for `hold`, takes it off.
+  absl::Status Hold(absl::Duration hold, const std::function<absl::Status()>& on,
+                    const std::function<absl::Status()>& off) {
+    absl::Status s = on();
+    SleepTicking(hold);
+    s.Update(off());
+    return s;
+  }
+
   FaultRecord Inject(Kind kind, std::mt19937_64& rng) {
     FaultRecord f;
     f.kind = kind;
@@ -299,28 +309,30 @@ class ChaosRun {
         const int i = kind == Kind::kPauseWorker ? worker + 1 : 0;
         f.target = kind == Kind::kPauseWorker ? absl::StrCat("worker ", worker) : "coordinator";
         hold = absl::Seconds(uniform(0.5, 12));
-        procs_[i]->Signal(SIGSTOP);
-        SleepTicking(hold);
-        procs_[i]->Signal(SIGCONT);
+        s = Hold(
+            hold,
+            [&] {
+              procs_[i]->Signal(SIGSTOP);
+              return absl::OkStatus();
+            },
+            [&] {
+              procs_[i]->Signal(SIGCONT);
+              return absl::OkStatus();
+            });
         break;
       }
       case Kind::kLinkDown:
         hold = absl::Seconds(uniform(1, 8));
-        s.Update(net_->SetPortUp(host, false));
-        SleepTicking(hold);
-        s.Update(net_->SetPortUp(host, true));
+        s = Hold(hold, [&] { return net_->SetPortUp(host, false); }, [&] { return net_->SetPortUp(host, true); });
         break;
       case Kind::kBlackHole:
         hold = absl::Seconds(uniform(1, 8));
-        s.Update(net_->SetAttached(host, false));
-        SleepTicking(hold);
-        s.Update(net_->SetAttached(host, true));
+        s = Hold(hold, [&] { return net_->SetAttached(host, false); }, [&] { return net_->SetAttached(host, true); });
         break;
       case Kind::kSqueeze:
         hold = absl::Seconds(uniform(2, 8));
-        s.Update(net_->SetRateLimit(host, 8000));  // 8 Mbit/s
-        SleepTicking(hold);
-        s.Update(net_->SetRateLimit(host, 0));
+        s = Hold(  // 8 Mbit/s
+            hold, [&] { return net_->SetRateLimit(host, 8000); }, [&] { return net_->SetRateLimit(host, 0); });
         break;
       case Kind::kDiskFull: {
         // Full until a save has failed for it (the world moves on), at most 20 s.
@@ -336,30 +348,29 @@ class ChaosRun {
       }
       case Kind::kDelay:
       case Kind::kLoss:
-      case Kind::kReorder:
-        break;  // below
+      case Kind::kReorder: {
+        // Message-level faults on one worker's sends (no netem here).
+        f.target = absl::StrCat("worker ", worker);
+        hold = absl::Seconds(uniform(2, 6));
+        const std::string what =
+            kind == Kind::kDelay  ? absl::StrFormat("delay_ms=%.1f jitter_ms=5", uniform(2, 20))
+            : kind == Kind::kLoss ? std::string("loss=0.002")
+                                  : std::string("reorder=0.3");
+        const std::string control = absl::StrCat(what, " seed=", static_cast<uint64_t>(rng() % 1000000));
+        s = Hold(
+            hold, [&] { return WriteFileAtomically(Env::Default(), NetFaultFile(worker), control); },
+            [&] { return WriteFileAtomically(Env::Default(), NetFaultFile(worker), ""); });
+        // The transport re-reads its control file every 100 ms.
+        SleepTicking(absl::Milliseconds(150));
+        break;
+      }
       case Kind::kSlowDisk:
         f.target = "checkpoints";
         hold = absl::Seconds(uniform(2, 8));
-        s.Update(WriteFileAtomically(Env::Default(), slow_disk_file_, "500"));  // 500 ms per fsync
-        SleepTicking(hold);
-        s.Update(WriteFileAtomically(Env::Default(), slow_disk_file_, "0"));
+        s = Hold(  // 500 ms per fsync
+            hold, [&] { return WriteFileAtomically(Env::Default(), slow_disk_file_, "500"); },
+            [&] { return WriteFileAtomically(Env::Default(), slow_disk_file_, "0"); });
         break;
-    }
-    if (kind == Kind::kDelay || kind == Kind::kLoss || kind == Kind::kReorder) {
-      // Message-level faults on one worker's sends (no netem here).
-      f.target = absl::StrCat("worker ", worker);
-      hold = absl::Seconds(uniform(2, 6));
-      const std::string what =
-          kind == Kind::kDelay     ? absl::StrFormat("delay_ms=%.1f jitter_ms=5", uniform(2, 20))
-          : kind == Kind::kLoss    ? std::string("loss=0.002")
-                                   : std::string("reorder=0.3");
-      s.Update(WriteFileAtomically(Env::Default(), NetFaultFile(worker),
-                                   absl::StrCat(what, " seed=", static_cast<uint64_t>(rng() % 1000000))));
-      SleepTicking(hold);
-      s.Update(WriteFileAtomically(Env::Default(), NetFaultFile(worker), ""));
-      // The transport re-reads its control file every 100 ms.
-      SleepTicking(absl::Milliseconds(150));
     }
     if (!s.ok()) errors_.push_back(absl::StrCat(Name(kind), ": ", s.message()));
     f.held_seconds = absl::ToDoubleSeconds(hold);
