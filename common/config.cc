@@ -266,6 +266,12 @@ absl::Status ValidateConfig(const config::JobConfig& c) {
   p.NonNegative("train.grad_clip_norm", train.grad_clip_norm());
   p.Positive("train.log_every", static_cast<double>(train.log_every()));
   p.NonNegative("train.eval_every", static_cast<double>(train.eval_every()));
+  for (int i = 0; i < train.trace_steps_size(); ++i) {
+    if (train.trace_steps(i) <= 0) {
+      p.Add(absl::StrCat("train.trace_steps[", i, "]"),
+            absl::StrCat("must be a positive step count (1 is the first step), got ", train.trace_steps(i)));
+    }
+  }
 
   const auto& opt = c.optimizer();
   if (opt.has_adamw()) {

@@ -17,6 +17,8 @@
 #include "common/metrics_exposer.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_metrics.h"
+#include "coordinator/goodput.h"
+#include "coordinator/straggler.h"
 #include "coordinator/progress_line.h"
 #include "coordinator/service.h"
 #include "prometheus/registry.h"
@@ -46,6 +48,8 @@ constexpr char kHelp[] =
     "  --heartbeat_timeout_ms T  a worker silent this long is lost (default 5000)\n"
     "  --progress_every_seconds S  log a progress line this often (default 1; 0: never;\n"
     "                            the Status RPC always answers)\n"
+    "  --straggler_threshold X   log a rank whose straggler score stays below X\n"
+    "                            (0..1, default 0.7) for 10 s\n"
     "  --token_file FILE         the job token (a private file); default $SHARDLINE_TOKEN.\n"
     "                            With a token, every call must carry it\n"
     "  --tls_cert F --tls_key F --tls_ca F  mutual TLS (PEM): this process's\n"
@@ -96,6 +100,7 @@ absl::Status Run(const Args& args) {
   CoordinatorOptions options;
   options.world_size = cfg.runtime().num_workers();
   options.checkpoint_root = workdir + "/checkpoints";
+  options.trace_dir = workdir + "/traces";
   int64_t timeout_ms = 5000;
   if (args.Has("heartbeat_timeout_ms") && !absl::SimpleAtoi(args.Get("heartbeat_timeout_ms"), &timeout_ms)) {
     return absl::InvalidArgumentError("--heartbeat_timeout_ms must be an integer");
@@ -106,10 +111,26 @@ absl::Status Run(const Args& args) {
       (!absl::SimpleAtod(args.Get("progress_every_seconds"), &progress_every) || progress_every < 0)) {
     return absl::InvalidArgumentError("--progress_every_seconds must be a non-negative number");
   }
+  double straggler_threshold = 0.7;
+  if (args.Has("straggler_threshold") &&
+      (!absl::SimpleAtod(args.Get("straggler_threshold"), &straggler_threshold) || straggler_threshold <= 0 ||
+       straggler_threshold > 1)) {
+    return absl::InvalidArgumentError("--straggler_threshold must be a number in (0, 1]");
+  }
   Job job(cfg, store.get(), metrics_file.get(), options);
   RETURN_IF_ERROR(job.Init());
+  ASSIGN_OR_RETURN(std::unique_ptr<GoodputLedger> goodput, GoodputLedger::Load(store.get(), absl::Now()));
+  // The job's status with its goodput account: the Status RPC, metrics and
+  // the progress line all read this.
+  auto status = [&job, &goodput] {
+    coordinator::JobStatus s = job.Snapshot();
+    *s.mutable_goodput() = goodput->Snapshot();
+    return s;
+  };
+  StragglerWatch stragglers(StragglerOptions{straggler_threshold});
 
   CoordinatorMetrics metrics(*registry);
+  metrics.Update(status());  // a restarted coordinator's counters continue from the persisted totals
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
                    MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry,
                                          [&job] {
@@ -121,7 +142,7 @@ absl::Status Run(const Args& args) {
                                                                       s.global_step())};
                                          }));
 
-  CoordinatorService service(&job, auth.get());
+  CoordinatorService service(&job, auth.get(), status);
   // Registrations and reports are small; a report's metric records are
   // bounded (coordinator/report_check.h).
   ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}, ControlServerArguments(), kCoordinatorMaxReceiveBytes,
@@ -165,16 +186,26 @@ absl::Status Run(const Args& args) {
     }
     job.CheckHeartbeats();
     job.MaybeRequestCheckpoint();
-    const coordinator::JobStatus snap = job.Snapshot();
+    goodput->Advance(job.Snapshot(), tick);
+    if (absl::Status persisted = goodput->MaybePersist(tick); !persisted.ok()) {
+      SLOG(WARNING) << persisted;  // the account is a diagnostic: training goes on
+    }
+    const coordinator::JobStatus snap = status();
+    stragglers.Observe(snap, tick);
     metrics.Update(snap);
     if (progress_every > 0 && absl::Now() - last_progress >= absl::Seconds(progress_every)) {
       SLOG(INFO) << ProgressLine(snap);
       last_progress = absl::Now();
     }
   }
-  const coordinator::JobStatus snap = job.Snapshot();
+  goodput->Advance(job.Snapshot(), absl::Now());
+  if (absl::Status persisted = goodput->MaybePersist(absl::Now(), /*force=*/true); !persisted.ok()) {
+    SLOG(WARNING) << persisted;
+  }
+  const coordinator::JobStatus snap = status();
   metrics.Update(snap);
   SLOG(INFO) << ProgressLine(snap);
+  SLOG(INFO) << GoodputLine(snap.goodput());
   // Let the workers' last reports and stream ends go through.
   server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   RETURN_IF_ERROR(job.final_status());
@@ -191,7 +222,7 @@ int main(int argc, char** argv) {
   shardline::logging::SetPrefix("coordinator");
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
-      argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds",
+      argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds", "straggler_threshold",
                            "token_file", "tls_cert", "tls_key", "tls_ca"},
       {"set"}, "shardline-coordinator", &args, {"insecure"});
   return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-coordinator", shardline::Run);

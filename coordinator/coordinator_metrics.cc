@@ -1,6 +1,9 @@
 #include "coordinator/coordinator_metrics.h"
 
 #include "common/prometheus_util.h"
+#include <algorithm>
+
+#include "coordinator/goodput.h"
 #include "coordinator/progress_line.h"
 
 namespace shardline {
@@ -16,7 +19,32 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
       job_state_(prometheus::BuildGauge()
                      .Name("shardline_job_state")
                      .Help("1 for the job's current state, 0 for the others")
-                     .Register(r)) {
+                     .Register(r)),
+      eta_(NewGauge(r, "shardline_eta_seconds", "Estimated seconds until the last step (-1: unknown)")),
+      last_eval_accuracy_(NewGauge(r, "shardline_eval_accuracy", "Test accuracy of the latest evaluation")),
+      best_eval_accuracy_(NewGauge(r, "shardline_best_eval_accuracy", "Test accuracy of the best evaluation so far")),
+      goodput_seconds_(NewCounter(r, "shardline_goodput_seconds_total",
+                                  "Time spent on training steps done for the first time, over the job's life")),
+      badput_seconds_(prometheus::BuildCounter()
+                          .Name("shardline_badput_seconds_total")
+                          .Help("Time lost, by kind (startup, data_loading, checkpoint_save, checkpoint_restore, "
+                                "wasted_progress, recovery, evaluation), over the job's life")
+                          .Register(r)),
+      disruptions_(NewCounter(r, "shardline_disruptions_total", "Worlds broken and coordinator restarts, over the job's life")),
+      goodput_ratio_(NewGauge(r, "shardline_goodput_ratio", "Goodput over all accounted time, over the job's life")),
+      straggler_score_(prometheus::BuildGauge()
+                           .Name("shardline_straggler_score")
+                           .Help("Fastest rank's busy time per step over this rank's: 1 fastest, toward 0 a straggler")
+                           .Register(r)),
+      busy_per_step_(prometheus::BuildGauge()
+                         .Name("shardline_rank_busy_seconds_per_step")
+                         .Help("A rank's own work per step (not waiting on peers), recent average, as it reports")
+                         .Register(r)),
+      heartbeat_age_(prometheus::BuildGauge()
+                         .Name("shardline_rank_heartbeat_age_seconds")
+                         .Help("Seconds since a rank's last heartbeat report")
+                         .Register(r)) {
+  for (const char* kind : BadputKinds()) badput_seconds_.Add({{"kind", kind}});
   for (int s = coordinator::JobStatus::FORMING; s <= coordinator::JobStatus::FAILED; ++s) {
     job_state_.Add({{"state", StateName(static_cast<coordinator::JobStatus::State>(s))}});
   }
@@ -38,6 +66,39 @@ void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
   for (int st = coordinator::JobStatus::FORMING; st <= coordinator::JobStatus::FAILED; ++st) {
     job_state_.Add({{"state", StateName(static_cast<coordinator::JobStatus::State>(st))}}).Set(st == s.state() ? 1 : 0);
   }
+  eta_.Set(s.eta_seconds());
+  if (s.has_last_eval()) last_eval_accuracy_.Set(s.last_eval().accuracy());
+  if (s.has_best_eval()) best_eval_accuracy_.Set(s.best_eval().accuracy());
+
+  const coordinator::Goodput& g = s.goodput();
+  auto advance = [](prometheus::Counter& c, double total, double* seen) {
+    if (total > *seen) c.Increment(total - *seen);
+    *seen = std::max(*seen, total);
+  };
+  advance(goodput_seconds_, g.goodput_seconds(), &goodput_seen_);
+  advance(disruptions_, static_cast<double>(g.disruptions()), &disruptions_seen_);
+  for (const auto& [kind, seconds] : g.badput_seconds()) {
+    advance(badput_seconds_.Add({{"kind", kind}}), seconds, &badput_seen_[kind]);
+  }
+  goodput_ratio_.Set(GoodputRatio(g));
+
+  // Per-rank series exist for the ranks of the current world only.
+  std::set<int> ranks;
+  for (const coordinator::WorkerStatus& w : s.workers()) {
+    const std::map<std::string, std::string> label{{"rank", std::to_string(w.rank())}};
+    straggler_score_.Add(label).Set(w.straggler_score());
+    busy_per_step_.Add(label).Set(w.busy_seconds_per_step());
+    heartbeat_age_.Add(label).Set(w.seconds_since_heartbeat());
+    ranks.insert(w.rank());
+  }
+  for (int gone : ranks_seen_) {
+    if (ranks.count(gone) > 0) continue;
+    const std::map<std::string, std::string> label{{"rank", std::to_string(gone)}};
+    straggler_score_.Remove(&straggler_score_.Add(label));
+    busy_per_step_.Remove(&busy_per_step_.Add(label));
+    heartbeat_age_.Remove(&heartbeat_age_.Add(label));
+  }
+  ranks_seen_ = std::move(ranks);
 }
 
 }  // namespace shardline

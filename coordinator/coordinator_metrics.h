@@ -7,6 +7,10 @@
 #ifndef SHARDLINE_COORDINATOR_COORDINATOR_METRICS_H_
 #define SHARDLINE_COORDINATOR_COORDINATOR_METRICS_H_
 
+#include <map>
+#include <set>
+#include <string>
+
 #include "proto/coordinator.pb.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -17,7 +21,8 @@ namespace shardline {
 class CoordinatorMetrics {
  public:
   explicit CoordinatorMetrics(prometheus::Registry& registry);
-  // Sets every gauge from the snapshot and advances the loss counter.
+  // Sets every gauge from the status (with its goodput account and
+  // workers) and advances the counters to its totals.
   void Update(const coordinator::JobStatus& s);
 
  private:
@@ -30,7 +35,23 @@ class CoordinatorMetrics {
   prometheus::Gauge& bad_checkpoints_;
   prometheus::Counter& worker_losses_;
   prometheus::Family<prometheus::Gauge>& job_state_;
+  prometheus::Gauge& eta_;
+  prometheus::Gauge& last_eval_accuracy_;
+  prometheus::Gauge& best_eval_accuracy_;
+  // Goodput: totals over the job's life (they continue across coordinator
+  // restarts, so they are counters only in the sense of never decreasing).
+  prometheus::Counter& goodput_seconds_;
+  prometheus::Family<prometheus::Counter>& badput_seconds_;
+  prometheus::Counter& disruptions_;
+  prometheus::Gauge& goodput_ratio_;
+  prometheus::Family<prometheus::Gauge>& straggler_score_;
+  prometheus::Family<prometheus::Gauge>& busy_per_step_;
+  prometheus::Family<prometheus::Gauge>& heartbeat_age_;
   double losses_seen_ = 0;
+  double goodput_seen_ = 0;
+  double disruptions_seen_ = 0;
+  std::map<std::string, double> badput_seen_;
+  std::set<int> ranks_seen_;  // ranks with per-rank series
 };
 
 }  // namespace shardline

@@ -13,6 +13,7 @@
 #include "common/rpc_auth.h"
 #include "common/status_macros.h"
 #include "coordinator/report_check.h"
+#include "coordinator/straggler.h"
 
 namespace shardline {
 namespace {
@@ -20,6 +21,18 @@ namespace {
 constexpr char kJobIdKey[] = "job_id";
 constexpr char kGenerationKey[] = "generation";
 constexpr char kGlobalStepKey[] = "global_step";
+
+// True if `record` beats `best` (unset: anything beats it) by
+// checkpoint.best_metric, or by accuracy when no metric is set.
+bool IsBetterEval(const metrics::MetricRecord& record, const metrics::MetricRecord& best,
+                  const config::CheckpointConfig& policy) {
+  if (!best.has_step()) return true;
+  if (policy.best_metric() == "loss") {
+    return policy.best_mode() == config::MAX ? record.loss() > best.loss() : record.loss() < best.loss();
+  }
+  if (policy.best_metric().empty() || policy.best_mode() == config::MAX) return record.accuracy() > best.accuracy();
+  return record.accuracy() < best.accuracy();
+}
 
 coordinator::RegisterResponse JobOver(const absl::Status& final_status) {
   coordinator::RegisterResponse over;
@@ -318,6 +331,7 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   resp.set_member_secret(members_[rank].secret);
   resp.set_config_text(config_text_);
   resp.set_checkpoint_root(options_.checkpoint_root);
+  resp.set_trace_dir(options_.trace_dir);
   const RestorePoint from = catalog_.Restore();
   resp.set_start_step(from.step);
   resp.set_restore_dir(from.dir);
@@ -358,6 +372,12 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
   m.attached = true;
   m.last_seen = Now();
   m.steps_done = std::max(m.steps_done, r.steps_done());
+  if (r.has_time()) m.time = r.time();
+  if (r.busy_seconds_per_step() > 0) m.busy_seconds_per_step = r.busy_seconds_per_step();
+  if (r.sent_unix_micros() > 0) {
+    const int64_t offset = r.sent_unix_micros() - absl::ToUnixMicros(absl::Now());
+    if (!m.clock_offset_micros.has_value() || offset < *m.clock_offset_micros) m.clock_offset_micros = offset;
+  }
   if (r.total_steps() > 0) total_steps_ = r.total_steps();
   if (r.rank() == 0) {
     const absl::Time now = Now();
@@ -394,6 +414,10 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
       if (!written.ok()) Fail(Annotate(written, "writing metrics.jsonl"));
     }
     if (record.split() == metrics::MetricRecord::train) last_train_ = record;
+    if (record.split() == metrics::MetricRecord::eval) {
+      last_eval_ = record;
+      if (IsBetterEval(record, best_eval_, config_.checkpoint())) best_eval_ = record;
+    }
   }
   if (r.save_failed_step() > 0) SaveFailed(r);
   if (!r.fatal_error().empty()) {
@@ -595,7 +619,25 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_bad_checkpoints(catalog_.bad_count());
   s.set_steps_per_second(steps_per_second_);
   if (last_train_.has_step()) *s.mutable_last_train() = last_train_;
+  if (last_eval_.has_step()) *s.mutable_last_eval() = last_eval_;
+  if (best_eval_.has_step()) *s.mutable_best_eval() = best_eval_;
   if (!final_.ok()) s.set_error(std::string(final_.message()));
+  const absl::Time now = Now();
+  for (const auto& [rank, m] : forming ? pending_ : members_) {
+    coordinator::WorkerStatus* w = s.add_workers();
+    w->set_rank(rank);
+    w->set_address(m.address);
+    w->set_alive(!forming && m.attached);
+    w->set_seconds_since_heartbeat(forming ? 0 : absl::ToDoubleSeconds(now - m.last_seen));
+    w->set_steps_done(m.steps_done);
+    w->set_busy_seconds_per_step(m.busy_seconds_per_step);
+    *w->mutable_time() = m.time;
+    w->set_clock_offset_micros(m.clock_offset_micros.value_or(0));
+    w->set_finished(m.finished);
+  }
+  ScoreStragglers(s.mutable_workers());
+  const int64_t left = total_steps_ - s.global_step();
+  s.set_eta_seconds(steps_per_second_ > 0 && total_steps_ > 0 ? static_cast<double>(left) / steps_per_second_ : -1);
   return s;
 }
 

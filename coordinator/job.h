@@ -54,6 +54,8 @@ struct CoordinatorOptions {
   Env* env = Env::Default();
   // A worker silent for this long is lost. Workers report every 100 ms.
   absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // Where workers write traced steps (train.trace_steps); empty: nowhere.
+  std::string trace_dir;
 };
 
 enum class JobState { kForming, kRunning, kStopping, kDone, kFailed };
@@ -142,6 +144,11 @@ class Job {
     bool attached = false;  // its heartbeat stream is open
     bool finished = false;
     bool evicted = false;
+    double busy_seconds_per_step = 0;
+    coordinator::TimeAccount time;
+    // The least (sent - received) of its reports: its clock's offset from
+    // ours plus the shortest one-way latency seen.
+    std::optional<int64_t> clock_offset_micros;
   };
 
   // Ends the running generation: every member is told to re-register.
@@ -216,6 +223,8 @@ class Job {
   // Shards reported for steps not yet committed: step -> rank -> shard.
   std::map<int64_t, std::map<int, coordinator::SavedShard>> saves_ ABSL_GUARDED_BY(mu_);
   metrics::MetricRecord last_train_ ABSL_GUARDED_BY(mu_);  // rank 0's latest train record
+  metrics::MetricRecord last_eval_ ABSL_GUARDED_BY(mu_);
+  metrics::MetricRecord best_eval_ ABSL_GUARDED_BY(mu_);   // by checkpoint.best_metric (accuracy without one)
   // Step-rate estimate from rank 0's reports, for the stop margin.
   int64_t rate_steps_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time rate_time_ ABSL_GUARDED_BY(mu_);

@@ -22,7 +22,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
 grpc::Status CoordinatorService::Status(grpc::ServerContext* ctx, const coordinator::StatusRequest* request,
                                         coordinator::JobStatus* response) {
   if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
-  *response = job_->Snapshot();
+  *response = status_ ? status_() : job_->Snapshot();
   return grpc::Status::OK;
 }
 

@@ -3,6 +3,8 @@
 #ifndef SHARDLINE_COORDINATOR_SERVICE_H_
 #define SHARDLINE_COORDINATOR_SERVICE_H_
 
+#include <functional>
+
 #include "common/rpc_auth.h"
 #include "coordinator/job.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -11,8 +13,11 @@ namespace shardline {
 
 class CoordinatorService final : public coordinator::Coordinator::Service {
  public:
-  // `auth` (null: no token checks) must outlive the service.
-  explicit CoordinatorService(Job* job, RpcAuth* auth = nullptr) : job_(job), auth_(auth) {}
+  // `auth` (null: no token checks) must outlive the service. `status`
+  // answers the Status RPC (thread-safe); null: job->Snapshot().
+  explicit CoordinatorService(Job* job, RpcAuth* auth = nullptr,
+                              std::function<coordinator::JobStatus()> status = nullptr)
+      : job_(job), auth_(auth), status_(std::move(status)) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const coordinator::RegisterRequest* request,
                         coordinator::RegisterResponse* response) override;
@@ -33,6 +38,7 @@ class CoordinatorService final : public coordinator::Coordinator::Service {
 
   Job* job_;
   RpcAuth* auth_;
+  std::function<coordinator::JobStatus()> status_;
 };
 
 }  // namespace shardline

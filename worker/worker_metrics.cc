@@ -1,5 +1,7 @@
 #include "worker/worker_metrics.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 #include "common/prometheus_util.h"
@@ -29,11 +31,24 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
                          .Name("shardline_phase_seconds_total")
                          .Help("Time spent in each phase of the training steps")
                          .Register(r)),
+      overhead_seconds_(prometheus::BuildCounter()
+                            .Name("shardline_worker_overhead_seconds_total")
+                            .Help("Time this worker spent outside its steps' own work, by kind "
+                                  "(restore, evaluation, checkpoint_stall)")
+                            .Register(r)),
+      busy_seconds_(NewCounter(r, "shardline_busy_seconds_total",
+                               "Time in steps spent on this rank's own work (data, forward, backward, optimizer), "
+                               "not waiting on peers")),
+      wait_peers_seconds_(NewCounter(r, "shardline_wait_peers_seconds_total",
+                                     "Time in the per-step scalar all-reduce: waiting for the slowest rank")),
       sent_bytes_(NewCounter(r, "shardline_transport_sent_bytes_total", "Collective payload bytes sent")),
       received_bytes_(NewCounter(r, "shardline_transport_received_bytes_total", "Collective payload bytes received")) {
   peak_flops_gauge_.Set(peak_flops);
   for (const char* phase : {"compute", "reduce_scatter", "optimizer", "all_gather"}) {
     phase_seconds_.Add({{"phase", phase}});
+  }
+  for (Overhead kind : {Overhead::kRestore, Overhead::kEvaluation, Overhead::kCheckpointStall}) {
+    overhead_seconds_.Add({{"kind", OverheadName(kind)}});
   }
 }
 
@@ -56,12 +71,18 @@ void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
   phase_seconds_.Add({{"phase", "reduce_scatter"}}).Increment(r.times.reduce_scatter);
   phase_seconds_.Add({{"phase", "optimizer"}}).Increment(r.times.optimizer);
   phase_seconds_.Add({{"phase", "all_gather"}}).Increment(r.times.all_gather);
+  busy_seconds_.Increment(std::max(0.0, r.times.busy()));
+  wait_peers_seconds_.Increment(r.times.wait_peers);
   if (seconds > 0) {
     samples_per_second_.Set(info_.global_batch_size / seconds);
     const double my_flops = static_cast<double>(info_.flops_per_example) * info_.global_batch_size /
                             std::max(1, info_.world_size);
     if (peak_flops_ > 0) mfu_.Set(my_flops / seconds / peak_flops_);
   }
+}
+
+void WorkerMetrics::OnOverhead(Overhead kind, double seconds) {
+  overhead_seconds_.Add({{"kind", OverheadName(kind)}}).Increment(seconds);
 }
 
 void WorkerMetrics::SetTransportBytes(int64_t sent, int64_t received) {

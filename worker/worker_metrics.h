@@ -27,6 +27,8 @@ class WorkerMetrics : public StepObserver {
 
   void OnStart(const RunInfo& info) override;
   void OnStep(const StepResult& result, double step_seconds) override;
+  void OnOverhead(Overhead kind, double seconds) override;
+  void OnTrace(int64_t, const std::vector<PhaseSpan>&) override {}
   // Advances the byte counters to these running totals of one transport.
   void SetTransportBytes(int64_t sent, int64_t received);
   // Joined a world of this generation (clears a stuck mark).
@@ -58,6 +60,9 @@ class WorkerMetrics : public StepObserver {
   prometheus::Gauge& owned_optimizer_state_bytes_;
   prometheus::Histogram& step_duration_;
   prometheus::Family<prometheus::Counter>& phase_seconds_;
+  prometheus::Family<prometheus::Counter>& overhead_seconds_;
+  prometheus::Counter& busy_seconds_;
+  prometheus::Counter& wait_peers_seconds_;
   prometheus::Counter& sent_bytes_;
   prometheus::Counter& received_bytes_;
 };

@@ -1,6 +1,7 @@
 #include "worker/control/heartbeat.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
 
@@ -37,7 +38,17 @@ coordinator::WorkerReport Heartbeat::Progress() const {
   r.set_generation(options_.generation);
   r.set_steps_done(steps_done_.load());
   r.set_total_steps(total_steps_.load());
+  r.set_sent_unix_micros(absl::ToUnixMicros(absl::Now()));
+  MutexLock lock(&time_mu_);
+  *r.mutable_time() = time_;
+  r.set_busy_seconds_per_step(busy_seconds_per_step_);
   return r;
+}
+
+void Heartbeat::SetTime(const coordinator::TimeAccount& account, double busy_seconds_per_step) {
+  MutexLock lock(&time_mu_);
+  time_ = account;
+  busy_seconds_per_step_ = busy_seconds_per_step;
 }
 
 coordinator::WorkerReport Heartbeat::FinishedReportToResend() {

@@ -81,6 +81,11 @@ class Heartbeat {
   // Metric records and saved shards to send with the next report.
   Outbox* outbox() { return &outbox_; }
 
+  // Where this process's time went in the generation, and its mean busy
+  // seconds per step: sent with every report from now on (goodput and
+  // straggler accounting).
+  void SetTime(const coordinator::TimeAccount& account, double busy_seconds_per_step);
+
   // The watchdog's complaint, sent with every report from now on; the
   // coordinator then treats this worker as lost.
   void ReportStuck(const std::string& what);
@@ -128,6 +133,9 @@ class Heartbeat {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   std::string abandoned_ ABSL_GUARDED_BY(mu_);
   std::string stuck_ ABSL_GUARDED_BY(mu_);
+  coordinator::TimeAccount time_ ABSL_GUARDED_BY(time_mu_);
+  double busy_seconds_per_step_ ABSL_GUARDED_BY(time_mu_) = 0;
+  mutable Mutex time_mu_;
   // The last kResendShards shards reported, oldest first.
   static constexpr int kResendShards = 8;
   std::vector<coordinator::SavedShard> recent_saved_ ABSL_GUARDED_BY(mu_);

@@ -11,11 +11,33 @@ void GenerationObserver::OnStart(const RunInfo& info) {
 void GenerationObserver::OnStep(const StepResult& result, double seconds) {
   if (first_) {
     SLOG(INFO) << "first step of this generation done (step " << result.step + 1 << ")";
+    busy_per_step_ = result.times.busy();
     first_ = false;
+  } else {
+    busy_per_step_ += kBusySmoothing * (result.times.busy() - busy_per_step_);
   }
+  time_.set_data_seconds(time_.data_seconds() + result.times.data);
+  heartbeat_->SetTime(time_, busy_per_step_);
   if (metrics_ == nullptr) return;
   metrics_->OnStep(result, seconds);
   metrics_->SetTransportBytes(ring_->bytes_sent(), ring_->bytes_received());
+}
+
+void GenerationObserver::OnOverhead(Overhead kind, double seconds) {
+  switch (kind) {
+    case Overhead::kRestore: time_.set_restore_seconds(time_.restore_seconds() + seconds); break;
+    case Overhead::kEvaluation: time_.set_eval_seconds(time_.eval_seconds() + seconds); break;
+    case Overhead::kCheckpointStall: time_.set_checkpoint_seconds(time_.checkpoint_seconds() + seconds); break;
+  }
+  heartbeat_->SetTime(time_, busy_per_step_);
+  if (metrics_ != nullptr) metrics_->OnOverhead(kind, seconds);
+}
+
+void GenerationObserver::OnTrace(int64_t step, const std::vector<PhaseSpan>& spans) {
+  if (traces_ == nullptr) return;
+  const absl::Status written = traces_->Write(step, spans);
+  // A trace is a diagnostic: losing one never stops training.
+  if (!written.ok()) SLOG(WARNING) << "trace of step " << step << " not written: " << written;
 }
 
 }  // namespace shardline

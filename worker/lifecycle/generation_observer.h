@@ -1,10 +1,15 @@
 // The worker's StepObserver for one generation: feeds the Prometheus metrics
-// (and the transport byte counters with them) and logs the generation's
-// first step, which bench/recovery_bench.sh measures restarts by.
+// (and the transport byte counters with them), tells the heartbeat where the
+// process's time goes (goodput and straggler accounting), writes traced
+// steps' phases, and logs the generation's first step, which
+// bench/recovery_bench.sh measures restarts by.
 #ifndef SHARDLINE_WORKER_LIFECYCLE_GENERATION_OBSERVER_H_
 #define SHARDLINE_WORKER_LIFECYCLE_GENERATION_OBSERVER_H_
 
+#include "proto/coordinator.pb.h"
 #include "worker/collective/ring.h"
+#include "worker/control/heartbeat.h"
+#include "worker/trace/trace_writer.h"
 #include "worker/train/train_loop.h"
 #include "worker/worker_metrics.h"
 
@@ -12,15 +17,28 @@ namespace shardline {
 
 class GenerationObserver : public StepObserver {
  public:
-  // `metrics` may be null (no Prometheus); `ring` must outlive the observer.
-  GenerationObserver(WorkerMetrics* metrics, const RingCollectives* ring) : metrics_(metrics), ring_(ring) {}
+  // `metrics` and `traces` may be null (no Prometheus; no traced steps);
+  // everything given must outlive the observer.
+  GenerationObserver(WorkerMetrics* metrics, const RingCollectives* ring, Heartbeat* heartbeat,
+                     TraceWriter* traces)
+      : metrics_(metrics), ring_(ring), heartbeat_(heartbeat), traces_(traces) {}
   void OnStart(const RunInfo& info) override;
   void OnStep(const StepResult& result, double seconds) override;
+  void OnOverhead(Overhead kind, double seconds) override;
+  void OnTrace(int64_t step, const std::vector<PhaseSpan>& spans) override;
+
+  // Weight of the newest step in the busy-time average: about the last 20
+  // steps count.
+  static constexpr double kBusySmoothing = 0.05;
 
  private:
   WorkerMetrics* metrics_;
   const RingCollectives* ring_;
+  Heartbeat* heartbeat_;
+  TraceWriter* traces_;
   bool first_ = true;
+  coordinator::TimeAccount time_;
+  double busy_per_step_ = 0;  // exponential moving average
 };
 
 }  // namespace shardline

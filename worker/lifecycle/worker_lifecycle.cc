@@ -18,6 +18,7 @@
 #include "worker/control/heartbeat.h"
 #include "worker/data/dataset.h"
 #include "worker/lifecycle/generation_observer.h"
+#include "worker/trace/trace_writer.h"
 #include "worker/lifecycle/watchdog.h"
 #include "worker/model/gemm.h"
 #include "worker/train/train_loop.h"
@@ -115,7 +116,17 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   copts.timeout = absl::Seconds(cfg->runtime().collective_timeout_seconds());
   RingCollectives ring(transport.get(), copts);
   heartbeat.set_total_steps(TotalSteps(*cfg, data.train.num_examples));
-  GenerationObserver observer(options.metrics, &ring);
+  std::unique_ptr<TraceWriter> traces;
+  if (cfg->train().trace_steps_size() > 0 && !world.trace_dir().empty()) {
+    absl::StatusOr<std::unique_ptr<TraceWriter>> opened =
+        TraceWriter::Open(options.env, world.trace_dir(), rank, world.generation());
+    if (opened.ok()) {
+      traces = std::move(*opened);
+    } else {  // a diagnostic: training goes on without it
+      SLOG(WARNING) << "step traces off: " << opened.status();
+    }
+  }
+  GenerationObserver observer(options.metrics, &ring, &heartbeat, traces.get());
   TrainOptions train;
   train.metrics = rank == 0 ? heartbeat.outbox() : nullptr;
   train.show_progress = rank == 0;

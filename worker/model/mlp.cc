@@ -115,6 +115,12 @@ BatchStats Mlp::ForwardBackward(const float* params, const float* x, const int32
                                 float grad_scale, bool accumulate, float* grads,
                                 MlpWorkspace* ws) const {
   const BatchStats stats = Forward(params, x, y, n, ws);
+  Backward(params, x, y, n, grad_scale, accumulate, grads, ws);
+  return stats;
+}
+
+void Mlp::Backward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
+                   bool accumulate, float* grads, MlpWorkspace* ws) const {
   const int layers = num_layers();
   const int max_width = *std::max_element(widths_.begin() + 1, widths_.end());
   Grow(&ws->delta, static_cast<size_t>(n) * max_width);
@@ -158,7 +164,6 @@ BatchStats Mlp::ForwardBackward(const float* params, const float* x, const int32
     std::swap(ws->delta, ws->delta_prev);
     delta = ws->delta.data();
   }
-  return stats;
 }
 
 }  // namespace shardline

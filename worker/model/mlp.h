@@ -71,11 +71,16 @@ class Mlp {
   BatchStats Evaluate(const float* params, const float* x, const int32_t* y, int n,
                       MlpWorkspace* ws) const;
 
- private:
-  // Runs the layers; leaves softmax probabilities in the last activation and
-  // returns the loss sums.
+  // ForwardBackward in its two halves, for callers that time them apart.
+  // Forward runs the layers, leaving the activations and softmax
+  // probabilities in `ws`, and returns the loss sums; Backward then needs
+  // the same params, x, y, n and ws, untouched in between.
   BatchStats Forward(const float* params, const float* x, const int32_t* y, int n,
                      MlpWorkspace* ws) const;
+  void Backward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
+                bool accumulate, float* grads, MlpWorkspace* ws) const;
+
+ private:
 
   MlpSpec spec_;
   std::vector<int> widths_;  // input_dim, hidden..., num_classes

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <limits>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -53,6 +54,15 @@ metrics::MetricRecord EvalLine(const EvalPoint& e) {
 
 }  // namespace
 
+const char* OverheadName(Overhead kind) {
+  switch (kind) {
+    case Overhead::kRestore: return "restore";
+    case Overhead::kEvaluation: return "evaluation";
+    case Overhead::kCheckpointStall: return "checkpoint_stall";
+  }
+  return "unknown";
+}
+
 int64_t ParameterCount(const config::JobConfig& config, const Dataset& train) {
   return Mlp(SpecFor(config, train)).layout().total_size();
 }
@@ -87,7 +97,12 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   state.params.resize(static_cast<size_t>(model.layout().total_size()));
   model.InitRange(config.seed(), Range{0, model.layout().total_size()}, state.params.data());
   BestSoFar best;
+  StepObserver* const observer = options.observer;
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   if (!options.restore_dir.empty()) {
+    const auto restore_start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(Restored restored, RestoreCheckpoint(options.env, options.restore_dir, model.layout(),
                                                           state.params.data(), optimizer.get()));
     ASSIGN_OR_RETURN(state.next_step, pipeline.Restore(restored.position));
@@ -97,6 +112,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     }
     best = restored.best;
     if (comm.rank() == 0) SLOG(INFO) << "restored step " << restored.step << " from " << options.restore_dir;
+    if (observer != nullptr) observer->OnOverhead(Overhead::kRestore, seconds_since(restore_start));
   } else if (!config.checkpoint().init_from().empty()) {
     // Third in the resume order: parameters only, optimizer and data fresh.
     RETURN_IF_ERROR(ReadSafetensorsInto(options.env, config.checkpoint().init_from(), model.layout(),
@@ -118,7 +134,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
         total_steps, pipeline.steps_per_epoch(), global_batch, model.layout().total_size(),
         model.TrainFlopsPerExample(), comm.world_size());
   }
-  if (options.observer != nullptr) {
+  if (observer != nullptr) {
     RunInfo info;
     info.rank = comm.rank();
     info.world_size = comm.world_size();
@@ -128,7 +144,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     for (const StateBuffer* b : optimizer->state()) info.optimizer_state_floats += static_cast<int64_t>(b->values.size());
     info.flops_per_example = model.TrainFlopsPerExample();
     info.global_batch_size = global_batch;
-    options.observer->OnStart(info);
+    observer->OnStart(info);
   }
   Progress progress(total_steps, pipeline.steps_per_epoch(), global_batch,
                     config.train().log_every());
@@ -148,6 +164,14 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   auto last_save_time = std::chrono::steady_clock::now();
   double window_seconds = 0;
   int64_t window_steps = 0;
+  const std::set<int64_t> trace_steps(config.train().trace_steps().begin(), config.train().trace_steps().end());
+  std::vector<PhaseSpan> spans;
+  double stall_seen = 0;
+  auto report_stall = [&] {
+    if (observer == nullptr || saver.stall_seconds() <= stall_seen) return;
+    observer->OnOverhead(Overhead::kCheckpointStall, saver.stall_seconds() - stall_seen);
+    stall_seen = saver.stall_seconds();
+  };
 
   while (state.next_step < total_steps) {
     const int64_t step = state.next_step;
@@ -165,6 +189,9 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     }
     const auto start = std::chrono::steady_clock::now();
     const bool log_due = (step + 1) % log_every == 0 || step + 1 == total_steps;
+    const bool traced = observer != nullptr && trace_steps.count(step + 1) > 0;
+    spans.clear();
+    buffers.spans = traced ? &spans : nullptr;
     ASSIGN_OR_RETURN(StepResult r,
                      TrainStep(ctx, log_due, Votes{stop_vote, checkpoint_vote, eval_vote}, &state, &buffers));
     if (r.nonfinite.kind == NonFiniteVerdict::Kind::kDiverged) {
@@ -192,7 +219,11 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     ++window_steps;
     result.losses.push_back(r.loss);
     RETURN_IF_ERROR(guard.Check(r.step, r.loss, r.grad_norm));
-    if (options.observer != nullptr) options.observer->OnStep(r, seconds);
+    if (observer != nullptr) {
+      observer->OnStep(r, seconds);
+      if (traced) observer->OnTrace(step + 1, spans);
+    }
+    report_stall();
     if (options.steps_done != nullptr) options.steps_done->store(state.next_step);
     if (show) progress.Step(state.next_step, r.loss, result.train_seconds);
 
@@ -210,8 +241,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     if ((eval_every > 0 && state.next_step % eval_every == 0) || last || Reached(r.agreed_eval, state.next_step)) {
       last_eval = state.next_step;
       RETURN_IF_ERROR(settle());
+      const auto eval_start = std::chrono::steady_clock::now();
       ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
                                               config.data().eval_batch_size(), comm, &eval_ws));
+      if (observer != nullptr) observer->OnOverhead(Overhead::kEvaluation, seconds_since(eval_start));
       // Every rank has the same eval numbers and the same best so far (it
       // is restored with the checkpoint), so all agree on a new best.
       const std::string& metric = config.checkpoint().best_metric();
@@ -251,6 +284,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       source.job_id = options.job_id;
       source.best = best;
       RETURN_IF_ERROR(saver.Save(source));
+      report_stall();
       last_saved = state.next_step;
       last_save_time = std::chrono::steady_clock::now();
     }

@@ -40,13 +40,26 @@ struct RunInfo {
   int global_batch_size = 0;
 };
 
-// Told about a run's start and every completed step, in order, on the
-// training thread.
+// Time a run spends outside its steps' own work, by cause (goodput
+// accounting: docs/operations.md, "Goodput").
+enum class Overhead {
+  kRestore,          // restoring the checkpoint to resume from
+  kEvaluation,       // evaluating on the test split
+  kCheckpointStall,  // blocked on a save (waiting for the previous one, or the snapshot)
+};
+const char* OverheadName(Overhead kind);  // "restore", "evaluation", "checkpoint_stall"
+
+// Told about a run's start, every completed step, and time lost, in order,
+// on the training thread.
 class StepObserver {
  public:
   virtual ~StepObserver() = default;
   virtual void OnStart(const RunInfo& info) = 0;
   virtual void OnStep(const StepResult& result, double step_seconds) = 0;
+  virtual void OnOverhead(Overhead kind, double seconds) = 0;
+  // The phases of a step listed in train.trace_steps (`step` completed
+  // steps, i.e. 1-based), right after its OnStep.
+  virtual void OnTrace(int64_t step, const std::vector<PhaseSpan>& spans) = 0;
 };
 
 // Everything optional a run reads or updates while it trains. Plain data:

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/finite.h"
 #include "common/status_macros.h"
 
@@ -32,10 +33,28 @@ class Stopwatch {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
+// Appends phases to a traced step's spans; does nothing (and reads no
+// clock) for the others.
+class SpanRecorder {
+ public:
+  explicit SpanRecorder(std::vector<PhaseSpan>* spans) : spans_(spans) {}
+  int64_t Now() const { return spans_ != nullptr ? absl::ToUnixMicros(absl::Now()) : 0; }
+  // The phase `name` ran from `begin` (an earlier Now()) until now.
+  void Since(const char* name, int64_t begin) {
+    if (spans_ != nullptr) spans_->push_back(PhaseSpan{name, begin, Now()});
+  }
+
+ private:
+  std::vector<PhaseSpan>* spans_;
+};
+
 }  // namespace
 
 BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step,
-                            StepBuffers* b) {
+                            StepBuffers* b, double* data_seconds) {
+  SpanRecorder spans(b->spans);
+  Stopwatch watch;
+  int64_t begin = spans.Now();
   const int world = ctx.comm.world_size();
   const int accum = ctx.config.train().grad_accum_steps();
   const int global_batch = ctx.config.data().global_batch_size();
@@ -50,9 +69,17 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
     const absl::Span<const int32_t> rows =
         absl::MakeConstSpan(b->indices).subspan(static_cast<size_t>(m) * micro, micro);
     GatherBatch(ctx.train, rows, b->x.data(), b->y.data());
-    const BatchStats s = ctx.model.ForwardBackward(params, b->x.data(), b->y.data(), micro,
-                                                   1.0f / global_batch, /*accumulate=*/m > 0,
-                                                   b->grads.data(), &b->workspace);
+    *data_seconds += watch.Lap();
+    spans.Since("data", begin);
+    begin = spans.Now();
+    const BatchStats s = ctx.model.Forward(params, b->x.data(), b->y.data(), micro, &b->workspace);
+    spans.Since("forward", begin);
+    begin = spans.Now();
+    ctx.model.Backward(params, b->x.data(), b->y.data(), micro, 1.0f / global_batch, /*accumulate=*/m > 0,
+                       b->grads.data(), &b->workspace);
+    spans.Since("backward", begin);
+    watch.Lap();
+    begin = spans.Now();
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.count += s.count;
@@ -85,20 +112,29 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   StepResult r;
   r.step = state->next_step;
   Stopwatch watch;
+  SpanRecorder spans(b->spans);
+  const int64_t step_begin = spans.Now();
+  int64_t begin = step_begin;
   const int rank = ctx.comm.rank();
   NonFiniteObservation& seen = state->nonfinite;
 
-  const BatchStats stats = ComputeGradients(ctx, state->params.data(), r.step, b);
+  const BatchStats stats = ComputeGradients(ctx, state->params.data(), r.step, b, &r.times.data);
   if (!std::isfinite(stats.loss_sum) || !AllFinite(absl::MakeConstSpan(b->grads))) {
     seen.Note(NonFiniteSource::kOwnGradients, rank, r.step);
   }
   r.times.compute = watch.Lap();
+  spans.Since("compute", begin);
+  begin = spans.Now();
 
   RETURN_IF_ERROR(ctx.comm.ReduceScatter(absl::MakeSpan(b->grads)));
   if (const int from = ctx.comm.nonfinite_source(); from >= 0) {
     seen.Note(NonFiniteSource::kReducedFromPeer, from, r.step);
   }
   r.times.reduce_scatter = watch.Lap();
+  spans.Since("reduce_scatter", begin);
+  begin = spans.Now();
+  Stopwatch sub;
+  int64_t sub_begin = begin;
 
   const Range shard = ctx.optimizer.shard();
   const float clip = ctx.config.train().grad_clip_norm();
@@ -110,6 +146,8 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   static constexpr ReduceOp kOps[6] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMin,
                                        ReduceOp::kMin, ReduceOp::kMax};
   RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(scalars), kOps));
+  r.times.wait_peers = sub.Lap();
+  spans.Since("wait_peers", sub_begin);
   if (scalars[5] > 0) {  // some rank saw a non-finite number: judge it together
     ASSIGN_OR_RETURN(r.nonfinite, ExchangeObservations(ctx.comm, seen));
     if (r.nonfinite.kind == NonFiniteVerdict::Kind::kPeerFault) return VerdictStatus(r.nonfinite);
@@ -127,22 +165,34 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   }
 
   r.lr = ctx.schedule(r.step);
-  if (ctx.saver != nullptr) ctx.saver->AwaitSnapshot();
+  if (ctx.saver != nullptr) {
+    sub.Lap();
+    sub_begin = spans.Now();
+    ctx.saver->AwaitSnapshot();
+    r.times.snapshot_wait = sub.Lap();
+    spans.Since("checkpoint_snapshot", sub_begin);
+  }
+  sub_begin = spans.Now();
   const double update_sq = ctx.optimizer.Update(r.step + 1, r.lr, clip_scale,
                                                 state->params.data() + shard.begin,
                                                 b->grads.data() + shard.begin, with_norms);
   if (!AllFinite(absl::MakeConstSpan(state->params.data() + shard.begin, static_cast<size_t>(shard.size())))) {
     seen.Note(NonFiniteSource::kOwnUpdate, rank, r.step);
   }
+  spans.Since("update", sub_begin);
   r.times.optimizer = watch.Lap();
+  spans.Since("optimizer", begin);
+  begin = spans.Now();
 
   RETURN_IF_ERROR(ctx.comm.AllGather(absl::MakeSpan(state->params)));
   if (const int from = ctx.comm.nonfinite_source(); from >= 0) {
     seen.Note(NonFiniteSource::kGatheredFromPeer, from, r.step);
   }
   r.times.all_gather = watch.Lap();
+  spans.Since("all_gather", begin);
 
   if (with_norms) {
+    begin = spans.Now();
     // Non-finite norms come from what this step noted; the next step (or
     // SettleNonFinite) judges it, and they are reported as NaN meanwhile.
     const double param_sq = SumSquares(state->params.data() + shard.begin, shard.size());
@@ -153,7 +203,9 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
     const double nan = std::numeric_limits<double>::quiet_NaN();
     r.update_norm = norms[2] > 0 ? nan : std::sqrt(norms[0]);
     r.param_norm = norms[2] > 0 ? nan : std::sqrt(norms[1]);
+    spans.Since("norms", begin);
   }
+  spans.Since("step", step_begin);
   state->next_step = r.step + 1;
   return r;
 }

@@ -62,20 +62,46 @@ struct StepBuffers {
   std::vector<float> x;
   std::vector<int32_t> y;
   MlpWorkspace workspace;
+  // Set (non-null) for a step that is traced (train.trace_steps): the step
+  // appends its phases to it.
+  std::vector<struct PhaseSpan>* spans = nullptr;
 };
 
-// Seconds spent in each phase of one step.
+// One phase of a traced step, in wall-clock Unix microseconds. A step's
+// spans nest by time: "step" holds "compute" (holding "data", "forward",
+// "backward" per micro-batch), "reduce_scatter", "optimizer" (holding
+// "wait_peers" - the scalar all-reduce, where a fast rank waits for the
+// slowest -, "checkpoint_snapshot" and "update"), "all_gather" and, on
+// log steps, "norms".
+struct PhaseSpan {
+  const char* name;  // a string literal
+  int64_t begin_micros;
+  int64_t end_micros;
+};
+
+// Seconds spent in each phase of one step. The four main phases are
+// sequential and make up the step; the others are parts of them.
 struct PhaseTimes {
-  double compute = 0;
+  double compute = 0;         // data + forward + backward
   double reduce_scatter = 0;
-  double optimizer = 0;
+  double optimizer = 0;       // wait_peers + clip + snapshot wait + update
   double all_gather = 0;
+  double data = 0;            // part of compute: gathering the batch
+  double wait_peers = 0;      // part of optimizer: the scalar all-reduce
+  double snapshot_wait = 0;   // part of optimizer: a checkpoint still copying the shard
+
+  // The time this rank spends on its own work, not waiting on peers or
+  // the network: what the straggler score compares.
+  double busy() const { return compute + optimizer - wait_peers - snapshot_wait; }
 
   PhaseTimes& operator+=(const PhaseTimes& o) {
     compute += o.compute;
     reduce_scatter += o.reduce_scatter;
     optimizer += o.optimizer;
     all_gather += o.all_gather;
+    data += o.data;
+    wait_peers += o.wait_peers;
+    snapshot_wait += o.snapshot_wait;
     return *this;
   }
 };
@@ -117,9 +143,10 @@ inline bool Reached(int64_t agreed, int64_t steps_done) { return agreed != kNoSt
 
 // Forward/backward over this rank's slice of step `step`'s global batch, in
 // grad_accum micro-batches, writing into grads the sum over the slice of
-// d(loss)/d(params) / global_batch_size. Returns the slice's loss sums.
+// d(loss)/d(params) / global_batch_size. Returns the slice's loss sums and
+// adds the time spent gathering batches to *data_seconds.
 BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step,
-                            StepBuffers* buffers);
+                            StepBuffers* buffers, double* data_seconds);
 
 // The votes of this rank, each a step count or kNoStep; the minimum over
 // the ranks' requests (kNoStep if no rank has one) of each comes back in

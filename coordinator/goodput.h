@@ -1,0 +1,87 @@
+// Goodput: the job's productive training time against the time lost, by
+// cause, over its whole life - every generation and every coordinator
+// restart - in the vocabulary of Google's ml-goodput-measurement.
+//
+// The coordinator's loop calls Advance() every tick with the job's status;
+// the time since the last tick goes to one bucket by what the job was doing:
+//   forming a world           startup (before any world completed a step),
+//                             recovery (after)
+//   running, before its first step completes
+//                             startup / recovery, as above
+//   running                   the workers' reported time (the furthest rank's
+//                             per kind, TimeAccount) goes to checkpoint_restore,
+//                             data_loading, checkpoint_save and evaluation;
+//                             the rest to wasted_progress while the world
+//                             redoes steps some world already completed
+//                             (after a restore from an older checkpoint),
+//                             else to goodput.
+//   the coordinator down      recovery (the gap found at Load), a disruption
+// Persisted in the job store (key "goodput") every few seconds and at the
+// end, so a restarted coordinator continues the account.
+//
+//   ASSIGN_OR_RETURN(auto ledger, GoodputLedger::Load(store, absl::Now()));
+//   every tick:  ledger->Advance(job.Snapshot(), absl::Now());
+//                RETURN_IF_ERROR(ledger->MaybePersist(absl::Now()));
+#ifndef SHARDLINE_COORDINATOR_GOODPUT_H_
+#define SHARDLINE_COORDINATOR_GOODPUT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "coordinator/job_store.h"
+#include "proto/coordinator.pb.h"
+
+namespace shardline {
+
+// The badput kinds, as the metric's `kind` label spells them.
+const std::vector<const char*>& BadputKinds();
+
+// goodput / (goodput + every badput); 0 before any time is accounted.
+double GoodputRatio(const coordinator::Goodput& g);
+
+// "goodput 93.1% (412.3 s); lost: startup 3.2 s, recovery 1.0 s, ...; 1
+// disruption": the account in one line, kinds with no time left out.
+std::string GoodputLine(const coordinator::Goodput& g);
+
+class GoodputLedger {
+ public:
+  // Loads the account an earlier coordinator of this job persisted (or
+  // starts one). If that coordinator had seen a step, the time since its
+  // last write counts as recovery and as one disruption.
+  static absl::StatusOr<std::unique_ptr<GoodputLedger>> Load(JobStore* store, absl::Time now);
+
+  // Accounts the time since the last call (or Load) by `status`.
+  void Advance(const coordinator::JobStatus& status, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Writes the account (synced) if `every` has passed since the last write,
+  // or always with force.
+  absl::Status MaybePersist(absl::Time now, bool force = false,
+                            absl::Duration every = absl::Seconds(5)) ABSL_LOCKS_EXCLUDED(mu_);
+
+  coordinator::Goodput Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  GoodputLedger(JobStore* store, coordinator::Goodput account, absl::Time now);
+  void Add(const char* kind, double seconds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  JobStore* const store_;
+  mutable Mutex mu_;
+  coordinator::Goodput account_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_tick_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_persist_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t losses_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  // The furthest rank's TimeAccount of this generation, as last accounted.
+  coordinator::TimeAccount accounted_ ABSL_GUARDED_BY(mu_);
+  // Reported time not yet matched by wall time (reports run ahead of ticks):
+  // taken from the next ticks' remainder.
+  double ahead_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COORDINATOR_GOODPUT_H_
