@@ -21,6 +21,13 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                      .Help("1 for the job's current state, 0 for the others")
                      .Register(r)),
       eta_(NewGauge(r, "shardline_eta_seconds", "Estimated seconds until the last step (-1: unknown)")),
+      checkpoint_failures_(NewCounter(r, "shardline_checkpoint_failures_total",
+                                      "Checkpoint saves a worker reported failed, and commits that failed")),
+      nonfinite_losses_(NewCounter(r, "shardline_nonfinite_loss_total",
+                                   "Times a worker reported the loss or gradients non-finite (the job then fails)")),
+      last_checkpoint_time_(NewGauge(r, "shardline_last_checkpoint_timestamp_seconds",
+                                     "When the latest checkpoint was committed (the coordinator's start until one is)")),
+      train_loss_(NewGauge(r, "shardline_train_loss", "Rank 0's latest train-line loss (metrics.jsonl)")),
       last_eval_accuracy_(NewGauge(r, "shardline_eval_accuracy", "Test accuracy of the latest evaluation")),
       best_eval_accuracy_(NewGauge(r, "shardline_best_eval_accuracy", "Test accuracy of the best evaluation so far")),
       goodput_seconds_(NewCounter(r, "shardline_goodput_seconds_total",
@@ -76,6 +83,10 @@ void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
     *seen = std::max(*seen, total);
   };
   advance(goodput_seconds_, g.goodput_seconds(), &goodput_seen_);
+  advance(checkpoint_failures_, static_cast<double>(s.checkpoint_failures()), &checkpoint_failures_seen_);
+  advance(nonfinite_losses_, static_cast<double>(s.nonfinite_losses()), &nonfinite_losses_seen_);
+  last_checkpoint_time_.Set(s.last_checkpoint_unix_seconds());
+  if (s.has_last_train()) train_loss_.Set(s.last_train().loss());
   advance(disruptions_, static_cast<double>(g.disruptions()), &disruptions_seen_);
   for (const auto& [kind, seconds] : g.badput_seconds()) {
     advance(badput_seconds_.Add({{"kind", kind}}), seconds, &badput_seen_[kind]);

@@ -36,6 +36,10 @@ class CoordinatorMetrics {
   prometheus::Counter& worker_losses_;
   prometheus::Family<prometheus::Gauge>& job_state_;
   prometheus::Gauge& eta_;
+  prometheus::Counter& checkpoint_failures_;
+  prometheus::Counter& nonfinite_losses_;
+  prometheus::Gauge& last_checkpoint_time_;
+  prometheus::Gauge& train_loss_;
   prometheus::Gauge& last_eval_accuracy_;
   prometheus::Gauge& best_eval_accuracy_;
   // Goodput: totals over the job's life (they continue across coordinator
@@ -49,6 +53,8 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>& heartbeat_age_;
   double losses_seen_ = 0;
   double goodput_seen_ = 0;
+  double checkpoint_failures_seen_ = 0;
+  double nonfinite_losses_seen_ = 0;
   double disruptions_seen_ = 0;
   std::map<std::string, double> badput_seen_;
   std::set<int> ranks_seen_;  // ranks with per-rank series

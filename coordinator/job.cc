@@ -88,6 +88,7 @@ absl::Status Job::Init() {
       return absl::DataLossError(absl::StrCat("job store: generation '", *gen, "' is not a number"));
     }
     durable_generation_ = generation_;
+    last_commit_time_ = Now();
   }
   RETURN_IF_ERROR(catalog_.Init(job_id_));
   SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size << ", last generation "
@@ -108,12 +109,14 @@ void Job::ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* l
 void Job::RunDeferred(Deferred later) {
   for (const auto& [step, shards] : later.commits) {
     absl::Status committed = catalog_.Commit(step, options_.world_size, job_id_, shards);
+    MutexLock lock(&mu_);
     if (!committed.ok()) {
       SLOG(ERROR) << "checkpoint at step " << step << " not committed: " << committed;
+      ++checkpoint_failures_;
       continue;
     }
-    MutexLock lock(&mu_);
     last_save_time_ = Now();
+    last_commit_time_ = Now();
   }
   if (later.bad_step > 0) {
     absl::Status marked = catalog_.PersistBad(later.bad_step, later.bad_reason);
@@ -157,6 +160,7 @@ int64_t Job::GlobalStepLocked() {
 }
 
 void Job::SaveFailed(const coordinator::WorkerReport& r) {
+  ++checkpoint_failures_;
   std::set<uint64_t>& generations = save_failures_[r.save_failed_step()];
   generations.insert(r.generation());
   const int attempts = static_cast<int>(generations.size());
@@ -421,6 +425,7 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
   }
   if (r.save_failed_step() > 0) SaveFailed(r);
   if (!r.fatal_error().empty()) {
+    if (r.diverged_step() > 0) ++nonfinite_losses_;
     Fail(absl::FailedPreconditionError(absl::StrCat("worker rank ", r.rank(), ": ", r.fatal_error())));
   } else if (!r.watchdog().empty()) {
     m.evicted = true;
@@ -617,6 +622,9 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_worker_losses(losses_);
   s.set_last_checkpoint_step(catalog_.latest_good());
   s.set_bad_checkpoints(catalog_.bad_count());
+  s.set_checkpoint_failures(checkpoint_failures_);
+  s.set_nonfinite_losses(nonfinite_losses_);
+  s.set_last_checkpoint_unix_seconds(absl::ToDoubleSeconds(last_commit_time_ - absl::UnixEpoch()));
   s.set_steps_per_second(steps_per_second_);
   if (last_train_.has_step()) *s.mutable_last_train() = last_train_;
   if (last_eval_.has_step()) *s.mutable_last_eval() = last_eval_;

@@ -220,6 +220,9 @@ class Job {
   int64_t total_steps_ ABSL_GUARDED_BY(mu_) = 0;         // as reported by rank 0
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   int64_t losses_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t checkpoint_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t nonfinite_losses_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_commit_time_ ABSL_GUARDED_BY(mu_);  // or this coordinator's start
   // Shards reported for steps not yet committed: step -> rank -> shard.
   std::map<int64_t, std::map<int, coordinator::SavedShard>> saves_ ABSL_GUARDED_BY(mu_);
   metrics::MetricRecord last_train_ ABSL_GUARDED_BY(mu_);  // rank 0's latest train record

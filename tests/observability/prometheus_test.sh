@@ -51,6 +51,7 @@ cat > "$T/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
   evaluation_interval: 1s
+rule_files: ["$src/deploy/prometheus/rules.yml"]
 scrape_configs:
   - job_name: shardline
     file_sd_configs:
@@ -97,4 +98,22 @@ wait_for 'shardline_generation' 'n == 1 and v[0] >= 1'
 wait_for 'shardline_worker_generation' 'n == 2 and all(x >= 1 for x in v)'
 # Moving: the step Prometheus stored rises over a few seconds.
 wait_for 'delta(shardline_global_step[5s])' 'n == 1 and v[0] > 0'
+# Goodput: productive time grows, every badput kind is there, startup was paid.
+wait_for 'delta(shardline_goodput_seconds_total[5s])' 'n == 1 and v[0] > 0'
+wait_for 'shardline_badput_seconds_total' 'n == 7'
+wait_for 'shardline_badput_seconds_total{kind="startup"}' 'n == 1 and v[0] > 0'
+wait_for 'shardline_goodput_ratio' 'n == 1 and 0 < v[0] < 1'
+# The recording rules of deploy/prometheus/rules.yml, evaluated on the job.
+wait_for 'job:shardline_goodput_ratio:lifetime' 'n == 1 and 0 < v[0] < 1'
+wait_for 'job:shardline_samples_per_second:avg' 'n == 1 and v[0] > 0'
+# Stragglers: a score per rank, the fastest at 1.
+wait_for 'shardline_straggler_score' 'n == 2 and all(0 < x <= 1 for x in v) and max(v) == 1'
+wait_for 'shardline_rank_busy_seconds_per_step' 'n == 2 and all(x > 0 for x in v)'
+# Every metric the rules (and the dashboard) name is one this job exports.
+python3 "$src/tests/observability/check_metric_names.py" "$web" "$src/deploy/prometheus/rules.yml" \
+  || fail "deploy/ names metrics the job does not export"
+# ... and the check can fail: a name no process exports is caught.
+printf 'groups:\n- name: x\n  rules:\n  - record: x\n    expr: shardline_no_such_metric_total\n' > "$T/bogus.yml"
+python3 "$src/tests/observability/check_metric_names.py" "$web" "$T/bogus.yml" > /dev/null \
+  && fail "the metric-name check passed a metric no process exports"
 echo PASSED

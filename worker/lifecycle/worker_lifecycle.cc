@@ -19,6 +19,8 @@
 #include "worker/data/dataset.h"
 #include "worker/lifecycle/generation_observer.h"
 #include "worker/trace/trace_writer.h"
+#include "worker/train/nan_guard.h"
+#include "common/status_payload.h"
 #include "worker/lifecycle/watchdog.h"
 #include "worker/model/gemm.h"
 #include "worker/train/train_loop.h"
@@ -205,6 +207,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     case GenerationEnd::kFatal: {
       LastReport last;
       last.fatal_error = std::string(status.message());
+      last.diverged_step = IntPayload(status, NanGuard::kDivergedStepUrl, 0);
       heartbeat.Close(last).IgnoreError();
       return Done(status);
     }

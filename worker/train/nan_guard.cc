@@ -1,5 +1,7 @@
 #include "worker/train/nan_guard.h"
 
+#include "common/status_payload.h"
+
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -27,9 +29,10 @@ absl::Status NanGuard::Failure(int64_t step, absl::string_view what) const {
                          ? "no finite loss was seen before it"
                          : absl::StrCat("last finite loss ", last_good_loss_, " at step ",
                                         last_good_step_);
-  return absl::FailedPreconditionError(absl::StrCat(
-      what, " at step ", step, " (within steps (", last_good_step_, ", ", step, "]; ", last,
-      "); lower schedule.base_lr or set train.grad_clip_norm"));
+  return WithIntPayload(absl::FailedPreconditionError(absl::StrCat(
+                            what, " at step ", step, " (within steps (", last_good_step_, ", ", step, "]; ", last,
+                            "); lower schedule.base_lr or set train.grad_clip_norm")),
+                        kDivergedStepUrl, step);
 }
 
 }  // namespace shardline

@@ -25,6 +25,9 @@ class NanGuard {
   // (within steps (36, 37]; last finite loss 2.30 at step 36); ...".
   absl::Status Diverged(int64_t step, absl::string_view what);
 
+  // Both carry the step (1-based) under this payload URL (status_payload.h).
+  static constexpr char kDivergedStepUrl[] = "shardline.dev/diverged_step";
+
  private:
   absl::Status Failure(int64_t step, absl::string_view what) const;
 
