@@ -51,6 +51,33 @@ class MetricsExposer::HealthHandler : public CivetHandler {
   const HealthCheck check_;
 };
 
+class MetricsExposer::PageHandler : public CivetHandler {
+ public:
+  PageHandler(std::string path, std::string type, std::function<std::string()> render)
+      : path_(std::move(path)), type_(std::move(type)), render_(std::move(render)) {}
+  bool handleGet(CivetServer*, mg_connection* conn) override {
+    // civetweb also hands us "<path>/anything": only the page itself is served.
+    const mg_request_info* info = mg_get_request_info(conn);
+    if (info == nullptr || info->local_uri == nullptr || path_ != info->local_uri) {
+      Respond(conn, 404, "Not Found", "text/plain; charset=utf-8", "not found\n");
+      return true;
+    }
+    Respond(conn, 200, "OK", type_.c_str(), render_());
+    return true;
+  }
+
+ private:
+  const std::string path_;
+  const std::string type_;
+  const std::function<std::string()> render_;
+};
+
+void MetricsExposer::AddPage(const std::string& path, const std::string& content_type,
+                             std::function<std::string()> render) {
+  pages_.push_back(std::make_unique<PageHandler>(path, content_type, std::move(render)));
+  server_->addHandler(path, pages_.back().get());
+}
+
 MetricsExposer::~MetricsExposer() {
   if (server_ != nullptr) server_->close();
 }

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -54,13 +55,20 @@ class MetricsExposer {
   // The bound port.
   int port() const { return port_; }
 
+  // Serves GET `path` (exactly; e.g. "/status") with `render()`'s body as
+  // `content_type`, 200. `render` runs on a serving thread for every
+  // request: thread-safe, and quick. Call before handing the port out.
+  void AddPage(const std::string& path, const std::string& content_type, std::function<std::string()> render);
+
  private:
   class MetricsHandler;
   class HealthHandler;
+  class PageHandler;
   MetricsExposer() = default;
   // Declared first, destroyed last: the server stops before its handlers go.
   std::unique_ptr<MetricsHandler> metrics_;
   std::unique_ptr<HealthHandler> health_;
+  std::vector<std::unique_ptr<PageHandler>> pages_;
   std::unique_ptr<CivetServer> server_;
   int port_ = 0;
 };

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -31,6 +32,22 @@ class MetricsSink {
  public:
   virtual ~MetricsSink() = default;
   virtual absl::Status Write(const metrics::MetricRecord& record) = 0;
+};
+
+// Hands every record to each of `sinks` in order (the file first, then
+// views of it); returns the first error, after trying them all. The sinks
+// must outlive the tee.
+class MetricsTee : public MetricsSink {
+ public:
+  explicit MetricsTee(std::vector<MetricsSink*> sinks) : sinks_(std::move(sinks)) {}
+  absl::Status Write(const metrics::MetricRecord& record) override {
+    absl::Status first;
+    for (MetricsSink* sink : sinks_) first.Update(sink->Write(record));
+    return first;
+  }
+
+ private:
+  std::vector<MetricsSink*> sinks_;
 };
 
 // Appends records to a metrics.jsonl file.

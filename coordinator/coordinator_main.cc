@@ -18,6 +18,8 @@
 #include "common/status_macros.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/goodput.h"
+#include "coordinator/metrics_history.h"
+#include "coordinator/status_page.h"
 #include "coordinator/straggler.h"
 #include "coordinator/progress_line.h"
 #include "coordinator/service.h"
@@ -43,8 +45,9 @@ constexpr char kHelp[] =
     "  --listen HOST:PORT        the workers' address for it; port 0 picks one\n"
     "                            (written to DIR/coordinator.address)\n"
     "  --workdir DIR             metrics.jsonl, config.textproto, coordinator_db/\n"
-    "  --metrics_listen H:P      Prometheus /metrics (default 127.0.0.1:0; the port is\n"
-    "                            written to DIR/coordinator.metrics_address)\n"
+    "  --metrics_listen H:P      Prometheus /metrics, /healthz and the live status page\n"
+    "                            /status (default 127.0.0.1:0; the port is written to\n"
+    "                            DIR/coordinator.metrics_address)\n"
     "  --heartbeat_timeout_ms T  a worker silent this long is lost (default 5000)\n"
     "  --progress_every_seconds S  log a progress line this often (default 1; 0: never;\n"
     "                            the Status RPC always answers)\n"
@@ -95,7 +98,12 @@ absl::Status Run(const Args& args) {
   RETURN_IF_ERROR(CheckWritableDir(env, workdir + "/checkpoints"));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(workdir + "/coordinator_db"));
+  // The curves so far (a restarted coordinator shows the whole run), then
+  // every new record to the file and to the page's view of it.
+  MetricsHistory history;
+  RETURN_IF_ERROR(history.Load(env, workdir + "/metrics.jsonl"));
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics_file, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
+  MetricsTee records({metrics_file.get(), &history});
 
   CoordinatorOptions options;
   options.world_size = cfg.runtime().num_workers();
@@ -117,7 +125,7 @@ absl::Status Run(const Args& args) {
        straggler_threshold > 1)) {
     return absl::InvalidArgumentError("--straggler_threshold must be a number in (0, 1]");
   }
-  Job job(cfg, store.get(), metrics_file.get(), options);
+  Job job(cfg, store.get(), &records, options);
   RETURN_IF_ERROR(job.Init());
   ASSIGN_OR_RETURN(std::unique_ptr<GoodputLedger> goodput, GoodputLedger::Load(store.get(), absl::Now()));
   // The job's status with its goodput account: the Status RPC, metrics and
@@ -142,6 +150,10 @@ absl::Status Run(const Args& args) {
                                                                       s.global_step())};
                                          }));
 
+  // The live status page; it shows no secrets (the token never leaves the
+  // RPC layer), like /metrics beside it.
+  exposer->AddPage("/status", "text/html; charset=utf-8",
+                   [&status, &history] { return StatusPageHtml(status(), history.Train(), history.Eval(), absl::Now()); });
   CoordinatorService service(&job, auth.get(), status);
   // Registrations and reports are small; a report's metric records are
   // bounded (coordinator/report_check.h).

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
@@ -26,30 +25,6 @@ coordinator::TimeAccount Furthest(const coordinator::JobStatus& s) {
 }
 
 }  // namespace
-
-const std::vector<const char*>& BadputKinds() {
-  static const auto* kinds = new std::vector<const char*>{
-      "startup", "data_loading", "checkpoint_save", "checkpoint_restore", "wasted_progress", "recovery", "evaluation"};
-  return *kinds;
-}
-
-double GoodputRatio(const coordinator::Goodput& g) {
-  double total = g.goodput_seconds();
-  for (const auto& [kind, seconds] : g.badput_seconds()) total += seconds;
-  return total > 0 ? g.goodput_seconds() / total : 0;
-}
-
-std::string GoodputLine(const coordinator::Goodput& g) {
-  std::string lost;
-  for (const char* kind : BadputKinds()) {
-    auto it = g.badput_seconds().find(kind);
-    if (it == g.badput_seconds().end() || it->second < 0.05) continue;
-    absl::StrAppend(&lost, lost.empty() ? "" : ", ", kind, " ", absl::StrFormat("%.1f", it->second), " s");
-  }
-  return absl::StrFormat("goodput %.1f%% (%.1f s of first-time training); lost: %s; %d disruption%s",
-                         100 * GoodputRatio(g), g.goodput_seconds(), lost.empty() ? "nothing" : lost,
-                         g.disruptions(), g.disruptions() == 1 ? "" : "s");
-}
 
 GoodputLedger::GoodputLedger(JobStore* store, coordinator::Goodput account, absl::Time now)
     : store_(store), account_(std::move(account)), last_tick_(now), last_persist_(now) {
@@ -89,6 +64,7 @@ void GoodputLedger::Advance(const coordinator::JobStatus& s, absl::Time now) {
   }
   if (s.generation() != generation_) {  // new processes' accounts start at 0
     generation_ = s.generation();
+    redo_until_ = account_.high_water_step();
     accounted_.Clear();
     ahead_ = 0;
   }
@@ -124,7 +100,7 @@ void GoodputLedger::Advance(const coordinator::JobStatus& s, absl::Time now) {
   // Reported steps are absolute; 0 until every rank completed one here.
   if (s.global_step() == 0) {
     Add(waiting, rest);
-  } else if (s.global_step() <= account_.high_water_step()) {
+  } else if (s.global_step() <= redo_until_) {
     Add("wasted_progress", rest);
   } else {
     account_.set_goodput_seconds(account_.goodput_seconds() + rest);

@@ -32,20 +32,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
+#include "coordinator/goodput_account.h"
 #include "coordinator/job_store.h"
 #include "proto/coordinator.pb.h"
 
 namespace shardline {
-
-// The badput kinds, as the metric's `kind` label spells them.
-const std::vector<const char*>& BadputKinds();
-
-// goodput / (goodput + every badput); 0 before any time is accounted.
-double GoodputRatio(const coordinator::Goodput& g);
-
-// "goodput 93.1% (412.3 s); lost: startup 3.2 s, recovery 1.0 s, ...; 1
-// disruption": the account in one line, kinds with no time left out.
-std::string GoodputLine(const coordinator::Goodput& g);
 
 class GoodputLedger {
  public:
@@ -75,6 +66,9 @@ class GoodputLedger {
   absl::Time last_persist_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t losses_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  // The furthest step any earlier world completed: this generation's steps
+  // up to it are redone work.
+  int64_t redo_until_ ABSL_GUARDED_BY(mu_) = 0;
   // The furthest rank's TimeAccount of this generation, as last accounted.
   coordinator::TimeAccount accounted_ ABSL_GUARDED_BY(mu_);
   // Reported time not yet matched by wall time (reports run ahead of ticks):

@@ -88,7 +88,7 @@ absl::Status Job::Init() {
       return absl::DataLossError(absl::StrCat("job store: generation '", *gen, "' is not a number"));
     }
     durable_generation_ = generation_;
-    last_commit_time_ = Now();
+    last_commit_time_ = absl::Now();
   }
   RETURN_IF_ERROR(catalog_.Init(job_id_));
   SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size << ", last generation "
@@ -116,7 +116,7 @@ void Job::RunDeferred(Deferred later) {
       continue;
     }
     last_save_time_ = Now();
-    last_commit_time_ = Now();
+    last_commit_time_ = absl::Now();
   }
   if (later.bad_step > 0) {
     absl::Status marked = catalog_.PersistBad(later.bad_step, later.bad_reason);

@@ -222,7 +222,9 @@ class Job {
   int64_t losses_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t checkpoint_failures_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t nonfinite_losses_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time last_commit_time_ ABSL_GUARDED_BY(mu_);  // or this coordinator's start
+  // Wall clock (for people and alerts, not decisions): the last commit, or
+  // this coordinator's start.
+  absl::Time last_commit_time_ ABSL_GUARDED_BY(mu_);
   // Shards reported for steps not yet committed: step -> rank -> shard.
   std::map<int64_t, std::map<int, coordinator::SavedShard>> saves_ ABSL_GUARDED_BY(mu_);
   metrics::MetricRecord last_train_ ABSL_GUARDED_BY(mu_);  // rank 0's latest train record

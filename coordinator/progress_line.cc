@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/status_report.h"
 
 namespace shardline {
 
@@ -13,8 +14,7 @@ std::string StateName(coordinator::JobStatus::State state) {
 std::string ProgressLine(const coordinator::JobStatus& s) {
   std::string eta = "-";
   if (s.steps_per_second() > 0 && s.total_steps() > s.global_step()) {
-    const int64_t left = static_cast<int64_t>((s.total_steps() - s.global_step()) / s.steps_per_second());
-    eta = absl::StrFormat("%d:%02d", left / 60, left % 60);
+    eta = FormatEta((s.total_steps() - s.global_step()) / s.steps_per_second());
   }
   const bool has_train = s.has_last_train();
   return absl::StrFormat(

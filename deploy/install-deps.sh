@@ -10,7 +10,7 @@ PACKAGES=(
   libabsl-dev libopenblas-dev librocksdb-dev prometheus-cpp-dev zlib1g-dev
   nlohmann-json3-dev libssl-dev openssl libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libfuzzer-14-dev
-  iproute2 systemd slurmctld slurmd slurm-client munge python3 python3-yaml prometheus
+  iproute2 systemd slurmctld slurmd slurm-client munge python3 python3-yaml prometheus chromium gnuplot-nox
   dataset-fashion-mnist
 )
 missing=()

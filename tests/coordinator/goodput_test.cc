@@ -109,6 +109,20 @@ TEST(GoodputTest, ARestartedCoordinatorContinuesTheAccountAndCountsItsDowntime) 
   EXPECT_DOUBLE_EQ(Bad((*l)->Snapshot(), "wasted_progress"), 2);
 }
 
+TEST(GoodputTest, AWorldPausedPastEveryEarlierStepWastesNothing) {
+  auto store = JobStore::Open(FreshDir("paused"));
+  ASSERT_TRUE(store.ok());
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  auto l = GoodputLedger::Load(store->get(), t0);
+  ASSERT_TRUE(l.ok());
+  (*l)->Advance(Status(JobStatus::RUNNING, 1, 10), t0 + absl::Seconds(1));
+  (*l)->Advance(Status(JobStatus::RUNNING, 1, 10), t0 + absl::Seconds(2));  // no step this tick: still first-time work
+  (*l)->Advance(Status(JobStatus::RUNNING, 1, 20), t0 + absl::Seconds(3));
+  const coordinator::Goodput g = (*l)->Snapshot();
+  EXPECT_DOUBLE_EQ(Bad(g, "wasted_progress"), 0);
+  EXPECT_DOUBLE_EQ(g.goodput_seconds(), 3);
+}
+
 TEST(GoodputTest, AnUnparsableAccountIsDataLoss) {
   auto store = JobStore::Open(FreshDir("bad"));
   ASSERT_TRUE(store.ok());

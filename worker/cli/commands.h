@@ -13,6 +13,9 @@ int LaunchCommand(int argc, char** argv);
 // shardline ckpt list|verify|export DIR ...
 int CkptCommand(int argc, char** argv);
 
+// shardline status --coordinator HOST:PORT | --workdir DIR [--json]
+int StatusCommand(int argc, char** argv);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_WORKER_CLI_COMMANDS_H_

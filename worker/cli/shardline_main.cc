@@ -15,6 +15,7 @@ constexpr char kUsage[] =
     "          shardline launch --config deploy/configs/fmnist_mlp.textproto --workers 2 --workdir DIR\n"
     "                           [--max_restarts K] [--set a.b=value ...]\n"
     "  ckpt    inspect checkpoints: shardline ckpt list|verify|export DIR\n"
+    "  status  the job at a glance: shardline status --coordinator HOST:PORT | --workdir DIR\n"
     "  train   train in this process (a world of one):\n"
     "          shardline train --config deploy/configs/fmnist_mlp.textproto --workdir DIR\n"
     "                          [--set a.b=value ...]\n"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "train") == 0) return shardline::TrainCommand(argc, argv);
   if (std::strcmp(argv[1], "launch") == 0) return shardline::LaunchCommand(argc, argv);
   if (std::strcmp(argv[1], "ckpt") == 0) return shardline::CkptCommand(argc, argv);
+  if (std::strcmp(argv[1], "status") == 0) return shardline::StatusCommand(argc, argv);
   std::fprintf(stderr, "shardline: unknown command '%s'\n\n%s", argv[1], kUsage);
   return 2;
 }

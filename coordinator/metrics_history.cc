@@ -1,0 +1,47 @@
+#include "coordinator/metrics_history.h"
+
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace shardline {
+
+absl::Status MetricsHistory::Load(Env* env, const std::string& path) {
+  if (!env->FileExists(path)) return absl::OkStatus();
+  absl::StatusOr<std::string> text = env->ReadFile(path);
+  if (!text.ok()) return text.status();
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    metrics::MetricRecord record;
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true;
+    if (!google::protobuf::util::JsonStringToMessage(std::string(line), &record, options).ok()) continue;
+    static_cast<void>(Write(record));
+  }
+  return absl::OkStatus();
+}
+
+void MetricsHistory::Append(std::vector<metrics::MetricRecord>* series, const metrics::MetricRecord& record) {
+  series->push_back(record);
+  if (series->size() <= max_points_) return;
+  // Thin by half, keeping the newest point.
+  std::vector<metrics::MetricRecord> kept;
+  for (size_t i = series->size() % 2 == 0 ? 1 : 0; i < series->size(); i += 2) kept.push_back((*series)[i]);
+  *series = std::move(kept);
+}
+
+absl::Status MetricsHistory::Write(const metrics::MetricRecord& record) {
+  MutexLock lock(&mu_);
+  Append(record.split() == metrics::MetricRecord::eval ? &eval_ : &train_, record);
+  return absl::OkStatus();
+}
+
+std::vector<metrics::MetricRecord> MetricsHistory::Train() const {
+  MutexLock lock(&mu_);
+  return train_;
+}
+
+std::vector<metrics::MetricRecord> MetricsHistory::Eval() const {
+  MutexLock lock(&mu_);
+  return eval_;
+}
+
+}  // namespace shardline
