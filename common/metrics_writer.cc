@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace shardline {
@@ -34,6 +35,25 @@ std::string MetricRecordToJson(const metrics::MetricRecord& record) {
     json.replace(at + key.size(), end - at - key.size(), "null");
   }
   return json;
+}
+
+absl::StatusOr<std::vector<metrics::MetricRecord>> ReadMetricRecords(Env* env, const std::string& path) {
+  absl::StatusOr<std::string> text = env->ReadFile(path);
+  if (!text.ok()) return text.status();
+  std::vector<absl::string_view> lines = absl::StrSplit(*text, '\n');
+  std::vector<metrics::MetricRecord> out;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // a newer writer's fields
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    metrics::MetricRecord record;
+    if (!google::protobuf::util::JsonStringToMessage(std::string(lines[i]), &record, options).ok()) {
+      if (i + 1 == lines.size()) break;  // torn last line
+      return absl::DataLossError(absl::StrCat(path, ":", i + 1, ": not a metrics record"));
+    }
+    out.push_back(std::move(record));
+  }
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(Env* env, const std::string& path) {

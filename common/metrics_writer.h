@@ -27,6 +27,11 @@ namespace shardline {
 // become null.
 std::string MetricRecordToJson(const metrics::MetricRecord& record);
 
+// The records of a metrics.jsonl, in order. A last line without its newline
+// (a write a crash cut short) is skipped; any other line that is not a
+// record is DATA_LOSS naming the file and line.
+absl::StatusOr<std::vector<metrics::MetricRecord>> ReadMetricRecords(Env* env, const std::string& path);
+
 // Where metric records go: a file here; the coordinator in a distributed job.
 class MetricsSink {
  public:

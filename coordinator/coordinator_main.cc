@@ -15,11 +15,13 @@
 #include "common/grpc_util.h"
 #include "common/logging.h"
 #include "common/metrics_exposer.h"
+#include "common/tensorboard_writer.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/goodput.h"
 #include "coordinator/metrics_history.h"
 #include "coordinator/status_page.h"
+#include "coordinator/trace_log.h"
 #include "coordinator/straggler.h"
 #include "coordinator/progress_line.h"
 #include "coordinator/service.h"
@@ -44,7 +46,8 @@ constexpr char kHelp[] =
     "  --config FILE             job config (text proto); --set overrides fields\n"
     "  --listen HOST:PORT        the workers' address for it; port 0 picks one\n"
     "                            (written to DIR/coordinator.address)\n"
-    "  --workdir DIR             metrics.jsonl, config.textproto, coordinator_db/\n"
+    "  --workdir DIR             metrics.jsonl (and .csv), tensorboard/, traces/,\n"
+    "                            config.textproto, coordinator_db/\n"
     "  --metrics_listen H:P      Prometheus /metrics, /healthz and the live status page\n"
     "                            /status (default 127.0.0.1:0; the port is written to\n"
     "                            DIR/coordinator.metrics_address)\n"
@@ -101,9 +104,14 @@ absl::Status Run(const Args& args) {
   // The curves so far (a restarted coordinator shows the whole run), then
   // every new record to the file and to the page's view of it.
   MetricsHistory history;
-  RETURN_IF_ERROR(history.Load(env, workdir + "/metrics.jsonl"));
+  if (absl::Status loaded = history.Load(env, workdir + "/metrics.jsonl"); !loaded.ok()) {
+    SLOG(WARNING) << "the status page's curves start empty: " << loaded;  // a view; the file stays as it is
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics_file, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
-  MetricsTee records({metrics_file.get(), &history});
+  ASSIGN_OR_RETURN(std::unique_ptr<CsvMetricsWriter> csv, CsvMetricsWriter::Open(env, workdir + "/metrics.csv"));
+  ASSIGN_OR_RETURN(std::unique_ptr<TensorBoardWriter> tensorboard,
+                   TensorBoardWriter::Open(env, workdir + "/tensorboard"));
+  MetricsTee records({metrics_file.get(), csv.get(), tensorboard.get(), &history});
 
   CoordinatorOptions options;
   options.world_size = cfg.runtime().num_workers();
@@ -136,6 +144,19 @@ absl::Status Run(const Args& args) {
     return s;
   };
   StragglerWatch stragglers(StragglerOptions{straggler_threshold});
+  // With train.trace_steps, the coordinator's track and the ranks' clock
+  // offsets go beside the workers' traces.
+  std::unique_ptr<TraceLog> trace;
+  if (cfg.train().trace_steps_size() > 0) {
+    ASSIGN_OR_RETURN(trace, TraceLog::Open(env, options.trace_dir));
+  }
+  auto log_trace = [&trace](const coordinator::JobStatus& s, absl::Time now) {
+    if (trace == nullptr) return;
+    if (absl::Status written = trace->Observe(s, now); !written.ok()) {
+      SLOG(WARNING) << "trace: " << written << "; the coordinator's track stops here";
+      trace.reset();  // a diagnostic: training goes on without it
+    }
+  };
 
   CoordinatorMetrics metrics(*registry);
   metrics.Update(status());  // a restarted coordinator's counters continue from the persisted totals
@@ -204,6 +225,7 @@ absl::Status Run(const Args& args) {
     }
     const coordinator::JobStatus snap = status();
     stragglers.Observe(snap, tick);
+    log_trace(snap, tick);
     metrics.Update(snap);
     if (progress_every > 0 && absl::Now() - last_progress >= absl::Seconds(progress_every)) {
       SLOG(INFO) << ProgressLine(snap);
@@ -216,6 +238,7 @@ absl::Status Run(const Args& args) {
   }
   const coordinator::JobStatus snap = status();
   metrics.Update(snap);
+  log_trace(snap, absl::Now());
   SLOG(INFO) << ProgressLine(snap);
   SLOG(INFO) << GoodputLine(snap.goodput());
   // Let the workers' last reports and stream ends go through.

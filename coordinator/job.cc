@@ -380,7 +380,8 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
   if (r.busy_seconds_per_step() > 0) m.busy_seconds_per_step = r.busy_seconds_per_step();
   if (r.sent_unix_micros() > 0) {
     const int64_t offset = r.sent_unix_micros() - absl::ToUnixMicros(absl::Now());
-    if (!m.clock_offset_micros.has_value() || offset < *m.clock_offset_micros) m.clock_offset_micros = offset;
+    // sent - received = offset - latency: the largest is the closest.
+    if (!m.clock_offset_micros.has_value() || offset > *m.clock_offset_micros) m.clock_offset_micros = offset;
   }
   if (r.total_steps() > 0) total_steps_ = r.total_steps();
   if (r.rank() == 0) {

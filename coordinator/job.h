@@ -146,8 +146,8 @@ class Job {
     bool evicted = false;
     double busy_seconds_per_step = 0;
     coordinator::TimeAccount time;
-    // The least (sent - received) of its reports: its clock's offset from
-    // ours plus the shortest one-way latency seen.
+    // The greatest (sent - received) of its reports: its clock's offset
+    // from ours minus the shortest one-way latency seen.
     std::optional<int64_t> clock_offset_micros;
   };
 

@@ -1,21 +1,13 @@
 #include "coordinator/metrics_history.h"
 
-#include "absl/strings/str_split.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace shardline {
 
 absl::Status MetricsHistory::Load(Env* env, const std::string& path) {
   if (!env->FileExists(path)) return absl::OkStatus();
-  absl::StatusOr<std::string> text = env->ReadFile(path);
-  if (!text.ok()) return text.status();
-  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
-    metrics::MetricRecord record;
-    google::protobuf::util::JsonParseOptions options;
-    options.ignore_unknown_fields = true;
-    if (!google::protobuf::util::JsonStringToMessage(std::string(line), &record, options).ok()) continue;
-    static_cast<void>(Write(record));
-  }
+  absl::StatusOr<std::vector<metrics::MetricRecord>> records = ReadMetricRecords(env, path);
+  if (!records.ok()) return records.status();
+  for (const metrics::MetricRecord& r : *records) static_cast<void>(Write(r));
   return absl::OkStatus();
 }
 

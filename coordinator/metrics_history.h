@@ -25,8 +25,8 @@ class MetricsHistory : public MetricsSink {
   // At most `max_points` records per split are kept (at least 2).
   explicit MetricsHistory(size_t max_points = 1000) : max_points_(max_points < 2 ? 2 : max_points) {}
 
-  // Appends the records of a metrics.jsonl (absent: nothing). A line that
-  // does not parse is skipped: the file is the record; this is a view.
+  // Appends the records of a metrics.jsonl (absent: nothing); errors as
+  // ReadMetricRecords.
   absl::Status Load(Env* env, const std::string& path);
 
   // Thread-safe.

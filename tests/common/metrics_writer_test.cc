@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 
 namespace shardline {
 namespace {
@@ -68,6 +69,31 @@ TEST(MetricsWriterTest, UnwritablePathIsAnErrorNamingIt) {
   auto w = MetricsWriter::Open(Env::Default(), "/nonexistent-dir/metrics.jsonl");
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.status().message().find("/nonexistent-dir/metrics.jsonl"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace shardline
+
+namespace shardline {
+namespace {
+
+TEST(ReadMetricRecordsTest, SkipsATornLastLineAndNamesAnyOtherBadLine) {
+  const std::string path = ::testing::TempDir() + "/read_records.jsonl";
+  {
+    std::ofstream f(path);
+    f << "{\"step\":1,\"split\":\"train\",\"loss\":2}\n{\"step\":2,\"split\":\"eval\",\"accuracy\":0.5}\n{\"step\":3,\"spl";
+  }
+  auto records = ReadMetricRecords(Env::Default(), path);
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_EQ(records->size(), 2u);
+  EXPECT_EQ((*records)[1].accuracy(), 0.5f);
+  {
+    std::ofstream f(path);
+    f << "{\"step\":1}\nnot json\n{\"step\":3}\n";
+  }
+  records = ReadMetricRecords(Env::Default(), path);
+  EXPECT_EQ(records.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(records.status().message()).find(path + ":2"), std::string::npos) << records.status();
 }
 
 }  // namespace

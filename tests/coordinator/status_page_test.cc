@@ -99,7 +99,7 @@ TEST(MetricsHistoryTest, ThinsToItsBoundKeepingTheNewestAndLoadsAFile) {
   for (size_t i = 1; i < train.size(); ++i) EXPECT_LT(train[i - 1].step(), train[i].step());
 
   const std::string path = ::testing::TempDir() + "/history_metrics.jsonl";
-  std::ofstream(path) << "{\"step\":10,\"split\":\"train\",\"loss\":0.5}\nnot json\n"
+  std::ofstream(path) << "{\"step\":10,\"split\":\"train\",\"loss\":0.5}\n"
                          "{\"step\":20,\"split\":\"eval\",\"loss\":0.4,\"accuracy\":0.8}\n";
   MetricsHistory loaded;
   ASSERT_TRUE(loaded.Load(Env::Default(), path).ok());

@@ -16,6 +16,12 @@ int CkptCommand(int argc, char** argv);
 // shardline status --coordinator HOST:PORT | --workdir DIR [--json]
 int StatusCommand(int argc, char** argv);
 
+// shardline trace merge WORKDIR --out trace.json
+int TraceCommand(int argc, char** argv);
+
+// shardline plot WORKDIR --out curves.png
+int PlotCommand(int argc, char** argv);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_WORKER_CLI_COMMANDS_H_
