@@ -61,10 +61,13 @@ void GoodputLedger::Advance(const coordinator::JobStatus& s, absl::Time now) {
   if (s.worker_losses() > losses_seen_) {
     account_.set_disruptions(account_.disruptions() + (s.worker_losses() - losses_seen_));
     losses_seen_ = s.worker_losses();
+    dirty_ = true;
   }
   if (s.generation() != generation_) {  // new processes' accounts start at 0
+    if (generation_ != 0) dirty_ = true;  // persisted at once: a disruption must not be lost
     generation_ = s.generation();
     redo_until_ = account_.high_water_step();
+    last_step_ = 0;
     accounted_.Clear();
     ahead_ = 0;
   }
@@ -77,7 +80,8 @@ void GoodputLedger::Advance(const coordinator::JobStatus& s, absl::Time now) {
     case coordinator::JobStatus::RUNNING:
     case coordinator::JobStatus::STOPPING:
       break;
-    default:  // done or failed: nothing runs
+    default:  // done or failed: nothing runs, but the last steps count
+      if (s.global_step() > account_.high_water_step()) account_.set_high_water_step(s.global_step());
       return;
   }
   const coordinator::TimeAccount now_reported = Furthest(s);
@@ -100,10 +104,17 @@ void GoodputLedger::Advance(const coordinator::JobStatus& s, absl::Time now) {
   // Reported steps are absolute; 0 until every rank completed one here.
   if (s.global_step() == 0) {
     Add(waiting, rest);
-  } else if (s.global_step() <= redo_until_) {
-    Add("wasted_progress", rest);
   } else {
-    account_.set_goodput_seconds(account_.goodput_seconds() + rest);
+    // The steps done since the last tick, (from, to]: those up to
+    // redo_until_ were done before, by an earlier world. A tick with no
+    // new step goes by where the world stands.
+    const int64_t from = last_step_ > 0 ? last_step_ : s.start_step();
+    const int64_t to = std::max(s.global_step(), from);
+    double redone = to > from ? static_cast<double>(std::clamp(redo_until_ - from, int64_t{0}, to - from)) / (to - from)
+                              : (to < redo_until_ ? 1.0 : 0.0);
+    Add("wasted_progress", rest * redone);
+    account_.set_goodput_seconds(account_.goodput_seconds() + rest * (1 - redone));
+    last_step_ = to;
   }
   if (s.global_step() > account_.high_water_step()) {
     account_.set_high_water_step(s.global_step());
@@ -115,8 +126,9 @@ absl::Status GoodputLedger::MaybePersist(absl::Time now, bool force, absl::Durat
   std::string bytes;
   {
     MutexLock lock(&mu_);
-    if (!force && now - last_persist_ < every) return absl::OkStatus();
+    if (!force && !dirty_ && now - last_persist_ < every) return absl::OkStatus();
     last_persist_ = now;
+    dirty_ = false;
     account_.SerializeToString(&bytes);
   }
   return Annotate(store_->Put(kGoodputKey, bytes, /*sync=*/true), "persisting the goodput account");

@@ -14,10 +14,11 @@
 //                             the rest to wasted_progress while the world
 //                             redoes steps some world already completed
 //                             (after a restore from an older checkpoint),
-//                             else to goodput.
+//                             else to goodput - split by the share of the
+//                             tick's steps that were redone.
 //   the coordinator down      recovery (the gap found at Load), a disruption
-// Persisted in the job store (key "goodput") every few seconds and at the
-// end, so a restarted coordinator continues the account.
+// Persisted in the job store (key "goodput") every second, at every change
+// of world and at the end, so a restarted coordinator continues the account.
 //
 //   ASSIGN_OR_RETURN(auto ledger, GoodputLedger::Load(store, absl::Now()));
 //   every tick:  ledger->Advance(job.Snapshot(), absl::Now());
@@ -49,9 +50,11 @@ class GoodputLedger {
   void Advance(const coordinator::JobStatus& status, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Writes the account (synced) if `every` has passed since the last write,
-  // or always with force.
+  // a world broke or formed since, or with force. A coordinator killed
+  // loses at most `every` of accounting (the next one counts the gap from
+  // the last write as recovery).
   absl::Status MaybePersist(absl::Time now, bool force = false,
-                            absl::Duration every = absl::Seconds(5)) ABSL_LOCKS_EXCLUDED(mu_);
+                            absl::Duration every = absl::Seconds(1)) ABSL_LOCKS_EXCLUDED(mu_);
 
   coordinator::Goodput Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -64,11 +67,13 @@ class GoodputLedger {
   coordinator::Goodput account_ ABSL_GUARDED_BY(mu_);
   absl::Time last_tick_ ABSL_GUARDED_BY(mu_);
   absl::Time last_persist_ ABSL_GUARDED_BY(mu_);
+  bool dirty_ ABSL_GUARDED_BY(mu_) = false;  // a disruption or new world not yet written
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t losses_seen_ ABSL_GUARDED_BY(mu_) = 0;
   // The furthest step any earlier world completed: this generation's steps
   // up to it are redone work.
   int64_t redo_until_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_step_ ABSL_GUARDED_BY(mu_) = 0;  // this generation's, at the last tick (0: none yet)
   // The furthest rank's TimeAccount of this generation, as last accounted.
   coordinator::TimeAccount accounted_ ABSL_GUARDED_BY(mu_);
   // Reported time not yet matched by wall time (reports run ahead of ticks):

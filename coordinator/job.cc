@@ -198,6 +198,7 @@ void Job::Form() {
   checkpoint_at_ = 0;
   eval_at_ = 0;
   last_save_time_ = now;
+  start_step_ = catalog_.Restore().step;
   rate_steps_ = 0;
   rate_time_ = now;
   ++state_version_;  // made durable by the caller, outside the lock
@@ -624,6 +625,7 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_last_checkpoint_step(catalog_.latest_good());
   s.set_bad_checkpoints(catalog_.bad_count());
   s.set_checkpoint_failures(checkpoint_failures_);
+  s.set_start_step(start_step_);
   s.set_nonfinite_losses(nonfinite_losses_);
   s.set_last_checkpoint_unix_seconds(absl::ToDoubleSeconds(last_commit_time_ - absl::UnixEpoch()));
   s.set_steps_per_second(steps_per_second_);

@@ -221,6 +221,7 @@ class Job {
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   int64_t losses_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t checkpoint_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t start_step_ ABSL_GUARDED_BY(mu_) = 0;  // the running generation's restore point
   int64_t nonfinite_losses_ ABSL_GUARDED_BY(mu_) = 0;
   // Wall clock (for people and alerts, not decisions): the last commit, or
   // this coordinator's start.

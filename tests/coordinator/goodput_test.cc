@@ -18,8 +18,9 @@ std::string FreshDir(const std::string& name) {
 // A status of `state` in `generation`, the world at `step`, every worker's
 // account `time`.
 JobStatus Status(JobStatus::State state, uint64_t generation, int64_t step, coordinator::TimeAccount time = {},
-                 int64_t losses = 0) {
+                 int64_t losses = 0, int64_t start_step = 0) {
   JobStatus s;
+  s.set_start_step(start_step);
   s.set_state(state);
   s.set_generation(generation);
   s.set_global_step(step);
@@ -50,9 +51,10 @@ TEST(GoodputTest, EverySecondGoesToExactlyOneKind) {
   l.Advance(Status(JobStatus::FORMING, 1, 100, t, /*losses=*/1), t0 + absl::Seconds(10));  // recovery 2
   coordinator::TimeAccount restored;
   restored.set_restore_seconds(0.25);
-  l.Advance(Status(JobStatus::RUNNING, 2, 0, restored), t0 + absl::Seconds(11));  // restore .25, recovery .75
-  l.Advance(Status(JobStatus::RUNNING, 2, 80, restored), t0 + absl::Seconds(13)); // redoing steps: wasted 2
-  l.Advance(Status(JobStatus::RUNNING, 2, 150, restored), t0 + absl::Seconds(14)); // past the high water: goodput 1
+  // Restored from step 50: steps 51..100 are done again.
+  l.Advance(Status(JobStatus::RUNNING, 2, 0, restored, 1, 50), t0 + absl::Seconds(11));   // restore .25, recovery .75
+  l.Advance(Status(JobStatus::RUNNING, 2, 80, restored, 1, 50), t0 + absl::Seconds(13));  // 51..80 redone: wasted 2
+  l.Advance(Status(JobStatus::RUNNING, 2, 150, restored, 1, 50), t0 + absl::Seconds(14)); // 81..100 of 81..150: 2/7 wasted
   l.Advance(Status(JobStatus::DONE, 2, 150, restored), t0 + absl::Seconds(20));    // nothing runs
 
   const coordinator::Goodput g = l.Snapshot();
@@ -61,12 +63,12 @@ TEST(GoodputTest, EverySecondGoesToExactlyOneKind) {
   EXPECT_DOUBLE_EQ(Bad(g, "evaluation"), 1);
   EXPECT_DOUBLE_EQ(Bad(g, "recovery"), 2.75);
   EXPECT_DOUBLE_EQ(Bad(g, "checkpoint_restore"), 0.25);
-  EXPECT_DOUBLE_EQ(Bad(g, "wasted_progress"), 2);
+  EXPECT_DOUBLE_EQ(Bad(g, "wasted_progress"), 2 + 2.0 / 7);
   EXPECT_DOUBLE_EQ(Bad(g, "checkpoint_save"), 0);
-  EXPECT_DOUBLE_EQ(g.goodput_seconds(), 4.5);
+  EXPECT_DOUBLE_EQ(g.goodput_seconds(), 3.5 + 5.0 / 7);
   EXPECT_EQ(g.disruptions(), 1);
   EXPECT_EQ(g.high_water_step(), 150);
-  EXPECT_NEAR(GoodputRatio(g), 4.5 / 14, 1e-12);  // 14 s accounted while the job was not over
+  EXPECT_NEAR(GoodputRatio(g), (3.5 + 5.0 / 7) / 14, 1e-12);  // 14 s accounted while the job was not over
 }
 
 TEST(GoodputTest, ReportsAheadOfTheClockAreNotCountedTwice) {

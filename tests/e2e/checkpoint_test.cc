@@ -17,6 +17,8 @@
 #include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"
 #include "common/checkpoint/shard_file.h"
+#include "coordinator/job_store.h"
+#include "proto/coordinator.pb.h"
 
 namespace shardline {
 namespace {
@@ -59,6 +61,22 @@ TEST(CheckpointTest, KilledWorkersAndCoordinatorResumeFromTheLastCommitAndEndBit
   EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "restored step")) << "survivors restore too";
   EXPECT_TRUE(SameBits(FinalState(dir, 1600, 2), want))
       << "parameters and optimizer state after kills differ from the uninterrupted run";
+
+  // The goodput account spans both coordinators: two lost workers and a
+  // restart, steps redone after each restore, the restores themselves.
+  auto store = JobStore::Open(dir + "/coordinator_db");
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto bytes = (*store)->Get("goodput");
+  ASSERT_TRUE(bytes.ok() && bytes->has_value());
+  coordinator::Goodput g;
+  ASSERT_TRUE(g.ParseFromString(**bytes));
+  EXPECT_GE(g.disruptions(), 3) << g.DebugString();
+  EXPECT_EQ(g.high_water_step(), 1600) << g.DebugString();
+  EXPECT_GT(g.goodput_seconds(), 0) << g.DebugString();
+  for (const char* kind : {"startup", "recovery", "wasted_progress", "checkpoint_restore"}) {
+    EXPECT_GT(g.badput_seconds().at(kind), 0) << kind << "\n" << g.DebugString();
+  }
+  EXPECT_TRUE(absl::StrContains(log, "goodput: resuming the account")) << log;
 }
 
 TEST(CheckpointTest, CheckpointOfTwoWorkersRestoresOntoThreeAndOntoOne) {
