@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <atomic>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
@@ -281,6 +284,53 @@ TEST(DistributedTest, Sigusr1MakesEveryWorkerEvaluateAtTheSameStep) {
   EXPECT_GT(JsonField(evals[0], "accuracy"), 0.0);
   EXPECT_LE(JsonField(evals[0], "accuracy"), 1.0);
   launch.Signal(SIGTERM);
+  EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();
+}
+
+}  // namespace
+}  // namespace shardline
+
+namespace shardline {
+namespace {
+
+// A rank slowed down - stopped and continued so it runs about a third of
+// the time - is scored as a straggler by the coordinator, logged, exported,
+// and forgiven once it runs freely again. The other rank waits for it but is
+// not blamed.
+TEST(DistributedTest, ASlowedRankIsScoredAndLoggedAsAStragglerAndForgivenAfter) {
+  const std::string dir = FreshDir("dist_straggler");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=100000000"}));
+  const std::string coord_log = dir + "/logs/coordinator.log";
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-1.log", "joined generation 1", absl::Seconds(60))) << launch.Output();
+  const std::vector<pid_t> slow_pid = LaunchedWorker(dir, 1);
+  ASSERT_EQ(slow_pid.size(), 1u);
+  std::atomic<bool> slow{true};
+  std::thread throttle([&] {
+    for (const absl::Time end = absl::Now() + absl::Seconds(90); slow.load() && absl::Now() < end;) {
+      kill(slow_pid[0], SIGSTOP);
+      absl::SleepFor(absl::Milliseconds(20));
+      kill(slow_pid[0], SIGCONT);
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    kill(slow_pid[0], SIGCONT);
+  });
+  const bool flagged = WaitForText(coord_log, "rank 1 (127.0.0.1:", absl::Seconds(60)) &&
+                       WaitForText(coord_log, "is a straggler", absl::Seconds(5));
+  int coord_port = 0;
+  const std::string address = ReadAll(dir + "/coordinator.metrics_address");
+  ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &coord_port));
+  const absl::StatusOr<std::string> page = HttpGet(coord_port, "/metrics");
+  slow = false;
+  throttle.join();
+  ASSERT_TRUE(flagged) << ReadAll(coord_log);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_LT(PromValue(*page, "shardline_straggler_score{rank=\"1\"}"), 0.7) << *page;
+  EXPECT_EQ(PromValue(*page, "shardline_straggler_score{rank=\"0\"}"), 1.0) << *page;
+  for (absl::string_view line : absl::StrSplit(ReadAll(coord_log), '\n')) {
+    EXPECT_FALSE(absl::StrContains(line, "straggler") && absl::StrContains(line, "rank 0 (")) << "blamed: " << line;
+  }
+  EXPECT_TRUE(WaitForText(coord_log, "is no longer a straggler", absl::Seconds(30))) << ReadAll(coord_log);
+  kill(launch.pid(), SIGTERM);
   EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();
 }
 

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Every metric that deploy/ names must be one a real job exports.
 
-  check_metric_names.py PROMETHEUS_PORT FILE...
+  check_metric_names.py PROMETHEUS_PORT FILE... [--documented DOC.md]
 
 Reads the metric names a running Prometheus has scraped from the job
 (/api/v1/label/__name__/values), then every PromQL expression in each FILE
 (a Prometheus rules file: `expr:`; a Grafana dashboard: every target's
 `expr`), and fails naming each shardline_* metric (histogram suffixes
 _bucket/_sum/_count included) that no scrape produced. Recording-rule names
-(level:metric:operations) count as defined by the rules file.
+(level:metric:operations) count as defined by the rules file. With
+--documented, the metric tables of DOC.md must list exactly the exported
+shardline_* metrics.
 """
 import json
 import re
@@ -43,10 +45,48 @@ def exprs_of(path):
     return [r["expr"] for g in rules["groups"] for r in g["rules"]]
 
 
+def documented(path):
+    """The metric names of a Markdown file's table rows ("| `name{labels}` | type | ...")."""
+    names = set()
+    for line in open(path):
+        if line.startswith("| `shardline_"):
+            first_cell = line.split("|")[1]
+            names.update(re.findall(r"`(shardline_[a-z0-9_]+)", first_cell))
+    return names
+
+
+def check_documented(doc, scraped):
+    """Both ways: every exported shardline_* metric is in the doc's tables,
+    and every metric there is exported."""
+    exported = set()
+    for name in scraped:
+        if not name.startswith("shardline_"):
+            continue
+        for suffix in ("_bucket", "_sum", "_count"):  # a histogram's series
+            if name.endswith(suffix) and name[: -len(suffix)] + "_bucket" in scraped:
+                name = name[: -len(suffix)]
+        exported.add(name)
+    listed = documented(doc)
+    errs = [f"exported but not in {doc}: {n}" for n in sorted(exported - listed)]
+    errs += [f"in {doc} but not exported: {n}" for n in sorted(listed - exported)]
+    return errs
+
+
 def main():
-    port, files = sys.argv[1], sys.argv[2:]
+    args = sys.argv[1:]
+    doc = None
+    if "--documented" in args:
+        doc = args[args.index("--documented") + 1]
+        del args[args.index("--documented"):args.index("--documented") + 2]
+    port, files = args[0], args[1:]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/label/__name__/values", timeout=10) as r:
         scraped = set(json.load(r)["data"])
+    if doc is not None:
+        errs = check_documented(doc, scraped)
+        if errs:
+            print("FAILED:\n  " + "\n  ".join(errs))
+            sys.exit(1)
+        print(f"{doc}: every exported metric is documented and every documented one exported")
     missing = []
     checked = 0
     for path in files:

@@ -33,7 +33,7 @@ coord = [e for e in events if e["pid"] == 0 and e.get("ph") in ("X", "i")]
 assert any(e["name"] == "world formed" for e in coord), coord
 assert any(e["name"] == "checkpoint committed" and e["args"]["step"] == 500 for e in coord), coord
 TOP = ["compute", "reduce_scatter", "optimizer", "all_gather"]
-CHILDREN = {"compute": ["data", "forward", "backward"], "optimizer": ["wait_peers", "update"]}
+CHILDREN = {"compute": ["data", "forward", "backward"], "optimizer": ["clip", "wait_peers", "update"]}
 ends = {}
 for step in (1, 150, 151, 500):
     for pid in (1, 2):

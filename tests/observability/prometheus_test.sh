@@ -109,10 +109,12 @@ wait_for 'job:shardline_samples_per_second:avg' 'n == 1 and v[0] > 0'
 # Stragglers: a score per rank, the fastest at 1.
 wait_for 'shardline_straggler_score' 'n == 2 and all(0 < x <= 1 for x in v) and max(v) == 1'
 wait_for 'shardline_rank_busy_seconds_per_step' 'n == 2 and all(x > 0 for x in v)'
-# Every metric the rules and the dashboard name is one this job exports, and
-# every dashboard expression returns data from it.
+# Every metric the rules, the dashboard and docs/operations.md name is one
+# this job exports (and the docs list every one), and every dashboard
+# expression returns data from it.
 python3 "$src/tests/observability/check_metric_names.py" "$web" "$src/deploy/prometheus/rules.yml" \
-  "$src/deploy/grafana/shardline.json" || fail "deploy/ names metrics the job does not export"
+  "$src/deploy/grafana/shardline.json" --documented "$src/docs/operations.md" \
+  || fail "deploy/ or docs/ name metrics the job does not export, or docs/ misses one"
 python3 "$src/tests/observability/grafana_check.py" "$src/deploy/grafana/shardline.json" --prometheus "$web" \
   || fail "the dashboard's expressions on a live job"
 # ... and the check can fail: a name no process exports is caught.

@@ -17,7 +17,7 @@ constexpr char kHelp[] =
     "Joins the step traces a job recorded (train.trace_steps; WORKDIR/traces/) into\n"
     "one Chrome/Perfetto trace: a track for the coordinator (worlds formed and\n"
     "broken, checkpoint commits) and one per rank (each traced step's phases: data,\n"
-    "forward, backward, reduce_scatter, optimizer with wait_peers,\n"
+    "forward, backward, reduce_scatter, optimizer with clip, wait_peers,\n"
     "checkpoint_snapshot and update, all_gather, norms), on the coordinator's clock.\n"
     "Open it in https://ui.perfetto.dev or chrome://tracing.\n";
 

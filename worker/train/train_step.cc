@@ -145,6 +145,9 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
                        seen.seen() ? 1.0 : 0.0};
   static constexpr ReduceOp kOps[6] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMin,
                                        ReduceOp::kMin, ReduceOp::kMax};
+  spans.Since("clip", sub_begin);
+  sub.Lap();
+  sub_begin = spans.Now();
   RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(scalars), kOps));
   r.times.wait_peers = sub.Lap();
   spans.Since("wait_peers", sub_begin);

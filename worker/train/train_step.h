@@ -70,9 +70,10 @@ struct StepBuffers {
 // One phase of a traced step, in wall-clock Unix microseconds. A step's
 // spans nest by time: "step" holds "compute" (holding "data", "forward",
 // "backward" per micro-batch), "reduce_scatter", "optimizer" (holding
-// "wait_peers" - the scalar all-reduce, where a fast rank waits for the
-// slowest -, "checkpoint_snapshot" and "update"), "all_gather" and, on
-// log steps, "norms".
+// "clip" - this rank's share of the gradient norm -, "wait_peers" - the
+// scalar all-reduce of loss, norm and votes, where a fast rank waits for the
+// slowest -, "checkpoint_snapshot" and "update"), "all_gather" and, on log
+// steps, "norms".
 struct PhaseSpan {
   const char* name;  // a string literal
   int64_t begin_micros;
@@ -84,7 +85,7 @@ struct PhaseSpan {
 struct PhaseTimes {
   double compute = 0;         // data + forward + backward
   double reduce_scatter = 0;
-  double optimizer = 0;       // wait_peers + clip + snapshot wait + update
+  double optimizer = 0;       // clip + wait_peers + snapshot wait + update
   double all_gather = 0;
   double data = 0;            // part of compute: gathering the batch
   double wait_peers = 0;      // part of optimizer: the scalar all-reduce
