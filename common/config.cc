@@ -248,12 +248,15 @@ absl::Status ValidateConfig(const config::JobConfig& c) {
   const auto& train = c.train();
   p.Positive("train.grad_accum_steps", train.grad_accum_steps());
   if (data.global_batch_size() > 0 && rt.num_workers() > 0 && train.grad_accum_steps() > 0) {
+    // Any world size takes any batch (ranks' slices differ by at most one
+    // example), as long as every micro-batch of every rank has one.
     const int64_t parts = static_cast<int64_t>(rt.num_workers()) * train.grad_accum_steps();
-    if (data.global_batch_size() % parts != 0) {
+    if (data.global_batch_size() < parts) {
       p.Add("data.global_batch_size",
             absl::StrCat(data.global_batch_size(),
-                         " is not divisible by runtime.num_workers * train.grad_accum_steps (",
-                         rt.num_workers(), " * ", train.grad_accum_steps(), " = ", parts, ")"));
+                         " is smaller than runtime.num_workers * train.grad_accum_steps (",
+                         rt.num_workers(), " * ", train.grad_accum_steps(), " = ", parts,
+                         "): some rank would have an empty micro-batch"));
     }
   }
   if (!train.has_total_steps() && !train.has_epochs()) {

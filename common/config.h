@@ -33,8 +33,9 @@ absl::StatusOr<config::JobConfig> ParseConfigText(absl::string_view text,
 // Setting a field inside a oneof member selects that member.
 absl::Status ApplyOverride(absl::string_view assignment, config::JobConfig* config);
 
-// Checks every field's range and the cross-field rules (e.g. the global batch
-// divides by num_workers * grad_accum_steps). Pure: touches no files.
+// Checks every field's range and the cross-field rules (e.g. every rank's
+// micro-batches are non-empty: global batch >= num_workers *
+// grad_accum_steps). Pure: touches no files.
 // Returns InvalidArgument listing every problem, one per line.
 absl::Status ValidateConfig(const config::JobConfig& config);
 

@@ -93,12 +93,16 @@ TEST(ConfigTest, ValidationNamesEachBadField) {
                                   "schedule.base_lr: must be positive"});
 }
 
-TEST(ConfigTest, BatchMustDivideByWorkersTimesAccumulation) {
+TEST(ConfigTest, AnyWorldSizeTakesAnyBatchWithAnExampleInEveryMicroBatch) {
   config::JobConfig c = Default();
   c.mutable_runtime()->set_num_workers(3);
   c.mutable_train()->set_grad_accum_steps(2);
-  ExpectError(ValidateConfig(c), {"data.global_batch_size", "128", "3 * 2 = 6"});
-  c.mutable_data()->set_global_batch_size(126);
+  EXPECT_TRUE(ValidateConfig(c).ok());  // 128 over 3 x 2 micro-batches of 21 or 22
+  c.mutable_runtime()->set_num_workers(5);
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.mutable_data()->set_global_batch_size(9);
+  ExpectError(ValidateConfig(c), {"data.global_batch_size", "9", "5 * 2 = 10", "empty micro-batch"});
+  c.mutable_data()->set_global_batch_size(10);
   EXPECT_TRUE(ValidateConfig(c).ok());
 }
 

@@ -1,5 +1,7 @@
 #include "worker/data/pipeline.h"
 
+#include "common/shard.h"
+
 #include <cstring>
 #include <numeric>
 
@@ -43,11 +45,11 @@ void BatchPipeline::GlobalBatch(int64_t step, std::vector<int32_t>* indices) {
 }
 
 void BatchPipeline::RankSlice(int64_t step, int rank, int world, std::vector<int32_t>* indices) {
-  SCHECK(step >= 0 && world > 0 && global_batch_size_ % world == 0);
+  SCHECK(step >= 0 && world > 0 && rank >= 0 && rank < world);
   const std::vector<int32_t>& perm = Permutation(step / steps_per_epoch_);
-  const int64_t per_rank = global_batch_size_ / world;
-  const int64_t first = (step % steps_per_epoch_) * global_batch_size_ + rank * per_rank;
-  indices->assign(perm.begin() + first, perm.begin() + first + per_rank);
+  const Range mine = ShardRange(global_batch_size_, rank, world);
+  const int64_t first = (step % steps_per_epoch_) * global_batch_size_ + mine.begin;
+  indices->assign(perm.begin() + first, perm.begin() + first + mine.size());
 }
 
 state::DataPosition BatchPipeline::Position(int64_t next_step) const {

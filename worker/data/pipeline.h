@@ -34,8 +34,10 @@ class BatchPipeline {
   // Example indices of the global batch of `step` (>= 0), in batch order.
   void GlobalBatch(int64_t step, std::vector<int32_t>* indices);
 
-  // This rank's part of the global batch of `step`. Requires world to divide
-  // global_batch_size.
+  // This rank's part of the global batch of `step`: positions
+  // [rank*B/world, (rank+1)*B/world), so the ranks' slices are contiguous,
+  // cover the batch exactly and differ in size by at most one - any world
+  // size trains the same global batches. Requires 0 <= rank < world.
   void RankSlice(int64_t step, int rank, int world, std::vector<int32_t>* indices);
 
   // The pipeline position before reading `next_step`'s batch.

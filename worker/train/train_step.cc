@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/finite.h"
+#include "common/shard.h"
 #include "common/status_macros.h"
 
 namespace shardline {
@@ -58,16 +59,22 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
   const int world = ctx.comm.world_size();
   const int accum = ctx.config.train().grad_accum_steps();
   const int global_batch = ctx.config.data().global_batch_size();
-  const int micro = global_batch / world / accum;
   const int dim = ctx.train.feature_dim;
   ctx.pipeline.RankSlice(step, ctx.comm.rank(), world, &b->indices);
-  b->x.resize(static_cast<size_t>(micro) * dim);
-  b->y.resize(static_cast<size_t>(micro));
+  // The slice in accum micro-batches of sizes differing by at most one;
+  // every example's gradient is scaled by 1/global_batch, so the sum over
+  // ranks is the mean over the global batch however it was split.
+  const int64_t slice = static_cast<int64_t>(b->indices.size());
+  const int64_t largest = (slice + accum - 1) / accum;
+  b->x.resize(static_cast<size_t>(largest) * dim);
+  b->y.resize(static_cast<size_t>(largest));
   b->grads.resize(static_cast<size_t>(ctx.model.layout().total_size()));
   BatchStats total;
   for (int m = 0; m < accum; ++m) {
+    const Range part = ShardRange(slice, m, accum);
+    const int micro = static_cast<int>(part.size());
     const absl::Span<const int32_t> rows =
-        absl::MakeConstSpan(b->indices).subspan(static_cast<size_t>(m) * micro, micro);
+        absl::MakeConstSpan(b->indices).subspan(static_cast<size_t>(part.begin), static_cast<size_t>(micro));
     GatherBatch(ctx.train, rows, b->x.data(), b->y.data());
     *data_seconds += watch.Lap();
     spans.Since("data", begin);
