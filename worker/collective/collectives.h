@@ -17,9 +17,12 @@
 #define SHARDLINE_WORKER_COLLECTIVE_COLLECTIVES_H_
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace shardline {
@@ -51,6 +54,13 @@ class Collectives {
   // whether they mean a diverged run or a faulty peer is decided by the
   // caller with every rank (worker/train/nonfinite.h).
   virtual int nonfinite_source() const { return -1; }
+  // Point to point, as one op of the sequence every rank runs: sends `data`
+  // to rank `send_to` and returns what rank `recv_from` sends this rank in
+  // the same op. -1 for either: nothing sent, or nothing received (an empty
+  // string comes back). Every rank calls it at the same point of its op
+  // sequence, ranks with nothing to move included. Any size. For moving
+  // what only some ranks hold (in-memory snapshots and their replicas).
+  virtual absl::StatusOr<std::string> SendRecv(int send_to, absl::string_view data, int recv_from) = 0;
   // The same op for every value.
   absl::Status AllReduceScalars(absl::Span<double> values, ReduceOp op) {
     std::vector<ReduceOp> ops(values.size(), op);
@@ -70,6 +80,12 @@ class LocalCollectives : public Collectives {
       if (!std::isfinite(v)) return absl::InvalidArgumentError("a scalar all-reduce was given a non-finite value");
     }
     return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> SendRecv(int send_to, absl::string_view data, int recv_from) override {
+    if (send_to > 0 || recv_from > 0 || (send_to == 0) != (recv_from == 0)) {
+      return absl::InvalidArgumentError("a world of one sends and receives only to and from rank 0, together");
+    }
+    return recv_from == 0 ? std::string(data) : std::string();
   }
 };
 

@@ -227,6 +227,54 @@ absl::Status RingCollectives::BroadcastSteps(absl::Span<float> buffer, int root,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> RingCollectives::SendRecv(int send_to, absl::string_view data, int recv_from) {
+  ++op_;
+  if (send_to < -1 || send_to >= world_ || recv_from < -1 || recv_from >= world_) {
+    return absl::InvalidArgumentError(absl::StrCat("send-receive with ranks ", send_to, " and ", recv_from,
+                                                   " in a world of ", world_));
+  }
+  if (send_to == rank_ || recv_from == rank_) {
+    if (send_to != recv_from) return absl::InvalidArgumentError("a rank sends to itself only what it receives");
+    return std::string(data);
+  }
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const uint64_t length = data.size();
+  const int64_t seg = std::max<int64_t>(1, options_.max_segment_bytes);
+  std::string received;
+  absl::Status s = [&]() -> absl::Status {
+    if (send_to >= 0) {
+      RETURN_IF_ERROR(Annotate(Send(send_to, Tag(0, 0), absl::Span<const char>(reinterpret_cast<const char*>(&length),
+                                                                             sizeof(length)), deadline),
+                               "send-receive"));
+      uint64_t j = 0;
+      for (int64_t at = 0; at < static_cast<int64_t>(data.size()); at += seg, ++j) {
+        const int64_t len = std::min<int64_t>(seg, static_cast<int64_t>(data.size()) - at);
+        RETURN_IF_ERROR(Annotate(Send(send_to, Tag(1, j), absl::Span<const char>(data.data() + at, len), deadline),
+                                 "send-receive"));
+      }
+    }
+    if (recv_from >= 0) {
+      uint64_t n = 0;
+      RETURN_IF_ERROR(Annotate(RecvInto(recv_from, Tag(0, 0), absl::Span<char>(reinterpret_cast<char*>(&n), sizeof(n)),
+                                        deadline),
+                               "send-receive"));
+      if (n > (uint64_t{1} << 40)) {
+        return absl::DataLossError(absl::StrCat("send-receive: rank ", recv_from, " announced ", n, " bytes"));
+      }
+      received.resize(n);
+      uint64_t j = 0;
+      for (int64_t at = 0; at < static_cast<int64_t>(n); at += seg, ++j) {
+        const int64_t len = std::min<int64_t>(seg, static_cast<int64_t>(n) - at);
+        RETURN_IF_ERROR(Annotate(RecvInto(recv_from, Tag(1, j), absl::Span<char>(received.data() + at, len), deadline),
+                                 "send-receive"));
+      }
+    }
+    return absl::OkStatus();
+  }();
+  RETURN_IF_ERROR(Finish(s, deadline));
+  return received;
+}
+
 absl::Status RingCollectives::AllReduceScalars(absl::Span<double> values,
                                                absl::Span<const ReduceOp> ops) {
   ++op_;

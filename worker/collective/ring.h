@@ -75,6 +75,8 @@ class RingCollectives : public Collectives {
   // place), else -1.
   int nonfinite_source() const override;
   absl::Status Broadcast(absl::Span<float> buffer, int root);
+  // A length, then the data in max_segment_bytes segments.
+  absl::StatusOr<std::string> SendRecv(int send_to, absl::string_view data, int recv_from) override;
 
  private:
   // The transport's Send/Receive, counting bytes.

@@ -79,6 +79,15 @@ TEST_P(RingMatrixTest, AllOperationsGiveExactResultsForEveryLength) {
         double top[1] = {static_cast<double>(n - 1 - rank)};
         if (!(s = ring.AllReduceScalars(absl::MakeSpan(top), ReduceOp::kMax)).ok()) return s;
         EXPECT_EQ(top[0], n - 1);
+        // Send-receive: a shift to the next rank of `len` bytes, then one
+        // move (the last rank to rank 0) the others sit out.
+        const std::string bytes(static_cast<size_t>(len), static_cast<char>('a' + rank));
+        absl::StatusOr<std::string> got = ring.SendRecv((rank + 1) % n, bytes, (rank + n - 1) % n);
+        if (!got.ok()) return got.status();
+        EXPECT_EQ(*got, std::string(static_cast<size_t>(len), static_cast<char>('a' + (rank + n - 1) % n)));
+        got = ring.SendRecv(rank == n - 1 ? 0 : -1, bytes, rank == 0 ? n - 1 : -1);
+        if (!got.ok()) return got.status();
+        EXPECT_EQ(*got, rank == 0 ? std::string(static_cast<size_t>(len), static_cast<char>('a' + n - 1)) : "");
         return absl::OkStatus();
       });
       for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[static_cast<size_t>(r)].ok()) << statuses[static_cast<size_t>(r)];

@@ -130,6 +130,9 @@ class PoisoningCollectives : public Collectives {
     if (poison_ == Poison::kScalars && ++calls_ == at_call_) values[0] = NaN();
     return inner_->AllReduceScalars(values, ops);
   }
+  absl::StatusOr<std::string> SendRecv(int send_to, absl::string_view data, int recv_from) override {
+    return inner_->SendRecv(send_to, data, recv_from);
+  }
 
  private:
   static float NaN() { return std::numeric_limits<float>::quiet_NaN(); }
