@@ -13,11 +13,11 @@
 namespace shardline {
 namespace {
 
+}  // namespace
+
 bool ParseStepDirName(const std::string& name, int64_t* step) {
   return absl::StartsWith(name, "step_") && name.size() == 17 && absl::SimpleAtoi(name.substr(5), step);
 }
-
-}  // namespace
 
 std::string StepDirName(int64_t step) { return absl::StrFormat("step_%012d", step); }
 

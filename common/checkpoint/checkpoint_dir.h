@@ -31,6 +31,8 @@ int64_t ReadBestStep(Env* env, const std::string& root);
 // "step_000000001200": zero-padded so names sort by step.
 std::string StepDirName(int64_t step);
 std::string StepDir(const std::string& root, int64_t step);
+// The step of a StepDirName; false for any other name.
+bool ParseStepDirName(const std::string& name, int64_t* step);
 
 // Writes dir/COMMITTED (text format) durably: temp file, fsync, rename,
 // fsync dir.

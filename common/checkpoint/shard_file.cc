@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/crc32c.h"
@@ -177,6 +178,13 @@ std::string ShardFileName(int rank, int world) { return absl::StrFormat("shard-%
 
 bool IsShardFileName(const std::string& name) {
   return absl::StartsWith(name, "shard-") && absl::EndsWith(name, ".ckpt");
+}
+
+bool ParseShardFileName(const std::string& name, int* rank, int* world) {
+  // "shard-00001-of-00004.ckpt"
+  if (name.size() != 25 || !IsShardFileName(name) || name.substr(11, 4) != "-of-") return false;
+  return absl::SimpleAtoi(name.substr(6, 5), rank) && absl::SimpleAtoi(name.substr(15, 5), world) && *world > 0 &&
+         *rank >= 0 && *rank < *world;
 }
 
 absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const std::string& name,

@@ -50,6 +50,8 @@ inline constexpr int64_t kShardBlockBytes = 1 << 20;
 std::string ShardFileName(int rank, int world);
 // True for names of that form ("shard-*.ckpt"), any rank and world.
 bool IsShardFileName(const std::string& name);
+// The rank and world of a ShardFileName; false for any other name.
+bool ParseShardFileName(const std::string& name, int* rank, int* world);
 
 struct ShardWriteOptions {
   // Bytes covered by each payload CRC.

@@ -1,0 +1,128 @@
+#include "worker/checkpoint/memory_snapshots.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "common/shard.h"
+#include "worker/collective/local_transport.h"
+#include "worker/collective/ring.h"
+
+namespace shardline {
+namespace {
+
+FlatLayout Layout() {
+  FlatLayout layout;
+  layout.Add("layer0/w", {13, 7});
+  layout.Add("layer0/b", {7});
+  return layout;
+}
+
+config::OptimizerConfig AdamW() {
+  config::OptimizerConfig c;
+  c.mutable_adamw()->set_weight_decay(0.01f);
+  return c;
+}
+
+// One rank's state: full parameters, and an optimizer whose state and
+// parameter shard carry values unique to (rank, step).
+struct RankState {
+  RankState(const FlatLayout& layout, int rank, int world)
+      : optimizer(*Optimizer::Create(AdamW(), layout, ShardRange(layout.total_size(), rank, world))),
+        params(static_cast<size_t>(layout.total_size())) {}
+  void Fill(int64_t step) {
+    for (size_t i = 0; i < params.size(); ++i) params[i] = static_cast<float>(step * 1000 + static_cast<int64_t>(i));
+    for (StateBuffer* b : optimizer->state()) {
+      for (size_t i = 0; i < b->values.size(); ++i) b->values[i] = static_cast<float>(step) + 0.5f * i;
+    }
+  }
+  std::unique_ptr<Optimizer> optimizer;
+  std::vector<float> params;
+};
+
+ShardSource Source(const FlatLayout& layout, RankState& s, int64_t step, int rank, int world) {
+  ShardSource src;
+  src.step = step;
+  src.rank = rank;
+  src.world = world;
+  src.layout = &layout;
+  src.params = s.params.data();
+  src.optimizer = s.optimizer.get();
+  src.position.set_next_step(step);
+  src.best = BestSoFar{step - 1, 0.75};
+  return src;
+}
+
+TEST(MemorySnapshotsTest, EachRankHoldsItsShardAndItsPredecessorsAndARestoreFromAReplicaIsExact) {
+  const FlatLayout layout = Layout();
+  constexpr int kWorld = 3;
+  std::vector<std::unique_ptr<MemorySnapshots>> stores;
+  std::vector<std::unique_ptr<RankState>> states;
+  for (int r = 0; r < kWorld; ++r) {
+    stores.push_back(std::make_unique<MemorySnapshots>(/*keep_steps=*/2));
+    states.push_back(std::make_unique<RankState>(layout, r, kWorld));
+  }
+  LocalFabric fabric(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      std::unique_ptr<Transport> t = fabric.Connect(r);
+      RingCollectives comm(t.get(), CollectiveOptions{});
+      for (int64_t step : {10, 20, 30}) {
+        states[static_cast<size_t>(r)]->Fill(step);
+        const absl::Status s = stores[static_cast<size_t>(r)]->TakeAndReplicate(
+            Source(layout, *states[static_cast<size_t>(r)], step, r, kWorld), /*copies=*/2, comm);
+        EXPECT_TRUE(s.ok()) << s;
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  // The newest two steps; rank r holds shards r and r-1.
+  for (int r = 0; r < kWorld; ++r) {
+    std::vector<SnapshotKey> want;
+    for (int64_t step : {30, 20}) {
+      for (int k : {r, (r + kWorld - 1) % kWorld}) want.push_back(SnapshotKey{step, kWorld, k});
+    }
+    std::sort(want.begin(), want.end(), [](const SnapshotKey& a, const SnapshotKey& b) {
+      return a.step != b.step ? a.step > b.step : a.rank < b.rank;
+    });
+    EXPECT_EQ(stores[static_cast<size_t>(r)]->Held(), want) << "rank " << r;
+  }
+  // Rank 1 is lost: its replacement gets shard 1 of step 30 from rank 2.
+  const SnapshotKey lost{30, kWorld, 1};
+  absl::StatusOr<std::string> bytes = stores[2]->Bytes(lost);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  MemorySnapshots fresh;
+  ASSERT_TRUE(fresh.Put(lost, *bytes).ok());
+  RankState replacement(layout, 1, kWorld);
+  absl::StatusOr<Restored> at = fresh.RestoreShard(lost, layout, replacement.params.data(), replacement.optimizer.get());
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_EQ(at->step, 30);
+  EXPECT_EQ(at->position.next_step(), 30);
+  EXPECT_EQ(at->best.step, 29);
+  RankState original(layout, 1, kWorld);
+  original.Fill(30);
+  const Range shard = replacement.optimizer->shard();
+  for (int64_t i = shard.begin; i < shard.end; ++i) {
+    EXPECT_EQ(replacement.params[static_cast<size_t>(i)], original.params[static_cast<size_t>(i)]) << i;
+  }
+  for (size_t b = 0; b < original.optimizer->state().size(); ++b) {
+    EXPECT_EQ(replacement.optimizer->state()[b]->values, original.optimizer->state()[b]->values);
+  }
+  // A shard of another rank's range does not restore here; damage is caught.
+  EXPECT_EQ(fresh.RestoreShard(lost, layout, replacement.params.data(),
+                               RankState(layout, 2, kWorld).optimizer.get()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::string damaged = *bytes;
+  damaged[damaged.size() / 2] ^= 4;
+  const absl::Status bad = fresh.Put(SnapshotKey{30, kWorld, 1}, damaged);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(bad.message(), "step 30, shard 1 of 3")) << bad;
+  EXPECT_FALSE(fresh.Holds(lost));
+  EXPECT_EQ(fresh.Put(SnapshotKey{20, kWorld, 1}, *bytes).code(), absl::StatusCode::kDataLoss);  // wrong key
+}
+
+}  // namespace
+}  // namespace shardline

@@ -1,0 +1,141 @@
+#include "worker/checkpoint/memory_snapshots.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/checkpoint/buffer_names.h"
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/status_macros.h"
+
+namespace shardline {
+namespace {
+
+constexpr char kRoot[] = "snapshots";
+
+std::string Describe(const SnapshotKey& k) {
+  return absl::StrFormat("in-memory snapshot of step %d, shard %d of %d", k.step, k.rank, k.world);
+}
+
+}  // namespace
+
+std::string MemorySnapshots::Path(const SnapshotKey& key) const {
+  return absl::StrCat(StepDir(kRoot, key.step), "/", ShardFileName(key.rank, key.world));
+}
+
+absl::Status MemorySnapshots::TakeAndReplicate(const ShardSource& source, int copies, Collectives& comm) {
+  const int world = comm.world_size(), rank = comm.rank();
+  ShardWriteOptions in_memory;
+  in_memory.unbuffered_min_bytes = INT64_MAX;
+  ASSIGN_OR_RETURN(WrittenShard written,
+                   WriteShard(&mem_, StepDir(kRoot, source.step), ShardFileName(rank, world), SnapshotShard(source),
+                              in_memory));
+  ASSIGN_OR_RETURN(std::string passing, mem_.ReadFile(written.path));
+  const int shifts = std::min(copies, world) - 1;
+  for (int k = 1; k <= shifts; ++k) {
+    // Receive shard rank-k from the previous rank, which got it k-1 shifts ago.
+    ASSIGN_OR_RETURN(std::string got, comm.SendRecv((rank + 1) % world, passing, (rank + world - 1) % world));
+    const SnapshotKey replica{source.step, world, (rank - k + world) % world};
+    RETURN_IF_ERROR(Put(replica, got));
+    passing = std::move(got);
+  }
+  Prune();
+  return absl::OkStatus();
+}
+
+std::vector<SnapshotKey> MemorySnapshots::Held() {
+  std::vector<SnapshotKey> out;
+  absl::StatusOr<std::vector<std::string>> steps = mem_.GetChildren(kRoot);
+  if (!steps.ok()) return out;
+  for (const std::string& dir : *steps) {
+    int64_t step = 0;
+    if (!ParseStepDirName(dir, &step)) continue;
+    absl::StatusOr<std::vector<std::string>> files = mem_.GetChildren(absl::StrCat(kRoot, "/", dir));
+    if (!files.ok()) continue;
+    for (const std::string& f : *files) {
+      int rank = 0, world = 0;
+      if (ParseShardFileName(f, &rank, &world)) out.push_back(SnapshotKey{step, world, rank});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const SnapshotKey& a, const SnapshotKey& b) {
+    return a.step != b.step ? a.step > b.step : a.world != b.world ? a.world < b.world : a.rank < b.rank;
+  });
+  return out;
+}
+
+bool MemorySnapshots::Holds(const SnapshotKey& key) { return mem_.FileExists(Path(key)); }
+
+absl::StatusOr<std::string> MemorySnapshots::Bytes(const SnapshotKey& key) {
+  absl::StatusOr<std::string> bytes = mem_.ReadFile(Path(key));
+  if (!bytes.ok()) return absl::NotFoundError(absl::StrCat(Describe(key), " is not held here"));
+  return bytes;
+}
+
+absl::Status MemorySnapshots::Put(const SnapshotKey& key, std::string bytes) {
+  const std::string path = Path(key);
+  mem_.PutFile(path, std::move(bytes));
+  absl::StatusOr<ShardContents> check = ReadShard(&mem_, path);
+  absl::Status bad;
+  if (!check.ok()) {
+    bad = check.status();
+  } else if (check->header.step() != key.step || check->header.world_size() != key.world ||
+             check->header.rank() != key.rank) {
+    bad = absl::DataLossError(absl::StrFormat("it holds step %d, shard %d of %d", check->header.step(),
+                                              check->header.rank(), check->header.world_size()));
+  }
+  if (!bad.ok()) {
+    static_cast<void>(mem_.DeleteFile(path));
+    return absl::DataLossError(absl::StrCat(Describe(key), " received from a peer is damaged: ", bad.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Restored> MemorySnapshots::RestoreShard(const SnapshotKey& key, const FlatLayout& layout, float* params,
+                                                        Optimizer* optimizer) {
+  const std::string path = Path(key);
+  if (!mem_.FileExists(path)) return absl::NotFoundError(absl::StrCat(Describe(key), " is not held here"));
+  const Range mine = optimizer->shard();
+  std::vector<StateBuffer*> state = optimizer->state();
+  std::set<std::string> filled;
+  const PlaceFn place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
+    if (h.total_size() != layout.total_size() || h.begin() != mine.begin || h.end() != mine.end) {
+      return absl::FailedPreconditionError(absl::StrCat(Describe(key), " covers [", h.begin(), ", ", h.end(), ") of ",
+                                                        h.total_size(), " parameters; this rank owns [", mine.begin,
+                                                        ", ", mine.end, ") of ", layout.total_size()));
+    }
+    filled.insert(b.name());
+    if (b.name() == kParamsBuffer) return Placement{params + h.begin(), 0, b.floats()};
+    for (StateBuffer* s : state) {
+      if (s->name == b.name()) return Placement{s->values.data(), 0, b.floats()};
+    }
+    return absl::FailedPreconditionError(absl::StrCat(Describe(key), " has optimizer state '", b.name(),
+                                                      "', which this run's optimizer does not use"));
+  };
+  ASSIGN_OR_RETURN(state::ShardHeader h, ReadShardInto(&mem_, path, place, nullptr));
+  for (StateBuffer* s : state) {
+    if (filled.count(s->name) == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(Describe(key), " lacks optimizer state '", s->name, "'"));
+    }
+  }
+  if (filled.count(kParamsBuffer) == 0) return absl::DataLossError(absl::StrCat(Describe(key), " lacks parameters"));
+  Restored out;
+  out.step = h.step();
+  out.position = h.data_position();
+  if (h.has_best_step()) out.best = BestSoFar{h.best_step(), h.best_value()};
+  return out;
+}
+
+void MemorySnapshots::Clear() { static_cast<void>(mem_.DeleteRecursively(kRoot)); }
+
+void MemorySnapshots::Prune() {
+  std::set<int64_t> steps;
+  for (const SnapshotKey& k : Held()) steps.insert(k.step);
+  while (static_cast<int>(steps.size()) > keep_steps_) {
+    static_cast<void>(mem_.DeleteRecursively(StepDir(kRoot, *steps.begin())));
+    steps.erase(steps.begin());
+  }
+}
+
+}  // namespace shardline

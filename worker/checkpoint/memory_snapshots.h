@@ -1,0 +1,85 @@
+// In-memory snapshots (checkpoint.memory_every_steps) and their replicas: what
+// a lost worker's replacement restores from instead of a checkpoint on disk.
+//
+// At a snapshot step every rank copies what only it holds - its shard of the
+// parameters and of the optimizer state, the data position, the step, the
+// best eval so far - into this process's memory, in the checkpoint shard
+// format (with its CRCs), and passes copies along the ring: with `copies` =
+// 2 (the default) rank r ends up holding shards r and r-1 of that step.
+// Parameters are all-gathered every step, so the shards are all there is to
+// keep. The store outlives the process's generations: a survivor of a lost
+// worker still holds its snapshots when it registers again, says which
+// (Held()), and the coordinator plans who sends what to whom
+// (docs/checkpoint_format.md, "In-memory snapshots").
+//
+//   MemorySnapshots memory(/*keep_steps=*/2);
+//   at a snapshot step, on every rank:
+//     RETURN_IF_ERROR(memory.TakeAndReplicate(source, /*copies=*/2, comm));
+//   after a loss, the new rank r, given shard r from its holder:
+//     RETURN_IF_ERROR(memory.Put(key, bytes));
+//     ASSIGN_OR_RETURN(Restored at, memory.RestoreShard(key, layout, params, optimizer));
+//     RETURN_IF_ERROR(comm.AllGather(params));   // everyone else's ranges
+#ifndef SHARDLINE_WORKER_CHECKPOINT_MEMORY_SNAPSHOTS_H_
+#define SHARDLINE_WORKER_CHECKPOINT_MEMORY_SNAPSHOTS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/mem_env.h"
+#include "worker/checkpoint/save_restore.h"
+#include "worker/collective/collectives.h"
+
+namespace shardline {
+
+// One shard of one snapshot: rank `rank` of a world of `world` at `step`.
+struct SnapshotKey {
+  int64_t step = 0;
+  int world = 0;
+  int rank = 0;
+  bool operator==(const SnapshotKey& o) const { return step == o.step && world == o.world && rank == o.rank; }
+};
+
+class MemorySnapshots {
+ public:
+  // Keeps the newest `keep_steps` snapshot steps (at least 1).
+  explicit MemorySnapshots(int keep_steps = 2) : keep_steps_(keep_steps < 1 ? 1 : keep_steps) {}
+
+  // Snapshots this rank's shard of `source` and replicates it: `copies` - 1
+  // ring shifts, each rank forwarding what it last received, so rank r
+  // holds shards r, r-1, ..., r-copies+1 of source.step. Every rank of the
+  // world calls it at the same step (a collective). Then drops steps beyond
+  // the newest keep_steps.
+  absl::Status TakeAndReplicate(const ShardSource& source, int copies, Collectives& comm);
+
+  // Every shard held, newest step first.
+  std::vector<SnapshotKey> Held();
+  bool Holds(const SnapshotKey& key);
+  // A held shard's bytes (to send to a peer); NotFound if not held.
+  absl::StatusOr<std::string> Bytes(const SnapshotKey& key);
+  // Stores a shard received from a peer, after verifying it (every CRC, and
+  // that its header is `key`'s): DataLoss naming the key otherwise.
+  absl::Status Put(const SnapshotKey& key, std::string bytes);
+  // Restores shard `key` - this rank's range of the world it was taken in -
+  // into `optimizer`'s state and `params`' range of that shard (the rest of
+  // `params` is the caller's to all-gather). The key's world and rank must
+  // be the optimizer's. FailedPrecondition if it is another model's.
+  absl::StatusOr<Restored> RestoreShard(const SnapshotKey& key, const FlatLayout& layout, float* params,
+                                        Optimizer* optimizer);
+  // Drops everything (the job moved to a point no snapshot can serve).
+  void Clear();
+  // Bytes held.
+  int64_t bytes() { return mem_.TotalBytes(); }
+
+ private:
+  std::string Path(const SnapshotKey& key) const;
+  void Prune();
+
+  MemEnv mem_;
+  const int keep_steps_;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_CHECKPOINT_MEMORY_SNAPSHOTS_H_
