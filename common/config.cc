@@ -300,6 +300,8 @@ absl::Status ValidateConfig(const config::JobConfig& c) {
   p.NonNegative("checkpoint.every_seconds", ck.every_seconds());
   p.NonNegative("checkpoint.keep_last", ck.keep_last());
   p.NonNegative("checkpoint.keep_every", static_cast<double>(ck.keep_every()));
+  p.NonNegative("checkpoint.memory_every_steps", static_cast<double>(ck.memory_every_steps()));
+  p.Positive("checkpoint.memory_copies", ck.memory_copies());
   if (!ck.best_metric().empty() && ck.best_metric() != "accuracy" && ck.best_metric() != "loss") {
     p.Add("checkpoint.best_metric",
           absl::StrCat("must be \"accuracy\" or \"loss\", got \"", ck.best_metric(), "\""));

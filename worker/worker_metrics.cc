@@ -47,7 +47,7 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
   for (const char* phase : {"compute", "reduce_scatter", "optimizer", "all_gather"}) {
     phase_seconds_.Add({{"phase", phase}});
   }
-  for (Overhead kind : {Overhead::kRestore, Overhead::kEvaluation, Overhead::kCheckpointStall}) {
+  for (Overhead kind : {Overhead::kRestore, Overhead::kEvaluation, Overhead::kCheckpointStall, Overhead::kMemorySnapshot}) {
     overhead_seconds_.Add({{"kind", OverheadName(kind)}});
   }
 }

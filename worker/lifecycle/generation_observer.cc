@@ -27,7 +27,10 @@ void GenerationObserver::OnOverhead(Overhead kind, double seconds) {
   switch (kind) {
     case Overhead::kRestore: time_.set_restore_seconds(time_.restore_seconds() + seconds); break;
     case Overhead::kEvaluation: time_.set_eval_seconds(time_.eval_seconds() + seconds); break;
-    case Overhead::kCheckpointStall: time_.set_checkpoint_seconds(time_.checkpoint_seconds() + seconds); break;
+    case Overhead::kCheckpointStall:
+    case Overhead::kMemorySnapshot:  // a checkpoint's cost too (goodput's checkpoint_save)
+      time_.set_checkpoint_seconds(time_.checkpoint_seconds() + seconds);
+      break;
   }
   heartbeat_->SetTime(time_, busy_per_step_);
   if (metrics_ != nullptr) metrics_->OnOverhead(kind, seconds);

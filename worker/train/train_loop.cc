@@ -59,6 +59,7 @@ const char* OverheadName(Overhead kind) {
     case Overhead::kRestore: return "restore";
     case Overhead::kEvaluation: return "evaluation";
     case Overhead::kCheckpointStall: return "checkpoint_stall";
+    case Overhead::kMemorySnapshot: return "memory_snapshot";
   }
   return "unknown";
 }
@@ -101,7 +102,28 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  if (!options.restore_dir.empty()) {
+  if (options.memory_restore_step > 0) {
+    // From this rank's own shard in memory; the others' parameter ranges
+    // come by all-gather. No disk read.
+    const auto restore_start = std::chrono::steady_clock::now();
+    if (options.memory == nullptr) return absl::InternalError("a restore from memory without a snapshot store");
+    const SnapshotKey key{options.memory_restore_step, comm.world_size(), comm.rank()};
+    ASSIGN_OR_RETURN(Restored restored,
+                     options.memory->RestoreShard(key, model.layout(), state.params.data(), optimizer.get()));
+    RETURN_IF_ERROR(comm.AllGather(absl::MakeSpan(state.params)));
+    ASSIGN_OR_RETURN(state.next_step, pipeline.Restore(restored.position));
+    if (state.next_step != restored.step) {
+      return absl::DataLossError(absl::StrFormat("in-memory snapshot of step %d has the data position of step %d",
+                                                 restored.step, state.next_step));
+    }
+    best = restored.best;
+    const double took = seconds_since(restore_start);
+    if (comm.rank() == 0) {
+      SLOG(INFO) << absl::StrFormat("restored step %d from memory in %.1f ms (no checkpoint read)", restored.step,
+                                    took * 1e3);
+    }
+    if (observer != nullptr) observer->OnOverhead(Overhead::kRestore, took);
+  } else if (!options.restore_dir.empty()) {
     const auto restore_start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(Restored restored, RestoreCheckpoint(options.env, options.restore_dir, model.layout(),
                                                           state.params.data(), optimizer.get()));
@@ -156,6 +178,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   const int64_t log_every = config.train().log_every();
   const int64_t eval_every = config.train().eval_every();
   const int64_t save_every = config.checkpoint().every_steps();
+  const int64_t memory_every =
+      options.memory != nullptr && comm.world_size() > 1 ? config.checkpoint().memory_every_steps() : 0;
   int64_t last_saved = start_step;
   int64_t last_eval = start_step;
   result.start_step = start_step;
@@ -167,6 +191,20 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   const std::set<int64_t> trace_steps(config.train().trace_steps().begin(), config.train().trace_steps().end());
   std::vector<PhaseSpan> spans;
   double stall_seen = 0;
+  // This rank's shard of the state as it stands between steps.
+  auto shard_now = [&] {
+    ShardSource source;
+    source.step = state.next_step;
+    source.rank = comm.rank();
+    source.world = comm.world_size();
+    source.layout = &model.layout();
+    source.params = state.params.data();
+    source.optimizer = optimizer.get();
+    source.position = pipeline.Position(state.next_step);
+    source.job_id = options.job_id;
+    source.best = best;
+    return source;
+  };
   auto report_stall = [&] {
     if (observer == nullptr || saver.stall_seconds() <= stall_seen) return;
     observer->OnOverhead(Overhead::kCheckpointStall, saver.stall_seconds() - stall_seen);
@@ -273,20 +311,18 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       // Snapshot, write and report happen in the background; the next
       // step waits for the snapshot before its optimizer update.
       RETURN_IF_ERROR(settle());
-      ShardSource source;
-      source.step = state.next_step;
-      source.rank = comm.rank();
-      source.world = comm.world_size();
-      source.layout = &model.layout();
-      source.params = state.params.data();
-      source.optimizer = optimizer.get();
-      source.position = pipeline.Position(state.next_step);
-      source.job_id = options.job_id;
-      source.best = best;
-      RETURN_IF_ERROR(saver.Save(source));
+      RETURN_IF_ERROR(saver.Save(shard_now()));
       report_stall();
       last_saved = state.next_step;
       last_save_time = std::chrono::steady_clock::now();
+    }
+    if (memory_every > 0 && state.next_step % memory_every == 0 && !last) {
+      // Synchronous, at the step boundary, on every rank alike: the copy is
+      // memcpy-speed and the ring shift one shard (bench/RESULTS.md).
+      RETURN_IF_ERROR(settle());
+      const auto snapshot_start = std::chrono::steady_clock::now();
+      RETURN_IF_ERROR(options.memory->TakeAndReplicate(shard_now(), config.checkpoint().memory_copies(), comm));
+      if (observer != nullptr) observer->OnOverhead(Overhead::kMemorySnapshot, seconds_since(snapshot_start));
     }
     if (stop_now) {
       result.stopped_early = true;

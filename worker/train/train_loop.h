@@ -23,6 +23,7 @@
 #include "proto/config.pb.h"
 #include "worker/collective/collectives.h"
 #include "worker/data/dataset.h"
+#include "worker/checkpoint/memory_snapshots.h"
 #include "worker/checkpoint/save_restore.h"
 #include "worker/train/train_step.h"
 
@@ -46,8 +47,9 @@ enum class Overhead {
   kRestore,          // restoring the checkpoint to resume from
   kEvaluation,       // evaluating on the test split
   kCheckpointStall,  // blocked on a save (waiting for the previous one, or the snapshot)
+  kMemorySnapshot,   // taking and replicating an in-memory snapshot
 };
-const char* OverheadName(Overhead kind);  // "restore", "evaluation", "checkpoint_stall"
+const char* OverheadName(Overhead kind);  // "restore", "evaluation", "checkpoint_stall", "memory_snapshot"
 
 // Told about a run's start, every completed step, and time lost, in order,
 // on the training thread.
@@ -95,6 +97,14 @@ struct TrainOptions {
   // A committed checkpoint directory to restore before the first step
   // (empty: start from scratch).
   std::string restore_dir;
+  // In-memory snapshots (checkpoint.memory_every_steps): taken into here
+  // in a world of more than one; null: none. Outlives the run (the worker
+  // keeps it across generations).
+  MemorySnapshots* memory = nullptr;
+  // > 0: restore this step from `memory` instead of restore_dir - this
+  // rank's own shard of this world, which must be held, then the others'
+  // parameters by all-gather.
+  int64_t memory_restore_step = 0;
   Env* env = Env::Default();
 };
 

@@ -329,6 +329,51 @@ TEST_F(TrainLoopTest, AnyWorldSizeTrainsTheSameGlobalBatch) {
   }
 }
 
+// A world of 2 keeps in-memory snapshots every 20 steps; rank 1 is then
+// "lost": a replacement with an empty store gets shard 1 of step 40 from rank
+// 0 (its replica), both restore from memory - rank 0 from its own shard -
+// and finish bit for bit where the uninterrupted run did.
+TEST_F(TrainLoopTest, ARestoreFromAPeersMemoryReplicaIsBitForBit) {
+  const config::JobConfig c =
+      Config({"train.total_steps=60", "train.eval_every=0", "checkpoint.memory_every_steps=20"});
+  constexpr int kWorld = 2;
+  std::vector<std::unique_ptr<MemorySnapshots>> stores;
+  for (int r = 0; r < kWorld; ++r) stores.push_back(std::make_unique<MemorySnapshots>());
+  auto run = [&](int64_t restore_step) {
+    std::vector<std::vector<float>> params(kWorld);
+    LocalFabric fabric(kWorld);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < kWorld; ++r) {
+      ranks.emplace_back([&, r] {
+        std::unique_ptr<Transport> t = fabric.Connect(r);
+        RingCollectives comm(t.get(), CollectiveOptions{});
+        TrainOptions o;
+        o.show_progress = false;
+        o.memory = stores[static_cast<size_t>(r)].get();
+        o.memory_restore_step = restore_step;
+        absl::StatusOr<TrainResult> res = RunTraining(c, *data_, comm, o);
+        EXPECT_TRUE(res.ok()) << "rank " << r << ": " << res.status();
+        if (res.ok()) {
+          EXPECT_EQ(res->start_step, restore_step);
+          params[static_cast<size_t>(r)] = std::move(res->params);
+        }
+      });
+    }
+    for (auto& t : ranks) t.join();
+    EXPECT_EQ(params[0], params[1]);
+    return params[0];
+  };
+  const std::vector<float> uninterrupted = run(0);
+  ASSERT_FALSE(uninterrupted.empty());
+  const SnapshotKey shard1{40, kWorld, 1};
+  ASSERT_TRUE(stores[0]->Holds(shard1)) << "rank 0 holds its predecessor's shard";
+  absl::StatusOr<std::string> replica = stores[0]->Bytes(shard1);
+  ASSERT_TRUE(replica.ok());
+  stores[1] = std::make_unique<MemorySnapshots>();  // the replacement process
+  ASSERT_TRUE(stores[1]->Put(shard1, *replica).ok());
+  EXPECT_EQ(run(40), uninterrupted) << "resumed from memory at step 40, it should end on the same bits";
+}
+
 TEST(NanGuardTest, NamesTheWindowAndTheLastFiniteLoss) {
   NanGuard guard;
   EXPECT_TRUE(guard.Check(0, 2.5, -1).ok());
