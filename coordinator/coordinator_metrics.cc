@@ -28,6 +28,11 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
       last_checkpoint_time_(NewGauge(r, "shardline_last_checkpoint_timestamp_seconds",
                                      "When the latest checkpoint was committed (the coordinator's start until one is)")),
       train_loss_(NewGauge(r, "shardline_train_loss", "Rank 0's latest train-line loss (metrics.jsonl)")),
+      recoveries_(prometheus::BuildCounter()
+                      .Name("shardline_recoveries_total")
+                      .Help("Worlds that resumed from a restore, by where it came from (memory: the workers' "
+                            "in-memory snapshots; disk: a committed checkpoint)")
+                      .Register(r)),
       last_eval_accuracy_(NewGauge(r, "shardline_eval_accuracy", "Test accuracy of the latest evaluation")),
       best_eval_accuracy_(NewGauge(r, "shardline_best_eval_accuracy", "Test accuracy of the best evaluation so far")),
       goodput_seconds_(NewCounter(r, "shardline_goodput_seconds_total",
@@ -52,6 +57,7 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                          .Help("Seconds since a rank's last heartbeat report")
                          .Register(r)) {
   for (const char* kind : BadputKinds()) badput_seconds_.Add({{"kind", kind}});
+  for (const char* source : {"memory", "disk"}) recoveries_.Add({{"source", source}});
   for (int s = coordinator::JobStatus::FORMING; s <= coordinator::JobStatus::FAILED; ++s) {
     job_state_.Add({{"state", StateName(static_cast<coordinator::JobStatus::State>(s))}});
   }
@@ -86,6 +92,8 @@ void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
   advance(checkpoint_failures_, static_cast<double>(s.checkpoint_failures()), &checkpoint_failures_seen_);
   advance(nonfinite_losses_, static_cast<double>(s.nonfinite_losses()), &nonfinite_losses_seen_);
   last_checkpoint_time_.Set(s.last_checkpoint_unix_seconds());
+  advance(recoveries_.Add({{"source", "memory"}}), static_cast<double>(s.memory_recoveries()), &memory_recoveries_seen_);
+  advance(recoveries_.Add({{"source", "disk"}}), static_cast<double>(s.disk_recoveries()), &disk_recoveries_seen_);
   if (s.has_last_train()) train_loss_.Set(s.last_train().loss());
   advance(disruptions_, static_cast<double>(g.disruptions()), &disruptions_seen_);
   for (const auto& [kind, seconds] : g.badput_seconds()) {

@@ -40,6 +40,7 @@ class CoordinatorMetrics {
   prometheus::Counter& nonfinite_losses_;
   prometheus::Gauge& last_checkpoint_time_;
   prometheus::Gauge& train_loss_;
+  prometheus::Family<prometheus::Counter>& recoveries_;
   prometheus::Gauge& last_eval_accuracy_;
   prometheus::Gauge& best_eval_accuracy_;
   // Goodput: totals over the job's life (they continue across coordinator
@@ -55,6 +56,8 @@ class CoordinatorMetrics {
   double goodput_seen_ = 0;
   double checkpoint_failures_seen_ = 0;
   double nonfinite_losses_seen_ = 0;
+  double memory_recoveries_seen_ = 0;
+  double disk_recoveries_seen_ = 0;
   double disruptions_seen_ = 0;
   std::map<std::string, double> badput_seen_;
   std::set<int> ranks_seen_;  // ranks with per-rank series

@@ -198,11 +198,54 @@ void Job::Form() {
   checkpoint_at_ = 0;
   eval_at_ = 0;
   last_save_time_ = now;
-  start_step_ = catalog_.Restore().step;
+  memory_step_ = PlanMemoryRestore();
+  const int64_t disk_step = catalog_.Restore().step;
+  start_step_ = memory_step_ > 0 ? memory_step_ : disk_step;
+  if (memory_step_ > 0) {
+    ++memory_recoveries_;
+    std::string moves;
+    for (int r = 0; r < static_cast<int>(memory_sources_.size()); ++r) {
+      if (memory_sources_[r] != r) absl::StrAppend(&moves, moves.empty() ? "" : ", ", "shard ", r, " from rank ", memory_sources_[r]);
+    }
+    SLOG(INFO) << "generation " << generation_ << " restores step " << memory_step_ << " from the workers' memory ("
+               << (moves.empty() ? std::string("every rank holds its own shard") : moves)
+               << "); no checkpoint is read" << (disk_step > 0 ? absl::StrCat("; disk has step ", disk_step) : "");
+  } else if (disk_step > 0) {
+    ++disk_recoveries_;
+    SLOG(INFO) << "generation " << generation_ << " restores step " << disk_step << " from disk";
+  }
   rate_steps_ = 0;
   rate_time_ = now;
   ++state_version_;  // made durable by the caller, outside the lock
   SLOG(INFO) << "generation " << generation_ << " formed: " << members_.size() << " workers";
+}
+
+int64_t Job::PlanMemoryRestore() {
+  memory_sources_.clear();
+  const int n = options_.world_size;
+  if (config_.checkpoint().memory_every_steps() <= 0 || n < 2) return 0;
+  // step -> shard -> ranks holding it.
+  std::map<int64_t, std::map<int, std::set<int>>, std::greater<int64_t>> holders;
+  for (const auto& [rank, m] : members_) {
+    for (const coordinator::HeldSnapshot& h : m.held) {
+      if (h.world_size() == n) holders[h.step()][h.rank()].insert(rank);
+    }
+  }
+  const int64_t disk_step = catalog_.Restore().step;
+  for (const auto& [step, shards] : holders) {
+    if (step < disk_step || step <= 0) break;  // disk is at least as new
+    if (bad_memory_steps_.count(step) > 0 || static_cast<int>(shards.size()) < n) continue;
+    std::vector<int> sources(static_cast<size_t>(n), -1);
+    for (const auto& [shard, ranks] : shards) {
+      if (shard < 0 || shard >= n) continue;
+      // Its own rank if it holds it (nothing moves), else the lowest holder.
+      sources[static_cast<size_t>(shard)] = ranks.count(shard) > 0 ? shard : *ranks.begin();
+    }
+    if (std::find(sources.begin(), sources.end(), -1) != sources.end()) continue;
+    memory_sources_ = std::move(sources);
+    return step;
+  }
+  return 0;
 }
 
 void Job::BreakWorld(const std::string& why) {
@@ -299,6 +342,14 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   Member& m = pending_[rank];
   m.address = req.transport_address();
   m.incarnation = req.incarnation();
+  m.held.clear();
+  for (const coordinator::HeldSnapshot& h : req.held_snapshots()) {
+    // Bounded and sane, or ignored: a bad list can only cost a disk restore.
+    if (m.held.size() >= kMaxHeldSnapshots || h.world_size() != n || h.rank() < 0 || h.rank() >= n || h.step() <= 0) {
+      continue;
+    }
+    m.held.push_back(h);
+  }
   m.secret = std::move(*secret);
   const uint64_t target = generation_ + 1;
   SLOG(INFO) << "worker " << m.address << " registered as rank " << rank << " for generation " << target
@@ -337,9 +388,15 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   resp.set_config_text(config_text_);
   resp.set_checkpoint_root(options_.checkpoint_root);
   resp.set_trace_dir(options_.trace_dir);
-  const RestorePoint from = catalog_.Restore();
-  resp.set_start_step(from.step);
-  resp.set_restore_dir(from.dir);
+  if (memory_step_ > 0) {
+    resp.set_start_step(memory_step_);
+    resp.set_memory_step(memory_step_);
+    for (int source : memory_sources_) resp.add_memory_sources(source);
+  } else {
+    const RestorePoint from = catalog_.Restore();
+    resp.set_start_step(from.step);
+    resp.set_restore_dir(from.dir);
+  }
   resp.set_job_id(job_id_);
   resp.set_stop_at(stop_at_);
   return resp;
@@ -426,6 +483,11 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
     }
   }
   if (r.save_failed_step() > 0) SaveFailed(r);
+  if (r.bad_memory_step() > 0 && r.bad_memory_step() == memory_step_ && bad_memory_steps_.insert(memory_step_).second) {
+    SLOG(ERROR) << "the in-memory snapshot of step " << memory_step_ << " could not be restored on rank " << r.rank()
+                << "; the next world restores from another snapshot or from disk";
+    BreakWorld(absl::StrCat("its in-memory snapshot of step ", memory_step_, " failed on rank ", r.rank()));
+  }
   if (!r.fatal_error().empty()) {
     if (r.diverged_step() > 0) ++nonfinite_losses_;
     Fail(absl::FailedPreconditionError(absl::StrCat("worker rank ", r.rank(), ": ", r.fatal_error())));
@@ -626,6 +688,9 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_bad_checkpoints(catalog_.bad_count());
   s.set_checkpoint_failures(checkpoint_failures_);
   s.set_start_step(start_step_);
+  s.set_restored_from(memory_step_ > 0 ? "memory" : start_step_ > 0 ? "disk" : "");
+  s.set_memory_recoveries(memory_recoveries_);
+  s.set_disk_recoveries(disk_recoveries_);
   s.set_nonfinite_losses(nonfinite_losses_);
   s.set_last_checkpoint_unix_seconds(absl::ToDoubleSeconds(last_commit_time_ - absl::UnixEpoch()));
   s.set_steps_per_second(steps_per_second_);

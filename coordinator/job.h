@@ -149,7 +149,13 @@ class Job {
     // The greatest (sent - received) of its reports: its clock's offset
     // from ours minus the shortest one-way latency seen.
     std::optional<int64_t> clock_offset_micros;
+    // In-memory snapshot shards it said it holds when it registered.
+    std::vector<coordinator::HeldSnapshot> held;
   };
+  // The newest step whose every shard (of this world size) some member of
+  // the forming world holds in memory, at least as new as the disk restore
+  // point and not reported bad; 0 if none. Sets memory_sources_.
+  int64_t PlanMemoryRestore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Ends the running generation: every member is told to re-register.
   // Disk work decided under mu_ and done after it is released, so a slow
@@ -175,6 +181,9 @@ class Job {
   // generation; the job fails at kMaxSaveAttempts.
   void SaveFailed(const coordinator::WorkerReport& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static constexpr int kMaxSaveAttempts = 3;
+  // Held snapshot shards taken from one registration (keep_steps x copies
+  // is a handful; the rest is ignored).
+  static constexpr size_t kMaxHeldSnapshots = 64;
   // True when the stream of (rank, generation) has nothing more to carry
   // but, possibly, the news of a new generation.
   bool StreamOver(int rank, uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -222,6 +231,13 @@ class Job {
   int64_t losses_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t checkpoint_failures_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t start_step_ ABSL_GUARDED_BY(mu_) = 0;  // the running generation's restore point
+  // The running generation restores start_step_ from memory (memory_step_
+  // == start_step_ > 0), its shard r coming from rank memory_sources_[r].
+  int64_t memory_step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int> memory_sources_ ABSL_GUARDED_BY(mu_);
+  std::set<int64_t> bad_memory_steps_ ABSL_GUARDED_BY(mu_);
+  int64_t memory_recoveries_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t disk_recoveries_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t nonfinite_losses_ ABSL_GUARDED_BY(mu_) = 0;
   // Wall clock (for people and alerts, not decisions): the last commit, or
   // this coordinator's start.

@@ -24,6 +24,9 @@ absl::Status CheckReport(const coordinator::WorkerReport& r, const ReportLimits&
   if (!in_range(r.save_failed_step())) {
     return Bad(r, absl::StrCat("save_failed_step ", r.save_failed_step(), " out of range"));
   }
+  if (!in_range(r.bad_memory_step())) {
+    return Bad(r, absl::StrCat("bad_memory_step ", r.bad_memory_step(), " out of range"));
+  }
   if (!in_range(r.diverged_step())) {
     return Bad(r, absl::StrCat("diverged_step ", r.diverged_step(), " out of range"));
   }

@@ -41,6 +41,10 @@ std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
   } else {
     absl::StrAppend(&out, "last committed checkpoint: none\n");
   }
+  if (!s.restored_from().empty()) {
+    absl::StrAppendFormat(&out, "this world restored step %d from %s; recoveries: %d from memory, %d from disk\n",
+                          s.start_step(), s.restored_from(), s.memory_recoveries(), s.disk_recoveries());
+  }
   absl::StrAppend(&out, GoodputLine(s.goodput()), "\n");
   absl::StrAppendFormat(&out, "workers: %d of %d alive, %d registered, %d lost so far\n", s.workers_alive(),
                         s.world_size(), s.workers_registered(), s.worker_losses());

@@ -64,6 +64,7 @@ bool Heartbeat::SendReport(const LastReport& last) {
   r.set_finished(last.finished);
   r.set_fatal_error(last.fatal_error);
   r.set_diverged_step(last.diverged_step);
+  r.set_bad_memory_step(last.bad_memory_step);
   r.set_bad_checkpoint_step(last.bad_checkpoint_step);
   r.set_bad_checkpoint_reason(last.bad_checkpoint_reason);
   r.set_save_failed_step(last.save_failed_step);

@@ -59,6 +59,7 @@ struct LastReport {
   bool finished = false;             // the run completed
   std::string fatal_error;           // a failure a restart would repeat: fails the job
   int64_t diverged_step = 0;         // > 0: that failure is the loss going non-finite at this step
+  int64_t bad_memory_step = 0;       // > 0: the in-memory snapshot of that step could not be restored here
   int64_t bad_checkpoint_step = 0;   // > 0: that checkpoint failed verification here
   std::string bad_checkpoint_reason;
   int64_t save_failed_step = 0;      // > 0: writing this rank's shard of that step failed

@@ -12,17 +12,18 @@
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
+#include "common/status_payload.h"
+#include "worker/checkpoint/memory_snapshots.h"
 #include "worker/collective/faulty_transport.h"
 #include "worker/collective/ring.h"
 #include "worker/control/coordinator_client.h"
 #include "worker/control/heartbeat.h"
 #include "worker/data/dataset.h"
 #include "worker/lifecycle/generation_observer.h"
-#include "worker/trace/trace_writer.h"
-#include "worker/train/nan_guard.h"
-#include "common/status_payload.h"
 #include "worker/lifecycle/watchdog.h"
 #include "worker/model/gemm.h"
+#include "worker/trace/trace_writer.h"
+#include "worker/train/nan_guard.h"
 #include "worker/train/train_loop.h"
 
 namespace shardline {
@@ -46,7 +47,41 @@ struct Carried {
   std::string data_dir;
   // Set when the previous generation finished without hearing the job's end.
   std::optional<coordinator::WorkerReport> finished_report;
+  // In-memory snapshots (this rank's and its replicas of peers'): they
+  // outlive the generations of this process.
+  std::unique_ptr<MemorySnapshots> memory = std::make_unique<MemorySnapshots>();
 };
+
+// Before a restore from memory: shard r of the snapshot moves from rank
+// world.memory_sources(r) to rank r, for every r in order, every rank
+// taking part in every move (SendRecv is one op of every rank's sequence).
+// DataLoss if a shard this rank should send is not here or one it received
+// is damaged.
+absl::Status MoveMemoryShards(const coordinator::RegisterResponse& world, Collectives& comm, MemorySnapshots& memory) {
+  const int me = world.rank(), n = world.world_size();
+  if (world.memory_sources_size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat("the coordinator's restore plan names ", world.memory_sources_size(),
+                                                   " sources for a world of ", n));
+  }
+  absl::Status missing;
+  for (int r = 0; r < n; ++r) {
+    const int source = world.memory_sources(r);
+    if (source == r) continue;
+    const SnapshotKey key{world.memory_step(), n, r};
+    std::string bytes;
+    if (me == source) {
+      absl::StatusOr<std::string> held = memory.Bytes(key);
+      if (held.ok()) {
+        bytes = std::move(*held);
+      } else {
+        missing = absl::DataLossError(held.status().message());  // sent empty: the receiver finds it damaged
+      }
+    }
+    ASSIGN_OR_RETURN(std::string got, comm.SendRecv(me == source ? r : -1, bytes, me == r ? source : -1));
+    if (me == r) RETURN_IF_ERROR(memory.Put(key, std::move(got)));
+  }
+  return missing;
+}
 
 // The outcome of one generation: return `status` if `done`, else register
 // again.
@@ -142,6 +177,8 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   train.job_id = world.job_id();
   train.restore_dir = world.restore_dir();
   train.env = options.env;
+  train.memory = carried.memory.get();
+  train.memory_restore_step = world.memory_step();
 
   absl::StatusOr<TrainResult> result;
   {
@@ -159,11 +196,13 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     };
     w.on_still_stuck = options.on_still_stuck ? options.on_still_stuck : DefaultStillStuck;
     Watchdog watchdog(heartbeat.steps_done(), std::move(w));
-    result = RunTraining(*cfg, data, ring, train);
+    const absl::Status moved =
+        world.memory_step() > 0 ? MoveMemoryShards(world, ring, *carried.memory) : absl::OkStatus();
+    result = moved.ok() ? RunTraining(*cfg, data, ring, train) : absl::StatusOr<TrainResult>(moved);
   }
 
   const absl::Status status = result.status();
-  switch (ClassifyGenerationEnd(status, !world.restore_dir().empty())) {
+  switch (ClassifyGenerationEnd(status, !world.restore_dir().empty() || world.memory_step() > 0)) {
     case GenerationEnd::kFinished: {
       LastReport last;
       last.finished = true;
@@ -188,10 +227,16 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
       return Done(absl::OkStatus());
     }
     case GenerationEnd::kBadCheckpoint: {
-      SLOG(ERROR) << "checkpoint at step " << world.start_step() << " failed verification: " << status.message();
       LastReport last;
-      last.bad_checkpoint_step = world.start_step();
-      last.bad_checkpoint_reason = std::string(status.message());
+      if (world.memory_step() > 0) {
+        SLOG(ERROR) << "the in-memory snapshot of step " << world.memory_step() << " cannot be restored here: "
+                    << status.message();
+        last.bad_memory_step = world.memory_step();
+      } else {
+        SLOG(ERROR) << "checkpoint at step " << world.start_step() << " failed verification: " << status.message();
+        last.bad_checkpoint_step = world.start_step();
+        last.bad_checkpoint_reason = std::string(status.message());
+      }
       heartbeat.Close(last).IgnoreError();
       break;
     }
@@ -238,6 +283,12 @@ absl::Status RunWorker(const WorkerOptions& options, TransportServer* server) {
     req.set_incarnation(incarnation);
     req.set_reason(carried.left_because);
     if (carried.finished_report.has_value()) *req.mutable_finished_report() = *std::move(carried.finished_report);
+    for (const SnapshotKey& k : carried.memory->Held()) {
+      coordinator::HeldSnapshot* h = req.add_held_snapshots();
+      h->set_step(k.step);
+      h->set_world_size(k.world);
+      h->set_rank(k.rank);
+    }
     carried.finished_report.reset();
     ASSIGN_OR_RETURN(coordinator::RegisterResponse world, client.Register(req, options.connect_timeout));
     if (world.job_over()) {
