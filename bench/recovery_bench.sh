@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Issue 5 side by side: time from SIGKILL of one of 2 workers to the first
-# completed training step after the restart, for `shardline launch
-# --max_restarts` (restores the last committed checkpoint) and for torchrun's
-# elastic restart of a 2-process DDP job (restarts every worker from step 0),
-# in the same run. KILLS kills each (default 5); prints medians.
+# Issues 5 and 15 side by side: time from SIGKILL of one of 2 workers to the
+# first completed training step after the restart, for `shardline launch
+# --max_restarts` restoring from the workers' memory (the default) and from
+# the last committed checkpoint (snapshots off), and for torchrun's elastic
+# restart of a 2-process DDP job (restarts every worker from step 0), in the
+# same run. KILLS kills each (default 5); prints medians, and for shardline
+# the bytes the surviving worker read and the steps redone.
 #
 #   bench/recovery_bench.sh
 set -euo pipefail
@@ -24,23 +26,41 @@ now() { date +%s.%N; }
 # Log timestamps are local "HH:MM:SS.micro" of today.
 to_epoch() { date -d "$(date +%F) $1" +%s.%N; }
 
-echo "== shardline: $KILLS kills of worker 1" >&2
-build/bin/shardline launch --config deploy/configs/fmnist_mlp.textproto --workers 2 --workdir "$OUT/shardline" \
-  --max_restarts $KILLS --set train.total_steps=100000000 --set checkpoint.every_steps=200 \
-  --set train.log_every=1000000 --set train.eval_every=0 2> "$OUT/shardline.log" &
-LAUNCH=$!
-LOG="$OUT/shardline/logs/worker-0.log"
-until grep -q "first step of this generation" "$LOG" 2>/dev/null; do sleep 0.1; done
-for ((k = 1; k <= KILLS; k++)); do
-  sleep 2
-  seen=$(grep -c "first step of this generation" "$LOG")
-  pid=$(pgrep -f "shardline-worker --coordinator .* --rank 1" | head -1)
-  t0=$(now); kill -9 "$pid"
-  until [ "$(grep -c "first step of this generation" "$LOG")" -gt "$seen" ]; do sleep 0.01; done
-  t1=$(to_epoch "$(grep "first step of this generation" "$LOG" | tail -1 | awk '{print $2}')")
-  echo "shardline $(echo "$t1 - $t0" | bc)" | tee -a "$OUT/times.txt"
-done
-kill -TERM $LAUNCH; wait $LAUNCH || true
+# One shardline run: KILLS SIGKILLs of worker 1, each timed from the kill to
+# the first completed step after the restart; also the checkpoint bytes the
+# surviving worker 0 read for the restore (its log: the Env's reads of the
+# checkpoint files; 0 from memory) and the steps redone (its step before the
+# kill minus the step restored).
+run_shardline() {  # NAME --set ...
+  local name=$1; shift
+  echo "== shardline $name: $KILLS kills of worker 1" >&2
+  build/bin/shardline launch --config deploy/configs/fmnist_mlp.textproto --workers 2 --workdir "$OUT/$name" \
+    --max_restarts $KILLS --set train.total_steps=100000000 --set checkpoint.every_steps=200 \
+    --set train.log_every=1000000 --set train.eval_every=0 "$@" 2> "$OUT/$name.log" &
+  local launch=$!
+  local log="$OUT/$name/logs/worker-0.log"
+  until grep -q "first step of this generation" "$log" 2>/dev/null; do sleep 0.1; done
+  local port
+  port=$(grep -o "metrics on port [0-9]*" "$log" | head -1 | grep -o "[0-9]*$")
+  for ((k = 1; k <= KILLS; k++)); do
+    sleep 2
+    local seen pid t0 t1 bytes before restored
+    seen=$(grep -c "first step of this generation" "$log")
+    pid=$(pgrep -f "shardline-worker --coordinator .* --rank 1" | head -1)
+    before=$(curl -s "127.0.0.1:$port/metrics" | awk '$1 == "shardline_step" {print int($2)}')
+    t0=$(now); kill -9 "$pid"
+    until [ "$(grep -c "first step of this generation" "$log")" -gt "$seen" ]; do sleep 0.01; done
+    bytes=$(grep "restored step" "$log" | tail -1 | grep -o "([0-9]* checkpoint bytes read)" | grep -o "[0-9]*" || true)
+    t1=$(to_epoch "$(grep "first step of this generation" "$log" | tail -1 | awk '{print $2}')")
+    restored=$(( $(grep -o "first step of this generation done (step [0-9]*" "$log" | tail -1 | grep -o "[0-9]*$") - 1 ))
+    echo "shardline_$name $(echo "$t1 - $t0" | bc) ${bytes:-0} $((before - restored))" | tee -a "$OUT/times.txt"
+  done
+  kill -TERM $launch; wait $launch || true
+}
+# From the peers' memory (the default: a snapshot every 100 steps), and from
+# the last committed checkpoint on disk (snapshots off).
+run_shardline memory
+run_shardline disk --set checkpoint.memory_every_steps=0
 
 run_torchrun() {  # NAME EXTRA_ARGS...
   local name=$1; shift
@@ -56,7 +76,7 @@ run_torchrun() {  # NAME EXTRA_ARGS...
     t0=$(now); kill -9 "$pid"
     until grep -q "FIRSTSTEP .* restart $k" "$OUT/torch_$name.log"; do sleep 0.01; done
     t1=$(grep -o "FIRSTSTEP [0-9.]* rank [0-9]* restart $k\$" "$OUT/torch_$name.log" | awk '{print $2}' | sort -n | tail -1)
-    echo "torchrun_$name $(echo "$t1 - $t0" | bc)" | tee -a "$OUT/times.txt"
+    echo "torchrun_$name $(echo "$t1 - $t0" | bc) - -" | tee -a "$OUT/times.txt"
   done
   pkill -TERM -f "torchrun --nproc_per_node=2" || true
   wait $agent || true
@@ -67,8 +87,19 @@ run_torchrun monitor05 --monitor_interval=0.5
 /usr/bin/python3 - "$OUT/times.txt" <<'PY'
 import collections, statistics, sys
 t = collections.defaultdict(list)
+extra = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    k, v = line.split(); t[k].append(float(v))
+    k, v, read, redone = line.split()
+    t[k].append(float(v))
+    if read != "-":
+        extra[k].append((int(read), int(redone)))
 for k, v in t.items():
-    print(f"{k}: median {statistics.median(v):.2f} s over {len(v)} kills ({', '.join(f'{x:.2f}' for x in v)})")
+    more = ""
+    if extra[k]:
+        reads = [r for r, _ in extra[k]]
+        redone = [d for _, d in extra[k]]
+        more = (f"; checkpoint bytes read by the survivor: median {statistics.median(reads) / 1e6:.2f} MB"
+                f" (max {max(reads) / 1e6:.2f}),"
+                f" steps redone median {statistics.median(redone):.0f} (max {max(redone)})")
+    print(f"{k}: median {statistics.median(v):.2f} s over {len(v)} kills ({', '.join(f'{x:.2f}' for x in v)}){more}")
 PY

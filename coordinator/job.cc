@@ -232,8 +232,16 @@ int64_t Job::PlanMemoryRestore() {
     }
   }
   const int64_t disk_step = catalog_.Restore().step;
+  // Never past a save that failed and was not committed since: a world
+  // restored beyond it would skip that save instead of trying it again, and
+  // a disk that keeps failing would never stop the job (SaveFailed).
+  int64_t limit = INT64_MAX;
+  for (const auto& [failed, generations] : save_failures_) {
+    if (failed > catalog_.latest_good()) limit = std::min(limit, failed);
+  }
   for (const auto& [step, shards] : holders) {
     if (step < disk_step || step <= 0) break;  // disk is at least as new
+    if (step >= limit) continue;
     if (bad_memory_steps_.count(step) > 0 || static_cast<int>(shards.size()) < n) continue;
     std::vector<int> sources(static_cast<size_t>(n), -1);
     for (const auto& [shard, ranks] : shards) {

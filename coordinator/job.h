@@ -154,7 +154,8 @@ class Job {
   };
   // The newest step whose every shard (of this world size) some member of
   // the forming world holds in memory, at least as new as the disk restore
-  // point and not reported bad; 0 if none. Sets memory_sources_.
+  // point, before any failed and uncommitted save, and not reported bad; 0
+  // if none. Sets memory_sources_.
   int64_t PlanMemoryRestore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Ends the running generation: every member is told to re-register.

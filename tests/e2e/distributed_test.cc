@@ -299,8 +299,9 @@ TEST(DistributedTest, Sigusr1MakesEveryWorkerEvaluateAtTheSameStep) {
 namespace shardline {
 namespace {
 
-// A rank slowed down - stopped and continued so it runs about a third of
-// the time - is scored as a straggler by the coordinator, logged, exported,
+// A rank slowed down - stopped and continued so it runs a fifth of the time
+// (a margin for a loaded machine, where every rank is slow) - is scored as a
+// straggler by the coordinator, logged, exported,
 // and forgiven once it runs freely again. The other rank waits for it but is
 // not blamed.
 TEST(DistributedTest, ASlowedRankIsScoredAndLoggedAsAStragglerAndForgivenAfter) {
@@ -312,15 +313,15 @@ TEST(DistributedTest, ASlowedRankIsScoredAndLoggedAsAStragglerAndForgivenAfter) 
   ASSERT_EQ(slow_pid.size(), 1u);
   std::atomic<bool> slow{true};
   std::thread throttle([&] {
-    for (const absl::Time end = absl::Now() + absl::Seconds(90); slow.load() && absl::Now() < end;) {
+    for (const absl::Time end = absl::Now() + absl::Seconds(150); slow.load() && absl::Now() < end;) {
       kill(slow_pid[0], SIGSTOP);
-      absl::SleepFor(absl::Milliseconds(20));
+      absl::SleepFor(absl::Milliseconds(40));
       kill(slow_pid[0], SIGCONT);
       absl::SleepFor(absl::Milliseconds(10));
     }
     kill(slow_pid[0], SIGCONT);
   });
-  const bool flagged = WaitForText(coord_log, "rank 1 (127.0.0.1:", absl::Seconds(60)) &&
+  const bool flagged = WaitForText(coord_log, "rank 1 (127.0.0.1:", absl::Seconds(120)) &&
                        WaitForText(coord_log, "is a straggler", absl::Seconds(5));
   int coord_port = 0;
   const std::string address = ReadAll(dir + "/coordinator.metrics_address");

@@ -182,6 +182,7 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
   }
   Restored out;
   out.step = v.manifest.step();
+  for (const state::ShardEntry& e : v.manifest.shards()) out.bytes_read += e.size();
   const state::ShardHeader& last = v.headers.back();
   out.position = last.data_position();
   if (last.has_best_step()) out.best = BestSoFar{last.best_step(), last.best_value()};

@@ -130,6 +130,7 @@ struct Restored {
   int64_t step = 0;
   state::DataPosition position;
   BestSoFar best;
+  int64_t bytes_read = 0;  // checkpoint file bytes read (0 from memory)
 };
 
 // Restores from the committed checkpoint in `step_dir`, whatever world size

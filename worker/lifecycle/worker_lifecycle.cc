@@ -8,6 +8,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -222,7 +223,14 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
       }
       SLOG(INFO) << "finished " << result->steps << " steps" << (result->stopped_early ? " (stopped early)" : "")
                  << "; final test accuracy " << result->evals.back().accuracy << "; "
-                 << result->checkpoint_seconds << " s of training lost to checkpoints; per step: "
+                 << result->checkpoint_seconds << " s of training lost to checkpoints; "
+                 << absl::StrFormat("%d in-memory snapshots took %.3f s (%.2f%% of %.2f s of training); ",
+                                    result->memory_snapshots, result->memory_snapshot_seconds,
+                                    result->train_seconds > 0
+                                        ? 100 * result->memory_snapshot_seconds / result->train_seconds
+                                        : 0.0,
+                                    result->train_seconds)
+                 << "per step: "
                  << PhasesPerStep(result->phase_seconds, result->steps - result->start_step);
       return Done(absl::OkStatus());
     }

@@ -133,7 +133,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
                                                  options.restore_dir, restored.step, state.next_step));
     }
     best = restored.best;
-    if (comm.rank() == 0) SLOG(INFO) << "restored step " << restored.step << " from " << options.restore_dir;
+    if (comm.rank() == 0) {
+      SLOG(INFO) << "restored step " << restored.step << " from " << options.restore_dir << " ("
+                 << restored.bytes_read << " checkpoint bytes read)";
+    }
     if (observer != nullptr) observer->OnOverhead(Overhead::kRestore, seconds_since(restore_start));
   } else if (!config.checkpoint().init_from().empty()) {
     // Third in the resume order: parameters only, optimizer and data fresh.
@@ -322,7 +325,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       RETURN_IF_ERROR(settle());
       const auto snapshot_start = std::chrono::steady_clock::now();
       RETURN_IF_ERROR(options.memory->TakeAndReplicate(shard_now(), config.checkpoint().memory_copies(), comm));
-      if (observer != nullptr) observer->OnOverhead(Overhead::kMemorySnapshot, seconds_since(snapshot_start));
+      const double took = seconds_since(snapshot_start);
+      ++result.memory_snapshots;
+      result.memory_snapshot_seconds += took;
+      if (observer != nullptr) observer->OnOverhead(Overhead::kMemorySnapshot, took);
     }
     if (stop_now) {
       result.stopped_early = true;

@@ -126,6 +126,8 @@ struct TrainResult {
   bool stopped_early = false;     // ended at an agreed stop request
   int64_t start_step = 0;         // 0, or the restored checkpoint's step
   double checkpoint_seconds = 0;  // training time lost to saves (snapshot + waiting for the previous)
+  int64_t memory_snapshots = 0;    // in-memory snapshots taken (and replicated)
+  double memory_snapshot_seconds = 0;  // training time they took
   PhaseTimes phase_seconds;       // summed over this run's steps (steps - start_step of them)
 };
 
