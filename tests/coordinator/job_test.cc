@@ -87,11 +87,23 @@ class JobTest : public ::testing::Test {
     return r;
   }
 
-  // Registers both ranks concurrently; returns their responses.
-  std::vector<coordinator::RegisterResponse> FormWorld(uint64_t inc0, uint64_t inc1, uint64_t previous = 0) {
+  // Registers both ranks concurrently; returns their responses. held[r]:
+  // the snapshot shards rank r says it holds, as (step, shard) of a world of 2.
+  std::vector<coordinator::RegisterResponse> FormWorld(
+      uint64_t inc0, uint64_t inc1, uint64_t previous = 0,
+      std::vector<std::vector<std::pair<int64_t, int>>> held = {{}, {}}) {
+    std::vector<coordinator::RegisterRequest> reqs = {Req(0, inc0, previous), Req(1, inc1, previous)};
+    for (int r = 0; r < 2; ++r) {
+      for (const auto& [step, shard] : held[static_cast<size_t>(r)]) {
+        coordinator::HeldSnapshot* h = reqs[static_cast<size_t>(r)].add_held_snapshots();
+        h->set_step(step);
+        h->set_world_size(2);
+        h->set_rank(shard);
+      }
+    }
     std::vector<coordinator::RegisterResponse> out(2);
-    std::thread t([&] { out[1] = *job_->Register(Req(1, inc1, previous), [] { return false; }); });
-    out[0] = *job_->Register(Req(0, inc0, previous), [] { return false; });
+    std::thread t([&] { out[1] = *job_->Register(reqs[1], [] { return false; }); });
+    out[0] = *job_->Register(reqs[0], [] { return false; });
     t.join();
     for (int r = 0; r < 2; ++r) secrets_[r] = out[r].member_secret();
     return out;
@@ -187,6 +199,39 @@ TEST_F(JobTest, LostWorkerBreaksTheWorldAndSurvivorsFormTheNextGeneration) {
   const auto world = FormWorld(1, 3, /*previous=*/1);
   EXPECT_EQ(world[0].generation(), 2u);
   EXPECT_EQ(world[1].peers(1), "127.0.0.1:1003");
+}
+
+// The next world restores the newest step whose every shard a member holds
+// in memory, each shard from its own rank when it holds it; a shard held by
+// no one, or a step reported bad, is passed over for an older one or disk.
+TEST_F(JobTest, TheNextWorldRestoresTheNewestFullyHeldSnapshotFromMemory) {
+  FormWorld(1, 2);
+  job_->StreamEnded(1, 1, /*broken=*/true);
+  // The survivor (rank 0) holds shards 0 and 1 of steps 200 and 300; the
+  // replacement nothing; a stray claim of step 400 covers only shard 0.
+  auto world = FormWorld(1, 3, /*previous=*/1, {{{300, 0}, {300, 1}, {200, 0}, {200, 1}, {400, 0}}, {}});
+  EXPECT_EQ(world[0].memory_step(), 300);
+  EXPECT_EQ(world[1].start_step(), 300);
+  EXPECT_TRUE(world[1].restore_dir().empty());
+  EXPECT_EQ(std::vector<int>(world[1].memory_sources().begin(), world[1].memory_sources().end()),
+            (std::vector<int>{0, 0}));  // shard 1 comes from rank 0
+  EXPECT_EQ(job_->Snapshot().restored_from(), "memory");
+  EXPECT_EQ(job_->Snapshot().memory_recoveries(), 1);
+
+  // Rank 1 could not restore it: the step is never handed out again.
+  coordinator::WorkerReport bad = Report(1, 2, 0);
+  bad.set_bad_memory_step(300);
+  ASSERT_TRUE(job_->Report(bad).ok());
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::FORMING);
+  world = FormWorld(1, 3, /*previous=*/2, {{{300, 0}, {300, 1}, {200, 0}, {200, 1}}, {{300, 1}, {200, 1}}});
+  EXPECT_EQ(world[0].memory_step(), 200);
+  EXPECT_EQ(std::vector<int>(world[0].memory_sources().begin(), world[0].memory_sources().end()),
+            (std::vector<int>{0, 1}));  // each holds its own
+  job_->StreamEnded(0, 3, /*broken=*/true);
+  // Nothing held: from scratch (no checkpoint on disk here).
+  world = FormWorld(4, 3, /*previous=*/3);
+  EXPECT_EQ(world[0].memory_step(), 0);
+  EXPECT_EQ(world[0].start_step(), 0);
 }
 
 TEST_F(JobTest, SilentWorkerIsLostAfterTheHeartbeatTimeout) {
