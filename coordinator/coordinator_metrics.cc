@@ -33,6 +33,8 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                       .Help("Worlds that resumed from a restore, by where it came from (memory: the workers' "
                             "in-memory snapshots; disk: a committed checkpoint)")
                       .Register(r)),
+      steps_redone_(NewCounter(r, "shardline_steps_redone_total",
+                               "Steps done again after restores (furthest step reached minus the step restored)")),
       last_eval_accuracy_(NewGauge(r, "shardline_eval_accuracy", "Test accuracy of the latest evaluation")),
       best_eval_accuracy_(NewGauge(r, "shardline_best_eval_accuracy", "Test accuracy of the best evaluation so far")),
       goodput_seconds_(NewCounter(r, "shardline_goodput_seconds_total",
@@ -94,6 +96,7 @@ void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
   last_checkpoint_time_.Set(s.last_checkpoint_unix_seconds());
   advance(recoveries_.Add({{"source", "memory"}}), static_cast<double>(s.memory_recoveries()), &memory_recoveries_seen_);
   advance(recoveries_.Add({{"source", "disk"}}), static_cast<double>(s.disk_recoveries()), &disk_recoveries_seen_);
+  advance(steps_redone_, static_cast<double>(s.steps_redone()), &steps_redone_seen_);
   if (s.has_last_train()) train_loss_.Set(s.last_train().loss());
   advance(disruptions_, static_cast<double>(g.disruptions()), &disruptions_seen_);
   for (const auto& [kind, seconds] : g.badput_seconds()) {

@@ -41,6 +41,7 @@ class CoordinatorMetrics {
   prometheus::Gauge& last_checkpoint_time_;
   prometheus::Gauge& train_loss_;
   prometheus::Family<prometheus::Counter>& recoveries_;
+  prometheus::Counter& steps_redone_;
   prometheus::Gauge& last_eval_accuracy_;
   prometheus::Gauge& best_eval_accuracy_;
   // Goodput: totals over the job's life (they continue across coordinator
@@ -58,6 +59,7 @@ class CoordinatorMetrics {
   double nonfinite_losses_seen_ = 0;
   double memory_recoveries_seen_ = 0;
   double disk_recoveries_seen_ = 0;
+  double steps_redone_seen_ = 0;
   double disruptions_seen_ = 0;
   std::map<std::string, double> badput_seen_;
   std::set<int> ranks_seen_;  // ranks with per-rank series

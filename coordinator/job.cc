@@ -201,6 +201,12 @@ void Job::Form() {
   memory_step_ = PlanMemoryRestore();
   const int64_t disk_step = catalog_.Restore().step;
   start_step_ = memory_step_ > 0 ? memory_step_ : disk_step;
+  const int64_t redo = std::max<int64_t>(0, furthest_step_ - start_step_);
+  steps_redone_ += redo;
+  if (redo > 0) {
+    SLOG(INFO) << "generation " << generation_ << " redoes " << redo << " steps (the furthest step reached was "
+               << furthest_step_ << ")";
+  }
   if (memory_step_ > 0) {
     ++memory_recoveries_;
     std::string moves;
@@ -442,6 +448,7 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
   m.attached = true;
   m.last_seen = Now();
   m.steps_done = std::max(m.steps_done, r.steps_done());
+  furthest_step_ = std::max(furthest_step_, m.steps_done);
   if (r.has_time()) m.time = r.time();
   if (r.busy_seconds_per_step() > 0) m.busy_seconds_per_step = r.busy_seconds_per_step();
   if (r.sent_unix_micros() > 0) {
@@ -699,6 +706,7 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_restored_from(memory_step_ > 0 ? "memory" : start_step_ > 0 ? "disk" : "");
   s.set_memory_recoveries(memory_recoveries_);
   s.set_disk_recoveries(disk_recoveries_);
+  s.set_steps_redone(steps_redone_);
   s.set_nonfinite_losses(nonfinite_losses_);
   s.set_last_checkpoint_unix_seconds(absl::ToDoubleSeconds(last_commit_time_ - absl::UnixEpoch()));
   s.set_steps_per_second(steps_per_second_);

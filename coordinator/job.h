@@ -239,6 +239,8 @@ class Job {
   std::set<int64_t> bad_memory_steps_ ABSL_GUARDED_BY(mu_);
   int64_t memory_recoveries_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t disk_recoveries_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t furthest_step_ ABSL_GUARDED_BY(mu_) = 0;  // any member ever reported
+  int64_t steps_redone_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t nonfinite_losses_ ABSL_GUARDED_BY(mu_) = 0;
   // Wall clock (for people and alerts, not decisions): the last commit, or
   // this coordinator's start.
