@@ -34,7 +34,7 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
       overhead_seconds_(prometheus::BuildCounter()
                             .Name("shardline_worker_overhead_seconds_total")
                             .Help("Time this worker spent outside its steps' own work, by kind "
-                                  "(restore, evaluation, checkpoint_stall)")
+                                  "(restore, evaluation, checkpoint_stall, memory_snapshot)")
                             .Register(r)),
       busy_seconds_(NewCounter(r, "shardline_busy_seconds_total",
                                "Time in steps spent on this rank's own work (data, forward, backward, optimizer), "
