@@ -143,6 +143,14 @@ absl::Status Run(const Args& args) {
     *s.mutable_goodput() = goodput->Snapshot();
     return s;
   };
+  // The loop's status: one snapshot of the job, which the goodput account
+  // advances on before its own snapshot is attached.
+  auto advance = [&job, &goodput](absl::Time now) {
+    coordinator::JobStatus s = job.Snapshot();
+    goodput->Advance(s, now);
+    *s.mutable_goodput() = goodput->Snapshot();
+    return s;
+  };
   StragglerWatch stragglers(StragglerOptions{straggler_threshold});
   // With train.trace_steps, the coordinator's track and the ranks' clock
   // offsets go beside the workers' traces.
@@ -219,11 +227,10 @@ absl::Status Run(const Args& args) {
     }
     job.CheckHeartbeats();
     job.MaybeRequestCheckpoint();
-    goodput->Advance(job.Snapshot(), tick);
+    const coordinator::JobStatus snap = advance(tick);
     if (absl::Status persisted = goodput->MaybePersist(tick); !persisted.ok()) {
       SLOG(WARNING) << persisted;  // the account is a diagnostic: training goes on
     }
-    const coordinator::JobStatus snap = status();
     stragglers.Observe(snap, tick);
     log_trace(snap, tick);
     metrics.Update(snap);
@@ -232,11 +239,10 @@ absl::Status Run(const Args& args) {
       last_progress = absl::Now();
     }
   }
-  goodput->Advance(job.Snapshot(), absl::Now());
+  const coordinator::JobStatus snap = advance(absl::Now());
   if (absl::Status persisted = goodput->MaybePersist(absl::Now(), /*force=*/true); !persisted.ok()) {
     SLOG(WARNING) << persisted;
   }
-  const coordinator::JobStatus snap = status();
   metrics.Update(snap);
   log_trace(snap, absl::Now());
   SLOG(INFO) << ProgressLine(snap);

@@ -120,9 +120,7 @@ std::string StatusPageHtml(const coordinator::JobStatus& s, const std::vector<me
        s.has_best_eval() ? absl::StrFormat("%.4f @ %d", s.best_eval().accuracy(), s.best_eval().step()) : "-");
   std::string ckpt = "none";
   if (s.last_checkpoint_step() > 0) {
-    const double age = absl::ToDoubleSeconds(now - absl::FromUnixMicros(static_cast<int64_t>(
-                                                       s.last_checkpoint_unix_seconds() * 1e6)));
-    ckpt = absl::StrFormat("step %d, %.0f s ago", s.last_checkpoint_step(), age);
+    ckpt = absl::StrFormat("step %d, %.0f s ago", s.last_checkpoint_step(), CheckpointAgeSeconds(s, now));
   }
   card("checkpoint", "last committed checkpoint", ckpt);
   card("goodput", "goodput", absl::StrFormat("%.1f%%", 100 * GoodputRatio(s.goodput())));

@@ -16,6 +16,10 @@ std::string FormatEta(double seconds) {
   return absl::StrFormat("%d:%02d", s / 60, s % 60);
 }
 
+double CheckpointAgeSeconds(const coordinator::JobStatus& s, absl::Time now) {
+  return absl::ToDoubleSeconds(now - absl::FromUnixMicros(static_cast<int64_t>(s.last_checkpoint_unix_seconds() * 1e6)));
+}
+
 std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
   std::string out;
   const double percent = s.total_steps() > 0 ? 100.0 * s.global_step() / s.total_steps() : 0;
@@ -35,9 +39,8 @@ std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
   }
   absl::StrAppend(&out, train, "; best eval: ", best, "\n");
   if (s.last_checkpoint_step() > 0) {
-    const double age = absl::ToDoubleSeconds(now - absl::FromUnixMicros(static_cast<int64_t>(
-                                                       s.last_checkpoint_unix_seconds() * 1e6)));
-    absl::StrAppendFormat(&out, "last committed checkpoint: step %d, %.0f s ago\n", s.last_checkpoint_step(), age);
+    absl::StrAppendFormat(&out, "last committed checkpoint: step %d, %.0f s ago\n", s.last_checkpoint_step(),
+                          CheckpointAgeSeconds(s, now));
   } else {
     absl::StrAppend(&out, "last committed checkpoint: none\n");
   }

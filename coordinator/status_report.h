@@ -22,6 +22,9 @@ namespace shardline {
 // "0:31", "2:05:09"; "-" for a negative (unknown) duration.
 std::string FormatEta(double seconds);
 
+// Seconds from the last commit to `now`.
+double CheckpointAgeSeconds(const coordinator::JobStatus& status, absl::Time now);
+
 // Lines ending in '\n'. `now` dates the checkpoint's age.
 std::string StatusReport(const coordinator::JobStatus& status, absl::Time now);
 
