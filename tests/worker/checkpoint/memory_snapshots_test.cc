@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <memory>
-#include <thread>
 
 #include "absl/strings/match.h"
 #include "common/shard.h"
-#include "worker/collective/local_transport.h"
+#include "common/status_macros.h"
+#include "tests/worker/collective/world.h"
 #include "worker/collective/ring.h"
 
 namespace shardline {
@@ -64,21 +64,17 @@ TEST(MemorySnapshotsTest, EachRankHoldsItsShardAndItsPredecessorsAndARestoreFrom
     stores.push_back(std::make_unique<MemorySnapshots>(/*keep_steps=*/2));
     states.push_back(std::make_unique<RankState>(layout, r, kWorld));
   }
-  LocalFabric fabric(kWorld);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < kWorld; ++r) {
-    ranks.emplace_back([&, r] {
-      std::unique_ptr<Transport> t = fabric.Connect(r);
-      RingCollectives comm(t.get(), CollectiveOptions{});
-      for (int64_t step : {10, 20, 30}) {
-        states[static_cast<size_t>(r)]->Fill(step);
-        const absl::Status s = stores[static_cast<size_t>(r)]->TakeAndReplicate(
-            Source(layout, *states[static_cast<size_t>(r)], step, r, kWorld), /*copies=*/2, comm);
-        EXPECT_TRUE(s.ok()) << s;
-      }
-    });
-  }
-  for (auto& t : ranks) t.join();
+  TestWorld world(TransportKind::kLocal, kWorld);
+  const std::vector<absl::Status> taken = world.Run([&](int r, Transport* t) -> absl::Status {
+    RingCollectives comm(t, CollectiveOptions{});
+    for (int64_t step : {10, 20, 30}) {
+      states[static_cast<size_t>(r)]->Fill(step);
+      RETURN_IF_ERROR(stores[static_cast<size_t>(r)]->TakeAndReplicate(
+          Source(layout, *states[static_cast<size_t>(r)], step, r, kWorld), /*copies=*/2, comm));
+    }
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : taken) ASSERT_TRUE(s.ok()) << s;
   // The newest two steps; rank r holds shards r and r-1.
   for (int r = 0; r < kWorld; ++r) {
     std::vector<SnapshotKey> want;

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
+#include <functional>
 
 #include "absl/strings/match.h"
-#include "worker/collective/local_transport.h"
+#include "tests/worker/collective/world.h"
 #include "worker/collective/ring.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/config.h"
@@ -82,6 +82,24 @@ class TrainLoopTest : public ::testing::Test {
     options.metrics = sink;
     options.show_progress = false;
     return RunTraining(c, *data_, comm, options);
+  }
+
+  // Trains `c` on n in-process ranks (TestWorld over LocalFabric), each
+  // with quiet options plus what setup(rank, &options) adds. Each rank's
+  // result, in rank order.
+  static std::vector<absl::StatusOr<TrainResult>> RunWorld(
+      const config::JobConfig& c, int n, const std::function<void(int, TrainOptions*)>& setup = nullptr) {
+    std::vector<absl::StatusOr<TrainResult>> results(static_cast<size_t>(n));
+    TestWorld world(TransportKind::kLocal, n);
+    world.Run([&](int rank, Transport* t) {
+      RingCollectives comm(t, CollectiveOptions{});
+      TrainOptions o;
+      o.show_progress = false;
+      if (setup) setup(rank, &o);
+      results[static_cast<size_t>(rank)] = RunTraining(c, *data_, comm, o);
+      return results[static_cast<size_t>(rank)].status();
+    });
+    return results;
   }
 
   static FashionMnist* data_;
@@ -300,23 +318,17 @@ TEST_F(TrainLoopTest, AnyWorldSizeTrainsTheSameGlobalBatch) {
     cn.mutable_runtime()->set_num_workers(n);
     for (const std::string& s : sets) EXPECT_TRUE(ApplyOverride(s, &cn).ok()) << s;
     EXPECT_TRUE(ValidateConfig(cn).ok()) << ValidateConfig(cn);
-    std::vector<std::vector<float>> params(static_cast<size_t>(n));
-    LocalFabric fabric(n);
-    std::vector<std::thread> ranks;
+    std::vector<absl::StatusOr<TrainResult>> results = RunWorld(cn, n);
     for (int r = 0; r < n; ++r) {
-      ranks.emplace_back([&, r] {
-        std::unique_ptr<Transport> t = fabric.Connect(r);
-        RingCollectives comm(t.get(), CollectiveOptions{});
-        TrainOptions o;
-        o.show_progress = false;
-        absl::StatusOr<TrainResult> res = RunTraining(cn, *data_, comm, o);
-        EXPECT_TRUE(res.ok()) << "rank " << r << ": " << res.status();
-        if (res.ok()) params[static_cast<size_t>(r)] = std::move(res->params);
-      });
+      EXPECT_TRUE(results[static_cast<size_t>(r)].ok()) << "rank " << r << ": " << results[static_cast<size_t>(r)].status();
     }
-    for (auto& t : ranks) t.join();
-    for (int r = 1; r < n; ++r) EXPECT_EQ(params[static_cast<size_t>(r)], params[0]) << "rank " << r;
-    return params[0];
+    if (!results[0].ok()) return std::vector<float>();
+    for (int r = 1; r < n; ++r) {
+      if (results[static_cast<size_t>(r)].ok()) {
+        EXPECT_EQ(results[static_cast<size_t>(r)]->params, results[0]->params) << "rank " << r;
+      }
+    }
+    return results[0]->params;
   };
   for (const auto& [n, sets] : std::vector<std::pair<int, std::vector<std::string>>>{
            {3, {}}, {5, {}}, {2, {"train.grad_accum_steps=3"}}}) {
@@ -340,28 +352,20 @@ TEST_F(TrainLoopTest, ARestoreFromAPeersMemoryReplicaIsBitForBit) {
   std::vector<std::unique_ptr<MemorySnapshots>> stores;
   for (int r = 0; r < kWorld; ++r) stores.push_back(std::make_unique<MemorySnapshots>());
   auto run = [&](int64_t restore_step) {
-    std::vector<std::vector<float>> params(kWorld);
-    LocalFabric fabric(kWorld);
-    std::vector<std::thread> ranks;
+    std::vector<absl::StatusOr<TrainResult>> results = RunWorld(c, kWorld, [&](int r, TrainOptions* o) {
+      o->memory = stores[static_cast<size_t>(r)].get();
+      o->memory_restore_step = restore_step;
+    });
     for (int r = 0; r < kWorld; ++r) {
-      ranks.emplace_back([&, r] {
-        std::unique_ptr<Transport> t = fabric.Connect(r);
-        RingCollectives comm(t.get(), CollectiveOptions{});
-        TrainOptions o;
-        o.show_progress = false;
-        o.memory = stores[static_cast<size_t>(r)].get();
-        o.memory_restore_step = restore_step;
-        absl::StatusOr<TrainResult> res = RunTraining(c, *data_, comm, o);
-        EXPECT_TRUE(res.ok()) << "rank " << r << ": " << res.status();
-        if (res.ok()) {
-          EXPECT_EQ(res->start_step, restore_step);
-          params[static_cast<size_t>(r)] = std::move(res->params);
-        }
-      });
+      const absl::StatusOr<TrainResult>& res = results[static_cast<size_t>(r)];
+      EXPECT_TRUE(res.ok()) << "rank " << r << ": " << res.status();
+      if (res.ok()) {
+        EXPECT_EQ(res->start_step, restore_step) << "rank " << r;
+      }
     }
-    for (auto& t : ranks) t.join();
-    EXPECT_EQ(params[0], params[1]);
-    return params[0];
+    if (!results[0].ok() || !results[1].ok()) return std::vector<float>();
+    EXPECT_EQ(results[0]->params, results[1]->params);
+    return results[0]->params;
   };
   const std::vector<float> uninterrupted = run(0);
   ASSERT_FALSE(uninterrupted.empty());
