@@ -244,6 +244,11 @@ absl::Status ValidateConfig(const config::JobConfig& c) {
   p.Positive("runtime.blas_threads", rt.blas_threads());
   p.Positive("runtime.watchdog_timeout_seconds", rt.watchdog_timeout_seconds());
   p.Positive("runtime.collective_timeout_seconds", rt.collective_timeout_seconds());
+  if (rt.min_workers() < 0 || (rt.num_workers() > 0 && rt.min_workers() > rt.num_workers())) {
+    p.Add("runtime.min_workers", absl::StrCat("must be 0 (no elastic worlds) or between 1 and runtime.num_workers (",
+                                              rt.num_workers(), "), got ", rt.min_workers()));
+  }
+  p.Positive("runtime.replace_timeout_seconds", rt.replace_timeout_seconds());
 
   const auto& train = c.train();
   p.Positive("train.grad_accum_steps", train.grad_accum_steps());

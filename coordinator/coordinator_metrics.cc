@@ -35,6 +35,10 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                       .Register(r)),
       steps_redone_(NewCounter(r, "shardline_steps_redone_total",
                                "Steps done again after restores (furthest step reached minus the step restored)")),
+      world_size_(NewGauge(r, "shardline_world_size",
+                           "Workers in the running world (fewer than runtime.num_workers after an elastic shrink)")),
+      world_changes_(NewCounter(r, "shardline_world_size_changes_total",
+                                "Times the world re-formed with another size (runtime.min_workers), over the job's life")),
       last_eval_accuracy_(NewGauge(r, "shardline_eval_accuracy", "Test accuracy of the latest evaluation")),
       best_eval_accuracy_(NewGauge(r, "shardline_best_eval_accuracy", "Test accuracy of the best evaluation so far")),
       goodput_seconds_(NewCounter(r, "shardline_goodput_seconds_total",
@@ -71,6 +75,9 @@ void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
   total_steps_.Set(static_cast<double>(s.total_steps()));
   workers_registered_.Set(s.workers_registered());
   workers_alive_.Set(s.workers_alive());
+  world_size_.Set(s.world_size());
+  int64_t changes = 0;
+  for (const coordinator::WorldChange& c : s.world_changes()) changes += c.from_size() > 0 ? 1 : 0;
   last_checkpoint_.Set(static_cast<double>(s.last_checkpoint_step()));
   bad_checkpoints_.Set(static_cast<double>(s.bad_checkpoints()));
   const double losses = static_cast<double>(s.worker_losses());
@@ -97,6 +104,7 @@ void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
   advance(recoveries_.Add({{"source", "memory"}}), static_cast<double>(s.memory_recoveries()), &memory_recoveries_seen_);
   advance(recoveries_.Add({{"source", "disk"}}), static_cast<double>(s.disk_recoveries()), &disk_recoveries_seen_);
   advance(steps_redone_, static_cast<double>(s.steps_redone()), &steps_redone_seen_);
+  advance(world_changes_, static_cast<double>(changes), &world_changes_seen_);
   if (s.has_last_train()) train_loss_.Set(s.last_train().loss());
   advance(disruptions_, static_cast<double>(g.disruptions()), &disruptions_seen_);
   for (const auto& [kind, seconds] : g.badput_seconds()) {

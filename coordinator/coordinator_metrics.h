@@ -42,6 +42,8 @@ class CoordinatorMetrics {
   prometheus::Gauge& train_loss_;
   prometheus::Family<prometheus::Counter>& recoveries_;
   prometheus::Counter& steps_redone_;
+  prometheus::Gauge& world_size_;
+  prometheus::Counter& world_changes_;
   prometheus::Gauge& last_eval_accuracy_;
   prometheus::Gauge& best_eval_accuracy_;
   // Goodput: totals over the job's life (they continue across coordinator
@@ -60,6 +62,7 @@ class CoordinatorMetrics {
   double memory_recoveries_seen_ = 0;
   double disk_recoveries_seen_ = 0;
   double steps_redone_seen_ = 0;
+  double world_changes_seen_ = 0;
   double disruptions_seen_ = 0;
   std::map<std::string, double> badput_seen_;
   std::set<int> ranks_seen_;  // ranks with per-rank series

@@ -21,6 +21,9 @@ namespace {
 constexpr char kJobIdKey[] = "job_id";
 constexpr char kGenerationKey[] = "generation";
 constexpr char kGlobalStepKey[] = "global_step";
+constexpr char kWorldHistoryKey[] = "world_history";
+// World changes kept in the store and the status (the newest).
+constexpr int kMaxWorldChanges = 100;
 
 // True if `record` beats `best` (unset: anything beats it) by
 // checkpoint.best_metric, or by accuracy when no metric is set.
@@ -89,10 +92,17 @@ absl::Status Job::Init() {
     }
     durable_generation_ = generation_;
     last_commit_time_ = absl::Now();
+    forming_since_ = Now();
+    ASSIGN_OR_RETURN(std::optional<std::string> history, store_->Get(kWorldHistoryKey));
+    if (history.has_value() && !history_.ParseFromString(*history)) {
+      return absl::DataLossError("job store: the world history does not parse");
+    }
   }
   RETURN_IF_ERROR(catalog_.Init(job_id_));
-  SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size << ", last generation "
-             << generation_ << ", latest committed checkpoint at step " << catalog_.latest_good();
+  SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size
+             << (elastic() ? absl::StrCat(" (elastic: at least ", config_.runtime().min_workers(), ")") : "")
+             << ", last generation " << generation_ << ", latest committed checkpoint at step "
+             << catalog_.latest_good();
   return absl::OkStatus();
 }
 
@@ -101,22 +111,23 @@ void Job::ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* l
   if (options_.checkpoint_root.empty()) return;
   auto& shards = saves_[saved.step()];
   shards[rank] = saved;
-  if (static_cast<int>(shards.size()) < options_.world_size) return;
-  later->commits.emplace_back(saved.step(), std::move(shards));
+  if (static_cast<int>(shards.size()) < world_size_) return;
+  later->commits.push_back(Commit{saved.step(), world_size_, std::move(shards)});
   saves_.erase(saved.step());
 }
 
 void Job::RunDeferred(Deferred later) {
-  for (const auto& [step, shards] : later.commits) {
-    absl::Status committed = catalog_.Commit(step, options_.world_size, job_id_, shards);
+  for (const Commit& c : later.commits) {
+    absl::Status committed = catalog_.Commit(c.step, c.world, job_id_, c.shards);
     MutexLock lock(&mu_);
     if (!committed.ok()) {
-      SLOG(ERROR) << "checkpoint at step " << step << " not committed: " << committed;
+      SLOG(ERROR) << "checkpoint at step " << c.step << " not committed: " << committed;
       ++checkpoint_failures_;
       continue;
     }
     last_save_time_ = Now();
     last_commit_time_ = absl::Now();
+    MaybeGrowLocked(c.step);
   }
   if (later.bad_step > 0) {
     absl::Status marked = catalog_.PersistBad(later.bad_step, later.bad_reason);
@@ -132,14 +143,19 @@ void Job::PersistState() {
   MutexLock persist(&persist_mu_);
   uint64_t generation, version;
   int64_t step;
+  std::optional<std::string> history;
   {
     MutexLock lock(&mu_);
     if (state_version_ == persisted_version_) return;
     generation = generation_;
     step = GlobalStepLocked();
     version = state_version_;
+    if (history_dirty_) history = history_.SerializeAsString();
+    history_dirty_ = false;
   }
-  absl::Status s = store_->Put(kGenerationKey, absl::StrCat(generation), /*sync=*/true);
+  absl::Status s = absl::OkStatus();
+  if (history.has_value()) s = store_->Put(kWorldHistoryKey, *history, /*sync=*/false);
+  if (s.ok()) s = store_->Put(kGenerationKey, absl::StrCat(generation), /*sync=*/true);
   if (s.ok()) s = store_->Put(kGlobalStepKey, absl::StrCat(step), /*sync=*/true);
   MutexLock lock(&mu_);
   if (!s.ok()) {
@@ -187,10 +203,22 @@ void Job::Fail(absl::Status status) {
   state_ = JobState::kFailed;
 }
 
-void Job::Form() {
+void Job::Form(const std::string& why) {
   generation_ += 1;
-  members_ = std::move(pending_);
+  // Ranks are the slots present, in order: with every slot there, rank ==
+  // slot; a smaller world closes the gaps.
+  members_.clear();
+  int next_rank = 0;
+  for (auto& [slot, m] : pending_) {
+    m.slot = slot;
+    members_[next_rank++] = std::move(m);
+  }
   pending_.clear();
+  form_target_ = 0;
+  const int previous = world_size_ > 0            ? world_size_
+                       : history_.changes_size() > 0 ? history_.changes(history_.changes_size() - 1).to_size()
+                                                   : 0;
+  world_size_ = next_rank;
   const absl::Time now = Now();
   for (auto& [rank, m] : members_) m.last_seen = now;
   state_ = stop_requested_ ? JobState::kStopping : JobState::kRunning;
@@ -211,9 +239,12 @@ void Job::Form() {
     ++memory_recoveries_;
     std::string moves;
     for (int r = 0; r < static_cast<int>(memory_sources_.size()); ++r) {
-      if (memory_sources_[r] != r) absl::StrAppend(&moves, moves.empty() ? "" : ", ", "shard ", r, " from rank ", memory_sources_[r]);
+      if (memory_sources_[r] != r || memory_world_ != world_size_) {
+        absl::StrAppend(&moves, moves.empty() ? "" : ", ", "shard ", r, " from rank ", memory_sources_[r]);
+      }
     }
     SLOG(INFO) << "generation " << generation_ << " restores step " << memory_step_ << " from the workers' memory ("
+               << (memory_world_ != world_size_ ? absl::StrCat("resharded from a world of ", memory_world_, ": ") : "")
                << (moves.empty() ? std::string("every rank holds its own shard") : moves)
                << "); no checkpoint is read" << (disk_step > 0 ? absl::StrCat("; disk has step ", disk_step) : "");
   } else if (disk_step > 0) {
@@ -224,18 +255,78 @@ void Job::Form() {
   rate_time_ = now;
   ++state_version_;  // made durable by the caller, outside the lock
   SLOG(INFO) << "generation " << generation_ << " formed: " << members_.size() << " workers";
+  if (previous != world_size_) RecordWorldChangeLocked(previous, why);
+}
+
+void Job::RecordWorldChangeLocked(int from, const std::string& why) {
+  coordinator::WorldChange* c = history_.add_changes();
+  c->set_generation(generation_);
+  c->set_step(start_step_);
+  c->set_from_size(from);
+  c->set_to_size(world_size_);
+  c->set_reason(why);
+  c->set_unix_seconds(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  if (history_.changes_size() > kMaxWorldChanges) history_.mutable_changes()->DeleteSubrange(0, 1);
+  history_dirty_ = true;
+  if (from > 0) {
+    SLOG(WARNING) << "the world changed size: " << from << " -> " << world_size_ << " workers at step "
+                  << start_step_ << " (generation " << generation_ << "): " << why;
+  }
+  if (from > 0 && metrics_ != nullptr && start_step_ <= INT32_MAX) {
+    metrics::MetricRecord record;
+    record.set_split(metrics::MetricRecord::world);
+    record.set_step(static_cast<int32_t>(start_step_));
+    record.set_world_size(world_size_);
+    record.set_previous_world_size(from);
+    record.set_generation(static_cast<int32_t>(std::min<uint64_t>(generation_, INT32_MAX)));
+    absl::Status written = metrics_->Write(record);
+    if (!written.ok()) Fail(Annotate(written, "writing metrics.jsonl"));
+  }
+}
+
+bool Job::SlotHeldLocked(int slot) {
+  for (const auto& [rank, m] : members_) {
+    if (m.slot == slot) return true;
+  }
+  return false;
+}
+
+void Job::MaybeFormSmallerLocked() {
+  if (state_ != JobState::kForming || !elastic()) return;
+  const int have = static_cast<int>(pending_.size()), n = options_.world_size;
+  const int least = config_.runtime().min_workers();
+  const absl::Duration wait = absl::Seconds(config_.runtime().replace_timeout_seconds());
+  const absl::Time now = Now();
+  if (have >= n || now - forming_since_ < wait) return;
+  if (have < least) {
+    if (now - warned_short_ >= wait) {
+      SLOG(WARNING) << have << " of " << n << " workers registered after " << absl::FormatDuration(now - forming_since_)
+                    << "; runtime.min_workers is " << least << ": waiting for " << least - have << " more";
+      warned_short_ = now;
+    }
+    return;
+  }
+  Form(absl::StrCat(n - have, " of ", n, " workers not back within runtime.replace_timeout_seconds (",
+                    config_.runtime().replace_timeout_seconds(), " s)"));
+}
+
+void Job::MaybeGrowLocked(int64_t step) {
+  if (state_ != JobState::kRunning || world_size_ >= options_.world_size || pending_.empty()) return;
+  const int target = std::min<int>(options_.world_size, static_cast<int>(members_.size() + pending_.size()));
+  BreakWorld(absl::StrCat("growing from ", world_size_, " to ", target, " workers at the checkpoint of step ", step),
+             /*planned=*/true);
+  form_target_ = target;
 }
 
 int64_t Job::PlanMemoryRestore() {
   memory_sources_.clear();
-  const int n = options_.world_size;
-  if (config_.checkpoint().memory_every_steps() <= 0 || n < 2) return 0;
-  // step -> shard -> ranks holding it.
-  std::map<int64_t, std::map<int, std::set<int>>, std::greater<int64_t>> holders;
+  memory_world_ = 0;
+  if (config_.checkpoint().memory_every_steps() <= 0 || world_size_ < 2) return 0;
+  // step -> world it was taken in -> shard -> ranks (of the forming world)
+  // holding it.
+  std::map<int64_t, std::map<int, std::map<int, std::set<int>>>, std::greater<int64_t>> holders;
   for (const auto& [rank, m] : members_) {
-    for (const coordinator::HeldSnapshot& h : m.held) {
-      if (h.world_size() == n) holders[h.step()][h.rank()].insert(rank);
-    }
+    for (const coordinator::HeldSnapshot& h : m.held) holders[h.step()][h.world_size()][h.rank()].insert(rank);
   }
   const int64_t disk_step = catalog_.Restore().step;
   // Never past a save that failed and was not committed since: a world
@@ -245,28 +336,41 @@ int64_t Job::PlanMemoryRestore() {
   for (const auto& [failed, generations] : save_failures_) {
     if (failed > catalog_.latest_good()) limit = std::min(limit, failed);
   }
-  for (const auto& [step, shards] : holders) {
+  for (const auto& [step, worlds] : holders) {
     if (step < disk_step || step <= 0) break;  // disk is at least as new
-    if (step >= limit) continue;
-    if (bad_memory_steps_.count(step) > 0 || static_cast<int>(shards.size()) < n) continue;
-    std::vector<int> sources(static_cast<size_t>(n), -1);
-    for (const auto& [shard, ranks] : shards) {
-      if (shard < 0 || shard >= n) continue;
-      // Its own rank if it holds it (nothing moves), else the lowest holder.
-      sources[static_cast<size_t>(shard)] = ranks.count(shard) > 0 ? shard : *ranks.begin();
+    if (step >= limit || bad_memory_steps_.count(step) > 0) continue;
+    for (const auto& [n, shards] : worlds) {
+      if (n < 1 || static_cast<int>(shards.size()) < n) continue;
+      std::vector<int> sources(static_cast<size_t>(n), -1);
+      for (const auto& [shard, ranks] : shards) {
+        if (shard < 0 || shard >= n) continue;
+        // Its own rank if it holds it in the same world (nothing moves),
+        // else the lowest holder.
+        sources[static_cast<size_t>(shard)] = n == world_size_ && ranks.count(shard) > 0 ? shard : *ranks.begin();
+      }
+      if (std::find(sources.begin(), sources.end(), -1) != sources.end()) continue;
+      memory_sources_ = std::move(sources);
+      memory_world_ = n;
+      return step;
     }
-    if (std::find(sources.begin(), sources.end(), -1) != sources.end()) continue;
-    memory_sources_ = std::move(sources);
-    return step;
   }
   return 0;
 }
 
-void Job::BreakWorld(const std::string& why) {
+void Job::BreakWorld(const std::string& why, bool planned) {
   if (state_ != JobState::kRunning && state_ != JobState::kStopping) return;
-  SLOG(WARNING) << "generation " << generation_ << " broken: " << why
-                << "; waiting for " << options_.world_size << " workers to register";
-  ++losses_;
+  if (planned) {
+    SLOG(INFO) << "generation " << generation_ << " ends: " << why;
+  } else {
+    SLOG(WARNING) << "generation " << generation_ << " broken: " << why << "; waiting for " << options_.world_size
+                  << " workers to register"
+                  << (elastic() ? absl::StrCat(" (or ", config_.runtime().min_workers(), " after ",
+                                               config_.runtime().replace_timeout_seconds(), " s)")
+                                : "");
+    ++losses_;
+  }
+  form_target_ = 0;
+  forming_since_ = Now();
   state_ = JobState::kForming;
   saves_.clear();  // a partial save of the broken world is never committed
   // Members learn the new generation from NextCommand; their old streams
@@ -324,19 +428,25 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
       break;
     }
     if (state_ != JobState::kForming) {
-      if (req.requested_rank() >= 0) {
+      if (req.requested_rank() >= 0 && SlotHeldLocked(req.requested_rank())) {
         // The refusal names no member's address: the caller may be anyone
         // with the token. The log has it.
         SLOG(WARNING) << "refused " << req.transport_address() << " rank " << req.requested_rank()
-                      << ": held by the live worker at " << members_[req.requested_rank()].address;
+                      << ": held by a live worker";
         return absl::AlreadyExistsError(absl::StrCat("rank ", req.requested_rank(),
                                                      " is held by a live worker (generation ", generation_,
                                                      "); a second worker may not claim it"));
       }
-      return absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
+      // A smaller elastic world takes newcomers for its next, larger
+      // generation: they wait here until the next committed checkpoint.
+      const bool joins = elastic() && state_ == JobState::kRunning && world_size_ < n &&
+                         static_cast<int>(members_.size() + pending_.size()) < n;
+      if (!joins) return absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
     }
   }
 
+  // The slot: the one asked for, else the one this worker held before, else
+  // the lowest one free.
   int rank = req.requested_rank();
   if (rank >= 0) {
     auto it = pending_.find(rank);
@@ -345,30 +455,54 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
                                                    "generation ", generation_ + 1));
     }
   } else {
-    // Prefer the rank this worker held before, then the lowest free one.
     for (const auto& [r, m] : pending_) {
       if (m.incarnation == req.incarnation()) rank = r;
     }
+    const bool running = state_ != JobState::kForming;
     for (int r = 0; r < n && rank < 0; ++r) {
-      if (pending_.count(r) == 0) rank = r;
+      if (pending_.count(r) == 0 && !(running && SlotHeldLocked(r))) rank = r;
     }
+    if (rank < 0) return absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
   }
+  const bool joining = state_ != JobState::kForming;
   Member& m = pending_[rank];
   m.address = req.transport_address();
   m.incarnation = req.incarnation();
   m.held.clear();
   for (const coordinator::HeldSnapshot& h : req.held_snapshots()) {
     // Bounded and sane, or ignored: a bad list can only cost a disk restore.
-    if (m.held.size() >= kMaxHeldSnapshots || h.world_size() != n || h.rank() < 0 || h.rank() >= n || h.step() <= 0) {
+    if (m.held.size() >= kMaxHeldSnapshots || h.world_size() < 1 || h.world_size() > n || h.rank() < 0 ||
+        h.rank() >= h.world_size() || h.step() <= 0) {
       continue;
     }
     m.held.push_back(h);
   }
   m.secret = std::move(*secret);
   const uint64_t target = generation_ + 1;
-  SLOG(INFO) << "worker " << m.address << " registered as rank " << rank << " for generation " << target
-             << " (" << pending_.size() << "/" << n << ")";
-  if (static_cast<int>(pending_.size()) == n) Form();
+  const int slot = rank;
+  if (joining) {
+    SLOG(INFO) << "worker " << m.address << " registered as rank " << slot << "; it joins the world of "
+               << world_size_ << " at the next committed checkpoint";
+    if (options_.checkpoint_root.empty()) {
+      MaybeGrowLocked(GlobalStepLocked());  // no checkpoint will come
+    } else if (config_.checkpoint().every_steps() <= 0 && config_.checkpoint().every_seconds() <= 0 &&
+               checkpoint_at_ == 0) {
+      checkpoint_at_ = StepAheadLocked();  // none is planned: ask for one
+      SLOG(INFO) << "every worker saves after step " << checkpoint_at_ << ", where the world grows";
+    }
+  } else {
+    SLOG(INFO) << "worker " << m.address << " registered as rank " << slot << " for generation " << target << " ("
+               << pending_.size() << "/" << n << ")";
+  }
+  if (state_ == JobState::kForming &&
+      (static_cast<int>(pending_.size()) == n ||
+       (form_target_ > 0 && static_cast<int>(pending_.size()) >= form_target_))) {
+    const int size = static_cast<int>(pending_.size());
+    Form(world_size_ > 0 && size > world_size_
+             ? absl::StrCat(size - world_size_, size - world_size_ == 1 ? " worker" : " workers", " returned")
+             : std::string("every worker is there"));
+  }
+  MaybeFormSmallerLocked();  // the replace timeout may have passed already
   if (state_version_ != persisted_version_) {
     // A new or broken generation is made durable before any member of the
     // next one hears of it, without holding the lock over the disk write.
@@ -381,18 +515,22 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
     return durable_generation_ >= target || state_ == JobState::kDone || state_ == JobState::kFailed;
   };
   if (!AwaitUnlessCancelled(absl::Condition(&ready), cancelled)) {
-    auto it = pending_.find(rank);
+    auto it = pending_.find(slot);
     if (it != pending_.end() && it->second.incarnation == req.incarnation()) pending_.erase(it);
     return absl::CancelledError("registration cancelled");
   }
-  if (generation_ != target || members_.count(rank) == 0 ||
-      members_[rank].incarnation != req.incarnation()) {
+  rank = -1;
+  for (const auto& [r, member] : members_) {
+    if (member.slot == slot && member.incarnation == req.incarnation()) rank = r;
+  }
+  if (generation_ != target || rank < 0) {
     if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
     return absl::AbortedError("the generation this worker registered for was superseded; register again");
   }
   coordinator::RegisterResponse resp;
   resp.set_rank(rank);
-  resp.set_world_size(n);
+  resp.set_slot(slot);
+  resp.set_world_size(world_size_);
   resp.set_generation(generation_);
   for (const auto& [r, member] : members_) {
     resp.add_peers(member.address);
@@ -406,6 +544,7 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
     resp.set_start_step(memory_step_);
     resp.set_memory_step(memory_step_);
     for (int source : memory_sources_) resp.add_memory_sources(source);
+    if (memory_world_ != world_size_) resp.set_memory_world_size(memory_world_);
   } else {
     const RestorePoint from = catalog_.Restore();
     resp.set_start_step(from.step);
@@ -438,7 +577,7 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
                                                     " does not come from the worker that registered it"));
   }
   ReportLimits limits;
-  limits.world_size = options_.world_size;
+  limits.world_size = world_size_;
   RETURN_IF_ERROR(CheckReport(r, limits));
   if (r.bad_checkpoint_step() > 0 && !catalog_.IsRestorePoint(r.bad_checkpoint_step())) {
     return absl::InvalidArgumentError(absl::StrCat("report from rank ", r.rank(), " refused: bad_checkpoint_step ",
@@ -616,6 +755,7 @@ void Job::CheckHeartbeats() {
 }
 
 void Job::CheckHeartbeatsLocked() {
+  MaybeFormSmallerLocked();
   if (state_ != JobState::kRunning && state_ != JobState::kStopping) return;
   const absl::Time now = Now();
   for (auto& [rank, m] : members_) {
@@ -692,7 +832,9 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_generation(generation_);
   s.set_global_step(GlobalStepLocked());
   s.set_total_steps(total_steps_);
-  s.set_world_size(options_.world_size);
+  s.set_world_size(world_size_ > 0 ? world_size_ : options_.world_size);
+  s.set_target_world_size(options_.world_size);
+  *s.mutable_world_changes() = history_.changes();
   const bool forming = state_ == JobState::kForming;
   s.set_workers_registered(static_cast<int>(forming ? pending_.size() : members_.size()));
   int alive = 0;

@@ -14,6 +14,15 @@
 //               its watchdog fires, or a survivor re-registers saying the
 //               world broke: every member is told the new generation and
 //               the job is forming again (the lost rank is free).
+// Slots and ranks: a worker claims one of the job's N slots (its `--rank`,
+// kept across generations); its rank is its place among the slots present
+// when the generation forms. With every slot there, rank == slot.
+// Elastic worlds (runtime.min_workers = K > 0): a forming world still short
+// of N after runtime.replace_timeout_seconds forms with the workers it has,
+// if they are at least K. A worker registering while such a smaller world
+// runs waits for the next committed checkpoint, where the world breaks on
+// purpose and re-forms larger. Every change of size is logged, written to
+// metrics.jsonl and kept in the store (WorldHistory).
 // A stop request picks s = (furthest reported step) + margin and sends
 // "stop at s" to every worker; the workers agree on it in their per-step
 // scalar all-reduce. The job is done when every worker reports finished.
@@ -44,7 +53,8 @@
 namespace shardline {
 
 struct CoordinatorOptions {
-  // Ranks in a world; the world starts when all have registered.
+  // Slots (runtime.num_workers): the world starts when all have registered,
+  // or, when elastic, with at least runtime.min_workers of them.
   int world_size = 1;
   // Where workers save checkpoint shards and the coordinator commits them
   // (<workdir>/checkpoints). Empty: no checkpoints.
@@ -134,6 +144,7 @@ class Job {
 
  private:
   struct Member {
+    int slot = 0;  // in [0, options_.world_size); members_ is keyed by rank
     std::string address;
     uint64_t incarnation = 0;
     // Random per registration: binds reports and data-plane streams to the
@@ -161,8 +172,13 @@ class Job {
   // Ends the running generation: every member is told to re-register.
   // Disk work decided under mu_ and done after it is released, so a slow
   // disk never holds up heartbeats or registration.
+  struct Commit {
+    int64_t step = 0;
+    int world = 0;
+    std::map<int, coordinator::SavedShard> shards;
+  };
   struct Deferred {
-    std::vector<std::pair<int64_t, std::map<int, coordinator::SavedShard>>> commits;
+    std::vector<Commit> commits;
     int64_t bad_step = 0;  // 0: none
     std::string bad_reason;
   };
@@ -175,8 +191,21 @@ class Job {
   absl::Status ReportLocked(const coordinator::WorkerReport& r, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StreamEndedLocked(int rank, uint64_t generation, bool broken) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckHeartbeatsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void BreakWorld(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Form() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the running generation. `planned`: on purpose (an elastic world
+  // growing), not a loss.
+  void BreakWorld(const std::string& why, bool planned = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the pending workers the next generation, ranked by slot.
+  void Form(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool elastic() const { return config_.runtime().min_workers() > 0; }
+  // Elastic: forms a smaller world once replace_timeout_seconds have passed
+  // with enough survivors. Call often.
+  void MaybeFormSmallerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Elastic: after the commit of `step`, breaks a smaller world that has
+  // workers waiting to join, so that it re-forms larger.
+  void MaybeGrowLocked(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True if a member of the running world holds `slot`.
+  bool SlotHeldLocked(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordWorldChangeLocked(int from, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank could not write its shard of r.save_failed_step(): counted per
   // generation; the job fails at kMaxSaveAttempts.
@@ -235,7 +264,17 @@ class Job {
   // The running generation restores start_step_ from memory (memory_step_
   // == start_step_ > 0), its shard r coming from rank memory_sources_[r].
   int64_t memory_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int memory_world_ ABSL_GUARDED_BY(mu_) = 0;  // the world the snapshot was taken in
   std::vector<int> memory_sources_ ABSL_GUARDED_BY(mu_);
+  // The running (or last formed) world's size; 0 before the first.
+  int world_size_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the job last started forming (for replace_timeout_seconds).
+  absl::Time forming_since_ ABSL_GUARDED_BY(mu_);
+  absl::Time warned_short_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // > 0 after a planned break: form once this many have registered.
+  int form_target_ ABSL_GUARDED_BY(mu_) = 0;
+  coordinator::WorldHistory history_ ABSL_GUARDED_BY(mu_);
+  bool history_dirty_ ABSL_GUARDED_BY(mu_) = false;
   std::set<int64_t> bad_memory_steps_ ABSL_GUARDED_BY(mu_);
   int64_t memory_recoveries_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t disk_recoveries_ ABSL_GUARDED_BY(mu_) = 0;

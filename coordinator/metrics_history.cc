@@ -22,7 +22,8 @@ void MetricsHistory::Append(std::vector<metrics::MetricRecord>* series, const me
 
 absl::Status MetricsHistory::Write(const metrics::MetricRecord& record) {
   MutexLock lock(&mu_);
-  Append(record.split() == metrics::MetricRecord::eval ? &eval_ : &train_, record);
+  if (record.split() == metrics::MetricRecord::train) Append(&train_, record);
+  if (record.split() == metrics::MetricRecord::eval) Append(&eval_, record);
   return absl::OkStatus();
 }
 

@@ -113,6 +113,9 @@ std::string StatusPageHtml(const coordinator::JobStatus& s, const std::vector<me
   card("step", "step", absl::StrFormat("%d / %d (%.1f%%)", s.global_step(), s.total_steps(), percent));
   card("eta", "ETA", FormatEta(s.eta_seconds()));
   card("generation", "generation", absl::StrCat(s.generation(), " (", s.worker_losses(), " lost)"));
+  card("world", "workers", s.target_world_size() > 0 && s.world_size() != s.target_world_size()
+                               ? absl::StrCat(s.world_size(), " of ", s.target_world_size(), " (elastic)")
+                               : absl::StrCat(s.world_size()));
   card("loss", "train loss",
        s.has_last_train() ? absl::StrFormat("%.4f @ %d", s.last_train().loss(), s.last_train().step()) : "-");
   card("rate", "samples/s", s.has_last_train() ? absl::StrFormat("%.0f", s.last_train().samples_per_second()) : "-");

@@ -48,6 +48,11 @@ std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
     absl::StrAppendFormat(&out, "this world restored step %d from %s; recoveries: %d from memory, %d from disk\n",
                           s.start_step(), s.restored_from(), s.memory_recoveries(), s.disk_recoveries());
   }
+  for (const coordinator::WorldChange& c : s.world_changes()) {
+    if (c.from_size() == 0) continue;
+    absl::StrAppendFormat(&out, "world: %d -> %d workers at step %d (generation %d): %s\n", c.from_size(), c.to_size(),
+                          c.step(), c.generation(), c.reason());
+  }
   absl::StrAppend(&out, GoodputLine(s.goodput()), "\n");
   absl::StrAppendFormat(&out, "workers: %d of %d alive, %d registered, %d lost so far\n", s.workers_alive(),
                         s.world_size(), s.workers_registered(), s.worker_losses());

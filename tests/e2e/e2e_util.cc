@@ -78,6 +78,18 @@ std::vector<std::string> SplitLines(const std::string& metrics_path, const std::
   return out;
 }
 
+int64_t LoggedStep(const std::string& dir) {
+  const std::vector<std::string> train = SplitLines(dir + "/metrics.jsonl", "train");
+  return train.empty() ? 0 : static_cast<int64_t>(JsonField(train.back(), "step"));
+}
+
+bool WaitForStep(const std::string& dir, int64_t step, absl::Duration timeout) {
+  for (const absl::Time end = absl::Now() + timeout; absl::Now() < end; absl::SleepFor(absl::Milliseconds(20))) {
+    if (LoggedStep(dir) >= step) return true;
+  }
+  return false;
+}
+
 bool WaitForText(const std::string& path, const std::string& needle, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ std::vector<std::string> ReadLines(const std::string& path);
 double JsonField(const std::string& line, const std::string& key);
 // Lines of metrics.jsonl with "split":"<split>".
 std::vector<std::string> SplitLines(const std::string& metrics_path, const std::string& split);
+// The furthest step of a train line in DIR/metrics.jsonl (0: none yet).
+int64_t LoggedStep(const std::string& dir);
+// Waits until LoggedStep(dir) >= step.
+bool WaitForStep(const std::string& dir, int64_t step, absl::Duration timeout);
 // Waits until `path` contains `needle` (or exists, for an empty needle).
 bool WaitForText(const std::string& path, const std::string& needle, absl::Duration timeout);
 // A TCP port on 127.0.0.1 that was free a moment ago.

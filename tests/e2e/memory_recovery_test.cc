@@ -20,19 +20,6 @@
 namespace shardline {
 namespace {
 
-// The furthest step of a train line in metrics.jsonl (0: none yet).
-int64_t LoggedStep(const std::string& dir) {
-  const std::vector<std::string> train = SplitLines(dir + "/metrics.jsonl", "train");
-  return train.empty() ? 0 : static_cast<int64_t>(JsonField(train.back(), "step"));
-}
-
-bool WaitForStep(const std::string& dir, int64_t step, absl::Duration timeout) {
-  for (const absl::Time end = absl::Now() + timeout; absl::Now() < end; absl::SleepFor(absl::Milliseconds(20))) {
-    if (LoggedStep(dir) >= step) return true;
-  }
-  return false;
-}
-
 // The step the coordinator's log says a world restored from memory (-1: none).
 int64_t MemoryRestoreStep(const std::string& coord_log) {
   const std::string log = ReadAll(coord_log);

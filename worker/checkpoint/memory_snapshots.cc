@@ -1,6 +1,8 @@
 #include "worker/checkpoint/memory_snapshots.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -8,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/checkpoint/buffer_names.h"
 #include "common/checkpoint/checkpoint_dir.h"
+#include "common/shard.h"
 #include "common/status_macros.h"
 
 namespace shardline {
@@ -92,38 +95,53 @@ absl::Status MemorySnapshots::Put(const SnapshotKey& key, std::string bytes) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Restored> MemorySnapshots::RestoreShard(const SnapshotKey& key, const FlatLayout& layout, float* params,
-                                                        Optimizer* optimizer) {
-  const std::string path = Path(key);
-  if (!mem_.FileExists(path)) return absl::NotFoundError(absl::StrCat(Describe(key), " is not held here"));
+absl::StatusOr<Restored> MemorySnapshots::Restore(int64_t step, int world, const FlatLayout& layout, float* params,
+                                                   Optimizer* optimizer) {
   const Range mine = optimizer->shard();
+  const std::string what = absl::StrFormat("in-memory snapshot of step %d (a world of %d)", step, world);
   std::vector<StateBuffer*> state = optimizer->state();
-  std::set<std::string> filled;
-  const PlaceFn place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
-    if (h.total_size() != layout.total_size() || h.begin() != mine.begin || h.end() != mine.end) {
-      return absl::FailedPreconditionError(absl::StrCat(Describe(key), " covers [", h.begin(), ", ", h.end(), ") of ",
-                                                        h.total_size(), " parameters; this rank owns [", mine.begin,
-                                                        ", ", mine.end, ") of ", layout.total_size()));
+  // Floats placed per buffer, and the shards read.
+  std::map<std::string, int64_t> filled;
+  std::optional<state::ShardHeader> last;
+  for (int s = 0; s < world; ++s) {
+    const SnapshotKey key{step, world, s};
+    const Range old = ShardRange(layout.total_size(), s, world);
+    const int64_t lo = std::max(mine.begin, old.begin), hi = std::min(mine.end, old.end);
+    if (lo >= hi || !Holds(key)) continue;
+    const PlaceFn place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
+      if (h.total_size() != layout.total_size() || h.begin() != old.begin || h.end() != old.end) {
+        return absl::FailedPreconditionError(absl::StrCat(Describe(key), " covers [", h.begin(), ", ", h.end(), ") of ",
+                                                          h.total_size(), " parameters; this model has ",
+                                                          layout.total_size()));
+      }
+      filled[b.name()] += hi - lo;
+      if (b.name() == kParamsBuffer) return Placement{params + lo, lo - old.begin, hi - old.begin};
+      for (StateBuffer* sb : state) {
+        if (sb->name == b.name()) return Placement{sb->values.data() + (lo - mine.begin), lo - old.begin, hi - old.begin};
+      }
+      return absl::FailedPreconditionError(absl::StrCat(Describe(key), " has optimizer state '", b.name(),
+                                                        "', which this run's optimizer does not use"));
+    };
+    ASSIGN_OR_RETURN(state::ShardHeader h, ReadShardInto(&mem_, Path(key), place, nullptr));
+    if (last.has_value() && !(last->data_position().SerializeAsString() == h.data_position().SerializeAsString())) {
+      return absl::DataLossError(absl::StrCat(what, ": its shards disagree on the data position"));
     }
-    filled.insert(b.name());
-    if (b.name() == kParamsBuffer) return Placement{params + h.begin(), 0, b.floats()};
-    for (StateBuffer* s : state) {
-      if (s->name == b.name()) return Placement{s->values.data(), 0, b.floats()};
-    }
-    return absl::FailedPreconditionError(absl::StrCat(Describe(key), " has optimizer state '", b.name(),
-                                                      "', which this run's optimizer does not use"));
-  };
-  ASSIGN_OR_RETURN(state::ShardHeader h, ReadShardInto(&mem_, path, place, nullptr));
-  for (StateBuffer* s : state) {
-    if (filled.count(s->name) == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(Describe(key), " lacks optimizer state '", s->name, "'"));
+    last = std::move(h);
+  }
+  if (filled[kParamsBuffer] != mine.size() || !last.has_value()) {
+    return absl::NotFoundError(absl::StrCat(what, ": the shards held here cover ", filled[kParamsBuffer], " of the ",
+                                            mine.size(), " parameters of this rank's range [", mine.begin, ", ",
+                                            mine.end, ")"));
+  }
+  for (StateBuffer* sb : state) {
+    if (filled[sb->name] != mine.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(what, " lacks optimizer state '", sb->name, "'"));
     }
   }
-  if (filled.count(kParamsBuffer) == 0) return absl::DataLossError(absl::StrCat(Describe(key), " lacks parameters"));
   Restored out;
-  out.step = h.step();
-  out.position = h.data_position();
-  if (h.has_best_step()) out.best = BestSoFar{h.best_step(), h.best_value()};
+  out.step = last->step();
+  out.position = last->data_position();
+  if (last->has_best_step()) out.best = BestSoFar{last->best_step(), last->best_value()};
   return out;
 }
 

@@ -15,9 +15,10 @@
 //   MemorySnapshots memory(/*keep_steps=*/2);
 //   at a snapshot step, on every rank:
 //     RETURN_IF_ERROR(memory.TakeAndReplicate(source, /*copies=*/2, comm));
-//   after a loss, the new rank r, given shard r from its holder:
+//   after a loss, the new rank r, given the shards overlapping its range
+//   (shard r, in the same world) from their holders:
 //     RETURN_IF_ERROR(memory.Put(key, bytes));
-//     ASSIGN_OR_RETURN(Restored at, memory.RestoreShard(key, layout, params, optimizer));
+//     ASSIGN_OR_RETURN(Restored at, memory.Restore(step, world, layout, params, optimizer));
 //     RETURN_IF_ERROR(comm.AllGather(params));   // everyone else's ranges
 #ifndef SHARDLINE_WORKER_CHECKPOINT_MEMORY_SNAPSHOTS_H_
 #define SHARDLINE_WORKER_CHECKPOINT_MEMORY_SNAPSHOTS_H_
@@ -61,12 +62,15 @@ class MemorySnapshots {
   // Stores a shard received from a peer, after verifying it (every CRC, and
   // that its header is `key`'s): DataLoss naming the key otherwise.
   absl::Status Put(const SnapshotKey& key, std::string bytes);
-  // Restores shard `key` - this rank's range of the world it was taken in -
-  // into `optimizer`'s state and `params`' range of that shard (the rest of
-  // `params` is the caller's to all-gather). The key's world and rank must
-  // be the optimizer's. FailedPrecondition if it is another model's.
-  absl::StatusOr<Restored> RestoreShard(const SnapshotKey& key, const FlatLayout& layout, float* params,
-                                        Optimizer* optimizer);
+  // Restores the snapshot of `step` taken in a world of `world` into this
+  // rank's range (optimizer->shard(), of whatever world size now): its
+  // optimizer state and `params`' values in that range (the rest of
+  // `params` is the caller's to all-gather), from every held shard of that
+  // snapshot overlapping the range - in the same world, exactly this rank's
+  // own. NotFound if the held shards do not cover the range;
+  // FailedPrecondition if they are another model's or optimizer's.
+  absl::StatusOr<Restored> Restore(int64_t step, int world, const FlatLayout& layout, float* params,
+                                   Optimizer* optimizer);
   // Drops everything (the job moved to a point no snapshot can serve).
   void Clear();
   // Bytes held.

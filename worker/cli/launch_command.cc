@@ -41,8 +41,10 @@ constexpr char kHelp[] =
     "process's lines are shown prefixed with its role and rank and kept in\n"
     "DIR/logs/. A worker that dies is restarted (same rank), at most K times in all\n"
     "(default 0), and so is a coordinator killed by a signal (same address; it\n"
-    "recovers from its RocksDB state); the world then restarts from the last\n"
-    "committed checkpoint. Ctrl-C or SIGTERM stops the job\n"
+    "recovers from its RocksDB state); the world then restarts from the workers'\n"
+    "in-memory snapshots or the last committed checkpoint. With\n"
+    "runtime.min_workers set, a worker killed with no restarts left is not waited\n"
+    "for: the job goes on with the others. Ctrl-C or SIGTERM stops the job\n"
     "gracefully: every worker finishes the same step, then all exit 0. If the\n"
     "launcher itself dies (even by SIGKILL), its children are killed with it;\n"
     "launching again with the same --workdir resumes the job.\n"
@@ -212,7 +214,10 @@ absl::Status Launch(const Args& args) {
   std::vector<std::string> sets = args.GetAll("set");
   sets.push_back(absl::StrCat("runtime.num_workers=", workers));
   // Fail here, with the config's own error, rather than in a child.
-  RETURN_IF_ERROR(LoadConfig(env, args.Get("config"), sets).status());
+  ASSIGN_OR_RETURN(const config::JobConfig cfg, LoadConfig(env, args.Get("config"), sets));
+  // An elastic job goes on without a worker that cannot be restarted.
+  const bool elastic = cfg.runtime().min_workers() > 0;
+  int workers_gone = 0;
   const std::string workdir = args.Get("workdir");
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir + "/logs"), "creating --workdir"));
   RETURN_IF_ERROR(CheckWritableDir(env, workdir + "/checkpoints"));  // here, not at the first save
@@ -341,6 +346,11 @@ absl::Status Launch(const Args& args) {
           ++restarts;
           SLOG(WARNING) << c.name() << " died (" << how << "); restarting it (" << restarts << "/" << max_restarts << ")";
           RETURN_IF_ERROR(c.Start());
+        } else if (elastic && !deterministic && !coordinator_done && signals_seen == 0 &&
+                   static_cast<int>(children.size()) - ++workers_gone >= cfg.runtime().min_workers()) {
+          SLOG(WARNING) << c.name() << " died (" << how << "); no restarts left; the job goes on with "
+                        << children.size() - static_cast<size_t>(workers_gone)
+                        << " workers (runtime.min_workers=" << cfg.runtime().min_workers() << ")";
         } else if (outcome.ok()) {
           outcome = deterministic
                         ? absl::FailedPreconditionError(absl::StrCat(

@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "common/shard.h"
 #include "common/status_macros.h"
 #include "common/status_payload.h"
 #include "worker/checkpoint/memory_snapshots.h"
@@ -53,33 +54,45 @@ struct Carried {
   std::unique_ptr<MemorySnapshots> memory = std::make_unique<MemorySnapshots>();
 };
 
-// Before a restore from memory: shard r of the snapshot moves from rank
-// world.memory_sources(r) to rank r, for every r in order, every rank
-// taking part in every move (SendRecv is one op of every rank's sequence).
-// DataLoss if a shard this rank should send is not here or one it received
-// is damaged.
-absl::Status MoveMemoryShards(const coordinator::RegisterResponse& world, Collectives& comm, MemorySnapshots& memory) {
+// Before a restore from memory: shard s of the snapshot (taken in a world
+// of `from` = memory_world_size, or this one) moves from rank
+// world.memory_sources(s) to every rank r of this world whose range of the
+// `total` parameters overlaps it - in the same world, r = s - for s, then r,
+// in order, every rank taking part in every move (SendRecv is one op of
+// every rank's sequence). DataLoss if a shard this rank should send is not
+// here or one it received is damaged.
+absl::Status MoveMemoryShards(const coordinator::RegisterResponse& world, int64_t total, Collectives& comm,
+                              MemorySnapshots& memory) {
   const int me = world.rank(), n = world.world_size();
-  if (world.memory_sources_size() != n) {
+  const int from = world.memory_world_size() > 0 ? world.memory_world_size() : n;
+  if (world.memory_sources_size() != from) {
     return absl::InvalidArgumentError(absl::StrCat("the coordinator's restore plan names ", world.memory_sources_size(),
-                                                   " sources for a world of ", n));
+                                                   " sources for a snapshot of a world of ", from));
   }
   absl::Status missing;
-  for (int r = 0; r < n; ++r) {
-    const int source = world.memory_sources(r);
-    if (source == r) continue;
-    const SnapshotKey key{world.memory_step(), n, r};
-    std::string bytes;
-    if (me == source) {
-      absl::StatusOr<std::string> held = memory.Bytes(key);
-      if (held.ok()) {
-        bytes = std::move(*held);
-      } else {
-        missing = absl::DataLossError(held.status().message());  // sent empty: the receiver finds it damaged
-      }
+  for (int s = 0; s < from; ++s) {
+    const int source = world.memory_sources(s);
+    if (source < 0 || source >= n) {
+      return absl::InvalidArgumentError(absl::StrCat("the coordinator's restore plan sends shard ", s, " from rank ",
+                                                     source, ", not in a world of ", n));
     }
-    ASSIGN_OR_RETURN(std::string got, comm.SendRecv(me == source ? r : -1, bytes, me == r ? source : -1));
-    if (me == r) RETURN_IF_ERROR(memory.Put(key, std::move(got)));
+    const SnapshotKey key{world.memory_step(), from, s};
+    const Range old = ShardRange(total, s, from);
+    for (int r = 0; r < n; ++r) {
+      const Range mine = ShardRange(total, r, n);
+      if (r == source || std::max(old.begin, mine.begin) >= std::min(old.end, mine.end)) continue;
+      std::string bytes;
+      if (me == source) {
+        absl::StatusOr<std::string> held = memory.Bytes(key);
+        if (held.ok()) {
+          bytes = std::move(*held);
+        } else {
+          missing = absl::DataLossError(held.status().message());  // sent empty: the receiver finds it damaged
+        }
+      }
+      ASSIGN_OR_RETURN(std::string got, comm.SendRecv(me == source ? r : -1, bytes, me == r ? source : -1));
+      if (me == r) RETURN_IF_ERROR(memory.Put(key, std::move(got)));
+    }
   }
   return missing;
 }
@@ -180,6 +193,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   train.env = options.env;
   train.memory = carried.memory.get();
   train.memory_restore_step = world.memory_step();
+  train.memory_restore_world = world.memory_world_size();
 
   absl::StatusOr<TrainResult> result;
   {
@@ -198,7 +212,8 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     w.on_still_stuck = options.on_still_stuck ? options.on_still_stuck : DefaultStillStuck;
     Watchdog watchdog(heartbeat.steps_done(), std::move(w));
     const absl::Status moved =
-        world.memory_step() > 0 ? MoveMemoryShards(world, ring, *carried.memory) : absl::OkStatus();
+        world.memory_step() > 0 ? MoveMemoryShards(world, ParameterCount(*cfg, data.train), ring, *carried.memory)
+                                : absl::OkStatus();
     result = moved.ok() ? RunTraining(*cfg, data, ring, train) : absl::StatusOr<TrainResult>(moved);
   }
 
@@ -304,11 +319,13 @@ absl::Status RunWorker(const WorkerOptions& options, TransportServer* server) {
                  << "; exiting";
       return absl::OkStatus();
     }
-    carried.requested_rank = world.rank();  // keep it across generations
-    logging::SetPrefix(absl::StrCat("worker ", world.rank()));
+    carried.requested_rank = world.slot();  // keep it across generations
+    logging::SetPrefix(world.slot() == world.rank() ? absl::StrCat("worker ", world.rank())
+                                                    : absl::StrCat("worker ", world.slot(), " (rank ", world.rank(), ")"));
     if (options.metrics != nullptr) options.metrics->SetGeneration(world.generation());
     SLOG(INFO) << "joined generation " << world.generation() << " of job " << world.job_id() << " as rank "
-               << world.rank() << " of " << world.world_size();
+               << world.rank() << " of " << world.world_size()
+               << (world.slot() != world.rank() ? absl::StrCat(" (slot ", world.slot(), ")") : "");
     Outcome outcome = RunGeneration(options, server, client, world, carried);
     if (outcome.done) return outcome.status;
   }

@@ -107,9 +107,9 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     // come by all-gather. No disk read.
     const auto restore_start = std::chrono::steady_clock::now();
     if (options.memory == nullptr) return absl::InternalError("a restore from memory without a snapshot store");
-    const SnapshotKey key{options.memory_restore_step, comm.world_size(), comm.rank()};
-    ASSIGN_OR_RETURN(Restored restored,
-                     options.memory->RestoreShard(key, model.layout(), state.params.data(), optimizer.get()));
+    const int from = options.memory_restore_world > 0 ? options.memory_restore_world : comm.world_size();
+    ASSIGN_OR_RETURN(Restored restored, options.memory->Restore(options.memory_restore_step, from, model.layout(),
+                                                                state.params.data(), optimizer.get()));
     RETURN_IF_ERROR(comm.AllGather(absl::MakeSpan(state.params)));
     ASSIGN_OR_RETURN(state.next_step, pipeline.Restore(restored.position));
     if (state.next_step != restored.step) {
@@ -119,8 +119,11 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     best = restored.best;
     const double took = seconds_since(restore_start);
     if (comm.rank() == 0) {
-      SLOG(INFO) << absl::StrFormat("restored step %d from memory in %.1f ms (no checkpoint read)", restored.step,
-                                    took * 1e3);
+      SLOG(INFO) << absl::StrFormat("restored step %d from memory in %.1f ms (no checkpoint read)%s", restored.step,
+                                    took * 1e3,
+                                    from != comm.world_size()
+                                        ? absl::StrFormat("; resharded from a world of %d to %d", from, comm.world_size())
+                                        : "");
     }
     if (observer != nullptr) observer->OnOverhead(Overhead::kRestore, took);
   } else if (!options.restore_dir.empty()) {

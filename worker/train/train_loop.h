@@ -102,9 +102,12 @@ struct TrainOptions {
   // keeps it across generations).
   MemorySnapshots* memory = nullptr;
   // > 0: restore this step from `memory` instead of restore_dir - this
-  // rank's own shard of this world, which must be held, then the others'
-  // parameters by all-gather.
+  // rank's range, from the held shards of the snapshot that overlap it
+  // (in the same world, its own shard), then the others' parameters by
+  // all-gather.
   int64_t memory_restore_step = 0;
+  // The world the snapshot was taken in; 0: this one.
+  int memory_restore_world = 0;
   Env* env = Env::Default();
 };
 

@@ -93,7 +93,7 @@ TEST(MemorySnapshotsTest, EachRankHoldsItsShardAndItsPredecessorsAndARestoreFrom
   MemorySnapshots fresh;
   ASSERT_TRUE(fresh.Put(lost, *bytes).ok());
   RankState replacement(layout, 1, kWorld);
-  absl::StatusOr<Restored> at = fresh.RestoreShard(lost, layout, replacement.params.data(), replacement.optimizer.get());
+  absl::StatusOr<Restored> at = fresh.Restore(30, kWorld, layout, replacement.params.data(), replacement.optimizer.get());
   ASSERT_TRUE(at.ok()) << at.status();
   EXPECT_EQ(at->step, 30);
   EXPECT_EQ(at->position.next_step(), 30);
@@ -107,10 +107,10 @@ TEST(MemorySnapshotsTest, EachRankHoldsItsShardAndItsPredecessorsAndARestoreFrom
   for (size_t b = 0; b < original.optimizer->state().size(); ++b) {
     EXPECT_EQ(replacement.optimizer->state()[b]->values, original.optimizer->state()[b]->values);
   }
-  // A shard of another rank's range does not restore here; damage is caught.
-  EXPECT_EQ(fresh.RestoreShard(lost, layout, replacement.params.data(),
-                               RankState(layout, 2, kWorld).optimizer.get()).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  // Another rank's range is not covered by what is held here; damage is caught.
+  EXPECT_EQ(fresh.Restore(30, kWorld, layout, replacement.params.data(),
+                          RankState(layout, 2, kWorld).optimizer.get()).status().code(),
+            absl::StatusCode::kNotFound);
   std::string damaged = *bytes;
   damaged[damaged.size() / 2] ^= 4;
   const absl::Status bad = fresh.Put(SnapshotKey{30, kWorld, 1}, damaged);
@@ -118,6 +118,56 @@ TEST(MemorySnapshotsTest, EachRankHoldsItsShardAndItsPredecessorsAndARestoreFrom
   EXPECT_TRUE(absl::StrContains(bad.message(), "step 30, shard 1 of 3")) << bad;
   EXPECT_FALSE(fresh.Holds(lost));
   EXPECT_EQ(fresh.Put(SnapshotKey{20, kWorld, 1}, *bytes).code(), absl::StatusCode::kDataLoss);  // wrong key
+}
+
+TEST(MemorySnapshotsTest, ASnapshotOfThreeRanksRestoresIntoTwoFromThePiecesOverlappingEachRange) {
+  const FlatLayout layout = Layout();  // 98 parameters: [0,32) [32,65) [65,98) in 3; [0,49) [49,98) in 2
+  constexpr int kOld = 3, kNew = 2;
+  std::vector<std::unique_ptr<MemorySnapshots>> stores;
+  std::vector<std::unique_ptr<RankState>> states;
+  for (int r = 0; r < kOld; ++r) {
+    stores.push_back(std::make_unique<MemorySnapshots>());
+    states.push_back(std::make_unique<RankState>(layout, r, kOld));
+  }
+  TestWorld world(TransportKind::kLocal, kOld);
+  const std::vector<absl::Status> taken = world.Run([&](int r, Transport* t) -> absl::Status {
+    RingCollectives comm(t, CollectiveOptions{});
+    states[static_cast<size_t>(r)]->Fill(40);
+    return stores[static_cast<size_t>(r)]->TakeAndReplicate(Source(layout, *states[static_cast<size_t>(r)], 40, r, kOld),
+                                                            /*copies=*/2, comm);
+  });
+  for (const absl::Status& s : taken) ASSERT_TRUE(s.ok()) << s;
+  const int64_t total = layout.total_size();
+  for (int r = 0; r < kNew; ++r) {
+    const Range mine = ShardRange(total, r, kNew);
+    MemorySnapshots fresh;
+    RankState rank(layout, r, kNew);
+    // Only the old shard overlapping the range's start first: not enough.
+    for (int s = 0; s < kOld; ++s) {
+      const Range old = ShardRange(total, s, kOld);
+      if (std::max(old.begin, mine.begin) >= std::min(old.end, mine.end)) continue;
+      absl::StatusOr<std::string> bytes = stores[static_cast<size_t>(s)]->Bytes(SnapshotKey{40, kOld, s});
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      ASSERT_TRUE(fresh.Put(SnapshotKey{40, kOld, s}, *bytes).ok());
+      if (old.begin <= mine.begin) {
+        EXPECT_EQ(fresh.Restore(40, kOld, layout, rank.params.data(), rank.optimizer.get()).status().code(),
+                  absl::StatusCode::kNotFound) << "rank " << r;
+      }
+    }
+    absl::StatusOr<Restored> at = fresh.Restore(40, kOld, layout, rank.params.data(), rank.optimizer.get());
+    ASSERT_TRUE(at.ok()) << at.status();
+    EXPECT_EQ(at->step, 40);
+    EXPECT_EQ(at->position.next_step(), 40);
+    for (int64_t g = mine.begin; g < mine.end; ++g) {
+      int s = 0;  // the old shard holding g
+      while (ShardRange(total, s, kOld).end <= g) ++s;
+      const float want_state = 40.0f + 0.5f * static_cast<float>(g - ShardRange(total, s, kOld).begin);
+      EXPECT_EQ(rank.params[static_cast<size_t>(g)], 40.0f * 1000 + static_cast<float>(g)) << g;
+      for (StateBuffer* b : rank.optimizer->state()) {
+        EXPECT_EQ(b->values[static_cast<size_t>(g - mine.begin)], want_state) << b->name << " " << g;
+      }
+    }
+  }
 }
 
 }  // namespace

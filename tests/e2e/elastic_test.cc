@@ -1,0 +1,137 @@
+// Elastic worlds (issue 15): a worker of a 4-worker job that never returns
+// leaves a 3-worker world, resharded from the survivors' memory, that
+// finishes the job with the usual accuracy - and with the same bits as a
+// 3-worker run resumed from the 4-worker checkpoint of the same step (the
+// same schedule of world sizes gives the same result).
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/env.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/final_state.h"
+#include "tests/e2e/subprocess.h"
+
+namespace shardline {
+namespace {
+
+// The step of the coordinator log's "the world changed size: FROM -> TO
+// workers at step S" (-1: none).
+int64_t WorldChangeStep(const std::string& log, int from, int to) {
+  const std::string mark = absl::StrCat("the world changed size: ", from, " -> ", to, " workers at step ");
+  const size_t at = log.find(mark);
+  if (at == std::string::npos) return -1;
+  const size_t begin = at + mark.size();
+  int64_t step = -1;
+  return absl::SimpleAtoi(log.substr(begin, log.find(' ', begin) - begin), &step) ? step : -1;
+}
+
+TEST(ElasticTest, AWorkerThatNeverReturnsLeavesThreeThatFinishWithTheUsualAccuracyBitForBit) {
+  constexpr int kSteps = 1500;
+  const std::vector<std::string> run = {absl::StrCat("train.total_steps=", kSteps), "train.log_every=50",
+                                        "train.eval_every=0", "checkpoint.every_steps=100", "checkpoint.keep_last=0",
+                                        "checkpoint.memory_every_steps=100"};
+  std::vector<std::string> elastic = run;
+  elastic.push_back("runtime.min_workers=3");
+  elastic.push_back("runtime.replace_timeout_seconds=2");
+  const std::string dir = FreshDir("elastic_4to3");
+  Subprocess job(LaunchArgv(dir, 4, elastic, /*max_restarts=*/0));
+  ASSERT_TRUE(WaitForStep(dir, 750, absl::Seconds(180))) << job.Output();
+  // Slot 1, so that the survivors' ranks close a gap (slots 0, 2, 3 -> ranks 0, 1, 2).
+  const std::vector<pid_t> slot1 = LaunchedWorker(dir, 1);
+  ASSERT_EQ(slot1.size(), 1u);
+  kill(slot1[0], SIGKILL);
+  ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
+
+  const std::string coord = ReadAll(dir + "/logs/coordinator.log");
+  const int64_t shrunk_at = WorldChangeStep(coord, 4, 3);
+  ASSERT_GT(shrunk_at, 0) << coord;
+  EXPECT_EQ(shrunk_at % 100, 0);
+  EXPECT_TRUE(absl::StrContains(coord, absl::StrCat("restores step ", shrunk_at,
+                                                    " from the workers' memory (resharded from a world of 4")))
+      << coord;
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"),
+                                absl::StrCat("restored step ", shrunk_at, " from memory")));
+  // The change is in metrics.jsonl, and the last world was three.
+  const std::vector<std::string> changes = SplitLines(dir + "/metrics.jsonl", "world");
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(JsonField(changes[0], "step"), shrunk_at);
+  EXPECT_EQ(JsonField(changes[0], "world_size"), 3);
+  EXPECT_EQ(JsonField(changes[0], "previous_world_size"), 4);
+  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(JsonField(evals.back(), "step"), kSteps);
+  EXPECT_GE(JsonField(evals.back(), "accuracy"), 0.85) << evals.back();
+  const std::vector<float> got = FinalState(dir, kSteps, 3);
+  ASSERT_FALSE(got.empty());
+
+  // The same schedule from disk: 4 workers to step S (this run's own
+  // checkpoint of it), then 3.
+  ASSERT_TRUE(Env::Default()->FileExists(StepDir(dir + "/checkpoints", shrunk_at) + "/COMMITTED"));
+  std::vector<std::string> resumed = run;
+  resumed.push_back("checkpoint.resume_from=" + dir);
+  resumed.push_back(absl::StrCat("checkpoint.resume_step=", shrunk_at));
+  const std::string ref = FreshDir("elastic_ref3");
+  Subprocess again(LaunchArgv(ref, 3, resumed));
+  ASSERT_EQ(again.Wait(absl::Seconds(300)), 0) << again.Output();
+  EXPECT_TRUE(absl::StrContains(ReadAll(ref + "/logs/coordinator.log"), absl::StrCat("restores step ", shrunk_at)))
+      << ReadAll(ref + "/logs/coordinator.log");
+  EXPECT_TRUE(SameBits(got, FinalState(ref, kSteps, 3)))
+      << "the elastic run's final state differs from 4 workers to step " << shrunk_at << " and 3 after it";
+}
+
+// A smaller world grows back when a worker returns: at the next committed
+// checkpoint it re-forms with three, resharding the two survivors' memory
+// onto three ranks, and ends with the bits of a 3-worker run resumed from
+// the 2-worker checkpoint of that step.
+TEST(ElasticTest, AReturningWorkerJoinsAtTheNextCheckpointAndTheWorldGrowsBack) {
+  constexpr int kSteps = 1500;
+  const std::vector<std::string> run = {absl::StrCat("train.total_steps=", kSteps), "train.log_every=50",
+                                        "train.eval_every=0", "checkpoint.every_steps=100", "checkpoint.keep_last=0",
+                                        "checkpoint.memory_every_steps=100"};
+  std::vector<std::string> elastic = run;
+  elastic.push_back("runtime.min_workers=2");
+  elastic.push_back("runtime.replace_timeout_seconds=1");
+  const std::string dir = FreshDir("elastic_grow");
+  Subprocess job(LaunchArgv(dir, 3, elastic, /*max_restarts=*/0));
+  ASSERT_TRUE(WaitForStep(dir, 350, absl::Seconds(180))) << job.Output();
+  const std::vector<pid_t> slot1 = LaunchedWorker(dir, 1);
+  ASSERT_EQ(slot1.size(), 1u);
+  kill(slot1[0], SIGKILL);
+  const std::string coord_log = dir + "/logs/coordinator.log";
+  ASSERT_TRUE(WaitForText(coord_log, "the world changed size: 3 -> 2", absl::Seconds(60))) << job.Output();
+  // The same slot comes back, as a scheduler would bring it.
+  Subprocess back({BinPath("shardline-worker"), "--coordinator", ReadAll(dir + "/coordinator.address"), "--listen",
+                   "127.0.0.1:0", "--rank", "1", "--token_file", dir + "/token"});
+  ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
+  EXPECT_EQ(back.Wait(absl::Seconds(60)), 0) << back.Output();
+
+  const std::string coord = ReadAll(coord_log);
+  const int64_t grown_at = WorldChangeStep(coord, 2, 3);
+  ASSERT_GT(grown_at, WorldChangeStep(coord, 3, 2)) << coord;
+  EXPECT_EQ(grown_at % 100, 0);
+  EXPECT_TRUE(absl::StrContains(coord, "it joins the world of 2 at the next committed checkpoint")) << coord;
+  EXPECT_EQ(SplitLines(dir + "/metrics.jsonl", "world").size(), 2u);
+  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(JsonField(evals.back(), "step"), kSteps);
+  EXPECT_GE(JsonField(evals.back(), "accuracy"), 0.85) << evals.back();
+  const std::vector<float> got = FinalState(dir, kSteps, 3);
+  ASSERT_FALSE(got.empty());
+
+  std::vector<std::string> resumed = run;
+  resumed.push_back("checkpoint.resume_from=" + dir);
+  resumed.push_back(absl::StrCat("checkpoint.resume_step=", grown_at));
+  const std::string ref = FreshDir("elastic_grow_ref");
+  Subprocess again(LaunchArgv(ref, 3, resumed));
+  ASSERT_EQ(again.Wait(absl::Seconds(300)), 0) << again.Output();
+  EXPECT_TRUE(SameBits(got, FinalState(ref, kSteps, 3)))
+      << "after growing back at step " << grown_at << " the final state differs from a 3-worker resume of it";
+}
+
+}  // namespace
+}  // namespace shardline
