@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "worker/cli/commands.h"
 #include "worker/data/dataset.h"
+#include "worker/data/inflate_cache.h"
 #include "worker/model/gemm.h"
 #include "worker/train/progress.h"
 #include "worker/train/train_loop.h"
@@ -93,7 +94,8 @@ absl::Status Train(const Args& args) {
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   SetBlasThreads(cfg.runtime().blas_threads());
   SLOG(INFO) << "OpenBLAS " << BlasCoreName() << " kernels; loading " << cfg.data().dir();
-  ASSIGN_OR_RETURN(FashionMnist data, LoadFashionMnist(env, cfg.data().dir()));
+  ASSIGN_OR_RETURN(FashionMnist data, LoadFashionMnist(env, cfg.data().dir(),
+                                                        InflateCacheDir(cfg.data().keep_inflated(), cfg.data().cache_dir())));
   ASSIGN_OR_RETURN(auto metrics, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
 
   // Resume order: this workdir's newest committed checkpoint that verifies

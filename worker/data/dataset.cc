@@ -7,9 +7,10 @@
 namespace shardline {
 
 absl::StatusOr<Dataset> LoadIdxSplit(Env* env, const std::string& images_path,
-                                     const std::string& labels_path, int num_classes) {
-  ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(env, images_path, /*want_dims=*/3));  // N, rows, cols
-  ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(env, labels_path, /*want_dims=*/1));
+                                     const std::string& labels_path, int num_classes,
+                                     const std::string& cache_dir) {
+  ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(env, images_path, /*want_dims=*/3, cache_dir));  // N, rows, cols
+  ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(env, labels_path, /*want_dims=*/1, cache_dir));
   if (images.dims[0] != labels.dims[0]) {
     return absl::DataLossError(absl::StrCat(images_path, " has ", images.dims[0], " images but ",
                                             labels_path, " has ", labels.dims[0], " labels"));
@@ -18,12 +19,10 @@ absl::StatusOr<Dataset> LoadIdxSplit(Env* env, const std::string& images_path,
   ds.num_examples = images.dims[0];
   ds.feature_dim = static_cast<int>(images.dims[1] * images.dims[2]);
   ds.num_classes = num_classes;
-  ds.features.resize(images.data.size());
   const float scale = 1.0f / (255.0f * kFashionMnistStd);
   const float shift = -kFashionMnistMean / kFashionMnistStd;
-  for (size_t i = 0; i < images.data.size(); ++i) {
-    ds.features[i] = static_cast<unsigned char>(images.data[i]) * scale + shift;
-  }
+  for (int p = 0; p < 256; ++p) ds.value[static_cast<size_t>(p)] = static_cast<float>(p) * scale + shift;
+  ds.pixels = std::move(images.data);
   ds.labels.resize(labels.data.size());
   for (size_t i = 0; i < labels.data.size(); ++i) {
     const int label = static_cast<unsigned char>(labels.data[i]);
@@ -36,12 +35,12 @@ absl::StatusOr<Dataset> LoadIdxSplit(Env* env, const std::string& images_path,
   return ds;
 }
 
-absl::StatusOr<FashionMnist> LoadFashionMnist(Env* env, const std::string& dir) {
+absl::StatusOr<FashionMnist> LoadFashionMnist(Env* env, const std::string& dir, const std::string& cache_dir) {
   FashionMnist out;
   ASSIGN_OR_RETURN(out.train, LoadIdxSplit(env, dir + "/train-images-idx3-ubyte.gz",
-                                           dir + "/train-labels-idx1-ubyte.gz", 10));
+                                           dir + "/train-labels-idx1-ubyte.gz", 10, cache_dir));
   ASSIGN_OR_RETURN(out.test, LoadIdxSplit(env, dir + "/t10k-images-idx3-ubyte.gz",
-                                          dir + "/t10k-labels-idx1-ubyte.gz", 10));
+                                          dir + "/t10k-labels-idx1-ubyte.gz", 10, cache_dir));
   if (out.train.feature_dim != out.test.feature_dim) {
     return absl::DataLossError(absl::StrCat(dir, ": train images have ", out.train.feature_dim,
                                             " pixels but test images have ", out.test.feature_dim));

@@ -1,5 +1,7 @@
 #include "worker/data/idx.h"
 
+#include "worker/data/inflate_cache.h"
+
 #include <zlib.h>
 
 #include "absl/strings/str_cat.h"
@@ -41,7 +43,12 @@ absl::StatusOr<std::string> Gunzip(absl::string_view compressed, absl::string_vi
   return out;
 }
 
-absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view name, int want_dims) {
+namespace {
+
+// Checks the IDX header of `bytes` and that the payload fits it; sets the
+// dimensions and the header's length.
+absl::Status ParseHeader(absl::string_view bytes, absl::string_view name, int want_dims, std::vector<int64_t>* dims,
+                         size_t* header_bytes) {
   auto be32 = [&](size_t at) {
     const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + at);
     return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
@@ -69,11 +76,11 @@ absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view nam
   if (bytes.size() < header) {
     return absl::DataLossError(absl::StrCat(name, ": truncated IDX header"));
   }
-  IdxArray out;
   uint64_t count = 1;
+  dims->clear();
   for (uint32_t i = 0; i < rank; ++i) {
-    out.dims.push_back(be32(4 + 4 * i));
-    count *= static_cast<uint64_t>(out.dims.back());
+    dims->push_back(be32(4 + 4 * i));
+    count *= static_cast<uint64_t>(dims->back());
   }
   const uint64_t payload = bytes.size() - header;
   if (payload != count) {
@@ -81,14 +88,29 @@ absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view nam
         name, ": IDX payload is ", payload, " bytes but the header's dimensions need ",
         count, payload < count ? " (truncated file)" : " (trailing bytes)"));
   }
-  out.data.assign(bytes.data() + header, payload);
+  *header_bytes = header;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view name, int want_dims) {
+  IdxArray out;
+  size_t header = 0;
+  RETURN_IF_ERROR(ParseHeader(bytes, name, want_dims, &out.dims, &header));
+  out.data.assign(bytes.data() + header, bytes.size() - header);
   return out;
 }
 
-absl::StatusOr<IdxArray> ReadIdxFile(Env* env, const std::string& path, int want_dims) {
-  ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
-  ASSIGN_OR_RETURN(std::string raw, Gunzip(compressed, path));
-  return ParseIdx(raw, path, want_dims);
+absl::StatusOr<IdxArray> ReadIdxFile(Env* env, const std::string& path, int want_dims,
+                                     const std::string& cache_dir) {
+  ASSIGN_OR_RETURN(std::string raw, InflateCached(env, path, cache_dir));
+  IdxArray out;
+  size_t header = 0;
+  RETURN_IF_ERROR(ParseHeader(raw, path, want_dims, &out.dims, &header));
+  raw.erase(0, header);  // in place: no second copy of the payload
+  out.data = std::move(raw);
+  return out;
 }
 
 }  // namespace shardline

@@ -35,8 +35,10 @@ absl::StatusOr<std::string> Gunzip(absl::string_view compressed, absl::string_vi
 // magic number is reported as one, not as a size mismatch).
 absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view name, int want_dims = 0);
 
-// ReadFile + Gunzip + ParseIdx.
-absl::StatusOr<IdxArray> ReadIdxFile(Env* env, const std::string& path, int want_dims = 0);
+// ReadFile + Gunzip + ParseIdx; the inflated bytes come from (and are kept
+// in) `cache_dir` when it is not empty (inflate_cache.h).
+absl::StatusOr<IdxArray> ReadIdxFile(Env* env, const std::string& path, int want_dims = 0,
+                                     const std::string& cache_dir = "");
 
 }  // namespace shardline
 

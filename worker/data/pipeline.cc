@@ -81,7 +81,7 @@ void GatherBatch(const Dataset& data, absl::Span<const int32_t> indices, float* 
   const size_t dim = static_cast<size_t>(data.feature_dim);
   for (size_t i = 0; i < indices.size(); ++i) {
     const size_t row = static_cast<size_t>(indices[i]);
-    std::memcpy(x + i * dim, data.features.data() + row * dim, dim * sizeof(float));
+    data.CopyRows(static_cast<int64_t>(row), 1, x + i * dim);
     y[i] = data.labels[row];
   }
 }

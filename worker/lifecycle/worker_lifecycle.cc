@@ -21,6 +21,7 @@
 #include "worker/control/coordinator_client.h"
 #include "worker/control/heartbeat.h"
 #include "worker/data/dataset.h"
+#include "worker/data/inflate_cache.h"
 #include "worker/lifecycle/generation_observer.h"
 #include "worker/lifecycle/watchdog.h"
 #include "worker/model/gemm.h"
@@ -141,7 +142,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   if (!usable.ok()) return Done(usable);
   SetBlasThreads(cfg->runtime().blas_threads());
   if (!carried.data.has_value() || carried.data_dir != cfg->data().dir()) {
-    absl::StatusOr<FashionMnist> loaded = LoadFashionMnist(options.env, cfg->data().dir());
+    absl::StatusOr<FashionMnist> loaded = LoadFashionMnist(options.env, cfg->data().dir(), InflateCacheDir(cfg->data().keep_inflated(), cfg->data().cache_dir()));
     if (!loaded.ok()) return Done(loaded.status());
     carried.data = std::move(*loaded);
     carried.data_dir = cfg->data().dir();

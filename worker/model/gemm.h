@@ -21,8 +21,8 @@ void SetBlasThreads(int threads);
 const char* BlasCoreName();
 
 // Measures this process's sgemm throughput on an n x n x n product, repeating
-// for at least min_seconds. Returns GFLOP/s (2 n^3 per product). Used as the
-// peak for MFU.
+// it for at least min_seconds. Returns the fastest product's GFLOP/s (2 n^3
+// per product). Used as the peak for MFU.
 double MeasureSgemmGflops(int n, double min_seconds);
 
 }  // namespace shardline

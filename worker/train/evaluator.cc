@@ -14,10 +14,11 @@ absl::StatusOr<EvalResult> Evaluate(const Mlp& model, const float* params, const
                                     int batch_size, Collectives& comm, MlpWorkspace* ws) {
   const Range mine = ShardRange(data.num_examples, comm.rank(), comm.world_size());
   double sums[3] = {0, 0, 0};  // loss, correct, count
+  std::vector<float> x(static_cast<size_t>(std::min<int64_t>(batch_size, mine.size())) * data.feature_dim);
   for (int64_t begin = mine.begin; begin < mine.end; begin += batch_size) {
     const int n = static_cast<int>(std::min<int64_t>(batch_size, mine.end - begin));
-    const float* x = data.features.data() + begin * data.feature_dim;
-    const BatchStats s = model.Evaluate(params, x, data.labels.data() + begin, n, ws);
+    data.CopyRows(begin, n, x.data());
+    const BatchStats s = model.Evaluate(params, x.data(), data.labels.data() + begin, n, ws);
     sums[0] += s.loss_sum;
     sums[1] += static_cast<double>(s.correct);
     sums[2] += static_cast<double>(s.count);

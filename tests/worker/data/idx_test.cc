@@ -38,13 +38,17 @@ TEST(IdxTest, ReadsTheRealFashionMnist) {
   EXPECT_EQ(data->train.num_examples, 60000);
   EXPECT_EQ(data->test.num_examples, 10000);
   EXPECT_EQ(data->train.feature_dim, 784);
-  EXPECT_EQ(data->train.features.size(), 60000u * 784u);
+  EXPECT_EQ(data->train.pixels.size(), 60000u * 784u);
   std::vector<int> per_class(10);
   for (int32_t y : data->train.labels) per_class[static_cast<size_t>(y)]++;
   for (int c : per_class) EXPECT_EQ(c, 6000);  // Fashion-MNIST is balanced
   double mean = 0;
-  for (float v : data->train.features) mean += v;
-  EXPECT_NEAR(mean / static_cast<double>(data->train.features.size()), 0.0, 0.01);  // standardised
+  std::vector<float> row(784);
+  for (int64_t r = 0; r < data->train.num_examples; ++r) {
+    data->train.CopyRows(r, 1, row.data());
+    for (float v : row) mean += v;
+  }
+  EXPECT_NEAR(mean / static_cast<double>(data->train.pixels.size()), 0.0, 0.01);  // standardised
 }
 
 TEST(IdxTest, TruncatedGzipNamesTheFile) {

@@ -1,0 +1,127 @@
+#include "worker/data/inflate_cache.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "common/env_wrapper.h"
+#include "worker/data/dataset.h"
+
+namespace shardline {
+namespace {
+
+// Counts whole-file reads of files whose path contains `watch`.
+class CountingEnv : public EnvWrapper {
+ public:
+  explicit CountingEnv(std::string watch) : EnvWrapper(Env::Default()), watch_(std::move(watch)) {}
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
+    if (absl::StrContains(path, watch_)) ++reads;
+    return EnvWrapper::ReadFile(path);
+  }
+  int reads = 0;
+
+ private:
+  std::string watch_;
+};
+
+std::string Fresh(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/inflate_cache_" + name;
+  std::system(("rm -rf '" + dir + "'").c_str());
+  return dir;
+}
+
+void WriteGzip(const std::string& path, const std::string& raw) {
+  gzFile gz = gzopen(path.c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  ASSERT_EQ(gzwrite(gz, raw.data(), static_cast<unsigned>(raw.size())), static_cast<int>(raw.size()));
+  gzclose(gz);
+}
+
+std::vector<std::string> Children(const std::string& dir) {
+  absl::StatusOr<std::vector<std::string>> c = Env::Default()->GetChildren(dir);
+  return c.ok() ? *c : std::vector<std::string>{};
+}
+
+TEST(InflateCacheTest, TheSecondReadComesFromTheCopyAndADamagedCopyIsNeverUsed) {
+  const std::string dir = Fresh("copy");
+  ASSERT_TRUE(Env::Default()->CreateDirs(dir).ok());
+  std::string raw;
+  for (int i = 0; i < 100000; ++i) raw.push_back(static_cast<char>(i * 7));
+  const std::string gz = dir + "/data.bin.gz";
+  WriteGzip(gz, raw);
+  const std::string cache = dir + "/cache";
+
+  CountingEnv env(gz);
+  absl::StatusOr<std::string> first = InflateCached(&env, gz, cache);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, raw);
+  const std::vector<std::string> copies = Children(cache);
+  ASSERT_EQ(copies.size(), 1u) << "one copy, no temporary left";
+  EXPECT_TRUE(absl::StartsWith(copies[0], "data.bin.")) << copies[0];
+
+  EXPECT_EQ(env.reads, 1);
+  // Read from the copy: the same bytes, and the source is not read whole.
+  absl::StatusOr<std::string> second = InflateCached(&env, gz, cache);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*second, raw);
+  EXPECT_EQ(env.reads, 1);
+
+  // A flipped bit in the copy: not used; inflated again and rewritten.
+  const std::string copy_path = cache + "/" + copies[0];
+  std::string bytes = *Env::Default()->ReadFile(copy_path);
+  bytes[bytes.size() / 2] ^= 1;
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), copy_path, bytes).ok());
+  absl::StatusOr<std::string> third = InflateCached(&env, gz, cache);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(*third, raw);
+  EXPECT_NE(*Env::Default()->ReadFile(copy_path), bytes) << "the damaged copy was not replaced";
+
+  // A changed source never matches the old copy.
+  std::string other = raw;
+  other[10] ^= 1;
+  WriteGzip(gz, other);
+  absl::StatusOr<std::string> changed = InflateCached(&env, gz, cache);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(*changed, other);
+  EXPECT_EQ(Children(cache).size(), 2u);
+}
+
+TEST(InflateCacheTest, AnUnwritableCacheOnlyCostsTheInflateAndErrorsNameTheSource) {
+  const std::string dir = Fresh("unwritable");
+  ASSERT_TRUE(Env::Default()->CreateDirs(dir).ok());
+  const std::string gz = dir + "/x.gz";
+  WriteGzip(gz, "hello");
+  // The cache "directory" is a file: no copy, same bytes.
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir + "/file", "not a dir").ok());
+  absl::StatusOr<std::string> got = InflateCached(Env::Default(), gz, dir + "/file");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "hello");
+  // Not gzip: the error names the source, cached or not.
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir + "/bad.gz", "plain text").ok());
+  for (const std::string& cache : {std::string(), dir + "/cache"}) {
+    absl::StatusOr<std::string> bad = InflateCached(Env::Default(), dir + "/bad.gz", cache);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), dir + "/bad.gz")) << bad.status();
+  }
+  EXPECT_EQ(InflateCacheDir(false, "/x"), "");
+  EXPECT_EQ(InflateCacheDir(true, "/x"), "/x");
+}
+
+TEST(InflateCacheTest, FashionMnistFromTheCopiesIsTheSameDataSet) {
+  const std::string cache = Fresh("fmnist");
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  absl::StatusOr<FashionMnist> plain = LoadFashionMnist(Env::Default(), data);
+  absl::StatusOr<FashionMnist> filling = LoadFashionMnist(Env::Default(), data, cache);
+  absl::StatusOr<FashionMnist> cached = LoadFashionMnist(Env::Default(), data, cache);
+  ASSERT_TRUE(plain.ok() && filling.ok() && cached.ok());
+  EXPECT_EQ(Children(cache).size(), 4u);
+  EXPECT_EQ(cached->train.pixels, plain->train.pixels);
+  EXPECT_EQ(cached->train.labels, plain->train.labels);
+  EXPECT_EQ(cached->test.pixels, plain->test.pixels);
+  EXPECT_EQ(cached->test.labels, plain->test.labels);
+}
+
+}  // namespace
+}  // namespace shardline

@@ -1,0 +1,120 @@
+#include "worker/data/inflate_cache.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/crc32c.h"
+#include "common/huge_pages.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "worker/data/idx.h"
+
+namespace shardline {
+namespace {
+
+constexpr size_t kTrailer = 4;  // little-endian CRC32C of the bytes before it
+
+std::string Basename(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (absl::EndsWith(name, ".gz")) name.resize(name.size() - 3);
+  return name;
+}
+
+void AppendCrc(std::string* bytes) {
+  const uint32_t crc = crc32c::Value(bytes->data(), bytes->size());
+  for (int i = 0; i < 4; ++i) bytes->push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+}
+
+// The copy's bytes without the trailer, if its CRC matches.
+bool Sound(std::string* copy) {
+  if (copy->size() < kTrailer) return false;
+  uint32_t want = 0;
+  for (size_t i = 0; i < kTrailer; ++i) {
+    want |= static_cast<uint32_t>(static_cast<unsigned char>((*copy)[copy->size() - kTrailer + i])) << (8 * i);
+  }
+  copy->resize(copy->size() - kTrailer);
+  return crc32c::Value(copy->data(), copy->size()) == want;
+}
+
+// A file's bytes, into memory backed by huge pages.
+absl::StatusOr<std::string> ReadWhole(Env* env, const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
+  const size_t n = static_cast<size_t>(file->size());
+  std::string bytes;
+  bytes.reserve(n);
+  AdviseHugePages(bytes.data(), n);
+  bytes.resize(n);
+  RETURN_IF_ERROR(file->ReadExactly(0, n, bytes.data()));
+  return bytes;
+}
+
+}  // namespace
+
+std::string DefaultCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
+    return absl::StrCat(xdg, "/shardline");
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] == '/') {
+    return absl::StrCat(home, "/.cache/shardline");
+  }
+  return "";
+}
+
+std::string InflateCacheDir(bool keep, const std::string& configured) {
+  if (!keep) return "";
+  return configured.empty() ? DefaultCacheDir() : configured;
+}
+
+absl::StatusOr<std::string> InflateCached(Env* env, const std::string& path, const std::string& cache_dir) {
+  if (cache_dir.empty()) {
+    ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
+    return Gunzip(compressed, path);
+  }
+  // Named by the source's size and its gzip trailer (CRC-32 and length of
+  // the inflated bytes): another source never matches, and naming it reads
+  // 8 bytes of it, not all.
+  std::string trailer(8, '\0');
+  int64_t size = 0;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> source, env->NewRandomAccessFile(path));
+    size = source->size();
+    if (size < 18) {  // smaller than any gzip stream: Gunzip names the problem
+      ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
+      return Gunzip(compressed, path);
+    }
+    RETURN_IF_ERROR(source->ReadExactly(size - 8, 8, trailer.data()));
+  }
+  uint64_t tail = 0;
+  for (int i = 0; i < 8; ++i) tail |= uint64_t{static_cast<unsigned char>(trailer[static_cast<size_t>(i)])} << (8 * i);
+  const std::string copy_path = absl::StrFormat("%s/%s.%d-%016x", cache_dir, Basename(path), size, tail);
+  if (absl::StatusOr<std::string> copy = ReadWhole(env, copy_path); copy.ok()) {
+    if (Sound(&*copy)) return std::move(*copy);
+    SLOG(WARNING) << copy_path << " is damaged; inflating " << path << " again";
+  }
+  ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
+  ASSIGN_OR_RETURN(std::string raw, Gunzip(compressed, path));
+  std::string copy = raw;
+  AppendCrc(&copy);
+  // Written under a name of this process's, then renamed: processes starting
+  // together each write a whole copy, and a reader never sees a part.
+  const std::string tmp = absl::StrCat(copy_path, ".tmp.", getpid());
+  absl::Status written = env->CreateDirs(cache_dir);
+  if (written.ok()) {
+    absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(tmp);
+    written = file.status();
+    if (written.ok()) written = (*file)->Append(copy);
+    if (written.ok()) written = (*file)->Close();
+    if (written.ok()) written = env->RenameFile(tmp, copy_path);
+    if (!written.ok()) env->DeleteFile(tmp).IgnoreError();
+  }
+  if (!written.ok()) SLOG(WARNING) << "no inflated copy of " << path << " kept: " << written;
+  return raw;
+}
+
+}  // namespace shardline
