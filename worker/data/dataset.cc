@@ -19,9 +19,8 @@ absl::StatusOr<Dataset> LoadIdxSplit(Env* env, const std::string& images_path,
   ds.num_examples = images.dims[0];
   ds.feature_dim = static_cast<int>(images.dims[1] * images.dims[2]);
   ds.num_classes = num_classes;
-  const float scale = 1.0f / (255.0f * kFashionMnistStd);
-  const float shift = -kFashionMnistMean / kFashionMnistStd;
-  for (int p = 0; p < 256; ++p) ds.value[static_cast<size_t>(p)] = static_cast<float>(p) * scale + shift;
+  ds.scale = 1.0f / (255.0f * kFashionMnistStd);
+  ds.shift = -kFashionMnistMean / kFashionMnistStd;
   ds.pixels = std::move(images.data);
   ds.labels.resize(labels.data.size());
   for (size_t i = 0; i < labels.data.size(); ++i) {

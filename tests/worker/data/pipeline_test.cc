@@ -85,7 +85,6 @@ TEST(PipelineTest, GatherCopiesRowsAndLabels) {
   d.feature_dim = 2;
   d.num_classes = 3;
   d.pixels = {0, 1, 10, 11, 20, 21};
-  for (int p = 0; p < 256; ++p) d.value[static_cast<size_t>(p)] = static_cast<float>(p);
   d.labels = {0, 1, 2};
   std::vector<float> x(4);
   std::vector<int32_t> y(2);
