@@ -19,29 +19,11 @@
 #include "common/config.h"
 #include "common/env_wrapper.h"
 #include "coordinator/job.h"
+#include "tests/coordinator/test_env.h"
+#include "tests/util/metric_lines.h"
 
 namespace shardline {
 namespace {
-
-class Lines : public MetricsSink {
- public:
-  absl::Status Write(const metrics::MetricRecord& record) override {
-    lines.push_back(MetricRecordToJson(record));
-    return absl::OkStatus();
-  }
-  std::vector<std::string> lines;
-};
-
-// The default Env with a clock that moves only when the test says so.
-class ClockEnv : public EnvWrapper {
- public:
-  ClockEnv() : EnvWrapper(Env::Default()) {}
-  int64_t NowMicros() override { return now_micros_.load(); }
-  void Advance(absl::Duration d) { now_micros_ += absl::ToInt64Microseconds(d); }
-
- private:
-  std::atomic<int64_t> now_micros_{1'000'000'000'000};
-};
 
 // A registration running on its own thread (it blocks until a world forms);
 // it gives up after a minute, so a failing test cannot hang.
@@ -141,11 +123,11 @@ class ElasticJobTest : public ::testing::Test {
     return r;
   }
 
-  ClockEnv env_;
+  TestEnv env_;
   std::string dir_, root_;
   std::unique_ptr<JobStore> store_;
   config::JobConfig config_;
-  Lines lines_;
+  MetricLines lines_;
   std::unique_ptr<Job> job_;
 };
 

@@ -30,14 +30,49 @@ int64_t WorldChangeStep(const std::string& log, int from, int to) {
   return absl::SimpleAtoi(log.substr(begin, log.find(' ', begin) - begin), &step) ? step : -1;
 }
 
+constexpr int kSteps = 1500;
+
+// Both kinds of run: disk checkpoints and in-memory snapshots every 100
+// steps, every checkpoint kept (the reference resumes from one).
+std::vector<std::string> Run() {
+  return {absl::StrCat("train.total_steps=", kSteps), "train.log_every=50", "train.eval_every=0",
+          "checkpoint.every_steps=100", "checkpoint.keep_last=0", "checkpoint.memory_every_steps=100"};
+}
+
+std::vector<std::string> Elastic(int min_workers, int replace_timeout_seconds) {
+  std::vector<std::string> sets = Run();
+  sets.push_back(absl::StrCat("runtime.min_workers=", min_workers));
+  sets.push_back(absl::StrCat("runtime.replace_timeout_seconds=", replace_timeout_seconds));
+  return sets;
+}
+
+// The last eval is the final step's, with the usual accuracy.
+void ExpectUsualAccuracy(const std::string& dir) {
+  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(JsonField(evals.back(), "step"), kSteps);
+  EXPECT_GE(JsonField(evals.back(), "accuracy"), 0.85) << evals.back();
+}
+
+// `workers` workers resumed from DIR's checkpoint of `step` end with the
+// bits `got` (DIR's final state).
+void ExpectSameAsResumeOf(const std::string& dir, int64_t step, int workers, const std::vector<float>& got,
+                          const std::string& ref_name) {
+  ASSERT_TRUE(Env::Default()->FileExists(StepDir(dir + "/checkpoints", step) + "/COMMITTED"));
+  std::vector<std::string> resumed = Run();
+  resumed.push_back("checkpoint.resume_from=" + dir);
+  resumed.push_back(absl::StrCat("checkpoint.resume_step=", step));
+  const std::string ref = FreshDir(ref_name);
+  Subprocess again(LaunchArgv(ref, workers, resumed));
+  ASSERT_EQ(again.Wait(absl::Seconds(300)), 0) << again.Output();
+  EXPECT_TRUE(absl::StrContains(ReadAll(ref + "/logs/coordinator.log"), absl::StrCat("restores step ", step)))
+      << ReadAll(ref + "/logs/coordinator.log");
+  EXPECT_TRUE(SameBits(got, FinalState(ref, kSteps, workers)))
+      << "the elastic run's final state differs from a " << workers << "-worker resume of its step " << step;
+}
+
 TEST(ElasticTest, AWorkerThatNeverReturnsLeavesThreeThatFinishWithTheUsualAccuracyBitForBit) {
-  constexpr int kSteps = 1500;
-  const std::vector<std::string> run = {absl::StrCat("train.total_steps=", kSteps), "train.log_every=50",
-                                        "train.eval_every=0", "checkpoint.every_steps=100", "checkpoint.keep_last=0",
-                                        "checkpoint.memory_every_steps=100"};
-  std::vector<std::string> elastic = run;
-  elastic.push_back("runtime.min_workers=3");
-  elastic.push_back("runtime.replace_timeout_seconds=2");
+  const std::vector<std::string> elastic = Elastic(/*min_workers=*/3, /*replace_timeout_seconds=*/2);
   const std::string dir = FreshDir("elastic_4to3");
   Subprocess job(LaunchArgv(dir, 4, elastic, /*max_restarts=*/0));
   ASSERT_TRUE(WaitForStep(dir, 750, absl::Seconds(180))) << job.Output();
@@ -62,26 +97,12 @@ TEST(ElasticTest, AWorkerThatNeverReturnsLeavesThreeThatFinishWithTheUsualAccura
   EXPECT_EQ(JsonField(changes[0], "step"), shrunk_at);
   EXPECT_EQ(JsonField(changes[0], "world_size"), 3);
   EXPECT_EQ(JsonField(changes[0], "previous_world_size"), 4);
-  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
-  ASSERT_FALSE(evals.empty());
-  EXPECT_EQ(JsonField(evals.back(), "step"), kSteps);
-  EXPECT_GE(JsonField(evals.back(), "accuracy"), 0.85) << evals.back();
+  ExpectUsualAccuracy(dir);
   const std::vector<float> got = FinalState(dir, kSteps, 3);
   ASSERT_FALSE(got.empty());
-
   // The same schedule from disk: 4 workers to step S (this run's own
   // checkpoint of it), then 3.
-  ASSERT_TRUE(Env::Default()->FileExists(StepDir(dir + "/checkpoints", shrunk_at) + "/COMMITTED"));
-  std::vector<std::string> resumed = run;
-  resumed.push_back("checkpoint.resume_from=" + dir);
-  resumed.push_back(absl::StrCat("checkpoint.resume_step=", shrunk_at));
-  const std::string ref = FreshDir("elastic_ref3");
-  Subprocess again(LaunchArgv(ref, 3, resumed));
-  ASSERT_EQ(again.Wait(absl::Seconds(300)), 0) << again.Output();
-  EXPECT_TRUE(absl::StrContains(ReadAll(ref + "/logs/coordinator.log"), absl::StrCat("restores step ", shrunk_at)))
-      << ReadAll(ref + "/logs/coordinator.log");
-  EXPECT_TRUE(SameBits(got, FinalState(ref, kSteps, 3)))
-      << "the elastic run's final state differs from 4 workers to step " << shrunk_at << " and 3 after it";
+  ExpectSameAsResumeOf(dir, shrunk_at, 3, got, "elastic_ref3");
 }
 
 // A smaller world grows back when a worker returns: at the next committed
@@ -89,13 +110,7 @@ TEST(ElasticTest, AWorkerThatNeverReturnsLeavesThreeThatFinishWithTheUsualAccura
 // onto three ranks, and ends with the bits of a 3-worker run resumed from
 // the 2-worker checkpoint of that step.
 TEST(ElasticTest, AReturningWorkerJoinsAtTheNextCheckpointAndTheWorldGrowsBack) {
-  constexpr int kSteps = 1500;
-  const std::vector<std::string> run = {absl::StrCat("train.total_steps=", kSteps), "train.log_every=50",
-                                        "train.eval_every=0", "checkpoint.every_steps=100", "checkpoint.keep_last=0",
-                                        "checkpoint.memory_every_steps=100"};
-  std::vector<std::string> elastic = run;
-  elastic.push_back("runtime.min_workers=2");
-  elastic.push_back("runtime.replace_timeout_seconds=1");
+  const std::vector<std::string> elastic = Elastic(/*min_workers=*/2, /*replace_timeout_seconds=*/1);
   const std::string dir = FreshDir("elastic_grow");
   Subprocess job(LaunchArgv(dir, 3, elastic, /*max_restarts=*/0));
   ASSERT_TRUE(WaitForStep(dir, 350, absl::Seconds(180))) << job.Output();
@@ -116,21 +131,10 @@ TEST(ElasticTest, AReturningWorkerJoinsAtTheNextCheckpointAndTheWorldGrowsBack) 
   EXPECT_EQ(grown_at % 100, 0);
   EXPECT_TRUE(absl::StrContains(coord, "it joins the world of 2 at the next committed checkpoint")) << coord;
   EXPECT_EQ(SplitLines(dir + "/metrics.jsonl", "world").size(), 2u);
-  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
-  ASSERT_FALSE(evals.empty());
-  EXPECT_EQ(JsonField(evals.back(), "step"), kSteps);
-  EXPECT_GE(JsonField(evals.back(), "accuracy"), 0.85) << evals.back();
+  ExpectUsualAccuracy(dir);
   const std::vector<float> got = FinalState(dir, kSteps, 3);
   ASSERT_FALSE(got.empty());
-
-  std::vector<std::string> resumed = run;
-  resumed.push_back("checkpoint.resume_from=" + dir);
-  resumed.push_back(absl::StrCat("checkpoint.resume_step=", grown_at));
-  const std::string ref = FreshDir("elastic_grow_ref");
-  Subprocess again(LaunchArgv(ref, 3, resumed));
-  ASSERT_EQ(again.Wait(absl::Seconds(300)), 0) << again.Output();
-  EXPECT_TRUE(SameBits(got, FinalState(ref, kSteps, 3)))
-      << "after growing back at step " << grown_at << " the final state differs from a 3-worker resume of it";
+  ExpectSameAsResumeOf(dir, grown_at, 3, got, "elastic_grow_ref");
 }
 
 }  // namespace

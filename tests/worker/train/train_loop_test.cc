@@ -14,6 +14,7 @@
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/config.h"
 #include "tests/corruption.h"
+#include "tests/util/metric_lines.h"
 #include "worker/model/gemm.h"
 #include "worker/train/nan_guard.h"
 
@@ -107,14 +108,7 @@ class TrainLoopTest : public ::testing::Test {
 
 FashionMnist* TrainLoopTest::data_ = nullptr;
 
-class Lines : public MetricsSink {
- public:
-  absl::Status Write(const metrics::MetricRecord& record) override {
-    lines.push_back(MetricRecordToJson(record));
-    return absl::OkStatus();
-  }
-  std::vector<std::string> lines;
-};
+using Lines = MetricLines;
 
 TEST_F(TrainLoopTest, SameSeedGivesBitwiseEqualParameters) {
   const config::JobConfig c = Config({});
