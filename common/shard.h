@@ -13,8 +13,14 @@ struct Range {
   int64_t begin = 0;
   int64_t end = 0;
   int64_t size() const { return end - begin; }
+  bool empty() const { return end <= begin; }
   bool operator==(const Range& o) const { return begin == o.begin && end == o.end; }
 };
+
+// The indices in both `a` and `b`; empty() if none.
+inline Range Overlap(const Range& a, const Range& b) {
+  return Range{a.begin > b.begin ? a.begin : b.begin, a.end < b.end ? a.end : b.end};
+}
 
 // Shard `rank` of `world` (0 <= rank < world): [floor(rank*total/world),
 // floor((rank+1)*total/world)). Shard sizes differ by at most one; shards

@@ -9,16 +9,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/status_macros.h"
 #include "proto/tensorboard.pb.h"
 
 namespace shardline {
 namespace {
-
-void AppendLittleEndian(std::string* out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
 
 uint32_t MaskedCrc(absl::string_view data) { return crc32c::Mask(crc32c::Value(data.data(), data.size())); }
 

@@ -291,13 +291,20 @@ bool Job::SlotHeldLocked(int slot) {
   return false;
 }
 
-void Job::MaybeFormSmallerLocked() {
-  if (state_ != JobState::kForming || !elastic()) return;
+void Job::MaybeFormLocked() {
+  if (state_ != JobState::kForming) return;
   const int have = static_cast<int>(pending_.size()), n = options_.world_size;
+  if (have == n || (form_target_ > 0 && have >= form_target_)) {
+    Form(world_size_ > 0 && have > world_size_
+             ? absl::StrCat(have - world_size_, have - world_size_ == 1 ? " worker" : " workers", " returned")
+             : std::string("every worker is there"));
+    return;
+  }
+  if (!elastic()) return;
   const int least = config_.runtime().min_workers();
   const absl::Duration wait = absl::Seconds(config_.runtime().replace_timeout_seconds());
   const absl::Time now = Now();
-  if (have >= n || now - forming_since_ < wait) return;
+  if (now - forming_since_ < wait) return;
   if (have < least) {
     if (now - warned_short_ >= wait) {
       SLOG(WARNING) << have << " of " << n << " workers registered after " << absl::FormatDuration(now - forming_since_)
@@ -445,27 +452,27 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
     }
   }
 
+  // A registration while a world runs joins the next, larger one.
+  const bool joining = state_ != JobState::kForming;
   // The slot: the one asked for, else the one this worker held before, else
   // the lowest one free.
-  int rank = req.requested_rank();
-  if (rank >= 0) {
-    auto it = pending_.find(rank);
+  int slot = req.requested_rank();
+  if (slot >= 0) {
+    auto it = pending_.find(slot);
     if (it != pending_.end() && it->second.incarnation != req.incarnation()) {
-      return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " was already claimed by another worker for ",
+      return absl::AlreadyExistsError(absl::StrCat("rank ", slot, " was already claimed by another worker for ",
                                                    "generation ", generation_ + 1));
     }
   } else {
-    for (const auto& [r, m] : pending_) {
-      if (m.incarnation == req.incarnation()) rank = r;
+    for (const auto& [s, m] : pending_) {
+      if (m.incarnation == req.incarnation()) slot = s;
     }
-    const bool running = state_ != JobState::kForming;
-    for (int r = 0; r < n && rank < 0; ++r) {
-      if (pending_.count(r) == 0 && !(running && SlotHeldLocked(r))) rank = r;
+    for (int s = 0; s < n && slot < 0; ++s) {
+      if (pending_.count(s) == 0 && !(joining && SlotHeldLocked(s))) slot = s;
     }
-    if (rank < 0) return absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
+    if (slot < 0) return absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
   }
-  const bool joining = state_ != JobState::kForming;
-  Member& m = pending_[rank];
+  Member& m = pending_[slot];
   m.address = req.transport_address();
   m.incarnation = req.incarnation();
   m.held.clear();
@@ -479,7 +486,6 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   }
   m.secret = std::move(*secret);
   const uint64_t target = generation_ + 1;
-  const int slot = rank;
   if (joining) {
     SLOG(INFO) << "worker " << m.address << " registered as rank " << slot << "; it joins the world of "
                << world_size_ << " at the next committed checkpoint";
@@ -494,15 +500,7 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
     SLOG(INFO) << "worker " << m.address << " registered as rank " << slot << " for generation " << target << " ("
                << pending_.size() << "/" << n << ")";
   }
-  if (state_ == JobState::kForming &&
-      (static_cast<int>(pending_.size()) == n ||
-       (form_target_ > 0 && static_cast<int>(pending_.size()) >= form_target_))) {
-    const int size = static_cast<int>(pending_.size());
-    Form(world_size_ > 0 && size > world_size_
-             ? absl::StrCat(size - world_size_, size - world_size_ == 1 ? " worker" : " workers", " returned")
-             : std::string("every worker is there"));
-  }
-  MaybeFormSmallerLocked();  // the replace timeout may have passed already
+  MaybeFormLocked();
   if (state_version_ != persisted_version_) {
     // A new or broken generation is made durable before any member of the
     // next one hears of it, without holding the lock over the disk write.
@@ -519,7 +517,7 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
     if (it != pending_.end() && it->second.incarnation == req.incarnation()) pending_.erase(it);
     return absl::CancelledError("registration cancelled");
   }
-  rank = -1;
+  int rank = -1;
   for (const auto& [r, member] : members_) {
     if (member.slot == slot && member.incarnation == req.incarnation()) rank = r;
   }
@@ -755,7 +753,7 @@ void Job::CheckHeartbeats() {
 }
 
 void Job::CheckHeartbeatsLocked() {
-  MaybeFormSmallerLocked();
+  MaybeFormLocked();  // an elastic world's replace timeout
   if (state_ != JobState::kRunning && state_ != JobState::kStopping) return;
   const absl::Time now = Now();
   for (auto& [rank, m] : members_) {

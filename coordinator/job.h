@@ -197,9 +197,11 @@ class Job {
   // Makes the pending workers the next generation, ranked by slot.
   void Form(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool elastic() const { return config_.runtime().min_workers() > 0; }
-  // Elastic: forms a smaller world once replace_timeout_seconds have passed
-  // with enough survivors. Call often.
-  void MaybeFormSmallerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forms the next world when it is complete: every slot registered, or,
+  // after a planned break, the workers it waits for; or, elastic, a smaller
+  // one once replace_timeout_seconds have passed with at least min_workers.
+  // Call on every registration and often.
+  void MaybeFormLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Elastic: after the commit of `step`, breaks a smaller world that has
   // workers waiting to join, so that it re-forms larger.
   void MaybeGrowLocked(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

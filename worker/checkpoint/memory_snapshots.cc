@@ -106,8 +106,9 @@ absl::StatusOr<Restored> MemorySnapshots::Restore(int64_t step, int world, const
   for (int s = 0; s < world; ++s) {
     const SnapshotKey key{step, world, s};
     const Range old = ShardRange(layout.total_size(), s, world);
-    const int64_t lo = std::max(mine.begin, old.begin), hi = std::min(mine.end, old.end);
-    if (lo >= hi || !Holds(key)) continue;
+    const Range both = Overlap(mine, old);
+    if (both.empty() || !Holds(key)) continue;
+    const int64_t lo = both.begin, hi = both.end;
     const PlaceFn place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
       if (h.total_size() != layout.total_size() || h.begin() != old.begin || h.end() != old.end) {
         return absl::FailedPreconditionError(absl::StrCat(Describe(key), " covers [", h.begin(), ", ", h.end(), ") of ",

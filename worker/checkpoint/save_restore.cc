@@ -9,6 +9,7 @@
 #include "common/checkpoint/buffer_names.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/verify.h"
+#include "common/shard.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/status_payload.h"
@@ -158,8 +159,9 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
       return Placement{params + h.begin(), 0, b.floats()};
     }
     // Optimizer state: only the overlap with this rank's (possibly new) shard.
-    const int64_t lo = std::max(mine.begin, h.begin()), hi = std::min(mine.end, h.end());
-    if (lo >= hi) return Placement{};
+    const Range both = Overlap(mine, Range{h.begin(), h.end()});
+    if (both.empty()) return Placement{};
+    const int64_t lo = both.begin, hi = both.end;
     size_t k = 0;
     while (k < state.size() && state[k]->name != b.name()) ++k;
     if (k == state.size()) {

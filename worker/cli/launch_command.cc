@@ -347,7 +347,8 @@ absl::Status Launch(const Args& args) {
           SLOG(WARNING) << c.name() << " died (" << how << "); restarting it (" << restarts << "/" << max_restarts << ")";
           RETURN_IF_ERROR(c.Start());
         } else if (elastic && !deterministic && !coordinator_done && signals_seen == 0 &&
-                   static_cast<int>(children.size()) - ++workers_gone >= cfg.runtime().min_workers()) {
+                   static_cast<int>(children.size()) - (workers_gone + 1) >= cfg.runtime().min_workers()) {
+          ++workers_gone;
           SLOG(WARNING) << c.name() << " died (" << how << "); no restarts left; the job goes on with "
                         << children.size() - static_cast<size_t>(workers_gone)
                         << " workers (runtime.min_workers=" << cfg.runtime().min_workers() << ")";

@@ -94,8 +94,7 @@ absl::Status Train(const Args& args) {
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   SetBlasThreads(cfg.runtime().blas_threads());
   SLOG(INFO) << "OpenBLAS " << BlasCoreName() << " kernels; loading " << cfg.data().dir();
-  ASSIGN_OR_RETURN(FashionMnist data, LoadFashionMnist(env, cfg.data().dir(),
-                                                        InflateCacheDir(cfg.data().keep_inflated(), cfg.data().cache_dir())));
+  ASSIGN_OR_RETURN(FashionMnist data, LoadFashionMnist(env, cfg.data().dir(), InflateCacheDir(cfg.data())));
   ASSIGN_OR_RETURN(auto metrics, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
 
   // Resume order: this workdir's newest committed checkpoint that verifies

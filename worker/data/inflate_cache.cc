@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/huge_pages.h"
 #include "common/logging.h"
@@ -26,20 +27,17 @@ std::string Basename(const std::string& path) {
   return name;
 }
 
-void AppendCrc(std::string* bytes) {
-  const uint32_t crc = crc32c::Value(bytes->data(), bytes->size());
-  for (int i = 0; i < 4; ++i) bytes->push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
-}
-
 // The copy's bytes without the trailer, if its CRC matches.
 bool Sound(std::string* copy) {
   if (copy->size() < kTrailer) return false;
-  uint32_t want = 0;
-  for (size_t i = 0; i < kTrailer; ++i) {
-    want |= static_cast<uint32_t>(static_cast<unsigned char>((*copy)[copy->size() - kTrailer + i])) << (8 * i);
-  }
+  const uint64_t want = ReadLittleEndian(copy->data() + copy->size() - kTrailer, kTrailer);
   copy->resize(copy->size() - kTrailer);
   return crc32c::Value(copy->data(), copy->size()) == want;
+}
+
+absl::StatusOr<std::string> Inflate(Env* env, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
+  return Gunzip(compressed, path);
 }
 
 // A file's bytes, into memory backed by huge pages.
@@ -66,16 +64,13 @@ std::string DefaultCacheDir() {
   return "";
 }
 
-std::string InflateCacheDir(bool keep, const std::string& configured) {
-  if (!keep) return "";
-  return configured.empty() ? DefaultCacheDir() : configured;
+std::string InflateCacheDir(const config::DataConfig& data) {
+  if (!data.keep_inflated()) return "";
+  return data.cache_dir().empty() ? DefaultCacheDir() : data.cache_dir();
 }
 
 absl::StatusOr<std::string> InflateCached(Env* env, const std::string& path, const std::string& cache_dir) {
-  if (cache_dir.empty()) {
-    ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
-    return Gunzip(compressed, path);
-  }
+  if (cache_dir.empty()) return Inflate(env, path);
   // Named by the source's size and its gzip trailer (CRC-32 and length of
   // the inflated bytes): another source never matches, and naming it reads
   // 8 bytes of it, not all.
@@ -84,23 +79,18 @@ absl::StatusOr<std::string> InflateCached(Env* env, const std::string& path, con
   {
     ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> source, env->NewRandomAccessFile(path));
     size = source->size();
-    if (size < 18) {  // smaller than any gzip stream: Gunzip names the problem
-      ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
-      return Gunzip(compressed, path);
-    }
+    if (size < 18) return Inflate(env, path);  // smaller than any gzip stream: Gunzip names the problem
     RETURN_IF_ERROR(source->ReadExactly(size - 8, 8, trailer.data()));
   }
-  uint64_t tail = 0;
-  for (int i = 0; i < 8; ++i) tail |= uint64_t{static_cast<unsigned char>(trailer[static_cast<size_t>(i)])} << (8 * i);
-  const std::string copy_path = absl::StrFormat("%s/%s.%d-%016x", cache_dir, Basename(path), size, tail);
+  const std::string copy_path =
+      absl::StrFormat("%s/%s.%d-%016x", cache_dir, Basename(path), size, ReadLittleEndian(trailer.data(), 8));
   if (absl::StatusOr<std::string> copy = ReadWhole(env, copy_path); copy.ok()) {
     if (Sound(&*copy)) return std::move(*copy);
     SLOG(WARNING) << copy_path << " is damaged; inflating " << path << " again";
   }
-  ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
-  ASSIGN_OR_RETURN(std::string raw, Gunzip(compressed, path));
-  std::string copy = raw;
-  AppendCrc(&copy);
+  ASSIGN_OR_RETURN(std::string raw, Inflate(env, path));
+  std::string crc;
+  AppendLittleEndian(&crc, crc32c::Value(raw.data(), raw.size()), kTrailer);
   // Written under a name of this process's, then renamed: processes starting
   // together each write a whole copy, and a reader never sees a part.
   const std::string tmp = absl::StrCat(copy_path, ".tmp.", getpid());
@@ -108,7 +98,8 @@ absl::StatusOr<std::string> InflateCached(Env* env, const std::string& path, con
   if (written.ok()) {
     absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(tmp);
     written = file.status();
-    if (written.ok()) written = (*file)->Append(copy);
+    if (written.ok()) written = (*file)->Append(raw);
+    if (written.ok()) written = (*file)->Append(crc);
     if (written.ok()) written = (*file)->Close();
     if (written.ok()) written = env->RenameFile(tmp, copy_path);
     if (!written.ok()) env->DeleteFile(tmp).IgnoreError();

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
+#include "proto/config.pb.h"
 
 namespace shardline {
 
@@ -31,8 +32,9 @@ absl::StatusOr<std::string> InflateCached(Env* env, const std::string& path, con
 std::string DefaultCacheDir();
 
 // The directory data.keep_inflated and data.cache_dir name: empty (no
-// copies) when `keep` is off, `configured` if set, else DefaultCacheDir().
-std::string InflateCacheDir(bool keep, const std::string& configured);
+// copies) when keep_inflated is off, cache_dir if set, else
+// DefaultCacheDir().
+std::string InflateCacheDir(const config::DataConfig& data);
 
 }  // namespace shardline
 

@@ -79,11 +79,12 @@ absl::Status MoveMemoryShards(const coordinator::RegisterResponse& world, int64_
     }
     const SnapshotKey key{world.memory_step(), from, s};
     const Range old = ShardRange(total, s, from);
+    std::string bytes;  // the source's copy, read once for all its receivers
+    bool read = false;
     for (int r = 0; r < n; ++r) {
-      const Range mine = ShardRange(total, r, n);
-      if (r == source || std::max(old.begin, mine.begin) >= std::min(old.end, mine.end)) continue;
-      std::string bytes;
-      if (me == source) {
+      if (r == source || Overlap(old, ShardRange(total, r, n)).empty()) continue;
+      if (me == source && !read) {
+        read = true;
         absl::StatusOr<std::string> held = memory.Bytes(key);
         if (held.ok()) {
           bytes = std::move(*held);
@@ -142,7 +143,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   if (!usable.ok()) return Done(usable);
   SetBlasThreads(cfg->runtime().blas_threads());
   if (!carried.data.has_value() || carried.data_dir != cfg->data().dir()) {
-    absl::StatusOr<FashionMnist> loaded = LoadFashionMnist(options.env, cfg->data().dir(), InflateCacheDir(cfg->data().keep_inflated(), cfg->data().cache_dir()));
+    absl::StatusOr<FashionMnist> loaded = LoadFashionMnist(options.env, cfg->data().dir(), InflateCacheDir(cfg->data()));
     if (!loaded.ok()) return Done(loaded.status());
     carried.data = std::move(*loaded);
     carried.data_dir = cfg->data().dir();

@@ -105,8 +105,11 @@ TEST(InflateCacheTest, AnUnwritableCacheOnlyCostsTheInflateAndErrorsNameTheSourc
     ASSERT_FALSE(bad.ok());
     EXPECT_TRUE(absl::StrContains(bad.status().message(), dir + "/bad.gz")) << bad.status();
   }
-  EXPECT_EQ(InflateCacheDir(false, "/x"), "");
-  EXPECT_EQ(InflateCacheDir(true, "/x"), "/x");
+  config::DataConfig data;
+  data.set_cache_dir("/x");
+  EXPECT_EQ(InflateCacheDir(data), "/x");
+  data.set_keep_inflated(false);
+  EXPECT_EQ(InflateCacheDir(data), "");
 }
 
 TEST(InflateCacheTest, FashionMnistFromTheCopiesIsTheSameDataSet) {
