@@ -46,7 +46,7 @@ done
 echo "== W2 training stall: async vs synchronous saves every 20 steps" >&2
 for mode in true false; do
   build/bin/shardline train --config deploy/configs/fmnist_mlp.textproto --workdir "$DIR/w2_$mode" \
-    --set model.hidden_sizes=2048,2048 --set data.global_batch_size=256 --set train.total_steps=200 \
+    --set model.mlp.hidden_sizes=2048,2048 --set data.global_batch_size=256 --set train.total_steps=200 \
     --set train.eval_every=0 --set checkpoint.every_steps=20 --set checkpoint.keep_last=2 \
     --set checkpoint.async=$mode 2>&1 | grep "done:" | sed "s/^/async=$mode: /"
 done

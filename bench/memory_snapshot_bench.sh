@@ -33,6 +33,6 @@ PY
 for ((k = 1; k <= ROUNDS; k++)); do
   run "w1_on_$k" 100 6000
   run "w1_off_$k" 0 6000
-  run "w2_on_$k" 100 600 --set model.hidden_sizes=2048,2048 --set data.global_batch_size=256
-  run "w2_off_$k" 0 600 --set model.hidden_sizes=2048,2048 --set data.global_batch_size=256
+  run "w2_on_$k" 100 600 --set model.mlp.hidden_sizes=2048,2048 --set data.global_batch_size=256
+  run "w2_off_$k" 0 600 --set model.mlp.hidden_sizes=2048,2048 --set data.global_batch_size=256
 done

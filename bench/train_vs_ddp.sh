@@ -17,7 +17,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 [ -x build/bin/shardline-worker ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
 rm -rf "$OUT" && mkdir -p "$OUT"
 CFG=deploy/configs/fmnist_mlp.textproto
-W2="--set model.hidden_sizes=2048,2048 --set data.global_batch_size=256 --set train.total_steps=$W2_STEPS --set train.log_every=20 --set train.eval_every=0"
+W2="--set model.mlp.hidden_sizes=2048,2048 --set data.global_batch_size=256 --set train.total_steps=$W2_STEPS --set train.log_every=20 --set train.eval_every=0"
 
 ddp() {  # N ARGS...
   local n=$1; shift

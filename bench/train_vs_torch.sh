@@ -36,7 +36,7 @@ $PIN /usr/bin/python3 bench/torch_mlp.py > "$OUT/w1_torch.jsonl"
 
 echo "== W2 shardline" >&2
 $PIN build/bin/shardline train --config $CFG --workdir "$OUT/w2_shardline" \
-  --set model.hidden_sizes=2048,2048 --set data.global_batch_size=256 \
+  --set model.mlp.hidden_sizes=2048,2048 --set data.global_batch_size=256 \
   --set train.total_steps=$W2_STEPS --set train.log_every=25 --set train.eval_every=0 \
   2> "$OUT/w2_shardline.log"
 echo "== W2 torch" >&2

@@ -218,21 +218,50 @@ absl::Status ApplyOverride(absl::string_view assignment, config::JobConfig* cfg)
   return absl::OkStatus();
 }
 
+namespace {
+
+// The model's own fields; whether its layers fit the data set's images is
+// checked when the model is built (CreateModel), which knows their size.
+void ValidateModel(const config::ModelConfig& model, Problems* p) {
+  if (model.has_mlp()) {
+    const config::MlpConfig& mlp = model.mlp();
+    if (mlp.hidden_sizes_size() == 0) {
+      p->Add("model.mlp.hidden_sizes", "must list at least one hidden layer width");
+    }
+    for (int i = 0; i < mlp.hidden_sizes_size(); ++i) {
+      if (mlp.hidden_sizes(i) <= 0) {
+        p->Add(absl::StrCat("model.mlp.hidden_sizes[", i, "]"), absl::StrCat("must be positive, got ", mlp.hidden_sizes(i)));
+      }
+    }
+    if (mlp.activation() == config::ACTIVATION_UNSPECIFIED) p->Add("model.mlp.activation", "must be RELU or TANH");
+  } else if (model.has_cnn()) {
+    const config::CnnConfig& cnn = model.cnn();
+    if (cnn.conv_size() == 0) p->Add("model.cnn.conv", "must list at least one convolution layer");
+    for (int i = 0; i < cnn.conv_size(); ++i) {
+      const config::ConvLayerConfig& conv = cnn.conv(i);
+      if (conv.channels() <= 0) {
+        p->Add(absl::StrCat("model.cnn.conv[", i, "].channels"), absl::StrCat("must be positive, got ", conv.channels()));
+      }
+      if (conv.kernel_size() <= 0 || conv.kernel_size() % 2 == 0) {
+        p->Add(absl::StrCat("model.cnn.conv[", i, "].kernel_size"),
+               absl::StrCat("must be odd and positive (same padding), got ", conv.kernel_size()));
+      }
+    }
+    for (int i = 0; i < cnn.dense_sizes_size(); ++i) {
+      if (cnn.dense_sizes(i) <= 0) {
+        p->Add(absl::StrCat("model.cnn.dense_sizes[", i, "]"), absl::StrCat("must be positive, got ", cnn.dense_sizes(i)));
+      }
+    }
+  } else {
+    p->Add("model", "set model.mlp or model.cnn");
+  }
+}
+
+}  // namespace
+
 absl::Status ValidateConfig(const config::JobConfig& c) {
   Problems p;
-  const auto& model = c.model();
-  if (model.hidden_sizes_size() == 0) {
-    p.Add("model.hidden_sizes", "must list at least one hidden layer width");
-  }
-  for (int i = 0; i < model.hidden_sizes_size(); ++i) {
-    if (model.hidden_sizes(i) <= 0) {
-      p.Add(absl::StrCat("model.hidden_sizes[", i, "]"),
-            absl::StrCat("must be positive, got ", model.hidden_sizes(i)));
-    }
-  }
-  if (model.activation() == config::ACTIVATION_UNSPECIFIED) {
-    p.Add("model.activation", "must be RELU or TANH");
-  }
+  ValidateModel(c.model(), &p);
 
   const auto& data = c.data();
   if (data.dir().empty()) p.Add("data.dir", "must name the data set directory");

@@ -3,7 +3,7 @@
 //   ASSIGN_OR_RETURN(config::JobConfig cfg,
 //                    LoadConfig(env, "deploy/configs/fmnist_mlp.textproto",
 //                               {"optimizer.sgd.momentum=0.8",
-//                                "model.hidden_sizes=512,256"}));
+//                                "model.mlp.hidden_sizes=512,256"}));
 //
 // Every error names the file (with line and column), the override, or the
 // config field, and says what is wrong with it.
@@ -27,8 +27,8 @@ absl::StatusOr<config::JobConfig> ParseConfigText(absl::string_view text,
                                                   absl::string_view source);
 
 // Applies one ml_collections-style override "a.b.c=value" in place.
-//   scalars: "train.epochs=3", "data.dir=/tmp/x", "model.activation=tanh"
-//   repeated: "model.hidden_sizes=512,256" or "=[512,256]" (replaces the list)
+//   scalars: "train.epochs=3", "data.dir=/tmp/x", "model.mlp.activation=tanh"
+//   repeated: "model.mlp.hidden_sizes=512,256" or "=[512,256]" (replaces the list)
 //   messages: "optimizer.adamw={}" or "optimizer.adamw={b2: 0.99}" (text format)
 // Setting a field inside a oneof member selects that member.
 absl::Status ApplyOverride(absl::string_view assignment, config::JobConfig* config);

@@ -26,8 +26,8 @@ void ExpectError(const absl::Status& status, std::initializer_list<const char*> 
 
 TEST(ConfigTest, DefaultJobLoadsAndValidates) {
   config::JobConfig c = Default();
-  EXPECT_EQ(c.model().hidden_sizes_size(), 2);
-  EXPECT_EQ(c.model().hidden_sizes(0), 256);
+  EXPECT_EQ(c.model().mlp().hidden_sizes_size(), 2);
+  EXPECT_EQ(c.model().mlp().hidden_sizes(0), 256);
   EXPECT_EQ(c.data().global_batch_size(), 128);
   EXPECT_TRUE(c.optimizer().has_sgd());
   EXPECT_EQ(c.train().epochs(), 15);
@@ -35,8 +35,8 @@ TEST(ConfigTest, DefaultJobLoadsAndValidates) {
 
 TEST(ConfigTest, UnknownFieldInFileNamesFileLineAndField) {
   absl::StatusOr<config::JobConfig> c =
-      ParseConfigText("model {\n  hidden_sizes: 3\n  widht: 4\n}\n", "my.textproto");
-  ExpectError(c.status(), {"my.textproto:3:", "widht"});
+      ParseConfigText("model {\n  mlp {\n  hidden_sizes: 3\n  widht: 4\n}\n}\n", "my.textproto");
+  ExpectError(c.status(), {"my.textproto:4:", "widht"});
 }
 
 TEST(ConfigTest, MissingConfigFileIsNotFoundNamingPath) {
@@ -48,19 +48,19 @@ TEST(ConfigTest, MissingConfigFileIsNotFoundNamingPath) {
 TEST(ConfigTest, OverridesScalarsListsEnumsAndMessages) {
   config::JobConfig c = Default();
   ASSERT_TRUE(ApplyOverride("data.global_batch_size=256", &c).ok());
-  ASSERT_TRUE(ApplyOverride("model.hidden_sizes=512,64,32", &c).ok());
-  ASSERT_TRUE(ApplyOverride("model.activation=tanh", &c).ok());
+  ASSERT_TRUE(ApplyOverride("model.mlp.hidden_sizes=512,64,32", &c).ok());
+  ASSERT_TRUE(ApplyOverride("model.mlp.activation=tanh", &c).ok());
   ASSERT_TRUE(ApplyOverride("schedule.base_lr=0.003", &c).ok());
   ASSERT_TRUE(ApplyOverride("data.dir=\"/tmp/data\"", &c).ok());
   EXPECT_EQ(c.data().global_batch_size(), 256);
-  ASSERT_EQ(c.model().hidden_sizes_size(), 3);
-  EXPECT_EQ(c.model().hidden_sizes(2), 32);
-  EXPECT_EQ(c.model().activation(), config::TANH);
+  ASSERT_EQ(c.model().mlp().hidden_sizes_size(), 3);
+  EXPECT_EQ(c.model().mlp().hidden_sizes(2), 32);
+  EXPECT_EQ(c.model().mlp().activation(), config::TANH);
   EXPECT_FLOAT_EQ(c.schedule().base_lr(), 0.003f);
   EXPECT_EQ(c.data().dir(), "/tmp/data");
 
-  ASSERT_TRUE(ApplyOverride("model.hidden_sizes=[8]", &c).ok());
-  EXPECT_EQ(c.model().hidden_sizes_size(), 1);
+  ASSERT_TRUE(ApplyOverride("model.mlp.hidden_sizes=[8]", &c).ok());
+  EXPECT_EQ(c.model().mlp().hidden_sizes_size(), 1);
 }
 
 TEST(ConfigTest, OverrideInsideOneofSelectsThatOptimizer) {
@@ -78,9 +78,9 @@ TEST(ConfigTest, OverrideInsideOneofSelectsThatOptimizer) {
 
 TEST(ConfigTest, BadOverridesNameTheFieldAndProblem) {
   config::JobConfig c = Default();
-  ExpectError(ApplyOverride("model.hiden_sizes=4", &c), {"model.hiden_sizes", "hiden_sizes", "hidden_sizes"});
+  ExpectError(ApplyOverride("model.mlp.hiden_sizes=4", &c), {"model.mlp.hiden_sizes", "hiden_sizes", "hidden_sizes"});
   ExpectError(ApplyOverride("data.global_batch_size=big", &c), {"data.global_batch_size", "big", "integer"});
-  ExpectError(ApplyOverride("model.activation=swish", &c), {"model.activation", "RELU", "TANH"});
+  ExpectError(ApplyOverride("model.mlp.activation=swish", &c), {"model.mlp.activation", "RELU", "TANH"});
   ExpectError(ApplyOverride("seed.x=1", &c), {"seed", "not a message"});
   ExpectError(ApplyOverride("noequals", &c), {"a.b.c=value"});
 }
@@ -122,9 +122,25 @@ TEST(ConfigTest, RangesOfOptimizerAndCheckpointFields) {
   config::JobConfig c = Default();
   c.mutable_optimizer()->mutable_adamw()->set_b1(1.0f);
   c.mutable_checkpoint()->set_best_metric("f1");
-  c.mutable_model()->add_hidden_sizes(0);
+  c.mutable_model()->mutable_mlp()->add_hidden_sizes(0);
   ExpectError(ValidateConfig(c), {"optimizer.adamw.b1: must be in [0, 1)",
-                                  "checkpoint.best_metric", "model.hidden_sizes[2]"});
+                                  "checkpoint.best_metric", "model.mlp.hidden_sizes[2]"});
+}
+
+TEST(ConfigTest, ModelIsOneFamilyChosenByItsFields) {
+  config::JobConfig c = Default();
+  ASSERT_TRUE(ApplyOverride("model.cnn.dense_sizes=64", &c).ok());
+  EXPECT_TRUE(c.model().has_cnn());
+  EXPECT_FALSE(c.model().has_mlp()) << "setting a cnn field replaces the mlp";
+  ExpectError(ValidateConfig(c), {"model.cnn.conv: must list at least one"});
+  ASSERT_TRUE(ApplyOverride("model.cnn={conv: [{channels: 8}, {channels: 0, kernel_size: 4}]}", &c).ok());
+  ExpectError(ValidateConfig(c), {"model.cnn.conv[1].channels: must be positive", "model.cnn.conv[1].kernel_size"});
+  c.mutable_model()->clear_kind();
+  ExpectError(ValidateConfig(c), {"config field model: set model.mlp or model.cnn"});
+  absl::StatusOr<config::JobConfig> cnn =
+      LoadConfig(Env::Default(), absl::StrCat(SHARDLINE_SOURCE_DIR, "/deploy/configs/fmnist_cnn.textproto"), {});
+  ASSERT_TRUE(cnn.ok()) << cnn.status();
+  EXPECT_EQ(cnn->model().cnn().conv_size(), 2);
 }
 
 TEST(ConfigTest, MissingDataDirectoryIsNamed) {

@@ -59,7 +59,7 @@ class ElasticJobTest : public ::testing::Test {
     std::system(("rm -rf '" + dir_ + "' '" + root_ + "'").c_str());
     store_ = *JobStore::Open(dir_);
     config_ = *ParseConfigText(
-        "model { hidden_sizes: 8 } train { total_steps: 1000 } "
+        "model { mlp { hidden_sizes: 8 } } train { total_steps: 1000 } "
         "runtime { num_workers: 3 min_workers: 2 replace_timeout_seconds: 5 } "
         "checkpoint { every_steps: 50 memory_every_steps: 50 }",
         "test");

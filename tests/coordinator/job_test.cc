@@ -31,7 +31,7 @@ class JobTest : public ::testing::Test {
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::system(("rm -rf '" + dir_ + "'").c_str());
     store_ = *JobStore::Open(dir_);
-    config_ = *ParseConfigText("model { hidden_sizes: 8 } train { total_steps: 100 }", "test");
+    config_ = *ParseConfigText("model { mlp { hidden_sizes: 8 } } train { total_steps: 100 }", "test");
     Restart("");
   }
 

@@ -153,7 +153,7 @@ TEST(CheckpointTest, CkptToolsListVerifyAndExport) {
   EXPECT_TRUE(absl::StrContains(init.Output(), "initialised parameters from")) << init.Output();
   EXPECT_GT(JsonField(SplitLines(fresh + "/metrics.jsonl", "eval").back(), "accuracy"), 0.8);
   Subprocess wrong({BinPath("shardline"), "train", "--config", kConfig, "--workdir", FreshDir("ckpt_init_bad"),
-                    "--set", "model.hidden_sizes=64", "--set", "checkpoint.init_from=" + dir + "/a.safetensors"});
+                    "--set", "model.mlp.hidden_sizes=64", "--set", "checkpoint.init_from=" + dir + "/a.safetensors"});
   EXPECT_EQ(wrong.Wait(absl::Seconds(60)), 1);
   EXPECT_TRUE(absl::StrContains(wrong.Output(), "a.safetensors")) << wrong.Output();
 

@@ -20,7 +20,10 @@
 
 namespace shardline {
 
-std::string DefaultConfig() { return absl::StrCat(SHARDLINE_SOURCE_DIR, "/deploy/configs/fmnist_mlp.textproto"); }
+std::string ConfigPath(const std::string& name) {
+  return absl::StrCat(SHARDLINE_SOURCE_DIR, "/deploy/configs/", name, ".textproto");
+}
+std::string DefaultConfig() { return ConfigPath("fmnist_mlp"); }
 
 namespace {
 void AddSets(const std::vector<std::string>& sets, std::vector<std::string>* argv) {
@@ -32,8 +35,8 @@ void AddSets(const std::vector<std::string>& sets, std::vector<std::string>* arg
 }  // namespace
 
 std::vector<std::string> LaunchArgv(const std::string& dir, int workers, const std::vector<std::string>& sets,
-                                    int max_restarts) {
-  std::vector<std::string> argv = {BinPath("shardline"), "launch", "--config", DefaultConfig(), "--workers",
+                                    int max_restarts, const std::string& config) {
+  std::vector<std::string> argv = {BinPath("shardline"), "launch", "--config", config.empty() ? DefaultConfig() : config, "--workers",
                                    std::to_string(workers), "--workdir", dir, "--max_restarts",
                                    std::to_string(max_restarts)};
   AddSets(sets, &argv);

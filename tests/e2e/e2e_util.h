@@ -15,10 +15,12 @@ namespace shardline {
 
 // The default job config, deploy/configs/fmnist_mlp.textproto.
 std::string DefaultConfig();
-// argv of `shardline launch --config <default> --workers N --workdir DIR
-// --max_restarts K --set ...`.
+// deploy/configs/<name>.textproto in the source tree.
+std::string ConfigPath(const std::string& name);
+// argv of `shardline launch --config <config, else the default> --workers N
+// --workdir DIR --max_restarts K --set ...`.
 std::vector<std::string> LaunchArgv(const std::string& dir, int workers, const std::vector<std::string>& sets,
-                                    int max_restarts = 0);
+                                    int max_restarts = 0, const std::string& config = "");
 // argv of `shardline train --config <default> --workdir DIR --set ...`.
 std::vector<std::string> TrainArgv(const std::string& dir, const std::vector<std::string>& sets);
 

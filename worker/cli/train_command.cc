@@ -37,7 +37,7 @@ constexpr char kHelp[] =
     "                  A workdir with a committed checkpoint resumes from it;\n"
     "                  DIR/job_id names the job its checkpoints belong to.\n"
     "  --set a.b=v     override a config field; repeatable, applied in order.\n"
-    "                  Lists: --set model.hidden_sizes=512,256\n"
+    "                  Lists: --set model.mlp.hidden_sizes=512,256\n"
     "                  Messages: --set optimizer.adamw={}\n";
 
 // The newest of `steps` (committed checkpoints under `root`, oldest first)

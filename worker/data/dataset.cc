@@ -18,6 +18,8 @@ absl::StatusOr<Dataset> LoadIdxSplit(Env* env, const std::string& images_path,
   Dataset ds;
   ds.num_examples = images.dims[0];
   ds.feature_dim = static_cast<int>(images.dims[1] * images.dims[2]);
+  ds.height = static_cast<int>(images.dims[1]);
+  ds.width = static_cast<int>(images.dims[2]);
   ds.num_classes = num_classes;
   ds.scale = 1.0f / (255.0f * kFashionMnistStd);
   ds.shift = -kFashionMnistMean / kFashionMnistStd;
@@ -40,9 +42,9 @@ absl::StatusOr<FashionMnist> LoadFashionMnist(Env* env, const std::string& dir, 
                                            dir + "/train-labels-idx1-ubyte.gz", 10, cache_dir));
   ASSIGN_OR_RETURN(out.test, LoadIdxSplit(env, dir + "/t10k-images-idx3-ubyte.gz",
                                           dir + "/t10k-labels-idx1-ubyte.gz", 10, cache_dir));
-  if (out.train.feature_dim != out.test.feature_dim) {
-    return absl::DataLossError(absl::StrCat(dir, ": train images have ", out.train.feature_dim,
-                                            " pixels but test images have ", out.test.feature_dim));
+  if (out.train.height != out.test.height || out.train.width != out.test.width) {
+    return absl::DataLossError(absl::StrCat(dir, ": train images are ", out.train.height, "x", out.train.width,
+                                            " but test images are ", out.test.height, "x", out.test.width));
   }
   return out;
 }

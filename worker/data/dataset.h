@@ -20,7 +20,9 @@ namespace shardline {
 
 struct Dataset {
   int64_t num_examples = 0;
-  int feature_dim = 0;
+  int feature_dim = 0;           // height * width
+  int height = 0;                // of each image; a flat (non-image) set has height 1
+  int width = 0;
   int num_classes = 0;
   std::string pixels;           // [num_examples, feature_dim] bytes, row-major
   float scale = 1;              // feature = pixel * scale + shift

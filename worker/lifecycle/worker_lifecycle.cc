@@ -149,6 +149,8 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     carried.data_dir = cfg->data().dir();
   }
   const FashionMnist& data = *carried.data;
+  const absl::StatusOr<int64_t> parameters = ParameterCount(*cfg, data.train);
+  if (!parameters.ok()) return Done(parameters.status());
 
   std::vector<std::string> peers(world.peers().begin(), world.peers().end());
   {
@@ -156,7 +158,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     connect.keys.secret = world.member_secret();
     connect.keys.peer_tags.assign(world.peer_tags().begin(), world.peer_tags().end());
     // A peer runs at most about one collective (the model's bytes) ahead.
-    connect.max_unclaimed_bytes_per_peer = 2 * ParameterCount(*cfg, data.train) * int64_t{sizeof(float)} + (64 << 20);
+    connect.max_unclaimed_bytes_per_peer = 2 * *parameters * int64_t{sizeof(float)} + (64 << 20);
     absl::StatusOr<std::unique_ptr<Transport>> connected =
         server->Connect(world.generation(), rank, peers, std::move(connect));
     if (!connected.ok()) return Done(connected.status());
@@ -214,7 +216,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     w.on_still_stuck = options.on_still_stuck ? options.on_still_stuck : DefaultStillStuck;
     Watchdog watchdog(heartbeat.steps_done(), std::move(w));
     const absl::Status moved =
-        world.memory_step() > 0 ? MoveMemoryShards(world, ParameterCount(*cfg, data.train), ring, *carried.memory)
+        world.memory_step() > 0 ? MoveMemoryShards(world, *parameters, ring, *carried.memory)
                                 : absl::OkStatus();
     result = moved.ok() ? RunTraining(*cfg, data, ring, train) : absl::StatusOr<TrainResult>(moved);
   }

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/rng.h"
 #include "worker/model/gemm.h"
+#include "worker/model/softmax_xent.h"
 
 namespace shardline {
 namespace {
@@ -18,6 +18,7 @@ void Grow(std::vector<float>* v, size_t n) {
 }  // namespace
 
 Mlp::Mlp(MlpSpec spec) : spec_(std::move(spec)) {
+  input_ = InputShape{1, 1, spec_.input_dim, spec_.num_classes};
   widths_.push_back(spec_.input_dim);
   for (int h : spec_.hidden_sizes) widths_.push_back(h);
   widths_.push_back(spec_.num_classes);
@@ -44,17 +45,13 @@ void Mlp::InitRange(uint64_t seed, Range range, float* out) const {
       std::fill(dst, dst + overlap.size(), 0.0f);
       return;
     }
-    const float bound = std::sqrt(6.0f / static_cast<float>(info.shape[0]));
-    const RandomStream rng(seed, Purpose::kInit, static_cast<uint64_t>(t), 0);
-    for (int64_t i = overlap.begin; i < overlap.end; ++i) {
-      const float u = rng.Uniform(static_cast<uint64_t>(i - info.offset));
-      dst[i - overlap.begin] = (2.0f * u - 1.0f) * bound;
-    }
+    HeUniform(seed, t, info.offset, info.shape[0], overlap, dst);
   });
 }
 
 BatchStats Mlp::Forward(const float* params, const float* x, const int32_t* y, int n,
-                        MlpWorkspace* ws) const {
+                        ModelWorkspace* model_ws) const {
+  auto* ws = static_cast<MlpWorkspace*>(model_ws);
   const int layers = num_layers();
   ws->activations.resize(static_cast<size_t>(layers));
   const float* in = x;
@@ -81,46 +78,12 @@ BatchStats Mlp::Forward(const float* params, const float* x, const int32_t* y, i
   }
 
   // Softmax cross-entropy, in place: logits become probabilities.
-  BatchStats stats;
-  stats.count = n;
-  const int classes = spec_.num_classes;
-  float* logits = ws->activations.back().data();
-  for (int i = 0; i < n; ++i) {
-    float* row = logits + static_cast<size_t>(i) * classes;
-    int argmax = 0;
-    for (int j = 1; j < classes; ++j) {
-      if (row[j] > row[argmax]) argmax = j;
-    }
-    const float max = row[argmax];
-    const float label_logit = row[y[i]];
-    float sum = 0;
-    for (int j = 0; j < classes; ++j) {
-      row[j] = std::exp(row[j] - max);
-      sum += row[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int j = 0; j < classes; ++j) row[j] *= inv;
-    stats.loss_sum += static_cast<double>(std::log(sum) - (label_logit - max));
-    stats.correct += argmax == y[i] ? 1 : 0;
-  }
-  return stats;
-}
-
-BatchStats Mlp::Evaluate(const float* params, const float* x, const int32_t* y, int n,
-                         MlpWorkspace* ws) const {
-  return Forward(params, x, y, n, ws);
-}
-
-BatchStats Mlp::ForwardBackward(const float* params, const float* x, const int32_t* y, int n,
-                                float grad_scale, bool accumulate, float* grads,
-                                MlpWorkspace* ws) const {
-  const BatchStats stats = Forward(params, x, y, n, ws);
-  Backward(params, x, y, n, grad_scale, accumulate, grads, ws);
-  return stats;
+  return SoftmaxCrossEntropy(ws->activations.back().data(), y, n, spec_.num_classes);
 }
 
 void Mlp::Backward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
-                   bool accumulate, float* grads, MlpWorkspace* ws) const {
+                   bool accumulate, float* grads, ModelWorkspace* model_ws) const {
+  auto* ws = static_cast<MlpWorkspace*>(model_ws);
   const int layers = num_layers();
   const int max_width = *std::max_element(widths_.begin() + 1, widths_.end());
   Grow(&ws->delta, static_cast<size_t>(n) * max_width);
@@ -128,14 +91,8 @@ void Mlp::Backward(const float* params, const float* x, const int32_t* y, int n,
 
   // d(loss)/d(logits) = softmax - onehot, times grad_scale.
   const int classes = spec_.num_classes;
-  const float* probs = ws->activations.back().data();
   float* delta = ws->delta.data();
-  for (int i = 0; i < n; ++i) {
-    const float* p = probs + static_cast<size_t>(i) * classes;
-    float* d = delta + static_cast<size_t>(i) * classes;
-    for (int j = 0; j < classes; ++j) d[j] = p[j] * grad_scale;
-    d[y[i]] -= grad_scale;
-  }
+  SoftmaxCrossEntropyGrad(ws->activations.back().data(), y, n, classes, grad_scale, delta);
 
   const float beta = accumulate ? 1.0f : 0.0f;
   for (int l = layers - 1; l >= 0; --l) {

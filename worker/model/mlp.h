@@ -8,6 +8,8 @@
 //   MlpWorkspace ws;
 //   BatchStats s = mlp.ForwardBackward(params.data(), x, y, n, 1.0f / n,
 //                                      /*accumulate=*/false, grads.data(), &ws);
+//
+// Configured as model.mlp (config.proto); one of the Model families.
 #ifndef SHARDLINE_WORKER_MODEL_MLP_H_
 #define SHARDLINE_WORKER_MODEL_MLP_H_
 
@@ -17,6 +19,7 @@
 #include "common/shard.h"
 #include "proto/config.pb.h"
 #include "worker/model/flat_layout.h"
+#include "worker/model/model.h"
 
 namespace shardline {
 
@@ -27,62 +30,41 @@ struct MlpSpec {
   config::Activation activation = config::RELU;
 };
 
-// Sums over a batch; divide by count for means.
-struct BatchStats {
-  double loss_sum = 0;  // sum of per-example cross-entropy (nats)
-  int64_t correct = 0;  // examples whose argmax logit is the label
-  int64_t count = 0;
-};
-
 // Scratch buffers for one batch size; grown on demand, reused across calls.
 // One per thread.
-struct MlpWorkspace {
+struct MlpWorkspace : ModelWorkspace {
   std::vector<std::vector<float>> activations;  // per layer output, [n, width]
   std::vector<float> delta, delta_prev;          // [n, max width]
 };
 
-class Mlp {
+class Mlp : public Model {
  public:
   explicit Mlp(MlpSpec spec);
 
   const MlpSpec& spec() const { return spec_; }
-  const FlatLayout& layout() const { return layout_; }
+  const FlatLayout& layout() const override { return layout_; }
+  const InputShape& input() const override { return input_; }
   int num_layers() const { return static_cast<int>(widths_.size()) - 1; }
 
   // Matmul FLOPs to train on one example: forward 2*in*out per layer, weight
   // gradient 2*in*out per layer, input gradient 2*in*out for every layer but
   // the first (the data needs no gradient).
-  int64_t TrainFlopsPerExample() const;
+  int64_t TrainFlopsPerExample() const override;
 
-  // Writes the initial values of flat elements [range.begin, range.end) to
-  // out[0 .. range.size()). A pure function of (seed, element): weights are
-  // He-uniform U(-sqrt(6/in), sqrt(6/in)), biases zero. So any worker can
-  // initialise exactly its own shard.
-  void InitRange(uint64_t seed, Range range, float* out) const;
+  // Weights He-uniform U(-sqrt(6/in), sqrt(6/in)), biases zero.
+  void InitRange(uint64_t seed, Range range, float* out) const override;
 
-  // Forward and backward on n examples x ([n, input_dim]) with labels y.
-  // Writes grad_scale * d(sum of losses)/d(params) into grads (flat layout);
-  // with accumulate, adds to what grads already holds.
-  BatchStats ForwardBackward(const float* params, const float* x, const int32_t* y, int n,
-                             float grad_scale, bool accumulate, float* grads,
-                             MlpWorkspace* ws) const;
+  std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<MlpWorkspace>(); }
 
-  // Forward only: loss and accuracy sums.
-  BatchStats Evaluate(const float* params, const float* x, const int32_t* y, int n,
-                      MlpWorkspace* ws) const;
-
-  // ForwardBackward in its two halves, for callers that time them apart.
-  // Forward runs the layers, leaving the activations and softmax
-  // probabilities in `ws`, and returns the loss sums; Backward then needs
-  // the same params, x, y, n and ws, untouched in between.
+  // `ws` must be an MlpWorkspace.
   BatchStats Forward(const float* params, const float* x, const int32_t* y, int n,
-                     MlpWorkspace* ws) const;
+                     ModelWorkspace* ws) const override;
   void Backward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
-                bool accumulate, float* grads, MlpWorkspace* ws) const;
+                bool accumulate, float* grads, ModelWorkspace* ws) const override;
 
  private:
-
   MlpSpec spec_;
+  InputShape input_;
   std::vector<int> widths_;  // input_dim, hidden..., num_classes
   FlatLayout layout_;
 };

@@ -10,8 +10,8 @@
 
 namespace shardline {
 
-absl::StatusOr<EvalResult> Evaluate(const Mlp& model, const float* params, const Dataset& data,
-                                    int batch_size, Collectives& comm, MlpWorkspace* ws) {
+absl::StatusOr<EvalResult> Evaluate(const Model& model, const float* params, const Dataset& data,
+                                    int batch_size, Collectives& comm, ModelWorkspace* ws) {
   const Range mine = ShardRange(data.num_examples, comm.rank(), comm.world_size());
   double sums[3] = {0, 0, 0};  // loss, correct, count
   std::vector<float> x(static_cast<size_t>(std::min<int64_t>(batch_size, mine.size())) * data.feature_dim);

@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "worker/collective/collectives.h"
 #include "worker/data/dataset.h"
-#include "worker/model/mlp.h"
+#include "worker/model/model.h"
 
 namespace shardline {
 
@@ -19,8 +19,8 @@ struct EvalResult {
 };
 
 // `batch_size` bounds memory only; results do not depend on it.
-absl::StatusOr<EvalResult> Evaluate(const Mlp& model, const float* params, const Dataset& data,
-                                    int batch_size, Collectives& comm, MlpWorkspace* ws);
+absl::StatusOr<EvalResult> Evaluate(const Model& model, const float* params, const Dataset& data,
+                                    int batch_size, Collectives& comm, ModelWorkspace* ws);
 
 }  // namespace shardline
 

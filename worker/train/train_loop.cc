@@ -10,6 +10,7 @@
 #include "common/shard.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/safetensors.h"
+#include "worker/model/model_factory.h"
 #include "worker/train/evaluator.h"
 #include "worker/train/nan_guard.h"
 #include "worker/train/nonfinite.h"
@@ -18,16 +19,6 @@
 
 namespace shardline {
 namespace {
-
-MlpSpec SpecFor(const config::JobConfig& config, const Dataset& train) {
-  MlpSpec spec;
-  spec.input_dim = train.feature_dim;
-  spec.hidden_sizes.assign(config.model().hidden_sizes().begin(),
-                           config.model().hidden_sizes().end());
-  spec.num_classes = train.num_classes;
-  spec.activation = config.model().activation();
-  return spec;
-}
 
 metrics::MetricRecord TrainLine(const StepResult& r, double samples_per_second) {
   metrics::MetricRecord m;
@@ -64,8 +55,13 @@ const char* OverheadName(Overhead kind) {
   return "unknown";
 }
 
-int64_t ParameterCount(const config::JobConfig& config, const Dataset& train) {
-  return Mlp(SpecFor(config, train)).layout().total_size();
+InputShape InputOf(const Dataset& train) {
+  return InputShape{1, train.height, train.width, train.num_classes};
+}
+
+absl::StatusOr<int64_t> ParameterCount(const config::JobConfig& config, const Dataset& train) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config.model(), InputOf(train)));
+  return model->layout().total_size();
 }
 
 int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples) {
@@ -81,7 +77,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
         "config field data.global_batch_size: %d exceeds the %d training examples",
         global_batch, data.train.num_examples));
   }
-  const Mlp model(SpecFor(config, data.train));
+  ASSIGN_OR_RETURN(const std::unique_ptr<Model> built, CreateModel(config.model(), InputOf(data.train)));
+  const Model& model = *built;
   const int64_t total_steps = TotalSteps(config, data.train.num_examples);
   if (total_steps > std::numeric_limits<int32_t>::max()) {
     // metrics.jsonl writes steps as JSON numbers through an int32 field.
@@ -157,10 +154,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   const bool show = options.show_progress && lead;
   if (show) {
     SLOG(INFO) << absl::StrFormat(
-        "training %d steps (%d per epoch, global batch %d) of an MLP with %d parameters, "
+        "training %d steps (%d per epoch, global batch %d) of %s with %d parameters, "
         "%d training FLOPs per example, world size %d",
-        total_steps, pipeline.steps_per_epoch(), global_batch, model.layout().total_size(),
-        model.TrainFlopsPerExample(), comm.world_size());
+        total_steps, pipeline.steps_per_epoch(), global_batch, config.model().has_cnn() ? "a CNN" : "an MLP",
+        model.layout().total_size(), model.TrainFlopsPerExample(), comm.world_size());
   }
   if (observer != nullptr) {
     RunInfo info;
@@ -178,7 +175,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
                     config.train().log_every());
   NanGuard guard;
   StepBuffers buffers;
-  MlpWorkspace eval_ws;
+  const std::unique_ptr<ModelWorkspace> eval_ws = model.NewWorkspace();
   TrainResult result;
   result.flops_per_example = model.TrainFlopsPerExample();
   const int64_t log_every = config.train().log_every();
@@ -287,7 +284,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       RETURN_IF_ERROR(settle());
       const auto eval_start = std::chrono::steady_clock::now();
       ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
-                                              config.data().eval_batch_size(), comm, &eval_ws));
+                                              config.data().eval_batch_size(), comm, eval_ws.get()));
       if (observer != nullptr) observer->OnOverhead(Overhead::kEvaluation, seconds_since(eval_start));
       // Every rank has the same eval numbers and the same best so far (it
       // is restored with the checkpoint), so all agree on a new best.
@@ -345,7 +342,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   result.checkpoint_seconds = saver.stall_seconds();
   if (result.evals.empty()) {  // restored a finished run: report where it stands
     ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
-                                            config.data().eval_batch_size(), comm, &eval_ws));
+                                            config.data().eval_batch_size(), comm, eval_ws.get()));
     result.evals.push_back(EvalPoint{state.next_step, e.loss, e.accuracy, 0});
   }
   result.steps = state.next_step;

@@ -137,8 +137,12 @@ struct TrainResult {
 // Number of steps the config asks for on a training split of `num_examples`.
 int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples);
 
-// Number of parameters of the config's model on `train`'s shapes.
-int64_t ParameterCount(const config::JobConfig& config, const Dataset& train);
+// The shape of one example of `train`, as models take it.
+InputShape InputOf(const Dataset& train);
+
+// Number of parameters of the config's model on `train`'s shapes; fails as
+// CreateModel does.
+absl::StatusOr<int64_t> ParameterCount(const config::JobConfig& config, const Dataset& train);
 
 // Trains per `config` (already validated) on `data`: from
 // `options.restore_dir` if set, else from checkpoint.init_from or scratch,

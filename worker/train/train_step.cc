@@ -69,6 +69,7 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
   b->x.resize(static_cast<size_t>(largest) * dim);
   b->y.resize(static_cast<size_t>(largest));
   b->grads.resize(static_cast<size_t>(ctx.model.layout().total_size()));
+  if (b->workspace == nullptr) b->workspace = ctx.model.NewWorkspace();
   BatchStats total;
   for (int m = 0; m < accum; ++m) {
     const Range part = ShardRange(slice, m, accum);
@@ -79,11 +80,11 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
     *data_seconds += watch.Lap();
     spans.Since("data", begin);
     begin = spans.Now();
-    const BatchStats s = ctx.model.Forward(params, b->x.data(), b->y.data(), micro, &b->workspace);
+    const BatchStats s = ctx.model.Forward(params, b->x.data(), b->y.data(), micro, b->workspace.get());
     spans.Since("forward", begin);
     begin = spans.Now();
     ctx.model.Backward(params, b->x.data(), b->y.data(), micro, 1.0f / global_batch, /*accumulate=*/m > 0,
-                       b->grads.data(), &b->workspace);
+                       b->grads.data(), b->workspace.get());
     spans.Since("backward", begin);
     watch.Lap();
     begin = spans.Now();

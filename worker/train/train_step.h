@@ -13,6 +13,7 @@
 #define SHARDLINE_WORKER_TRAIN_TRAIN_STEP_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,7 @@
 #include "worker/collective/collectives.h"
 #include "worker/data/dataset.h"
 #include "worker/data/pipeline.h"
-#include "worker/model/mlp.h"
+#include "worker/model/model.h"
 #include "worker/optim/lr_schedule.h"
 #include "worker/optim/optimizer.h"
 #include "worker/train/nonfinite.h"
@@ -32,7 +33,7 @@ namespace shardline {
 // Everything a step reads but does not own. All references outlive the step.
 struct StepContext {
   const config::JobConfig& config;
-  const Mlp& model;
+  const Model& model;
   const Dataset& train;
   BatchPipeline& pipeline;
   Optimizer& optimizer;  // owns shard ShardRange(total, rank, world)
@@ -61,7 +62,7 @@ struct StepBuffers {
   std::vector<int32_t> indices;
   std::vector<float> x;
   std::vector<int32_t> y;
-  MlpWorkspace workspace;
+  std::unique_ptr<ModelWorkspace> workspace;  // made by model.NewWorkspace() on first use
   // Set (non-null) for a step that is traced (train.trace_steps): the step
   // appends its phases to it.
   std::vector<struct PhaseSpan>* spans = nullptr;

@@ -38,6 +38,8 @@ TEST(IdxTest, ReadsTheRealFashionMnist) {
   EXPECT_EQ(data->train.num_examples, 60000);
   EXPECT_EQ(data->test.num_examples, 10000);
   EXPECT_EQ(data->train.feature_dim, 784);
+  EXPECT_EQ(data->train.height, 28);
+  EXPECT_EQ(data->train.width, 28);
   EXPECT_EQ(data->train.pixels.size(), 60000u * 784u);
   std::vector<int> per_class(10);
   for (int32_t y : data->train.labels) per_class[static_cast<size_t>(y)]++;

@@ -266,7 +266,7 @@ TEST_F(TrainLoopTest, RestoreRefusesAnotherShardAnotherModelAndAnotherOptimizer)
   const std::string root = TrainWithCheckpoints(c, "train_loop_refuse");
   const std::string step20 = StepDir(root, 20);
 
-  absl::StatusOr<TrainResult> r = Restore(Config({"model.hidden_sizes=64"}), step20);
+  absl::StatusOr<TrainResult> r = Restore(Config({"model.mlp.hidden_sizes=64"}), step20);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
   EXPECT_TRUE(absl::StrContains(r.status().message(), "holds a model of")) << r.status();
 

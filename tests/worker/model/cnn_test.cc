@@ -1,0 +1,319 @@
+#include "worker/model/cnn.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "common/rng.h"
+#include "worker/model/conv.h"
+
+namespace shardline {
+namespace {
+
+std::vector<float> RandomVector(size_t n, uint64_t seed) {
+  const RandomStream rng(seed, Purpose::kDropout, 0, 0);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = 2 * rng.Uniform(i) - 1;
+  return v;
+}
+
+double Dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+// Odd sizes, several channels and both kernel sizes: every element of cols
+// is the input pixel the definition names (or zero in the padding).
+TEST(ConvTest, Im2ColMatchesItsDefinition) {
+  for (int k : {1, 3, 5}) {
+    const ConvGeometry g{2, 1, k, 5, 7};
+    const int n = 3;
+    const std::vector<float> in = RandomVector(static_cast<size_t>(g.in_channels * n * g.pixels()), 1);
+    std::vector<float> cols(static_cast<size_t>(g.col_rows() * n * g.pixels()));
+    Im2Col(g, n, in.data(), cols.data());
+    const int p = g.pad();
+    size_t checked = 0;
+    for (int c = 0; c < g.in_channels; ++c) {
+      for (int i = 0; i < k; ++i) {
+        for (int j = 0; j < k; ++j) {
+          const int64_t row = (c * k + i) * k + j;
+          for (int b = 0; b < n; ++b) {
+            for (int y = 0; y < g.height; ++y) {
+              for (int x = 0; x < g.width; ++x) {
+                const int sy = y + i - p, sx = x + j - p;
+                const bool inside = sy >= 0 && sy < g.height && sx >= 0 && sx < g.width;
+                const float want = inside ? in[static_cast<size_t>(((c * n + b) * g.height + sy) * g.width + sx)] : 0.0f;
+                const int64_t col = (b * g.height + y) * g.width + x;
+                ASSERT_EQ(cols[static_cast<size_t>(row * n * g.pixels() + col)], want)
+                    << "k " << k << " c " << c << " i " << i << " j " << j << " b " << b << " y " << y << " x " << x;
+                ++checked;
+              }
+            }
+          }
+        }
+      }
+    }
+    EXPECT_EQ(checked, cols.size());
+  }
+}
+
+// Col2Im is Im2Col's adjoint: <Im2Col(x), c> = <x, Col2Im(c)>. That is
+// exactly what the convolution's input gradient needs.
+TEST(ConvTest, Col2ImIsTheAdjointOfIm2Col) {
+  for (int k : {3, 5}) {
+    const ConvGeometry g{3, 1, k, 7, 5};
+    const int n = 2;
+    const std::vector<float> x = RandomVector(static_cast<size_t>(g.in_channels * n * g.pixels()), 2);
+    const std::vector<float> c = RandomVector(static_cast<size_t>(g.col_rows() * n * g.pixels()), 3);
+    std::vector<float> cols(c.size()), back(x.size(), 0.0f);
+    Im2Col(g, n, x.data(), cols.data());
+    Col2Im(g, n, c.data(), back.data());
+    EXPECT_NEAR(Dot(cols, c), Dot(x, back), 1e-4 * std::fabs(Dot(cols, c)) + 1e-4) << "k " << k;
+  }
+}
+
+TEST(ConvTest, MaxPoolKeepsTheFirstLargestAndRoutesItsGradient) {
+  // One 2x4 plane: windows [1 5; 2 5] (tie: the first 5 wins) and [0 -1; 7 3].
+  const std::vector<float> in = {1, 5, 0, -1, 2, 5, 7, 3};
+  std::vector<float> out(2);
+  std::vector<uint8_t> argmax(2);
+  MaxPool2x2(1, 2, 4, in.data(), out.data(), argmax.data());
+  EXPECT_EQ(out, (std::vector<float>{5, 7}));
+  EXPECT_EQ(argmax, (std::vector<uint8_t>{1, 2}));
+  const std::vector<float> dout = {0.5f, -2.0f};
+  std::vector<float> din(8, 9.0f);
+  ReluMaxPool2x2Backward(1, 2, 4, dout.data(), out.data(), argmax.data(), din.data());
+  EXPECT_EQ(din, (std::vector<float>{0, 0.5f, 0, 0, 0, 0, -2.0f, 0}));
+  // A winner the ReLU zeroed passes no gradient.
+  const std::vector<float> zeroed = {0, 7};
+  ReluMaxPool2x2Backward(1, 2, 4, dout.data(), zeroed.data(), argmax.data(), din.data());
+  EXPECT_EQ(din, (std::vector<float>{0, 0, 0, 0, 0, 0, -2.0f, 0}));
+}
+
+TEST(ConvTest, RowSumsAddEveryElementOfEachRow) {
+  const std::vector<float> in = RandomVector(3 * 37, 8);  // 37: lanes and a tail
+  std::vector<float> out = {1, 1, 1};
+  RowSums(3, 37, in.data(), /*accumulate=*/true, out.data());
+  for (int r = 0; r < 3; ++r) {
+    double want = 1;
+    for (int i = 0; i < 37; ++i) want += in[static_cast<size_t>(r * 37 + i)];
+    EXPECT_NEAR(out[static_cast<size_t>(r)], want, 1e-5) << r;
+  }
+  RowSums(3, 37, in.data(), /*accumulate=*/false, out.data());
+  EXPECT_NEAR(out[0] + 1, [&] { double w = 1; for (int i = 0; i < 37; ++i) w += in[static_cast<size_t>(i)]; return w; }(), 1e-5);
+}
+
+// On random planes with many ties (values from a small set), pooling keeps
+// the first largest of each window, as the plain definition does.
+TEST(ConvTest, MaxPoolMatchesTheDefinitionWithTies) {
+  const int planes = 3, h = 6, w = 8;
+  std::vector<float> in = RandomVector(static_cast<size_t>(planes * h * w), 5);
+  for (float& v : in) v = std::round(v * 2);  // -2..2: ties are common
+  std::vector<float> out(static_cast<size_t>(planes * h * w / 4));
+  std::vector<uint8_t> argmax(out.size());
+  MaxPool2x2(planes, h, w, in.data(), out.data(), argmax.data());
+  size_t o = 0;
+  for (int q = 0; q < planes; ++q) {
+    for (int y = 0; y < h; y += 2) {
+      for (int x = 0; x < w; x += 2, ++o) {
+        const float* p = in.data() + (q * h + y) * w + x;
+        const float v[4] = {p[0], p[1], p[w], p[w + 1]};
+        int best = 0;
+        for (int t = 1; t < 4; ++t) {
+          if (v[t] > v[best]) best = t;
+        }
+        ASSERT_EQ(argmax[o], best) << "window " << o;
+        ASSERT_EQ(out[o], v[best]) << "window " << o;
+      }
+    }
+  }
+}
+
+struct Problem {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  int n;
+};
+
+Problem RandomProblem(const InputShape& in, int n, uint64_t seed) {
+  Problem p;
+  p.n = n;
+  p.x = RandomVector(static_cast<size_t>(n * in.features()), seed);
+  const RandomStream rng(seed, Purpose::kDropout, 1, 0);
+  for (int i = 0; i < n; ++i) {
+    p.y.push_back(static_cast<int32_t>(rng.UniformInt(static_cast<uint64_t>(i), static_cast<uint64_t>(in.num_classes))));
+  }
+  return p;
+}
+
+std::vector<float> InitParams(const Model& model, uint64_t seed) {
+  std::vector<float> p(static_cast<size_t>(model.layout().total_size()));
+  model.InitRange(seed, Range{0, model.layout().total_size()}, p.data());
+  for (const TensorInfo& t : model.layout().tensors()) {  // non-zero biases
+    if (t.shape.size() == 1) {
+      for (int64_t i = 0; i < t.size; ++i) p[static_cast<size_t>(t.offset + i)] = 0.1f * ((i % 3) - 1);
+    }
+  }
+  return p;
+}
+
+std::unique_ptr<Cnn> MustCreate(CnnSpec spec) {
+  absl::StatusOr<std::unique_ptr<Cnn>> cnn = Cnn::Create(std::move(spec));
+  EXPECT_TRUE(cnn.ok()) << cnn.status();
+  return cnn.ok() ? std::move(*cnn) : nullptr;
+}
+
+struct GradCase {
+  std::string name;
+  CnnSpec spec;
+};
+
+CnnSpec OddSizes() {  // two input channels, 5x7, no pooling, kernels 3 and 5
+  CnnSpec s;
+  s.input = InputShape{2, 5, 7, 3};
+  s.conv = {{3, 3, false}, {2, 5, false}};
+  s.dense_sizes = {4};
+  return s;
+}
+CnnSpec Pooled() {  // 6x10 -> pool 3x5 (odd) -> conv -> dense
+  CnnSpec s;
+  s.input = InputShape{1, 6, 10, 4};
+  s.conv = {{3, 3, true}, {2, 3, false}};
+  s.dense_sizes = {5};
+  return s;
+}
+CnnSpec TwoPools() {  // 8x4 -> 4x2 -> 2x1, no hidden dense layer
+  CnnSpec s;
+  s.input = InputShape{1, 8, 4, 3};
+  s.conv = {{2, 3, true}, {3, 1, true}};
+  return s;
+}
+
+class CnnGradientTest : public ::testing::TestWithParam<GradCase> {};
+
+// Every analytic gradient entry matches a central finite difference of the
+// scaled loss, end to end through every layer kind (dense, flatten, pool,
+// ReLU, conv input and weight gradients). Entries at a ReLU or max-pool kink
+// (left and right differences disagree) are skipped; nearly all are checked.
+TEST_P(CnnGradientTest, MatchesFiniteDifferences) {
+  const std::unique_ptr<Cnn> cnn = MustCreate(GetParam().spec);
+  ASSERT_NE(cnn, nullptr);
+  const Problem prob = RandomProblem(cnn->input(), 5, 7);
+  std::vector<float> params = InitParams(*cnn, 3);
+  std::vector<float> grads(params.size());
+  const std::unique_ptr<ModelWorkspace> ws = cnn->NewWorkspace();
+  const float scale = 1.0f / prob.n;
+  cnn->ForwardBackward(params.data(), prob.x.data(), prob.y.data(), prob.n, scale, false, grads.data(), ws.get());
+  auto loss = [&] { return cnn->Forward(params.data(), prob.x.data(), prob.y.data(), prob.n, ws.get()).loss_sum * scale; };
+  const double center = loss();
+  const float eps = 1e-3f;
+  size_t checked = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const float saved = params[i];
+    params[i] = saved + eps;
+    const double up = loss();
+    params[i] = saved - eps;
+    const double down = loss();
+    params[i] = saved;
+    const double right = (up - center) / eps, left = (center - down) / eps;
+    // One-sided differences carry ~1e-4 of float rounding; beyond that they
+    // disagree only at a kink.
+    if (std::fabs(right - left) > 0.01 * std::fabs(right) + 3e-4) continue;
+    const double numeric = (up - down) / (2 * eps);
+    EXPECT_NEAR(grads[i], numeric, 1e-3 + 1e-2 * std::fabs(numeric)) << GetParam().name << " param " << i;
+    ++checked;
+  }
+  EXPECT_GE(checked, params.size() * 90 / 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CnnGradientTest,
+                         ::testing::Values(GradCase{"OddSizes", OddSizes()}, GradCase{"Pooled", Pooled()},
+                                           GradCase{"TwoPools", TwoPools()}),
+                         [](const auto& info) { return info.param.name; });
+
+// With accumulate, a second pass adds its gradients to the first's.
+TEST(CnnTest, AccumulateAddsToExistingGradients) {
+  const std::unique_ptr<Cnn> cnn = MustCreate(Pooled());
+  const Problem prob = RandomProblem(cnn->input(), 4, 9);
+  const std::vector<float> params = InitParams(*cnn, 5);
+  const std::unique_ptr<ModelWorkspace> ws = cnn->NewWorkspace();
+  std::vector<float> once(params.size()), twice(params.size());
+  cnn->ForwardBackward(params.data(), prob.x.data(), prob.y.data(), prob.n, 1.0f, false, once.data(), ws.get());
+  cnn->ForwardBackward(params.data(), prob.x.data(), prob.y.data(), prob.n, 1.0f, false, twice.data(), ws.get());
+  cnn->ForwardBackward(params.data(), prob.x.data(), prob.y.data(), prob.n, 1.0f, true, twice.data(), ws.get());
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_NEAR(twice[i], 2 * once[i], 1e-5 + 1e-5 * std::fabs(once[i])) << i;
+}
+
+TEST(CnnTest, LayoutUsesPyTorchNamesAndShapes) {
+  CnnSpec s;
+  s.input = InputShape{1, 28, 28, 10};
+  s.conv = {{32, 3, true}, {64, 3, true}};
+  s.dense_sizes = {128};
+  const std::unique_ptr<Cnn> cnn = MustCreate(s);
+  const std::vector<TensorInfo>& t = cnn->layout().tensors();
+  ASSERT_EQ(t.size(), 8u);
+  EXPECT_EQ(t[0].name, "conv0/w");
+  EXPECT_EQ(t[0].shape, (std::vector<int64_t>{32, 1, 3, 3}));
+  EXPECT_EQ(t[2].name, "conv1/w");
+  EXPECT_EQ(t[2].shape, (std::vector<int64_t>{64, 32, 3, 3}));
+  EXPECT_EQ(t[4].name, "dense0/w");
+  EXPECT_EQ(t[4].shape, (std::vector<int64_t>{128, 64 * 7 * 7}));
+  EXPECT_EQ(t[7].name, "dense1/b");
+  EXPECT_EQ(t[7].shape, (std::vector<int64_t>{10}));
+  // conv0 fwd+wgrad, conv1 fwd+wgrad+dgrad, two dense layers x6.
+  const int64_t conv0 = 32LL * 9 * 784, conv1 = 64LL * 288 * 196;
+  EXPECT_EQ(cnn->TrainFlopsPerExample(), 4 * conv0 + 6 * conv1 + 6 * (3136LL * 128 + 128 * 10));
+}
+
+TEST(CnnTest, InitOfAnyRangeEqualsTheSameSliceOfTheWhole) {
+  const std::unique_ptr<Cnn> cnn = MustCreate(Pooled());
+  const int64_t total = cnn->layout().total_size();
+  std::vector<float> whole(static_cast<size_t>(total));
+  cnn->InitRange(11, Range{0, total}, whole.data());
+  for (const Range r : {Range{0, 7}, Range{5, 40}, Range{total / 2, total}}) {
+    std::vector<float> part(static_cast<size_t>(r.size()));
+    cnn->InitRange(11, r, part.data());
+    for (int64_t i = 0; i < r.size(); ++i) ASSERT_EQ(part[static_cast<size_t>(i)], whole[static_cast<size_t>(r.begin + i)]);
+  }
+}
+
+// Evaluate splits a large batch; the sums are those of one Forward.
+TEST(CnnTest, EvaluateInChunksMatchesOneForward) {
+  const std::unique_ptr<Cnn> cnn = MustCreate(Pooled());
+  const int n = Cnn::kEvalChunk * 2 + 17;
+  const Problem prob = RandomProblem(cnn->input(), n, 4);
+  const std::vector<float> params = InitParams(*cnn, 6);
+  const std::unique_ptr<ModelWorkspace> ws = cnn->NewWorkspace();
+  const BatchStats whole = cnn->Forward(params.data(), prob.x.data(), prob.y.data(), n, ws.get());
+  const BatchStats chunked = cnn->Evaluate(params.data(), prob.x.data(), prob.y.data(), n, ws.get());
+  EXPECT_EQ(chunked.count, n);
+  EXPECT_EQ(chunked.correct, whole.correct);
+  EXPECT_NEAR(chunked.loss_sum, whole.loss_sum, 1e-4 * whole.loss_sum);
+}
+
+void ExpectRejected(CnnSpec s, const std::string& field) {
+  absl::StatusOr<std::unique_ptr<Cnn>> cnn = Cnn::Create(std::move(s));
+  ASSERT_FALSE(cnn.ok());
+  EXPECT_EQ(cnn.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(cnn.status().message(), field)) << cnn.status();
+}
+
+TEST(CnnTest, LayersThatDoNotFitTheImageNameTheirField) {
+  CnnSpec s;
+  s.input = InputShape{1, 28, 28, 10};
+  s.conv = {{8, 3, true}, {8, 3, true}, {8, 3, true}};  // 28 -> 14 -> 7: the third pool does not fit
+  ExpectRejected(s, "model.cnn.conv[2].pool");
+  s.conv = {{8, 31, false}};
+  ExpectRejected(s, "model.cnn.conv[0].kernel_size");
+  s.conv = {{8, 4, false}};
+  ExpectRejected(s, "model.cnn.conv[0]");
+  s.conv = {};
+  ExpectRejected(s, "model.cnn.conv");
+}
+
+}  // namespace
+}  // namespace shardline

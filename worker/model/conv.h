@@ -1,0 +1,59 @@
+// The convolution and pooling kernels of the CNN (cnn.h), over a batch laid
+// out channel-major: [C, n, H, W] ("CNHW"), so that one GEMM covers the
+// whole batch and its output is already the next layer's input layout.
+//
+// A kxk convolution (stride 1, same padding) of in [C, n, H, W] by weights
+// [O, C, k, k] (PyTorch's layout) is
+//   Im2Col(in) -> cols [C*k*k, n*H*W];  out [O, n*H*W] = W [O, C*k*k] * cols
+// and its backward
+//   dW = dout * cols^T;  dcols = W^T * dout;  Col2Im(dcols) -> din.
+// Row (c, i, j) of cols, column (b, y, x) holds in[c][b][y+i-p][x+j-p]
+// (zero outside the image), p = k/2.
+#ifndef SHARDLINE_WORKER_MODEL_CONV_H_
+#define SHARDLINE_WORKER_MODEL_CONV_H_
+
+#include <cstdint>
+
+namespace shardline {
+
+struct ConvGeometry {
+  int in_channels = 0;
+  int out_channels = 0;
+  int kernel = 3;  // odd
+  int height = 0;  // of input and output (same padding)
+  int width = 0;
+
+  int pad() const { return kernel / 2; }
+  int64_t col_rows() const { return static_cast<int64_t>(in_channels) * kernel * kernel; }
+  int64_t pixels() const { return static_cast<int64_t>(height) * width; }
+};
+
+// in [C, n, H, W] -> cols [C*k*k, n*H*W].
+void Im2Col(const ConvGeometry& g, int n, const float* in, float* cols);
+
+// The adjoint of Im2Col: adds every element of cols [C*k*k, n*H*W] into the
+// input position it was copied from, in din [C, n, H, W] (which the caller
+// zeroes first). Padding positions are dropped. Fixed order: bitwise
+// reproducible.
+void Col2Im(const ConvGeometry& g, int n, const float* cols, float* din);
+
+// 2x2 max pooling with stride 2 of `planes` planes of h x w (both even):
+// out [planes, h/2, w/2], and in argmax the winner's position in its
+// window (0..3, row-major; the first of equal values).
+void MaxPool2x2(int64_t planes, int h, int w, const float* in, float* out, uint8_t* argmax);
+
+// The backward of a ReLU followed by that pooling, given the pooling's
+// output `pooled` (so after the ReLU) and argmax: din [planes, h, w] gets
+// dout at each window's winner where the winner was positive (the ReLU let
+// it through), and zero elsewhere.
+void ReluMaxPool2x2Backward(int64_t planes, int h, int w, const float* dout, const float* pooled,
+                            const uint8_t* argmax, float* din);
+
+// Sums of each of `rows` rows of `len` floats, in a fixed order (eight
+// interleaved partial sums, then combined): vectorisable and bitwise
+// reproducible. out[r] = sum, or out[r] += sum with accumulate.
+void RowSums(int rows, int64_t len, const float* in, bool accumulate, float* out);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_MODEL_CONV_H_

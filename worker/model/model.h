@@ -1,0 +1,93 @@
+// What the train step, the evaluator and the FLOP/MFU accounting know of a
+// model: a flat parameter layout, initialisation of any range of it, forward
+// and backward into a flat gradient, and the matmul FLOPs of one example.
+// Nothing outside worker/model assumes a model family; CreateModel
+// (model_factory.h) picks one from the config.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(cfg.model(), InputOf(data.train)));
+//   std::unique_ptr<ModelWorkspace> ws = model->NewWorkspace();
+//   BatchStats s = model->Forward(params, x, y, n, ws.get());
+//   model->Backward(params, x, y, n, 1.0f / n, /*accumulate=*/false, grads, ws.get());
+#ifndef SHARDLINE_WORKER_MODEL_MODEL_H_
+#define SHARDLINE_WORKER_MODEL_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "common/shard.h"
+#include "worker/model/flat_layout.h"
+
+namespace shardline {
+
+// Sums over a batch; divide by count for means.
+struct BatchStats {
+  double loss_sum = 0;  // sum of per-example cross-entropy (nats)
+  int64_t correct = 0;  // examples whose argmax logit is the label
+  int64_t count = 0;
+};
+
+// One example's input: channels x height x width floats, channel-major
+// (a flat vector of height * width for one channel).
+struct InputShape {
+  int channels = 1;
+  int height = 0;
+  int width = 0;
+  int num_classes = 0;
+  int features() const { return channels * height * width; }
+};
+
+// A model's scratch buffers: grown on demand, reused across calls, one per
+// thread. Only the model that made it (NewWorkspace) may use it.
+class ModelWorkspace {
+ public:
+  virtual ~ModelWorkspace() = default;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const FlatLayout& layout() const = 0;
+  virtual const InputShape& input() const = 0;
+
+  // Matmul FLOPs to train on one example (forward, weight gradients and the
+  // input gradients the backward pass needs): the numerator of MFU.
+  virtual int64_t TrainFlopsPerExample() const = 0;
+
+  // Writes the initial values of flat elements [range.begin, range.end) to
+  // out[0 .. range.size()). A pure function of (seed, element), so any
+  // worker can initialise exactly its own shard.
+  virtual void InitRange(uint64_t seed, Range range, float* out) const = 0;
+
+  virtual std::unique_ptr<ModelWorkspace> NewWorkspace() const = 0;
+
+  // Forward on n examples x ([n, input().features()]) with labels y (each
+  // in [0, num_classes)): loss and accuracy sums. Leaves in `ws` what
+  // Backward needs.
+  virtual BatchStats Forward(const float* params, const float* x, const int32_t* y, int n,
+                             ModelWorkspace* ws) const = 0;
+
+  // After Forward with the same params, x, y, n and an untouched ws: writes
+  // grad_scale * d(sum of losses)/d(params) into grads (flat layout); with
+  // accumulate, adds to what grads already holds.
+  virtual void Backward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
+                        bool accumulate, float* grads, ModelWorkspace* ws) const = 0;
+
+  // Forward only, for evaluation, on any n (a model may split it to bound
+  // its memory).
+  virtual BatchStats Evaluate(const float* params, const float* x, const int32_t* y, int n,
+                              ModelWorkspace* ws) const {
+    return Forward(params, x, y, n, ws);
+  }
+
+  BatchStats ForwardBackward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
+                             bool accumulate, float* grads, ModelWorkspace* ws) const {
+    const BatchStats stats = Forward(params, x, y, n, ws);
+    Backward(params, x, y, n, grad_scale, accumulate, grads, ws);
+    return stats;
+  }
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_MODEL_MODEL_H_

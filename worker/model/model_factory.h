@@ -1,0 +1,20 @@
+// Builds the model a config names (model.mlp or model.cnn) for the data
+// set's input shape.
+#ifndef SHARDLINE_WORKER_MODEL_MODEL_FACTORY_H_
+#define SHARDLINE_WORKER_MODEL_MODEL_FACTORY_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "proto/config.pb.h"
+#include "worker/model/model.h"
+
+namespace shardline {
+
+// kInvalidArgument naming the config field when no family is set or the
+// layers do not fit `input` (e.g. pooling an odd-sized image).
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& config, const InputShape& input);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_MODEL_MODEL_FACTORY_H_
