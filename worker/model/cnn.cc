@@ -134,16 +134,15 @@ BatchStats Cnn::Forward(const float* params, const float* x, const int32_t* y, i
                         ModelWorkspace* model_ws) const {
   auto* ws = static_cast<CnnWorkspace*>(model_ws);
   const size_t layers = conv_.size();
-  ws->cols.resize(layers);
+  ws->padded.resize(layers);
   ws->conv_out.resize(layers);
   ws->pooled.resize(layers);
   ws->argmax.resize(layers);
   // x is [n, C, H, W]; with one channel that is already [C, n, H, W].
-  std::vector<float>& reordered = ws->dinput;  // free until backward
   const float* in = x;
   if (spec_.input.channels > 1) {
     const int64_t plane = static_cast<int64_t>(spec_.input.height) * spec_.input.width;
-    float* dst = Grow(&reordered, static_cast<size_t>(n) * spec_.input.features());
+    float* dst = Grow(&ws->input, static_cast<size_t>(n) * spec_.input.features());
     for (int c = 0; c < spec_.input.channels; ++c) {
       for (int b = 0; b < n; ++b) {
         std::memcpy(dst + (static_cast<int64_t>(c) * n + b) * plane,
@@ -155,21 +154,53 @@ BatchStats Cnn::Forward(const float* params, const float* x, const int32_t* y, i
   for (size_t l = 0; l < layers; ++l) {
     const ConvLayer& layer = conv_[l];
     const ConvGeometry& g = layer.geometry;
-    const int64_t cols_n = n * g.pixels();
-    float* cols = Grow(&ws->cols[l], static_cast<size_t>(g.col_rows() * cols_n));
-    Im2Col(g, n, in, cols);
-    float* out = Grow(&ws->conv_out[l], static_cast<size_t>(g.out_channels * cols_n));
+    const int64_t out_n = n * g.pixels();
     const float* weight = params + layout_.tensor(layer.weight).offset;
-    Sgemm(false, false, g.out_channels, static_cast<int>(cols_n), static_cast<int>(g.col_rows()), 1.0f, weight,
-          static_cast<int>(g.col_rows()), cols, static_cast<int>(cols_n), 0.0f, out, static_cast<int>(cols_n));
-    AddBiasRelu(g.out_channels, cols_n, params + layout_.tensor(layer.bias).offset, out);
-    in = out;
+    const float* bias = params + layout_.tensor(layer.bias).offset;
+    const int k = static_cast<int>(g.col_rows());
+    const int chunk = ConvChunk(g, n);
+    float* cols = Grow(&ws->cols, static_cast<size_t>(g.col_rows() * chunk * g.pixels()));
+    float* padded = Grow(&ws->padded[l], static_cast<size_t>(g.in_channels * n * g.padded_pixels()));
+    PadImages(g, n, in, padded);  // kept: backward redoes im2col from it
+    // A pooled layer pools each chunk's GEMM output while it is in cache,
+    // then adds bias and ReLU to a quarter of the values: the same result,
+    // as both are monotonic (max(relu(v + b)) = relu(max(v) + b)). Where a
+    // whole window ends below zero the recorded winner may differ, but the
+    // ReLU then passes no gradient through it. Backward needs only the
+    // pooled values and winners, so the full-size output is never stored.
+    // An unpooled layer's GEMM writes straight into its output.
+    const int64_t quarter = g.pixels() / 4;  // pooled pixels per image
+    float* out = layer.pool ? Grow(&ws->chunk_out, static_cast<size_t>(g.out_channels * chunk * g.pixels()))
+                            : Grow(&ws->conv_out[l], static_cast<size_t>(g.out_channels * out_n));
+    float* pooled = nullptr;
+    uint8_t* argmax = nullptr;
     if (layer.pool) {
-      const int64_t planes = static_cast<int64_t>(g.out_channels) * n;
-      const size_t pooled_size = static_cast<size_t>(planes * (g.height / 2) * (g.width / 2));
-      float* pooled = Grow(&ws->pooled[l], pooled_size);
-      MaxPool2x2(planes, g.height, g.width, out, pooled, Grow(&ws->argmax[l], pooled_size));
+      const size_t pooled_size = static_cast<size_t>(g.out_channels * n * quarter);
+      pooled = Grow(&ws->pooled[l], pooled_size);
+      argmax = Grow(&ws->argmax[l], pooled_size);
+    }
+    for (int first = 0; first < n; first += chunk) {
+      const int count = std::min(chunk, n - first);
+      const int m = static_cast<int>(count * g.pixels());
+      Im2Col(g, n, first, count, padded, cols);
+      // out[:, chunk] = W [O, C*k*k] * cols.
+      if (!layer.pool) {
+        Sgemm(false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out + first * g.pixels(),
+              static_cast<int>(out_n));
+        continue;
+      }
+      Sgemm(false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out, m);
+      for (int o = 0; o < g.out_channels; ++o) {
+        const int64_t at = (static_cast<int64_t>(o) * n + first) * quarter;
+        MaxPool2x2(count, g.height, g.width, out + static_cast<int64_t>(o) * m, pooled + at, argmax + at);
+      }
+    }
+    if (layer.pool) {
+      AddBiasRelu(g.out_channels, n * quarter, bias, pooled);
       in = pooled;
+    } else {
+      AddBiasRelu(g.out_channels, out_n, bias, out);
+      in = out;
     }
   }
   // [C, n, h, w] -> [n, C*h*w], PyTorch's Flatten order.
@@ -206,7 +237,7 @@ BatchStats Cnn::Forward(const float* params, const float* x, const int32_t* y, i
 
 void Cnn::Backward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
                    bool accumulate, float* grads, ModelWorkspace* model_ws) const {
-  (void)x;  // the first layer's input gradient is not needed; its im2col is kept
+  (void)x;  // the first layer's input gradient is not needed; its padded copy is kept
   auto* ws = static_cast<CnnWorkspace*>(model_ws);
   const float beta = accumulate ? 1.0f : 0.0f;
   int max_width = 0;
@@ -249,33 +280,54 @@ void Cnn::Backward(const float* params, const float* x, const int32_t* y, int n,
   for (size_t l = conv_.size(); l-- > 0;) {
     const ConvLayer& layer = conv_[l];
     const ConvGeometry& g = layer.geometry;
-    const int64_t cols_n = n * g.pixels();
-    const int64_t out_size = g.out_channels * cols_n;
-    float* dconv = Grow(&ws->dconv, static_cast<size_t>(out_size));
-    // Through the pooling (if any) and the ReLU.
-    if (layer.pool) {
-      ReluMaxPool2x2Backward(static_cast<int64_t>(g.out_channels) * n, g.height, g.width, dact,
-                             ws->pooled[l].data(), ws->argmax[l].data(), dconv);
-    } else {
-      const float* a = ws->conv_out[l].data();
-      for (int64_t i = 0; i < out_size; ++i) dconv[i] = a[i] > 0.0f ? dact[i] : 0.0f;
-    }
-    const float* cols = ws->cols[l].data();
+    const int64_t out_n = n * g.pixels();
+    const int64_t quarter = g.pixels() / 4;
+    const float* weight = params + layout_.tensor(layer.weight).offset;
+    float* gw = grads + layout_.tensor(layer.weight).offset;
+    float* gb = grads + layout_.tensor(layer.bias).offset;
     const int k = static_cast<int>(g.col_rows());
-    const int m = static_cast<int>(cols_n);
-    // dW [O, C*k*k] = dconv [O, n*H*W] * cols^T; db = row sums of dconv.
-    Sgemm(false, true, g.out_channels, k, m, 1.0f, dconv, m, cols, m, beta,
-          grads + layout_.tensor(layer.weight).offset, k);
-    RowSums(g.out_channels, cols_n, dconv, accumulate, grads + layout_.tensor(layer.bias).offset);
+    const int chunk = ConvChunk(g, n);
+    float* cols = Grow(&ws->cols, static_cast<size_t>(g.col_rows() * chunk * g.pixels()));
+    float* dconv = Grow(&ws->dconv, static_cast<size_t>(g.out_channels * chunk * g.pixels()));
+    float* dcols = l > 0 ? Grow(&ws->dcols, static_cast<size_t>(g.col_rows() * chunk * g.pixels())) : nullptr;
+    float* dpadded = nullptr;
+    if (l > 0) {
+      const size_t size = static_cast<size_t>(g.in_channels * n * g.padded_pixels());
+      dpadded = Grow(&ws->dpadded, size);
+      std::fill(dpadded, dpadded + size, 0.0f);
+    }
+    // Chunk by chunk (the forward's chunks), all in cache:
+    //   dconv = d(output)[chunk] through the pooling and the ReLU
+    //   db += row sums of dconv;  dW += dconv * cols^T (cols redone)
+    //   d(cols) = W^T [C*k*k, O] * dconv;  Col2Im -> d(input)[chunk]
+    // Every sum runs in this fixed order.
+    for (int first = 0; first < n; first += chunk) {
+      const int count = std::min(chunk, n - first);
+      const int m = static_cast<int>(count * g.pixels());
+      for (int o = 0; o < g.out_channels; ++o) {
+        float* row = dconv + static_cast<int64_t>(o) * m;
+        if (layer.pool) {
+          const int64_t at = (static_cast<int64_t>(o) * n + first) * quarter;
+          ReluMaxPool2x2Backward(count, g.height, g.width, dact + at, ws->pooled[l].data() + at,
+                                 ws->argmax[l].data() + at, row);
+        } else {
+          const int64_t at = static_cast<int64_t>(o) * out_n + first * g.pixels();
+          const float* a = ws->conv_out[l].data() + at;
+          const float* d = dact + at;
+          for (int i = 0; i < m; ++i) row[i] = a[i] > 0.0f ? d[i] : 0.0f;
+        }
+      }
+      const bool add = accumulate || first > 0;
+      RowSums(g.out_channels, m, dconv, add, gb);
+      Im2Col(g, n, first, count, ws->padded[l].data(), cols);
+      Sgemm(false, true, g.out_channels, k, m, 1.0f, dconv, m, cols, m, add ? 1.0f : 0.0f, gw, k);
+      if (l == 0) continue;  // the data needs no gradient
+      Sgemm(true, false, k, m, g.out_channels, 1.0f, weight, k, dconv, m, 0.0f, dcols, m);
+      Col2Im(g, n, first, count, dcols, dpadded);
+    }
     if (l == 0) break;
-    // d(cols) = W^T [C*k*k, O] * dconv [O, n*H*W]; Col2Im -> d(input).
-    float* dcols = Grow(&ws->dcols, static_cast<size_t>(g.col_rows() * cols_n));
-    Sgemm(true, false, k, m, g.out_channels, 1.0f, params + layout_.tensor(layer.weight).offset, k, dconv, m, 0.0f,
-          dcols, m);
-    const size_t in_size = static_cast<size_t>(g.in_channels * cols_n);
-    dact = Grow(&ws->dinput, in_size);
-    std::fill(dact, dact + in_size, 0.0f);
-    Col2Im(g, n, dcols, dact);
+    dact = Grow(&ws->dinput, static_cast<size_t>(g.in_channels * out_n));
+    UnpadImages(g, n, dpadded, dact);
   }
 }
 

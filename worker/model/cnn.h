@@ -37,15 +37,20 @@ struct CnnSpec {
 
 // Scratch of one batch size, grown on demand.
 struct CnnWorkspace : ModelWorkspace {
-  std::vector<std::vector<float>> cols;       // per conv layer [C*k*k, n*H*W]
-  std::vector<std::vector<float>> conv_out;   // per conv layer, after ReLU [O, n, H, W]
+  std::vector<float> input;                   // x as [C, n, H, W] when C > 1
+  std::vector<std::vector<float>> padded;     // per conv layer, its input with zero borders [C, n, H+2p, W+2p]
+  std::vector<float> cols;                    // one chunk's [C*k*k, chunk*H*W]
+  std::vector<std::vector<float>> conv_out;   // per unpooled conv layer, after ReLU [O, n, H, W]
+  std::vector<float> chunk_out;               // a pooled layer's GEMM output for one chunk [O, chunk*H*W]
   std::vector<std::vector<float>> pooled;     // per pooled conv layer [O, n, H/2, W/2]
   std::vector<std::vector<uint8_t>> argmax;   // per pooled conv layer
   std::vector<float> flat;                    // [n, features], the first dense layer's input
   std::vector<std::vector<float>> dense_out;  // per dense layer [n, width]; the last holds probabilities
   std::vector<float> delta, delta_prev;       // dense backward [n, max width]
-  std::vector<float> dconv, dinput;           // conv backward [O, n, H, W] and [C, n, H, W]
-  std::vector<float> dcols;                   // [C*k*k, n*H*W]
+  std::vector<float> dconv;                   // one chunk's d(conv output) [O, chunk*H*W]
+  std::vector<float> dinput;                  // d(a conv layer's input) [C, n, H, W]
+  std::vector<float> dpadded;                 // [C, n, H+2p, W+2p]
+  std::vector<float> dcols;                   // one chunk's [C*k*k, chunk*H*W]
 };
 
 class Cnn : public Model {

@@ -5,41 +5,49 @@
 
 namespace shardline {
 
-namespace {
+int ConvChunk(const ConvGeometry& g, int batch) {
+  constexpr int64_t kChunkFloats = 256 * 1024;
+  const int64_t per_image = std::max<int64_t>(1, std::max<int64_t>(g.col_rows(), g.out_channels) * g.pixels());
+  return static_cast<int>(std::clamp<int64_t>(kChunkFloats / per_image, 1, std::max(batch, 1)));
+}
 
-// The columns x of a row of width w where source x + dx lies inside [0, w).
-struct Span1D {
-  int begin;
-  int end;
-};
-Span1D Inside(int w, int dx) { return Span1D{std::max(0, -dx), std::min(w, w - dx)}; }
+void PadImages(const ConvGeometry& g, int batch, const float* in, float* padded) {
+  const int h = g.height, w = g.width, p = g.pad(), pw = g.padded_width();
+  const int64_t images = static_cast<int64_t>(g.in_channels) * batch;
+  std::fill(padded, padded + images * g.padded_pixels(), 0.0f);
+  for (int64_t q = 0; q < images; ++q) {
+    const float* src = in + q * g.pixels();
+    float* dst = padded + q * g.padded_pixels() + p * pw + p;
+    for (int y = 0; y < h; ++y) {
+      for (int x = 0; x < w; ++x) dst[static_cast<int64_t>(y) * pw + x] = src[static_cast<int64_t>(y) * w + x];
+    }
+  }
+}
 
-}  // namespace
+void UnpadImages(const ConvGeometry& g, int batch, const float* padded, float* out) {
+  const int h = g.height, w = g.width, p = g.pad(), pw = g.padded_width();
+  const int64_t images = static_cast<int64_t>(g.in_channels) * batch;
+  for (int64_t q = 0; q < images; ++q) {
+    const float* src = padded + q * g.padded_pixels() + p * pw + p;
+    float* dst = out + q * g.pixels();
+    for (int y = 0; y < h; ++y) {
+      for (int x = 0; x < w; ++x) dst[static_cast<int64_t>(y) * w + x] = src[static_cast<int64_t>(y) * pw + x];
+    }
+  }
+}
 
-void Im2Col(const ConvGeometry& g, int n, const float* in, float* cols) {
-  const int h = g.height, w = g.width, k = g.kernel, p = g.pad();
-  const int64_t plane = g.pixels();
-  const int64_t row_len = n * plane;
+void Im2Col(const ConvGeometry& g, int batch, int first, int count, const float* padded, float* cols) {
+  const int h = g.height, w = g.width, k = g.kernel, pw = g.padded_width();
+  const int64_t plane = g.padded_pixels();
   float* dst = cols;
   for (int c = 0; c < g.in_channels; ++c) {
-    const float* channel = in + c * row_len;
+    const float* channel = padded + (static_cast<int64_t>(c) * batch + first) * plane;
     for (int i = 0; i < k; ++i) {
-      const int dy = i - p;
       for (int j = 0; j < k; ++j) {
-        const int dx = j - p;
-        const Span1D xs = Inside(w, dx);
-        for (int b = 0; b < n; ++b) {
-          const float* image = channel + b * plane;
-          for (int y = 0; y < h; ++y, dst += w) {
-            const int sy = y + dy;
-            if (sy < 0 || sy >= h) {
-              std::fill(dst, dst + w, 0.0f);
-              continue;
-            }
-            const float* src = image + static_cast<int64_t>(sy) * w + dx;
-            std::fill(dst, dst + xs.begin, 0.0f);
-            std::memcpy(dst + xs.begin, src + xs.begin, sizeof(float) * static_cast<size_t>(xs.end - xs.begin));
-            std::fill(dst + xs.end, dst + w, 0.0f);
+        for (int b = 0; b < count; ++b) {
+          const float* src = channel + b * plane + static_cast<int64_t>(i) * pw + j;
+          for (int y = 0; y < h; ++y, dst += w, src += pw) {
+            for (int x = 0; x < w; ++x) dst[x] = src[x];
           }
         }
       }
@@ -47,25 +55,18 @@ void Im2Col(const ConvGeometry& g, int n, const float* in, float* cols) {
   }
 }
 
-void Col2Im(const ConvGeometry& g, int n, const float* cols, float* din) {
-  const int h = g.height, w = g.width, k = g.kernel, p = g.pad();
-  const int64_t plane = g.pixels();
-  const int64_t row_len = n * plane;
+void Col2Im(const ConvGeometry& g, int batch, int first, int count, const float* cols, float* dpadded) {
+  const int h = g.height, w = g.width, k = g.kernel, pw = g.padded_width();
+  const int64_t plane = g.padded_pixels();
   const float* src = cols;
   for (int c = 0; c < g.in_channels; ++c) {
-    float* channel = din + c * row_len;
+    float* channel = dpadded + (static_cast<int64_t>(c) * batch + first) * plane;
     for (int i = 0; i < k; ++i) {
-      const int dy = i - p;
       for (int j = 0; j < k; ++j) {
-        const int dx = j - p;
-        const Span1D xs = Inside(w, dx);
-        for (int b = 0; b < n; ++b) {
-          float* image = channel + b * plane;
-          for (int y = 0; y < h; ++y, src += w) {
-            const int sy = y + dy;
-            if (sy < 0 || sy >= h) continue;
-            float* dst = image + static_cast<int64_t>(sy) * w + dx;
-            for (int x = xs.begin; x < xs.end; ++x) dst[x] += src[x];
+        for (int b = 0; b < count; ++b) {
+          float* dst = channel + b * plane + static_cast<int64_t>(i) * pw + j;
+          for (int y = 0; y < h; ++y, src += w, dst += pw) {
+            for (int x = 0; x < w; ++x) dst[x] += src[x];
           }
         }
       }

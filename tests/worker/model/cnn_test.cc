@@ -34,7 +34,9 @@ TEST(ConvTest, Im2ColMatchesItsDefinition) {
     const int n = 3;
     const std::vector<float> in = RandomVector(static_cast<size_t>(g.in_channels * n * g.pixels()), 1);
     std::vector<float> cols(static_cast<size_t>(g.col_rows() * n * g.pixels()));
-    Im2Col(g, n, in.data(), cols.data());
+    std::vector<float> padded(static_cast<size_t>(g.in_channels * n * g.padded_pixels()));
+    PadImages(g, n, in.data(), padded.data());
+    Im2Col(g, n, 0, n, padded.data(), cols.data());
     const int p = g.pad();
     size_t checked = 0;
     for (int c = 0; c < g.in_channels; ++c) {
@@ -70,10 +72,47 @@ TEST(ConvTest, Col2ImIsTheAdjointOfIm2Col) {
     const std::vector<float> x = RandomVector(static_cast<size_t>(g.in_channels * n * g.pixels()), 2);
     const std::vector<float> c = RandomVector(static_cast<size_t>(g.col_rows() * n * g.pixels()), 3);
     std::vector<float> cols(c.size()), back(x.size(), 0.0f);
-    Im2Col(g, n, x.data(), cols.data());
-    Col2Im(g, n, c.data(), back.data());
+    std::vector<float> padded(static_cast<size_t>(g.in_channels * n * g.padded_pixels())), dpadded(padded.size(), 0.0f);
+    PadImages(g, n, x.data(), padded.data());
+    Im2Col(g, n, 0, n, padded.data(), cols.data());
+    Col2Im(g, n, 0, n, c.data(), dpadded.data());
+    UnpadImages(g, n, dpadded.data(), back.data());
     EXPECT_NEAR(Dot(cols, c), Dot(x, back), 1e-4 * std::fabs(Dot(cols, c)) + 1e-4) << "k " << k;
   }
+}
+
+// A chunk of images [first, first + count) gives exactly the columns of
+// those images in the whole batch's cols, and Col2Im of a chunk touches only
+// those images.
+TEST(ConvTest, ChunksAreTheWholeBatchsColumns) {
+  const ConvGeometry g{2, 1, 3, 5, 7};
+  const int n = 5, first = 2, count = 2;
+  const std::vector<float> in = RandomVector(static_cast<size_t>(g.in_channels * n * g.pixels()), 4);
+  const int64_t whole_n = n * g.pixels(), part_n = count * g.pixels();
+  std::vector<float> whole(static_cast<size_t>(g.col_rows() * whole_n)), part(static_cast<size_t>(g.col_rows() * part_n));
+  std::vector<float> padded(static_cast<size_t>(g.in_channels * n * g.padded_pixels()));
+  PadImages(g, n, in.data(), padded.data());
+  Im2Col(g, n, 0, n, padded.data(), whole.data());
+  Im2Col(g, n, first, count, padded.data(), part.data());
+  for (int64_t r = 0; r < g.col_rows(); ++r) {
+    for (int64_t j = 0; j < part_n; ++j) {
+      ASSERT_EQ(part[static_cast<size_t>(r * part_n + j)], whole[static_cast<size_t>(r * whole_n + first * g.pixels() + j)]);
+    }
+  }
+  std::vector<float> dpadded(padded.size(), 0.0f), din(in.size());
+  Col2Im(g, n, first, count, part.data(), dpadded.data());
+  UnpadImages(g, n, dpadded.data(), din.data());
+  for (int c = 0; c < g.in_channels; ++c) {
+    for (int b = 0; b < n; ++b) {
+      const bool inside = b >= first && b < first + count;
+      double sum = 0;
+      for (int64_t i = 0; i < g.pixels(); ++i) sum += std::fabs(din[static_cast<size_t>((c * n + b) * g.pixels() + i)]);
+      EXPECT_EQ(sum > 0, inside) << "channel " << c << " image " << b;
+    }
+  }
+  EXPECT_GT(ConvChunk(g, 1000), 1);
+  EXPECT_LE(ConvChunk(g, 3), 3);
+  EXPECT_EQ(ConvChunk(ConvGeometry{512, 512, 5, 64, 64}, 8), 1);  // never zero
 }
 
 TEST(ConvTest, MaxPoolKeepsTheFirstLargestAndRoutesItsGradient) {
