@@ -5,13 +5,19 @@
 
 namespace shardline {
 
+// The kernels below are elementwise (copies, comparisons, selects, adds in a
+// fixed order per element), so a wider vector unit gives bitwise the same
+// results: they are built for AVX2 as well as the baseline and the CPU
+// picks at load time. (Reductions keep an explicit lane order: RowSums.)
+#define SHARDLINE_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+
 int ConvChunk(const ConvGeometry& g, int batch) {
   constexpr int64_t kChunkFloats = 256 * 1024;
   const int64_t per_image = std::max<int64_t>(1, std::max<int64_t>(g.col_rows(), g.out_channels) * g.pixels());
   return static_cast<int>(std::clamp<int64_t>(kChunkFloats / per_image, 1, std::max(batch, 1)));
 }
 
-void PadImages(const ConvGeometry& g, int batch, const float* in, float* padded) {
+SHARDLINE_VECTOR_CLONES void PadImages(const ConvGeometry& g, int batch, const float* in, float* padded) {
   const int h = g.height, w = g.width, p = g.pad(), pw = g.padded_width();
   const int64_t images = static_cast<int64_t>(g.in_channels) * batch;
   std::fill(padded, padded + images * g.padded_pixels(), 0.0f);
@@ -24,7 +30,7 @@ void PadImages(const ConvGeometry& g, int batch, const float* in, float* padded)
   }
 }
 
-void UnpadImages(const ConvGeometry& g, int batch, const float* padded, float* out) {
+SHARDLINE_VECTOR_CLONES void UnpadImages(const ConvGeometry& g, int batch, const float* padded, float* out) {
   const int h = g.height, w = g.width, p = g.pad(), pw = g.padded_width();
   const int64_t images = static_cast<int64_t>(g.in_channels) * batch;
   for (int64_t q = 0; q < images; ++q) {
@@ -36,7 +42,7 @@ void UnpadImages(const ConvGeometry& g, int batch, const float* padded, float* o
   }
 }
 
-void Im2Col(const ConvGeometry& g, int batch, int first, int count, const float* padded, float* cols) {
+SHARDLINE_VECTOR_CLONES void Im2Col(const ConvGeometry& g, int batch, int first, int count, const float* padded, float* cols) {
   const int h = g.height, w = g.width, k = g.kernel, pw = g.padded_width();
   const int64_t plane = g.padded_pixels();
   float* dst = cols;
@@ -55,7 +61,7 @@ void Im2Col(const ConvGeometry& g, int batch, int first, int count, const float*
   }
 }
 
-void Col2Im(const ConvGeometry& g, int batch, int first, int count, const float* cols, float* dpadded) {
+SHARDLINE_VECTOR_CLONES void Col2Im(const ConvGeometry& g, int batch, int first, int count, const float* cols, float* dpadded) {
   const int h = g.height, w = g.width, k = g.kernel, pw = g.padded_width();
   const int64_t plane = g.padded_pixels();
   const float* src = cols;
@@ -74,7 +80,7 @@ void Col2Im(const ConvGeometry& g, int batch, int first, int count, const float*
   }
 }
 
-void MaxPool2x2(int64_t planes, int h, int w, const float* in, float* out, uint8_t* argmax) {
+SHARDLINE_VECTOR_CLONES void MaxPool2x2(int64_t planes, int h, int w, const float* in, float* out, uint8_t* argmax) {
   // Branch-free (the winner is data-dependent, so branches mispredict half
   // the time): the better of each row pair, then the better row; the lower
   // row wins only when strictly larger, which keeps the first of equal values.
@@ -98,7 +104,7 @@ void MaxPool2x2(int64_t planes, int h, int w, const float* in, float* out, uint8
   }
 }
 
-void ReluMaxPool2x2Backward(int64_t planes, int h, int w, const float* dout, const float* pooled,
+SHARDLINE_VECTOR_CLONES void ReluMaxPool2x2Backward(int64_t planes, int h, int w, const float* dout, const float* pooled,
                             const uint8_t* argmax, float* din) {
   // Zero everything (one streaming fill), then one store per window.
   std::fill(din, din + planes * h * w, 0.0f);
@@ -118,7 +124,7 @@ void ReluMaxPool2x2Backward(int64_t planes, int h, int w, const float* dout, con
   }
 }
 
-void RowSums(int rows, int64_t len, const float* in, bool accumulate, float* out) {
+SHARDLINE_VECTOR_CLONES void RowSums(int rows, int64_t len, const float* in, bool accumulate, float* out) {
   constexpr int kLanes = 8;
   for (int r = 0; r < rows; ++r) {
     const float* row = in + r * len;
