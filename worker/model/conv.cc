@@ -9,7 +9,12 @@ namespace shardline {
 // fixed order per element), so a wider vector unit gives bitwise the same
 // results: they are built for AVX2 as well as the baseline and the CPU
 // picks at load time. (Reductions keep an explicit lane order: RowSums.)
+// (GCC only: the clang build is the fuzzers', where speed does not matter.)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define SHARDLINE_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SHARDLINE_VECTOR_CLONES
+#endif
 
 int ConvChunk(const ConvGeometry& g, int batch) {
   constexpr int64_t kChunkFloats = 256 * 1024;
