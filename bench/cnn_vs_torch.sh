@@ -28,16 +28,7 @@ CFG=deploy/configs/fmnist_cnn.textproto
 RUN="--set train.epochs=$EPOCHS --set checkpoint.every_steps=0"
 PIN="taskset -c $CORE"
 
-ddp() {  # N ARGS...
-  local n=$1; shift
-  local port=$((29600 + RANDOM % 1000))
-  for ((r = 1; r < n; r++)); do
-    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$n \
-      PYTHONPATH=bench /usr/bin/python3 bench/torch_cnn.py "$@" > /dev/null &
-  done
-  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=$n PYTHONPATH=bench /usr/bin/python3 bench/torch_cnn.py "$@"
-  wait
-}
+. bench/ddp_local.sh
 
 echo "== sgemm peak (1 thread, core $CORE)" >&2
 $PIN build/bench/sgemm_bench --benchmark_filter='BM_Sgemm/1024' --benchmark_format=json \
@@ -50,7 +41,7 @@ $PIN /usr/bin/python3 bench/torch_cnn.py --epochs "$EPOCHS" > "$OUT/n1_torch.jso
 echo "== N=2 shardline" >&2
 build/bin/shardline launch --config $CFG --workers 2 --workdir "$OUT/n2_shardline" $RUN 2> "$OUT/n2_shardline.log"
 echo "== N=2 DDP" >&2
-ddp 2 --epochs "$EPOCHS" > "$OUT/n2_ddp.jsonl"
+ddp_local bench/torch_cnn.py 2 --epochs "$EPOCHS" > "$OUT/n2_ddp.jsonl"
 
 echo "== PyTorch loads shardline's export" >&2
 build/bin/shardline ckpt export "$OUT/n2_shardline" --step latest --out "$OUT/n2.safetensors" >&2

@@ -19,26 +19,17 @@ rm -rf "$OUT" && mkdir -p "$OUT"
 CFG=deploy/configs/fmnist_mlp.textproto
 W2="--set model.mlp.hidden_sizes=2048,2048 --set data.global_batch_size=256 --set train.total_steps=$W2_STEPS --set train.log_every=20 --set train.eval_every=0"
 
-ddp() {  # N ARGS...
-  local n=$1; shift
-  local port=$((29600 + RANDOM % 1000))
-  for ((r = 1; r < n; r++)); do
-    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$n \
-      PYTHONPATH=bench /usr/bin/python3 bench/torch_ddp.py "$@" > /dev/null &
-  done
-  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=$n PYTHONPATH=bench /usr/bin/python3 bench/torch_ddp.py "$@"
-  wait
-}
+. bench/ddp_local.sh
 
 echo "== W1 shardline N=2" >&2
 build/bin/shardline launch --config $CFG --workers 2 --workdir "$OUT/w1_n2" 2> "$OUT/w1_n2.log"
 echo "== W1 DDP N=2" >&2
-ddp 2 > "$OUT/w1_ddp.jsonl"
+ddp_local bench/torch_ddp.py 2 > "$OUT/w1_ddp.jsonl"
 for n in 1 2 4; do
   echo "== W2 shardline N=$n" >&2
   build/bin/shardline launch --config $CFG --workers $n --workdir "$OUT/w2_n$n" $W2 2> "$OUT/w2_n$n.log"
 done
 echo "== W2 DDP N=2" >&2
-ddp 2 --hidden 2048,2048 --batch 256 --steps $W2_STEPS --eval_every 1000000 > "$OUT/w2_ddp.jsonl"
+ddp_local bench/torch_ddp.py 2 --hidden 2048,2048 --batch 256 --steps $W2_STEPS --eval_every 1000000 > "$OUT/w2_ddp.jsonl"
 
 /usr/bin/python3 bench/summarize_ddp.py "$OUT"

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/model/gemm.h"
+#include "worker/model/init.h"
 #include "worker/model/softmax_xent.h"
 
 namespace shardline {
@@ -117,16 +118,10 @@ int64_t Cnn::TrainFlopsPerExample() const {
 }
 
 void Cnn::InitRange(uint64_t seed, Range range, float* out) const {
-  layout_.ForEachOverlap(range, [&](int t, Range overlap) {
-    const TensorInfo& info = layout_.tensor(t);
-    float* dst = out + (overlap.begin - range.begin);
-    if (info.shape.size() == 1) {
-      std::fill(dst, dst + overlap.size(), 0.0f);
-      return;
-    }
-    int64_t fan_in = 1;  // every dimension but the first (out)
-    for (size_t d = 1; d < info.shape.size(); ++d) fan_in *= info.shape[d];
-    HeUniform(seed, t, info.offset, fan_in, overlap, dst);
+  InitHeUniform(layout_, seed, range, out, [](const TensorInfo& t) {  // [out, in, ...]: all dimensions but the first
+    int64_t fan_in = 1;
+    for (size_t d = 1; d < t.shape.size(); ++d) fan_in *= t.shape[d];
+    return fan_in;
   });
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/model/gemm.h"
+#include "worker/model/init.h"
 #include "worker/model/softmax_xent.h"
 
 namespace shardline {
@@ -38,15 +39,7 @@ int64_t Mlp::TrainFlopsPerExample() const {
 }
 
 void Mlp::InitRange(uint64_t seed, Range range, float* out) const {
-  layout_.ForEachOverlap(range, [&](int t, Range overlap) {
-    const TensorInfo& info = layout_.tensor(t);
-    float* dst = out + (overlap.begin - range.begin);
-    if (info.shape.size() == 1) {
-      std::fill(dst, dst + overlap.size(), 0.0f);
-      return;
-    }
-    HeUniform(seed, t, info.offset, info.shape[0], overlap, dst);
-  });
+  InitHeUniform(layout_, seed, range, out, [](const TensorInfo& t) { return t.shape[0]; });  // [in, out]
 }
 
 BatchStats Mlp::Forward(const float* params, const float* x, const int32_t* y, int n,

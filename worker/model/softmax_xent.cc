@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "common/rng.h"
 
 namespace shardline {
 
@@ -37,15 +36,6 @@ void SoftmaxCrossEntropyGrad(const float* probs, const int32_t* y, int n, int cl
     float* d = delta + static_cast<size_t>(i) * classes;
     for (int j = 0; j < classes; ++j) d[j] = p[j] * grad_scale;
     d[y[i]] -= grad_scale;
-  }
-}
-
-void HeUniform(uint64_t seed, int t, int64_t tensor_offset, int64_t fan_in, Range overlap, float* dst) {
-  const float bound = std::sqrt(6.0f / static_cast<float>(fan_in));
-  const RandomStream rng(seed, Purpose::kInit, static_cast<uint64_t>(t), 0);
-  for (int64_t i = overlap.begin; i < overlap.end; ++i) {
-    const float u = rng.Uniform(static_cast<uint64_t>(i - tensor_offset));
-    dst[i - overlap.begin] = (2.0f * u - 1.0f) * bound;
   }
 }
 

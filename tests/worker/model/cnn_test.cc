@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "common/rng.h"
+#include "tests/worker/model/model_test_util.h"
 #include "worker/model/conv.h"
 
 namespace shardline {
@@ -172,32 +173,8 @@ TEST(ConvTest, MaxPoolMatchesTheDefinitionWithTies) {
   }
 }
 
-struct Problem {
-  std::vector<float> x;
-  std::vector<int32_t> y;
-  int n;
-};
-
-Problem RandomProblem(const InputShape& in, int n, uint64_t seed) {
-  Problem p;
-  p.n = n;
-  p.x = RandomVector(static_cast<size_t>(n * in.features()), seed);
-  const RandomStream rng(seed, Purpose::kDropout, 1, 0);
-  for (int i = 0; i < n; ++i) {
-    p.y.push_back(static_cast<int32_t>(rng.UniformInt(static_cast<uint64_t>(i), static_cast<uint64_t>(in.num_classes))));
-  }
-  return p;
-}
-
-std::vector<float> InitParams(const Model& model, uint64_t seed) {
-  std::vector<float> p(static_cast<size_t>(model.layout().total_size()));
-  model.InitRange(seed, Range{0, model.layout().total_size()}, p.data());
-  for (const TensorInfo& t : model.layout().tensors()) {  // non-zero biases
-    if (t.shape.size() == 1) {
-      for (int64_t i = 0; i < t.size; ++i) p[static_cast<size_t>(t.offset + i)] = 0.1f * ((i % 3) - 1);
-    }
-  }
-  return p;
+Problem ImageProblem(const InputShape& in, int n, uint64_t seed) {
+  return RandomProblem(n, in.features(), in.num_classes, seed);
 }
 
 std::unique_ptr<Cnn> MustCreate(CnnSpec spec) {
@@ -241,31 +218,10 @@ class CnnGradientTest : public ::testing::TestWithParam<GradCase> {};
 TEST_P(CnnGradientTest, MatchesFiniteDifferences) {
   const std::unique_ptr<Cnn> cnn = MustCreate(GetParam().spec);
   ASSERT_NE(cnn, nullptr);
-  const Problem prob = RandomProblem(cnn->input(), 5, 7);
-  std::vector<float> params = InitParams(*cnn, 3);
-  std::vector<float> grads(params.size());
-  const std::unique_ptr<ModelWorkspace> ws = cnn->NewWorkspace();
-  const float scale = 1.0f / prob.n;
-  cnn->ForwardBackward(params.data(), prob.x.data(), prob.y.data(), prob.n, scale, false, grads.data(), ws.get());
-  auto loss = [&] { return cnn->Forward(params.data(), prob.x.data(), prob.y.data(), prob.n, ws.get()).loss_sum * scale; };
-  const double center = loss();
-  const float eps = 1e-3f;
-  size_t checked = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const float saved = params[i];
-    params[i] = saved + eps;
-    const double up = loss();
-    params[i] = saved - eps;
-    const double down = loss();
-    params[i] = saved;
-    const double right = (up - center) / eps, left = (center - down) / eps;
-    // One-sided differences carry ~1e-4 of float rounding; beyond that they
-    // disagree only at a kink.
-    if (std::fabs(right - left) > 0.01 * std::fabs(right) + 3e-4) continue;
-    const double numeric = (up - down) / (2 * eps);
-    EXPECT_NEAR(grads[i], numeric, 1e-3 + 1e-2 * std::fabs(numeric)) << GetParam().name << " param " << i;
-    ++checked;
-  }
+  const std::vector<float> params = InitParams(*cnn, 3);
+  // One-sided differences carry ~1e-4 of float rounding; beyond that they
+  // disagree only at a kink.
+  const size_t checked = CheckGradients(*cnn, ImageProblem(cnn->input(), 5, 7), params, GetParam().name, 0.01, 3e-4);
   EXPECT_GE(checked, params.size() * 90 / 100);
 }
 
@@ -277,7 +233,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CnnGradientTest,
 // With accumulate, a second pass adds its gradients to the first's.
 TEST(CnnTest, AccumulateAddsToExistingGradients) {
   const std::unique_ptr<Cnn> cnn = MustCreate(Pooled());
-  const Problem prob = RandomProblem(cnn->input(), 4, 9);
+  const Problem prob = ImageProblem(cnn->input(), 4, 9);
   const std::vector<float> params = InitParams(*cnn, 5);
   const std::unique_ptr<ModelWorkspace> ws = cnn->NewWorkspace();
   std::vector<float> once(params.size()), twice(params.size());
@@ -324,7 +280,7 @@ TEST(CnnTest, InitOfAnyRangeEqualsTheSameSliceOfTheWhole) {
 TEST(CnnTest, EvaluateInChunksMatchesOneForward) {
   const std::unique_ptr<Cnn> cnn = MustCreate(Pooled());
   const int n = Cnn::kEvalChunk * 2 + 17;
-  const Problem prob = RandomProblem(cnn->input(), n, 4);
+  const Problem prob = ImageProblem(cnn->input(), n, 4);
   const std::vector<float> params = InitParams(*cnn, 6);
   const std::unique_ptr<ModelWorkspace> ws = cnn->NewWorkspace();
   const BatchStats whole = cnn->Forward(params.data(), prob.x.data(), prob.y.data(), n, ws.get());

@@ -5,39 +5,10 @@
 #include <cmath>
 
 #include "common/rng.h"
+#include "tests/worker/model/model_test_util.h"
 
 namespace shardline {
 namespace {
-
-struct Problem {
-  std::vector<float> x;
-  std::vector<int32_t> y;
-  int n;
-};
-
-Problem RandomProblem(int n, int dim, int classes, uint64_t seed) {
-  Problem p;
-  p.n = n;
-  RandomStream rng(seed, Purpose::kDropout, 0, 0);
-  for (int i = 0; i < n * dim; ++i) p.x.push_back(2 * rng.Uniform(static_cast<uint64_t>(i)) - 1);
-  for (int i = 0; i < n; ++i) {
-    p.y.push_back(static_cast<int32_t>(rng.UniformInt(static_cast<uint64_t>(100000 + i),
-                                                      static_cast<uint64_t>(classes))));
-  }
-  return p;
-}
-
-std::vector<float> InitParams(const Mlp& mlp, uint64_t seed) {
-  std::vector<float> p(static_cast<size_t>(mlp.layout().total_size()));
-  mlp.InitRange(seed, Range{0, mlp.layout().total_size()}, p.data());
-  // Non-zero biases so their gradients are exercised away from the origin.
-  for (const TensorInfo& t : mlp.layout().tensors()) {
-    if (t.shape.size() == 1) {
-      for (int64_t i = 0; i < t.size; ++i) p[static_cast<size_t>(t.offset + i)] = 0.1f * ((i % 3) - 1);
-    }
-  }
-  return p;
-}
 
 class GradientCheckTest : public ::testing::TestWithParam<config::Activation> {};
 
@@ -48,31 +19,8 @@ class GradientCheckTest : public ::testing::TestWithParam<config::Activation> {}
 TEST_P(GradientCheckTest, MatchesFiniteDifferences) {
   const Mlp mlp({5, {7, 6}, 4, GetParam()});
   const Problem prob = RandomProblem(6, 5, 4, 1);
-  std::vector<float> params = InitParams(mlp, 3);
-  std::vector<float> grads(params.size());
-  MlpWorkspace ws;
-  const float scale = 1.0f / prob.n;
-  mlp.ForwardBackward(params.data(), prob.x.data(), prob.y.data(), prob.n, scale, false,
-                      grads.data(), &ws);
-  auto loss = [&] {
-    return mlp.Evaluate(params.data(), prob.x.data(), prob.y.data(), prob.n, &ws).loss_sum * scale;
-  };
-  const double center = loss();
-  const float eps = 1e-3f;
-  size_t checked = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const float saved = params[i];
-    params[i] = saved + eps;
-    const double up = loss();
-    params[i] = saved - eps;
-    const double down = loss();
-    params[i] = saved;
-    const double right = (up - center) / eps, left = (center - down) / eps;
-    if (std::fabs(right - left) > 0.05 * std::fabs(right) + 2e-3) continue;  // a kink
-    const double numeric = (up - down) / (2 * eps);
-    EXPECT_NEAR(grads[i], numeric, 1e-3 + 1e-2 * std::fabs(numeric)) << "param " << i;
-    ++checked;
-  }
+  const std::vector<float> params = InitParams(mlp, 3);
+  const size_t checked = CheckGradients(mlp, prob, params, "mlp", 0.05, 2e-3);
   EXPECT_GE(checked, params.size() * 95 / 100);
   if (GetParam() == config::TANH) {
     EXPECT_EQ(checked, params.size());  // smooth: nothing skipped

@@ -1,0 +1,28 @@
+#include "worker/model/init.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/rng.h"
+
+namespace shardline {
+
+void InitHeUniform(const FlatLayout& layout, uint64_t seed, Range range, float* out,
+                   const std::function<int64_t(const TensorInfo&)>& fan_in) {
+  layout.ForEachOverlap(range, [&](int t, Range overlap) {
+    const TensorInfo& info = layout.tensor(t);
+    float* dst = out + (overlap.begin - range.begin);
+    if (info.shape.size() == 1) {
+      std::fill(dst, dst + overlap.size(), 0.0f);
+      return;
+    }
+    const float bound = std::sqrt(6.0f / static_cast<float>(fan_in(info)));
+    const RandomStream rng(seed, Purpose::kInit, static_cast<uint64_t>(t), 0);
+    for (int64_t i = overlap.begin; i < overlap.end; ++i) {
+      const float u = rng.Uniform(static_cast<uint64_t>(i - info.offset));
+      dst[i - overlap.begin] = (2.0f * u - 1.0f) * bound;
+    }
+  });
+}
+
+}  // namespace shardline
