@@ -9,8 +9,11 @@ namespace shardline {
 // fixed order per element), so a wider vector unit gives bitwise the same
 // results: they are built for AVX2 as well as the baseline and the CPU
 // picks at load time. (Reductions keep an explicit lane order: RowSums.)
-// (GCC only: the clang build is the fuzzers', where speed does not matter.)
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// GCC on x86-64 only, and not under the sanitizers: the clang build is the
+// fuzzers', and ThreadSanitizer crashes in the load-time resolvers
+// (ifuncs run before its runtime is set up); speed does not matter there.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)
 #define SHARDLINE_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define SHARDLINE_VECTOR_CLONES
