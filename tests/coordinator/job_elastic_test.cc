@@ -19,6 +19,7 @@
 #include "common/config.h"
 #include "common/env_wrapper.h"
 #include "coordinator/job.h"
+#include "tests/coordinator/register_request.h"
 #include "tests/coordinator/test_env.h"
 #include "tests/util/metric_lines.h"
 
@@ -77,21 +78,6 @@ class ElasticJobTest : public ::testing::Test {
     ASSERT_TRUE(job_->Init().ok());
   }
 
-  static coordinator::RegisterRequest Req(int slot, uint64_t incarnation, uint64_t previous = 0) {
-    coordinator::RegisterRequest r;
-    r.set_transport_address(absl::StrCat("127.0.0.1:", 1000 + incarnation));
-    r.set_requested_rank(slot);
-    r.set_incarnation(incarnation);
-    r.set_previous_generation(previous);
-    return r;
-  }
-  static void Hold(coordinator::RegisterRequest* r, int64_t step, int world, int shard) {
-    coordinator::HeldSnapshot* h = r->add_held_snapshots();
-    h->set_step(step);
-    h->set_world_size(world);
-    h->set_rank(shard);
-  }
-
   // Registers every request at once; returns the responses in order.
   std::vector<coordinator::RegisterResponse> Form(const std::vector<coordinator::RegisterRequest>& reqs) {
     std::vector<std::unique_ptr<PendingRegister>> pending;
@@ -132,7 +118,7 @@ class ElasticJobTest : public ::testing::Test {
 };
 
 TEST_F(ElasticJobTest, ALostWorkerNotBackInTimeLeavesASmallerWorldThatGrowsAgainAtTheNextCommit) {
-  std::vector<coordinator::RegisterResponse> first = Form({Req(0, 1), Req(1, 2), Req(2, 3)});
+  std::vector<coordinator::RegisterResponse> first = Form({RegisterReq(0, 1), RegisterReq(1, 2), RegisterReq(2, 3)});
   ASSERT_EQ(first[2].world_size(), 3);
   EXPECT_EQ(first[2].rank(), 2);
   EXPECT_EQ(first[2].slot(), 2);
@@ -140,11 +126,11 @@ TEST_F(ElasticJobTest, ALostWorkerNotBackInTimeLeavesASmallerWorldThatGrowsAgain
 
   // The survivors hold, between them, every shard of the world of 3 at step
   // 100: each its own and its predecessor's.
-  coordinator::RegisterRequest a = Req(0, 1, 1), b = Req(2, 3, 1);
-  Hold(&a, 100, 3, 0);
-  Hold(&a, 100, 3, 2);
-  Hold(&b, 100, 3, 2);
-  Hold(&b, 100, 3, 1);
+  coordinator::RegisterRequest a = RegisterReq(0, 1, 1), b = RegisterReq(2, 3, 1);
+  AddHeld(&a, 100, 3, 0);
+  AddHeld(&a, 100, 3, 2);
+  AddHeld(&b, 100, 3, 2);
+  AddHeld(&b, 100, 3, 1);
   PendingRegister ra(job_.get(), a), rb(job_.get(), b);
   // Not before the timeout, on the coordinator's clock.
   env_.Advance(absl::Seconds(4));
@@ -180,7 +166,7 @@ TEST_F(ElasticJobTest, ALostWorkerNotBackInTimeLeavesASmallerWorldThatGrowsAgain
             "{\"step\":100,\"split\":\"world\",\"world_size\":2,\"previous_world_size\":3,\"generation\":2}");
 
   // A worker comes back: it waits while the smaller world trains on.
-  PendingRegister back(job_.get(), Req(-1, 4));
+  PendingRegister back(job_.get(), RegisterReq(-1, 4));
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(back.done());
   EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::RUNNING);
@@ -192,7 +178,7 @@ TEST_F(ElasticJobTest, ALostWorkerNotBackInTimeLeavesASmallerWorldThatGrowsAgain
   EXPECT_EQ(status.state(), coordinator::JobStatus::FORMING);
   EXPECT_EQ(status.worker_losses(), 1);
   // ... and re-forms with all three once the two members register again.
-  std::vector<coordinator::RegisterResponse> grown = Form({Req(0, 1, 2), Req(2, 3, 2)});
+  std::vector<coordinator::RegisterResponse> grown = Form({RegisterReq(0, 1, 2), RegisterReq(2, 3, 2)});
   absl::StatusOr<coordinator::RegisterResponse> wc = back.Get();
   ASSERT_TRUE(wc.ok()) << wc.status();
   EXPECT_EQ(wc->world_size(), 3);
@@ -216,16 +202,16 @@ TEST_F(ElasticJobTest, ALostWorkerNotBackInTimeLeavesASmallerWorldThatGrowsAgain
 }
 
 TEST_F(ElasticJobTest, TooFewSurvivorsKeepWaitingInsteadOfFormingBelowMinWorkers) {
-  Form({Req(0, 1), Req(1, 2), Req(2, 3)});
+  Form({RegisterReq(0, 1), RegisterReq(1, 2), RegisterReq(2, 3)});
   job_->StreamEnded(1, 1, /*broken=*/true);
-  PendingRegister alone(job_.get(), Req(0, 1, 1));  // slot 2 never comes back either
+  PendingRegister alone(job_.get(), RegisterReq(0, 1, 1));  // slot 2 never comes back either
   env_.Advance(absl::Seconds(60));
   job_->CheckHeartbeats();
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(alone.done());
   EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::FORMING);
   // Slot 2 returns, past the timeout: a world of two forms at once.
-  PendingRegister two(job_.get(), Req(2, 3, 1));
+  PendingRegister two(job_.get(), RegisterReq(2, 3, 1));
   absl::StatusOr<coordinator::RegisterResponse> w0 = alone.Get();
   ASSERT_TRUE(w0.ok()) << w0.status();
   EXPECT_EQ(w0->world_size(), 2);
@@ -241,15 +227,15 @@ TEST_F(ElasticJobTest, ARigidJobRefusesMinWorkersAboveItsWorldAndNeverShrinks) {
 
   config_.mutable_runtime()->set_min_workers(0);
   Restart();
-  Form({Req(0, 1), Req(1, 2), Req(2, 3)});
+  Form({RegisterReq(0, 1), RegisterReq(1, 2), RegisterReq(2, 3)});
   job_->StreamEnded(1, 1, /*broken=*/true);
-  PendingRegister a(job_.get(), Req(0, 1, 1)), b(job_.get(), Req(2, 3, 1));
+  PendingRegister a(job_.get(), RegisterReq(0, 1, 1)), b(job_.get(), RegisterReq(2, 3, 1));
   env_.Advance(absl::Seconds(600));
   job_->CheckHeartbeats();
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(a.done());
   // Its lost slot back: the world of three forms again.
-  PendingRegister c(job_.get(), Req(1, 4));
+  PendingRegister c(job_.get(), RegisterReq(1, 4));
   ASSERT_TRUE(c.Get().ok());
   EXPECT_EQ(a.Get()->world_size(), 3);
   EXPECT_TRUE(b.Get().ok());

@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "common/env_wrapper.h"
 #include "common/mutex.h"
+#include "tests/coordinator/register_request.h"
 #include "tests/coordinator/test_env.h"
 #include "tests/util/metric_lines.h"
 
@@ -47,27 +48,15 @@ class JobTest : public ::testing::Test {
     ASSERT_TRUE(job_->Init().ok());
   }
 
-  static coordinator::RegisterRequest Req(int rank, uint64_t incarnation, uint64_t previous = 0) {
-    coordinator::RegisterRequest r;
-    r.set_transport_address("127.0.0.1:" + std::to_string(1000 + incarnation));
-    r.set_requested_rank(rank);
-    r.set_incarnation(incarnation);
-    r.set_previous_generation(previous);
-    return r;
-  }
-
   // Registers both ranks concurrently; returns their responses. held[r]:
   // the snapshot shards rank r says it holds, as (step, shard) of a world of 2.
   std::vector<coordinator::RegisterResponse> FormWorld(
       uint64_t inc0, uint64_t inc1, uint64_t previous = 0,
       std::vector<std::vector<std::pair<int64_t, int>>> held = {{}, {}}) {
-    std::vector<coordinator::RegisterRequest> reqs = {Req(0, inc0, previous), Req(1, inc1, previous)};
+    std::vector<coordinator::RegisterRequest> reqs = {RegisterReq(0, inc0, previous), RegisterReq(1, inc1, previous)};
     for (int r = 0; r < 2; ++r) {
       for (const auto& [step, shard] : held[static_cast<size_t>(r)]) {
-        coordinator::HeldSnapshot* h = reqs[static_cast<size_t>(r)].add_held_snapshots();
-        h->set_step(step);
-        h->set_world_size(2);
-        h->set_rank(shard);
+        AddHeld(&reqs[static_cast<size_t>(r)], step, 2, shard);
       }
     }
     std::vector<coordinator::RegisterResponse> out(2);
@@ -126,12 +115,12 @@ TEST_F(JobTest, WorldFormsWhenAllRanksRegisterAndGetsTheConfig) {
 
 TEST_F(JobTest, LiveRankCannotBeClaimedTwice) {
   FormWorld(1, 2);
-  absl::StatusOr<coordinator::RegisterResponse> r = job_->Register(Req(1, 99), [] { return false; });
+  absl::StatusOr<coordinator::RegisterResponse> r = job_->Register(RegisterReq(1, 99), [] { return false; });
   EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_TRUE(absl::StrContains(r.status().message(), "rank 1 is held by a live worker")) << r.status();
   // The refusal reveals no member's address.
   EXPECT_FALSE(absl::StrContains(r.status().message(), "127.0.0.1")) << r.status();
-  r = job_->Register(Req(-1, 99), [] { return false; });
+  r = job_->Register(RegisterReq(-1, 99), [] { return false; });
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
@@ -251,7 +240,7 @@ TEST_F(JobTest, AFinishedWorkerHearsTheJobsEndOnlyWhenEveryWorkerFinished) {
   // A finished worker that gave up waiting registers again: that waits for
   // the job's end too, and breaks nothing.
   absl::StatusOr<coordinator::RegisterResponse> again;
-  std::thread waiting([&] { again = job_->Register(Req(0, 1, /*previous=*/1), [] { return false; }); });
+  std::thread waiting([&] { again = job_->Register(RegisterReq(0, 1, /*previous=*/1), [] { return false; }); });
   coordinator::WorkerReport done1 = Report(1, 1, 100);
   done1.set_finished(true);
   ASSERT_TRUE(job_->Report(done1).ok());
@@ -282,11 +271,11 @@ TEST_F(JobTest, AFinishedReportResentWithARegistrationCommitsTheFinalCheckpoint)
   ASSERT_EQ(job_->Snapshot().state(), coordinator::JobStatus::FORMING);
   std::vector<absl::StatusOr<coordinator::RegisterResponse>> worlds(2);
   std::thread t([&] {
-    coordinator::RegisterRequest req = Req(1, 2, 1);
+    coordinator::RegisterRequest req = RegisterReq(1, 2, 1);
     *req.mutable_finished_report() = finished(1);
     worlds[1] = job_->Register(req, [] { return false; });
   });
-  coordinator::RegisterRequest req = Req(0, 1, 1);
+  coordinator::RegisterRequest req = RegisterReq(0, 1, 1);
   *req.mutable_finished_report() = finished(0);
   worlds[0] = job_->Register(req, [] { return false; });
   t.join();
@@ -296,7 +285,7 @@ TEST_F(JobTest, AFinishedReportResentWithARegistrationCommitsTheFinalCheckpoint)
   EXPECT_EQ(worlds[0]->start_step(), 100) << "the next world redoes steps it need not";
 
   // A resent report that is not the member's own changes nothing.
-  coordinator::RegisterRequest forged = Req(1, 3, 2);
+  coordinator::RegisterRequest forged = RegisterReq(1, 3, 2);
   *forged.mutable_finished_report() = Report(1, 2, 100);
   forged.mutable_finished_report()->set_finished(true);
   forged.mutable_finished_report()->set_member_secret("not the secret");
@@ -364,7 +353,7 @@ TEST_F(JobTest, StopIsAheadOfEveryWorkerAndTheJobEndsWhenAllFinish) {
   EXPECT_TRUE(job_->AwaitEnd(absl::Seconds(1)));
   EXPECT_TRUE(job_->final_status().ok());
   EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::DONE);
-  absl::StatusOr<coordinator::RegisterResponse> late = job_->Register(Req(0, 5), [] { return false; });
+  absl::StatusOr<coordinator::RegisterResponse> late = job_->Register(RegisterReq(0, 5), [] { return false; });
   ASSERT_TRUE(late.ok()) << late.status();
   EXPECT_TRUE(late->job_over());
   EXPECT_EQ(late->job_error(), "");
@@ -378,7 +367,7 @@ TEST_F(JobTest, FatalErrorFailsTheJob) {
   EXPECT_TRUE(job_->AwaitEnd(absl::Seconds(1)));
   EXPECT_TRUE(absl::StrContains(job_->final_status().message(), "loss became nan")) << job_->final_status();
   // A worker registering afterwards learns the job is over, and why.
-  absl::StatusOr<coordinator::RegisterResponse> late = job_->Register(Req(0, 5), [] { return false; });
+  absl::StatusOr<coordinator::RegisterResponse> late = job_->Register(RegisterReq(0, 5), [] { return false; });
   ASSERT_TRUE(late.ok()) << late.status();
   EXPECT_TRUE(late->job_over());
   EXPECT_TRUE(absl::StrContains(late->job_error(), "loss became nan"));

@@ -43,9 +43,7 @@ TEST(CheckpointTest, KilledWorkersAndCoordinatorResumeFromTheLastCommitAndEndBit
   for (const auto& [rank, commit] : std::vector<std::pair<int, std::string>>{{1, "step 400 "}, {0, "step 1000 "}}) {
     ASSERT_TRUE(WaitForText(coord_log, "committed checkpoint at " + commit, absl::Seconds(120))) << b.Output();
     absl::SleepFor(absl::Milliseconds(50));
-    const std::vector<pid_t> pids = LaunchedWorker(dir, rank);
-    ASSERT_EQ(pids.size(), 1u);
-    kill(pids[0], SIGKILL);
+    ASSERT_TRUE(SignalLaunchedWorker(dir, rank, SIGKILL));
   }
   // And the coordinator: it comes back on the same address, recovers its
   // generation and catalog from RocksDB, and the workers reconnect.

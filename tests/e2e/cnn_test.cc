@@ -39,9 +39,7 @@ TEST(CnnTest, LearnsOnTwoWorkersResumesBitForBitReshardsAndExports) {
   Subprocess b(LaunchArgv(killed, 2, kRun, /*max_restarts=*/2, config));
   ASSERT_TRUE(WaitForText(killed + "/logs/coordinator.log", "committed checkpoint at step 100 ", absl::Seconds(300)))
       << b.Output();
-  const std::vector<pid_t> pids = LaunchedWorker(killed, 1);
-  ASSERT_EQ(pids.size(), 1u);
-  kill(pids[0], SIGKILL);
+  ASSERT_TRUE(SignalLaunchedWorker(killed, 1, SIGKILL));
   ASSERT_EQ(b.Wait(absl::Seconds(300)), 0) << b.Output();
   EXPECT_TRUE(absl::StrContains(ReadAll(killed + "/logs/worker-0.log"), "restored step")) << b.Output();
   EXPECT_TRUE(SameBits(FinalState(killed, 300, 2), want)) << "a killed CNN run ends with other bits";

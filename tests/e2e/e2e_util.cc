@@ -1,6 +1,7 @@
 #include "tests/e2e/e2e_util.h"
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -134,6 +135,11 @@ std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts) {
 
 std::vector<pid_t> LaunchedWorker(const std::string& workdir, int rank) {
   return FindProcesses({"shardline-worker", absl::StrCat("--rank ", rank), ReadAll(workdir + "/coordinator.address")});
+}
+
+bool SignalLaunchedWorker(const std::string& workdir, int rank, int signal) {
+  const std::vector<pid_t> pids = LaunchedWorker(workdir, rank);
+  return pids.size() == 1 && kill(pids[0], signal) == 0;
 }
 
 std::vector<pid_t> LaunchedCoordinator(const std::string& workdir) {

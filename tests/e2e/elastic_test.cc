@@ -77,9 +77,7 @@ TEST(ElasticTest, AWorkerThatNeverReturnsLeavesThreeThatFinishWithTheUsualAccura
   Subprocess job(LaunchArgv(dir, 4, elastic, /*max_restarts=*/0));
   ASSERT_TRUE(WaitForStep(dir, 750, absl::Seconds(180))) << job.Output();
   // Slot 1, so that the survivors' ranks close a gap (slots 0, 2, 3 -> ranks 0, 1, 2).
-  const std::vector<pid_t> slot1 = LaunchedWorker(dir, 1);
-  ASSERT_EQ(slot1.size(), 1u);
-  kill(slot1[0], SIGKILL);
+  ASSERT_TRUE(SignalLaunchedWorker(dir, 1, SIGKILL));
   ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
 
   const std::string coord = ReadAll(dir + "/logs/coordinator.log");
@@ -114,9 +112,7 @@ TEST(ElasticTest, AReturningWorkerJoinsAtTheNextCheckpointAndTheWorldGrowsBack) 
   const std::string dir = FreshDir("elastic_grow");
   Subprocess job(LaunchArgv(dir, 3, elastic, /*max_restarts=*/0));
   ASSERT_TRUE(WaitForStep(dir, 350, absl::Seconds(180))) << job.Output();
-  const std::vector<pid_t> slot1 = LaunchedWorker(dir, 1);
-  ASSERT_EQ(slot1.size(), 1u);
-  kill(slot1[0], SIGKILL);
+  ASSERT_TRUE(SignalLaunchedWorker(dir, 1, SIGKILL));
   const std::string coord_log = dir + "/logs/coordinator.log";
   ASSERT_TRUE(WaitForText(coord_log, "the world changed size: 3 -> 2", absl::Seconds(60))) << job.Output();
   // The same slot comes back, as a scheduler would bring it.

@@ -48,9 +48,7 @@ TEST(MemoryRecoveryTest, AKilledWorkerRestoresFromItsNeighboursMemoryWithNoCheck
   Subprocess b(LaunchArgv(dir, 2, run, /*max_restarts=*/2));
   ASSERT_TRUE(WaitForStep(dir, 700, absl::Seconds(120))) << b.Output();
   const int64_t killed_after = LoggedStep(dir);
-  const std::vector<pid_t> rank1 = LaunchedWorker(dir, 1);
-  ASSERT_EQ(rank1.size(), 1u);
-  kill(rank1[0], SIGKILL);
+  ASSERT_TRUE(SignalLaunchedWorker(dir, 1, SIGKILL));
   ASSERT_EQ(b.Wait(absl::Seconds(180)), 0) << b.Output();
 
   const int64_t restored = MemoryRestoreStep(dir + "/logs/coordinator.log");

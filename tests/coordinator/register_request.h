@@ -1,0 +1,34 @@
+// The Register calls the Job tests make for their simulated workers.
+#ifndef SHARDLINE_TESTS_COORDINATOR_REGISTER_REQUEST_H_
+#define SHARDLINE_TESTS_COORDINATOR_REGISTER_REQUEST_H_
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "proto/coordinator.pb.h"
+
+namespace shardline {
+
+// A worker asking for `slot` (-1: any), in its incarnation `incarnation`
+// (which also names its transport address), last in generation `previous`.
+inline coordinator::RegisterRequest RegisterReq(int slot, uint64_t incarnation, uint64_t previous = 0) {
+  coordinator::RegisterRequest r;
+  r.set_transport_address(absl::StrCat("127.0.0.1:", 1000 + incarnation));
+  r.set_requested_rank(slot);
+  r.set_incarnation(incarnation);
+  r.set_previous_generation(previous);
+  return r;
+}
+
+// Says the worker holds in memory shard `shard` of the snapshot of `step`
+// taken by a world of `world`.
+inline void AddHeld(coordinator::RegisterRequest* r, int64_t step, int world, int shard) {
+  coordinator::HeldSnapshot* h = r->add_held_snapshots();
+  h->set_step(step);
+  h->set_world_size(world);
+  h->set_rank(shard);
+}
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_TESTS_COORDINATOR_REGISTER_REQUEST_H_
