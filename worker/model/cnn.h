@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/model/conv.h"
+#include "worker/model/pool.h"
 #include "worker/model/flat_layout.h"
 #include "worker/model/model.h"
 

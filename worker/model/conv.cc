@@ -88,50 +88,6 @@ SHARDLINE_VECTOR_CLONES void Col2Im(const ConvGeometry& g, int batch, int first,
   }
 }
 
-SHARDLINE_VECTOR_CLONES void MaxPool2x2(int64_t planes, int h, int w, const float* in, float* out, uint8_t* argmax) {
-  // Branch-free (the winner is data-dependent, so branches mispredict half
-  // the time): the better of each row pair, then the better row; the lower
-  // row wins only when strictly larger, which keeps the first of equal values.
-  const int oh = h / 2, ow = w / 2;
-  for (int64_t q = 0; q < planes; ++q) {
-    const float* plane = in + q * h * w;
-    for (int y = 0; y < oh; ++y) {
-      const float* r0 = plane + static_cast<int64_t>(2 * y) * w;
-      const float* r1 = r0 + w;
-      for (int x = 0; x < ow; ++x) {
-        const float a = r0[2 * x], b = r0[2 * x + 1], c = r1[2 * x], d = r1[2 * x + 1];
-        // std::max(p, q) is q only when p < q; comparisons as 0/1 integers.
-        const float top = std::max(a, b), bottom = std::max(c, d);
-        const int right0 = a < b, right1 = c < d, lower = top < bottom;
-        out[x] = std::max(top, bottom);
-        argmax[x] = static_cast<uint8_t>(right0 + lower * (2 + right1 - right0));
-      }
-      out += ow;
-      argmax += ow;
-    }
-  }
-}
-
-SHARDLINE_VECTOR_CLONES void ReluMaxPool2x2Backward(int64_t planes, int h, int w, const float* dout, const float* pooled,
-                            const uint8_t* argmax, float* din) {
-  // Zero everything (one streaming fill), then one store per window.
-  std::fill(din, din + planes * h * w, 0.0f);
-  const int oh = h / 2, ow = w / 2;
-  for (int64_t q = 0; q < planes; ++q) {
-    float* plane = din + q * h * w;
-    for (int y = 0; y < oh; ++y) {
-      float* r0 = plane + static_cast<int64_t>(2 * y) * w;
-      for (int x = 0; x < ow; ++x) {
-        const int best = argmax[x];
-        r0[(best >> 1) * w + 2 * x + (best & 1)] = pooled[x] > 0.0f ? dout[x] : 0.0f;
-      }
-      dout += ow;
-      pooled += ow;
-      argmax += ow;
-    }
-  }
-}
-
 SHARDLINE_VECTOR_CLONES void RowSums(int rows, int64_t len, const float* in, bool accumulate, float* out) {
   constexpr int kLanes = 8;
   for (int r = 0; r < rows; ++r) {

@@ -58,18 +58,6 @@ void Col2Im(const ConvGeometry& g, int batch, int first, int count, const float*
 // batch).
 int ConvChunk(const ConvGeometry& g, int batch);
 
-// 2x2 max pooling with stride 2 of `planes` planes of h x w (both even):
-// out [planes, h/2, w/2], and in argmax the winner's position in its
-// window (0..3, row-major; the first of equal values).
-void MaxPool2x2(int64_t planes, int h, int w, const float* in, float* out, uint8_t* argmax);
-
-// The backward of a ReLU followed by that pooling, given the pooling's
-// output `pooled` (so after the ReLU) and argmax: din [planes, h, w] gets
-// dout at each window's winner where the winner was positive (the ReLU let
-// it through), and zero elsewhere.
-void ReluMaxPool2x2Backward(int64_t planes, int h, int w, const float* dout, const float* pooled,
-                            const uint8_t* argmax, float* din);
-
 // Sums of each of `rows` rows of `len` floats, in a fixed order (eight
 // interleaved partial sums, then combined): vectorisable and bitwise
 // reproducible. out[r] = sum, or out[r] += sum with accumulate.

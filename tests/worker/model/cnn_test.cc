@@ -10,6 +10,7 @@
 #include "common/rng.h"
 #include "tests/worker/model/model_test_util.h"
 #include "worker/model/conv.h"
+#include "worker/model/pool.h"
 
 namespace shardline {
 namespace {
@@ -148,26 +149,40 @@ TEST(ConvTest, RowSumsAddEveryElementOfEachRow) {
 }
 
 // On random planes with many ties (values from a small set), pooling keeps
-// the first largest of each window, as the plain definition does.
-TEST(ConvTest, MaxPoolMatchesTheDefinitionWithTies) {
-  const int planes = 3, h = 6, w = 8;
-  std::vector<float> in = RandomVector(static_cast<size_t>(planes * h * w), 5);
-  for (float& v : in) v = std::round(v * 2);  // -2..2: ties are common
-  std::vector<float> out(static_cast<size_t>(planes * h * w / 4));
-  std::vector<uint8_t> argmax(out.size());
-  MaxPool2x2(planes, h, w, in.data(), out.data(), argmax.data());
-  size_t o = 0;
-  for (int q = 0; q < planes; ++q) {
-    for (int y = 0; y < h; y += 2) {
-      for (int x = 0; x < w; x += 2, ++o) {
-        const float* p = in.data() + (q * h + y) * w + x;
-        const float v[4] = {p[0], p[1], p[w], p[w + 1]};
-        int best = 0;
-        for (int t = 1; t < 4; ++t) {
-          if (v[t] > v[best]) best = t;
+// the first largest of each window, as the plain definition does, and the
+// backward writes every element: dout at each positive winner, else zero.
+// Row widths cover every path of pool.cc: fewer than 4 windows (one at a
+// time), 4..7 (vectors of 4, the last overlapping), 8 and more (vectors of
+// 8, with and without an overlapping last one).
+TEST(ConvTest, PoolingMatchesTheDefinitionWithTiesAtEveryRowWidth) {
+  for (const int w : {2, 6, 8, 10, 14, 16, 18, 28, 30, 34}) {
+    SCOPED_TRACE(testing::Message() << "width " << w);
+    const int planes = 3, h = 4;
+    std::vector<float> in = RandomVector(static_cast<size_t>(planes * h * w), 5 + w);
+    for (float& v : in) v = std::round(v * 2);  // -2..2: ties are common
+    std::vector<float> out(static_cast<size_t>(planes * h * w / 4));
+    std::vector<uint8_t> argmax(out.size());
+    MaxPool2x2(planes, h, w, in.data(), out.data(), argmax.data());
+    const std::vector<float> dout = RandomVector(out.size(), 6 + w);
+    std::vector<float> din(in.size(), 9.0f);
+    ReluMaxPool2x2Backward(planes, h, w, dout.data(), out.data(), argmax.data(), din.data());
+    size_t o = 0;
+    for (int q = 0; q < planes; ++q) {
+      for (int y = 0; y < h; y += 2) {
+        for (int x = 0; x < w; x += 2, ++o) {
+          const size_t at = static_cast<size_t>((q * h + y) * w + x);
+          const size_t pos[4] = {at, at + 1, at + w, at + w + 1};
+          int best = 0;
+          for (int t = 1; t < 4; ++t) {
+            if (in[pos[t]] > in[pos[best]]) best = t;
+          }
+          ASSERT_EQ(argmax[o], best) << "window " << o;
+          ASSERT_EQ(out[o], in[pos[best]]) << "window " << o;
+          for (int t = 0; t < 4; ++t) {
+            const float want = t == best && out[o] > 0 ? dout[o] : 0.0f;
+            ASSERT_EQ(din[pos[t]], want) << "window " << o << " position " << t;
+          }
         }
-        ASSERT_EQ(argmax[o], best) << "window " << o;
-        ASSERT_EQ(out[o], v[best]) << "window " << o;
       }
     }
   }
