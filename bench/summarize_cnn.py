@@ -62,13 +62,13 @@ print(f"PyTorch on shardline's export: test accuracy {exp['torch_accuracy']:.4f}
 if os.path.exists(f"{out}/perf.txt"):
     shares = {}
     for line in open(f"{out}/perf.txt"):
-        m = re.match(r"\s+([\d.]+)%\s+\[[.k]\]\s+(\S+)", line)
+        m = re.match(r"\s+([\d.]+)%\s+\[[.k]\]\s+(.+?)(\s{2,}|$)", line)
         if not m:
             continue
         pct, sym = float(m.group(1)), m.group(2)
         key = ("sgemm (kernel + packing)" if sym.startswith("sgemm_") else
                "im2col + col2im" if sym in ("shardline::Im2Col", "shardline::Col2Im") else
-               "max pooling (fwd + bwd)" if "MaxPool" in sym else
+               "max pooling (fwd + bwd)" if "pool" in sym.lower() else
                "memset/memcpy" if sym.startswith("__mem") else "other")
         shares[key] = shares.get(key, 0) + pct
     print()
