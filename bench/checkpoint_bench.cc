@@ -44,8 +44,7 @@ int main(int argc, char** argv) {
     const long floats = std::atol(argv[i]);
     shardline::ShardContents c;
     c.header.set_total_size(floats);
-    c.header.set_begin(0);
-    c.header.set_end(floats);
+    shardline::SetShardPieces({shardline::Range{0, floats}}, &c.header);
     c.buffers.push_back({"params", std::vector<float>(static_cast<size_t>(floats), 0.25f)});
     c.buffers.push_back({"momentum", std::vector<float>(static_cast<size_t>(floats), -0.5f)});
     for (size_t k = 0; k < c.buffers[0].values.size(); k += 1024) c.buffers[0].values[k] = static_cast<float>(k);
@@ -63,8 +62,8 @@ int main(int argc, char** argv) {
     absl::StatusOr<shardline::state::ShardHeader> r = shardline::ReadShardInto(
         env, w->path,
         [&](const shardline::state::ShardHeader&,
-            const shardline::state::BufferEntry& b) -> absl::StatusOr<shardline::Placement> {
-          return shardline::Placement{b.name() == "params" ? params.data() : momentum.data(), 0, b.floats()};
+            const shardline::state::BufferEntry& b) -> absl::StatusOr<shardline::Placements> {
+          return shardline::Placements{{b.name() == "params" ? params.data() : momentum.data(), 0, b.floats()}};
         },
         nullptr);
     const auto t3 = std::chrono::steady_clock::now();

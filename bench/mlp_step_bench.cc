@@ -28,7 +28,7 @@ void BM_MlpStep(benchmark::State& state) {
   for (int i = 0; i < batch; ++i) y[static_cast<size_t>(i)] = i % 10;
   config::OptimizerConfig oc;
   oc.mutable_sgd();
-  auto opt = *Optimizer::Create(oc, mlp.layout(), Range{0, total});
+  auto opt = *Optimizer::Create(oc, mlp.layout(), {Range{0, total}});
   MlpWorkspace ws;
   int64_t t = 0;
   for (auto _ : state) {

@@ -279,6 +279,11 @@ absl::Status ValidateConfig(const config::JobConfig& c) {
   }
   p.Positive("runtime.replace_timeout_seconds", rt.replace_timeout_seconds());
 
+  const double cap = c.collective().bucket_cap_mb();
+  if (!(cap >= 0 && cap <= 1 << 20)) {  // also NaN
+    p.Add("collective.bucket_cap_mb", absl::StrCat("must be between 0 (one bucket) and 1048576 MiB, got ", cap));
+  }
+
   const auto& train = c.train();
   p.Positive("train.grad_accum_steps", train.grad_accum_steps());
   if (data.global_batch_size() > 0 && rt.num_workers() > 0 && train.grad_accum_steps() > 0) {

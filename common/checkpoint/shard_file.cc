@@ -20,7 +20,9 @@ namespace shardline {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'H', 'L', 'D', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 1;
+// 2: a shard holds pieces (ShardHeader.pieces). 1: one range [begin, end).
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOneRangeVersion = 1;
 constexpr size_t kPrefixBytes = 20;  // magic, version, header_len, header_crc
 
 void PutU32(uint32_t v, char* out) {
@@ -187,11 +189,29 @@ bool ParseShardFileName(const std::string& name, int* rank, int* world) {
          *rank >= 0 && *rank < *world;
 }
 
+std::vector<Range> ShardPieces(const state::ShardHeader& header) {
+  std::vector<Range> pieces;
+  for (int i = 0; i + 1 < header.pieces_size(); i += 2) pieces.push_back(Range{header.pieces(i), header.pieces(i + 1)});
+  return pieces;
+}
+
+void SetShardPieces(absl::Span<const Range> pieces, state::ShardHeader* header) {
+  header->clear_pieces();
+  for (const Range& p : pieces) {
+    if (p.empty()) continue;
+    header->add_pieces(p.begin);
+    header->add_pieces(p.end);
+  }
+}
+
 absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const std::string& name,
                                         ShardContents c, const ShardWriteOptions& options) {
   const int64_t block_size = options.block_size;
-  const int64_t floats = c.header.end() - c.header.begin();
-  if (floats < 0) return absl::InvalidArgumentError("shard range has end < begin");
+  if (c.header.pieces_size() % 2 != 0) return absl::InvalidArgumentError("shard pieces are not begin, end pairs");
+  if (c.header.has_begin() || c.header.has_end()) {
+    return absl::InvalidArgumentError("shard header sets the version 1 range [begin, end); version 2 sets pieces");
+  }
+  const int64_t floats = PiecesSize(ShardPieces(c.header));
   BlockCrcs blocks(block_size);
   c.header.clear_buffers();
   for (const ShardBuffer& b : c.buffers) {
@@ -270,7 +290,9 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
   RETURN_IF_ERROR(file->ReadExactly(0, kPrefixBytes, prefix));
   if (std::memcmp(prefix, kMagic, 8) != 0) return bad("not a shardline checkpoint shard (bad magic)");
   const uint32_t version = GetU32(prefix + 8);
-  if (version != kVersion) return bad(absl::StrCat("format version ", version, "; this build reads ", kVersion));
+  if (version != kVersion && version != kOneRangeVersion) {
+    return bad(absl::StrCat("format version ", version, "; this build reads ", kOneRangeVersion, " and ", kVersion));
+  }
   const uint32_t header_len = GetU32(prefix + 12);
   if (file_size < static_cast<int64_t>(kPrefixBytes + header_len)) return bad("truncated inside the header");
   std::string header(header_len, '\0');
@@ -280,7 +302,22 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
   state::ShardHeader h;
   if (!h.ParseFromString(header)) return bad("header does not parse");
   if (checksum != nullptr) *checksum = header_crc;
-  const int64_t floats = h.end() - h.begin();
+  if (version == kOneRangeVersion) {
+    h.clear_pieces();
+    if (h.begin() < h.end()) SetShardPieces({Range{h.begin(), h.end()}}, &h);
+  } else if (h.has_begin() || h.has_end()) {
+    return bad("a version 2 header with a version 1 range");
+  }
+  if (h.pieces_size() % 2 != 0) return bad("pieces are not begin, end pairs");
+  int64_t floats = 0;
+  for (int i = 0; i < h.pieces_size(); i += 2) {
+    const int64_t begin = h.pieces(i), end = h.pieces(i + 1);
+    if (begin < 0 || begin >= end || end > h.total_size() || (i > 0 && begin < h.pieces(i - 1))) {
+      return bad(absl::StrCat("piece [", begin, ", ", end, ") is empty, out of order or not inside the model's ",
+                              h.total_size(), " parameters"));
+    }
+    floats += end - begin;
+  }
   const int64_t payload_at = static_cast<int64_t>(kPrefixBytes + header_len);
   const int64_t payload = file_size - payload_at;
   if (payload != h.payload_bytes()) {
@@ -302,14 +339,16 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
   for (int i = 0; i < h.buffers_size(); ++i) {
     const state::BufferEntry& e = h.buffers(i);
     if (e.floats() != floats) return bad(absl::StrCat("buffer ", e.name(), " does not cover the shard's range"));
-    ASSIGN_OR_RETURN(Placement p, place(h, e));
-    if (p.begin < 0 || p.end > floats || p.begin > p.end || (p.begin < p.end && p.dst == nullptr)) {
-      return absl::InternalError(absl::StrCat("bad placement of buffer ", e.name(), " of ", path));
+    ASSIGN_OR_RETURN(Placements places, place(h, e));
+    for (const Placement& p : places) {
+      if (p.begin < 0 || p.end > floats || p.begin > p.end || (p.begin < p.end && p.dst == nullptr)) {
+        return absl::InternalError(absl::StrCat("bad placement of buffer ", e.name(), " of ", path));
+      }
+      if (p.begin == p.end) continue;
+      const int64_t at = i * buffer_bytes;
+      targets.push_back({at + p.begin * static_cast<int64_t>(sizeof(float)),
+                         at + p.end * static_cast<int64_t>(sizeof(float)), reinterpret_cast<char*>(p.dst)});
     }
-    if (p.begin == p.end) continue;
-    const int64_t at = i * buffer_bytes;
-    targets.push_back({at + p.begin * static_cast<int64_t>(sizeof(float)),
-                       at + p.end * static_cast<int64_t>(sizeof(float)), reinterpret_cast<char*>(p.dst)});
   }
 
   // Block by block: read straight into the destination when the block lies
@@ -356,11 +395,11 @@ absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path) {
   ShardContents c;
   absl::StatusOr<state::ShardHeader> h = ReadShardInto(
       env, path,
-      [&](const state::ShardHeader&, const state::BufferEntry& e) -> absl::StatusOr<Placement> {
+      [&](const state::ShardHeader&, const state::BufferEntry& e) -> absl::StatusOr<Placements> {
         ShardBuffer& b = c.buffers.emplace_back();
         b.name = e.name();
         b.values.resize(static_cast<size_t>(e.floats()));
-        return Placement{b.values.data(), 0, e.floats()};
+        return Placements{{b.values.data(), 0, e.floats()}};
       },
       &c.checksum);
   if (!h.ok()) return h.status();

@@ -1,9 +1,10 @@
-// Checkpoint shard files: one rank's range of the master parameters and its
+// Checkpoint shard files: one rank's pieces of the master parameters and its
 // optimizer state, with a header and a CRC32C per 1 MiB block. The format is
 // docs/checkpoint_format.md.
 //
 //   ShardContents c;
-//   c.header = ...;                       // step, world, rank, range, tensors, position
+//   c.header = ...;                       // step, world, rank, tensors, position
+//   SetShardPieces(pieces, &c.header);
 //   c.buffers = {{kParamsBuffer, shard_params}, {kMomentumBuffer, momentum}};
 //   ASSIGN_OR_RETURN(WrittenShard w, WriteShard(env, step_dir, "shard-00000-of-00002.ckpt", c));
 //   ASSIGN_OR_RETURN(ShardContents back, ReadShard(env, w.path));   // verifies every CRC
@@ -16,14 +17,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/env.h"
+#include "common/shard.h"
 #include "proto/train_state.pb.h"
 
 namespace shardline {
 
 struct ShardBuffer {
   std::string name;
-  std::vector<float> values;  // header.end - header.begin floats
+  std::vector<float> values;  // PiecesSize(ShardPieces(header)) floats, packed
 };
 
 struct ShardContents {
@@ -65,9 +68,15 @@ struct ShardWriteOptions {
   int64_t unbuffered_min_bytes = int64_t{128} << 20;
 };
 
+// The flat ranges a header's shard holds (its `pieces` field; see
+// train_state.proto), and setting them. Headers ReadShardInto returns have
+// passed its checks of the pieces.
+std::vector<Range> ShardPieces(const state::ShardHeader& header);
+void SetShardPieces(absl::Span<const Range> pieces, state::ShardHeader* header);
+
 // Writes `dir`/`name` durably and atomically: "<name>.tmp", fsync, rename,
 // fsync `dir`. A crash leaves either no file or the whole file. Every buffer
-// must hold header.end - header.begin floats.
+// must hold the header's pieces' floats, packed.
 absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const std::string& name,
                                         ShardContents contents, const ShardWriteOptions& options = {});
 
@@ -76,15 +85,17 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
 // mismatch, a truncated or a zero-byte file.
 absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path);
 
-// Where ReadShardInto puts a buffer: its floats [begin, end) (counted from
-// the shard's first float) go to dst[0, end - begin). begin == end skips the
-// buffer (its bytes are still verified).
+// Where ReadShardInto puts part of a buffer: its floats [begin, end)
+// (packed offsets: counted from the buffer's first float) go to
+// dst[0, end - begin). A buffer may go to several places, or to none (its
+// bytes are still verified).
 struct Placement {
   float* dst = nullptr;
   int64_t begin = 0;
   int64_t end = 0;
 };
-using PlaceFn = std::function<absl::StatusOr<Placement>(const state::ShardHeader&, const state::BufferEntry&)>;
+using Placements = std::vector<Placement>;
+using PlaceFn = std::function<absl::StatusOr<Placements>(const state::ShardHeader&, const state::BufferEntry&)>;
 
 struct ShardReadOptions {
   // Payloads at least this large are read with the kernel asked to fetch
@@ -99,7 +110,7 @@ struct ShardReadOptions {
 };
 
 // The same verification as ReadShard, reading each placed byte straight into
-// its destination. place(header, buffer) is called for every buffer, in
+// its destination. Reads format versions 1 and 2 (docs/checkpoint_format.md). place(header, buffer) is called for every buffer, in
 // order, after the header is verified and before any payload is read; an
 // error from it is returned as is. Sets *checksum (may be null) like
 // WrittenShard::crc32c. Returns the header. On an error the destinations may

@@ -68,27 +68,26 @@ absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string&
       if (out.total_size >= 0 && h.total_size() != out.total_size) {
         return bad(absl::StrCat("holds a model of ", h.total_size(), " parameters; other shards have ", out.total_size));
       }
-      if (h.begin() < 0 || h.begin() > h.end() || h.end() > h.total_size()) {
-        return bad(absl::StrCat("range [", h.begin(), ", ", h.end(), ") is not inside the model's ", h.total_size()));
-      }
       out.total_size = h.total_size();
       header_checked = true;
       return options.on_header ? options.on_header(h) : absl::OkStatus();
     };
     absl::StatusOr<state::ShardHeader> header = ReadShardInto(
         env, path,
-        [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
+        [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
           if (!header_checked) RETURN_IF_ERROR(check_header(h));
-          return options.place ? options.place(h, b) : Placement{};
+          return options.place ? options.place(h, b) : Placements{};
         },
         &checksum);
     if (!header.ok()) return header.status();
     if (!header_checked) RETURN_IF_ERROR(check_header(*header));  // a shard without buffers
     out.headers.push_back(*std::move(header));
   }
-  // The ranges must tile [0, total).
+  // The pieces of all shards must tile [0, total).
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  for (const state::ShardHeader& h : out.headers) ranges.emplace_back(h.begin(), h.end());
+  for (const state::ShardHeader& h : out.headers) {
+    for (const Range& p : ShardPieces(h)) ranges.emplace_back(p.begin, p.end);
+  }
   std::sort(ranges.begin(), ranges.end());
   int64_t covered = 0;
   for (const auto& [begin, end] : ranges) {

@@ -55,7 +55,7 @@ struct VerifiedCheckpoint {
 // (CheckManifest) and files (CheckShardFiles); each shard's magic, version,
 // header CRC and every block CRC (ReadShardInto); its checksum against the
 // manifest; its step, rank and world size against the manifest; the same
-// model size in every shard; and that the shards' ranges cover [0, total)
+// model size in every shard; and that the shards' pieces tile [0, total)
 // exactly, without gaps or overlaps. kDataLoss naming the file on any
 // failure; kNotFound if there is no COMMITTED file.
 absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string& step_dir,

@@ -123,8 +123,12 @@ TEST(ConfigTest, RangesOfOptimizerAndCheckpointFields) {
   c.mutable_optimizer()->mutable_adamw()->set_b1(1.0f);
   c.mutable_checkpoint()->set_best_metric("f1");
   c.mutable_model()->mutable_mlp()->add_hidden_sizes(0);
-  ExpectError(ValidateConfig(c), {"optimizer.adamw.b1: must be in [0, 1)",
-                                  "checkpoint.best_metric", "model.mlp.hidden_sizes[2]"});
+  c.mutable_collective()->set_bucket_cap_mb(-1);
+  ExpectError(ValidateConfig(c), {"optimizer.adamw.b1: must be in [0, 1)", "checkpoint.best_metric",
+                                  "model.mlp.hidden_sizes[2]", "collective.bucket_cap_mb"});
+  c = Default();
+  c.mutable_collective()->set_bucket_cap_mb(0);  // one bucket
+  EXPECT_TRUE(ValidateConfig(c).ok());
 }
 
 TEST(ConfigTest, ModelIsOneFamilyChosenByItsFields) {

@@ -41,8 +41,7 @@ TEST(MemEnvTest, ShardFilesRoundTripAndAFlippedByteIsCaught) {
   c.header.set_step(500);
   c.header.set_world_size(2);
   c.header.set_rank(1);
-  c.header.set_begin(10);
-  c.header.set_end(13);
+  SetShardPieces({Range{10, 13}}, &c.header);
   c.header.set_total_size(13);
   c.buffers = {{"params", {1, 2, 3}}, {"momentum", {4, 5, 6}}};
   ShardWriteOptions small_blocks;

@@ -97,31 +97,39 @@ absl::Status MemorySnapshots::Put(const SnapshotKey& key, std::string bytes) {
 
 absl::StatusOr<Restored> MemorySnapshots::Restore(int64_t step, int world, const FlatLayout& layout, float* params,
                                                    Optimizer* optimizer) {
-  const Range mine = optimizer->shard();
+  const std::vector<Range>& mine = optimizer->pieces();
   const std::string what = absl::StrFormat("in-memory snapshot of step %d (a world of %d)", step, world);
   std::vector<StateBuffer*> state = optimizer->state();
-  // Floats placed per buffer, and the shards read.
+  // Floats placed per buffer, and the shards read. Which shards hold what
+  // is in their headers: the old world's pieces, of whatever bucket plan.
   std::map<std::string, int64_t> filled;
   std::optional<state::ShardHeader> last;
   for (int s = 0; s < world; ++s) {
     const SnapshotKey key{step, world, s};
-    const Range old = ShardRange(layout.total_size(), s, world);
-    const Range both = Overlap(mine, old);
-    if (both.empty() || !Holds(key)) continue;
-    const int64_t lo = both.begin, hi = both.end;
-    const PlaceFn place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
-      if (h.total_size() != layout.total_size() || h.begin() != old.begin || h.end() != old.end) {
-        return absl::FailedPreconditionError(absl::StrCat(Describe(key), " covers [", h.begin(), ", ", h.end(), ") of ",
-                                                          h.total_size(), " parameters; this model has ",
-                                                          layout.total_size()));
+    if (!Holds(key)) continue;
+    const PlaceFn place = [&](const state::ShardHeader& h,
+                              const state::BufferEntry& b) -> absl::StatusOr<Placements> {
+      if (h.total_size() != layout.total_size()) {
+        return absl::FailedPreconditionError(absl::StrCat(Describe(key), " holds a model of ", h.total_size(),
+                                                          " parameters; this model has ", layout.total_size()));
       }
-      filled[b.name()] += hi - lo;
-      if (b.name() == kParamsBuffer) return Placement{params + lo, lo - old.begin, hi - old.begin};
-      for (StateBuffer* sb : state) {
-        if (sb->name == b.name()) return Placement{sb->values.data() + (lo - mine.begin), lo - old.begin, hi - old.begin};
+      StateBuffer* into = nullptr;
+      if (b.name() != kParamsBuffer) {
+        for (StateBuffer* sb : state) {
+          if (sb->name == b.name()) into = sb;
+        }
+        if (into == nullptr) {
+          return absl::FailedPreconditionError(absl::StrCat(Describe(key), " has optimizer state '", b.name(),
+                                                            "', which this run's optimizer does not use"));
+        }
       }
-      return absl::FailedPreconditionError(absl::StrCat(Describe(key), " has optimizer state '", b.name(),
-                                                        "', which this run's optimizer does not use"));
+      Placements out;
+      for (const PieceCopy& run : SharedRuns(ShardPieces(h), mine)) {
+        filled[b.name()] += run.size;
+        float* dst = into == nullptr ? params + run.flat : into->values.data() + run.to;
+        out.push_back(Placement{dst, run.from, run.from + run.size});
+      }
+      return out;
     };
     ASSIGN_OR_RETURN(state::ShardHeader h, ReadShardInto(&mem_, Path(key), place, nullptr));
     if (last.has_value() && !(last->data_position().SerializeAsString() == h.data_position().SerializeAsString())) {
@@ -129,13 +137,12 @@ absl::StatusOr<Restored> MemorySnapshots::Restore(int64_t step, int world, const
     }
     last = std::move(h);
   }
-  if (filled[kParamsBuffer] != mine.size() || !last.has_value()) {
+  if (filled[kParamsBuffer] != optimizer->size() || !last.has_value()) {
     return absl::NotFoundError(absl::StrCat(what, ": the shards held here cover ", filled[kParamsBuffer], " of the ",
-                                            mine.size(), " parameters of this rank's range [", mine.begin, ", ",
-                                            mine.end, ")"));
+                                            optimizer->size(), " parameters of this rank's pieces"));
   }
   for (StateBuffer* sb : state) {
-    if (filled[sb->name] != mine.size()) {
+    if (filled[sb->name] != optimizer->size()) {
       return absl::FailedPreconditionError(absl::StrCat(what, " lacks optimizer state '", sb->name, "'"));
     }
   }

@@ -63,11 +63,11 @@ class MemorySnapshots {
   // that its header is `key`'s): DataLoss naming the key otherwise.
   absl::Status Put(const SnapshotKey& key, std::string bytes);
   // Restores the snapshot of `step` taken in a world of `world` into this
-  // rank's range (optimizer->shard(), of whatever world size now): its
-  // optimizer state and `params`' values in that range (the rest of
-  // `params` is the caller's to all-gather), from every held shard of that
-  // snapshot overlapping the range - in the same world, exactly this rank's
-  // own. NotFound if the held shards do not cover the range;
+  // rank's pieces (optimizer->pieces(), of whatever world size and bucket
+  // plan now): its optimizer state and `params`' values in those pieces
+  // (the rest of `params` is the caller's to all-gather), from every held
+  // shard of that snapshot - in the same world and plan, exactly this
+  // rank's own. NotFound if the held shards do not cover the pieces;
   // FailedPrecondition if they are another model's or optimizer's.
   absl::StatusOr<Restored> Restore(int64_t step, int world, const FlatLayout& layout, float* params,
                                    Optimizer* optimizer);

@@ -35,7 +35,7 @@ absl::Status LocalCommitter::ShardSaved(int64_t step, int rank, int world, const
 }
 
 ShardContents SnapshotShard(const ShardSource& source) {
-  const Range shard = source.optimizer->shard();
+  const std::vector<Range>& pieces = source.optimizer->pieces();
   ShardContents c;
   if (source.best.step >= 0) {
     c.header.set_best_step(source.best.step);
@@ -46,8 +46,7 @@ ShardContents SnapshotShard(const ShardSource& source) {
   c.header.set_rank(source.rank);
   c.header.set_job_id(source.job_id);
   c.header.set_total_size(source.layout->total_size());
-  c.header.set_begin(shard.begin);
-  c.header.set_end(shard.end);
+  SetShardPieces(pieces, &c.header);
   c.header.set_optimizer_steps(source.step);
   *c.header.mutable_data_position() = source.position;
   for (const TensorInfo& t : source.layout->tensors()) {
@@ -57,8 +56,9 @@ ShardContents SnapshotShard(const ShardSource& source) {
     e->set_dtype("f32");
     e->set_offset(t.offset);
   }
-  c.buffers.push_back(
-      {kParamsBuffer, std::vector<float>(source.params + shard.begin, source.params + shard.end)});
+  ShardBuffer& params = c.buffers.emplace_back(ShardBuffer{kParamsBuffer, {}});
+  params.values.reserve(static_cast<size_t>(source.optimizer->size()));
+  for (const Range& p : pieces) params.values.insert(params.values.end(), source.params + p.begin, source.params + p.end);
   for (StateBuffer* b : source.optimizer->state()) c.buffers.push_back({b->name, b->values});
   return c;
 }
@@ -130,7 +130,7 @@ void ShardSaver::AwaitSnapshot() {
 
 absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir, const FlatLayout& layout,
                                            float* params, Optimizer* optimizer) {
-  const Range mine = optimizer->shard();
+  const std::vector<Range>& mine = optimizer->pieces();
   std::vector<StateBuffer*> state = optimizer->state();
   int64_t params_filled = 0;
   std::vector<int64_t> state_filled(state.size(), 0);
@@ -153,23 +153,32 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
     }
     return absl::OkStatus();
   };
-  verify.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
+  verify.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
+    const std::vector<Range> pieces = ShardPieces(h);
+    Placements out;
     if (b.name() == kParamsBuffer) {
       params_filled += b.floats();
-      return Placement{params + h.begin(), 0, b.floats()};
+      int64_t packed = 0;
+      for (const Range& p : pieces) {
+        out.push_back(Placement{params + p.begin, packed, packed + p.size()});
+        packed += p.size();
+      }
+      return out;
     }
-    // Optimizer state: only the overlap with this rank's (possibly new) shard.
-    const Range both = Overlap(mine, Range{h.begin(), h.end()});
-    if (both.empty()) return Placement{};
-    const int64_t lo = both.begin, hi = both.end;
+    // Optimizer state: only what this rank's (possibly other) pieces share.
+    const std::vector<PieceCopy> runs = SharedRuns(pieces, mine);
+    if (runs.empty()) return out;
     size_t k = 0;
     while (k < state.size() && state[k]->name != b.name()) ++k;
     if (k == state.size()) {
       return absl::FailedPreconditionError(absl::StrCat(step_dir, ": shard of rank ", h.rank(), " has optimizer state '",
                                                         b.name(), "', which this run's optimizer does not use"));
     }
-    state_filled[k] += hi - lo;
-    return Placement{state[k]->values.data() + (lo - mine.begin), lo - h.begin(), hi - h.begin()};
+    for (const PieceCopy& run : runs) {
+      state_filled[k] += run.size;
+      out.push_back(Placement{state[k]->values.data() + run.to, run.from, run.from + run.size});
+    }
+    return out;
   };
   ASSIGN_OR_RETURN(VerifiedCheckpoint v, VerifyCheckpoint(env, step_dir, verify));
   if (params_filled != layout.total_size()) {
@@ -177,7 +186,7 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
                                             " parameters"));
   }
   for (size_t k = 0; k < state.size(); ++k) {
-    if (state_filled[k] != mine.size()) {
+    if (state_filled[k] != optimizer->size()) {
       return absl::FailedPreconditionError(absl::StrCat(step_dir, ": optimizer state '", state[k]->name,
                                                         "' is missing from the checkpoint"));
     }

@@ -117,9 +117,15 @@ absl::Status Export(Env* env, const std::string& workdir, const std::string& ste
     params.resize(static_cast<size_t>(h.total_size()));  // VerifyCheckpoint checks every shard agrees
     return absl::OkStatus();
   };
-  read_params.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
-    if (b.name() != kParamsBuffer) return Placement{};
-    return Placement{params.data() + h.begin(), 0, h.end() - h.begin()};
+  read_params.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
+    Placements out;
+    if (b.name() != kParamsBuffer) return out;
+    int64_t packed = 0;
+    for (const Range& p : ShardPieces(h)) {
+      out.push_back(Placement{params.data() + p.begin, packed, packed + p.size()});
+      packed += p.size();
+    }
+    return out;
   };
   ASSIGN_OR_RETURN(VerifiedCheckpoint v, VerifyCheckpoint(env, StepDir(root, s), read_params));
   const state::ShardHeader& h = v.headers[0];

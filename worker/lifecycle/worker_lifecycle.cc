@@ -57,13 +57,14 @@ struct Carried {
 
 // Before a restore from memory: shard s of the snapshot (taken in a world
 // of `from` = memory_world_size, or this one) moves from rank
-// world.memory_sources(s) to every rank r of this world whose range of the
-// `total` parameters overlaps it - in the same world, r = s - for s, then r,
+// world.memory_sources(s) to every rank r of this world whose pieces of
+// `buckets` share elements with it - in the same world, r = s - for s, then r,
 // in order, every rank taking part in every move (SendRecv is one op of
 // every rank's sequence). DataLoss if a shard this rank should send is not
-// here or one it received is damaged.
-absl::Status MoveMemoryShards(const coordinator::RegisterResponse& world, int64_t total, Collectives& comm,
-                              MemorySnapshots& memory) {
+// here or one it received is damaged. The snapshot's world cut the same
+// buckets (the job's config fixes the plan).
+absl::Status MoveMemoryShards(const coordinator::RegisterResponse& world, absl::Span<const Range> buckets,
+                              Collectives& comm, MemorySnapshots& memory) {
   const int me = world.rank(), n = world.world_size();
   const int from = world.memory_world_size() > 0 ? world.memory_world_size() : n;
   if (world.memory_sources_size() != from) {
@@ -78,11 +79,11 @@ absl::Status MoveMemoryShards(const coordinator::RegisterResponse& world, int64_
                                                      source, ", not in a world of ", n));
     }
     const SnapshotKey key{world.memory_step(), from, s};
-    const Range old = ShardRange(total, s, from);
+    const std::vector<Range> old = OwnedPieces(buckets, s, from);
     std::string bytes;  // the source's copy, read once for all its receivers
     bool read = false;
     for (int r = 0; r < n; ++r) {
-      if (r == source || Overlap(old, ShardRange(total, r, n)).empty()) continue;
+      if (r == source || SharedRuns(old, OwnedPieces(buckets, r, n)).empty()) continue;
       if (me == source && !read) {
         read = true;
         absl::StatusOr<std::string> held = memory.Bytes(key);
@@ -151,6 +152,8 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   const FashionMnist& data = *carried.data;
   const absl::StatusOr<int64_t> parameters = ParameterCount(*cfg, data.train);
   if (!parameters.ok()) return Done(parameters.status());
+  const absl::StatusOr<std::vector<Range>> buckets = GradientBuckets(*cfg, data.train);
+  if (!buckets.ok()) return Done(buckets.status());
 
   std::vector<std::string> peers(world.peers().begin(), world.peers().end());
   {
@@ -216,7 +219,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     w.on_still_stuck = options.on_still_stuck ? options.on_still_stuck : DefaultStillStuck;
     Watchdog watchdog(heartbeat.steps_done(), std::move(w));
     const absl::Status moved =
-        world.memory_step() > 0 ? MoveMemoryShards(world, *parameters, ring, *carried.memory)
+        world.memory_step() > 0 ? MoveMemoryShards(world, *buckets, ring, *carried.memory)
                                 : absl::OkStatus();
     result = moved.ok() ? RunTraining(*cfg, data, ring, train) : absl::StatusOr<TrainResult>(moved);
   }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "common/checkpoint/buffer_names.h"
 
 namespace shardline {
@@ -11,31 +12,34 @@ namespace {
 // decay); Nesterov uses g + momentum * v in place of v.
 class Sgd : public Optimizer {
  public:
-  Sgd(const config::SgdConfig& c, const FlatLayout& layout, Range shard)
-      : Optimizer(layout, shard), c_(c) {
+  Sgd(const config::SgdConfig& c, const FlatLayout& layout, std::vector<Range> pieces)
+      : Optimizer(layout, std::move(pieces)), c_(c) {
     momentum_.name = kMomentumBuffer;
-    momentum_.values.assign(static_cast<size_t>(shard.size()), 0.0f);
+    momentum_.values.assign(static_cast<size_t>(size_), 0.0f);
   }
 
-  double Update(int64_t t, float lr, float grad_scale, float* params, const float* grads,
-                bool want_update_sq) override {
+  double UpdateSegments(int64_t, float lr, float grad_scale, float* params, const float* grads, bool want_update_sq,
+                        size_t first, size_t last) override {
     if (c_.nesterov()) {
-      return want_update_sq ? Run<true, true>(lr, grad_scale, params, grads)
-                            : Run<true, false>(lr, grad_scale, params, grads);
+      return want_update_sq ? Run<true, true>(lr, grad_scale, params, grads, first, last)
+                            : Run<true, false>(lr, grad_scale, params, grads, first, last);
     }
-    return want_update_sq ? Run<false, true>(lr, grad_scale, params, grads)
-                          : Run<false, false>(lr, grad_scale, params, grads);
+    return want_update_sq ? Run<false, true>(lr, grad_scale, params, grads, first, last)
+                          : Run<false, false>(lr, grad_scale, params, grads, first, last);
   }
 
  private:
   template <bool kNesterov, bool kUpdateSq>
-  double Run(float lr, float grad_scale, float* params, const float* grads) {
+  double Run(float lr, float grad_scale, float* all_params, const float* all_grads, size_t first, size_t last) {
     const float mu = c_.momentum(), wd = c_.weight_decay();
-    float* v = momentum_.values.data();
     double update_sq = 0;
-    for (const Segment& s : segments_) {
+    for (size_t k = first; k < last; ++k) {
+      const Segment& s = segments_[k];
       const float decay = s.decay ? wd : 0.0f;
-      for (int64_t i = s.begin; i < s.end; ++i) {
+      float* params = all_params + s.flat;
+      const float* grads = all_grads + s.flat;
+      float* v = momentum_.values.data() + s.packed;
+      for (int64_t i = 0; i < s.size; ++i) {
         const float g = grads[i] * grad_scale;
         v[i] = mu * v[i] + g;
         const float dir = kNesterov ? g + mu * v[i] : v[i];
@@ -58,33 +62,37 @@ class Sgd : public Optimizer {
 // AdamW (Loshchilov & Hutter): bias-corrected Adam plus decoupled decay.
 class AdamW : public Optimizer {
  public:
-  AdamW(const config::AdamWConfig& c, const FlatLayout& layout, Range shard)
-      : Optimizer(layout, shard), c_(c) {
+  AdamW(const config::AdamWConfig& c, const FlatLayout& layout, std::vector<Range> pieces)
+      : Optimizer(layout, std::move(pieces)), c_(c) {
     m_.name = kAdamMBuffer;
     v_.name = kAdamVBuffer;
-    m_.values.assign(static_cast<size_t>(shard.size()), 0.0f);
-    v_.values.assign(static_cast<size_t>(shard.size()), 0.0f);
+    m_.values.assign(static_cast<size_t>(size_), 0.0f);
+    v_.values.assign(static_cast<size_t>(size_), 0.0f);
   }
 
-  double Update(int64_t t, float lr, float grad_scale, float* params, const float* grads,
-                bool want_update_sq) override {
-    return want_update_sq ? Run<true>(t, lr, grad_scale, params, grads)
-                          : Run<false>(t, lr, grad_scale, params, grads);
+  double UpdateSegments(int64_t t, float lr, float grad_scale, float* params, const float* grads,
+                        bool want_update_sq, size_t first, size_t last) override {
+    return want_update_sq ? Run<true>(t, lr, grad_scale, params, grads, first, last)
+                          : Run<false>(t, lr, grad_scale, params, grads, first, last);
   }
 
  private:
   template <bool kUpdateSq>
-  double Run(int64_t t, float lr, float grad_scale, float* params, const float* grads) {
+  double Run(int64_t t, float lr, float grad_scale, float* all_params, const float* all_grads, size_t first,
+             size_t last) {
     const float b1 = c_.b1(), b2 = c_.b2(), eps = c_.eps(), wd = c_.weight_decay();
     const double td = static_cast<double>(t);
     const float step_size = static_cast<float>(lr / (1.0 - std::pow(double{b1}, td)));
     const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(double{b2}, td)));
-    float* m = m_.values.data();
-    float* v = v_.values.data();
     double update_sq = 0;
-    for (const Segment& s : segments_) {
+    for (size_t k = first; k < last; ++k) {
+      const Segment& s = segments_[k];
       const float decay = s.decay ? lr * wd : 0.0f;
-      for (int64_t i = s.begin; i < s.end; ++i) {
+      float* params = all_params + s.flat;
+      const float* grads = all_grads + s.flat;
+      float* m = m_.values.data() + s.packed;
+      float* v = v_.values.data() + s.packed;
+      for (int64_t i = 0; i < s.size; ++i) {
         const float g = grads[i] * grad_scale;
         m[i] = b1 * m[i] + (1.0f - b1) * g;
         v[i] = b2 * v[i] + (1.0f - b2) * g * g;
@@ -107,22 +115,42 @@ class AdamW : public Optimizer {
 
 }  // namespace
 
-Optimizer::Optimizer(const FlatLayout& layout, Range shard) : shard_(shard) {
-  layout.ForEachOverlap(shard, [&](int t, Range overlap) {
-    segments_.push_back(Segment{overlap.begin - shard.begin, overlap.end - shard.begin,
-                                layout.tensor(t).shape.size() >= 2});
-  });
+Optimizer::Optimizer(const FlatLayout& layout, std::vector<Range> pieces) : pieces_(std::move(pieces)) {
+  for (const Range& piece : pieces_) {
+    layout.ForEachOverlap(piece, [&](int t, Range overlap) {
+      segments_.push_back(Segment{overlap.begin, size_ + (overlap.begin - piece.begin), overlap.size(),
+                                  layout.tensor(t).shape.size() >= 2});
+    });
+    size_ += piece.size();
+  }
+}
+
+double Optimizer::Update(int64_t t, float lr, float grad_scale, float* params, const float* grads,
+                         bool want_update_sq, Range within) {
+  // Segments lie inside pieces, and callers pass whole buckets: a segment
+  // is in `within` or not at all, so the first and last found bound a run.
+  size_t first = 0;
+  while (first < segments_.size() && segments_[first].flat < within.begin) ++first;
+  size_t last = first;
+  while (last < segments_.size() && segments_[last].flat + segments_[last].size <= within.end) ++last;
+  return UpdateSegments(t, lr, grad_scale, params, grads, want_update_sq, first, last);
 }
 
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
-    const config::OptimizerConfig& config, const FlatLayout& layout, Range shard) {
-  if (shard.begin < 0 || shard.end > layout.total_size() || shard.begin > shard.end) {
-    return absl::InvalidArgumentError("optimizer shard is outside the parameter layout");
+    const config::OptimizerConfig& config, const FlatLayout& layout, std::vector<Range> pieces) {
+  int64_t at = 0;
+  for (const Range& p : pieces) {
+    if (p.begin < at || p.end > layout.total_size() || p.begin > p.end) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer piece [", p.begin, ", ", p.end,
+                                                     ") is out of order or outside the ", layout.total_size(),
+                                                     " parameters"));
+    }
+    at = p.end;
   }
   if (config.has_adamw()) {
-    return std::unique_ptr<Optimizer>(new AdamW(config.adamw(), layout, shard));
+    return std::unique_ptr<Optimizer>(new AdamW(config.adamw(), layout, std::move(pieces)));
   }
-  return std::unique_ptr<Optimizer>(new Sgd(config.sgd(), layout, shard));
+  return std::unique_ptr<Optimizer>(new Sgd(config.sgd(), layout, std::move(pieces)));
 }
 
 }  // namespace shardline

@@ -10,6 +10,7 @@
 #include "common/shard.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/safetensors.h"
+#include "worker/model/bucket_plan.h"
 #include "worker/model/model_factory.h"
 #include "worker/train/evaluator.h"
 #include "worker/train/nan_guard.h"
@@ -64,6 +65,11 @@ absl::StatusOr<int64_t> ParameterCount(const config::JobConfig& config, const Da
   return model->layout().total_size();
 }
 
+absl::StatusOr<std::vector<Range>> GradientBuckets(const config::JobConfig& config, const Dataset& train) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config.model(), InputOf(train)));
+  return BucketPlan(model->layout(), BucketCapFloats(config.collective().bucket_cap_mb()));
+}
+
 int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples) {
   if (config.train().has_total_steps()) return config.train().total_steps();
   return config.train().epochs() * (num_examples / config.data().global_batch_size());
@@ -86,9 +92,11 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
         "config fields train.total_steps / train.epochs: %d steps is more than the %d a run may have", total_steps,
         std::numeric_limits<int32_t>::max()));
   }
-  const Range shard = ShardRange(model.layout().total_size(), comm.rank(), comm.world_size());
+  const std::vector<Range> buckets =
+      BucketPlan(model.layout(), BucketCapFloats(config.collective().bucket_cap_mb()));
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
-                   Optimizer::Create(config.optimizer(), model.layout(), shard));
+                   Optimizer::Create(config.optimizer(), model.layout(),
+                                     OwnedPieces(buckets, comm.rank(), comm.world_size())));
   BatchPipeline pipeline(data.train.num_examples, global_batch, config.data().shuffle_seed());
   const LrSchedule schedule(config.schedule(), total_steps);
   TrainState state;
@@ -100,14 +108,17 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   if (options.memory_restore_step > 0) {
-    // From this rank's own shard in memory; the others' parameter ranges
-    // come by all-gather. No disk read.
+    // From this rank's own shard in memory; the others' pieces come by
+    // all-gather, bucket by bucket as every rank owns them. No disk read.
     const auto restore_start = std::chrono::steady_clock::now();
     if (options.memory == nullptr) return absl::InternalError("a restore from memory without a snapshot store");
     const int from = options.memory_restore_world > 0 ? options.memory_restore_world : comm.world_size();
     ASSIGN_OR_RETURN(Restored restored, options.memory->Restore(options.memory_restore_step, from, model.layout(),
                                                                 state.params.data(), optimizer.get()));
-    RETURN_IF_ERROR(comm.AllGather(absl::MakeSpan(state.params)));
+    for (const Range& bucket : buckets) {
+      RETURN_IF_ERROR(comm.AllGather(absl::MakeSpan(state.params).subspan(static_cast<size_t>(bucket.begin),
+                                                                           static_cast<size_t>(bucket.size()))));
+    }
     ASSIGN_OR_RETURN(state.next_step, pipeline.Restore(restored.position));
     if (state.next_step != restored.step) {
       return absl::DataLossError(absl::StrFormat("in-memory snapshot of step %d has the data position of step %d",
@@ -148,7 +159,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   // Declared after everything a background save reads (params, optimizer),
   // so on every return it is destroyed, and waits for its thread, first.
   ShardSaver saver(options.env, options.checkpoint_root, options.checkpoint_sink, config.checkpoint().async());
-  const StepContext ctx{config, model, data.train, pipeline, *optimizer, schedule, comm, &saver};
+  const StepContext ctx{config, model, data.train, pipeline, buckets, *optimizer, schedule, comm, &saver};
 
   const bool lead = comm.rank() == 0;
   const bool show = options.show_progress && lead;
@@ -165,7 +176,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     info.world_size = comm.world_size();
     info.total_steps = total_steps;
     info.parameters = model.layout().total_size();
-    info.owned_parameters = shard.size();
+    info.owned_parameters = optimizer->size();
     for (const StateBuffer* b : optimizer->state()) info.optimizer_state_floats += static_cast<int64_t>(b->values.size());
     info.flops_per_example = model.TrainFlopsPerExample();
     info.global_batch_size = global_batch;

@@ -144,6 +144,11 @@ InputShape InputOf(const Dataset& train);
 // CreateModel does.
 absl::StatusOr<int64_t> ParameterCount(const config::JobConfig& config, const Dataset& train);
 
+// The gradient buckets of the model `config` builds for `train`'s examples
+// (worker/model/bucket_plan.h, cut at collective.bucket_cap_mb): what every
+// rank's pieces (common/shard.h: OwnedPieces) are cut from.
+absl::StatusOr<std::vector<Range>> GradientBuckets(const config::JobConfig& config, const Dataset& train);
+
 // Trains per `config` (already validated) on `data`: from
 // `options.restore_dir` if set, else from checkpoint.init_from or scratch,
 // to the config's last step or an agreed stop. Errors: DATA_LOSS when the

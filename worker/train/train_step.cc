@@ -14,10 +14,24 @@
 namespace shardline {
 namespace {
 
-double SumSquares(const float* v, int64_t n) {
+// Over the pieces of `v` in order, one running sum.
+double SumSquares(const float* v, absl::Span<const Range> pieces) {
   double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(v[i]) * v[i];
+  for (const Range& p : pieces) {
+    for (int64_t i = p.begin; i < p.end; ++i) sum += static_cast<double>(v[i]) * v[i];
+  }
   return sum;
+}
+
+bool PiecesFinite(const std::vector<float>& v, absl::Span<const Range> pieces) {
+  for (const Range& p : pieces) {
+    if (!AllFinite(absl::MakeConstSpan(v.data() + p.begin, static_cast<size_t>(p.size())))) return false;
+  }
+  return true;
+}
+
+absl::Span<float> BucketOf(std::vector<float>& v, const Range& bucket) {
+  return absl::MakeSpan(v.data() + bucket.begin, static_cast<size_t>(bucket.size()));
 }
 
 class Stopwatch {
@@ -134,9 +148,12 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   spans.Since("compute", begin);
   begin = spans.Now();
 
-  RETURN_IF_ERROR(ctx.comm.ReduceScatter(absl::MakeSpan(b->grads)));
-  if (const int from = ctx.comm.nonfinite_source(); from >= 0) {
-    seen.Note(NonFiniteSource::kReducedFromPeer, from, r.step);
+  // Buckets in the order backward finishes them: the last layers first.
+  for (size_t k = ctx.buckets.size(); k-- > 0;) {
+    RETURN_IF_ERROR(ctx.comm.ReduceScatter(BucketOf(b->grads, ctx.buckets[k])));
+    if (const int from = ctx.comm.nonfinite_source(); from >= 0) {
+      seen.Note(NonFiniteSource::kReducedFromPeer, from, r.step);
+    }
   }
   r.times.reduce_scatter = watch.Lap();
   spans.Since("reduce_scatter", begin);
@@ -144,11 +161,11 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   Stopwatch sub;
   int64_t sub_begin = begin;
 
-  const Range shard = ctx.optimizer.shard();
+  const std::vector<Range>& mine = ctx.optimizer.pieces();
   const float clip = ctx.config.train().grad_clip_norm();
   const bool need_grad_norm = with_norms || clip > 0;
   double scalars[6] = {FiniteOrZero(stats.loss_sum),
-                       need_grad_norm ? FiniteOrZero(SumSquares(b->grads.data() + shard.begin, shard.size())) : 0.0,
+                       need_grad_norm ? FiniteOrZero(SumSquares(b->grads.data(), mine)) : 0.0,
                        VoteScalar(votes.stop), VoteScalar(votes.checkpoint), VoteScalar(votes.eval),
                        seen.seen() ? 1.0 : 0.0};
   static constexpr ReduceOp kOps[6] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMin,
@@ -184,10 +201,9 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
     spans.Since("checkpoint_snapshot", sub_begin);
   }
   sub_begin = spans.Now();
-  const double update_sq = ctx.optimizer.Update(r.step + 1, r.lr, clip_scale,
-                                                state->params.data() + shard.begin,
-                                                b->grads.data() + shard.begin, with_norms);
-  if (!AllFinite(absl::MakeConstSpan(state->params.data() + shard.begin, static_cast<size_t>(shard.size())))) {
+  const double update_sq =
+      ctx.optimizer.Update(r.step + 1, r.lr, clip_scale, state->params.data(), b->grads.data(), with_norms);
+  if (!PiecesFinite(state->params, mine)) {
     seen.Note(NonFiniteSource::kOwnUpdate, rank, r.step);
   }
   spans.Since("update", sub_begin);
@@ -195,9 +211,12 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   spans.Since("optimizer", begin);
   begin = spans.Now();
 
-  RETURN_IF_ERROR(ctx.comm.AllGather(absl::MakeSpan(state->params)));
-  if (const int from = ctx.comm.nonfinite_source(); from >= 0) {
-    seen.Note(NonFiniteSource::kGatheredFromPeer, from, r.step);
+  // The first layers first: the next forward needs them first.
+  for (const Range& bucket : ctx.buckets) {
+    RETURN_IF_ERROR(ctx.comm.AllGather(BucketOf(state->params, bucket)));
+    if (const int from = ctx.comm.nonfinite_source(); from >= 0) {
+      seen.Note(NonFiniteSource::kGatheredFromPeer, from, r.step);
+    }
   }
   r.times.all_gather = watch.Lap();
   spans.Since("all_gather", begin);
@@ -206,7 +225,7 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
     begin = spans.Now();
     // Non-finite norms come from what this step noted; the next step (or
     // SettleNonFinite) judges it, and they are reported as NaN meanwhile.
-    const double param_sq = SumSquares(state->params.data() + shard.begin, shard.size());
+    const double param_sq = SumSquares(state->params.data(), mine);
     double norms[3] = {FiniteOrZero(update_sq), FiniteOrZero(param_sq),
                        std::isfinite(update_sq) && std::isfinite(param_sq) ? 0.0 : 1.0};
     static constexpr ReduceOp kNormOps[3] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMax};

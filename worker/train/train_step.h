@@ -2,13 +2,13 @@
 // state, written as the plain sequence it is:
 //
 //   gradients of this rank's slice (micro-batches summed)  -> ComputeGradients
-//   reduce-scatter the flat gradient                        -> comm.ReduceScatter
+//   reduce-scatter each gradient bucket, last first         -> comm.ReduceScatter
 //   global gradient norm, loss (scalar all-reduce), clip
-//   optimizer update of the owned shard                     -> optimizer.Update
-//   all-gather the new parameters                           -> comm.AllGather
+//   optimizer update of the owned pieces                    -> optimizer.Update
+//   all-gather each bucket of new parameters, first first   -> comm.AllGather
 //
 // With LocalCollectives (a world of one) the two collectives are no-ops and
-// the shard is the whole buffer.
+// the pieces are the whole buffer.
 #ifndef SHARDLINE_WORKER_TRAIN_TRAIN_STEP_H_
 #define SHARDLINE_WORKER_TRAIN_TRAIN_STEP_H_
 
@@ -36,7 +36,10 @@ struct StepContext {
   const Model& model;
   const Dataset& train;
   BatchPipeline& pipeline;
-  Optimizer& optimizer;  // owns shard ShardRange(total, rank, world)
+  // The gradient buckets (worker/model/bucket_plan.h), ascending; the
+  // optimizer owns this rank's pieces of them (OwnedPieces).
+  const std::vector<Range>& buckets;
+  Optimizer& optimizer;
   const LrSchedule& schedule;
   Collectives& comm;
   // A checkpoint may still be copying the shard: waited for before the
@@ -45,7 +48,7 @@ struct StepContext {
 };
 
 // The state a step advances. params is the full working copy; only the
-// optimizer's shard of it is authoritative between all-gathers.
+// optimizer's pieces of it are authoritative between all-gathers.
 struct TrainState {
   int64_t next_step = 0;  // 0-based index of the next step to run
   std::vector<float> params;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -29,8 +30,7 @@ ShardContents Sample(int64_t floats) {
   c.header.set_world_size(2);
   c.header.set_rank(1);
   c.header.set_total_size(floats * 2);
-  c.header.set_begin(floats);
-  c.header.set_end(floats * 2);
+  SetShardPieces({Range{floats, floats * 2}}, &c.header);
   state::TensorEntry* t = c.header.add_tensors();
   t->set_name("layer0/w");
   t->add_shape(2);
@@ -66,7 +66,7 @@ TEST(ShardFileTest, RoundTripsBuffersAndHeaderAndReportsSizeAndCrc) {
   absl::StatusOr<ShardContents> back = ReadShard(env, w->path);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->header.step(), 1200);
-  EXPECT_EQ(back->header.begin(), 300000);
+  EXPECT_EQ(ShardPieces(back->header), (std::vector<Range>{{300000, 600000}}));
   EXPECT_EQ(back->header.tensors(0).name(), "layer0/w");
   EXPECT_EQ(back->header.block_crc_size(), 3);
   EXPECT_EQ(back->checksum, w->crc32c);
@@ -97,9 +97,9 @@ TEST(ShardFileTest, ReadShardIntoPlacesSubRangesAndVerifiesSkippedBlocks) {
   tiny_blocks.block_size = 64;
   WrittenShard w = *WriteShard(env, dir, "s.ckpt", Sample(100), tiny_blocks);
   std::vector<float> params(100, 7.0f), momentum(200, 7.0f);
-  PlaceFn place = [&](const state::ShardHeader&, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
-    if (b.name() == "params") return Placement{params.data(), 0, 100};
-    return Placement{momentum.data() + 50, 13, 77};  // floats 13..77 of momentum
+  PlaceFn place = [&](const state::ShardHeader&, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
+    if (b.name() == "params") return Placements{{params.data(), 0, 100}};
+    return Placements{{momentum.data() + 50, 13, 77}};  // floats 13..77 of momentum
   };
   uint32_t checksum = 0;
   absl::StatusOr<state::ShardHeader> h = ReadShardInto(env, w.path, place, &checksum);
@@ -122,7 +122,7 @@ TEST(ShardFileTest, ReadShardIntoPlacesSubRangesAndVerifiesSkippedBlocks) {
   std::fill(params.begin(), params.end(), 7.0f);
   h = ReadShardInto(
       env, w.path,
-      [](const state::ShardHeader&, const state::BufferEntry&) -> absl::StatusOr<Placement> {
+      [](const state::ShardHeader&, const state::BufferEntry&) -> absl::StatusOr<Placements> {
         return absl::FailedPreconditionError("another model");
       },
       nullptr);
@@ -166,6 +166,77 @@ class PrefetchRecordingEnv : public EnvWrapper {
 // Large shards are read with the kernel asked to stay a window ahead: the
 // hints cover the payload once, in order, and never run more than a window
 // and a quarter ahead of the block being read. Small ones get no hints.
+// The same file with the header rewritten: `edit` applied, the header CRC
+// recomputed and the version field set to `version`.
+std::string Rewritten(const std::string& bytes, uint32_t version, const std::function<void(state::ShardHeader*)>& edit) {
+  auto u32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[at + i])) << (8 * i);
+    return v;
+  };
+  auto put = [](uint32_t v, std::string* out) {
+    for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+  };
+  const uint32_t header_len = u32(12);
+  state::ShardHeader h;
+  EXPECT_TRUE(h.ParseFromString(bytes.substr(20, header_len)));
+  edit(&h);
+  const std::string header = h.SerializeAsString();
+  std::string out = bytes.substr(0, 8);
+  put(version, &out);
+  put(static_cast<uint32_t>(header.size()), &out);
+  put(crc32c::Mask(crc32c::Value(header.data(), header.size())), &out);
+  return out + header + bytes.substr(20 + header_len);
+}
+
+// Version 2 shards hold pieces; version 1 shards (one range [begin, end))
+// still read, as that one piece. A header mixing the two, or pieces out of
+// order or outside the model, is refused naming the file.
+TEST(ShardFileTest, ReadsPiecesAndVersionOneRanges) {
+  const std::string dir = FreshDir();
+  Env* env = Env::Default();
+  ShardContents c = Sample(10);
+  c.header.set_total_size(40);
+  SetShardPieces({Range{3, 5}, Range{20, 28}}, &c.header);
+  absl::StatusOr<WrittenShard> w = WriteShard(env, dir, ShardFileName(1, 2), c);
+  ASSERT_TRUE(w.ok()) << w.status();
+  absl::StatusOr<ShardContents> back = ReadShard(env, w->path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(ShardPieces(back->header), (std::vector<Range>{{3, 5}, {20, 28}}));
+  EXPECT_EQ(back->buffers[0].values, c.buffers[0].values);
+
+  const std::string bytes = *env->ReadFile(w->path);
+  const std::string path = dir + "/edited.ckpt";
+  auto read = [&](const std::string& file) {
+    EXPECT_TRUE(WriteFileAtomically(env, path, file, /*durable=*/false).ok());
+    return ReadShard(env, path);
+  };
+  // Version 1: begin/end, no pieces.
+  back = read(Rewritten(bytes, 1, [](state::ShardHeader* h) {
+    h->clear_pieces();
+    h->set_begin(30);
+    h->set_end(40);
+  }));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(ShardPieces(back->header), (std::vector<Range>{{30, 40}}));
+  EXPECT_EQ(back->buffers[1].values, c.buffers[1].values);
+
+  const std::vector<std::function<void(state::ShardHeader*)>> bad = {
+      [](state::ShardHeader* h) { h->set_begin(0); },                          // v2 with a v1 range
+      [](state::ShardHeader* h) { SetShardPieces({Range{20, 28}, Range{3, 5}}, h); },  // out of order
+      [](state::ShardHeader* h) { SetShardPieces({Range{3, 5}, Range{34, 42}}, h); },  // outside 40
+      [](state::ShardHeader* h) { h->add_pieces(7); },                         // not pairs
+  };
+  for (size_t i = 0; i < bad.size(); ++i) {
+    back = read(Rewritten(bytes, 2, bad[i]));
+    EXPECT_EQ(back.status().code(), absl::StatusCode::kDataLoss) << i << ": " << back.status();
+    EXPECT_TRUE(absl::StrContains(back.status().message(), path)) << back.status();
+  }
+  // The writer refuses a version 1 range.
+  c.header.set_begin(0);
+  EXPECT_EQ(WriteShard(env, dir, ShardFileName(0, 2), c).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ShardFileTest, LargeShardsArePrefetchedAWindowAhead) {
   Env* env = Env::Default();
   ShardWriteOptions small_blocks;
@@ -176,8 +247,8 @@ TEST(ShardFileTest, LargeShardsArePrefetchedAWindowAhead) {
   o.prefetch_min_bytes = 100000;
   o.prefetch_window = 32768;
   std::vector<float> params(20000), momentum(20000);
-  PlaceFn place = [&](const state::ShardHeader&, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
-    return Placement{b.name() == "params" ? params.data() : momentum.data(), 0, b.floats()};
+  PlaceFn place = [&](const state::ShardHeader&, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
+    return Placements{{b.name() == "params" ? params.data() : momentum.data(), 0, b.floats()}};
   };
   PrefetchRecordingEnv rec(env);
   ASSERT_TRUE(ReadShardInto(&rec, w.path, place, nullptr, o).ok());

@@ -34,8 +34,7 @@ std::string Commit(const std::string& name, std::vector<std::pair<int64_t, int64
     c.header.set_world_size(2);
     c.header.set_rank(rank);
     c.header.set_total_size(10);
-    c.header.set_begin(ranges[rank].first);
-    c.header.set_end(ranges[rank].second);
+    SetShardPieces({Range{ranges[rank].first, ranges[rank].second}}, &c.header);
     const int64_t n = ranges[rank].second - ranges[rank].first;
     c.buffers.push_back({kParamsBuffer, std::vector<float>(static_cast<size_t>(n), 1.0f + rank)});
     absl::StatusOr<WrittenShard> w = WriteShard(env, dir, ShardFileName(rank, 2), c);
@@ -66,8 +65,8 @@ TEST(VerifyCheckpointTest, AGoodCheckpointPassesAndPlacesEveryBuffer) {
     ++headers;
     return absl::OkStatus();
   };
-  o.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placement> {
-    return Placement{params.data() + h.begin(), 0, b.floats()};
+  o.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
+    return Placements{{params.data() + ShardPieces(h)[0].begin, 0, b.floats()}};
   };
   absl::StatusOr<VerifiedCheckpoint> v = VerifyCheckpoint(Env::Default(), dir, o);
   ASSERT_TRUE(v.ok()) << v.status();
@@ -120,9 +119,9 @@ TEST(VerifyCheckpointTest, AHeaderRefusedByTheCallerStopsBeforeAnyPayload) {
   VerifyOptions o;
   bool placed = false;
   o.on_header = [](const state::ShardHeader&) { return absl::FailedPreconditionError("another model"); };
-  o.place = [&](const state::ShardHeader&, const state::BufferEntry&) -> absl::StatusOr<Placement> {
+  o.place = [&](const state::ShardHeader&, const state::BufferEntry&) -> absl::StatusOr<Placements> {
     placed = true;
-    return Placement{};
+    return Placements{};
   };
   EXPECT_TRUE(absl::IsFailedPrecondition(VerifyCheckpoint(Env::Default(), dir, o).status()));
   EXPECT_FALSE(placed);

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "tests/worker/collective/world.h"
 #include "worker/collective/ring.h"
+#include "worker/model/bucket_plan.h"
 
 namespace shardline {
 namespace {
@@ -30,7 +31,7 @@ config::OptimizerConfig AdamW() {
 // parameter shard carry values unique to (rank, step).
 struct RankState {
   RankState(const FlatLayout& layout, int rank, int world)
-      : optimizer(*Optimizer::Create(AdamW(), layout, ShardRange(layout.total_size(), rank, world))),
+      : optimizer(*Optimizer::Create(AdamW(), layout, {ShardRange(layout.total_size(), rank, world)})),
         params(static_cast<size_t>(layout.total_size())) {}
   void Fill(int64_t step) {
     for (size_t i = 0; i < params.size(); ++i) params[i] = static_cast<float>(step * 1000 + static_cast<int64_t>(i));
@@ -100,7 +101,7 @@ TEST(MemorySnapshotsTest, EachRankHoldsItsShardAndItsPredecessorsAndARestoreFrom
   EXPECT_EQ(at->best.step, 29);
   RankState original(layout, 1, kWorld);
   original.Fill(30);
-  const Range shard = replacement.optimizer->shard();
+  const Range shard = replacement.optimizer->pieces()[0];
   for (int64_t i = shard.begin; i < shard.end; ++i) {
     EXPECT_EQ(replacement.params[static_cast<size_t>(i)], original.params[static_cast<size_t>(i)]) << i;
   }
@@ -165,6 +166,74 @@ TEST(MemorySnapshotsTest, ASnapshotOfThreeRanksRestoresIntoTwoFromThePiecesOverl
       EXPECT_EQ(rank.params[static_cast<size_t>(g)], 40.0f * 1000 + static_cast<float>(g)) << g;
       for (StateBuffer* b : rank.optimizer->state()) {
         EXPECT_EQ(b->values[static_cast<size_t>(g - mine.begin)], want_state) << b->name << " " << g;
+      }
+    }
+  }
+}
+
+// With gradient buckets a rank holds a piece of every bucket. A snapshot of
+// 3 ranks cutting one plan restores into 2 ranks cutting another: every
+// rank gets the parameters and state of exactly its pieces, read from the
+// old shards' headers.
+TEST(MemorySnapshotsTest, BucketedPiecesRestoreAcrossWorldsAndPlans) {
+  FlatLayout layout;
+  layout.Add("a/w", {13, 7});  // [0, 91)
+  layout.Add("a/b", {7});      // [91, 98)
+  layout.Add("b/w", {7, 5});   // [98, 133)
+  layout.Add("c/w", {40});     // [133, 173)
+  const int64_t total = layout.total_size();
+  const std::vector<Range> old_plan = BucketPlan(layout, 45), new_plan = BucketPlan(layout, 0);
+  ASSERT_EQ(old_plan.size(), 3u);
+  constexpr int kOld = 3, kNew = 2;
+  auto value = [](int buffer, int64_t flat) { return static_cast<float>(buffer * 1000 + flat); };
+  std::vector<std::unique_ptr<MemorySnapshots>> stores;
+  std::vector<std::unique_ptr<Optimizer>> opts;
+  std::vector<std::vector<float>> params;
+  for (int r = 0; r < kOld; ++r) {
+    stores.push_back(std::make_unique<MemorySnapshots>());
+    opts.push_back(*Optimizer::Create(AdamW(), layout, OwnedPieces(old_plan, r, kOld)));
+    params.emplace_back(static_cast<size_t>(total), -1.0f);
+    for (const PieceCopy& run : SharedRuns(opts.back()->pieces(), {Range{0, total}})) {
+      for (int64_t i = 0; i < run.size; ++i) {
+        params.back()[static_cast<size_t>(run.flat + i)] = value(0, run.flat + i);
+        for (size_t b = 0; b < opts.back()->state().size(); ++b) {
+          opts.back()->state()[b]->values[static_cast<size_t>(run.from + i)] = value(static_cast<int>(b) + 1, run.flat + i);
+        }
+      }
+    }
+  }
+  TestWorld world(TransportKind::kLocal, kOld);
+  const std::vector<absl::Status> taken = world.Run([&](int r, Transport* t) -> absl::Status {
+    RingCollectives comm(t, CollectiveOptions{});
+    ShardSource src;
+    src.step = 40;
+    src.rank = r;
+    src.world = kOld;
+    src.layout = &layout;
+    src.params = params[static_cast<size_t>(r)].data();
+    src.optimizer = opts[static_cast<size_t>(r)].get();
+    src.position.set_next_step(40);
+    return stores[static_cast<size_t>(r)]->TakeAndReplicate(src, /*copies=*/1, comm);
+  });
+  for (const absl::Status& s : taken) ASSERT_TRUE(s.ok()) << s;
+  for (int r = 0; r < kNew; ++r) {
+    MemorySnapshots fresh;
+    for (int s = 0; s < kOld; ++s) {
+      absl::StatusOr<std::string> bytes = stores[static_cast<size_t>(s)]->Bytes(SnapshotKey{40, kOld, s});
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      ASSERT_TRUE(fresh.Put(SnapshotKey{40, kOld, s}, *bytes).ok());
+    }
+    std::unique_ptr<Optimizer> opt = *Optimizer::Create(AdamW(), layout, OwnedPieces(new_plan, r, kNew));
+    std::vector<float> got(static_cast<size_t>(total), 0.0f);
+    absl::StatusOr<Restored> at = fresh.Restore(40, kOld, layout, got.data(), opt.get());
+    ASSERT_TRUE(at.ok()) << at.status();
+    for (const PieceCopy& run : SharedRuns(opt->pieces(), {Range{0, total}})) {
+      for (int64_t i = 0; i < run.size; ++i) {
+        ASSERT_EQ(got[static_cast<size_t>(run.flat + i)], value(0, run.flat + i)) << "rank " << r;
+        for (size_t b = 0; b < opt->state().size(); ++b) {
+          ASSERT_EQ(opt->state()[b]->values[static_cast<size_t>(run.from + i)], value(static_cast<int>(b) + 1, run.flat + i))
+              << opt->state()[b]->name << " rank " << r << " element " << run.flat + i;
+        }
       }
     }
   }

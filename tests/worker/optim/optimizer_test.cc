@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 
 #include "common/rng.h"
+#include "worker/model/bucket_plan.h"
 #include "worker/optim/lr_schedule.h"
 
 namespace shardline {
@@ -43,40 +45,51 @@ config::OptimizerConfig AdamW() {
 
 class ShardedUpdateTest : public ::testing::TestWithParam<config::OptimizerConfig> {};
 
-// The ZeRO contract: N optimizers, each updating its own shard, produce
+// The ZeRO contract: N optimizers, each updating its own pieces, produce
 // bitwise the parameters and state of one optimizer updating everything,
-// whether or not the update norm is computed (a different, scalar loop).
-TEST_P(ShardedUpdateTest, UpdatingInShardsIsBitwiseEqualToUpdatingWhole) {
+// whether or not the update norm is computed (a different, scalar loop),
+// for one bucket (one contiguous piece per rank) or one per layer (a piece
+// of every layer per rank), updated whole or bucket by bucket.
+TEST_P(ShardedUpdateTest, UpdatingInPiecesIsBitwiseEqualToUpdatingWhole) {
   const FlatLayout layout = TestLayout();
   const int64_t total = layout.total_size();
-  for (int world = 2; world <= 7; ++world) {
-    std::vector<float> whole = RandomVector(total, 1000), sharded = whole;
-    auto single = *Optimizer::Create(GetParam(), layout, Range{0, total});
-    std::vector<std::unique_ptr<Optimizer>> parts;
-    for (int r = 0; r < world; ++r) {
-      parts.push_back(*Optimizer::Create(GetParam(), layout, ShardRange(total, r, world)));
-    }
-    for (int64_t t = 1; t <= 5; ++t) {
-      const std::vector<float> grads = RandomVector(total, static_cast<uint64_t>(t));
-      const float lr = 0.1f / static_cast<float>(t), scale = 0.7f;
-      single->Update(t, lr, scale, whole.data(), grads.data(), /*want_update_sq=*/true);
-      for (auto& opt : parts) {
-        const Range s = opt->shard();
-        opt->Update(t, lr, scale, sharded.data() + s.begin, grads.data() + s.begin,
-                    /*want_update_sq=*/t % 2 == 0);
+  for (const int64_t cap : {int64_t{0}, int64_t{40}}) {
+    const std::vector<Range> buckets = BucketPlan(layout, cap);
+    for (int world = 2; world <= 7; ++world) {
+      SCOPED_TRACE(testing::Message() << buckets.size() << " buckets, world " << world);
+      std::vector<float> whole = RandomVector(total, 1000), sharded = whole;
+      auto single = *Optimizer::Create(GetParam(), layout, {Range{0, total}});
+      std::vector<std::unique_ptr<Optimizer>> parts;
+      for (int r = 0; r < world; ++r) {
+        parts.push_back(*Optimizer::Create(GetParam(), layout, OwnedPieces(buckets, r, world)));
       }
-    }
-    ASSERT_EQ(std::memcmp(whole.data(), sharded.data(), whole.size() * sizeof(float)), 0)
-        << "world " << world;
-    for (size_t b = 0; b < single->state().size(); ++b) {
-      std::vector<float> joined;
-      for (auto& opt : parts) {
-        const auto& v = opt->state()[b]->values;
-        joined.insert(joined.end(), v.begin(), v.end());
+      for (int64_t t = 1; t <= 5; ++t) {
+        const std::vector<float> grads = RandomVector(total, static_cast<uint64_t>(t));
+        const float lr = 0.1f / static_cast<float>(t), scale = 0.7f;
+        single->Update(t, lr, scale, whole.data(), grads.data(), /*want_update_sq=*/true);
+        for (auto& opt : parts) {
+          if (t % 2 == 0) {
+            opt->Update(t, lr, scale, sharded.data(), grads.data(), /*want_update_sq=*/true);
+          } else {
+            for (const Range& bucket : buckets) {
+              opt->Update(t, lr, scale, sharded.data(), grads.data(), /*want_update_sq=*/false, bucket);
+            }
+          }
+        }
       }
-      const auto& ref = single->state()[b]->values;
-      EXPECT_EQ(std::memcmp(joined.data(), ref.data(), ref.size() * sizeof(float)), 0)
-          << single->state()[b]->name << " world " << world;
+      ASSERT_EQ(std::memcmp(whole.data(), sharded.data(), whole.size() * sizeof(float)), 0);
+      // Each rank's packed state holds its pieces' elements in order.
+      for (size_t b = 0; b < single->state().size(); ++b) {
+        const std::vector<float>& ref = single->state()[b]->values;
+        std::vector<float> placed(ref.size(), -1.0f);
+        for (auto& opt : parts) {
+          EXPECT_EQ(static_cast<int64_t>(opt->state()[b]->values.size()), opt->size());
+          for (const PieceCopy& run : SharedRuns(opt->pieces(), {Range{0, total}})) {
+            std::copy_n(opt->state()[b]->values.begin() + run.from, run.size, placed.begin() + run.flat);
+          }
+        }
+        EXPECT_EQ(std::memcmp(placed.data(), ref.data(), ref.size() * sizeof(float)), 0) << single->state()[b]->name;
+      }
     }
   }
 }
@@ -87,7 +100,7 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, ShardedUpdateTest,
 TEST(OptimizerTest, SgdMomentumMatchesTheFormula) {
   FlatLayout layout;
   layout.Add("w", {1, 2});
-  auto opt = *Optimizer::Create(Sgd(false, 0.5f), layout, Range{0, 2});
+  auto opt = *Optimizer::Create(Sgd(false, 0.5f), layout, {Range{0, 2}});
   std::vector<float> p = {1.0f, -2.0f};
   const std::vector<float> g = {0.5f, 1.0f};
   opt->Update(1, 0.1f, 1.0f, p.data(), g.data());  // v = g; p -= lr (v + wd p)
@@ -99,7 +112,7 @@ TEST(OptimizerTest, SgdMomentumMatchesTheFormula) {
 TEST(OptimizerTest, AdamWFirstStepMovesBySignTimesLr) {
   FlatLayout layout;
   layout.Add("b", {3});  // a bias: no weight decay
-  auto opt = *Optimizer::Create(AdamW(), layout, Range{0, 3});
+  auto opt = *Optimizer::Create(AdamW(), layout, {Range{0, 3}});
   std::vector<float> p = {0, 0, 0};
   const std::vector<float> g = {2.0f, -0.001f, 0.3f};
   opt->Update(1, 0.01f, 1.0f, p.data(), g.data());
@@ -112,7 +125,7 @@ TEST(OptimizerTest, WeightDecaySkipsBiases) {
   FlatLayout layout;
   layout.Add("w", {1, 1});
   layout.Add("b", {1});
-  auto opt = *Optimizer::Create(Sgd(false, 0.1f), layout, Range{0, 2});
+  auto opt = *Optimizer::Create(Sgd(false, 0.1f), layout, {Range{0, 2}});
   std::vector<float> p = {1.0f, 1.0f};
   const std::vector<float> g = {0.0f, 0.0f};
   opt->Update(1, 1.0f, 1.0f, p.data(), g.data());
@@ -120,8 +133,11 @@ TEST(OptimizerTest, WeightDecaySkipsBiases) {
   EXPECT_FLOAT_EQ(p[1], 1.0f);
 }
 
-TEST(OptimizerTest, ShardOutsideLayoutIsRejected) {
-  EXPECT_FALSE(Optimizer::Create(Sgd(false, 0), TestLayout(), Range{0, 100000}).ok());
+TEST(OptimizerTest, PiecesOutsideTheLayoutOrOutOfOrderAreRejected) {
+  EXPECT_FALSE(Optimizer::Create(Sgd(false, 0), TestLayout(), {Range{0, 100000}}).ok());
+  EXPECT_FALSE(Optimizer::Create(Sgd(false, 0), TestLayout(), {Range{10, 20}, Range{5, 8}}).ok());
+  EXPECT_FALSE(Optimizer::Create(Sgd(false, 0), TestLayout(), {Range{10, 20}, Range{15, 30}}).ok());
+  EXPECT_TRUE(Optimizer::Create(Sgd(false, 0), TestLayout(), {Range{0, 3}, Range{50, 60}}).ok());
 }
 
 TEST(LrScheduleTest, WarmupThenCosineToEnd) {
