@@ -11,14 +11,20 @@
 # Everything is created and removed by this script (root needed); nothing
 # is added to the namespace it runs in.
 #
+# shardline runs once per mode of MODES: "overlap" (collective.overlap,
+# the default) and "sequential" (collective.overlap=false), with buckets of
+# CAP MiB (collective.bucket_cap_mb; unset: the config's default).
+#
 #   bench/shaped_links_bench.sh                          # 10 and 2.5 Gbit/s, N = 2 and 4
-#   RATES="none 10gbit" WORLDS=2 STEPS=60 bench/shaped_links_bench.sh
+#   RATES="none 10gbit" WORLDS=2 STEPS=60 MODES=overlap CAP=4 bench/shaped_links_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=bench/out/shaped
 STEPS=${STEPS:-150}
 RATES=${RATES:-"10gbit 2500mbit"}
 WORLDS=${WORLDS:-"2 4"}
+MODES=${MODES:-"overlap sequential"}
+CAP=${CAP:-}
 P=${PREFIX:-slsh}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
@@ -82,13 +88,15 @@ W2="--set model.mlp.hidden_sizes=2048,2048 --set data.global_batch_size=256 --se
     --set train.log_every=10 --set train.eval_every=0 --set checkpoint.every_steps=0"
 CFG=deploy/configs/fmnist_mlp.textproto
 
-run_shardline() {  # RATE N
-  local dir="$OUT/shardline_$1_n$2" r pids=()
+run_shardline() {  # RATE N MODE
+  local dir="$OUT/shardline_$3_$1_n$2" r pids=() sets="--set collective.overlap=true"
+  [ "$3" = sequential ] && sets="--set collective.overlap=false"
+  [ -n "$CAP" ] && sets="$sets --set collective.bucket_cap_mb=$CAP"
   mkdir -p "$dir"
   local token
   token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
   SHARDLINE_TOKEN=$token timeout 600 ip netns exec "$(ns 0)" build/bin/shardline-coordinator --config $CFG \
-    --listen "$(addr 0):7000" --workdir "$dir" --set "runtime.num_workers=$2" $W2 2> "$dir/coordinator.log" &
+    --listen "$(addr 0):7000" --workdir "$dir" --set "runtime.num_workers=$2" $W2 $sets 2> "$dir/coordinator.log" &
   pids+=($!)
   for ((r = 0; r < $2; r++)); do
     SHARDLINE_TOKEN=$token timeout 600 ip netns exec "$(ns $((r + 1)))" build/bin/shardline-worker \
@@ -114,11 +122,13 @@ for rate in $RATES; do
   echo "== $rate: iperf3" >&2
   calibrate "$rate"
   for n in $WORLDS; do
-    echo "== $rate N=$n shardline" >&2
-    run_shardline "$rate" "$n"
+    for mode in $MODES; do
+      echo "== $rate N=$n shardline $mode" >&2
+      run_shardline "$rate" "$n" "$mode"
+    done
     echo "== $rate N=$n DDP" >&2
     run_ddp "$rate" "$n"
   done
 done
 
-/usr/bin/python3 bench/summarize_shaped.py "$OUT" "$RATES" "$WORLDS"
+/usr/bin/python3 bench/summarize_shaped.py "$OUT" "$RATES" "$WORLDS" "$MODES"

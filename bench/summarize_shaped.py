@@ -3,6 +3,7 @@
 import json, re, statistics, sys
 
 out, rates, worlds = sys.argv[1], sys.argv[2].split(), [int(n) for n in sys.argv[3].split()]
+modes = sys.argv[4].split() if len(sys.argv) > 4 else ["overlap", "sequential"]
 
 
 def jsonl(path):
@@ -12,17 +13,23 @@ def jsonl(path):
         return []
 
 
-def shardline(rate, n):
-    d = f"{out}/shardline_{rate}_n{n}"
+def shardline(rate, n, mode):
+    d = f"{out}/shardline_{mode}_{rate}_n{n}"
     train = [l for l in jsonl(f"{d}/metrics.jsonl") if l.get("split") == "train"]
     rate_s = statistics.median(l["samples_per_second"] for l in train[1:]) if len(train) > 1 else None
     m = None
     try:
         m = re.search(r"per step: compute ([\d.]+) ms, reduce-scatter ([\d.]+) ms, optimizer ([\d.]+) ms, "
-                      r"all-gather ([\d.]+) ms", open(f"{d}/worker-0.log").read())
+                      r"all-gather ([\d.]+) ms(, collectives ([\d.]+) ms in the background \(([\d.]+) ms hidden\))?",
+                      open(f"{d}/worker-0.log").read())
     except OSError:
         pass
-    return rate_s, (" / ".join(m.groups()) if m else "-")
+    if not m:
+        return rate_s, "-"
+    phases = " / ".join(m.groups()[:4])
+    if m.group(6):
+        phases += f"; collectives {m.group(6)}, {m.group(7)} hidden"
+    return rate_s, phases
 
 
 def ddp(rate, n):
@@ -38,13 +45,15 @@ def iperf(rate):
         return None
 
 
-print("| link (tbf) | iperf3 | N | shardline samples/s | DDP samples/s | ratio | shardline ms/step: compute / reduce-scatter / optimizer / all-gather |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
+print("| link (tbf) | iperf3 | N | shardline mode | shardline samples/s | DDP samples/s | ratio | shardline ms/step: compute / reduce-scatter wait / optimizer / all-gather wait |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 for rate in rates:
     bw = iperf(rate)
     for n in worlds:
-        s, phases = shardline(rate, n)
         d = ddp(rate, n)
-        ratio = f"{s / d:.2f}x" if s and d else "-"
-        f = lambda v: f"{v:,.0f}" if v else "failed"
-        print(f"| {rate} | {bw:.2f} Gbit/s |" if bw else f"| {rate} | - |", f"{n} | {f(s)} | {f(d)} | {ratio} | {phases} |")
+        for mode in modes:
+            s, phases = shardline(rate, n, mode)
+            ratio = f"{s / d:.2f}x" if s and d else "-"
+            f = lambda v: f"{v:,.0f}" if v else "failed"
+            print(f"| {rate} | {bw:.2f} Gbit/s |" if bw else f"| {rate} | - |",
+                  f"{n} | {mode} | {f(s)} | {f(d)} | {ratio} | {phases} |")

@@ -41,6 +41,10 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
                                "not waiting on peers")),
       wait_peers_seconds_(NewCounter(r, "shardline_wait_peers_seconds_total",
                                      "Time in the per-step scalar all-reduce: waiting for the slowest rank")),
+      collective_background_seconds_(NewCounter(
+          r, "shardline_collective_background_seconds_total",
+          "Time gradient and parameter collectives ran in the background (collective.overlap), hidden behind "
+          "compute or waited for in the reduce_scatter and all_gather phases")),
       sent_bytes_(NewCounter(r, "shardline_transport_sent_bytes_total", "Collective payload bytes sent")),
       received_bytes_(NewCounter(r, "shardline_transport_received_bytes_total", "Collective payload bytes received")) {
   peak_flops_gauge_.Set(peak_flops);
@@ -73,6 +77,7 @@ void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
   phase_seconds_.Add({{"phase", "all_gather"}}).Increment(r.times.all_gather);
   busy_seconds_.Increment(std::max(0.0, r.times.busy()));
   wait_peers_seconds_.Increment(r.times.wait_peers);
+  collective_background_seconds_.Increment(r.times.comm_busy);
   if (seconds > 0) {
     samples_per_second_.Set(info_.global_batch_size / seconds);
     const double my_flops = static_cast<double>(info_.flops_per_example) * info_.global_batch_size /

@@ -63,6 +63,7 @@ class WorkerMetrics : public StepObserver {
   prometheus::Family<prometheus::Counter>& overhead_seconds_;
   prometheus::Counter& busy_seconds_;
   prometheus::Counter& wait_peers_seconds_;
+  prometheus::Counter& collective_background_seconds_;
   prometheus::Counter& sent_bytes_;
   prometheus::Counter& received_bytes_;
 };

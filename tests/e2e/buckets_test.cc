@@ -3,8 +3,10 @@
 // a piece of each. Checked with real processes and checkpoints on disk:
 // the checkpoint records the pieces; a bucketed run at N=2 ends with the
 // same bits as one bucket (two-term sums commute, and the default job does
-// not clip); at N=3 a SIGKILLed worker resumes bit for bit; and the 3-worker
-// bucketed checkpoint restores onto one process with one bucket.
+// not clip); at N=3 the overlapped collectives (the default) end with the
+// same bits as collective.overlap=false, and a SIGKILLed worker resumes bit
+// for bit; and the 3-worker bucketed checkpoint restores onto one process
+// with one bucket.
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -54,6 +56,15 @@ TEST(BucketsTest, PiecesCheckpointResumeAndReshardAcrossPlans) {
   ASSERT_EQ(d.Wait(absl::Seconds(300)), 0) << d.Output();
   const std::vector<float> want = FinalState(clean, 300, 3);
   ASSERT_FALSE(want.empty());
+  // The same ops run one after the other on the training thread
+  // (collective.overlap=false) give the same bits as in the background.
+  const std::string sequential = FreshDir("buckets_sequential3");
+  std::vector<std::string> sets = RunWithCap("0.1");
+  sets.push_back("collective.overlap=false");
+  Subprocess g(LaunchArgv(sequential, 3, sets));
+  ASSERT_EQ(g.Wait(absl::Seconds(300)), 0) << g.Output();
+  EXPECT_TRUE(SameBits(FinalState(sequential, 300, 3), want)) << "overlap changed the bits";
+  EXPECT_TRUE(absl::StrContains(ReadAll(clean + "/logs/worker-0.log"), "in the background")) << "no overlap ran";
   const std::string killed = FreshDir("buckets_killed3");
   Subprocess e(LaunchArgv(killed, 3, RunWithCap("0.1"), /*max_restarts=*/2));
   ASSERT_TRUE(WaitForText(killed + "/logs/coordinator.log", "committed checkpoint at step 100 ", absl::Seconds(300)))

@@ -18,7 +18,8 @@ constexpr char kHelp[] =
     "one Chrome/Perfetto trace: a track for the coordinator (worlds formed and\n"
     "broken, checkpoint commits) and one per rank (each traced step's phases: data,\n"
     "forward, backward, reduce_scatter, optimizer with clip, wait_peers,\n"
-    "checkpoint_snapshot and update, all_gather, norms), on the coordinator's clock.\n"
+    "checkpoint_snapshot and update, all_gather, norms; with collective.overlap\n"
+    "all_gather is the wait inside forward), on the coordinator's clock.\n"
     "Open it in https://ui.perfetto.dev or chrome://tracing.\n";
 
 absl::Status Trace(const Args& args) {

@@ -149,6 +149,7 @@ BatchStats Cnn::Forward(const float* params, const float* x, const int32_t* y, i
   for (size_t l = 0; l < layers; ++l) {
     const ConvLayer& layer = conv_[l];
     const ConvGeometry& g = layer.geometry;
+    ws->BeforeForward(LayerRange(layer.weight, layer.bias));
     const int64_t out_n = n * g.pixels();
     const float* weight = params + layout_.tensor(layer.weight).offset;
     const float* bias = params + layout_.tensor(layer.bias).offset;
@@ -212,6 +213,7 @@ BatchStats Cnn::Forward(const float* params, const float* x, const int32_t* y, i
   const float* act = flat;
   for (size_t j = 0; j < dense_.size(); ++j) {
     const DenseLayer& d = dense_[j];
+    ws->BeforeForward(LayerRange(d.weight, d.bias));
     float* out = Grow(&ws->dense_out[j], static_cast<size_t>(n) * d.out);
     Sgemm(false, true, n, d.out, d.in, 1.0f, act, d.in, params + layout_.tensor(d.weight).offset, d.in, 0.0f, out,
           d.out);
@@ -253,6 +255,7 @@ void Cnn::Backward(const float* params, const float* x, const int32_t* y, int n,
       const float* row = delta + static_cast<int64_t>(i) * d.out;
       for (int k = 0; k < d.out; ++k) gb[k] += row[k];
     }
+    ws->AfterBackward(LayerRange(d.weight, d.bias));
     // d(in) [n, in] = delta [n, out] * W [out, in], through the ReLU that
     // made `in` (the conv stack applies its own mask below).
     Sgemm(false, false, n, d.in, d.out, 1.0f, delta, d.out, params + layout_.tensor(d.weight).offset, d.in, 0.0f,
@@ -320,6 +323,7 @@ void Cnn::Backward(const float* params, const float* x, const int32_t* y, int n,
       Sgemm(true, false, k, m, g.out_channels, 1.0f, weight, k, dconv, m, 0.0f, dcols, m);
       Col2Im(g, n, first, count, dcols, dpadded);
     }
+    ws->AfterBackward(LayerRange(layer.weight, layer.bias));
     if (l == 0) break;
     dact = Grow(&ws->dinput, static_cast<size_t>(g.in_channels * out_n));
     UnpadImages(g, n, dpadded, dact);

@@ -82,6 +82,11 @@ class Cnn : public Model {
  private:
   explicit Cnn(CnnSpec spec);
 
+  // A layer's weights and biases (tensor indices), as one flat range.
+  Range LayerRange(int weight, int bias) const {
+    return Range{layout_.tensor(weight).offset, layout_.tensor(bias).range().end};
+  }
+
   // Shapes derived from the spec.
   struct ConvLayer {
     ConvGeometry geometry;

@@ -42,6 +42,10 @@ void Mlp::InitRange(uint64_t seed, Range range, float* out) const {
   InitHeUniform(layout_, seed, range, out, [](const TensorInfo& t) { return t.shape[0]; });  // [in, out]
 }
 
+Range Mlp::LayerRange(int l) const {
+  return Range{layout_.tensor(2 * l).offset, layout_.tensor(2 * l + 1).range().end};
+}
+
 BatchStats Mlp::Forward(const float* params, const float* x, const int32_t* y, int n,
                         ModelWorkspace* model_ws) const {
   auto* ws = static_cast<MlpWorkspace*>(model_ws);
@@ -50,6 +54,7 @@ BatchStats Mlp::Forward(const float* params, const float* x, const int32_t* y, i
   const float* in = x;
   for (int l = 0; l < layers; ++l) {
     const int fan_in = widths_[l], fan_out = widths_[l + 1];
+    ws->BeforeForward(LayerRange(l));
     const float* w = params + layout_.tensor(2 * l).offset;
     const float* b = params + layout_.tensor(2 * l + 1).offset;
     std::vector<float>& out = ws->activations[static_cast<size_t>(l)];
@@ -100,6 +105,7 @@ void Mlp::Backward(const float* params, const float* x, const int32_t* y, int n,
       const float* d = delta + static_cast<size_t>(i) * fan_out;
       for (int j = 0; j < fan_out; ++j) gb[j] += d[j];
     }
+    ws->AfterBackward(LayerRange(l));
     if (l == 0) break;
     // delta_prev = (delta * W^T) .* act'(in).
     const float* w = params + layout_.tensor(2 * l).offset;

@@ -63,6 +63,9 @@ class Mlp : public Model {
                 bool accumulate, float* grads, ModelWorkspace* ws) const override;
 
  private:
+  // Layer l's weights and biases.
+  Range LayerRange(int l) const;
+
   MlpSpec spec_;
   InputShape input_;
   std::vector<int> widths_;  // input_dim, hidden..., num_classes

@@ -12,6 +12,7 @@
 #define SHARDLINE_WORKER_MODEL_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "common/shard.h"
@@ -36,11 +37,35 @@ struct InputShape {
   int features() const { return channels * height * width; }
 };
 
+// What lets a caller overlap communication with a pass over the layers (the
+// train step's bucketed collectives: docs/collectives.md, "Overlap"). A
+// layer is a range of whole tensors of the flat layout (its weights and
+// biases); every tensor is in exactly one. Forward calls
+// before_forward(layer) before it first reads that layer's parameters, the
+// layers in forward order; Backward calls after_backward(layer) once that
+// layer's gradients are final for the call and will not be touched again by
+// it, the layers in backward order. Either may be empty.
+struct LayerHooks {
+  std::function<void(Range)> before_forward;
+  std::function<void(Range)> after_backward;
+};
+
 // A model's scratch buffers: grown on demand, reused across calls, one per
 // thread. Only the model that made it (NewWorkspace) may use it.
 class ModelWorkspace {
  public:
   virtual ~ModelWorkspace() = default;
+
+  // Set by the caller for the calls it wants to hear of; null: none.
+  const LayerHooks* hooks = nullptr;
+
+  // For models: announce a layer to the hooks, if any.
+  void BeforeForward(Range layer) const {
+    if (hooks != nullptr && hooks->before_forward) hooks->before_forward(layer);
+  }
+  void AfterBackward(Range layer) const {
+    if (hooks != nullptr && hooks->after_backward) hooks->after_backward(layer);
+  }
 };
 
 class Model {

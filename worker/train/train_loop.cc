@@ -10,6 +10,7 @@
 #include "common/shard.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/safetensors.h"
+#include "worker/collective/overlap.h"
 #include "worker/model/bucket_plan.h"
 #include "worker/model/model_factory.h"
 #include "worker/train/evaluator.h"
@@ -159,7 +160,6 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   // Declared after everything a background save reads (params, optimizer),
   // so on every return it is destroyed, and waits for its thread, first.
   ShardSaver saver(options.env, options.checkpoint_root, options.checkpoint_sink, config.checkpoint().async());
-  const StepContext ctx{config, model, data.train, pipeline, buckets, *optimizer, schedule, comm, &saver};
 
   const bool lead = comm.rank() == 0;
   const bool show = options.show_progress && lead;
@@ -186,6 +186,14 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
                     config.train().log_every());
   NanGuard guard;
   StepBuffers buffers;
+  // Declared after the state and buffers its background collectives use, so
+  // destroyed (waiting for them) first. From here on everything talks to
+  // the world through `world`: its plain calls wait for those collectives.
+  std::unique_ptr<OverlapCollectives> overlap;
+  if (config.collective().overlap() && comm.world_size() > 1) overlap = std::make_unique<OverlapCollectives>(&comm);
+  Collectives& world = overlap != nullptr ? static_cast<Collectives&>(*overlap) : comm;
+  GradientExchange exchange(buckets, world, overlap.get());
+  const StepContext ctx{config, model, data.train, pipeline, exchange, *optimizer, schedule, world, &saver};
   const std::unique_ptr<ModelWorkspace> eval_ws = model.NewWorkspace();
   TrainResult result;
   result.flops_per_example = model.TrainFlopsPerExample();
@@ -258,7 +266,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     auto settle = [&]() -> absl::Status {
       if (settled) return absl::OkStatus();
       settled = true;
-      return SettleNonFinite(comm, state.nonfinite);
+      RETURN_IF_ERROR(exchange.FinishGathers(&state.nonfinite));
+      return SettleNonFinite(world, state.nonfinite);
     };
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -295,7 +304,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       RETURN_IF_ERROR(settle());
       const auto eval_start = std::chrono::steady_clock::now();
       ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
-                                              config.data().eval_batch_size(), comm, eval_ws.get()));
+                                              config.data().eval_batch_size(), world, eval_ws.get()));
       if (observer != nullptr) observer->OnOverhead(Overhead::kEvaluation, seconds_since(eval_start));
       // Every rank has the same eval numbers and the same best so far (it
       // is restored with the checkpoint), so all agree on a new best.
@@ -335,7 +344,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       // memcpy-speed and the ring shift one shard (bench/RESULTS.md).
       RETURN_IF_ERROR(settle());
       const auto snapshot_start = std::chrono::steady_clock::now();
-      RETURN_IF_ERROR(options.memory->TakeAndReplicate(shard_now(), config.checkpoint().memory_copies(), comm));
+      RETURN_IF_ERROR(options.memory->TakeAndReplicate(shard_now(), config.checkpoint().memory_copies(), world));
       const double took = seconds_since(snapshot_start);
       ++result.memory_snapshots;
       result.memory_snapshot_seconds += took;
@@ -348,12 +357,14 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     }
   }
   if (show) progress.Finish();
-  RETURN_IF_ERROR(SettleNonFinite(comm, state.nonfinite));  // before the final parameters are read
+  // Before the final parameters are read.
+  RETURN_IF_ERROR(exchange.FinishGathers(&state.nonfinite));
+  RETURN_IF_ERROR(SettleNonFinite(world, state.nonfinite));
   RETURN_IF_ERROR(saver.Wait());  // the final save is durable and reported before we return
   result.checkpoint_seconds = saver.stall_seconds();
   if (result.evals.empty()) {  // restored a finished run: report where it stands
     ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
-                                            config.data().eval_batch_size(), comm, eval_ws.get()));
+                                            config.data().eval_batch_size(), world, eval_ws.get()));
     result.evals.push_back(EvalPoint{state.next_step, e.loss, e.accuracy, 0});
   }
   result.steps = state.next_step;

@@ -10,6 +10,7 @@
 #include "common/finite.h"
 #include "common/shard.h"
 #include "common/status_macros.h"
+#include "worker/train/exchange.h"
 
 namespace shardline {
 namespace {
@@ -23,15 +24,14 @@ double SumSquares(const float* v, absl::Span<const Range> pieces) {
   return sum;
 }
 
-bool PiecesFinite(const std::vector<float>& v, absl::Span<const Range> pieces) {
+// Whether v is finite in every piece's overlap with `within`.
+bool PiecesFinite(const std::vector<float>& v, absl::Span<const Range> pieces, Range within) {
   for (const Range& p : pieces) {
-    if (!AllFinite(absl::MakeConstSpan(v.data() + p.begin, static_cast<size_t>(p.size())))) return false;
+    const Range both = Overlap(p, within);
+    if (both.empty()) continue;
+    if (!AllFinite(absl::MakeConstSpan(v.data() + both.begin, static_cast<size_t>(both.size())))) return false;
   }
   return true;
-}
-
-absl::Span<float> BucketOf(std::vector<float>& v, const Range& bucket) {
-  return absl::MakeSpan(v.data() + bucket.begin, static_cast<size_t>(bucket.size()));
 }
 
 class Stopwatch {
@@ -66,7 +66,7 @@ class SpanRecorder {
 }  // namespace
 
 BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step,
-                            StepBuffers* b, double* data_seconds) {
+                            StepBuffers* b, double* data_seconds, const LayerHooks* hooks) {
   SpanRecorder spans(b->spans);
   Stopwatch watch;
   int64_t begin = spans.Now();
@@ -84,8 +84,13 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
   b->y.resize(static_cast<size_t>(largest));
   b->grads.resize(static_cast<size_t>(ctx.model.layout().total_size()));
   if (b->workspace == nullptr) b->workspace = ctx.model.NewWorkspace();
+  // Every forward may wait for parameters; only the last backward finishes
+  // gradients.
+  LayerHooks forward_only;
+  if (hooks != nullptr) forward_only.before_forward = hooks->before_forward;
   BatchStats total;
   for (int m = 0; m < accum; ++m) {
+    b->workspace->hooks = hooks == nullptr ? nullptr : m + 1 == accum ? hooks : &forward_only;
     const Range part = ShardRange(slice, m, accum);
     const int micro = static_cast<int>(part.size());
     const absl::Span<const int32_t> rows =
@@ -106,13 +111,21 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
     total.correct += s.correct;
     total.count += s.count;
   }
+  b->workspace->hooks = nullptr;
   return total;
 }
 
 std::string PhasesPerStep(const PhaseTimes& total, int64_t steps) {
   const double n = static_cast<double>(std::max<int64_t>(steps, 1)) / 1e3;
-  return absl::StrFormat("compute %.1f ms, reduce-scatter %.1f ms, optimizer %.1f ms, all-gather %.1f ms",
-                         total.compute / n, total.reduce_scatter / n, total.optimizer / n, total.all_gather / n);
+  std::string out =
+      absl::StrFormat("compute %.1f ms, reduce-scatter %.1f ms, optimizer %.1f ms, all-gather %.1f ms",
+                      total.compute / n, total.reduce_scatter / n, total.optimizer / n, total.all_gather / n);
+  if (total.comm_busy > 0) {
+    const double hidden = std::max(0.0, total.comm_busy - total.reduce_scatter - total.all_gather);
+    absl::StrAppendFormat(&out, ", collectives %.1f ms in the background (%.1f ms hidden)", total.comm_busy / n,
+                          hidden / n);
+  }
+  return out;
 }
 
 namespace {
@@ -140,21 +153,36 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   const int rank = ctx.comm.rank();
   NonFiniteObservation& seen = state->nonfinite;
 
-  const BatchStats stats = ComputeGradients(ctx, state->params.data(), r.step, b, &r.times.data);
-  if (!std::isfinite(stats.loss_sum) || !AllFinite(absl::MakeConstSpan(b->grads))) {
-    seen.Note(NonFiniteSource::kOwnGradients, rank, r.step);
+  GradientExchange& exchange = ctx.exchange;
+  const double gather_waited = exchange.gather_wait_seconds();
+  const double comm_busy = exchange.comm_busy_seconds();
+  // The forward of each layer waits for the last step's gathers of it; the
+  // backward of the last micro-batch starts each bucket's reduce-scatter as
+  // soon as its layers are done (both only with collective.overlap).
+  absl::Status gathered;
+  LayerHooks hooks;
+  hooks.before_forward = [&](Range layer) {
+    const int64_t at = spans.Now();
+    const size_t pending = exchange.gathers_pending();
+    const absl::Status s = exchange.AwaitParams(layer, &seen);
+    if (exchange.gathers_pending() < pending) spans.Since("all_gather", at);  // inside "forward"
+    if (gathered.ok()) gathered = s;
+  };
+  hooks.after_backward = [&](Range layer) { exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step); };
+  exchange.BeginReduce();
+  const BatchStats stats = ComputeGradients(ctx, state->params.data(), r.step, b, &r.times.data, &hooks);
+  if (!gathered.ok()) {
+    static_cast<void>(exchange.FinishReduce(&b->grads, &seen, rank, r.step));  // the buffers are ours again
+    return gathered;
   }
-  r.times.compute = watch.Lap();
+  if (!std::isfinite(stats.loss_sum)) seen.Note(NonFiniteSource::kOwnGradients, rank, r.step);
+  r.times.all_gather = exchange.gather_wait_seconds() - gather_waited;  // in this step's forward
+  r.times.compute = watch.Lap() - r.times.all_gather;
   spans.Since("compute", begin);
   begin = spans.Now();
 
-  // Buckets in the order backward finishes them: the last layers first.
-  for (size_t k = ctx.buckets.size(); k-- > 0;) {
-    RETURN_IF_ERROR(ctx.comm.ReduceScatter(BucketOf(b->grads, ctx.buckets[k])));
-    if (const int from = ctx.comm.nonfinite_source(); from >= 0) {
-      seen.Note(NonFiniteSource::kReducedFromPeer, from, r.step);
-    }
-  }
+  // Every bucket reduced; own gradients are checked as each is sent.
+  RETURN_IF_ERROR(exchange.FinishReduce(&b->grads, &seen, rank, r.step));
   r.times.reduce_scatter = watch.Lap();
   spans.Since("reduce_scatter", begin);
   begin = spans.Now();
@@ -201,26 +229,27 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
     spans.Since("checkpoint_snapshot", sub_begin);
   }
   sub_begin = spans.Now();
-  const double update_sq =
-      ctx.optimizer.Update(r.step + 1, r.lr, clip_scale, state->params.data(), b->grads.data(), with_norms);
-  if (!PiecesFinite(state->params, mine)) {
-    seen.Note(NonFiniteSource::kOwnUpdate, rank, r.step);
+  // Bucket by bucket, the first first: each bucket's gather starts (with
+  // overlap: runs) as soon as its pieces are updated.
+  double update_sq = 0;
+  const double gathering = exchange.gather_wait_seconds();
+  for (size_t k = 0; k < exchange.buckets().size(); ++k) {
+    const Range bucket = exchange.buckets()[k];
+    update_sq += ctx.optimizer.Update(r.step + 1, r.lr, clip_scale, state->params.data(), b->grads.data(),
+                                      with_norms, bucket);
+    if (!PiecesFinite(state->params, mine, bucket)) seen.Note(NonFiniteSource::kOwnUpdate, rank, r.step);
+    const int64_t at = spans.Now();
+    RETURN_IF_ERROR(exchange.Gather(k, &state->params, &seen, r.step));
+    if (!exchange.overlapped()) spans.Since("all_gather", at);
   }
+  const double gather_in_update = exchange.gather_wait_seconds() - gathering;  // without overlap
   spans.Since("update", sub_begin);
-  r.times.optimizer = watch.Lap();
+  r.times.optimizer = watch.Lap() - gather_in_update;
+  r.times.all_gather += gather_in_update;
   spans.Since("optimizer", begin);
   begin = spans.Now();
 
-  // The first layers first: the next forward needs them first.
-  for (const Range& bucket : ctx.buckets) {
-    RETURN_IF_ERROR(ctx.comm.AllGather(BucketOf(state->params, bucket)));
-    if (const int from = ctx.comm.nonfinite_source(); from >= 0) {
-      seen.Note(NonFiniteSource::kGatheredFromPeer, from, r.step);
-    }
-  }
-  r.times.all_gather = watch.Lap();
-  spans.Since("all_gather", begin);
-
+  r.times.comm_busy = exchange.comm_busy_seconds() - comm_busy;
   if (with_norms) {
     begin = spans.Now();
     // Non-finite norms come from what this step noted; the next step (or

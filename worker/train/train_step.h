@@ -2,10 +2,17 @@
 // state, written as the plain sequence it is:
 //
 //   gradients of this rank's slice (micro-batches summed)  -> ComputeGradients
-//   reduce-scatter each gradient bucket, last first         -> comm.ReduceScatter
+//   reduce-scatter each gradient bucket, last first         -> exchange.FinishReduce
 //   global gradient norm, loss (scalar all-reduce), clip
-//   optimizer update of the owned pieces                    -> optimizer.Update
-//   all-gather each bucket of new parameters, first first   -> comm.AllGather
+//   optimizer update of the owned pieces, bucket by bucket  -> optimizer.Update
+//   all-gather each bucket of new parameters, first first   -> exchange.Gather
+//
+// With collective.overlap the collectives run in the background
+// (exchange.h): each bucket's reduce-scatter starts as soon as backward has
+// finished its layers, each all-gather as soon as its bucket is updated,
+// and the next step's forward waits for each layer's parameters only when
+// it reaches that layer. Anything else that reads the parameters or talks
+// to the world between steps first calls exchange.FinishGathers.
 //
 // With LocalCollectives (a world of one) the two collectives are no-ops and
 // the pieces are the whole buffer.
@@ -26,6 +33,7 @@
 #include "worker/model/model.h"
 #include "worker/optim/lr_schedule.h"
 #include "worker/optim/optimizer.h"
+#include "worker/train/exchange.h"
 #include "worker/train/nonfinite.h"
 
 namespace shardline {
@@ -36,9 +44,10 @@ struct StepContext {
   const Model& model;
   const Dataset& train;
   BatchPipeline& pipeline;
-  // The gradient buckets (worker/model/bucket_plan.h), ascending; the
-  // optimizer owns this rank's pieces of them (OwnedPieces).
-  const std::vector<Range>& buckets;
+  // The bucketed collectives (over the buckets of
+  // worker/model/bucket_plan.h); the optimizer owns this rank's pieces of
+  // those buckets (OwnedPieces).
+  GradientExchange& exchange;
   Optimizer& optimizer;
   const LrSchedule& schedule;
   Collectives& comm;
@@ -76,16 +85,21 @@ struct StepBuffers {
 // "backward" per micro-batch), "reduce_scatter", "optimizer" (holding
 // "clip" - this rank's share of the gradient norm -, "wait_peers" - the
 // scalar all-reduce of loss, norm and votes, where a fast rank waits for the
-// slowest -, "checkpoint_snapshot" and "update"), "all_gather" and, on log
-// steps, "norms".
+// slowest -, "checkpoint_snapshot" and "update") and, on log steps,
+// "norms". "all_gather" spans are each bucket's gather inside "update"
+// without overlap; with it, the waits for the last step's gathers inside
+// "forward" ("reduce_scatter" is then the wait after backward).
 struct PhaseSpan {
   const char* name;  // a string literal
   int64_t begin_micros;
   int64_t end_micros;
 };
 
-// Seconds spent in each phase of one step. The four main phases are
-// sequential and make up the step; the others are parts of them.
+// Seconds spent in each phase of one step, on the training thread. The four
+// main phases are sequential and make up the step; the others are parts of
+// them, but comm_busy. With overlap, reduce_scatter and all_gather are the
+// time the step waited for them (after backward; in forward, for the last
+// step's gathers), the rest of their time hidden behind compute.
 struct PhaseTimes {
   double compute = 0;         // data + forward + backward
   double reduce_scatter = 0;
@@ -94,6 +108,10 @@ struct PhaseTimes {
   double data = 0;            // part of compute: gathering the batch
   double wait_peers = 0;      // part of optimizer: the scalar all-reduce
   double snapshot_wait = 0;   // part of optimizer: a checkpoint still copying the shard
+  // With collective.overlap: seconds the collectives ran in the background
+  // during the step, hidden behind the phases above or waited for in them
+  // (reduce_scatter and all_gather are then the waits only).
+  double comm_busy = 0;
 
   // The time this rank spends on its own work, not waiting on peers or
   // the network: what the straggler score compares.
@@ -107,12 +125,14 @@ struct PhaseTimes {
     data += o.data;
     wait_peers += o.wait_peers;
     snapshot_wait += o.snapshot_wait;
+    comm_busy += o.comm_busy;
     return *this;
   }
 };
 
 // "compute 42.7 ms, reduce-scatter 4.4 ms, optimizer 2.2 ms, all-gather
-// 4.4 ms": the mean per step of `total` over `steps` steps.
+// 4.4 ms": the mean per step of `total` over `steps` steps; with overlap
+// also ", collectives 9.1 ms in the background (7.3 ms hidden)".
 std::string PhasesPerStep(const PhaseTimes& total, int64_t steps);
 
 struct StepResult {
@@ -150,8 +170,10 @@ inline bool Reached(int64_t agreed, int64_t steps_done) { return agreed != kNoSt
 // grad_accum micro-batches, writing into grads the sum over the slice of
 // d(loss)/d(params) / global_batch_size. Returns the slice's loss sums and
 // adds the time spent gathering batches to *data_seconds.
+// `hooks` (may be null) are given to every forward, and to the last
+// micro-batch's backward (model.h: LayerHooks).
 BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step,
-                            StepBuffers* buffers, double* data_seconds);
+                            StepBuffers* buffers, double* data_seconds, const LayerHooks* hooks = nullptr);
 
 // The votes of this rank, each a step count or kNoStep; the minimum over
 // the ranks' requests (kNoStep if no rank has one) of each comes back in

@@ -240,6 +240,12 @@ TEST_P(CnnGradientTest, MatchesFiniteDifferences) {
   EXPECT_GE(checked, params.size() * 90 / 100);
 }
 
+TEST_P(CnnGradientTest, LayerHooksAnnounceEveryLayerInPassOrder) {
+  const std::unique_ptr<Cnn> cnn = MustCreate(GetParam().spec);
+  ASSERT_NE(cnn, nullptr);
+  CheckLayerHooks(*cnn, ImageProblem(cnn->input(), 5, 7), InitParams(*cnn, 3));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CnnGradientTest,
                          ::testing::Values(GradCase{"OddSizes", OddSizes()}, GradCase{"Pooled", Pooled()},
                                            GradCase{"TwoPools", TwoPools()}),

@@ -27,6 +27,11 @@ TEST_P(GradientCheckTest, MatchesFiniteDifferences) {
   }
 }
 
+TEST(MlpTest, LayerHooksAnnounceEveryLayerInPassOrder) {
+  const Mlp mlp({5, {7, 6}, 4, config::RELU});
+  CheckLayerHooks(mlp, RandomProblem(6, 5, 4, 1), InitParams(mlp, 3));
+}
+
 INSTANTIATE_TEST_SUITE_P(Activations, GradientCheckTest,
                          ::testing::Values(config::RELU, config::TANH));
 

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +77,49 @@ inline size_t CheckGradients(const Model& model, const Problem& prob, std::vecto
     ++checked;
   }
   return checked;
+}
+
+// The LayerHooks contract (model.h): forward announces layers in ascending
+// order, backward in descending order, each covering whole tensors and
+// together every tensor once; and what backward announced as final is what
+// it returns (nothing touched afterwards). With accumulate too.
+inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::vector<float>& params) {
+  const FlatLayout& layout = model.layout();
+  const int64_t total = layout.total_size();
+  std::vector<Range> forward, backward;
+  std::vector<float> grads(static_cast<size_t>(total), 0.5f), announced(grads.size(), -9.0f);
+  LayerHooks hooks;
+  hooks.before_forward = [&](Range r) { forward.push_back(r); };
+  hooks.after_backward = [&](Range r) {
+    backward.push_back(r);
+    std::copy(grads.begin() + r.begin, grads.begin() + r.end, announced.begin() + r.begin);
+  };
+  std::unique_ptr<ModelWorkspace> ws = model.NewWorkspace();
+  ws->hooks = &hooks;
+  model.Forward(params.data(), prob.x.data(), prob.y.data(), prob.n, ws.get());
+  model.Backward(params.data(), prob.x.data(), prob.y.data(), prob.n, 0.25f, /*accumulate=*/true, grads.data(),
+                 ws.get());
+  auto tiles = [&](std::vector<Range> layers, const char* pass) {
+    std::sort(layers.begin(), layers.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+    int64_t at = 0;
+    for (const Range& r : layers) {
+      EXPECT_EQ(r.begin, at) << pass << ": layers must tile the buffer";
+      bool starts = false, ends = false;
+      for (const TensorInfo& t : layout.tensors()) {
+        starts = starts || t.offset == r.begin;
+        ends = ends || t.range().end == r.end;
+      }
+      EXPECT_TRUE(starts && ends) << pass << ": [" << r.begin << ", " << r.end << ") is not whole tensors";
+      at = r.end;
+    }
+    EXPECT_EQ(at, total) << pass;
+  };
+  tiles(forward, "forward");
+  tiles(backward, "backward");
+  for (size_t i = 1; i < forward.size(); ++i) EXPECT_LT(forward[i - 1].begin, forward[i].begin) << "forward order";
+  for (size_t i = 1; i < backward.size(); ++i) EXPECT_GT(backward[i - 1].begin, backward[i].begin) << "backward order";
+  EXPECT_EQ(std::memcmp(announced.data(), grads.data(), grads.size() * sizeof(float)), 0)
+      << "a gradient changed after its layer was announced final";
 }
 
 }  // namespace shardline
