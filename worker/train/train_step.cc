@@ -15,12 +15,18 @@
 namespace shardline {
 namespace {
 
-// Over the pieces of `v` in order, one running sum.
+// Adds the squares of v over the pieces' overlap with `within`, in order, to
+// one running *sum.
+void AddSquares(const float* v, absl::Span<const Range> pieces, Range within, double* sum) {
+  for (const Range& p : pieces) {
+    const Range both = Overlap(p, within);
+    for (int64_t i = both.begin; i < both.end; ++i) *sum += static_cast<double>(v[i]) * v[i];
+  }
+}
+
 double SumSquares(const float* v, absl::Span<const Range> pieces) {
   double sum = 0;
-  for (const Range& p : pieces) {
-    for (int64_t i = p.begin; i < p.end; ++i) sum += static_cast<double>(v[i]) * v[i];
-  }
+  AddSquares(v, pieces, Range{0, INT64_MAX}, &sum);
   return sum;
 }
 
@@ -231,13 +237,16 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   sub_begin = spans.Now();
   // Bucket by bucket, the first first: each bucket's gather starts (with
   // overlap: runs) as soon as its pieces are updated.
-  double update_sq = 0;
+  // Nothing here reads a bucket's pieces once its gather has started (the
+  // gather sends them): the parameter norm is summed bucket by bucket too.
+  double update_sq = 0, param_sq = 0;
   const double gathering = exchange.gather_wait_seconds();
   for (size_t k = 0; k < exchange.buckets().size(); ++k) {
     const Range bucket = exchange.buckets()[k];
     update_sq += ctx.optimizer.Update(r.step + 1, r.lr, clip_scale, state->params.data(), b->grads.data(),
                                       with_norms, bucket);
     if (!PiecesFinite(state->params, mine, bucket)) seen.Note(NonFiniteSource::kOwnUpdate, rank, r.step);
+    if (with_norms) AddSquares(state->params.data(), mine, bucket, &param_sq);
     const int64_t at = spans.Now();
     RETURN_IF_ERROR(exchange.Gather(k, &state->params, &seen, r.step));
     if (!exchange.overlapped()) spans.Since("all_gather", at);
@@ -254,7 +263,6 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
     begin = spans.Now();
     // Non-finite norms come from what this step noted; the next step (or
     // SettleNonFinite) judges it, and they are reported as NaN meanwhile.
-    const double param_sq = SumSquares(state->params.data(), mine);
     double norms[3] = {FiniteOrZero(update_sq), FiniteOrZero(param_sq),
                        std::isfinite(update_sq) && std::isfinite(param_sq) ? 0.0 : 1.0};
     static constexpr ReduceOp kNormOps[3] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMax};
