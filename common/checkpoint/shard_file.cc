@@ -204,6 +204,16 @@ void SetShardPieces(absl::Span<const Range> pieces, state::ShardHeader* header) 
   }
 }
 
+Placements PlacePiecesAt(const state::ShardHeader& header, float* flat) {
+  Placements out;
+  int64_t packed = 0;
+  for (const Range& p : ShardPieces(header)) {
+    out.push_back(Placement{flat + p.begin, packed, packed + p.size()});
+    packed += p.size();
+  }
+  return out;
+}
+
 absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const std::string& name,
                                         ShardContents c, const ShardWriteOptions& options) {
   const int64_t block_size = options.block_size;

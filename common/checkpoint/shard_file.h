@@ -95,6 +95,10 @@ struct Placement {
   int64_t end = 0;
 };
 using Placements = std::vector<Placement>;
+
+// Every piece of a buffer of the shard `header` describes at its flat index
+// in `flat` (a whole-model buffer): the buffer unpacked.
+Placements PlacePiecesAt(const state::ShardHeader& header, float* flat);
 using PlaceFn = std::function<absl::StatusOr<Placements>(const state::ShardHeader&, const state::BufferEntry&)>;
 
 struct ShardReadOptions {

@@ -154,19 +154,13 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
     return absl::OkStatus();
   };
   verify.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
-    const std::vector<Range> pieces = ShardPieces(h);
-    Placements out;
     if (b.name() == kParamsBuffer) {
       params_filled += b.floats();
-      int64_t packed = 0;
-      for (const Range& p : pieces) {
-        out.push_back(Placement{params + p.begin, packed, packed + p.size()});
-        packed += p.size();
-      }
-      return out;
+      return PlacePiecesAt(h, params);
     }
     // Optimizer state: only what this rank's (possibly other) pieces share.
-    const std::vector<PieceCopy> runs = SharedRuns(pieces, mine);
+    Placements out;
+    const std::vector<PieceCopy> runs = SharedRuns(ShardPieces(h), mine);
     if (runs.empty()) return out;
     size_t k = 0;
     while (k < state.size() && state[k]->name != b.name()) ++k;

@@ -118,14 +118,8 @@ absl::Status Export(Env* env, const std::string& workdir, const std::string& ste
     return absl::OkStatus();
   };
   read_params.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
-    Placements out;
-    if (b.name() != kParamsBuffer) return out;
-    int64_t packed = 0;
-    for (const Range& p : ShardPieces(h)) {
-      out.push_back(Placement{params.data() + p.begin, packed, packed + p.size()});
-      packed += p.size();
-    }
-    return out;
+    if (b.name() != kParamsBuffer) return Placements{};
+    return PlacePiecesAt(h, params.data());
   };
   ASSIGN_OR_RETURN(VerifiedCheckpoint v, VerifyCheckpoint(env, StepDir(root, s), read_params));
   const state::ShardHeader& h = v.headers[0];
