@@ -107,11 +107,19 @@ absl::StatusOr<Restored> MemorySnapshots::Restore(int64_t step, int world, const
   for (int s = 0; s < world; ++s) {
     const SnapshotKey key{step, world, s};
     if (!Holds(key)) continue;
+    // A shard sharing nothing with this rank's pieces (another rank's
+    // replica, in the same world) is left unread once its header says so.
+    bool unneeded = false;
     const PlaceFn place = [&](const state::ShardHeader& h,
                               const state::BufferEntry& b) -> absl::StatusOr<Placements> {
       if (h.total_size() != layout.total_size()) {
         return absl::FailedPreconditionError(absl::StrCat(Describe(key), " holds a model of ", h.total_size(),
                                                           " parameters; this model has ", layout.total_size()));
+      }
+      const std::vector<PieceCopy> runs = SharedRuns(ShardPieces(h), mine);
+      if (runs.empty()) {
+        unneeded = true;
+        return absl::CancelledError(absl::StrCat(Describe(key), " shares nothing with this rank's pieces"));
       }
       StateBuffer* into = nullptr;
       if (b.name() != kParamsBuffer) {
@@ -124,14 +132,17 @@ absl::StatusOr<Restored> MemorySnapshots::Restore(int64_t step, int world, const
         }
       }
       Placements out;
-      for (const PieceCopy& run : SharedRuns(ShardPieces(h), mine)) {
+      for (const PieceCopy& run : runs) {
         filled[b.name()] += run.size;
         float* dst = into == nullptr ? params + run.flat : into->values.data() + run.to;
         out.push_back(Placement{dst, run.from, run.from + run.size});
       }
       return out;
     };
-    ASSIGN_OR_RETURN(state::ShardHeader h, ReadShardInto(&mem_, Path(key), place, nullptr));
+    absl::StatusOr<state::ShardHeader> read = ReadShardInto(&mem_, Path(key), place, nullptr);
+    if (unneeded) continue;
+    if (!read.ok()) return read.status();
+    state::ShardHeader h = *std::move(read);
     if (last.has_value() && !(last->data_position().SerializeAsString() == h.data_position().SerializeAsString())) {
       return absl::DataLossError(absl::StrCat(what, ": its shards disagree on the data position"));
     }
