@@ -25,15 +25,18 @@ void GradientExchange::BeginReduce() {
   unfinished_.clear();
   for (const Range& b : buckets_) unfinished_.push_back(b.size());
   reducing_.assign(buckets_.size(), 0);
-  reduce_order_.clear();
+}
+
+absl::Span<float> GradientExchange::CheckedBucket(size_t k, std::vector<float>* grads, NonFiniteObservation* seen,
+                                                  int rank, int64_t step) const {
+  const absl::Span<float> bucket = BucketOf(grads, buckets_[k]);
+  if (!AllFinite(absl::Span<const float>(bucket))) seen->Note(NonFiniteSource::kOwnGradients, rank, step);
+  return bucket;
 }
 
 void GradientExchange::StartReduce(size_t k, std::vector<float>* grads, NonFiniteObservation* seen, int rank,
                                    int64_t step) {
-  const absl::Span<float> bucket = BucketOf(grads, buckets_[k]);
-  if (!AllFinite(absl::Span<const float>(bucket))) seen->Note(NonFiniteSource::kOwnGradients, rank, step);
-  reducing_[k] = overlap_->StartReduceScatter(bucket);
-  reduce_order_.push_back(reducing_[k]);
+  reducing_[k] = overlap_->StartReduceScatter(CheckedBucket(k, grads, seen, rank, step));
 }
 
 void GradientExchange::GradientsReady(Range layer, std::vector<float>* grads, NonFiniteObservation* seen, int rank,
@@ -54,9 +57,7 @@ absl::Status GradientExchange::FinishReduce(std::vector<float>* grads, NonFinite
   if (overlap_ == nullptr) {
     // The last layers first: the order backward finishes them.
     for (size_t k = buckets_.size(); k-- > 0;) {
-      const absl::Span<float> bucket = BucketOf(grads, buckets_[k]);
-      if (!AllFinite(absl::Span<const float>(bucket))) seen->Note(NonFiniteSource::kOwnGradients, rank, step);
-      status = comm_.ReduceScatter(bucket);
+      status = comm_.ReduceScatter(CheckedBucket(k, grads, seen, rank, step));
       if (!status.ok()) break;
       if (const int from = comm_.nonfinite_source(); from >= 0) seen->Note(NonFiniteSource::kReducedFromPeer, from, step);
     }
@@ -64,12 +65,12 @@ absl::Status GradientExchange::FinishReduce(std::vector<float>* grads, NonFinite
     for (size_t k = buckets_.size(); k-- > 0;) {
       if (reducing_[k] == 0) StartReduce(k, grads, seen, rank, step);  // a model that announced no layers
     }
-    for (const Ticket t : reduce_order_) {
-      const OpResult r = overlap_->Wait(t);
-      if (status.ok()) status = r.status;  // wait for every one: the buffers are ours again
+    // Every one waited for, even after a failure: the buffers are ours again.
+    for (size_t k = buckets_.size(); k-- > 0;) {
+      const OpResult r = overlap_->Wait(reducing_[k]);
+      if (status.ok()) status = r.status;
       if (r.nonfinite_source >= 0) seen->Note(NonFiniteSource::kReducedFromPeer, r.nonfinite_source, step);
     }
-    reduce_order_.clear();
   }
   reduce_wait_seconds_ += SecondsSince(start);
   return status;

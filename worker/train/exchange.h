@@ -75,6 +75,10 @@ class GradientExchange {
     Ticket ticket;
     int64_t step;  // of the gather
   };
+  // Bucket k of grads, noting first whether this rank's own gradients in it
+  // are finite.
+  absl::Span<float> CheckedBucket(size_t k, std::vector<float>* grads, NonFiniteObservation* seen, int rank,
+                                  int64_t step) const;
   void StartReduce(size_t k, std::vector<float>* grads, NonFiniteObservation* seen, int rank, int64_t step);
   absl::Status WaitGather(const Pending& p, NonFiniteObservation* seen);
 
@@ -83,7 +87,6 @@ class GradientExchange {
   OverlapCollectives* const overlap_;
   std::vector<int64_t> unfinished_;  // per bucket: gradient elements backward has not finished
   std::vector<Ticket> reducing_;     // per bucket: its reduce-scatter, 0 if not started
-  std::vector<Ticket> reduce_order_; // started reduce-scatters, in start order
   std::vector<Pending> gathers_;     // started, not yet waited for; ascending buckets
   double reduce_wait_seconds_ = 0;
   double gather_wait_seconds_ = 0;
