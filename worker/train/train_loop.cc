@@ -68,7 +68,11 @@ absl::StatusOr<int64_t> ParameterCount(const config::JobConfig& config, const Da
 
 absl::StatusOr<std::vector<Range>> GradientBuckets(const config::JobConfig& config, const Dataset& train) {
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config.model(), InputOf(train)));
-  return BucketPlan(model->layout(), BucketCapFloats(config.collective().bucket_cap_mb()));
+  return GradientBuckets(config, model->layout());
+}
+
+std::vector<Range> GradientBuckets(const config::JobConfig& config, const FlatLayout& layout) {
+  return BucketPlan(layout, BucketCapFloats(config.collective().bucket_cap_mb()));
 }
 
 int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples) {
@@ -93,8 +97,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
         "config fields train.total_steps / train.epochs: %d steps is more than the %d a run may have", total_steps,
         std::numeric_limits<int32_t>::max()));
   }
-  const std::vector<Range> buckets =
-      BucketPlan(model.layout(), BucketCapFloats(config.collective().bucket_cap_mb()));
+  const std::vector<Range> buckets = GradientBuckets(config, model.layout());
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                    Optimizer::Create(config.optimizer(), model.layout(),
                                      OwnedPieces(buckets, comm.rank(), comm.world_size())));

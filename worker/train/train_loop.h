@@ -148,6 +148,8 @@ absl::StatusOr<int64_t> ParameterCount(const config::JobConfig& config, const Da
 // (worker/model/bucket_plan.h, cut at collective.bucket_cap_mb): what every
 // rank's pieces (common/shard.h: OwnedPieces) are cut from.
 absl::StatusOr<std::vector<Range>> GradientBuckets(const config::JobConfig& config, const Dataset& train);
+// The same for a model already built: its layout cut at the config's cap.
+std::vector<Range> GradientBuckets(const config::JobConfig& config, const FlatLayout& layout);
 
 // Trains per `config` (already validated) on `data`: from
 // `options.restore_dir` if set, else from checkpoint.init_from or scratch,
