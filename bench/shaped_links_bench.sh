@@ -13,7 +13,9 @@
 #
 # shardline runs once per mode of MODES: "overlap" (collective.overlap,
 # the default) and "sequential" (collective.overlap=false), with buckets of
-# CAP MiB (collective.bucket_cap_mb; unset: the config's default).
+# CAP MiB (collective.bucket_cap_mb; unset: the config's default); a mode
+# ending in "-bf16" (e.g. overlap-bf16) also sends the reduce-scatter's
+# gradients as bfloat16 (collective.bf16_gradients).
 #
 #   bench/shaped_links_bench.sh                          # 10 and 2.5 Gbit/s, N = 2 and 4
 #   RATES="none 10gbit" WORLDS=2 STEPS=60 MODES=overlap CAP=4 bench/shaped_links_bench.sh
@@ -90,7 +92,8 @@ CFG=deploy/configs/fmnist_mlp.textproto
 
 run_shardline() {  # RATE N MODE
   local dir="$OUT/shardline_$3_$1_n$2" r pids=() sets="--set collective.overlap=true"
-  [ "$3" = sequential ] && sets="--set collective.overlap=false"
+  case $3 in sequential*) sets="--set collective.overlap=false" ;; esac
+  case $3 in *-bf16) sets="$sets --set collective.bf16_gradients=true" ;; esac
   [ -n "$CAP" ] && sets="$sets --set collective.bucket_cap_mb=$CAP"
   mkdir -p "$dir"
   local token

@@ -21,6 +21,8 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--eval_every", type=int, default=468)
+    p.add_argument("--fp16_compress", action="store_true",
+                   help="DDP's fp16 compression hook (gloo has no bf16 all-reduce)")
     a = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -29,6 +31,9 @@ def main():
     xtr, ytr = load(a.data, "train")
     xte, yte = load(a.data, "t10k")
     model = torch.nn.parallel.DistributedDataParallel(build_mlp(a.hidden))
+    if a.fp16_compress:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     spe = xtr.shape[0] // a.batch
     total = a.steps if a.steps else a.epochs * spe

@@ -4,8 +4,8 @@
 // the checkpoint records the pieces; a bucketed run at N=2 ends with the
 // same bits as one bucket (two-term sums commute, and the default job does
 // not clip); at N=3 the overlapped collectives (the default) end with the
-// same bits as collective.overlap=false, and a SIGKILLed worker resumes bit
-// for bit; and the 3-worker bucketed checkpoint restores onto one process
+// same bits as collective.overlap=false, with float32 and with bf16
+// gradients on the wire, and a SIGKILLed worker resumes bit for bit; and the 3-worker bucketed checkpoint restores onto one process
 // with one bucket.
 #include <signal.h>
 
@@ -65,6 +65,21 @@ TEST(BucketsTest, PiecesCheckpointResumeAndReshardAcrossPlans) {
   ASSERT_EQ(g.Wait(absl::Seconds(300)), 0) << g.Output();
   EXPECT_TRUE(SameBits(FinalState(sequential, 300, 3), want)) << "overlap changed the bits";
   EXPECT_TRUE(absl::StrContains(ReadAll(clean + "/logs/worker-0.log"), "in the background")) << "no overlap ran";
+  // bf16 gradients on the wire (collective.bf16_gradients): other low bits
+  // than float32, but deterministic: overlapped and sequential runs agree.
+  std::vector<std::vector<float>> bf16_states;
+  for (const char* overlap : {"true", "false"}) {
+    const std::string dir = FreshDir(std::string("buckets_bf16_overlap_") + overlap);
+    std::vector<std::string> bf16_sets = RunWithCap("0.1");
+    bf16_sets.push_back("collective.bf16_gradients=true");
+    bf16_sets.push_back(std::string("collective.overlap=") + overlap);
+    Subprocess h(LaunchArgv(dir, 3, bf16_sets));
+    ASSERT_EQ(h.Wait(absl::Seconds(300)), 0) << h.Output();
+    bf16_states.push_back(FinalState(dir, 300, 3));
+    ASSERT_FALSE(bf16_states.back().empty());
+  }
+  EXPECT_TRUE(SameBits(bf16_states[0], bf16_states[1])) << "bf16 gradients are not deterministic";
+  EXPECT_FALSE(SameBits(bf16_states[0], want)) << "bf16 gradients changed nothing: were they sent as float32?";
   const std::string killed = FreshDir("buckets_killed3");
   Subprocess e(LaunchArgv(killed, 3, RunWithCap("0.1"), /*max_restarts=*/2));
   ASSERT_TRUE(WaitForText(killed + "/logs/coordinator.log", "committed checkpoint at step 100 ", absl::Seconds(300)))

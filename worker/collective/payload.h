@@ -51,6 +51,9 @@ absl::Status AddPayloadInto(const Payload& payload, absl::Span<float> out);
 // values mean is for the caller to decide (see worker/train/nonfinite.h).
 absl::Status CopyFloatsInto(const Payload& payload, absl::Span<float> out, bool* nonfinite);
 absl::Status AddFloatsInto(const Payload& payload, absl::Span<float> out, bool* nonfinite);
+// AddFloatsInto for a payload of bfloat16s (bf16.h), out.size() * 2 bytes:
+// each is widened exactly to a float and added in order.
+absl::Status AddBf16Into(const Payload& payload, absl::Span<float> out, bool* nonfinite);
 
 }  // namespace shardline
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/shard.h"
 #include "common/status_macros.h"
+#include "worker/collective/bf16.h"
 #include "worker/collective/peer_fault.h"
 
 namespace shardline {
@@ -99,11 +100,21 @@ absl::Status RingCollectives::ForEachReceivedSegment(
   return absl::OkStatus();
 }
 
+absl::Status RingCollectives::SendFloats(absl::Span<const float> buffer, int64_t begin, int64_t len, uint64_t tag,
+                                         absl::Time deadline) {
+  if (!wire_bf16_) return Send(next_, tag, Bytes(buffer.data() + begin, len), deadline);
+  uint16_t* wire = wire_.data() + begin;
+  RoundToBf16(buffer.subspan(static_cast<size_t>(begin), static_cast<size_t>(len)), wire);
+  return Send(next_, tag,
+              absl::Span<const char>(reinterpret_cast<const char*>(wire), static_cast<size_t>(len) * sizeof(uint16_t)),
+              deadline);
+}
+
 absl::Status RingCollectives::SendChunk(absl::Span<const float> buffer, int chunk, uint64_t step,
                                         const char* what, absl::Time deadline) {
   int seg_index = 0;
   for (const auto& [begin, len] : Segments(static_cast<int64_t>(buffer.size()), chunk)) {
-    RETURN_IF_ERROR(Annotate(Send(next_, Tag(step, seg_index++), Bytes(buffer.data() + begin, len), deadline), what));
+    RETURN_IF_ERROR(Annotate(SendFloats(buffer, begin, len, Tag(step, seg_index++), deadline), what));
   }
   return absl::OkStatus();
 }
@@ -112,9 +123,9 @@ absl::Status RingCollectives::ExpectReduceScatter(absl::Span<float> buffer) {
   return ForEachReceivedSegment(static_cast<int64_t>(buffer.size()), 2,
                                 [&](int k, size_t j, int64_t begin, int64_t len) {
     const absl::Span<float> dst(buffer.data() + begin, static_cast<size_t>(len));
-    return Expect(prev_, Tag(k, j), [this, dst](std::unique_ptr<Payload> in) {
+    return Expect(prev_, Tag(k, j), [this, dst, bf16 = wire_bf16_](std::unique_ptr<Payload> in) {
       bool nonfinite = false;
-      absl::Status s = AddFloatsInto(*in, dst, &nonfinite);
+      absl::Status s = bf16 ? AddBf16Into(*in, dst, &nonfinite) : AddFloatsInto(*in, dst, &nonfinite);
       if (nonfinite) nonfinite_received_.store(true, std::memory_order_relaxed);
       return s;
     });
@@ -139,9 +150,13 @@ absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
   nonfinite_received_.store(false, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
+  wire_bf16_ = options_.bf16_reduce_scatter;
+  if (wire_bf16_ && wire_.size() < buffer.size()) wire_.resize(buffer.size());
   absl::Status s = ExpectReduceScatter(buffer);
   if (s.ok()) s = ReduceScatterSteps(buffer, /*then_gather=*/false, deadline);
-  return Finish(s, deadline);
+  s = Finish(s, deadline);
+  wire_bf16_ = false;
+  return s;
 }
 
 absl::Status RingCollectives::ReduceScatterSteps(absl::Span<float> buffer, bool then_gather, absl::Time deadline) {
@@ -153,8 +168,8 @@ absl::Status RingCollectives::ReduceScatterSteps(absl::Span<float> buffer, bool 
     const bool last = k == world_ - 2;
     if (last && !then_gather) return absl::OkStatus();
     // Forwarded at once: the next step, or (our own chunk, now final) the
-    // all-gather's first step.
-    return Annotate(Send(next_, Tag(k + 1, j), Bytes(buffer.data() + begin, len), deadline),
+    // all-gather's first step (never bf16: then_gather is AllReduce's).
+    return Annotate(SendFloats(buffer, begin, len, Tag(k + 1, j), deadline),
                     last ? std::string("all-gather step 0") : absl::StrCat("reduce-scatter step ", k + 1));
   });
 }

@@ -24,7 +24,8 @@
 //   reduces all N in rank order, so all ranks get the same bits in one round.
 //
 // Cost per rank (n bytes of buffer, N ranks): reduce-scatter and all-gather
-// each take N-1 steps and send (N-1)/N * n bytes; all-reduce 2(N-1) steps and
+// each take N-1 steps and send (N-1)/N * n bytes (half that for a bf16
+// reduce-scatter, CollectiveOptions::bf16_reduce_scatter); all-reduce 2(N-1) steps and
 // 2(N-1)/N * n bytes. See docs/collectives.md.
 //
 //   RingCollectives ring(transport.get(), CollectiveOptions());
@@ -51,6 +52,12 @@ struct CollectiveOptions {
   // Upper bound on one segment. Gloo uses 1 MiB; tests use a few bytes so
   // multi-segment paths run with small inputs.
   int64_t max_segment_bytes = 1 << 20;
+  // ReduceScatter sends its partial sums as bfloat16 (bf16.h: rounded to
+  // nearest even), half the bytes; each rank still adds in float32, and its
+  // own contribution is never rounded. Results then differ from float32 in
+  // the low bits, but are still the same bits on every run for a fixed N.
+  // AllGather, AllReduce, Broadcast and the scalars always send float32.
+  bool bf16_reduce_scatter = false;
 };
 
 class RingCollectives : public Collectives {
@@ -109,7 +116,11 @@ class RingCollectives : public Collectives {
   absl::Status ForEachReceivedSegment(
       int64_t size, int chunk_offset,
       const std::function<absl::Status(int k, size_t j, int64_t begin, int64_t len)>& fn) const;
-  // Sends every segment of `chunk` by reference as step `step`.
+  // Sends buffer[begin, begin + len) to next_ under `tag`: by reference, or
+  // (wire_bf16_) rounded into wire_ at the same offset and sent from there.
+  absl::Status SendFloats(absl::Span<const float> buffer, int64_t begin, int64_t len, uint64_t tag,
+                          absl::Time deadline);
+  // Sends every segment of `chunk` (SendFloats) as step `step`.
   absl::Status SendChunk(absl::Span<const float> buffer, int chunk, uint64_t step, const char* what,
                          absl::Time deadline);
   absl::Status BroadcastSteps(absl::Span<float> buffer, int root, absl::Time deadline);
@@ -129,6 +140,10 @@ class RingCollectives : public Collectives {
   int next_;
   int prev_;
   uint64_t op_ = 0;  // sequence number of the current operation
+  // The current op sends bf16 (a bf16_reduce_scatter ReduceScatter) from
+  // wire_, which mirrors the buffer and stays put until the op's Finish.
+  bool wire_bf16_ = false;
+  std::vector<uint16_t> wire_;
   int64_t bytes_sent_ = 0;
   std::atomic<int64_t> bytes_received_{0};  // also counted on delivering threads
   std::atomic<bool> nonfinite_received_{false};  // set on delivering threads

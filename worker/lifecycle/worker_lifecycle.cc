@@ -172,6 +172,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   }
   CollectiveOptions copts;
   copts.timeout = absl::Seconds(cfg->runtime().collective_timeout_seconds());
+  copts.bf16_reduce_scatter = cfg->collective().bf16_gradients();
   RingCollectives ring(transport.get(), copts);
   heartbeat.set_total_steps(TotalSteps(*cfg, data.train.num_examples));
   std::unique_ptr<TraceWriter> traces;

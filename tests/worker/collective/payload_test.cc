@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "worker/collective/bf16.h"
+
 namespace shardline {
 namespace {
 
@@ -100,6 +102,32 @@ TEST(PayloadTest, HugeAndTinyFiniteValuesAreNotFlagged) {
   ASSERT_TRUE(AddFloatsInto(p, absl::MakeSpan(sum), &nonfinite).ok());
   EXPECT_FALSE(nonfinite);
   EXPECT_TRUE(std::isinf(sum[0]));
+}
+
+TEST(PayloadTest, Bf16AddsWidenExactlyForEveryCutAndProbe) {
+  for (size_t n : {0, 1, 7, 8, 9, 33, 100}) {
+    for (size_t piece : {1, 2, 3, 5, 32, 1000}) {  // odd pieces split a value
+      SCOPED_TRACE("n " + std::to_string(n) + " piece " + std::to_string(piece));
+      std::vector<uint16_t> wire(n);
+      for (size_t i = 0; i < n; ++i) wire[i] = FloatToBf16(static_cast<float>(i) * 0.37f - 9.0f);
+      const CutPayload p(std::string(reinterpret_cast<const char*>(wire.data()), n * 2), piece);
+      std::vector<float> sum(n, 0.25f);
+      bool nonfinite = false;
+      ASSERT_TRUE(AddBf16Into(p, absl::MakeSpan(sum), &nonfinite).ok());
+      EXPECT_FALSE(nonfinite);
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(sum[i], 0.25f + Bf16ToFloat(wire[i])) << i;
+    }
+  }
+  // A non-finite bf16 anywhere is flagged; the size is in bf16s.
+  std::vector<uint16_t> wire(37, FloatToBf16(1.5f));
+  wire[36] = FloatToBf16(std::numeric_limits<float>::infinity());
+  const CutPayload p(std::string(reinterpret_cast<const char*>(wire.data()), wire.size() * 2), 3);
+  std::vector<float> out(37, 0.0f);
+  bool nonfinite = false;
+  ASSERT_TRUE(AddBf16Into(p, absl::MakeSpan(out), &nonfinite).ok());
+  EXPECT_TRUE(nonfinite);
+  std::vector<float> wrong(36);
+  EXPECT_TRUE(absl::IsInternal(AddBf16Into(p, absl::MakeSpan(wrong), &nonfinite)));
 }
 
 TEST(PayloadTest, ASizeMismatchIsAnErrorNamingBothSizes) {

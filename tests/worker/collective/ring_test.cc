@@ -11,6 +11,8 @@
 #include "common/rng.h"
 #include "common/rpc_auth.h"
 #include "common/shard.h"
+#include "common/status_macros.h"
+#include "worker/collective/bf16.h"
 #include "worker/collective/peer_fault.h"
 #include "tests/worker/collective/world.h"
 
@@ -145,6 +147,77 @@ TEST_P(RingDeterminismTest, BitwiseEqualAcrossRanksAndRunsInTheDocumentedOrder) 
 INSTANTIATE_TEST_SUITE_P(Transports, RingDeterminismTest,
                          ::testing::Values(TransportKind::kLocal, TransportKind::kGrpc),
                          [](const auto& info) { return KindName(info.param); });
+
+class RingBf16Test : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
+
+// bf16_reduce_scatter: each partial sum is rounded to bf16 as it is sent and
+// added in float32, so chunk c is, bit for bit, x[c] + r(... r(r(x[c+1]) +
+// x[c+2]) ...) with r the round trip through bf16, on every rank, segment
+// size and run; half the bytes travel; a following AllGather (and AllReduce)
+// still moves exact floats.
+TEST_P(RingBf16Test, PartialSumsTravelAsBf16InTheDocumentedOrder) {
+  const auto [kind, n] = GetParam();
+  const int64_t len = 4099;
+  auto input = [](int rank, int64_t i) {
+    return RandomStream(9, Purpose::kDropout, 0, static_cast<uint32_t>(rank)).Uniform(static_cast<uint64_t>(i)) * 2.0f - 1.0f;
+  };
+  auto round = [](float v) { return Bf16ToFloat(FloatToBf16(v)); };
+  std::vector<float> expected(static_cast<size_t>(len)), exact(static_cast<size_t>(len));
+  for (int c = 0; c < n; ++c) {
+    const Range chunk = ShardRange(len, c, n);
+    for (int64_t i = chunk.begin; i < chunk.end; ++i) {
+      float acc = input((c + 1) % n, i), plain = acc;
+      for (int k = 2; k <= n; ++k) {
+        acc = input((c + k) % n, i) + round(acc);
+        plain = input((c + k) % n, i) + plain;
+      }
+      expected[static_cast<size_t>(i)] = acc;
+      exact[static_cast<size_t>(i)] = plain;
+    }
+  }
+  // Not vacuous: the rounding changes most sums.
+  int64_t differ = 0;
+  for (int64_t i = 0; i < len; ++i) differ += expected[static_cast<size_t>(i)] != exact[static_cast<size_t>(i)];
+  ASSERT_GT(differ, len / 2);
+  TestWorld world(kind, n);
+  for (int64_t seg : {int64_t{64}, int64_t{1} << 20}) {
+    std::vector<int64_t> sent(static_cast<size_t>(n));
+    const auto statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
+      CollectiveOptions o = Options(seg);
+      o.bf16_reduce_scatter = true;
+      RingCollectives ring(t, o);
+      std::vector<float> buf(static_cast<size_t>(len));
+      for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = input(rank, i);
+      RETURN_IF_ERROR(ring.ReduceScatter(absl::MakeSpan(buf)));
+      EXPECT_EQ(ring.nonfinite_source(), -1);
+      const Range mine = ShardRange(len, rank, n);
+      for (int64_t i = mine.begin; i < mine.end; ++i) {
+        EXPECT_EQ(std::memcmp(&buf[static_cast<size_t>(i)], &expected[static_cast<size_t>(i)], sizeof(float)), 0)
+            << "rank " << rank << " i " << i;
+      }
+      sent[static_cast<size_t>(rank)] = ring.bytes_sent();  // of the reduce-scatter alone
+      // The owners' exact floats reach every rank.
+      RETURN_IF_ERROR(ring.AllGather(absl::MakeSpan(buf)));
+      EXPECT_EQ(std::memcmp(buf.data(), expected.data(), sizeof(float) * len), 0) << "rank " << rank;
+      for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = input(rank, i);
+      RETURN_IF_ERROR(ring.AllReduce(absl::MakeSpan(buf)));
+      EXPECT_EQ(std::memcmp(buf.data(), exact.data(), sizeof(float) * len), 0) << "rank " << rank << ": all-reduce";
+      return absl::OkStatus();
+    });
+    for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
+    for (int r = 0; r < n; ++r) {
+      // Every chunk but its own, 2 bytes a value.
+      EXPECT_EQ(sent[static_cast<size_t>(r)], (len - ShardRange(len, r, n).size()) * 2) << "rank " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TransportsAndWorldSizes, RingBf16Test,
+    ::testing::Combine(::testing::Values(TransportKind::kLocal, TransportKind::kGrpc), ::testing::Values(2, 3, 5)),
+    [](const auto& info) {
+      return KindName(std::get<0>(info.param)) + "_N" + std::to_string(std::get<1>(info.param));
+    });
 
 class RingNonFiniteTest : public ::testing::TestWithParam<TransportKind> {};
 

@@ -1,0 +1,41 @@
+// bfloat16 on the wire: the upper 16 bits of an IEEE float32 (sign, the 8
+// exponent bits, 7 mantissa bits), as DDP's bf16 compression hook sends.
+// Rounding is to nearest, ties to even, so it is a pure function of the
+// float's bits: the same gradients give the same wire bytes on every run.
+// Infinities stay infinities; a NaN stays a NaN (made quiet); a finite
+// float past bf16's largest value (~3.39e38) rounds to an infinity.
+//
+//   std::vector<uint16_t> wire(n);
+//   RoundToBf16(absl::MakeConstSpan(grads, n), wire.data());
+//   ... received: AddBf16Into(payload, dst, &nonfinite) (payload.h) ...
+#ifndef SHARDLINE_WORKER_COLLECTIVE_BF16_H_
+#define SHARDLINE_WORKER_COLLECTIVE_BF16_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "absl/types/span.h"
+
+namespace shardline {
+
+inline uint16_t FloatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN: keep it one
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+inline float Bf16ToFloat(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// out[i] = FloatToBf16(in[i]) for every i; `out` holds in.size() values.
+void RoundToBf16(absl::Span<const float> in, uint16_t* out);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_COLLECTIVE_BF16_H_
