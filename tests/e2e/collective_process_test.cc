@@ -85,7 +85,7 @@ TEST(CollectiveProcessTest, FrozenRankIsNamedByEveryOtherRankWithinTheDeadline) 
   const absl::Time stopped = absl::Now();
   for (int r : {0, 2}) {
     EXPECT_EQ(procs[static_cast<size_t>(r)]->Wait(deadline + absl::Seconds(10)), 3) << procs[static_cast<size_t>(r)]->Output();
-    EXPECT_LT(absl::Now() - stopped, deadline + absl::Seconds(2));
+    EXPECT_LT(absl::Now() - stopped, deadline + absl::Seconds(2)) << procs[static_cast<size_t>(r)]->Output();
     EXPECT_TRUE(absl::StrContains(procs[static_cast<size_t>(r)]->Output(), "peer rank 1"))
         << procs[static_cast<size_t>(r)]->Output();
   }

@@ -39,6 +39,8 @@ constexpr char kHelp[] =
     "  --iters K               timed iterations per size (default 20), after 3 warm-up ones\n"
     "  --timeout_ms T          per-operation deadline (default 30000)\n"
     "  --segment_bytes S       pipeline segment (default 1048576)\n"
+    "  --doubling_max_bytes D  all-reduces of at most D bytes use recursive doubling, larger\n"
+    "                          ones the ring (default 65536; 0: always the ring)\n"
     "  --check                 verify every result exactly; exit 4 on a mismatch\n";
 
 int64_t Flag(const Args& args, const std::string& name, int64_t def) {
@@ -86,7 +88,7 @@ int Main(int argc, char** argv) {
   Args args;
   absl::Status parsed = ParseArgs(argc, argv, 1,
                                   {"rank", "world", "rendezvous", "listen", "op", "sizes", "iters",
-                                   "timeout_ms", "segment_bytes"},
+                                   "timeout_ms", "segment_bytes", "doubling_max_bytes"},
                                   {}, "shardline-allreduce-worker", &args, {"check"});
   if (args.help) {
     fputs(kHelp, stdout);
@@ -136,6 +138,7 @@ int Main(int argc, char** argv) {
   CollectiveOptions options;
   options.timeout = absl::Milliseconds(Flag(args, "timeout_ms", 30000));
   options.max_segment_bytes = segment_bytes;
+  options.doubling_max_bytes = Flag(args, "doubling_max_bytes", options.doubling_max_bytes);
   RingCollectives ring(transport->get(), options);
 
   auto fail = [&](const absl::Status& s) {

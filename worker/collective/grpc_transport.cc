@@ -242,7 +242,7 @@ class Generation {
   }
 
   // The world is broken: fail every local Recv with `why`, and tell every
-  // other rank. Only the first failure is broadcast. Holding mu_ throughout
+  // other rank still reachable. Only the first failure is broadcast. Holding mu_ throughout
   // keeps Shutdown (which a failed caller runs next) from closing the
   // streams before the reports are queued on them.
   void Fail(const std::string& why) {
@@ -250,7 +250,10 @@ class Generation {
     if (!box_.Poison(why)) return;
     SLOG(WARNING) << "collective failed: " << why << "; telling every rank";
     for (int peer = 0; peer < world_size(); ++peer) {
-      if (peer == rank_) continue;
+      // A peer whose stream broke cannot be told; a stream opened to it now
+      // (a dead or frozen process) would only hold Shutdown until its drain
+      // timeout.
+      if (peer == rank_ || box_.IsGone(peer)) continue;
       OutFrame frame;
       frame.src_rank = rank_;
       frame.generation = generation_;

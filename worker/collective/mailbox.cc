@@ -106,6 +106,11 @@ void Mailbox::MarkGone(int src, const std::string& why) {
   if (gone_[static_cast<size_t>(src)].empty()) gone_[static_cast<size_t>(src)] = why;
 }
 
+bool Mailbox::IsGone(int src) {
+  MutexLock lock(&mu_);
+  return !gone_[static_cast<size_t>(src)].empty();
+}
+
 bool Mailbox::Poison(const std::string& why) {
   MutexLock lock(&mu_);
   if (!poison_.empty()) return false;

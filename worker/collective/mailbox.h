@@ -42,6 +42,8 @@ class Mailbox {
   // Marks `src` gone: pending and future Takes from it fail with kUnavailable
   // and `why` (messages it already delivered can still be taken).
   void MarkGone(int src, const std::string& why);
+  // True once MarkGone(src) was called.
+  bool IsGone(int src);
 
   // Fails every pending and future Take whose message is not already here
   // with kUnavailable and `why`: the world is broken (another rank saw a

@@ -7,6 +7,7 @@
 #include "common/shard.h"
 #include "common/status_macros.h"
 #include "worker/collective/bf16.h"
+#include "worker/collective/doubling_schedule.h"
 #include "worker/collective/peer_fault.h"
 
 namespace shardline {
@@ -83,7 +84,7 @@ absl::Status RingCollectives::Finish(absl::Status status, absl::Time deadline) {
 }
 
 int RingCollectives::nonfinite_source() const {
-  return nonfinite_received_.load(std::memory_order_relaxed) ? prev_ : -1;
+  return nonfinite_peer_.load(std::memory_order_relaxed);
 }
 
 int RingCollectives::Chunk(int k) const { return ((rank_ - k) % world_ + world_) % world_; }
@@ -126,7 +127,7 @@ absl::Status RingCollectives::ExpectReduceScatter(absl::Span<float> buffer) {
     return Expect(prev_, Tag(k, j), [this, dst, bf16 = wire_bf16_](std::unique_ptr<Payload> in) {
       bool nonfinite = false;
       absl::Status s = bf16 ? AddBf16Into(*in, dst, &nonfinite) : AddFloatsInto(*in, dst, &nonfinite);
-      if (nonfinite) nonfinite_received_.store(true, std::memory_order_relaxed);
+      if (nonfinite) nonfinite_peer_.store(prev_, std::memory_order_relaxed);
       return s;
     });
   });
@@ -139,7 +140,7 @@ absl::Status RingCollectives::ExpectAllGather(absl::Span<float> buffer, int firs
     return Expect(prev_, Tag(first_step + k, j), [this, dst](std::unique_ptr<Payload> in) {
       bool nonfinite = false;
       absl::Status s = CopyFloatsInto(*in, dst, &nonfinite);
-      if (nonfinite) nonfinite_received_.store(true, std::memory_order_relaxed);
+      if (nonfinite) nonfinite_peer_.store(prev_, std::memory_order_relaxed);
       return s;
     });
   });
@@ -147,7 +148,7 @@ absl::Status RingCollectives::ExpectAllGather(absl::Span<float> buffer, int firs
 
 absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
   ++op_;
-  nonfinite_received_.store(false, std::memory_order_relaxed);
+  nonfinite_peer_.store(-1, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
   wire_bf16_ = options_.bf16_reduce_scatter;
@@ -176,7 +177,7 @@ absl::Status RingCollectives::ReduceScatterSteps(absl::Span<float> buffer, bool 
 
 absl::Status RingCollectives::AllGather(absl::Span<float> buffer) {
   ++op_;
-  nonfinite_received_.store(false, std::memory_order_relaxed);
+  nonfinite_peer_.store(-1, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
   absl::Status s = ExpectAllGather(buffer, /*first_step=*/0);
@@ -198,9 +199,25 @@ absl::Status RingCollectives::AllGatherSteps(absl::Span<float> buffer, int first
 
 absl::Status RingCollectives::AllReduce(absl::Span<float> buffer) {
   ++op_;
-  nonfinite_received_.store(false, std::memory_order_relaxed);
+  nonfinite_peer_.store(-1, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
+  if (static_cast<int64_t>(buffer.size() * sizeof(float)) <= options_.doubling_max_bytes) {
+    std::vector<std::vector<float>> sent;
+    const absl::Status s = DoublingSteps<float>(
+        buffer,
+        [](absl::Span<const float> lo, absl::Span<const float> hi, absl::Span<float> out) {
+          for (size_t i = 0; i < out.size(); ++i) out[i] = lo[i] + hi[i];
+        },
+        [this](int peer, std::vector<float>& theirs) {
+          if (!std::all_of(theirs.begin(), theirs.end(), [](float v) { return std::isfinite(v); })) {
+            int none = -1;
+            nonfinite_peer_.compare_exchange_strong(none, peer, std::memory_order_relaxed);
+          }
+        },
+        &sent, "all-reduce", deadline);
+    return Finish(s, deadline);
+  }
   // One pipeline: each segment of our own chunk goes on around the ring as
   // soon as it is fully reduced. The all-gather writes every chunk but our
   // own, including ones whose segments the reduce-scatter sent by
@@ -290,6 +307,61 @@ absl::StatusOr<std::string> RingCollectives::SendRecv(int send_to, absl::string_
   return received;
 }
 
+template <typename T>
+absl::Status RingCollectives::DoublingSteps(
+    absl::Span<T> values, const std::function<void(absl::Span<const T>, absl::Span<const T>, absl::Span<T>)>& combine,
+    const std::function<void(int, std::vector<T>&)>& inspect, std::vector<std::vector<T>>* sent, const char* what,
+    absl::Time deadline) {
+  const std::vector<DoublingStep> steps = RecursiveDoublingSchedule(rank_, world_);
+  sent->reserve(steps.size());  // sent buffers stay put until Finish
+  std::vector<T> theirs(values.size());
+  for (const DoublingStep& step : steps) {
+    const uint64_t tag = Tag(static_cast<uint64_t>(step.round), 0);
+    auto send = [&]() -> absl::Status {
+      sent->emplace_back(values.begin(), values.end());
+      const std::vector<T>& copy = sent->back();
+      return Annotate(Send(step.peer, tag,
+                           absl::Span<const char>(reinterpret_cast<const char*>(copy.data()), copy.size() * sizeof(T)),
+                           deadline),
+                      absl::StrCat(what, " round ", step.round));
+    };
+    auto receive = [&]() -> absl::Status {
+      RETURN_IF_ERROR(Annotate(RecvInto(step.peer, tag,
+                                        absl::Span<char>(reinterpret_cast<char*>(theirs.data()), theirs.size() * sizeof(T)),
+                                        deadline),
+                               absl::StrCat(what, " round ", step.round)));
+      if (inspect) inspect(step.peer, theirs);
+      return absl::OkStatus();
+    };
+    const absl::Span<const T> mine(values.data(), values.size());
+    const absl::Span<const T> other(theirs.data(), theirs.size());
+    switch (step.kind) {
+      case DoublingStep::kSendValues:
+      case DoublingStep::kSendResult:
+        RETURN_IF_ERROR(send());
+        break;
+      case DoublingStep::kFoldExtra:
+        RETURN_IF_ERROR(receive());
+        combine(mine, other, values);
+        break;
+      case DoublingStep::kExchange:
+        RETURN_IF_ERROR(send());
+        RETURN_IF_ERROR(receive());
+        if (step.mine_first) {
+          combine(mine, other, values);
+        } else {
+          combine(other, mine, values);
+        }
+        break;
+      case DoublingStep::kReceiveResult:
+        RETURN_IF_ERROR(receive());
+        std::copy(theirs.begin(), theirs.end(), values.begin());
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RingCollectives::AllReduceScalars(absl::Span<double> values,
                                                absl::Span<const ReduceOp> ops) {
   ++op_;
@@ -298,55 +370,46 @@ absl::Status RingCollectives::AllReduceScalars(absl::Span<double> values,
   if (ops.size() != values.size()) {
     return absl::InvalidArgumentError("scalar all-reduce needs one op per value");
   }
-  // Sent from a copy that outlives the steps (Finish waits until the
-  // transport lets go of it), so `values` can take the result right away.
-  const std::vector<double> mine(values.begin(), values.end());
-  return Finish(AllReduceScalarsSteps(mine, values, ops, deadline), deadline);
-}
-
-absl::Status RingCollectives::AllReduceScalarsSteps(const std::vector<double>& mine, absl::Span<double> values,
-                                                    absl::Span<const ReduceOp> ops, absl::Time deadline) {
-  const absl::Span<const char> bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
-  for (int peer = 0; peer < world_; ++peer) {
-    if (peer != rank_) RETURN_IF_ERROR(Annotate(Send(peer, Tag(0, 0), bytes, deadline), "scalar all-reduce"));
-  }
-  std::vector<double> all(values.size() * static_cast<size_t>(world_));
-  int nonfinite_peer = -1;
-  for (int peer = 0; peer < world_; ++peer) {
-    double* slot = all.data() + values.size() * static_cast<size_t>(peer);
-    if (peer == rank_) {
-      std::copy(mine.begin(), mine.end(), slot);
-      continue;
-    }
-    RETURN_IF_ERROR(Annotate(RecvInto(peer, Tag(0, 0),
-                                      absl::Span<char>(reinterpret_cast<char*>(slot), values.size() * sizeof(double)),
-                                      deadline),
-                             "scalar all-reduce"));
-    if (nonfinite_peer < 0 && !std::all_of(slot, slot + values.size(), [](double v) { return std::isfinite(v); })) {
-      nonfinite_peer = peer;
-    }
-  }
-  // Checked after every value is in, so the transport holds nothing of
-  // this op when we fail.
-  if (!std::all_of(mine.begin(), mine.end(), [](double v) { return std::isfinite(v); })) {
+  // The values, then one more: the lowest rank known to have put in a
+  // non-finite value (world_: none), reduced with min. Every rank runs the
+  // whole op either way, so all learn the same culprit at the same time.
+  const size_t n = values.size();
+  const double none = static_cast<double>(world_);
+  std::vector<double> all(values.begin(), values.end());
+  const bool mine_finite = std::all_of(all.begin(), all.end(), [](double v) { return std::isfinite(v); });
+  all.push_back(mine_finite ? none : static_cast<double>(rank_));
+  std::vector<std::vector<double>> sent;
+  absl::Status s = DoublingSteps<double>(
+      absl::MakeSpan(all),
+      [n, ops](absl::Span<const double> lo, absl::Span<const double> hi, absl::Span<double> out) {
+        for (size_t i = 0; i < n; ++i) {
+          switch (ops[i]) {
+            case ReduceOp::kSum: out[i] = lo[i] + hi[i]; break;
+            case ReduceOp::kMax: out[i] = std::max(lo[i], hi[i]); break;
+            case ReduceOp::kMin: out[i] = std::min(lo[i], hi[i]); break;
+          }
+        }
+        out[n] = std::min(lo[n], hi[n]);
+      },
+      [n, none](int peer, std::vector<double>& theirs) {
+        // A partial that is not finite without naming who put that in, or
+        // whose culprit is no rank, is the sending peer's fault.
+        const double culprit = theirs[n];
+        const bool named = culprit >= 0 && culprit < none && culprit == std::floor(culprit);
+        const bool finite = std::all_of(theirs.begin(), theirs.begin() + static_cast<std::ptrdiff_t>(n),
+                                        [](double v) { return std::isfinite(v); });
+        if (!(culprit == none || named) || (!finite && !named)) theirs[n] = static_cast<double>(peer);
+      },
+      &sent, "scalar all-reduce", deadline);
+  RETURN_IF_ERROR(Finish(s, deadline));
+  if (!mine_finite) {
     return absl::InvalidArgumentError("a scalar all-reduce was given a non-finite value on this rank");
   }
-  if (nonfinite_peer >= 0) {
-    return PeerFaultError(nonfinite_peer, absl::StrCat("rank ", nonfinite_peer,
-                                                       " sent a non-finite value in a scalar all-reduce"));
+  const int culprit = static_cast<int>(all[n]);
+  if (culprit < world_) {
+    return PeerFaultError(culprit, absl::StrCat("rank ", culprit, " sent a non-finite value in a scalar all-reduce"));
   }
-  for (size_t i = 0; i < values.size(); ++i) {
-    double acc = all[i];
-    for (int peer = 1; peer < world_; ++peer) {
-      const double v = all[values.size() * static_cast<size_t>(peer) + i];
-      switch (ops[i]) {
-        case ReduceOp::kSum: acc += v; break;
-        case ReduceOp::kMax: acc = std::max(acc, v); break;
-        case ReduceOp::kMin: acc = std::min(acc, v); break;
-      }
-    }
-    values[i] = acc;
-  }
+  std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), values.begin());
   return absl::OkStatus();
 }
 

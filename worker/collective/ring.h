@@ -20,8 +20,11 @@
 // Receives are posted before the first send (Transport::ExpectReceive): the
 //   add or copy into place runs on the thread that delivers the segment.
 // Broadcast: a segment-pipelined chain root -> root+1 -> ... -> root-1.
-// Scalar all-reduce: every rank sends its few values to every other rank and
-//   reduces all N in rank order, so all ranks get the same bits in one round.
+// Small messages (the scalar all-reduce, and AllReduce of at most
+//   CollectiveOptions::doubling_max_bytes) take recursive doubling instead
+//   (doubling_schedule.h): about log2 N message latencies instead of the
+//   ring's 2(N-1), which is what a few bytes cost; every rank still gets
+//   the same bits, a fixed function of N and the inputs.
 //
 // Cost per rank (n bytes of buffer, N ranks): reduce-scatter and all-gather
 // each take N-1 steps and send (N-1)/N * n bytes (half that for a bf16
@@ -58,6 +61,12 @@ struct CollectiveOptions {
   // the low bits, but are still the same bits on every run for a fixed N.
   // AllGather, AllReduce, Broadcast and the scalars always send float32.
   bool bf16_reduce_scatter = false;
+  // AllReduce of at most this many bytes runs recursive doubling (log-depth,
+  // latency-bound) instead of the pipelined ring (bandwidth-optimal), as
+  // Gloo and NCCL choose by size. Over gRPC on loopback doubling was faster
+  // up to 64 KiB at every N from 2 to 16 (bench/RESULTS.md, issue 18).
+  // Every rank must use the same value.
+  int64_t doubling_max_bytes = 64 << 10;
 };
 
 class RingCollectives : public Collectives {
@@ -77,9 +86,10 @@ class RingCollectives : public Collectives {
   using Collectives::AllReduceScalars;
   absl::Status AllReduceScalars(absl::Span<double> values, absl::Span<const ReduceOp> ops) override;
   absl::Status AllReduce(absl::Span<float> buffer);
-  // prev after a ReduceScatter, AllGather or AllReduce that received a NaN
-  // or an infinity from it (checked as each segment is added or copied into
-  // place), else -1.
+  // After a ReduceScatter, AllGather or AllReduce that received a NaN or an
+  // infinity (checked as each segment is added or copied into place): the
+  // peer it came from (prev on the ring; the doubling partner for small
+  // AllReduces); else -1.
   int nonfinite_source() const override;
   absl::Status Broadcast(absl::Span<float> buffer, int root);
   // A length, then the data in max_segment_bytes segments.
@@ -124,9 +134,15 @@ class RingCollectives : public Collectives {
   absl::Status SendChunk(absl::Span<const float> buffer, int chunk, uint64_t step, const char* what,
                          absl::Time deadline);
   absl::Status BroadcastSteps(absl::Span<float> buffer, int root, absl::Time deadline);
-  absl::Status AllReduceScalarsSteps(const std::vector<double>& mine, absl::Span<double> values,
-                                     absl::Span<const ReduceOp> ops,
-                                     absl::Time deadline);
+  // Recursive doubling over `values` in place (doubling_schedule.h):
+  // combine(lower, upper, out) merges two partials elementwise (out may be
+  // either input). Each received partial is first shown to inspect(peer,
+  // partial), if given. What is sent is kept in *sent until the op's Finish.
+  template <typename T>
+  absl::Status DoublingSteps(absl::Span<T> values,
+                             const std::function<void(absl::Span<const T>, absl::Span<const T>, absl::Span<T>)>& combine,
+                             const std::function<void(int, std::vector<T>&)>& inspect,
+                             std::vector<std::vector<T>>* sent, const char* what, absl::Time deadline);
 
   // The unique tag of segment `segment` in step `step` of the current op.
   uint64_t Tag(uint64_t step, uint64_t segment) const;
@@ -146,7 +162,9 @@ class RingCollectives : public Collectives {
   std::vector<uint16_t> wire_;
   int64_t bytes_sent_ = 0;
   std::atomic<int64_t> bytes_received_{0};  // also counted on delivering threads
-  std::atomic<bool> nonfinite_received_{false};  // set on delivering threads
+  // The first peer this op received a non-finite float from, or -1; set on
+  // delivering threads.
+  std::atomic<int> nonfinite_peer_{-1};
 };
 
 }  // namespace shardline

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "common/status_macros.h"
 #include "worker/collective/bf16.h"
 #include "worker/collective/peer_fault.h"
+#include "tests/worker/collective/doubling_sim.h"
 #include "tests/worker/collective/world.h"
 
 namespace shardline {
@@ -66,7 +68,7 @@ TEST_P(RingMatrixTest, AllOperationsGiveExactResultsForEveryLength) {
         for (int64_t i = mine.begin; i < mine.end; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i);
         if (!(s = ring.AllGather(absl::MakeSpan(buf))).ok()) return s;
         for (int64_t i = 0; i < len; ++i) EXPECT_EQ(buf[static_cast<size_t>(i)], static_cast<float>(i));
-        // All-reduce.
+        // All-reduce, by size (each algorithm at every length: below).
         for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = Value(rank, i);
         if (!(s = ring.AllReduce(absl::MakeSpan(buf))).ok()) return s;
         EXPECT_EQ(buf, sum) << "rank " << rank;
@@ -93,6 +95,21 @@ TEST_P(RingMatrixTest, AllOperationsGiveExactResultsForEveryLength) {
         return absl::OkStatus();
       });
       for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[static_cast<size_t>(r)].ok()) << statuses[static_cast<size_t>(r)];
+      // AllReduce with each algorithm forced (one ring per transport: a
+      // fresh world each, as rings on one transport would share tags).
+      for (const int64_t limit : {int64_t{0}, std::numeric_limits<int64_t>::max()}) {
+        const std::vector<absl::Status> forced = world.Run([&](int rank, Transport* t) -> absl::Status {
+          CollectiveOptions o = Options(seg);
+          o.doubling_max_bytes = limit;
+          RingCollectives ring(t, o);
+          std::vector<float> buf(static_cast<size_t>(len));
+          for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = Value(rank, i);
+          RETURN_IF_ERROR(ring.AllReduce(absl::MakeSpan(buf)));
+          EXPECT_EQ(buf, sum) << "rank " << rank << " doubling up to " << limit << " bytes";
+          return absl::OkStatus();
+        });
+        for (const absl::Status& st : forced) EXPECT_TRUE(st.ok()) << st;
+      }
     }
   }
 }
@@ -129,7 +146,9 @@ TEST_P(RingDeterminismTest, BitwiseEqualAcrossRanksAndRunsInTheDocumentedOrder) 
   std::vector<std::vector<float>> results(n);
   for (int run = 0; run < 2; ++run) {
     const auto statuses = world.Run([&](int rank, Transport* t) {
-      RingCollectives ring(t, Options(4096));
+      CollectiveOptions o = Options(4096);
+      o.doubling_max_bytes = 0;  // the ring's order, at any length
+      RingCollectives ring(t, o);
       std::vector<float> buf(static_cast<size_t>(len));
       for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = input(rank, i);
       absl::Status s = ring.AllReduce(absl::MakeSpan(buf));
@@ -185,6 +204,7 @@ TEST_P(RingBf16Test, PartialSumsTravelAsBf16InTheDocumentedOrder) {
     const auto statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
       CollectiveOptions o = Options(seg);
       o.bf16_reduce_scatter = true;
+      o.doubling_max_bytes = 0;  // the all-reduce below in the ring's order
       RingCollectives ring(t, o);
       std::vector<float> buf(static_cast<size_t>(len));
       for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = input(rank, i);
@@ -218,6 +238,115 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) {
       return KindName(std::get<0>(info.param)) + "_N" + std::to_string(std::get<1>(info.param));
     });
+
+class DoublingTest : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
+
+// Chosen by size: an AllReduce of at most doubling_max_bytes and every
+// scalar all-reduce run recursive doubling, bit for bit as the schedule's
+// simulation (doubling_schedule.h) computes it, on every rank and run; a
+// larger AllReduce runs the ring, in the ring's order.
+TEST_P(DoublingTest, SmallMessagesTakeRecursiveDoublingBitForBit) {
+  const auto [kind, n] = GetParam();
+  const int64_t len = 1000;  // 4000 bytes
+  auto input = [](int rank, int64_t i) {
+    return RandomStream(13, Purpose::kDropout, 0, static_cast<uint32_t>(rank)).Uniform(static_cast<uint64_t>(i)) * 1e3f - 500.0f;
+  };
+  std::vector<std::vector<float>> inputs(static_cast<size_t>(n), std::vector<float>(static_cast<size_t>(len)));
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < len; ++i) inputs[static_cast<size_t>(r)][static_cast<size_t>(i)] = input(r, i);
+  }
+  const std::vector<float> doubling = SimulateDoubling<std::vector<float>>(
+      inputs, [](const std::vector<float>& lo, const std::vector<float>& hi) {
+        std::vector<float> out(lo.size());
+        for (size_t i = 0; i < lo.size(); ++i) out[i] = lo[i] + hi[i];
+        return out;
+      })[0];
+  std::vector<float> ring_order(static_cast<size_t>(len));
+  for (int c = 0; c < n; ++c) {
+    const Range chunk = ShardRange(len, c, n);
+    for (int64_t i = chunk.begin; i < chunk.end; ++i) {
+      float acc = input((c + 1) % n, i);
+      for (int k = 2; k <= n; ++k) acc = input((c + k) % n, i) + acc;
+      ring_order[static_cast<size_t>(i)] = acc;
+    }
+  }
+  if (n >= 3) {
+    ASSERT_NE(doubling, ring_order) << "the two orders must differ for the test to tell them apart";
+  }
+  // Scalars: a sum, a max and a min, reduced as the schedule does.
+  std::vector<std::vector<double>> scalar_in(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    scalar_in[static_cast<size_t>(r)] = {input(r, 0) * 1.1, static_cast<double>(input(r, 1)), static_cast<double>(input(r, 2))};
+  }
+  const std::vector<double> scalar_want = SimulateDoubling<std::vector<double>>(
+      scalar_in, [](const std::vector<double>& lo, const std::vector<double>& hi) {
+        return std::vector<double>{lo[0] + hi[0], std::max(lo[1], hi[1]), std::min(lo[2], hi[2])};
+      })[0];
+  TestWorld world(kind, n);
+  for (int run = 0; run < 2; ++run) {
+    // One ring per transport (rings sharing one would share tags): a fresh
+    // world per limit.
+    for (const int64_t limit : {int64_t{4000}, int64_t{3999}}) {  // doubling, then the ring
+      const auto statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
+        CollectiveOptions o = Options(1 << 20);
+        o.doubling_max_bytes = limit;
+        RingCollectives ring(t, o);
+        std::vector<float> buf = inputs[static_cast<size_t>(rank)];
+        RETURN_IF_ERROR(ring.AllReduce(absl::MakeSpan(buf)));
+        const std::vector<float>& want = limit == 4000 ? doubling : ring_order;
+        EXPECT_EQ(std::memcmp(buf.data(), want.data(), sizeof(float) * len), 0)
+            << "rank " << rank << " run " << run << " limit " << limit;
+        EXPECT_EQ(ring.nonfinite_source(), -1);
+        return absl::OkStatus();
+      });
+      for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
+    }
+    const auto statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
+      RingCollectives ring(t, Options(1 << 20));
+      std::vector<double> v = scalar_in[static_cast<size_t>(rank)];
+      const ReduceOp ops[3] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin};
+      RETURN_IF_ERROR(ring.AllReduceScalars(absl::MakeSpan(v), ops));
+      EXPECT_EQ(std::memcmp(v.data(), scalar_want.data(), sizeof(double) * 3), 0) << "rank " << rank << " run " << run;
+      return absl::OkStatus();
+    });
+    for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TransportsAndWorldSizes, DoublingTest,
+    ::testing::Combine(::testing::Values(TransportKind::kLocal, TransportKind::kGrpc),
+                       ::testing::Values(2, 3, 5, 8, 13, 16)),
+    [](const auto& info) {
+      return KindName(std::get<0>(info.param)) + "_N" + std::to_string(std::get<1>(info.param));
+    });
+
+// A non-finite scalar: every rank still runs the whole op, and all learn
+// the same culprit, the lowest rank that put one in (here an extra rank of
+// the doubling schedule, then two culprits at once); the culprits
+// themselves get kInvalidArgument.
+TEST(DoublingFaultTest, EveryRankNamesTheSameCulprit) {
+  const int n = 5;
+  for (const std::vector<int>& culprits : {std::vector<int>{4}, std::vector<int>{3, 1}}) {
+    TestWorld world(TransportKind::kLocal, n);
+    std::vector<absl::Status> got(n);
+    world.Run([&](int rank, Transport* t) -> absl::Status {
+      RingCollectives ring(t, Options(1 << 20));
+      const bool bad = std::count(culprits.begin(), culprits.end(), rank) > 0;
+      double v[2] = {1.0, bad ? std::numeric_limits<double>::infinity() : 2.0};
+      got[static_cast<size_t>(rank)] = ring.AllReduceScalars(absl::MakeSpan(v), ReduceOp::kSum);
+      return absl::OkStatus();
+    });
+    const int lowest = *std::min_element(culprits.begin(), culprits.end());
+    for (int r = 0; r < n; ++r) {
+      if (std::count(culprits.begin(), culprits.end(), r) > 0) {
+        EXPECT_TRUE(absl::IsInvalidArgument(got[static_cast<size_t>(r)])) << r << ": " << got[static_cast<size_t>(r)];
+      } else {
+        EXPECT_EQ(PeerFaultRank(got[static_cast<size_t>(r)]), lowest) << r << ": " << got[static_cast<size_t>(r)];
+      }
+    }
+  }
+}
 
 class RingNonFiniteTest : public ::testing::TestWithParam<TransportKind> {};
 
