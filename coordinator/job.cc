@@ -37,6 +37,10 @@ bool IsBetterEval(const metrics::MetricRecord& record, const metrics::MetricReco
   return record.accuracy() < best.accuracy();
 }
 
+// Registrations are logged one by one in worlds up to this size; in larger
+// ones only the first and the last of each forming world.
+constexpr int kLoggedRegistrations = 64;
+
 coordinator::RegisterResponse JobOver(const absl::Status& final_status) {
   coordinator::RegisterResponse over;
   over.set_job_over(true);
@@ -387,51 +391,149 @@ void Job::BreakWorld(const std::string& why, bool planned) {
 
 absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::RegisterRequest& req,
                                                            const std::function<bool()>& cancelled) {
+  Notification answered;
+  absl::StatusOr<coordinator::RegisterResponse> result;
+  const uint64_t id = StartRegister(req, [&](absl::StatusOr<coordinator::RegisterResponse> r) {
+    result = std::move(r);
+    answered.Notify();
+  });
+  while (!answered.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    CompleteRegistrations();  // no service may be driving them
+    if (cancelled()) CancelRegistration(id);
+  }
+  return result;
+}
+
+uint64_t Job::StartRegister(const coordinator::RegisterRequest& req, RegisterDone done) {
+  Parked p;
+  p.req = req;
+  p.done = std::move(done);
   // Made before taking the lock: reading /dev/urandom is I/O.
   absl::StatusOr<std::string> secret = NewToken();
-  if (!secret.ok()) return secret.status();
-  MutexLock lock(&mu_);
+  if (!secret.ok()) {
+    p.done(secret.status());
+    return 0;
+  }
+  p.secret = std::move(*secret);
+  Deferred later;
+  std::optional<absl::StatusOr<coordinator::RegisterResponse>> answer;
+  uint64_t id = 0;
+  {
+    MutexLock lock(&mu_);
+    answer = AdmitLocked(p, /*resumed=*/false, &later);
+    if (!answer.has_value()) {
+      id = next_registration_++;
+      parked_.emplace(id, std::move(p));
+    }
+  }
+  RunDeferred(std::move(later));
+  // A new or broken generation is made durable before any member of the
+  // next one hears of it, without holding the lock over the disk write.
+  PersistState();
+  if (answer.has_value()) p.done(std::move(*answer));
+  CompleteRegistrations();
+  return id;
+}
+
+void Job::CancelRegistration(uint64_t id) {
+  RegisterDone done;
+  {
+    MutexLock lock(&mu_);
+    auto it = parked_.find(id);
+    if (it == parked_.end()) return;
+    const Parked& p = it->second;
+    if (!p.waits_for_end) {
+      auto claim = pending_.find(p.slot);
+      if (claim != pending_.end() && claim->second.incarnation == p.req.incarnation()) pending_.erase(claim);
+    }
+    done = std::move(it->second.done);
+    parked_.erase(it);
+  }
+  done(absl::CancelledError("registration cancelled"));
+}
+
+void Job::CompleteRegistrations() {
+  struct Answer {
+    RegisterDone done;
+    absl::StatusOr<coordinator::RegisterResponse> response;
+    std::shared_ptr<const MemberBook> book;  // its peers still to fill in
+  };
+  std::vector<Answer> answers;
+  for (;;) {
+    Deferred later;  // stays empty: resumed registrations take no report
+    {
+      MutexLock lock(&mu_);
+      if (!recheck_ && checked_durable_ == durable_generation_ && checked_generation_ == generation_ &&
+          checked_state_ == state_) {
+        break;
+      }
+      recheck_ = false;
+      checked_durable_ = durable_generation_;
+      checked_generation_ = generation_;
+      checked_state_ = state_;
+      for (auto it = parked_.begin(); it != parked_.end();) {
+        Parked& p = it->second;
+        std::optional<absl::StatusOr<coordinator::RegisterResponse>> answer;
+        std::shared_ptr<const MemberBook> book;
+        if (p.waits_for_end) {
+          if (generation_ != p.finished_in || state_ == JobState::kForming || state_ == JobState::kDone ||
+              state_ == JobState::kFailed) {
+            p.waits_for_end = false;
+            answer = AdmitLocked(p, /*resumed=*/true, &later);
+            recheck_ = true;  // it may have formed a world, or wait for one now
+          }
+        } else if (durable_generation_ >= p.target || state_ == JobState::kDone || state_ == JobState::kFailed) {
+          answer = FinishRegistrationLocked(p, &book);
+        }
+        if (answer.has_value()) {
+          answers.push_back({std::move(p.done), std::move(*answer), std::move(book)});
+          it = parked_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    PersistState();
+  }
+  for (Answer& a : answers) {
+    if (a.book != nullptr && a.response.ok()) FillPeers(*a.book, &*a.response);
+    a.done(std::move(a.response));
+  }
+}
+
+std::optional<absl::StatusOr<coordinator::RegisterResponse>> Job::AdmitLocked(Parked& p, bool resumed,
+                                                                              Deferred* later) {
+  const coordinator::RegisterRequest& req = p.req;
   const int n = options_.world_size;
   if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
   if (req.requested_rank() < -1 || req.requested_rank() >= n) {
     return absl::InvalidArgumentError(absl::StrCat("requested rank ", req.requested_rank(),
                                                    " is not in a world of ", n));
   }
-  if (req.has_finished_report() && req.finished_report().finished() && state_ != JobState::kDone &&
-      state_ != JobState::kFailed && req.finished_report().generation() == generation_) {
+  if (!resumed && req.has_finished_report() && req.finished_report().finished() &&
+      req.finished_report().generation() == generation_) {
     // Taken as if it came on the stream (ReportLocked checks the member's
     // secret and the report's bounds); shards already committed are left be.
     // Also when the world broke meanwhile (its stream's end was seen first):
     // shards every rank of that generation saved are a whole checkpoint, and
     // the next world starts from it instead of redoing the steps.
-    Deferred later;
-    const absl::Status taken = ReportLocked(req.finished_report(), &later);
+    const absl::Status taken = ReportLocked(req.finished_report(), later);
     if (!taken.ok()) SLOG(WARNING) << "resent finished report not taken: " << taken;
-    mu_.Unlock();
-    RunDeferred(std::move(later));
-    mu_.Lock();
     if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
   }
   if (state_ == JobState::kRunning || state_ == JobState::kStopping) {
     // A running world takes no one, unless a member says the world broke -
     // or a member that finished and did not hear the job's end (its stream
-    // timed out) asks again: it waits for that end here, breaking nothing.
+    // timed out) asks again: it waits for that end, breaking nothing.
     for (const auto& [rank, m] : members_) {
       if (m.incarnation != req.incarnation() || req.previous_generation() != generation_) continue;
       if (m.finished) {
-        const uint64_t finished_in = generation_;
-        auto moved_on = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return generation_ != finished_in || state_ == JobState::kForming || state_ == JobState::kDone ||
-                 state_ == JobState::kFailed;
-        };
-        if (!AwaitUnlessCancelled(absl::Condition(&moved_on), cancelled)) {
-          return absl::CancelledError("registration cancelled");
-        }
-        if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
-      } else {
-        BreakWorld(absl::StrCat("worker rank ", rank, " left it: ",
-                                req.reason().empty() ? "a collective failed" : req.reason()));
+        p.waits_for_end = true;
+        p.finished_in = generation_;
+        return std::nullopt;
       }
+      BreakWorld(absl::StrCat("worker rank ", rank, " left it: ",
+                              req.reason().empty() ? "a collective failed" : req.reason()));
       break;
     }
     if (state_ != JobState::kForming) {
@@ -445,7 +547,7 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
                                                      "); a second worker may not claim it"));
       }
       // A smaller elastic world takes newcomers for its next, larger
-      // generation: they wait here until the next committed checkpoint.
+      // generation: they wait until the next committed checkpoint.
       const bool joins = elastic() && state_ == JobState::kRunning && world_size_ < n &&
                          static_cast<int>(members_.size() + pending_.size()) < n;
       if (!joins) return absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
@@ -484,7 +586,7 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
     }
     m.held.push_back(h);
   }
-  m.secret = std::move(*secret);
+  m.secret = p.secret;
   const uint64_t target = generation_ + 1;
   if (joining) {
     SLOG(INFO) << "worker " << m.address << " registered as rank " << slot << "; it joins the world of "
@@ -496,44 +598,53 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
       checkpoint_at_ = StepAheadLocked();  // none is planned: ask for one
       SLOG(INFO) << "every worker saves after step " << checkpoint_at_ << ", where the world grows";
     }
-  } else {
+  } else if (n <= kLoggedRegistrations || pending_.size() == 1 || static_cast<int>(pending_.size()) == n) {
     SLOG(INFO) << "worker " << m.address << " registered as rank " << slot << " for generation " << target << " ("
                << pending_.size() << "/" << n << ")";
   }
   MaybeFormLocked();
-  if (state_version_ != persisted_version_) {
-    // A new or broken generation is made durable before any member of the
-    // next one hears of it, without holding the lock over the disk write.
-    mu_.Unlock();
-    PersistState();
-    mu_.Lock();
-  }
+  // Answered once generation `target` is durable (CompleteRegistrations,
+  // which notices: it is not yet).
+  p.slot = slot;
+  p.target = target;
+  return std::nullopt;
+}
 
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return durable_generation_ >= target || state_ == JobState::kDone || state_ == JobState::kFailed;
-  };
-  if (!AwaitUnlessCancelled(absl::Condition(&ready), cancelled)) {
-    auto it = pending_.find(slot);
-    if (it != pending_.end() && it->second.incarnation == req.incarnation()) pending_.erase(it);
-    return absl::CancelledError("registration cancelled");
+void Job::FillPeers(const MemberBook& book, coordinator::RegisterResponse* resp) {
+  for (size_t s = 0; s < book.addresses.size(); ++s) {
+    resp->add_peers(book.addresses[s]);
+    resp->add_peer_tags(MemberTag(book.secrets[s], book.generation, resp->rank()));
   }
+}
+
+absl::StatusOr<coordinator::RegisterResponse> Job::FinishRegistrationLocked(const Parked& p,
+                                                                           std::shared_ptr<const MemberBook>* book) {
   int rank = -1;
   for (const auto& [r, member] : members_) {
-    if (member.slot == slot && member.incarnation == req.incarnation()) rank = r;
+    if (member.slot == p.slot && member.incarnation == p.req.incarnation()) rank = r;
   }
-  if (generation_ != target || rank < 0) {
+  if (generation_ != p.target || rank < 0) {
     if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
     return absl::AbortedError("the generation this worker registered for was superseded; register again");
   }
   coordinator::RegisterResponse resp;
   resp.set_rank(rank);
-  resp.set_slot(slot);
+  resp.set_slot(p.slot);
   resp.set_world_size(world_size_);
   resp.set_generation(generation_);
-  for (const auto& [r, member] : members_) {
-    resp.add_peers(member.address);
-    resp.add_peer_tags(MemberTag(member.secret, generation_, rank));
+  if (book_ == nullptr || book_->generation != generation_) {
+    auto made = std::make_shared<MemberBook>();
+    made->generation = generation_;
+    for (const auto& [r, member] : members_) {
+      made->addresses.push_back(member.address);
+      made->secrets.push_back(member.secret);
+    }
+    book_ = std::move(made);
   }
+  *book = book_;
+  // Its heartbeat deadline runs from now: it cannot report before it has
+  // its answer, and in a large world answering everyone takes a while.
+  members_[rank].last_seen = std::max(members_[rank].last_seen, Now());
   resp.set_member_secret(members_[rank].secret);
   resp.set_config_text(config_text_);
   resp.set_checkpoint_root(options_.checkpoint_root);
@@ -551,6 +662,23 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
   resp.set_job_id(job_id_);
   resp.set_stop_at(stop_at_);
   return resp;
+}
+
+uint64_t Job::CommandVersionLocked() {
+  // Each input of NextCommand's answer, folded: any change changes it.
+  uint64_t v = state_version_;
+  for (uint64_t x : {static_cast<uint64_t>(state_), generation_, static_cast<uint64_t>(stop_at_),
+                     static_cast<uint64_t>(checkpoint_at_), static_cast<uint64_t>(eval_at_), evictions_}) {
+    v = v * 1000003u ^ x;
+  }
+  return v;
+}
+
+void Job::AwaitCommandNews(uint64_t* seen, absl::Duration timeout) {
+  MutexLock lock(&mu_);
+  auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return CommandVersionLocked() != *seen; };
+  mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+  *seen = CommandVersionLocked();
 }
 
 absl::Status Job::Report(const coordinator::WorkerReport& r) {
@@ -645,6 +773,7 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
     Fail(absl::FailedPreconditionError(absl::StrCat("worker rank ", r.rank(), ": ", r.fatal_error())));
   } else if (!r.watchdog().empty()) {
     m.evicted = true;
+    ++evictions_;
     BreakWorld(absl::StrCat("worker rank ", r.rank(), "'s watchdog fired: ", r.watchdog()));
   } else if (r.finished() && !m.finished) {
     m.finished = true;
@@ -722,12 +851,6 @@ void Job::StreamEndedLocked(int rank, uint64_t generation, bool broken) {
                           broken ? "broke" : "ended"));
 }
 
-bool Job::AwaitUnlessCancelled(const absl::Condition& cond, const std::function<bool()>& cancelled) {
-  while (!mu_.AwaitWithTimeout(cond, absl::Milliseconds(100))) {
-    if (cancelled()) return false;
-  }
-  return true;
-}
 
 bool Job::AwaitsJobEnd(int rank, uint64_t generation) {
   MutexLock lock(&mu_);
@@ -759,6 +882,7 @@ void Job::CheckHeartbeatsLocked() {
   for (auto& [rank, m] : members_) {
     if (!m.finished && now - m.last_seen > options_.heartbeat_timeout) {
       m.evicted = true;
+      ++evictions_;
       BreakWorld(absl::StrCat("worker rank ", rank, " (", m.address, ") was lost: no heartbeat for ",
                               absl::FormatDuration(now - m.last_seen)));
       return;

@@ -88,8 +88,29 @@ class Job {
   // live worker, kResourceExhausted if every rank is, kCancelled if
   // `cancelled()` turns true, kAborted if the world formed without this
   // worker (register again).
+  // Implemented over StartRegister; asks `cancelled` every 100 ms.
   absl::StatusOr<coordinator::RegisterResponse> Register(const coordinator::RegisterRequest& request,
                                                          const std::function<bool()>& cancelled);
+
+  // Register without holding a thread while the world forms (the gRPC
+  // service's way): `done` is called exactly once, with what Register
+  // would return, from this call or later from CompleteRegistrations or
+  // CancelRegistration - never with the job's lock held. Returns an id
+  // for CancelRegistration.
+  using RegisterDone = std::function<void(absl::StatusOr<coordinator::RegisterResponse>)>;
+  uint64_t StartRegister(const coordinator::RegisterRequest& request, RegisterDone done);
+  // The caller went away: a registration still waiting gives up its claim
+  // and its `done` gets kCancelled. Nothing if it was already answered.
+  void CancelRegistration(uint64_t id);
+  // Answers the waiting registrations whose world is ready, or whose job
+  // ended. Call after changes and often; it costs nothing while nothing
+  // they wait for has changed.
+  void CompleteRegistrations();
+  // Returns once the commands some heartbeat stream would be sent may have
+  // changed since version *seen (a stop, checkpoint or eval step; a new
+  // generation; an eviction; the job's state), or after `timeout`; *seen
+  // becomes the current version. For one thread that serves every stream.
+  void AwaitCommandNews(uint64_t* seen, absl::Duration timeout);
 
   // A heartbeat report. Returns an error (ending the stream) if it is from a
   // generation or rank that is not running.
@@ -189,6 +210,39 @@ class Job {
   absl::Time Now() const;  // options_.env's clock
 
   absl::Status ReportLocked(const coordinator::WorkerReport& r, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A registration that waits: for the world it joins to be formed and
+  // durable (slot >= 0), or, a member that finished, for its world to move
+  // on (waits_for_end).
+  struct Parked {
+    coordinator::RegisterRequest req;
+    RegisterDone done;
+    std::string secret;
+    bool waits_for_end = false;
+    uint64_t finished_in = 0;
+    int slot = -1;
+    uint64_t target = 0;
+  };
+  // Registration from the top (`resumed`: after the wait for the job's end,
+  // so the finished report is not taken twice): the answer, or nullopt
+  // with `p` set up to wait.
+  std::optional<absl::StatusOr<coordinator::RegisterResponse>> AdmitLocked(Parked& p, bool resumed, Deferred* later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The running generation's members in rank order: what every answer to a
+  // registration lists (peers, and the tags each must present).
+  struct MemberBook {
+    uint64_t generation = 0;
+    std::vector<std::string> addresses;
+    std::vector<std::string> secrets;
+  };
+  // The answer to a registration whose world is ready, but for its peers
+  // and peer tags: those come from *book after the lock is released
+  // (FillPeers), since the tags cost one HMAC per member per answer.
+  absl::StatusOr<coordinator::RegisterResponse> FinishRegistrationLocked(const Parked& p,
+                                                                         std::shared_ptr<const MemberBook>* book)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void FillPeers(const MemberBook& book, coordinator::RegisterResponse* resp);
+  // The version AwaitCommandNews compares.
+  uint64_t CommandVersionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StreamEndedLocked(int rank, uint64_t generation, bool broken) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckHeartbeatsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the running generation. `planned`: on purpose (an elastic world
@@ -219,10 +273,6 @@ class Job {
   // True when the stream of (rank, generation) has nothing more to carry
   // but, possibly, the news of a new generation.
   bool StreamOver(int rank, uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits until `cond` holds (true), or until `cancelled()` - asked every
-  // 100 ms - turns true first (false): a blocking RPC whose caller went away.
-  bool AwaitUnlessCancelled(const absl::Condition& cond, const std::function<bool()>& cancelled)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t GlobalStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a worker's saved shard; queues the step's commit when all are in.
   void ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* later)
@@ -252,6 +302,15 @@ class Job {
   // Generations in which saving the checkpoint at a step failed on some
   // rank; at kMaxSaveAttempts of them the job stops instead of looping.
   std::map<int64_t, std::set<uint64_t>> save_failures_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Parked> parked_ ABSL_GUARDED_BY(mu_);  // by registration id
+  std::shared_ptr<const MemberBook> book_ ABSL_GUARDED_BY(mu_);  // of generation_, made on first use
+  uint64_t next_registration_ ABSL_GUARDED_BY(mu_) = 1;
+  // What the waiting registrations were last checked against.
+  uint64_t checked_durable_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t checked_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  JobState checked_state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;
+  bool recheck_ ABSL_GUARDED_BY(mu_) = true;
+  uint64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;  // for CommandVersionLocked
   int64_t stop_at_ ABSL_GUARDED_BY(mu_) = 0;             // 0: none
   int64_t checkpoint_at_ ABSL_GUARDED_BY(mu_) = 0;       // 0: none
   int64_t eval_at_ ABSL_GUARDED_BY(mu_) = 0;             // 0: none

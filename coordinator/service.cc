@@ -1,81 +1,100 @@
 #include "coordinator/service.h"
 
 #include <atomic>
-#include <thread>
 
 #include "common/grpc_util.h"
-#include "common/logging.h"
+#include "common/mutex.h"
 
 namespace shardline {
+namespace {
 
-grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
-                                          const coordinator::RegisterRequest* request,
-                                          coordinator::RegisterResponse* response) {
-  if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
-  absl::StatusOr<coordinator::RegisterResponse> r =
-      job_->Register(*request, [ctx] { return ctx->IsCancelled(); });
-  if (!r.ok()) return ToGrpcStatus(r.status());
-  *response = std::move(*r);
-  return grpc::Status::OK;
-}
+// One Register call: the Job answers it (exactly once, maybe later, maybe
+// from another thread); a cancelled call withdraws its registration. Freed
+// once gRPC is done with it and StartRegister has returned, whichever is
+// last.
+class RegisterCall : public grpc::ServerUnaryReactor {
+ public:
+  RegisterCall(Job* job, coordinator::RegisterResponse* response) : job_(job), response_(response) {}
 
-grpc::Status CoordinatorService::Status(grpc::ServerContext* ctx, const coordinator::StatusRequest* request,
-                                        coordinator::JobStatus* response) {
-  if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
-  *response = status_ ? status_() : job_->Snapshot();
-  return grpc::Status::OK;
-}
-
-grpc::Status CoordinatorService::Heartbeat(
-    grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<coordinator::CoordinatorCommand, coordinator::WorkerReport>* stream) {
-  if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
-  coordinator::WorkerReport report;
-  if (!stream->Read(&report)) return grpc::Status::OK;
-  absl::Status accepted = job_->Report(report);
-  if (absl::IsPermissionDenied(accepted) && auth_ != nullptr) auth_->Refused(RejectReason::kNotAMember, ctx->peer());
-  if (!accepted.ok()) return ToGrpcStatus(accepted);
-  const int rank = report.rank();
-  const uint64_t generation = report.generation();
-
-  // The writer runs while the worker's side is open, and after the worker
-  // closed it for as long as a finished worker waits for the job's end
-  // (bounded by the worker: it cancels after its close timeout).
-  std::atomic<bool> reading{true};
-  std::atomic<bool> lingering{false};
-  std::atomic<bool> ended_here{false};
-  std::thread writer([&] {
-    coordinator::CoordinatorCommand last;
-    while ((reading.load() || lingering.load()) && !ctx->IsCancelled()) {
-      bool end = false;
-      std::optional<coordinator::CoordinatorCommand> c =
-          job_->NextCommand(rank, generation, last, absl::Milliseconds(200), &end);
-      if (c.has_value()) {
-        if (!stream->Write(*c)) break;
-        last = *c;
+  void Start(const coordinator::RegisterRequest& request) {
+    const uint64_t id = job_->StartRegister(request, [this](absl::StatusOr<coordinator::RegisterResponse> r) {
+      if (r.ok()) {
+        *response_ = std::move(*r);
+        Finish(grpc::Status::OK);
+      } else {
+        Finish(ToGrpcStatus(r.status()));
       }
-      if (end) {
-        ended_here = true;
-        if (reading.load()) ctx->TryCancel();  // ends the read loop below
-        break;
-      }
+    });
+    bool cancelled;
+    {
+      MutexLock lock(&mu_);
+      id_ = id;
+      cancelled = cancelled_;
     }
-  });
-  bool refused = false;
-  while (stream->Read(&report)) {
-    const absl::Status later = job_->Report(report);
-    if (!later.ok()) {
-      SLOG(WARNING) << "ending rank " << rank << "'s heartbeat stream: " << later;
-      refused = true;
-      break;
+    if (cancelled && id != 0) job_->CancelRegistration(id);
+    Unref();
+  }
+
+  void OnCancel() override {
+    uint64_t id;
+    {
+      MutexLock lock(&mu_);
+      cancelled_ = true;
+      id = id_;
+    }
+    if (id != 0) job_->CancelRegistration(id);  // nothing if already answered
+  }
+
+  void OnDone() override { Unref(); }
+
+ private:
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+
+  Job* const job_;
+  coordinator::RegisterResponse* const response_;
+  std::atomic<int> refs_{2};  // Start's and gRPC's
+  Mutex mu_;
+  uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerContext* ctx,
+                                                       const coordinator::RegisterRequest* request,
+                                                       coordinator::RegisterResponse* response) {
+  if (auth_ != nullptr) {
+    if (grpc::Status s = auth_->Check(*ctx); !s.ok()) {
+      grpc::ServerUnaryReactor* refused = ctx->DefaultReactor();
+      refused->Finish(s);
+      return refused;
     }
   }
-  if (!refused && !ctx->IsCancelled() && job_->AwaitsJobEnd(rank, generation)) lingering = true;
-  reading = false;
-  writer.join();
-  const bool broken = ctx->IsCancelled() && !ended_here.load();
-  job_->StreamEnded(rank, generation, broken);
-  return grpc::Status::OK;
+  auto* call = new RegisterCall(job_, response);
+  call->Start(*request);
+  return call;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::Status(grpc::CallbackServerContext* ctx,
+                                                     const coordinator::StatusRequest* request,
+                                                     coordinator::JobStatus* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (auth_ != nullptr) {
+    if (grpc::Status s = auth_->Check(*ctx); !s.ok()) {
+      reactor->Finish(s);
+      return reactor;
+    }
+  }
+  *response = status_ ? status_() : job_->Snapshot();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerBidiReactor<coordinator::WorkerReport, coordinator::CoordinatorCommand>* CoordinatorService::Heartbeat(
+    grpc::CallbackServerContext* ctx) {
+  return streams_.NewStream(ctx);
 }
 
 }  // namespace shardline

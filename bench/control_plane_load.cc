@@ -1,0 +1,578 @@
+// control_plane_load: N simulated workers' control-plane traffic against a
+// real shardline-coordinator, without training (issue 18). Each simulated
+// worker registers with the job token, opens its heartbeat stream, reports
+// at --hz with plausible steps, and follows the coordinator's commands:
+// a new generation makes it register again, as a real worker does.
+//
+//   SHARDLINE_TOKEN=... control_plane_load --coordinator 127.0.0.1:7000 --coordinator_pid P \
+//       --workers 4096 --hz 10 --heartbeat_timeout_ms 1000 --silences 20 --commands 10
+//
+// Phases, each measured and printed as one JSON object on stdout:
+//   formation   every worker registers at once: time until the last is answered
+//   steady      heartbeats for --steady_seconds: the coordinator's CPU (share
+//               of one core), threads and RSS, read from /proc/<pid>
+//   silence     (x --silences) one worker stops reporting but keeps its
+//               stream: time from its last report until the world breaks
+//               (the first worker told of a new generation), minus the
+//               heartbeat deadline; then the world re-forms
+//   death       one worker's stream is cancelled: time until the break
+//   commands    (x --commands) SIGUSR1 to the coordinator ("eval now"): time
+//               until every worker has its eval step
+//   stop        SIGTERM: time until every worker has its stop step; then
+//               every worker reports finished and the job ends
+// Exit codes: 0 done, 2 bad flags, 3 a phase did not complete in time.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/args.h"
+#include "common/env.h"
+#include "common/grpc_util.h"
+#include "common/mutex.h"
+#include "common/process_init.h"
+#include "common/rpc_auth.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/coordinator.grpc.pb.h"
+
+namespace shardline {
+namespace {
+
+using coordinator::CoordinatorCommand;
+using coordinator::WorkerReport;
+
+int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
+
+// The coordinator process as /proc shows it.
+struct ProcSample {
+  double cpu_seconds = 0;  // user + system
+  int threads = 0;
+  int64_t rss_bytes = 0;
+};
+
+ProcSample Sample(int pid) {
+  ProcSample s;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  // Fields after the command name (which may hold spaces) start past ')'.
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::vector<std::string> f;
+  for (std::string x; rest >> x;) f.push_back(x);
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  if (f.size() > 13) s.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / tick;  // utime, stime
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) s.threads = std::stoi(line.substr(8));
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_bytes = std::stoll(line.substr(6)) * 1024;
+  }
+  return s;
+}
+
+class Load;
+class SimWorker;
+
+// One heartbeat stream of a simulated worker; frees itself when it ends.
+class StreamCall : public grpc::ClientBidiReactor<WorkerReport, CoordinatorCommand> {
+ public:
+  StreamCall(SimWorker* worker, coordinator::Coordinator::Stub* stub, const std::string& token);
+  void Write(const WorkerReport& r) {
+    out_ = r;
+    StartWrite(&out_);
+  }
+  void Cancel() { ctx_.TryCancel(); }
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone(const grpc::Status&) override;
+
+ private:
+  SimWorker* const worker_;
+  grpc::ClientContext ctx_;
+  CoordinatorCommand command_;
+  WorkerReport out_;
+};
+
+// One simulated worker: its registration and its current heartbeat stream.
+class SimWorker {
+ public:
+  SimWorker(Load* load, int slot, coordinator::Coordinator::Stub* stub) : load_(load), slot_(slot), stub_(stub) {}
+
+  void Register(uint64_t previous_generation);
+  // From the driver thread: sends a report if one is due and none is in flight.
+  void Tick(int64_t now_us);
+  // From the stream: a command arrived; false ends its reading.
+  bool Command(StreamCall* call, const CoordinatorCommand& c);
+  void WriteDone(StreamCall* call) {
+    MutexLock lock(&mu_);
+    if (call == call_) writing_ = false;
+  }
+  void StreamDone(StreamCall* call) {
+    MutexLock lock(&mu_);
+    if (call == call_) call_ = nullptr;
+  }
+
+  // Stops reporting; the stream stays open (a hung worker).
+  void GoSilent() {
+    MutexLock lock(&mu_);
+    silent_ = true;
+  }
+  int64_t last_report_us() {
+    MutexLock lock(&mu_);
+    return last_report_us_;
+  }
+  // Kills the stream (a dead worker's connection).
+  void Die() {
+    MutexLock lock(&mu_);
+    if (call_ != nullptr) call_->Cancel();
+  }
+  void set_finished(int64_t step) {
+    MutexLock lock(&mu_);
+    finish_at_ = step;
+  }
+
+ private:
+  void OpenStream(const coordinator::RegisterResponse& r);
+
+  Load* const load_;
+  const int slot_;
+  coordinator::Coordinator::Stub* const stub_;
+  const uint64_t incarnation_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  // One registration at a time (a new one starts only after the last's
+  // answer opened a stream that then ended, or from the driver).
+  std::unique_ptr<grpc::ClientContext> register_ctx_;
+  coordinator::RegisterRequest request_;
+  coordinator::RegisterResponse response_;
+
+  Mutex mu_;
+  StreamCall* call_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool silent_ ABSL_GUARDED_BY(mu_) = false;
+  int rank_ ABSL_GUARDED_BY(mu_) = -1;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string secret_ ABSL_GUARDED_BY(mu_);
+  int64_t started_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_due_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_report_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t finish_at_ ABSL_GUARDED_BY(mu_) = 0;  // > 0: report finished at this step
+};
+
+// Everything the simulated workers share, and what the phases wait on.
+class Load {
+ public:
+  Load(std::string token, int hz) : token_(std::move(token)), period_us_(1000000 / std::max(1, hz)) {}
+  const std::string& token() const { return token_; }
+  int64_t period_us() const { return period_us_; }
+
+  void Registered() {
+    MutexLock lock(&mu_);
+    ++registered_;
+  }
+  void Refused(const grpc::Status& s) {
+    MutexLock lock(&mu_);
+    ++refused_;
+    last_refusal_ = s.error_message();
+  }
+  void NewGeneration() {
+    MutexLock lock(&mu_);
+    if (first_break_us_ == 0) first_break_us_ = NowMicros();
+  }
+  void Eval(int64_t step) {
+    MutexLock lock(&mu_);
+    if (step > last_eval_) {
+      last_eval_ = step;
+      evals_seen_ = 0;
+    }
+    if (step == last_eval_ && ++evals_seen_ == workers_) eval_done_us_ = NowMicros();
+  }
+  void Stop(int64_t step) {
+    MutexLock lock(&mu_);
+    stop_at_ = step;
+    if (++stops_seen_ == workers_) stop_done_us_ = NowMicros();
+  }
+  void JobDone() {
+    MutexLock lock(&mu_);
+    ++done_;
+  }
+
+  Mutex mu_;
+  int workers_ ABSL_GUARDED_BY(mu_) = 0;
+  int registered_ ABSL_GUARDED_BY(mu_) = 0;
+  int refused_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_refusal_ ABSL_GUARDED_BY(mu_);
+  int64_t first_break_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_eval_ ABSL_GUARDED_BY(mu_) = 0;
+  int evals_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t eval_done_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t stop_at_ ABSL_GUARDED_BY(mu_) = 0;
+  int stops_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t stop_done_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int done_ ABSL_GUARDED_BY(mu_) = 0;
+
+ private:
+  const std::string token_;
+  const int64_t period_us_;
+};
+
+void SimWorker::Register(uint64_t previous_generation) {
+  register_ctx_ = std::make_unique<grpc::ClientContext>();
+  register_ctx_->AddMetadata(kTokenMetadataKey, load_->token());
+  register_ctx_->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  request_.Clear();
+  request_.set_transport_address(absl::StrCat("10.9.", slot_ / 256, ".", slot_ % 256, ":7001"));
+  request_.set_requested_rank(slot_);
+  request_.set_incarnation(incarnation_);
+  request_.set_previous_generation(previous_generation);
+  if (previous_generation > 0) request_.set_reason("the world broke");
+  stub_->async()->Register(register_ctx_.get(), &request_, &response_, [this](grpc::Status s) {
+    if (!s.ok()) {
+      load_->Refused(s);
+      return;
+    }
+    if (response_.job_over()) {  // as a real worker: the job ended meanwhile
+      load_->JobDone();
+      return;
+    }
+    OpenStream(response_);
+    load_->Registered();
+  });
+}
+
+void SimWorker::OpenStream(const coordinator::RegisterResponse& r) {
+  MutexLock lock(&mu_);
+  rank_ = r.rank();
+  generation_ = r.generation();
+  secret_ = r.member_secret();
+  started_us_ = NowMicros();
+  next_due_us_ = started_us_;  // the first report at once: it attaches the stream
+  silent_ = false;
+  writing_ = false;
+  call_ = new StreamCall(this, stub_, load_->token());
+}
+
+void SimWorker::Tick(int64_t now_us) {
+  MutexLock lock(&mu_);
+  if (call_ == nullptr || writing_ || silent_ || now_us < next_due_us_) return;
+  next_due_us_ = now_us + load_->period_us();
+  WorkerReport out;
+  out.set_rank(rank_);
+  out.set_generation(generation_);
+  out.set_member_secret(secret_);
+  // Ten steps a second since the stream opened: plausible, and increasing.
+  int64_t steps = (now_us - started_us_) / 100000;
+  if (finish_at_ > 0) {
+    steps = finish_at_;
+    out.set_finished(true);
+  }
+  out.set_steps_done(steps);
+  out.set_total_steps(1000000);
+  out.set_sent_unix_micros(now_us);
+  last_report_us_ = now_us;
+  writing_ = true;
+  call_->Write(out);
+}
+
+bool SimWorker::Command(StreamCall* call, const CoordinatorCommand& c) {
+  if (c.job_done()) {
+    load_->JobDone();
+    return true;
+  }
+  if (c.new_generation() > 0) {
+    load_->NewGeneration();
+    uint64_t previous;
+    {
+      MutexLock lock(&mu_);
+      if (call != call_) return false;
+      previous = generation_;
+      call_->Cancel();  // as a worker leaving a broken world
+      call_ = nullptr;
+    }
+    Register(previous);
+    return false;
+  }
+  if (c.eval_at() > 0) load_->Eval(c.eval_at());
+  if (c.stop_at() > 0) load_->Stop(c.stop_at());
+  return true;
+}
+
+StreamCall::StreamCall(SimWorker* worker, coordinator::Coordinator::Stub* stub, const std::string& token)
+    : worker_(worker) {
+  ctx_.AddMetadata(kTokenMetadataKey, token);
+  stub->async()->Heartbeat(&ctx_, this);
+  StartRead(&command_);
+  StartCall();
+}
+
+void StreamCall::OnReadDone(bool ok) {
+  if (ok && worker_->Command(this, command_)) StartRead(&command_);
+}
+
+void StreamCall::OnWriteDone(bool) { worker_->WriteDone(this); }
+
+void StreamCall::OnDone(const grpc::Status&) {
+  worker_->StreamDone(this);
+  delete this;
+}
+
+int64_t Flag(const Args& args, const std::string& name, int64_t def) {
+  int64_t v = def;
+  if (args.Has(name) && !absl::SimpleAtoi(args.Get(name), &v)) {
+    fprintf(stderr, "--%s: '%s' is not an integer\n", name.c_str(), args.Get(name).c_str());
+    exit(2);
+  }
+  return v;
+}
+
+// Waits until pred() holds (checked every 5 ms) or `timeout` passes.
+bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (!pred()) {
+    if (absl::Now() > end) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+int Main(int argc, char** argv) {
+  InitProcess(argv[0]);
+  Args args;
+  absl::Status parsed =
+      ParseArgs(argc, argv, 1,
+                {"coordinator", "coordinator_pid", "workers", "hz", "heartbeat_timeout_ms", "silences", "commands",
+                 "steady_seconds", "connections"},
+                {}, "control_plane_load", &args);
+  if (!parsed.ok() || !args.Has("coordinator") || !args.Has("coordinator_pid") || !args.Has("workers")) {
+    fprintf(stderr, "usage: control_plane_load --coordinator HOST:PORT --coordinator_pid P --workers N [--hz 10]\n"
+                    "  [--heartbeat_timeout_ms T] [--silences K] [--commands K] [--steady_seconds S]\n"
+                    "  [--connections C]   (job token from $SHARDLINE_TOKEN)\n");
+    return 2;
+  }
+  const int n = static_cast<int>(Flag(args, "workers", 0));
+  const int pid = static_cast<int>(Flag(args, "coordinator_pid", 0));
+  const int hz = static_cast<int>(Flag(args, "hz", 10));
+  const absl::Duration deadline = absl::Milliseconds(Flag(args, "heartbeat_timeout_ms", 5000));
+  const int silences = static_cast<int>(Flag(args, "silences", 10));
+  const int commands = static_cast<int>(Flag(args, "commands", 5));
+  const absl::Duration steady = absl::Seconds(Flag(args, "steady_seconds", 10));
+  absl::StatusOr<std::string> token = LoadToken(Env::Default(), "");
+  if (!token.ok()) {
+    fprintf(stderr, "%s\n", std::string(token.status().message()).c_str());
+    return 2;
+  }
+  Load load(*token, hz);
+  {
+    MutexLock lock(&load.mu_);
+    load.workers_ = n;
+  }
+  // Simulated workers share connections (a real one each would be N
+  // sockets from one process): one per 32 workers, at most --connections.
+  const int connections = std::max(1, std::min<int>(static_cast<int>(Flag(args, "connections", 128)), (n + 31) / 32));
+  std::vector<std::unique_ptr<coordinator::Coordinator::Stub>> stubs;
+  for (int c = 0; c < connections; ++c) {
+    grpc::ChannelArguments ca = DefaultChannelArguments();
+    ca.SetInt("shardline.load_channel", c);  // a connection of its own
+    ca.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    stubs.push_back(coordinator::Coordinator::NewStub(
+        grpc::CreateCustomChannel(args.Get("coordinator"), grpc::InsecureChannelCredentials(), ca)));
+  }
+  std::vector<std::unique_ptr<SimWorker>> workers;
+  for (int w = 0; w < n; ++w) workers.push_back(std::make_unique<SimWorker>(&load, w, stubs[w % connections].get()));
+
+  std::atomic<bool> run{true};
+  std::thread driver([&] {
+    while (run.load()) {
+      const int64_t now = NowMicros();
+      for (auto& w : workers) w->Tick(now);
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  });
+  auto registered = [&] {
+    MutexLock lock(&load.mu_);
+    return load.registered_;
+  };
+  auto fail = [&](const std::string& what) {
+    MutexLock lock(&load.mu_);
+    fprintf(stderr, "control_plane_load: %s (registered %d of %d, refused %d, told the job is done %d%s%s)\n",
+            what.c_str(), load.registered_, n, load.refused_, load.done_, load.refused_ > 0 ? ": " : "",
+            load.last_refusal_.c_str());
+    return 3;
+  };
+  int exit_code = 0;
+  auto finish = [&](int code) {
+    run = false;
+    driver.join();
+    for (auto& w : workers) w->Die();
+    absl::SleepFor(absl::Milliseconds(200));
+    _exit(code);  // streams may still be closing; the process is done
+    return code;
+  };
+
+  // Formation.
+  const ProcSample idle = Sample(pid);
+  const absl::Time t0 = absl::Now();
+  for (auto& w : workers) w->Register(0);
+  if (!WaitFor([&] { return registered() == n; }, absl::Seconds(120))) return finish(fail("the world did not form"));
+  const double formation = absl::ToDoubleSeconds(absl::Now() - t0);
+  printf("{\"phase\":\"formation\",\"workers\":%d,\"seconds\":%.4f,\"threads_idle\":%d}\n", n, formation, idle.threads);
+  fflush(stdout);
+
+  // Steady heartbeats.
+  absl::SleepFor(absl::Seconds(1));
+  const ProcSample a = Sample(pid);
+  const absl::Time ta = absl::Now();
+  int max_threads = a.threads;
+  int64_t max_rss = a.rss_bytes;
+  while (absl::Now() - ta < steady) {
+    absl::SleepFor(absl::Milliseconds(250));
+    const ProcSample s = Sample(pid);
+    max_threads = std::max(max_threads, s.threads);
+    max_rss = std::max(max_rss, s.rss_bytes);
+  }
+  const ProcSample b = Sample(pid);
+  const double cpu = (b.cpu_seconds - a.cpu_seconds) / absl::ToDoubleSeconds(absl::Now() - ta);
+  printf("{\"phase\":\"steady\",\"workers\":%d,\"hz\":%d,\"coordinator_cpu_cores\":%.4f,\"threads\":%d,"
+         "\"rss_bytes\":%ld}\n",
+         n, hz, cpu, max_threads, static_cast<long>(max_rss));
+  fflush(stdout);
+
+  // Silent workers: detection latency past the deadline.
+  std::mt19937 rng(1);
+  std::vector<double> over_ms;
+  for (int i = 0; i < silences; ++i) {
+    SimWorker* w = workers[rng() % static_cast<unsigned>(n)].get();
+    {
+      MutexLock lock(&load.mu_);
+      load.first_break_us_ = 0;
+      load.registered_ = 0;
+    }
+    w->GoSilent();
+    const int64_t last = w->last_report_us();
+    if (!WaitFor([&] {
+          MutexLock lock(&load.mu_);
+          return load.first_break_us_ > 0;
+        },
+                 deadline + absl::Seconds(30))) {
+      return finish(fail("a silent worker was never declared lost"));
+    }
+    int64_t broke;
+    {
+      MutexLock lock(&load.mu_);
+      broke = load.first_break_us_;
+    }
+    over_ms.push_back(static_cast<double>(broke - last) / 1e3 - absl::ToDoubleMilliseconds(deadline));
+    // The silent one comes back with everyone else: it registers again too.
+    w->Register(0);
+    if (!WaitFor([&] { return registered() == n; }, absl::Seconds(120))) return finish(fail("the world did not re-form"));
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  if (silences > 0) {
+    printf("{\"phase\":\"silence\",\"workers\":%d,\"deadline_ms\":%.0f,\"trials\":%d,\"over_deadline_ms_p50\":%.1f,"
+           "\"over_deadline_ms_p99\":%.1f,\"over_deadline_ms_max\":%.1f}\n",
+           n, absl::ToDoubleMilliseconds(deadline), silences, Percentile(over_ms, 0.5), Percentile(over_ms, 0.99),
+           Percentile(over_ms, 1.0));
+    fflush(stdout);
+  }
+
+  // A worker that dies: its stream breaks.
+  {
+    {
+      MutexLock lock(&load.mu_);
+      load.first_break_us_ = 0;
+      load.registered_ = 0;
+    }
+    SimWorker* w = workers[rng() % static_cast<unsigned>(n)].get();
+    const int64_t died = NowMicros();
+    w->Die();
+    if (!WaitFor([&] {
+          MutexLock lock(&load.mu_);
+          return load.first_break_us_ > 0;
+        },
+                 absl::Seconds(30))) {
+      return finish(fail("a dead worker was never declared lost"));
+    }
+    int64_t broke;
+    {
+      MutexLock lock(&load.mu_);
+      broke = load.first_break_us_;
+    }
+    w->Register(0);
+    if (!WaitFor([&] { return registered() == n; }, absl::Seconds(120))) return finish(fail("the world did not re-form"));
+    printf("{\"phase\":\"death\",\"workers\":%d,\"detected_ms\":%.1f}\n", n, static_cast<double>(broke - died) / 1e3);
+    fflush(stdout);
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+
+  // Commands: "eval now" to every worker.
+  std::vector<double> command_ms;
+  for (int i = 0; i < commands; ++i) {
+    {
+      MutexLock lock(&load.mu_);
+      load.eval_done_us_ = 0;
+    }
+    const int64_t sent = NowMicros();
+    kill(pid, SIGUSR1);
+    if (!WaitFor([&] {
+          MutexLock lock(&load.mu_);
+          return load.eval_done_us_ > 0;
+        },
+                 absl::Seconds(30))) {
+      return finish(fail("an eval command did not reach every worker"));
+    }
+    {
+      MutexLock lock(&load.mu_);
+      command_ms.push_back(static_cast<double>(load.eval_done_us_ - sent) / 1e3);
+    }
+    absl::SleepFor(absl::Milliseconds(300));  // the workers' steps move on: the next eval step is new
+  }
+  // Stop: SIGTERM, then every worker reports finished at the stop step.
+  const int64_t sent = NowMicros();
+  kill(pid, SIGTERM);
+  if (!WaitFor([&] {
+        MutexLock lock(&load.mu_);
+        return load.stop_done_us_ > 0;
+      },
+               absl::Seconds(30))) {
+    return finish(fail("the stop command did not reach every worker"));
+  }
+  int64_t stop_at, stop_done;
+  {
+    MutexLock lock(&load.mu_);
+    stop_at = load.stop_at_;
+    stop_done = load.stop_done_us_;
+  }
+  printf("{\"phase\":\"commands\",\"workers\":%d,\"eval_to_all_ms_p50\":%.1f,\"eval_to_all_ms_max\":%.1f,"
+         "\"stop_to_all_ms\":%.1f}\n",
+         n, Percentile(command_ms, 0.5), Percentile(command_ms, 1.0), static_cast<double>(stop_done - sent) / 1e3);
+  fflush(stdout);
+  for (auto& w : workers) w->set_finished(stop_at);
+  if (!WaitFor([&] {
+        MutexLock lock(&load.mu_);
+        return load.done_ == n;
+      },
+               absl::Seconds(60))) {
+    exit_code = fail("the job did not end");
+  }
+  return finish(exit_code);
+}
+
+}  // namespace
+}  // namespace shardline
+
+int main(int argc, char** argv) { return shardline::Main(argc, argv); }

@@ -1,0 +1,21 @@
+#!/usr/bin/env python3
+"""The table of bench/control_plane_bench.sh (issue 18)."""
+import json
+import sys
+
+out, worlds = sys.argv[1], [int(w) for w in sys.argv[2].split()]
+print("| workers | world formed | coordinator CPU (cores) | threads | RSS MiB | silent worker: past the deadline p50 / p99 / max | dead worker detected | eval now to all (p50) | stop to all |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+for n in worlds:
+    try:
+        rows = {r["phase"]: r for r in (json.loads(l) for l in open(f"{out}/n{n}/load.jsonl") if l.strip())}
+    except FileNotFoundError:
+        rows = {}
+    f, s, si, d, c = (rows.get(k, {}) for k in ("formation", "steady", "silence", "death", "commands"))
+    cell = lambda r, k, fmt: fmt.format(r[k]) if k in r else "-"
+    silence = (f"{si['over_deadline_ms_p50']:.0f} / {si['over_deadline_ms_p99']:.0f} / {si['over_deadline_ms_max']:.0f} ms"
+               if si else "-")
+    print(f"| {n:,} | {cell(f, 'seconds', '{:.2f} s')} | {cell(s, 'coordinator_cpu_cores', '{:.2f}')} | "
+          f"{cell(s, 'threads', '{}')} | {s['rss_bytes'] / 2**20:.0f} | {silence} | {cell(d, 'detected_ms', '{:.0f} ms')} | "
+          f"{cell(c, 'eval_to_all_ms_p50', '{:.0f} ms')} | {cell(c, 'stop_to_all_ms', '{:.0f} ms')} |"
+          if s else f"| {n:,} | {cell(f, 'seconds', '{:.2f} s')} | - | - | - | {silence} | - | - | - |")
