@@ -247,8 +247,11 @@ absl::Status Run(const Args& args) {
   log_trace(snap, absl::Now());
   SLOG(INFO) << ProgressLine(snap);
   SLOG(INFO) << GoodputLine(snap.goodput());
-  // Let the workers' last reports and stream ends go through.
-  server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Let the workers hear the job's end on their streams, and their last
+  // reports and stream ends go through (bounded: 2 s in all).
+  const absl::Time drain_by = absl::Now() + absl::Seconds(2);
+  while (service.open_streams() > 0 && absl::Now() < drain_by) absl::SleepFor(absl::Milliseconds(10));
+  server.server->Shutdown(absl::ToChronoTime(drain_by));
   RETURN_IF_ERROR(job.final_status());
   SLOG(INFO) << "job finished";
   return absl::OkStatus();

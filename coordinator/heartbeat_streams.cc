@@ -61,7 +61,11 @@ class HeartbeatStream : public grpc::ServerBidiReactor<coordinator::WorkerReport
   void OnWriteDone(bool ok) override {
     MutexLock lock(&mu_);
     writing_ = false;
-    if (!ok || end_after_write_) FinishLocked(grpc::Status::OK);
+    if (!ok || end_after_write_) {
+      FinishLocked(grpc::Status::OK);
+    } else if (missed_) {
+      PollLocked();  // news came while the last command was being written
+    }
   }
 
   void OnCancel() override {
@@ -83,7 +87,19 @@ class HeartbeatStream : public grpc::ServerBidiReactor<coordinator::WorkerReport
   // From the pump: writes the stream's next command if it has one.
   void Poll() {
     MutexLock lock(&mu_);
-    if (finished_ || writing_ || !registered_) return;
+    PollLocked();
+  }
+
+  bool registered() const { return registered_; }
+
+ private:
+  void PollLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || !registered_) return;
+    if (writing_) {
+      missed_ = true;  // OnWriteDone polls again
+      return;
+    }
+    missed_ = false;
     bool end = false;
     std::optional<coordinator::CoordinatorCommand> c =
         owner_->job_->NextCommand(rank_, generation_, last_, absl::ZeroDuration(), &end);
@@ -99,9 +115,6 @@ class HeartbeatStream : public grpc::ServerBidiReactor<coordinator::WorkerReport
     }
   }
 
-  bool registered() const { return registered_; }
-
- private:
   void FinishOnce(const grpc::Status& s) {
     MutexLock lock(&mu_);
     FinishLocked(s);
@@ -132,6 +145,7 @@ class HeartbeatStream : public grpc::ServerBidiReactor<coordinator::WorkerReport
   coordinator::CoordinatorCommand out_ ABSL_GUARDED_BY(mu_);
   bool reading_ ABSL_GUARDED_BY(mu_) = true;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool missed_ ABSL_GUARDED_BY(mu_) = false;  // a poll found a write in flight
   bool end_after_write_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

@@ -496,7 +496,14 @@ void Job::CompleteRegistrations() {
     PersistState();
   }
   for (Answer& a : answers) {
-    if (a.book != nullptr && a.response.ok()) FillPeers(*a.book, &*a.response);
+    if (a.book != nullptr && a.response.ok()) {
+      FillPeers(*a.book, &*a.response);
+      // Its heartbeat deadline runs from its answer: it cannot report
+      // before, and in a large world answering everyone takes a while.
+      MutexLock lock(&mu_);
+      auto m = members_.find(a.response->rank());
+      if (a.response->generation() == generation_ && m != members_.end()) m->second.last_seen = Now();
+    }
     a.done(std::move(a.response));
   }
 }
@@ -642,9 +649,6 @@ absl::StatusOr<coordinator::RegisterResponse> Job::FinishRegistrationLocked(cons
     book_ = std::move(made);
   }
   *book = book_;
-  // Its heartbeat deadline runs from now: it cannot report before it has
-  // its answer, and in a large world answering everyone takes a while.
-  members_[rank].last_seen = std::max(members_[rank].last_seen, Now());
   resp.set_member_secret(members_[rank].secret);
   resp.set_config_text(config_text_);
   resp.set_checkpoint_root(options_.checkpoint_root);
