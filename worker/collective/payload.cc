@@ -20,6 +20,7 @@ absl::Status CopyPayloadInto(const Payload& payload, absl::Span<char> out) {
   if (payload.size() != out.size()) return SizeMismatch(payload.size(), out.size());
   size_t at = 0;
   payload.ForEachPiece([&](absl::Span<const char> piece) {
+    if (piece.empty()) return;  // memcpy's pointers must not be null, even for 0 bytes
     std::memcpy(out.data() + at, piece.data(), piece.size());
     at += piece.size();
   });
