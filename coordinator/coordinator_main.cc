@@ -199,12 +199,17 @@ absl::Status Run(const Args& args) {
 
   int signals_seen = 0, evals_seen = 0;
   absl::Time last_progress = absl::InfinitePast();
-  // This loop wakes every 100 ms; a gap of a second means the process did
-  // not run (SIGSTOP, a stalled host) and could not read reports meanwhile.
+  // This loop wakes every 10 ms for signals and heartbeat deadlines (so a
+  // stop or "eval now" is decided, and a silent worker found, within about
+  // 10 ms), and every 100 ms for the status, metrics and progress work. A
+  // gap of a second means the process did not run (SIGSTOP, a stalled
+  // host) and could not read reports meanwhile.
   constexpr absl::Duration kStalled = absl::Seconds(1);
+  constexpr absl::Duration kStatusEvery = absl::Milliseconds(100);
   absl::Time last_tick = absl::Now();
+  absl::Time last_status = absl::InfinitePast();
   absl::Time first_signal = absl::InfinitePast();
-  while (!job.AwaitEnd(absl::Milliseconds(100))) {
+  while (!job.AwaitEnd(absl::Milliseconds(10))) {
     const absl::Time tick = absl::Now();
     if (tick - last_tick > kStalled) job.RestartHeartbeatDeadlines(tick - last_tick);
     last_tick = tick;
@@ -226,6 +231,8 @@ absl::Status Run(const Args& args) {
       job.RequestEval();
     }
     job.CheckHeartbeats();
+    if (tick - last_status < kStatusEvery) continue;
+    last_status = tick;
     job.MaybeRequestCheckpoint();
     const coordinator::JobStatus snap = advance(tick);
     if (absl::Status persisted = goodput->MaybePersist(tick); !persisted.ok()) {
