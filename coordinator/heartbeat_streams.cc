@@ -29,7 +29,6 @@ class HeartbeatStream : public grpc::ServerBidiReactor<coordinator::WorkerReport
       bool linger = false;
       if (registered_ && !ctx_->IsCancelled()) linger = owner_->job_->AwaitsJobEnd(rank_, generation_);
       MutexLock lock(&mu_);
-      reading_ = false;
       if (!linger) FinishLocked(grpc::Status::OK);
       return;
     }
@@ -40,7 +39,6 @@ class HeartbeatStream : public grpc::ServerBidiReactor<coordinator::WorkerReport
       }
       if (!accepted.ok()) {
         MutexLock lock(&mu_);
-        reading_ = false;
         FinishLocked(ToGrpcStatus(accepted));
         return;
       }
@@ -51,7 +49,6 @@ class HeartbeatStream : public grpc::ServerBidiReactor<coordinator::WorkerReport
     } else if (!accepted.ok()) {
       SLOG(WARNING) << "ending rank " << rank_ << "'s heartbeat stream: " << accepted;
       MutexLock lock(&mu_);
-      reading_ = false;
       FinishLocked(grpc::Status::OK);
       return;
     }
@@ -77,7 +74,6 @@ class HeartbeatStream : public grpc::ServerBidiReactor<coordinator::WorkerReport
     bool broken;
     {
       MutexLock lock(&mu_);
-      done_ = true;
       broken = cancelled_ && !ended_here_;
     }
     if (registered_) owner_->job_->StreamEnded(rank_, generation_, broken);
@@ -89,8 +85,6 @@ class HeartbeatStream : public grpc::ServerBidiReactor<coordinator::WorkerReport
     MutexLock lock(&mu_);
     PollLocked();
   }
-
-  bool registered() const { return registered_; }
 
  private:
   void PollLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -143,14 +137,12 @@ class HeartbeatStream : public grpc::ServerBidiReactor<coordinator::WorkerReport
   Mutex mu_;
   coordinator::CoordinatorCommand last_ ABSL_GUARDED_BY(mu_);
   coordinator::CoordinatorCommand out_ ABSL_GUARDED_BY(mu_);
-  bool reading_ ABSL_GUARDED_BY(mu_) = true;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool missed_ ABSL_GUARDED_BY(mu_) = false;  // a poll found a write in flight
   bool end_after_write_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_here_ ABSL_GUARDED_BY(mu_) = false;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 HeartbeatStreams::HeartbeatStreams(Job* job, RpcAuth* auth) : job_(job), auth_(auth) {

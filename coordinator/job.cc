@@ -415,18 +415,25 @@ uint64_t Job::StartRegister(const coordinator::RegisterRequest& req, RegisterDon
     return 0;
   }
   p.secret = std::move(*secret);
+  // A finished report sent along is taken, and the checkpoint it may
+  // complete committed, before the registration can form a world: that
+  // world then starts from it.
   Deferred later;
+  {
+    MutexLock lock(&mu_);
+    TakeFinishedReportLocked(p.req, &later);
+  }
+  RunDeferred(std::move(later));
   std::optional<absl::StatusOr<coordinator::RegisterResponse>> answer;
   uint64_t id = 0;
   {
     MutexLock lock(&mu_);
-    answer = AdmitLocked(p, /*resumed=*/false, &later);
+    answer = AdmitLocked(p);
     if (!answer.has_value()) {
       id = next_registration_++;
       parked_.emplace(id, std::move(p));
     }
   }
-  RunDeferred(std::move(later));
   // A new or broken generation is made durable before any member of the
   // next one hears of it, without holding the lock over the disk write.
   PersistState();
@@ -460,7 +467,6 @@ void Job::CompleteRegistrations() {
   };
   std::vector<Answer> answers;
   for (;;) {
-    Deferred later;  // stays empty: resumed registrations take no report
     {
       MutexLock lock(&mu_);
       if (!recheck_ && checked_durable_ == durable_generation_ && checked_generation_ == generation_ &&
@@ -479,7 +485,7 @@ void Job::CompleteRegistrations() {
           if (generation_ != p.finished_in || state_ == JobState::kForming || state_ == JobState::kDone ||
               state_ == JobState::kFailed) {
             p.waits_for_end = false;
-            answer = AdmitLocked(p, /*resumed=*/true, &later);
+            answer = AdmitLocked(p);
             recheck_ = true;  // it may have formed a world, or wait for one now
           }
         } else if (durable_generation_ >= p.target || state_ == JobState::kDone || state_ == JobState::kFailed) {
@@ -508,25 +514,27 @@ void Job::CompleteRegistrations() {
   }
 }
 
-std::optional<absl::StatusOr<coordinator::RegisterResponse>> Job::AdmitLocked(Parked& p, bool resumed,
-                                                                              Deferred* later) {
+void Job::TakeFinishedReportLocked(const coordinator::RegisterRequest& req, Deferred* later) {
+  if (state_ == JobState::kDone || state_ == JobState::kFailed || !req.has_finished_report() ||
+      !req.finished_report().finished() || req.finished_report().generation() != generation_) {
+    return;
+  }
+  // Taken as if it came on the stream (ReportLocked checks the member's
+  // secret and the report's bounds); shards already committed are left be.
+  // Also when the world broke meanwhile (its stream's end was seen first):
+  // shards every rank of that generation saved are a whole checkpoint, and
+  // the next world starts from it instead of redoing the steps.
+  const absl::Status taken = ReportLocked(req.finished_report(), later);
+  if (!taken.ok()) SLOG(WARNING) << "resent finished report not taken: " << taken;
+}
+
+std::optional<absl::StatusOr<coordinator::RegisterResponse>> Job::AdmitLocked(Parked& p) {
   const coordinator::RegisterRequest& req = p.req;
   const int n = options_.world_size;
   if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
   if (req.requested_rank() < -1 || req.requested_rank() >= n) {
     return absl::InvalidArgumentError(absl::StrCat("requested rank ", req.requested_rank(),
                                                    " is not in a world of ", n));
-  }
-  if (!resumed && req.has_finished_report() && req.finished_report().finished() &&
-      req.finished_report().generation() == generation_) {
-    // Taken as if it came on the stream (ReportLocked checks the member's
-    // secret and the report's bounds); shards already committed are left be.
-    // Also when the world broke meanwhile (its stream's end was seen first):
-    // shards every rank of that generation saved are a whole checkpoint, and
-    // the next world starts from it instead of redoing the steps.
-    const absl::Status taken = ReportLocked(req.finished_report(), later);
-    if (!taken.ok()) SLOG(WARNING) << "resent finished report not taken: " << taken;
-    if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
   }
   if (state_ == JobState::kRunning || state_ == JobState::kStopping) {
     // A running world takes no one, unless a member says the world broke -

@@ -222,10 +222,13 @@ class Job {
     int slot = -1;
     uint64_t target = 0;
   };
-  // Registration from the top (`resumed`: after the wait for the job's end,
-  // so the finished report is not taken twice): the answer, or nullopt
-  // with `p` set up to wait.
-  std::optional<absl::StatusOr<coordinator::RegisterResponse>> AdmitLocked(Parked& p, bool resumed, Deferred* later)
+  // A registration's resent finished report (`finished_report`), taken as
+  // if it came on the stream, if it is of the running generation.
+  void TakeFinishedReportLocked(const coordinator::RegisterRequest& req, Deferred* later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Registration from the top (again after a wait for the job's end): the
+  // answer, or nullopt with `p` set up to wait.
+  std::optional<absl::StatusOr<coordinator::RegisterResponse>> AdmitLocked(Parked& p)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The running generation's members in rank order: what every answer to a
   // registration lists (peers, and the tags each must present).
