@@ -35,7 +35,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/args.h"
@@ -168,6 +167,16 @@ class SimWorker {
   int64_t finish_at_ ABSL_GUARDED_BY(mu_) = 0;  // > 0: report finished at this step
 };
 
+// Waits until pred() holds (checked every 5 ms) or `timeout` passes.
+bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (!pred()) {
+    if (absl::Now() > end) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
 // Everything the simulated workers share, and what the phases wait on.
 class Load {
  public:
@@ -204,6 +213,32 @@ class Load {
   void JobDone() {
     MutexLock lock(&mu_);
     ++done_;
+  }
+
+  // The phases' marks: when the first worker heard of a new generation, the
+  // last heard the eval step, the last heard the stop step (unix micros;
+  // 0: not yet).
+  void ClearMark(int64_t Load::*mark) {
+    MutexLock lock(&mu_);
+    this->*mark = 0;
+  }
+  // Before a worker is made to fail: no break seen, nobody registered anew.
+  void ExpectBreak() {
+    MutexLock lock(&mu_);
+    first_break_us_ = 0;
+    registered_ = 0;
+  }
+  // The mark once set, or 0 if `timeout` passes first.
+  int64_t AwaitMark(int64_t Load::*mark, absl::Duration timeout) {
+    int64_t at = 0;
+    WaitFor(
+        [&] {
+          MutexLock lock(&mu_);
+          at = this->*mark;
+          return at > 0;
+        },
+        timeout);
+    return at;
   }
 
   Mutex mu_;
@@ -325,23 +360,14 @@ void StreamCall::OnDone(const grpc::Status&) {
   delete this;
 }
 
+// IntFlag, or exit 2 naming the flag.
 int64_t Flag(const Args& args, const std::string& name, int64_t def) {
-  int64_t v = def;
-  if (args.Has(name) && !absl::SimpleAtoi(args.Get(name), &v)) {
-    fprintf(stderr, "--%s: '%s' is not an integer\n", name.c_str(), args.Get(name).c_str());
+  absl::StatusOr<int64_t> v = IntFlag(args, name, def);
+  if (!v.ok()) {
+    fprintf(stderr, "%s\n", std::string(v.status().message()).c_str());
     exit(2);
   }
-  return v;
-}
-
-// Waits until pred() holds (checked every 5 ms) or `timeout` passes.
-bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout) {
-  const absl::Time end = absl::Now() + timeout;
-  while (!pred()) {
-    if (absl::Now() > end) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
+  return *v;
 }
 
 double Percentile(std::vector<double> v, double q) {
@@ -457,25 +483,11 @@ int Main(int argc, char** argv) {
   std::vector<double> over_ms;
   for (int i = 0; i < silences; ++i) {
     SimWorker* w = workers[rng() % static_cast<unsigned>(n)].get();
-    {
-      MutexLock lock(&load.mu_);
-      load.first_break_us_ = 0;
-      load.registered_ = 0;
-    }
+    load.ExpectBreak();
     w->GoSilent();
     const int64_t last = w->last_report_us();
-    if (!WaitFor([&] {
-          MutexLock lock(&load.mu_);
-          return load.first_break_us_ > 0;
-        },
-                 deadline + absl::Seconds(30))) {
-      return finish(fail("a silent worker was never declared lost"));
-    }
-    int64_t broke;
-    {
-      MutexLock lock(&load.mu_);
-      broke = load.first_break_us_;
-    }
+    const int64_t broke = load.AwaitMark(&Load::first_break_us_, deadline + absl::Seconds(30));
+    if (broke == 0) return finish(fail("a silent worker was never declared lost"));
     over_ms.push_back(static_cast<double>(broke - last) / 1e3 - absl::ToDoubleMilliseconds(deadline));
     // The silent one comes back with everyone else: it registers again too.
     w->Register(0);
@@ -492,26 +504,12 @@ int Main(int argc, char** argv) {
 
   // A worker that dies: its stream breaks.
   {
-    {
-      MutexLock lock(&load.mu_);
-      load.first_break_us_ = 0;
-      load.registered_ = 0;
-    }
+    load.ExpectBreak();
     SimWorker* w = workers[rng() % static_cast<unsigned>(n)].get();
     const int64_t died = NowMicros();
     w->Die();
-    if (!WaitFor([&] {
-          MutexLock lock(&load.mu_);
-          return load.first_break_us_ > 0;
-        },
-                 absl::Seconds(30))) {
-      return finish(fail("a dead worker was never declared lost"));
-    }
-    int64_t broke;
-    {
-      MutexLock lock(&load.mu_);
-      broke = load.first_break_us_;
-    }
+    const int64_t broke = load.AwaitMark(&Load::first_break_us_, absl::Seconds(30));
+    if (broke == 0) return finish(fail("a dead worker was never declared lost"));
     w->Register(0);
     if (!WaitFor([&] { return registered() == n; }, absl::Seconds(120))) return finish(fail("the world did not re-form"));
     printf("{\"phase\":\"death\",\"workers\":%d,\"detected_ms\":%.1f}\n", n, static_cast<double>(broke - died) / 1e3);
@@ -522,40 +520,23 @@ int Main(int argc, char** argv) {
   // Commands: "eval now" to every worker.
   std::vector<double> command_ms;
   for (int i = 0; i < commands; ++i) {
-    {
-      MutexLock lock(&load.mu_);
-      load.eval_done_us_ = 0;
-    }
+    load.ClearMark(&Load::eval_done_us_);
     const int64_t sent = NowMicros();
     kill(pid, SIGUSR1);
-    if (!WaitFor([&] {
-          MutexLock lock(&load.mu_);
-          return load.eval_done_us_ > 0;
-        },
-                 absl::Seconds(30))) {
-      return finish(fail("an eval command did not reach every worker"));
-    }
-    {
-      MutexLock lock(&load.mu_);
-      command_ms.push_back(static_cast<double>(load.eval_done_us_ - sent) / 1e3);
-    }
+    const int64_t reached = load.AwaitMark(&Load::eval_done_us_, absl::Seconds(30));
+    if (reached == 0) return finish(fail("an eval command did not reach every worker"));
+    command_ms.push_back(static_cast<double>(reached - sent) / 1e3);
     absl::SleepFor(absl::Milliseconds(300));  // the workers' steps move on: the next eval step is new
   }
   // Stop: SIGTERM, then every worker reports finished at the stop step.
   const int64_t sent = NowMicros();
   kill(pid, SIGTERM);
-  if (!WaitFor([&] {
-        MutexLock lock(&load.mu_);
-        return load.stop_done_us_ > 0;
-      },
-               absl::Seconds(30))) {
-    return finish(fail("the stop command did not reach every worker"));
-  }
-  int64_t stop_at, stop_done;
+  const int64_t stop_done = load.AwaitMark(&Load::stop_done_us_, absl::Seconds(30));
+  if (stop_done == 0) return finish(fail("the stop command did not reach every worker"));
+  int64_t stop_at;
   {
     MutexLock lock(&load.mu_);
     stop_at = load.stop_at_;
-    stop_done = load.stop_done_us_;
   }
   printf("{\"phase\":\"commands\",\"workers\":%d,\"eval_to_all_ms_p50\":%.1f,\"eval_to_all_ms_max\":%.1f,"
          "\"stop_to_all_ms\":%.1f}\n",

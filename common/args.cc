@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardline {
@@ -59,6 +60,15 @@ absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::str
     out->flags[name].push_back(value);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> IntFlag(const Args& args, const std::string& name, int64_t def) {
+  if (!args.Has(name)) return def;
+  int64_t v;
+  if (!absl::SimpleAtoi(args.Get(name), &v)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", args.Get(name), "' is not an integer"));
+  }
+  return v;
 }
 
 int RunCommand(const absl::Status& parsed, const Args& args, const char* help, const std::string& command,

@@ -8,6 +8,7 @@
 #ifndef SHARDLINE_COMMON_ARGS_H_
 #define SHARDLINE_COMMON_ARGS_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace shardline {
 
@@ -35,6 +37,10 @@ struct Args {
 absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::string>& single,
                        const std::set<std::string>& repeated, const std::string& command,
                        Args* out, const std::set<std::string>& switches = {});
+
+// The integer value of flag `name`, or `def` if it is absent;
+// kInvalidArgument ("--name: 'value' is not an integer") if it is not one.
+absl::StatusOr<int64_t> IntFlag(const Args& args, const std::string& name, int64_t def);
 
 // The tail every command's entry point shares: with --help, prints `help` to
 // stdout and returns 0; otherwise runs `run(args)` if `parsed` is OK, and on

@@ -125,6 +125,11 @@ class RpcAuth {
   int64_t unlogged_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// auth->Check(ctx), or OK when there is no auth (a server without a token).
+inline grpc::Status CheckToken(RpcAuth* auth, const grpc::ServerContextBase& ctx) {
+  return auth != nullptr ? auth->Check(ctx) : grpc::Status::OK;
+}
+
 // A server process's RpcAuth from its flags: --token_file (else
 // $SHARDLINE_TOKEN), --tls_cert/--tls_key/--tls_ca and --insecure, after
 // CheckListenSecurity on its gRPC `listen` address. Errors name the flag.

@@ -12,11 +12,9 @@ namespace shardline {
 class HeartbeatStream : public grpc::ServerBidiReactor<coordinator::WorkerReport, coordinator::CoordinatorCommand> {
  public:
   HeartbeatStream(HeartbeatStreams* owner, grpc::CallbackServerContext* ctx) : owner_(owner), ctx_(ctx) {
-    if (owner_->auth_ != nullptr) {
-      if (grpc::Status s = owner_->auth_->Check(*ctx); !s.ok()) {
-        FinishOnce(s);
-        return;
-      }
+    if (grpc::Status s = CheckToken(owner_->auth_, *ctx); !s.ok()) {
+      FinishOnce(s);
+      return;
     }
     StartRead(&report_);
   }

@@ -65,12 +65,10 @@ class RegisterCall : public grpc::ServerUnaryReactor {
 grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerContext* ctx,
                                                        const coordinator::RegisterRequest* request,
                                                        coordinator::RegisterResponse* response) {
-  if (auth_ != nullptr) {
-    if (grpc::Status s = auth_->Check(*ctx); !s.ok()) {
-      grpc::ServerUnaryReactor* refused = ctx->DefaultReactor();
-      refused->Finish(s);
-      return refused;
-    }
+  if (grpc::Status s = CheckToken(auth_, *ctx); !s.ok()) {
+    grpc::ServerUnaryReactor* refused = ctx->DefaultReactor();
+    refused->Finish(s);
+    return refused;
   }
   auto* call = new RegisterCall(job_, response);
   call->Start(*request);
@@ -81,11 +79,9 @@ grpc::ServerUnaryReactor* CoordinatorService::Status(grpc::CallbackServerContext
                                                      const coordinator::StatusRequest* request,
                                                      coordinator::JobStatus* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (auth_ != nullptr) {
-    if (grpc::Status s = auth_->Check(*ctx); !s.ok()) {
-      reactor->Finish(s);
-      return reactor;
-    }
+  if (grpc::Status s = CheckToken(auth_, *ctx); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
   }
   *response = status_ ? status_() : job_->Snapshot();
   reactor->Finish(grpc::Status::OK);

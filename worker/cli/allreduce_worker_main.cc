@@ -43,13 +43,14 @@ constexpr char kHelp[] =
     "                          ones the ring (default 65536; 0: always the ring)\n"
     "  --check                 verify every result exactly; exit 4 on a mismatch\n";
 
+// IntFlag, or exit 2 naming the flag.
 int64_t Flag(const Args& args, const std::string& name, int64_t def) {
-  int64_t v = def;
-  if (args.Has(name) && !absl::SimpleAtoi(args.Get(name), &v)) {
-    fprintf(stderr, "--%s: '%s' is not an integer\n", name.c_str(), args.Get(name).c_str());
+  absl::StatusOr<int64_t> v = IntFlag(args, name, def);
+  if (!v.ok()) {
+    fprintf(stderr, "%s\n", std::string(v.status().message()).c_str());
     exit(2);
   }
-  return v;
+  return *v;
 }
 
 // Publishes this rank's address and waits for all N (FileStore-style).
