@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/match.h"
@@ -50,6 +52,13 @@ TEST(CheckpointTest, KilledWorkersAndCoordinatorResumeFromTheLastCommitAndEndBit
   ASSERT_TRUE(WaitForText(coord_log, "committed checkpoint at step 1200 ", absl::Seconds(120))) << b.Output();
   const std::vector<pid_t> coordinator = LaunchedCoordinator(dir);
   ASSERT_EQ(coordinator.size(), 1u);
+  // Its port is outside the host's ephemeral range: while it is down, no
+  // bind(":0") or outgoing connection on the host can be given it.
+  const std::string address = ReadAll(dir + "/coordinator.address");
+  const int port = std::atoi(address.substr(address.rfind(':') + 1).c_str());
+  int low = 0, high = 0;
+  ASSERT_EQ(std::sscanf(ReadAll("/proc/sys/net/ipv4/ip_local_port_range").c_str(), "%d %d", &low, &high), 2);
+  EXPECT_TRUE(port < low || port > high) << address << " is in the ephemeral range " << low << "-" << high;
   kill(coordinator[0], SIGKILL);
   ASSERT_EQ(b.Wait(absl::Seconds(180)), 0) << b.Output();
   const std::string log = ReadAll(coord_log);

@@ -25,6 +25,7 @@
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/rpc_auth.h"
+#include "common/stable_port.h"
 #include "common/status_macros.h"
 #include "coordinator/progress_line.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -240,9 +241,18 @@ absl::Status Launch(const Args& args) {
     }
   }
 
+  // A restarted coordinator must come back where the workers look for it, so
+  // its port is one the kernel hands to nobody else in the meantime.
+  std::string coord_listen = "127.0.0.1:0";
+  if (absl::StatusOr<int> port = PickStablePort("127.0.0.1"); port.ok()) {
+    coord_listen = absl::StrCat("127.0.0.1:", *port);
+  } else {
+    SLOG(WARNING) << "launch: " << port.status().message()
+                  << "; the coordinator listens on a port from the ephemeral range, which a restart may find taken";
+  }
   const std::string bin = SelfDir();
   std::vector<std::string> coord_argv = {bin + "/shardline-coordinator", "--config", args.Get("config"),
-                                         "--listen", "127.0.0.1:0", "--workdir", workdir,
+                                         "--listen", coord_listen, "--workdir", workdir,
                                          "--metrics_listen", "127.0.0.1:0", "--token_file", token_file};
   coord_argv.insert(coord_argv.end(), tls_flags.begin(), tls_flags.end());
   const bool live_status = logging::StderrIsTerminal();
@@ -273,7 +283,6 @@ absl::Status Launch(const Args& args) {
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
-  // A restarted coordinator must come back where the workers look for it.
   coordinator.SetArg("--listen", address);
   std::unique_ptr<StatusLine> status_line;
   if (live_status) status_line = std::make_unique<StatusLine>(address, &auth);
