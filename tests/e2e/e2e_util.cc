@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/stable_port.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/subprocess.h"
 
@@ -106,15 +107,12 @@ bool WaitForText(const std::string& path, const std::string& needle, absl::Durat
 }
 
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  absl::StatusOr<int> port = PickStablePort("127.0.0.1");
+  if (!port.ok()) {
+    ADD_FAILURE() << port.status();
+    return 0;
+  }
+  return *port;
 }
 
 std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts) {

@@ -38,7 +38,8 @@ int64_t LoggedStep(const std::string& dir);
 bool WaitForStep(const std::string& dir, int64_t step, absl::Duration timeout);
 // Waits until `path` contains `needle` (or exists, for an empty needle).
 bool WaitForText(const std::string& path, const std::string& needle, absl::Duration timeout);
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// A TCP port on 127.0.0.1 that was free a moment ago, outside the ephemeral
+// range, so no other test's bind(":0") can take it before the child binds it.
 int FreePort();
 // Pids of processes whose argv contains every one of `parts`.
 std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts);
