@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "coordinator/report_check.h"
 #include "coordinator/straggler.h"
+#include "worker/collective/peer_set.h"
 
 namespace shardline {
 namespace {
@@ -626,9 +627,18 @@ std::optional<absl::StatusOr<coordinator::RegisterResponse>> Job::AdmitLocked(Pa
 }
 
 void Job::FillPeers(const MemberBook& book, coordinator::RegisterResponse* resp) {
-  for (size_t s = 0; s < book.addresses.size(); ++s) {
-    resp->add_peers(book.addresses[s]);
-    resp->add_peer_tags(MemberTag(book.secrets[s], book.generation, resp->rank()));
+  RestoreMoves restore;
+  if (resp->memory_step() > 0) {
+    restore.from_world = resp->memory_world_size() > 0 ? resp->memory_world_size() : resp->world_size();
+    restore.sources.assign(resp->memory_sources().begin(), resp->memory_sources().end());
+  }
+  // The rank itself is listed too, so a world of one still lists a rank.
+  std::vector<int> listed = DataPlanePeers(resp->rank(), static_cast<int>(book.addresses.size()), restore);
+  listed.insert(std::lower_bound(listed.begin(), listed.end(), resp->rank()), resp->rank());
+  for (int s : listed) {
+    resp->add_peer_ranks(s);
+    resp->add_peers(book.addresses[static_cast<size_t>(s)]);
+    resp->add_peer_tags(MemberTag(book.secrets[static_cast<size_t>(s)], book.generation, resp->rank()));
   }
 }
 

@@ -239,7 +239,9 @@ class Job {
   };
   // The answer to a registration whose world is ready, but for its peers
   // and peer tags: those come from *book after the lock is released
-  // (FillPeers), since the tags cost one HMAC per member per answer.
+  // (FillPeers), since the tags cost one HMAC per listed peer per answer.
+  // FillPeers lists the ranks of DataPlanePeers (worker/collective/
+  // peer_set.h), so an answer is O(log N).
   absl::StatusOr<coordinator::RegisterResponse> FinishRegistrationLocked(const Parked& p,
                                                                          std::shared_ptr<const MemberBook>* book)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -16,6 +17,8 @@
 #include "common/env_wrapper.h"
 #include "common/mutex.h"
 #include "tests/coordinator/register_request.h"
+#include "worker/collective/peer_set.h"
+#include "common/rpc_auth.h"
 #include "tests/coordinator/test_env.h"
 #include "tests/util/metric_lines.h"
 
@@ -99,6 +102,37 @@ class JobTest : public ::testing::Test {
   std::unique_ptr<Job> job_;
   std::map<int, std::string> secrets_;
 };
+
+TEST_F(JobTest, EachAnswerListsItsDataPlanePeersWithTheirTagsAndNoOthers) {
+  const int n = 12;
+  job_.reset();
+  CoordinatorOptions o;
+  o.world_size = n;
+  o.env = &env_;
+  job_ = std::make_unique<Job>(config_, store_.get(), &lines_, o);
+  ASSERT_TRUE(job_->Init().ok());
+  std::vector<coordinator::RegisterResponse> out(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { out[static_cast<size_t>(r)] = *job_->Register(RegisterReq(r, 100 + r), [] { return false; }); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    const coordinator::RegisterResponse& w = out[static_cast<size_t>(r)];
+    ASSERT_EQ(w.rank(), r);
+    std::vector<int> want = DataPlanePeers(r, n);
+    want.insert(std::lower_bound(want.begin(), want.end(), r), r);
+    EXPECT_EQ(std::vector<int>(w.peer_ranks().begin(), w.peer_ranks().end()), want) << "rank " << r;
+    EXPECT_LT(w.peer_ranks_size(), n) << "at N=12 a rank talks to fewer than all";
+    ASSERT_EQ(w.peers_size(), w.peer_ranks_size());
+    ASSERT_EQ(w.peer_tags_size(), w.peer_ranks_size());
+    for (int i = 0; i < w.peer_ranks_size(); ++i) {
+      const int s = w.peer_ranks(i);
+      EXPECT_EQ(w.peers(i), absl::StrCat("127.0.0.1:", 1100 + s));
+      EXPECT_EQ(w.peer_tags(i), MemberTag(out[static_cast<size_t>(s)].member_secret(), w.generation(), r));
+    }
+  }
+}
 
 TEST_F(JobTest, WorldFormsWhenAllRanksRegisterAndGetsTheConfig) {
   const auto world = FormWorld(1, 2);

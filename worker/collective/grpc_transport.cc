@@ -221,7 +221,24 @@ class Generation {
         options_(options), box_(static_cast<int>(peers_.size()), connect.max_unclaimed_bytes_per_peer),
         streams_(peers_.size()) {}
 
-  // True if a stream with `metadata` may speak for rank `src`.
+  // True if `peer` is this rank or one of its data-plane peers: the ranks
+  // it has an address (and a tag) for.
+  bool Knows(int peer) const { return peer == rank_ || !peers_[static_cast<size_t>(peer)].empty(); }
+
+  // Why `peer` cannot be talked to this generation, or OK.
+  absl::Status CheckPeer(int peer) const {
+    if (peer < 0 || peer >= world_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("no rank ", peer, " in a world of ", world_size()));
+    }
+    if (!Knows(peer)) {
+      return absl::FailedPreconditionError(absl::StrCat("rank ", peer, " is not among rank ", rank_,
+                                                        "'s data-plane peers in generation ", generation_,
+                                                        " (worker/collective/peer_set.h)"));
+    }
+    return absl::OkStatus();
+  }
+
+  // True if a stream with `metadata` may speak for rank `src`, a known peer.
   bool AcceptsSender(int src, const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const {
     if (keys_.peer_tags.empty()) return true;
     const auto it = metadata.find(kMemberTagMetadataKey);
@@ -229,6 +246,17 @@ class Generation {
            SecretEquals(absl::string_view(it->second.data(), it->second.size()),
                         keys_.peer_tags[static_cast<size_t>(src)]);
   }
+
+  // The world is broken: fail every local Recv with `why`, and tell every
+  // data-plane peer still reachable, which passes it on (Relay): the peers
+  // include the ring's neighbours, so it reaches every rank, over the
+  // doubling partners in about log2 N hops. Only the first failure is sent
+  // on. Holding mu_ throughout keeps Shutdown (which a failed caller runs
+  // next) from closing the streams before the reports are queued on them.
+  void Fail(const std::string& why) { Spread(why, /*found_here=*/true); }
+
+  // A peer's report that the world is broken: fail here too, and pass it on.
+  void Relay(const std::string& why) { Spread(why, /*found_here=*/false); }
 
   uint64_t generation() const { return generation_; }
   int rank() const { return rank_; }
@@ -239,28 +267,6 @@ class Generation {
   PeerStream* Stream(int peer) {
     MutexLock lock(&mu_);
     return StreamLocked(peer);
-  }
-
-  // The world is broken: fail every local Recv with `why`, and tell every
-  // other rank still reachable. Only the first failure is broadcast. Holding mu_ throughout
-  // keeps Shutdown (which a failed caller runs next) from closing the
-  // streams before the reports are queued on them.
-  void Fail(const std::string& why) {
-    MutexLock lock(&mu_);
-    if (!box_.Poison(why)) return;
-    SLOG(WARNING) << "collective failed: " << why << "; telling every rank";
-    for (int peer = 0; peer < world_size(); ++peer) {
-      // A peer whose stream broke cannot be told; a stream opened to it now
-      // (a dead or frozen process) would only hold Shutdown until its drain
-      // timeout.
-      if (peer == rank_ || box_.IsGone(peer)) continue;
-      OutFrame frame;
-      frame.src_rank = rank_;
-      frame.generation = generation_;
-      frame.tag = kPoisonTag;
-      frame.owned = why;
-      if (PeerStream* s = StreamLocked(peer)) s->Enqueue(std::move(frame)).IgnoreError();
-    }
   }
 
   SendTracker& tracker() { return tracker_; }
@@ -298,6 +304,24 @@ class Generation {
   }
 
  private:
+  void Spread(const std::string& why, bool found_here) {
+    MutexLock lock(&mu_);
+    if (!box_.Poison(why)) return;
+    if (found_here) SLOG(WARNING) << "collective failed: " << why << "; telling its peers";
+    for (int peer = 0; peer < world_size(); ++peer) {
+      // A peer whose stream broke cannot be told; a stream opened to it now
+      // (a dead or frozen process) would only hold Shutdown until its drain
+      // timeout.
+      if (peer == rank_ || !Knows(peer) || box_.IsGone(peer)) continue;
+      OutFrame frame;
+      frame.src_rank = rank_;
+      frame.generation = generation_;
+      frame.tag = kPoisonTag;
+      frame.owned = why;
+      if (PeerStream* s = StreamLocked(peer)) s->Enqueue(std::move(frame)).IgnoreError();
+    }
+  }
+
   PeerStream* StreamLocked(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (shutdown_) return nullptr;
     auto& s = streams_[static_cast<size_t>(peer)];
@@ -389,10 +413,7 @@ class GrpcTransport : public Transport {
     }
   }
 
-  absl::Status CheckPeer(int peer) const {
-    if (peer >= 0 && peer < world_size()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("no rank ", peer, " in a world of ", world_size()));
-  }
+  absl::Status CheckPeer(int peer) const { return gen_->CheckPeer(peer); }
 
   std::shared_ptr<Generation> gen_;
 };
@@ -586,6 +607,14 @@ class PushReactor : public grpc::ServerReadReactor<InFrame>, public ParkedStream
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("sender rank ", src, " is not in a world of ", gen->world_size()));
     }
+    if (!gen->Knows(src)) {
+      if (RpcAuth* auth = server_->options.auth; auth != nullptr) {
+        auth->Refused(RejectReason::kNotAMember, ctx_->peer());
+      }
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          absl::StrCat("rank ", src, " is not among rank ", gen->rank(), "'s data-plane peers in generation ",
+                                       gen->generation()));
+    }
     if (!gen->AcceptsSender(src, ctx_->client_metadata())) {
       if (RpcAuth* auth = server_->options.auth; auth != nullptr) {
         auth->Refused(RejectReason::kNotAMember, ctx_->peer());
@@ -607,7 +636,7 @@ class PushReactor : public grpc::ServerReadReactor<InFrame>, public ParkedStream
     if (frame_.tag == kPoisonTag) {
       std::string why(frame_.payload->size(), '\0');
       CopyPayloadInto(*frame_.payload, absl::MakeSpan(why)).IgnoreError();
-      gen_->box().Poison(why);
+      gen_->Relay(why);
       return grpc::Status::OK;
     }
     const absl::Status put = gen_->box().Put(src_, frame_.tag, std::move(frame_.payload));

@@ -20,6 +20,7 @@
 #include "worker/collective/ring.h"
 #include "worker/control/coordinator_client.h"
 #include "worker/control/heartbeat.h"
+#include "worker/control/peer_directory.h"
 #include "worker/data/dataset.h"
 #include "worker/data/inflate_cache.h"
 #include "worker/lifecycle/generation_observer.h"
@@ -155,11 +156,13 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   const absl::StatusOr<std::vector<Range>> buckets = GradientBuckets(*cfg, data.train);
   if (!buckets.ok()) return Done(buckets.status());
 
-  std::vector<std::string> peers(world.peers().begin(), world.peers().end());
+  absl::StatusOr<PeerDirectory> directory = ReadPeerDirectory(world);
+  if (!directory.ok()) return Done(directory.status());
+  std::vector<std::string> peers = std::move(directory->addresses);
   {
     ConnectOptions connect;
     connect.keys.secret = world.member_secret();
-    connect.keys.peer_tags.assign(world.peer_tags().begin(), world.peer_tags().end());
+    connect.keys.peer_tags = std::move(directory->tags);
     // A peer runs at most about one collective (the model's bytes) ahead.
     connect.max_unclaimed_bytes_per_peer = 2 * *parameters * int64_t{sizeof(float)} + (64 << 20);
     absl::StatusOr<std::unique_ptr<Transport>> connected =

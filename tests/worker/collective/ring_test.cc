@@ -453,8 +453,12 @@ TEST(RingFailureTest, SilentRankFailsOthersByTheDeadlineNamingAPeer) {
   }
 }
 
-TEST(RingFailureTest, GrpcPeerThatGoesAwayIsNamedByEveryRank) {
-  const int n = 4;
+class GrpcPeerGoneTest : public ::testing::TestWithParam<int> {};
+
+// At N=12 most ranks are not rank 2's data-plane peers: they learn of its
+// departure from the failure reports their own peers pass on.
+TEST_P(GrpcPeerGoneTest, APeerThatGoesAwayIsNamedByEveryRank) {
+  const int n = GetParam();
   TestWorld world(TransportKind::kGrpc, n);
   const absl::Time start = absl::Now();
   const auto statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
@@ -474,11 +478,40 @@ TEST(RingFailureTest, GrpcPeerThatGoesAwayIsNamedByEveryRank) {
     return absl::InternalError("the world kept going without rank 2");
   });
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
-  for (int r : {0, 1, 3}) {
+  for (int r = 0; r < n; ++r) {
+    if (r == 2) continue;
     const absl::Status& s = statuses[static_cast<size_t>(r)];
     EXPECT_TRUE(absl::IsUnavailable(s)) << "rank " << r << ": " << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "rank 2")) << "rank " << r << ": " << s;
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, GrpcPeerGoneTest, ::testing::Values(4, 12),
+                         [](const ::testing::TestParamInfo<int>& i) { return "N" + std::to_string(i.param); });
+
+TEST(GrpcTransportTest, ARankThatIsNotADataPlanePeerCanNeitherBeReachedNorSpeak) {
+  std::atomic<int> refused{0};
+  RpcAuth receiver_auth("", [&](RejectReason r) { refused += r == RejectReason::kNotAMember; });
+  TransportServerOptions ro;
+  ro.auth = &receiver_auth;
+  auto receiver = *TransportServer::Start("127.0.0.1:0", ro);
+  auto stranger = *TransportServer::Start("127.0.0.1:0");
+  const std::string r0 = "127.0.0.1:" + std::to_string(receiver->port());
+  const std::string s2 = "127.0.0.1:" + std::to_string(stranger->port());
+  // Rank 0 of three knows rank 1 only; rank 2 knows everyone.
+  std::unique_ptr<Transport> rx = *receiver->Connect(5, 0, {r0, "127.0.0.1:1", ""});
+  std::unique_ptr<Transport> tx = *stranger->Connect(5, 2, {r0, "127.0.0.1:1", s2});
+  const char byte = 1;
+  const absl::Status unreachable = rx->Send(2, 1, absl::MakeConstSpan(&byte, 1), absl::Now() + absl::Seconds(5));
+  EXPECT_TRUE(absl::IsFailedPrecondition(unreachable)) << unreachable;
+  EXPECT_TRUE(absl::StrContains(unreachable.message(), "rank 2 is not among rank 0's data-plane peers")) << unreachable;
+  EXPECT_TRUE(absl::IsFailedPrecondition(rx->Receive(2, 1, absl::Now() + absl::Seconds(1)).status()));
+
+  tx->Send(0, 4, absl::MakeConstSpan(&byte, 1), absl::Now() + absl::Seconds(5)).IgnoreError();
+  tx->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  while (refused.load() < 1 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(refused.load(), 1) << "a stream from a rank outside the directory was not refused";
 }
 
 TEST(GrpcTransportTest, OlderGenerationIsRefusedAndNewOneWorks) {

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "worker/collective/grpc_transport.h"
 #include "worker/collective/local_transport.h"
+#include "worker/collective/peer_set.h"
 
 namespace shardline {
 
@@ -39,7 +40,7 @@ class TestWorld {
     for (int r = 0; r < n_; ++r) {
       transports.push_back(kind_ == TransportKind::kLocal
                                ? fabric_->Connect(r)
-                               : *servers_[static_cast<size_t>(r)]->Connect(generation_, r, addresses_));
+                               : *servers_[static_cast<size_t>(r)]->Connect(generation_, r, Directory(r)));
     }
     std::vector<absl::Status> statuses(static_cast<size_t>(n_));
     std::vector<std::thread> threads;
@@ -50,6 +51,16 @@ class TestWorld {
     }
     for (auto& t : threads) t.join();
     return statuses;
+  }
+
+  // Over gRPC, rank r knows the addresses of its data-plane peers only, as
+  // the coordinator hands them out (worker/collective/peer_set.h): a
+  // collective that reaches another rank fails the test.
+  std::vector<std::string> Directory(int r) const {
+    std::vector<std::string> known(addresses_.size());
+    known[static_cast<size_t>(r)] = addresses_[static_cast<size_t>(r)];
+    for (int p : DataPlanePeers(r, n_)) known[static_cast<size_t>(p)] = addresses_[static_cast<size_t>(p)];
+    return known;
   }
 
   LocalFabric* fabric() { return fabric_.get(); }
