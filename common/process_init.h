@@ -5,8 +5,12 @@
 namespace shardline {
 
 // Symbolized stack traces on crashes (absl's failure signal handler, which
-// also takes SIGTERM: install any graceful-stop handler after this), and
-// the allocator settings for large buffers (malloc_tuning.h).
+// also takes SIGTERM: install any graceful-stop handler after this), the
+// allocator settings for large buffers (malloc_tuning.h), and absl::Mutex's
+// deadlock detection off unless SHARDLINE_MUTEX_DEADLOCK_DETECTION=1: the
+// Debian build of Abseil has it on, and it looks every lock up in one
+// process-wide graph (7% of the coordinator's CPU at 4,096 workers). Tests,
+// which do not call this, keep it.
 void InitProcess(const char* argv0);
 
 }  // namespace shardline

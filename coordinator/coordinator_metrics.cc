@@ -115,20 +115,29 @@ void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
   // Per-rank series exist for the ranks of the current world only.
   std::set<int> ranks;
   for (const coordinator::WorkerStatus& w : s.workers()) {
-    const std::map<std::string, std::string> label{{"rank", std::to_string(w.rank())}};
-    straggler_score_.Add(label).Set(w.straggler_score());
-    busy_per_step_.Add(label).Set(w.busy_seconds_per_step());
-    heartbeat_age_.Add(label).Set(w.seconds_since_heartbeat());
+    auto it = ranks_seen_.find(w.rank());
+    if (it == ranks_seen_.end()) {
+      const std::map<std::string, std::string> label{{"rank", std::to_string(w.rank())}};
+      it = ranks_seen_
+               .emplace(w.rank(), RankSeries{&straggler_score_.Add(label), &busy_per_step_.Add(label),
+                                             &heartbeat_age_.Add(label)})
+               .first;
+    }
+    it->second.straggler_score->Set(w.straggler_score());
+    it->second.busy_per_step->Set(w.busy_seconds_per_step());
+    it->second.heartbeat_age->Set(w.seconds_since_heartbeat());
     ranks.insert(w.rank());
   }
-  for (int gone : ranks_seen_) {
-    if (ranks.count(gone) > 0) continue;
-    const std::map<std::string, std::string> label{{"rank", std::to_string(gone)}};
-    straggler_score_.Remove(&straggler_score_.Add(label));
-    busy_per_step_.Remove(&busy_per_step_.Add(label));
-    heartbeat_age_.Remove(&heartbeat_age_.Add(label));
+  for (auto it = ranks_seen_.begin(); it != ranks_seen_.end();) {
+    if (ranks.count(it->first) > 0) {
+      ++it;
+      continue;
+    }
+    straggler_score_.Remove(it->second.straggler_score);
+    busy_per_step_.Remove(it->second.busy_per_step);
+    heartbeat_age_.Remove(it->second.heartbeat_age);
+    it = ranks_seen_.erase(it);
   }
-  ranks_seen_ = std::move(ranks);
 }
 
 }  // namespace shardline
