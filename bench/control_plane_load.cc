@@ -12,9 +12,12 @@
 //   steady      heartbeats for --steady_seconds: the coordinator's CPU (share
 //               of one core), threads and RSS, read from /proc/<pid>
 //   silence     (x --silences) one worker stops reporting but keeps its
-//               stream: time from its last report until the world breaks
-//               (the first worker told of a new generation), minus the
-//               heartbeat deadline; then the world re-forms
+//               stream: time from its last report's write (gRPC's write
+//               done) until the world breaks (the first worker told of a new
+//               generation), minus the heartbeat deadline; then the world
+//               re-forms
+//   (steady also gives report_write_ms: from the driver's Write to gRPC's
+//   write done, this process's own queueing)
 //   death       one worker's stream is cancelled: time until the break
 //   commands    (x --commands) SIGUSR1 to the coordinator ("eval now"): time
 //               until every worker has its eval step
@@ -113,10 +116,7 @@ class SimWorker {
   void Tick(int64_t now_us);
   // From the stream: a command arrived; false ends its reading.
   bool Command(StreamCall* call, const CoordinatorCommand& c);
-  void WriteDone(StreamCall* call) {
-    MutexLock lock(&mu_);
-    if (call == call_) writing_ = false;
-  }
+  void WriteDone(StreamCall* call);
   void StreamDone(StreamCall* call) {
     MutexLock lock(&mu_);
     if (call == call_) call_ = nullptr;
@@ -131,6 +131,12 @@ class SimWorker {
     MutexLock lock(&mu_);
     return last_report_us_;
   }
+  // When gRPC finished writing its last report to the socket.
+  int64_t last_written_us() {
+    MutexLock lock(&mu_);
+    return last_written_us_;
+  }
+  int slot() const { return slot_; }
   // Kills the stream (a dead worker's connection).
   void Die() {
     MutexLock lock(&mu_);
@@ -164,6 +170,7 @@ class SimWorker {
   int64_t started_us_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_due_us_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_report_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_written_us_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t finish_at_ ABSL_GUARDED_BY(mu_) = 0;  // > 0: report finished at this step
 };
 
@@ -214,6 +221,16 @@ class Load {
     MutexLock lock(&mu_);
     ++done_;
   }
+  // How long reports took from the driver's Write to gRPC's write done (on
+  // the socket), while recording.
+  void Written(int64_t micros) {
+    MutexLock lock(&mu_);
+    if (recording_writes_) write_micros_.push_back(static_cast<double>(micros));
+  }
+  void RecordWrites(bool on) {
+    MutexLock lock(&mu_);
+    recording_writes_ = on;
+  }
 
   // The phases' marks: when the first worker heard of a new generation, the
   // last heard the eval step, the last heard the stop step (unix micros;
@@ -254,6 +271,8 @@ class Load {
   int stops_seen_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t stop_done_us_ ABSL_GUARDED_BY(mu_) = 0;
   int done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool recording_writes_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<double> write_micros_ ABSL_GUARDED_BY(mu_);
 
  private:
   const std::string token_;
@@ -294,6 +313,18 @@ void SimWorker::OpenStream(const coordinator::RegisterResponse& r) {
   silent_ = false;
   writing_ = false;
   call_ = new StreamCall(this, stub_, load_->token());
+}
+
+void SimWorker::WriteDone(StreamCall* call) {
+  int64_t sent_us;
+  {
+    MutexLock lock(&mu_);
+    if (call != call_) return;
+    writing_ = false;
+    sent_us = last_report_us_;
+    last_written_us_ = NowMicros();
+  }
+  load_->Written(NowMicros() - sent_us);
 }
 
 void SimWorker::Tick(int64_t now_us) {
@@ -463,6 +494,7 @@ int Main(int argc, char** argv) {
   absl::SleepFor(absl::Seconds(1));
   const ProcSample a = Sample(pid);
   const absl::Time ta = absl::Now();
+  load.RecordWrites(true);
   int max_threads = a.threads;
   int64_t max_rss = a.rss_bytes;
   while (absl::Now() - ta < steady) {
@@ -473,9 +505,16 @@ int Main(int argc, char** argv) {
   }
   const ProcSample b = Sample(pid);
   const double cpu = (b.cpu_seconds - a.cpu_seconds) / absl::ToDoubleSeconds(absl::Now() - ta);
+  load.RecordWrites(false);
+  std::vector<double> writes;
+  {
+    MutexLock lock(&load.mu_);
+    writes.swap(load.write_micros_);
+  }
   printf("{\"phase\":\"steady\",\"workers\":%d,\"hz\":%d,\"coordinator_cpu_cores\":%.4f,\"threads\":%d,"
-         "\"rss_bytes\":%ld}\n",
-         n, hz, cpu, max_threads, static_cast<long>(max_rss));
+         "\"rss_bytes\":%ld,\"report_write_ms_p50\":%.1f,\"report_write_ms_p99\":%.1f}\n",
+         n, hz, cpu, max_threads, static_cast<long>(max_rss), Percentile(writes, 0.5) / 1e3,
+         Percentile(writes, 0.99) / 1e3);
   fflush(stdout);
 
   // Silent workers: detection latency past the deadline.
@@ -485,10 +524,17 @@ int Main(int argc, char** argv) {
     SimWorker* w = workers[rng() % static_cast<unsigned>(n)].get();
     load.ExpectBreak();
     w->GoSilent();
-    const int64_t last = w->last_report_us();
     const int64_t broke = load.AwaitMark(&Load::first_break_us_, deadline + absl::Seconds(30));
     if (broke == 0) return finish(fail("a silent worker was never declared lost"));
+    // From when its last report left for the coordinator: with thousands
+    // of simulated workers on shared cores, this process's own queue can
+    // hold a report back (the steady phase's report_write_ms).
+    const int64_t last = w->last_written_us();
     over_ms.push_back(static_cast<double>(broke - last) / 1e3 - absl::ToDoubleMilliseconds(deadline));
+    // For lining up with the coordinator's log ("was lost" and its time).
+    fprintf(stderr, "silence %d: worker %d's last report queued at %.6f, written at %.6f, first worker told at %.6f\n",
+            i, w->slot(), static_cast<double>(w->last_report_us()) / 1e6, static_cast<double>(last) / 1e6,
+            static_cast<double>(broke) / 1e6);
     // The silent one comes back with everyone else: it registers again too.
     w->Register(0);
     if (!WaitFor([&] { return registered() == n; }, absl::Seconds(120))) return finish(fail("the world did not re-form"));
