@@ -66,13 +66,17 @@ constexpr char kHelp[] =
     "all exit 0. Another signal more than a second later exits at once (signals\n"
     "within a second are one request: schedulers signal wrappers and children).\n"
     "SIGUSR1: every worker evaluates\n"
-    "at a step ahead of all of them (an eval line in metrics.jsonl).\n";
+    "at a step ahead of all of them (an eval line in metrics.jsonl).\n"
+    "SIGUSR2: every worker saves a checkpoint at a step ahead of all of them,\n"
+    "committed like any other (before maintenance, say).\n";
 
 std::atomic<int> g_signals{0};
 std::atomic<int> g_eval_requests{0};
+std::atomic<int> g_checkpoint_requests{0};
 
 void OnSignal(int) { g_signals.fetch_add(1); }
 void OnEvalSignal(int) { g_eval_requests.fetch_add(1); }
+void OnCheckpointSignal(int) { g_checkpoint_requests.fetch_add(1); }
 
 void InstallStopHandler() {
   struct sigaction sa = {};
@@ -82,6 +86,8 @@ void InstallStopHandler() {
   sigaction(SIGINT, &sa, nullptr);
   sa.sa_handler = OnEvalSignal;
   sigaction(SIGUSR1, &sa, nullptr);
+  sa.sa_handler = OnCheckpointSignal;
+  sigaction(SIGUSR2, &sa, nullptr);
 }
 
 absl::Status Run(const Args& args) {
@@ -197,7 +203,7 @@ absl::Status Run(const Args& args) {
              << exposer->port() << ", waiting for " << options.world_size << " workers"
              << (auth->enabled() ? "; every call must carry the job token" : "; no job token (loopback only)");
 
-  int signals_seen = 0, evals_seen = 0;
+  int signals_seen = 0, evals_seen = 0, checkpoints_seen = 0;
   absl::Time last_progress = absl::InfinitePast();
   // This loop wakes every 10 ms for signals and heartbeat deadlines (so a
   // stop or "eval now" is decided, and a silent worker found, within about
@@ -229,6 +235,10 @@ absl::Status Run(const Args& args) {
     if (g_eval_requests.load() > evals_seen) {
       evals_seen = g_eval_requests.load();
       job.RequestEval();
+    }
+    if (g_checkpoint_requests.load() > checkpoints_seen) {
+      checkpoints_seen = g_checkpoint_requests.load();
+      if (absl::Status asked = job.RequestCheckpoint(); !asked.ok()) SLOG(WARNING) << asked.message();
     }
     job.CheckHeartbeats();
     if (tick - last_status < kStatusEvery) continue;

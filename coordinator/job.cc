@@ -948,6 +948,19 @@ void Job::MaybeRequestCheckpoint() {
   SLOG(INFO) << "checkpoint.every_seconds: every worker saves after step " << checkpoint_at_;
 }
 
+absl::Status Job::RequestCheckpoint() {
+  MutexLock lock(&mu_);
+  if (options_.checkpoint_root.empty()) return absl::FailedPreconditionError("checkpoint now: the job saves no checkpoints");
+  if (state_ != JobState::kRunning) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint now: no world is running (", JobStateName(state_), ")"));
+  }
+  checkpoint_at_ = StepAheadLocked();
+  last_save_time_ = Now();  // checkpoint.every_seconds counts from here
+  SLOG(INFO) << "checkpoint requested: every worker saves after step " << checkpoint_at_;
+  return absl::OkStatus();
+}
+
 void Job::RequestEval() {
   MutexLock lock(&mu_);
   if (state_ != JobState::kRunning) return;

@@ -150,6 +150,11 @@ class Job {
   // ahead of all of them. Call often.
   void MaybeRequestCheckpoint();
 
+  // "Checkpoint now" (SIGUSR2): every worker saves at a step ahead of all,
+  // committed as any other checkpoint. FailedPrecondition when the job has
+  // no checkpoint directory or no running world.
+  absl::Status RequestCheckpoint();
+
   // "Eval now" (SIGUSR1): every worker evaluates at a step ahead of all.
   void RequestEval();
 

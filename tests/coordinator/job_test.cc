@@ -134,6 +134,19 @@ TEST_F(JobTest, EachAnswerListsItsDataPlanePeersWithTheirTagsAndNoOthers) {
   }
 }
 
+TEST_F(JobTest, CheckpointNowNeedsACheckpointDirectoryAndARunningWorld) {
+  EXPECT_TRUE(absl::IsFailedPrecondition(job_->RequestCheckpoint())) << "no checkpoint directory";
+  Restart(dir_ + "/ckpt");
+  EXPECT_TRUE(absl::IsFailedPrecondition(job_->RequestCheckpoint())) << "no world yet";
+  FormWorld(1, 2);
+  ASSERT_TRUE(job_->RequestCheckpoint().ok());
+  coordinator::CoordinatorCommand none;
+  bool end = false;
+  const std::optional<coordinator::CoordinatorCommand> c = job_->NextCommand(0, 1, none, absl::ZeroDuration(), &end);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_GT(c->checkpoint_at(), 0) << "every worker is told the step";
+}
+
 TEST_F(JobTest, WorldFormsWhenAllRanksRegisterAndGetsTheConfig) {
   const auto world = FormWorld(1, 2);
   EXPECT_EQ(world[0].generation(), 1u);

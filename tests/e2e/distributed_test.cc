@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -289,6 +291,36 @@ TEST(DistributedTest, Sigusr1MakesEveryWorkerEvaluateAtTheSameStep) {
   EXPECT_GT(JsonField(evals[0], "step"), 0);
   EXPECT_GT(JsonField(evals[0], "accuracy"), 0.0);
   EXPECT_LE(JsonField(evals[0], "accuracy"), 1.0);
+  launch.Signal(SIGTERM);
+  EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();
+}
+
+TEST(DistributedTest, Sigusr2MakesEveryWorkerSaveACheckpointThatIsCommitted) {
+  const std::string dir = FreshDir("dist_checkpoint_now");
+  // No checkpoint schedule at all: the only save is the one asked for.
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=1000000", "checkpoint.every_steps=0",
+                                        "checkpoint.save_final=false"}));
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
+      << launch.Output();
+  const std::vector<pid_t> coordinator = LaunchedCoordinator(dir);
+  ASSERT_EQ(coordinator.size(), 1u);
+  kill(coordinator[0], SIGUSR2);
+  const std::string log = dir + "/logs/coordinator.log";
+  const std::string asked = "checkpoint requested: every worker saves after step ";
+  ASSERT_TRUE(WaitForText(log, asked, absl::Seconds(30))) << launch.Output();
+  const std::string text = ReadAll(log);
+  const int64_t step = std::atoll(text.c_str() + text.find(asked) + asked.size());
+  EXPECT_GT(step, 0);
+  // The workers save together at that step, or at the first step they all
+  // know of it if the coordinator's view of the steps lagged (heartbeats
+  // come every 100 ms).
+  ASSERT_TRUE(WaitForText(log, " shards)", absl::Seconds(30))) << ReadAll(log);
+  const std::string after = ReadAll(log);
+  const std::string committed = "committed checkpoint at step ";
+  const size_t at = after.find(committed, after.find(asked));
+  ASSERT_NE(at, std::string::npos) << after;
+  EXPECT_GE(std::atoll(after.c_str() + at + committed.size()), step) << after;
+  EXPECT_TRUE(absl::StrContains(after.substr(at), "(2 shards)")) << after;
   launch.Signal(SIGTERM);
   EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();
 }
