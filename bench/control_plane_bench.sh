@@ -4,8 +4,10 @@
 # RSS at HZ heartbeats per second per worker, how long past its deadline a
 # silent worker is declared lost (p50/p99 over SILENCES trials), a dead
 # worker's detection, and how long an "eval now" and a stop take to reach
-# every worker. A real shardline-coordinator (job token on, checkpoints
-# off) on loopback; the load generator shares the machine's cores with it.
+# every worker, and how long a "checkpoint now" (SIGUSR2) takes until N
+# shard files (SHARD_BYTES each, written by the simulated workers) are
+# committed. A real shardline-coordinator (job token on, no checkpoint
+# schedule) on loopback; the load generator shares the machine's cores.
 #
 #   bench/control_plane_bench.sh
 #   WORLDS="64 4096" SILENCES=20 DEADLINE_MS=1000 bench/control_plane_bench.sh
@@ -17,6 +19,8 @@ SILENCES=${SILENCES:-20}
 COMMANDS=${COMMANDS:-5}
 DEADLINE_MS=${DEADLINE_MS:-1000}
 STEADY=${STEADY:-10}
+CHECKPOINTS=${CHECKPOINTS:-3}
+SHARD_BYTES=${SHARD_BYTES:-4096}
 OUT=bench/out/control_plane
 ./deploy/install-deps.sh
 if [ ! -x build/bin/control_plane_load ] || [ ! -x build/bin/shardline-coordinator ]; then
@@ -39,7 +43,7 @@ for n in $WORLDS; do
   pid=$(pgrep -P $wrapper -n)  # the coordinator itself, under timeout
   timeout 900 build/bin/control_plane_load --coordinator "$(cat "$dir/coordinator.address")" --coordinator_pid $pid \
     --workers $n --hz "$HZ" --heartbeat_timeout_ms "$DEADLINE_MS" --silences "$SILENCES" --commands "$COMMANDS" \
-    --steady_seconds "$STEADY" > "$dir/load.jsonl" 2> "$dir/load.log" || echo "load generator failed: $(tail -1 "$dir/load.log")" >&2
+    --steady_seconds "$STEADY" --checkpoints "$CHECKPOINTS" --shard_bytes "$SHARD_BYTES" > "$dir/load.jsonl" 2> "$dir/load.log" || echo "load generator failed: $(tail -1 "$dir/load.log")" >&2
   for _ in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
   kill -9 $pid 2>/dev/null || true
   wait $wrapper 2>/dev/null || true

@@ -18,6 +18,12 @@
 //               re-forms
 //   (steady also gives report_write_ms: from the driver's Write to gRPC's
 //   write done, this process's own queueing)
+//   checkpoint  (x --checkpoints) SIGUSR2 to the coordinator ("checkpoint
+//               now"): each worker, at the step it is told, writes a shard
+//               file of --shard_bytes into the job's checkpoint directory and
+//               reports it saved, as a real one does; the time until every
+//               worker has the step, and until the COMMITTED file appears
+//               (in all, and after the last worker's report was written)
 //   death       one worker's stream is cancelled: time until the break
 //   commands    (x --commands) SIGUSR1 to the coordinator ("eval now"): time
 //               until every worker has its eval step
@@ -41,6 +47,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/args.h"
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/checkpoint/shard_file.h"
+#include "common/crc32c.h"
 #include "common/env.h"
 #include "common/grpc_util.h"
 #include "common/mutex.h"
@@ -172,6 +181,11 @@ class SimWorker {
   int64_t last_report_us_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_written_us_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t finish_at_ ABSL_GUARDED_BY(mu_) = 0;  // > 0: report finished at this step
+  int world_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string checkpoint_root_ ABSL_GUARDED_BY(mu_);
+  int64_t save_at_ ABSL_GUARDED_BY(mu_) = 0;  // > 0: a checkpoint step told and not yet saved
+  int64_t saved_step_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writing_save_ ABSL_GUARDED_BY(mu_) = false;  // the report in flight carries a saved shard
 };
 
 // Waits until pred() holds (checked every 5 ms) or `timeout` passes.
@@ -187,7 +201,9 @@ bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout) {
 // Everything the simulated workers share, and what the phases wait on.
 class Load {
  public:
-  Load(std::string token, int hz) : token_(std::move(token)), period_us_(1000000 / std::max(1, hz)) {}
+  Load(std::string token, int hz, int64_t shard_bytes)
+      : token_(std::move(token)), period_us_(1000000 / std::max(1, hz)), shard_bytes_(shard_bytes) {}
+  int64_t shard_bytes() const { return shard_bytes_; }
   const std::string& token() const { return token_; }
   int64_t period_us() const { return period_us_; }
 
@@ -211,6 +227,27 @@ class Load {
       evals_seen_ = 0;
     }
     if (step == last_eval_ && ++evals_seen_ == workers_) eval_done_us_ = NowMicros();
+  }
+  // A worker's report of its saved shard was written.
+  void SaveWritten() {
+    MutexLock lock(&mu_);
+    last_save_written_us_ = NowMicros();
+  }
+  void SetCheckpointRoot(const std::string& root) {
+    MutexLock lock(&mu_);
+    checkpoint_root_ = root;
+  }
+  std::string checkpoint_root() {
+    MutexLock lock(&mu_);
+    return checkpoint_root_;
+  }
+  void CheckpointTold(int64_t step) {
+    MutexLock lock(&mu_);
+    if (step > checkpoint_step_) {
+      checkpoint_step_ = step;
+      checkpoints_told_ = 0;
+    }
+    if (step == checkpoint_step_ && ++checkpoints_told_ == workers_) checkpoint_told_us_ = NowMicros();
   }
   void Stop(int64_t step) {
     MutexLock lock(&mu_);
@@ -271,12 +308,18 @@ class Load {
   int stops_seen_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t stop_done_us_ ABSL_GUARDED_BY(mu_) = 0;
   int done_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t checkpoint_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int checkpoints_told_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t checkpoint_told_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_save_written_us_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string checkpoint_root_ ABSL_GUARDED_BY(mu_);
   bool recording_writes_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<double> write_micros_ ABSL_GUARDED_BY(mu_);
 
  private:
   const std::string token_;
   const int64_t period_us_;
+  const int64_t shard_bytes_;
 };
 
 void SimWorker::Register(uint64_t previous_generation) {
@@ -306,6 +349,10 @@ void SimWorker::Register(uint64_t previous_generation) {
 void SimWorker::OpenStream(const coordinator::RegisterResponse& r) {
   MutexLock lock(&mu_);
   rank_ = r.rank();
+  world_ = r.world_size();
+  checkpoint_root_ = r.checkpoint_root();
+  load_->SetCheckpointRoot(r.checkpoint_root());
+  save_at_ = 0;
   generation_ = r.generation();
   secret_ = r.member_secret();
   started_us_ = NowMicros();
@@ -317,14 +364,18 @@ void SimWorker::OpenStream(const coordinator::RegisterResponse& r) {
 
 void SimWorker::WriteDone(StreamCall* call) {
   int64_t sent_us;
+  bool with_save;
   {
     MutexLock lock(&mu_);
     if (call != call_) return;
     writing_ = false;
     sent_us = last_report_us_;
     last_written_us_ = NowMicros();
+    with_save = writing_save_;
+    writing_save_ = false;
   }
   load_->Written(NowMicros() - sent_us);
+  if (with_save) load_->SaveWritten();
 }
 
 void SimWorker::Tick(int64_t now_us) {
@@ -340,6 +391,25 @@ void SimWorker::Tick(int64_t now_us) {
   if (finish_at_ > 0) {
     steps = finish_at_;
     out.set_finished(true);
+  }
+  if (save_at_ > 0 && steps >= save_at_) {
+    // Saves its shard at the step told, as a real worker does, and reports it.
+    coordinator::SavedShard* saved = out.add_saved();
+    saved->set_step(save_at_);
+    saved->set_world_size(world_);
+    saved->set_file(ShardFileName(rank_, world_));
+    const std::string bytes(static_cast<size_t>(load_->shard_bytes()), static_cast<char>('a' + rank_ % 26));
+    const std::string dir = StepDir(checkpoint_root_, save_at_);
+    Env* env = Env::Default();
+    if (!env->CreateDirs(dir).ok() || !WriteFileAtomically(env, dir + "/" + saved->file(), bytes).ok()) {
+      fprintf(stderr, "control_plane_load: cannot write a shard into %s\n", dir.c_str());
+    }
+    saved->set_size(static_cast<int64_t>(bytes.size()));
+    saved->set_crc32c(crc32c::Value(bytes.data(), bytes.size()));
+    saved_step_ = save_at_;
+    save_at_ = 0;
+    writing_save_ = true;
+    steps = std::max(steps, saved_step_);
   }
   out.set_steps_done(steps);
   out.set_total_steps(1000000);
@@ -366,6 +436,17 @@ bool SimWorker::Command(StreamCall* call, const CoordinatorCommand& c) {
     }
     Register(previous);
     return false;
+  }
+  if (c.checkpoint_at() > 0) {
+    bool fresh = false;
+    {
+      MutexLock lock(&mu_);
+      if (c.checkpoint_at() > saved_step_ && c.checkpoint_at() != save_at_) {
+        save_at_ = c.checkpoint_at();
+        fresh = true;
+      }
+    }
+    if (fresh) load_->CheckpointTold(c.checkpoint_at());
   }
   if (c.eval_at() > 0) load_->Eval(c.eval_at());
   if (c.stop_at() > 0) load_->Stop(c.stop_at());
@@ -413,12 +494,12 @@ int Main(int argc, char** argv) {
   absl::Status parsed =
       ParseArgs(argc, argv, 1,
                 {"coordinator", "coordinator_pid", "workers", "hz", "heartbeat_timeout_ms", "silences", "commands",
-                 "steady_seconds", "connections"},
+                 "steady_seconds", "connections", "checkpoints", "shard_bytes"},
                 {}, "control_plane_load", &args);
   if (!parsed.ok() || !args.Has("coordinator") || !args.Has("coordinator_pid") || !args.Has("workers")) {
     fprintf(stderr, "usage: control_plane_load --coordinator HOST:PORT --coordinator_pid P --workers N [--hz 10]\n"
                     "  [--heartbeat_timeout_ms T] [--silences K] [--commands K] [--steady_seconds S]\n"
-                    "  [--connections C]   (job token from $SHARDLINE_TOKEN)\n");
+                    "  [--checkpoints K] [--shard_bytes B] [--connections C]   (job token from $SHARDLINE_TOKEN)\n");
     return 2;
   }
   const int n = static_cast<int>(Flag(args, "workers", 0));
@@ -428,12 +509,14 @@ int Main(int argc, char** argv) {
   const int silences = static_cast<int>(Flag(args, "silences", 10));
   const int commands = static_cast<int>(Flag(args, "commands", 5));
   const absl::Duration steady = absl::Seconds(Flag(args, "steady_seconds", 10));
+  const int checkpoints = static_cast<int>(Flag(args, "checkpoints", 3));
+  const int64_t shard_bytes = Flag(args, "shard_bytes", 4096);
   absl::StatusOr<std::string> token = LoadToken(Env::Default(), "");
   if (!token.ok()) {
     fprintf(stderr, "%s\n", std::string(token.status().message()).c_str());
     return 2;
   }
-  Load load(*token, hz);
+  Load load(*token, hz, shard_bytes);
   {
     MutexLock lock(&load.mu_);
     load.workers_ = n;
@@ -561,6 +644,47 @@ int Main(int argc, char** argv) {
     printf("{\"phase\":\"death\",\"workers\":%d,\"detected_ms\":%.1f}\n", n, static_cast<double>(broke - died) / 1e3);
     fflush(stdout);
     absl::SleepFor(absl::Milliseconds(500));
+  }
+
+  // Checkpoints: SIGUSR2, every worker saves its shard, the coordinator
+  // checks N files and commits.
+  std::vector<double> told_ms, committed_ms, commit_ms;
+  for (int i = 0; i < checkpoints; ++i) {
+    load.ClearMark(&Load::checkpoint_told_us_);
+    load.ClearMark(&Load::last_save_written_us_);
+    const int64_t sent = NowMicros();
+    kill(pid, SIGUSR2);
+    const int64_t told = load.AwaitMark(&Load::checkpoint_told_us_, absl::Seconds(30));
+    if (told == 0) return finish(fail("a checkpoint request did not reach every worker"));
+    int64_t step, root_known;
+    {
+      MutexLock lock(&load.mu_);
+      step = load.checkpoint_step_;
+      root_known = load.checkpoint_root_.empty() ? 0 : 1;
+    }
+    if (root_known == 0) return finish(fail("the coordinator handed out no checkpoint directory"));
+    const std::string committed_file = StepDir(load.checkpoint_root(), step) + "/" + kCommittedFile;
+    int64_t committed = 0;
+    WaitFor(
+        [&] {
+          if (access(committed_file.c_str(), F_OK) != 0) return false;
+          committed = NowMicros();
+          return true;
+        },
+        absl::Seconds(60));
+    if (committed == 0) return finish(fail("checkpoint at step " + std::to_string(step) + " was not committed"));
+    const int64_t last_written = load.AwaitMark(&Load::last_save_written_us_, absl::Seconds(1));
+    told_ms.push_back(static_cast<double>(told - sent) / 1e3);
+    committed_ms.push_back(static_cast<double>(committed - sent) / 1e3);
+    if (last_written > 0) commit_ms.push_back(static_cast<double>(committed - last_written) / 1e3);
+    absl::SleepFor(absl::Milliseconds(300));
+  }
+  if (checkpoints > 0) {
+    printf("{\"phase\":\"checkpoint\",\"workers\":%d,\"shard_bytes\":%ld,\"trials\":%d,\"told_all_ms_p50\":%.1f,"
+           "\"committed_ms_p50\":%.1f,\"committed_ms_max\":%.1f,\"after_last_report_ms_p50\":%.1f}\n",
+           n, static_cast<long>(shard_bytes), checkpoints, Percentile(told_ms, 0.5), Percentile(committed_ms, 0.5),
+           Percentile(committed_ms, 1.0), Percentile(commit_ms, 0.5));
+    fflush(stdout);
   }
 
   // Commands: "eval now" to every worker.

@@ -15,6 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/env.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
 
@@ -44,13 +46,22 @@ TEST(ControlPlaneTest, ThreadsStayFlatFrom16To256WorkersAndEveryPhaseCompletes) 
     ASSERT_TRUE(WaitForText(dir + "/coordinator.address", "", absl::Seconds(60))) << coordinator.Output();
     Subprocess load({BinPath("control_plane_load"), "--coordinator", ReadAll(dir + "/coordinator.address"),
                      "--coordinator_pid", std::to_string(coordinator.pid()), "--workers", std::to_string(n),
-                     "--heartbeat_timeout_ms", "3000", "--silences", "1", "--commands", "1", "--steady_seconds", "2"},
+                     "--heartbeat_timeout_ms", "3000", "--silences", "1", "--commands", "1", "--steady_seconds", "2",
+                     "--checkpoints", "1"},
                     {"SHARDLINE_TOKEN=" + token});
     ASSERT_EQ(load.Wait(absl::Seconds(240)), 0) << load.Output();
     const std::string out = load.Output();
-    for (const char* phase : {"formation", "steady", "silence", "death", "commands"}) {
+    for (const char* phase : {"formation", "steady", "silence", "death", "checkpoint", "commands"}) {
       EXPECT_FALSE(Phase(out, phase).empty()) << "no " << phase << " phase:\n" << out;
     }
+    // The simulated workers' shards were committed: n of them, checked by
+    // the coordinator on disk.
+    absl::StatusOr<std::vector<int64_t>> committed = CommittedSteps(Env::Default(), dir + "/checkpoints");
+    ASSERT_TRUE(committed.ok()) << committed.status();
+    const std::vector<int64_t>& steps = *committed;
+    ASSERT_EQ(steps.size(), 1u) << ReadAll(dir + "/logs/coordinator.log") + coordinator.Output();
+    EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log") + coordinator.Output(),
+                                  absl::StrCat("committed checkpoint at step ", steps[0], " (", n, " shards)")));
     threads[n] = JsonField(Phase(out, "steady"), "threads");
     ASSERT_FALSE(std::isnan(threads[n])) << out;
     // The stop reached every worker, they reported finished, the job ended.
