@@ -595,8 +595,9 @@ int Main(int argc, char** argv) {
     writes.swap(load.write_micros_);
   }
   printf("{\"phase\":\"steady\",\"workers\":%d,\"hz\":%d,\"coordinator_cpu_cores\":%.4f,\"threads\":%d,"
-         "\"rss_bytes\":%ld,\"report_write_ms_p50\":%.1f,\"report_write_ms_p99\":%.1f}\n",
-         n, hz, cpu, max_threads, static_cast<long>(max_rss), Percentile(writes, 0.5) / 1e3,
+         "\"rss_bytes\":%ld,\"reports_per_second\":%.0f,\"report_write_ms_p50\":%.1f,\"report_write_ms_p99\":%.1f}\n",
+         n, hz, cpu, max_threads, static_cast<long>(max_rss),
+         static_cast<double>(writes.size()) / absl::ToDoubleSeconds(steady), Percentile(writes, 0.5) / 1e3,
          Percentile(writes, 0.99) / 1e3);
   fflush(stdout);
 
