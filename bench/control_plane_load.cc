@@ -222,11 +222,7 @@ class Load {
   }
   void Eval(int64_t step) {
     MutexLock lock(&mu_);
-    if (step > last_eval_) {
-      last_eval_ = step;
-      evals_seen_ = 0;
-    }
-    if (step == last_eval_ && ++evals_seen_ == workers_) eval_done_us_ = NowMicros();
+    CountTold(step, &last_eval_, &evals_seen_, &eval_done_us_);
   }
   // A worker's report of its saved shard was written.
   void SaveWritten() {
@@ -237,17 +233,9 @@ class Load {
     MutexLock lock(&mu_);
     checkpoint_root_ = root;
   }
-  std::string checkpoint_root() {
-    MutexLock lock(&mu_);
-    return checkpoint_root_;
-  }
   void CheckpointTold(int64_t step) {
     MutexLock lock(&mu_);
-    if (step > checkpoint_step_) {
-      checkpoint_step_ = step;
-      checkpoints_told_ = 0;
-    }
-    if (step == checkpoint_step_ && ++checkpoints_told_ == workers_) checkpoint_told_us_ = NowMicros();
+    CountTold(step, &checkpoint_step_, &checkpoints_told_, &checkpoint_told_us_);
   }
   void Stop(int64_t step) {
     MutexLock lock(&mu_);
@@ -317,6 +305,16 @@ class Load {
   std::vector<double> write_micros_ ABSL_GUARDED_BY(mu_);
 
  private:
+  // One more worker told of `step`: counted in *told (a later step than
+  // *latest starts the count over); the last of all sets *all_us.
+  void CountTold(int64_t step, int64_t* latest, int* told, int64_t* all_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (step > *latest) {
+      *latest = step;
+      *told = 0;
+    }
+    if (step == *latest && ++*told == workers_) *all_us = NowMicros();
+  }
+
   const std::string token_;
   const int64_t period_us_;
   const int64_t shard_bytes_;
@@ -472,16 +470,6 @@ void StreamCall::OnDone(const grpc::Status&) {
   delete this;
 }
 
-// IntFlag, or exit 2 naming the flag.
-int64_t Flag(const Args& args, const std::string& name, int64_t def) {
-  absl::StatusOr<int64_t> v = IntFlag(args, name, def);
-  if (!v.ok()) {
-    fprintf(stderr, "%s\n", std::string(v.status().message()).c_str());
-    exit(2);
-  }
-  return *v;
-}
-
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -502,15 +490,15 @@ int Main(int argc, char** argv) {
                     "  [--checkpoints K] [--shard_bytes B] [--connections C]   (job token from $SHARDLINE_TOKEN)\n");
     return 2;
   }
-  const int n = static_cast<int>(Flag(args, "workers", 0));
-  const int pid = static_cast<int>(Flag(args, "coordinator_pid", 0));
-  const int hz = static_cast<int>(Flag(args, "hz", 10));
-  const absl::Duration deadline = absl::Milliseconds(Flag(args, "heartbeat_timeout_ms", 5000));
-  const int silences = static_cast<int>(Flag(args, "silences", 10));
-  const int commands = static_cast<int>(Flag(args, "commands", 5));
-  const absl::Duration steady = absl::Seconds(Flag(args, "steady_seconds", 10));
-  const int checkpoints = static_cast<int>(Flag(args, "checkpoints", 3));
-  const int64_t shard_bytes = Flag(args, "shard_bytes", 4096);
+  const int n = static_cast<int>(IntFlagOrExit(args, "workers", 0));
+  const int pid = static_cast<int>(IntFlagOrExit(args, "coordinator_pid", 0));
+  const int hz = static_cast<int>(IntFlagOrExit(args, "hz", 10));
+  const absl::Duration deadline = absl::Milliseconds(IntFlagOrExit(args, "heartbeat_timeout_ms", 5000));
+  const int silences = static_cast<int>(IntFlagOrExit(args, "silences", 10));
+  const int commands = static_cast<int>(IntFlagOrExit(args, "commands", 5));
+  const absl::Duration steady = absl::Seconds(IntFlagOrExit(args, "steady_seconds", 10));
+  const int checkpoints = static_cast<int>(IntFlagOrExit(args, "checkpoints", 3));
+  const int64_t shard_bytes = IntFlagOrExit(args, "shard_bytes", 4096);
   absl::StatusOr<std::string> token = LoadToken(Env::Default(), "");
   if (!token.ok()) {
     fprintf(stderr, "%s\n", std::string(token.status().message()).c_str());
@@ -523,7 +511,7 @@ int Main(int argc, char** argv) {
   }
   // Simulated workers share connections (a real one each would be N
   // sockets from one process): one per 32 workers, at most --connections.
-  const int connections = std::max(1, std::min<int>(static_cast<int>(Flag(args, "connections", 128)), (n + 31) / 32));
+  const int connections = std::max(1, std::min<int>(static_cast<int>(IntFlagOrExit(args, "connections", 128)), (n + 31) / 32));
   std::vector<std::unique_ptr<coordinator::Coordinator::Stub>> stubs;
   for (int c = 0; c < connections; ++c) {
     grpc::ChannelArguments ca = DefaultChannelArguments();
@@ -657,14 +645,15 @@ int Main(int argc, char** argv) {
     kill(pid, SIGUSR2);
     const int64_t told = load.AwaitMark(&Load::checkpoint_told_us_, absl::Seconds(30));
     if (told == 0) return finish(fail("a checkpoint request did not reach every worker"));
-    int64_t step, root_known;
+    int64_t step;
+    std::string root;
     {
       MutexLock lock(&load.mu_);
       step = load.checkpoint_step_;
-      root_known = load.checkpoint_root_.empty() ? 0 : 1;
+      root = load.checkpoint_root_;
     }
-    if (root_known == 0) return finish(fail("the coordinator handed out no checkpoint directory"));
-    const std::string committed_file = StepDir(load.checkpoint_root(), step) + "/" + kCommittedFile;
+    if (root.empty()) return finish(fail("the coordinator handed out no checkpoint directory"));
+    const std::string committed_file = StepDir(root, step) + "/" + kCommittedFile;
     int64_t committed = 0;
     WaitFor(
         [&] {

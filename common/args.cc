@@ -1,6 +1,7 @@
 #include "common/args.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -69,6 +70,15 @@ absl::StatusOr<int64_t> IntFlag(const Args& args, const std::string& name, int64
     return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", args.Get(name), "' is not an integer"));
   }
   return v;
+}
+
+int64_t IntFlagOrExit(const Args& args, const std::string& name, int64_t def) {
+  absl::StatusOr<int64_t> v = IntFlag(args, name, def);
+  if (!v.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(v.status().message()).c_str());
+    std::exit(2);
+  }
+  return *v;
 }
 
 int RunCommand(const absl::Status& parsed, const Args& args, const char* help, const std::string& command,

@@ -42,6 +42,10 @@ absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::str
 // kInvalidArgument ("--name: 'value' is not an integer") if it is not one.
 absl::StatusOr<int64_t> IntFlag(const Args& args, const std::string& name, int64_t def);
 
+// IntFlag for tools whose usage errors exit 2 (benchmarks and their
+// helpers): prints IntFlag's error to stderr and exits 2.
+int64_t IntFlagOrExit(const Args& args, const std::string& name, int64_t def);
+
 // The tail every command's entry point shares: with --help, prints `help` to
 // stdout and returns 0; otherwise runs `run(args)` if `parsed` is OK, and on
 // any error prints "<command>: <message>" to stderr and returns 1.

@@ -943,9 +943,13 @@ void Job::MaybeRequestCheckpoint() {
   const double period = config_.checkpoint().every_seconds();
   if (period <= 0 || options_.checkpoint_root.empty() || state_ != JobState::kRunning) return;
   if (Now() - last_save_time_ < absl::Seconds(period)) return;
+  ScheduleCheckpointLocked("checkpoint.every_seconds");
+}
+
+void Job::ScheduleCheckpointLocked(const char* why) {
   checkpoint_at_ = StepAheadLocked();
-  last_save_time_ = Now();  // the commit moves it again
-  SLOG(INFO) << "checkpoint.every_seconds: every worker saves after step " << checkpoint_at_;
+  last_save_time_ = Now();  // checkpoint.every_seconds counts from here; the commit moves it again
+  SLOG(INFO) << why << ": every worker saves after step " << checkpoint_at_;
 }
 
 absl::Status Job::RequestCheckpoint() {
@@ -955,9 +959,7 @@ absl::Status Job::RequestCheckpoint() {
     return absl::FailedPreconditionError(
         absl::StrCat("checkpoint now: no world is running (", JobStateName(state_), ")"));
   }
-  checkpoint_at_ = StepAheadLocked();
-  last_save_time_ = Now();  // checkpoint.every_seconds counts from here
-  SLOG(INFO) << "checkpoint requested: every worker saves after step " << checkpoint_at_;
+  ScheduleCheckpointLocked("checkpoint requested");
   return absl::OkStatus();
 }
 

@@ -251,6 +251,9 @@ class Job {
                                                                          std::shared_ptr<const MemberBook>* book)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void FillPeers(const MemberBook& book, coordinator::RegisterResponse* resp);
+  // Every worker saves at a step ahead of all of them (the command's
+  // checkpoint_at); logs "<why>: every worker saves after step S".
+  void ScheduleCheckpointLocked(const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The version AwaitCommandNews compares.
   uint64_t CommandVersionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StreamEndedLocked(int rank, uint64_t generation, bool broken) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

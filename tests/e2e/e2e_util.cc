@@ -1,10 +1,7 @@
 #include "tests/e2e/e2e_util.h"
 
-#include <arpa/inet.h>
 #include <signal.h>
 #include <dirent.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmath>

@@ -43,16 +43,6 @@ constexpr char kHelp[] =
     "                          ones the ring (default 65536; 0: always the ring)\n"
     "  --check                 verify every result exactly; exit 4 on a mismatch\n";
 
-// IntFlag, or exit 2 naming the flag.
-int64_t Flag(const Args& args, const std::string& name, int64_t def) {
-  absl::StatusOr<int64_t> v = IntFlag(args, name, def);
-  if (!v.ok()) {
-    fprintf(stderr, "%s\n", std::string(v.status().message()).c_str());
-    exit(2);
-  }
-  return *v;
-}
-
 // Publishes this rank's address and waits for all N (FileStore-style).
 absl::StatusOr<std::vector<std::string>> Rendezvous(const std::string& dir, int rank, int world,
                                                     const std::string& address) {
@@ -100,9 +90,9 @@ int Main(int argc, char** argv) {
                                             std::string(parsed.message()).c_str(), kHelp);
     return 2;
   }
-  const int rank = static_cast<int>(Flag(args, "rank", 0));
-  const int world = static_cast<int>(Flag(args, "world", 1));
-  const int iters = static_cast<int>(Flag(args, "iters", 20));
+  const int rank = static_cast<int>(IntFlagOrExit(args, "rank", 0));
+  const int world = static_cast<int>(IntFlagOrExit(args, "world", 1));
+  const int iters = static_cast<int>(IntFlagOrExit(args, "iters", 20));
   const bool check = args.Has("check") && args.Get("check") != "false";
   const std::string op = args.Has("op") ? args.Get("op") : "allreduce";
   std::vector<int64_t> sizes;
@@ -116,7 +106,7 @@ int Main(int argc, char** argv) {
   }
   logging::SetPrefix(absl::StrCat("rank ", rank));
 
-  const int64_t segment_bytes = Flag(args, "segment_bytes", 1 << 20);
+  const int64_t segment_bytes = IntFlagOrExit(args, "segment_bytes", 1 << 20);
   TransportServerOptions server_options;
   server_options.max_frame_bytes = static_cast<int>(std::min<int64_t>(segment_bytes + (64 << 10), kMaxMessageBytes));
   absl::StatusOr<std::unique_ptr<TransportServer>> server =
@@ -137,9 +127,9 @@ int Main(int argc, char** argv) {
     return 3;
   }
   CollectiveOptions options;
-  options.timeout = absl::Milliseconds(Flag(args, "timeout_ms", 30000));
+  options.timeout = absl::Milliseconds(IntFlagOrExit(args, "timeout_ms", 30000));
   options.max_segment_bytes = segment_bytes;
-  options.doubling_max_bytes = Flag(args, "doubling_max_bytes", options.doubling_max_bytes);
+  options.doubling_max_bytes = IntFlagOrExit(args, "doubling_max_bytes", options.doubling_max_bytes);
   RingCollectives ring(transport->get(), options);
 
   auto fail = [&](const absl::Status& s) {

@@ -54,8 +54,9 @@ struct TransportServerOptions {
 
 // Membership of one generation, from the coordinator's RegisterResponse:
 // streams this rank opens carry MemberTag(secret, generation, receiver), and
-// a stream from rank s is accepted only with peer_tags[s]. Empty: no check
-// (tests and benchmarks that have no coordinator).
+// a stream from rank s is accepted only with peer_tags[s] ("" for a rank that
+// is not a data-plane peer). Empty: no check (tests and benchmarks that have
+// no coordinator).
 struct MemberKeys {
   std::string secret;
   std::vector<std::string> peer_tags;
@@ -81,7 +82,10 @@ class TransportServer {
   int port() const;
 
   // The transport of `rank` in generation `generation` (which must be larger
-  // than any earlier one); peers[i] is rank i's "host:port". Frames of older
+  // than any earlier one); peers[i] is rank i's "host:port", or "" for a rank
+  // this one does not talk to (worker/collective/peer_set.h): sends to and
+  // receives from it fail (kFailedPrecondition) and its streams are refused
+  // (PERMISSION_DENIED). Frames of older
   // generations are refused from then on. The server must outlive it.
   // With `keys`, only the processes that registered for this generation can
   // feed it: a stream speaking for a rank without its tag is refused
