@@ -105,7 +105,12 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   const LrSchedule schedule(config.schedule(), total_steps);
   TrainState state;
   state.params.resize(static_cast<size_t>(model.layout().total_size()));
-  model.InitRange(config.seed(), Range{0, model.layout().total_size()}, state.params.data());
+  // A restore from memory writes every parameter (own pieces, then the
+  // all-gather of every bucket): initialising them first would only add
+  // seconds to a recovery at large models.
+  if (options.memory_restore_step <= 0) {
+    model.InitRange(config.seed(), Range{0, model.layout().total_size()}, state.params.data());
+  }
   BestSoFar best;
   StepObserver* const observer = options.observer;
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
