@@ -21,7 +21,7 @@ DEADLINE_MS=${DEADLINE_MS:-1000}
 STEADY=${STEADY:-10}
 CHECKPOINTS=${CHECKPOINTS:-3}
 SHARD_BYTES=${SHARD_BYTES:-4096}
-OUT=bench/out/control_plane
+OUT=${OUT:-bench/out/control_plane}
 ./deploy/install-deps.sh
 if [ ! -x build/bin/control_plane_load ] || [ ! -x build/bin/shardline-coordinator ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2

@@ -7,11 +7,22 @@
 # same run. KILLS kills each (default 5); prints medians, and for shardline
 # the bytes the surviving worker read and the steps redone.
 #
+# SHARDLINE_MODES picks the shardline runs (default "memory disk"),
+# TORCHRUN=0 leaves torchrun out, CONFIG and WORKERS set the shardline job
+# (default the README's, 2 workers) and SETS adds config overrides to every
+# shardline run (e.g. a bigger model).
+#
 #   bench/recovery_bench.sh
+#   KILLS=3 TORCHRUN=0 SHARDLINE_MODES=memory SETS="--set model.mlp.hidden_sizes=2048,2048" bench/recovery_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KILLS=${KILLS:-5}
-OUT=bench/out/recovery
+OUT=${OUT:-bench/out/recovery}
+SHARDLINE_MODES=${SHARDLINE_MODES:-"memory disk"}
+TORCHRUN=${TORCHRUN:-1}
+SETS=${SETS:-}
+CONFIG=${CONFIG:-deploy/configs/fmnist_mlp.textproto}
+WORKERS=${WORKERS:-2}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 need=()
 /usr/bin/python3 -c "import torch" 2>/dev/null || need+=(python3-torch python3-numpy)
@@ -34,9 +45,9 @@ to_epoch() { date -d "$(date +%F) $1" +%s.%N; }
 run_shardline() {  # NAME --set ...
   local name=$1; shift
   echo "== shardline $name: $KILLS kills of worker 1" >&2
-  build/bin/shardline launch --config deploy/configs/fmnist_mlp.textproto --workers 2 --workdir "$OUT/$name" \
+  build/bin/shardline launch --config "$CONFIG" --workers "$WORKERS" --workdir "$OUT/$name" \
     --max_restarts $KILLS --set train.total_steps=100000000 --set checkpoint.every_steps=200 \
-    --set train.log_every=1000000 --set train.eval_every=0 "$@" 2> "$OUT/$name.log" &
+    --set train.log_every=1000000 --set train.eval_every=0 $SETS "$@" 2> "$OUT/$name.log" &
   local launch=$!
   local log="$OUT/$name/logs/worker-0.log"
   until grep -q "first step of this generation" "$log" 2>/dev/null; do sleep 0.1; done
@@ -59,8 +70,13 @@ run_shardline() {  # NAME --set ...
 }
 # From the peers' memory (the default: a snapshot every 100 steps), and from
 # the last committed checkpoint on disk (snapshots off).
-run_shardline memory
-run_shardline disk --set checkpoint.memory_every_steps=0
+for mode in $SHARDLINE_MODES; do
+  case $mode in
+    memory) run_shardline memory ;;
+    disk) run_shardline disk --set checkpoint.memory_every_steps=0 ;;
+    *) echo "SHARDLINE_MODES: unknown mode '$mode' (memory, disk)" >&2; exit 2 ;;
+  esac
+done
 
 run_torchrun() {  # NAME EXTRA_ARGS...
   local name=$1; shift
@@ -81,8 +97,10 @@ run_torchrun() {  # NAME EXTRA_ARGS...
   pkill -TERM -f "torchrun --nproc_per_node=2" || true
   wait $agent || true
 }
-run_torchrun default
-run_torchrun monitor05 --monitor_interval=0.5
+if [ "$TORCHRUN" != 0 ]; then
+  run_torchrun default
+  run_torchrun monitor05 --monitor_interval=0.5
+fi
 
 /usr/bin/python3 - "$OUT/times.txt" <<'PY'
 import collections, statistics, sys

@@ -30,7 +30,6 @@ CAP=${CAP:-}
 P=${PREFIX:-slsh}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-[ "$(id -u)" = 0 ] || { echo "$0: needs root (network namespaces)" >&2; exit 1; }
 command -v iperf3 > /dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3; }
 /usr/bin/python3 -c "import torch" 2> /dev/null || {
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch python3-numpy; }
@@ -40,73 +39,23 @@ rm -rf "$OUT" && mkdir -p "$OUT"
 
 max_world=0
 for n in $WORLDS; do ((n > max_world)) && max_world=$n; done
-HOSTS=$((max_world + 1))
-ns() { echo "${P}h$1"; }
-addr() { echo "10.214.0.$(($1 + 1))"; }
-
-cleanup() {
-  local n pid
-  for n in $(ip netns list | awk '{print $1}' | grep "^${P}" || true); do
-    for pid in $(ip netns pids "$n" 2> /dev/null); do kill -9 "$pid" 2> /dev/null || true; done
-    ip netns del "$n" 2> /dev/null || true
-  done
-}
-trap cleanup EXIT
-cleanup
-
-ip netns add "${P}sw"
-ip -n "${P}sw" link add br0 type bridge
-ip -n "${P}sw" link set br0 up
-for ((h = 0; h < HOSTS; h++)); do
-  ip netns add "$(ns $h)"
-  ip -n "${P}sw" link add "p$h" type veth peer name eth0 netns "$(ns $h)"
-  ip -n "${P}sw" link set "p$h" master br0 up
-  ip -n "$(ns $h)" addr add "$(addr $h)/24" dev eth0
-  ip -n "$(ns $h)" link set eth0 up
-  ip -n "$(ns $h)" link set lo up
-done
-
-shape() {  # RATE ("none": no limit). A burst of 1 ms at the rate.
-  local h burst
-  for ((h = 0; h < HOSTS; h++)); do
-    tc -n "$(ns $h)" qdisc del dev eth0 root 2> /dev/null || true
-    [ "$1" = none ] && continue
-    burst=$(/usr/bin/python3 -c "
-import re,sys; m=re.fullmatch(r'(\d+)(gbit|mbit)', sys.argv[1]); bits=int(m[1])*(10**9 if m[2]=='gbit' else 10**6)
-print(max(65536, bits // 8 // 1000))" "$1")
-    tc -n "$(ns $h)" qdisc add dev eth0 root tbf rate "$1" burst "$burst" latency 20ms
-  done
-}
-
-calibrate() {  # RATE -> iperf3 host 2 -> host 1, Gbit/s
-  ip netns exec "$(ns 1)" iperf3 -s -1 -p 5201 > /dev/null 2>&1 &
-  local server=$!
-  sleep 0.5
-  ip netns exec "$(ns 2)" timeout 30 iperf3 -c "$(addr 1)" -p 5201 -t 3 -J > "$OUT/iperf_$1.json" || true
-  wait "$server" 2> /dev/null || true
-}
+SIM_PREFIX=$P
+source bench/lib/sim_hosts.sh
+sim_hosts_up $((max_world + 1))
+ns() { sim_ns "$1"; }
+addr() { sim_addr "$1"; }
 
 W2="--set model.mlp.hidden_sizes=2048,2048 --set data.global_batch_size=256 --set train.total_steps=$STEPS
     --set train.log_every=10 --set train.eval_every=0 --set checkpoint.every_steps=0"
 CFG=deploy/configs/fmnist_mlp.textproto
 
 run_shardline() {  # RATE N MODE
-  local dir="$OUT/shardline_$3_$1_n$2" r pids=() sets="--set collective.overlap=true"
-  case $3 in sequential*) sets="--set collective.overlap=false" ;; esac
-  case $3 in *-bf16) sets="$sets --set collective.bf16_gradients=true" ;; esac
-  [ -n "$CAP" ] && sets="$sets --set collective.bucket_cap_mb=$CAP"
-  mkdir -p "$dir"
-  local token
-  token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  SHARDLINE_TOKEN=$token timeout 600 ip netns exec "$(ns 0)" build/bin/shardline-coordinator --config $CFG \
-    --listen "$(addr 0):7000" --workdir "$dir" --set "runtime.num_workers=$2" $W2 $sets 2> "$dir/coordinator.log" &
-  pids+=($!)
-  for ((r = 0; r < $2; r++)); do
-    SHARDLINE_TOKEN=$token timeout 600 ip netns exec "$(ns $((r + 1)))" build/bin/shardline-worker \
-      --coordinator "$(addr 0):7000" --listen "$(addr $((r + 1))):7100" --rank $r 2> "$dir/worker-$r.log" &
-    pids+=($!)
-  done
-  for r in "${pids[@]}"; do wait "$r" || echo "shardline $1 N=$2: a process failed (see $dir)" >&2; done
+  local dir="$OUT/shardline_$3_$1_n$2" sets=(--set collective.overlap=true)
+  case $3 in sequential*) sets=(--set collective.overlap=false) ;; esac
+  case $3 in *-bf16) sets+=(--set collective.bf16_gradients=true) ;; esac
+  [ -n "$CAP" ] && sets+=(--set "collective.bucket_cap_mb=$CAP")
+  # shellcheck disable=SC2086
+  sim_run_shardline "$dir" "$2" $CFG $W2 "${sets[@]}" || echo "shardline $1 N=$2: a process failed (see $dir)" >&2
 }
 
 run_ddp() {  # RATE N
@@ -121,9 +70,9 @@ run_ddp() {  # RATE N
 }
 
 for rate in $RATES; do
-  shape "$rate"
+  sim_shape "$rate"
   echo "== $rate: iperf3" >&2
-  calibrate "$rate"
+  sim_iperf "$OUT/iperf_$rate.json"
   for n in $WORLDS; do
     for mode in $MODES; do
       echo "== $rate N=$n shardline $mode" >&2

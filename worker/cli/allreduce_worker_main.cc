@@ -33,7 +33,8 @@ namespace {
 
 constexpr char kHelp[] =
     "usage: shardline-allreduce-worker --rank R --world N --rendezvous DIR [flags]\n"
-    "  --listen HOST:PORT      transport address (default 127.0.0.1:0)\n"
+    "  --listen HOST:PORT      transport address (default 127.0.0.1:0); HOST is what the\n"
+    "                          other ranks are told (a wildcard host tells them 127.0.0.1)\n"
     "  --op allreduce|scalars  what to time (default allreduce)\n"
     "  --sizes B,B,...         buffer sizes in bytes (default 65536,1048576,16777216,67108864)\n"
     "  --iters K               timed iterations per size (default 20), after 3 warm-up ones\n"
@@ -73,6 +74,16 @@ absl::StatusOr<std::vector<std::string>> Rendezvous(const std::string& dir, int 
   return peers;
 }
 
+// The host the other ranks reach this one at: --listen's, unless it is a
+// wildcard (then loopback). Benches in network namespaces listen on the
+// namespace's own address.
+std::string AdvertisedHost(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  const std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") return "127.0.0.1";
+  return host;
+}
+
 float Value(int rank, int64_t i) { return static_cast<float>((rank * 7 + i * 3) % 11 - 5); }
 
 int Main(int argc, char** argv) {
@@ -109,14 +120,14 @@ int Main(int argc, char** argv) {
   const int64_t segment_bytes = IntFlagOrExit(args, "segment_bytes", 1 << 20);
   TransportServerOptions server_options;
   server_options.max_frame_bytes = static_cast<int>(std::min<int64_t>(segment_bytes + (64 << 10), kMaxMessageBytes));
-  absl::StatusOr<std::unique_ptr<TransportServer>> server =
-      TransportServer::Start(args.Has("listen") ? args.Get("listen") : "127.0.0.1:0", server_options);
+  const std::string listen = args.Has("listen") ? args.Get("listen") : "127.0.0.1:0";
+  absl::StatusOr<std::unique_ptr<TransportServer>> server = TransportServer::Start(listen, server_options);
   if (!server.ok()) {
     fprintf(stderr, "rank %d: %s\n", rank, std::string(server.status().message()).c_str());
     return 3;
   }
   absl::StatusOr<std::vector<std::string>> peers =
-      Rendezvous(args.Get("rendezvous"), rank, world, absl::StrCat("127.0.0.1:", (*server)->port()));
+      Rendezvous(args.Get("rendezvous"), rank, world, absl::StrCat(AdvertisedHost(listen), ":", (*server)->port()));
   if (!peers.ok()) {
     fprintf(stderr, "rank %d: %s\n", rank, std::string(peers.status().message()).c_str());
     return 3;
