@@ -1,0 +1,457 @@
+#!/usr/bin/python3
+"""The calibrated alpha-beta model of a shardline step (docs/scaling.md).
+
+Reads bench/scaling_bench.sh's measurements in OUT, fits the model's few
+constants to some of them, checks it against the others, and predicts
+W2 and the CNN at N = 8 .. 1,024 workers on 10 and 25 Gbit/s links.
+Prints markdown.
+
+    bench/scaling_model.py bench/out/scaling "none 10gbit 2500mbit" [--json FILE]
+
+With --json, also writes the constants, the checks and the predictions to
+FILE (tests/bench/scaling_model_test.py reads it).
+
+The model (all times in seconds; N workers, P parameters, B samples per
+step per worker, C cores on the host the measured processes share):
+
+    s(N)        = max(1, N / C): processes per core, 1 on a cluster
+    message     = a0 + s a1 + m max(s b, w)   one message of m bytes:
+                  a0 + a1 per message, of which a1 is CPU work (gRPC,
+                  protobuf) that N processes on C cores queue for and a0
+                  is waiting (wake-ups, the network stack's latency); b CPU
+                  per byte (copies, sums, the kernel's socket work); w per
+                  byte on the wire (8 / the link's iperf3 rate; 0 when the
+                  link is not shaped: there the CPU is the link)
+    ring all-reduce of S bytes  = 2 (N - 1) message(S / N)
+    reduce-scatter = all-gather = (N - 1) message(4 P / N)
+    scalar all-reduce           = log2(N) s a2   (recursive doubling: every
+                  round all N ranks at once; a2 per round)
+    compute     = s F B / (eta R)   F training FLOPs per example, R the
+                  sgemm rate the worker measured, eta the share of it a
+                  step reaches (fitted per model)
+    optimizer   = s u P / N + scalar all-reduce
+    step        = compute + reduce-scatter + optimizer + all-gather
+                  (collective.overlap=false: one after the other)
+    recovery    = boot + formation(N) + restore + step, restore =
+                  message(state bytes of one shard) + all-gather
+
+Fitted: a0, a1 and b on each unshaped link (loopback; veth between
+namespaces) from its ring points at N=2 and 4, a2 from its scalar
+all-reduce at N=2; eta per model and u from the N=2
+loopback runs; boot and setup from W1's and W2's recovery; formation(N) a line through the
+simulated-worker formation times. Everything else is a check.
+"""
+import glob, json, math, os, re, statistics, sys
+
+ARGS = [a for a in sys.argv[1:]]
+JSON_OUT = None
+if "--json" in ARGS:
+    i = ARGS.index("--json")
+    JSON_OUT = ARGS[i + 1]
+    del ARGS[i:i + 2]
+OUT = ARGS[0]
+RATES = ARGS[1].split() if len(ARGS) > 1 else ["none", "10gbit", "2500mbit"]
+LINKS = ["lo"] + RATES
+CORES = int(open(f"{OUT}/cores").read()) if os.path.exists(f"{OUT}/cores") else os.cpu_count()
+LINK_NAME = {"lo": "loopback", "none": "veth, unshaped"}
+
+
+def link_name(link):
+    return LINK_NAME.get(link, f"veth, tbf {link}")
+
+
+def jsonl(path):
+    try:
+        return [json.loads(l) for l in open(path) if l.strip().startswith("{")]
+    except OSError:
+        return []
+
+
+# ---------------------------------------------------------------- measurements
+
+def iperf_bps(link):
+    try:
+        j = json.load(open(f"{OUT}/{link}/iperf.json"))
+        return j["end"]["sum_received"]["bits_per_second"]
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def ring_points(link):
+    return [(p["world"], p["bytes"], p["median_s"]) for p in jsonl(f"{OUT}/{link}/ring.jsonl") if p["op"] == "allreduce"]
+
+
+def scalar_points(link):
+    return [(p["world"], p["median_s"]) for p in jsonl(f"{OUT}/{link}/scalars.jsonl") if p["op"] == "scalars"]
+
+
+class Run:
+    """One training run: what its rank 0 logged and its steady samples/s."""
+
+    def __init__(self, d):
+        log = f"{d}/logs/worker-0.log" if os.path.exists(f"{d}/logs/worker-0.log") else f"{d}/worker-0.log"
+        text = open(log).read()
+        m = re.search(r"(\d+) GFLOP/s sgemm", text)
+        self.sgemm = float(m[1]) * 1e9
+        m = re.search(r"global batch (\d+)\) of .* with (\d+) parameters, (\d+) training FLOPs per example, "
+                      r"world size (\d+)", text)
+        self.batch, self.params, self.flops, self.n = (int(x) for x in m.groups())
+        m = re.search(r"owns (\d+) parameters \((\d+) bytes\) and (\d+) bytes of optimizer state", text)
+        self.state_per_param = int(m[3]) / int(m[2])
+        m = re.search(r"per step: compute ([\d.]+) ms, reduce-scatter ([\d.]+) ms, optimizer ([\d.]+) ms, "
+                      r"all-gather ([\d.]+) ms", text)
+        self.compute, self.rs, self.opt, self.ag = (float(x) / 1e3 for x in m.groups())
+        train = [l for l in jsonl(f"{d}/metrics.jsonl") if l.get("split") == "train"]
+        self.samples_per_s = statistics.median(l["samples_per_second"] for l in train[1:])
+
+
+def run(link, model, n):
+    try:
+        return Run(f"{OUT}/{link}/{model}_n{n}")
+    except (OSError, AttributeError, TypeError, statistics.StatisticsError):
+        return None
+
+
+def recovery(name):
+    try:
+        return statistics.median(float(l.split()[1]) for l in open(f"{OUT}/{name}/times.txt"))
+    except (OSError, statistics.StatisticsError):
+        return None
+
+
+def formation_points():
+    pts = []
+    for f in glob.glob(f"{OUT}/control_plane/n*/load.jsonl"):
+        for p in jsonl(f):
+            if p.get("phase") == "formation":
+                pts.append((p["workers"], p["seconds"]))
+    return sorted(pts)
+
+
+# ---------------------------------------------------------------- fitting
+
+def fit(rows):
+    """Least squares in relative error: rows of (x, y) for y ~ x . p; returns p."""
+    k = len(rows[0][0])
+    a = [[0.0] * (k + 1) for _ in range(k)]  # normal equations, augmented
+    for x, y in rows:
+        w = 1.0 / (y * y)
+        for i in range(k):
+            for j in range(k):
+                a[i][j] += w * x[i] * x[j]
+            a[i][k] += w * x[i] * y
+    for c in range(k):  # Gauss-Jordan with partial pivoting
+        p = max(range(c, k), key=lambda r: abs(a[r][c]))
+        a[c], a[p] = a[p], a[c]
+        for r in range(k):
+            if r != c and a[c][c]:
+                f = a[r][c] / a[c][c]
+                a[r] = [v - f * u for v, u in zip(a[r], a[c])]
+    return [a[i][k] / a[i][i] for i in range(k)]
+
+
+def line(points):
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    return my - slope * mx, slope
+
+
+class Link:
+    """A link's costs, and how the N processes on it share cores: `cores`
+    of them on one host (the measurements), or None: a host each."""
+
+    def __init__(self, a0, a1, b, w, a2, cores=None):
+        self.a0, self.a1, self.b, self.w, self.a2, self.cores = a0, a1, b, w, a2, cores
+
+    def share(self, n):
+        return max(1.0, n / self.cores) if self.cores else 1.0
+
+    def message(self, n, m):
+        s = self.share(n)
+        return self.a0 + s * self.a1 + m * max(s * self.b, self.w)
+
+    def ring_allreduce(self, n, size):
+        return 2 * (n - 1) * self.message(n, size / n)
+
+    def reduce_scatter(self, n, params):
+        return (n - 1) * self.message(n, 4.0 * params / n)
+
+    def scalars(self, n):
+        return math.log2(n) * self.share(n) * self.a2 if n > 1 else 0.0
+
+
+fitted = []  # (what, measured, predicted) of the points the constants came from
+
+
+FIT_WORLDS = (2, 4)
+
+
+def fit_link(link):
+    def s(n):
+        return max(1.0, n / CORES)
+    rows = [((2.0 * (n - 1), 2.0 * (n - 1) * s(n), 2.0 * (n - 1) * size / n * s(n)), t)
+            for n, size, t in ring_points(link) if n in FIT_WORLDS]
+    scalar = [t for n, t in scalar_points(link) if n == 2]
+    if len(rows) < 3 or not scalar:
+        return None
+    L = Link(*fit(rows), 0.0, scalar[0], CORES)
+    for n, size, t in ring_points(link):
+        if n in FIT_WORLDS:
+            fitted.append((f"ring all-reduce {size:,} B, {link_name(link)}, N={n}", t, L.ring_allreduce(n, size)))
+    return L
+
+
+links = {}
+base = {"lo": fit_link("lo"), "none": fit_link("none")}
+links["lo"] = base["lo"]
+veth = base["none"]
+for rate in RATES:
+    if rate == "none":
+        links[rate] = veth
+    elif veth is not None and iperf_bps(rate):
+        links[rate] = Link(veth.a0, veth.a1, veth.b, 8.0 / iperf_bps(rate), veth.a2, CORES)
+
+
+class Model:
+    """A model's step from a calibration run at N=2 on loopback."""
+
+    def __init__(self, name, calib, u=None):
+        self.name, self.params, self.flops = name, calib.params, calib.flops
+        self.state_per_param = calib.state_per_param
+        self.sgemm = calib.sgemm
+        lo = links["lo"]
+        s = lo.share(calib.n)
+        self.eta = s * self.flops * (calib.batch / calib.n) / self.sgemm / calib.compute
+        fitted.append((f"{name} compute phase, loopback, N={calib.n}", calib.compute,
+                       self.compute(lo, calib.n, calib.batch / calib.n)))
+        if u is None:
+            u = (calib.opt - lo.scalars(calib.n)) / (s * self.params / calib.n)
+            fitted.append((f"{name} optimizer phase, loopback, N={calib.n}", calib.opt, None))
+        self.u = u
+
+    def compute(self, link, n, per_worker, sgemm=None):
+        return link.share(n) * self.flops * per_worker / ((sgemm or self.sgemm) * self.eta)
+
+    def phases(self, link, n, per_worker, sgemm=None):
+        comm = link.reduce_scatter(n, self.params) if n > 1 else 0.0
+        opt = link.share(n) * self.u * self.params / n + link.scalars(n)
+        return self.compute(link, n, per_worker, sgemm), comm, opt, comm
+
+    def step(self, link, n, per_worker, sgemm=None):
+        return sum(self.phases(link, n, per_worker, sgemm))
+
+    def restore(self, link, n):
+        """The replacement's shard (parameters and optimizer state) from one peer, then the all-gather."""
+        shard = 4.0 * self.params / n * (1.0 + self.state_per_param)
+        return link.message(n, shard) + link.reduce_scatter(n, self.params)
+
+
+# ---------------------------------------------------------------- report
+
+def ms(x):
+    return f"{x * 1e3:,.1f}" if x < 10 else f"{x * 1e3:,.0f}"
+
+
+def us(x):
+    return f"{x * 1e6:,.0f}"
+
+
+checks = []  # (what, measured, predicted, unit)
+
+
+print(f"Host: {CORES} cores shared by every process of a measurement.\n")
+print("### Fitted constants\n")
+print("| link | iperf3 | ring a0: waiting per message | ring a1: CPU per message | b: CPU per byte | "
+      "w: wire per byte | doubling a2: per round |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for link in LINKS:
+    L = links.get(link)
+    if L is None:
+        print(f"| {link_name(link)} | - | not measured | | |")
+        continue
+    bps = iperf_bps(link)
+    src = "fitted" if link in ("lo", "none") else "veth's"
+    print(f"| {link_name(link)} | {bps / 1e9:.2f} Gbit/s |" if bps else f"| {link_name(link)} | - |",
+          f"{us(L.a0)} µs ({src}) | {us(L.a1)} µs ({src}) | {L.b * 1e9:.3f} ns ({src}) |",
+          f"{L.w * 1e9:.3f} ns (iperf3) |" if L.w else "0 (unshaped) |", f"{us(L.a2)} µs ({src}) |")
+
+models = {}
+w2 = run("lo", "w2", 2)
+if w2 and links.get("lo"):
+    models["W2"] = Model("W2", w2)
+cnn = run("lo", "cnn", 2)
+if cnn and "W2" in models:
+    models["CNN"] = Model("CNN", cnn, u=models["W2"].u)
+print()
+for name, m in models.items():
+    print(f"- {name}: {m.params:,} parameters, {m.flops / 1e6:.1f} MFLOP per training example; "
+          f"eta = {m.eta:.2f} of the worker's measured sgemm rate ({m.sgemm / 1e9:.0f} GFLOP/s)"
+          + (f"; u = {m.u * 1e9:.2f} ns per owned parameter (the optimizer)" if name == "W2" else
+             " (u: W2's)"))
+
+# Checks: collectives.
+for link in LINKS:
+    L = links.get(link)
+    if L is None:
+        continue
+    for n, size, t in ring_points(link):
+        if n not in FIT_WORLDS or link not in ("lo", "none"):
+            checks.append((f"ring all-reduce {size / 2**20:g} MiB, {link_name(link)}, N={n}"
+                           if size >= 2**20 else f"ring all-reduce {size // 1024} KiB, {link_name(link)}, N={n}",
+                           t, L.ring_allreduce(n, size), "ms"))
+    for n, t in scalar_points(link):
+        if n != 2 or link not in ("lo", "none"):
+            checks.append((f"scalar all-reduce, {link_name(link)}, N={n}", t, L.scalars(n), "µs"))
+
+# Checks: training steps.
+for name, key in (("W2", "w2"), ("CNN", "cnn")):
+    m = models.get(name)
+    if m is None:
+        continue
+    for link in LINKS:
+        L = links.get(link)
+        for n in (2, 3, 4, 8):
+            r = run(link, key, n)
+            if r is None or L is None or (link == "lo" and n == 2):
+                continue
+            pred = m.step(L, n, r.batch / n, r.sgemm)
+            checks.append((f"{name} samples/s, {link_name(link)}, N={n}", r.samples_per_s, r.batch / pred, "/s"))
+
+# Checks: recovery. recovery = boot + setup P + formation(N) + restore + step:
+# boot (process start, sgemm probe, data) and setup (per parameter: what a
+# worker builds before its restore) solved from W1 and W2 at N=2; W2 at N=4
+# and the CNN at N=2 are checks.
+form = formation_points()
+form_line = line(form) if len(form) >= 2 else (0.0, 0.0)
+
+
+def formation(n):
+    return form_line[0] + form_line[1] * n
+
+
+def recovery_case(name):
+    """(model with the run's shape, N, per-worker batch, median seconds) of recovery_<name>."""
+    t = recovery(f"recovery_{name}")
+    if t is None or "W2" not in models:
+        return None
+    text = open(f"{OUT}/recovery_{name}/memory/logs/worker-0.log").read()
+    batch, params, flops, n = (int(x) for x in re.search(
+        r"global batch (\d+)\) of .* with (\d+) parameters, (\d+) training FLOPs per example, world size (\d+)",
+        text).groups())
+    like = models["CNN"] if name.startswith("cnn") and "CNN" in models else models["W2"]
+    m = Model.__new__(Model)
+    m.name, m.params, m.flops, m.state_per_param = name, params, flops, like.state_per_param
+    m.sgemm, m.eta, m.u = like.sgemm, like.eta, like.u
+    return m, n, batch / n, t
+
+
+def after_boot(case):
+    m, n, b, _ = case
+    lo = links["lo"]
+    return formation(n) + m.restore(lo, n) + m.step(lo, n, b)
+
+
+boot = setup = None
+cases = {k: recovery_case(k) for k in ("w1_n2", "w2_n2", "w2_n4", "cnn_n2")}
+if cases["w1_n2"] and cases["w2_n2"]:
+    (m1, _, _, t1), (m2, _, _, t2) = cases["w1_n2"], cases["w2_n2"]
+    r1, r2 = t1 - after_boot(cases["w1_n2"]), t2 - after_boot(cases["w2_n2"])
+    setup = (r2 - r1) / (m2.params - m1.params)
+    boot = r1 - setup * m1.params
+    fitted.append(("W1 recovery from peer memory, loopback, N=2", t1, None))
+    fitted.append(("W2 recovery from peer memory, loopback, N=2", t2, None))
+    for key, what in (("w2_n4", "W2 recovery from peer memory, loopback, N=4"),
+                      ("cnn_n2", "CNN recovery from peer memory, loopback, N=2")):
+        if cases[key]:
+            m, n, b, t = cases[key]
+            checks.append((what, t, boot + setup * m.params + after_boot(cases[key]), "s"))
+
+
+def recovery_at(m, link, n, per_worker):
+    return boot + setup * m.params + formation(n) + m.restore(link, n) + m.step(link, n, per_worker)
+
+
+def fmt(v, unit):
+    if unit == "ms":
+        return f"{v * 1e3:,.2f} ms"
+    if unit == "µs":
+        return f"{v * 1e6:,.0f} µs"
+    if unit == "s":
+        return f"{v:.2f} s"
+    return f"{v:,.0f}"
+
+
+print("\n### Checked against the points the model was not fitted on\n")
+print("| measurement | measured | predicted | error |")
+print("| --- | --- | --- | --- |")
+errors = []
+for what, meas, pred, unit in checks:
+    err = (pred - meas) / meas
+    errors.append(abs(err))
+    print(f"| {what} | {fmt(meas, unit)} | {fmt(pred, unit)} | {err * 100:+.0f}% |")
+if errors:
+    within = sum(e <= 0.20 for e in errors)
+    print(f"\n{within} of {len(errors)} checks within 20%; median error {statistics.median(errors) * 100:.0f}%, "
+          f"largest {max(errors) * 100:.0f}%.")
+
+print("\n### The fit on its own points\n")
+print("| measurement | measured | model |")
+print("| --- | --- | --- |")
+for what, meas, pred in fitted:
+    if pred is None and "recovery" in what:
+        print(f"| {what} | {meas:.2f} s | (with the other, defines boot and setup) |")
+    elif pred is None:
+        print(f"| {what} | {meas * 1e3:,.2f} ms | (defines a constant) |")
+    else:
+        print(f"| {what} | {meas * 1e3:,.2f} ms | {pred * 1e3:,.2f} ms ({(pred - meas) / meas * 100:+.0f}%) |")
+if form:
+    print(f"\nWorld formation (simulated workers): {', '.join(f'{n:,}: {t:.2f} s' for n, t in form)}; "
+          f"line {form_line[0]:.3f} s + {form_line[1] * 1e6:.0f} µs per worker.")
+if boot is not None:
+    print(f"\nRecovery: boot {boot:.3f} s, setup {setup * 1e9:.1f} ns per parameter.")
+
+# Predictions: one worker per host with its own core (s = 1), this CPU's
+# per-message and per-byte costs (veth's), the link's wire rate at the
+# efficiency iperf3 measured on the tbf link nearest it.
+if veth is not None and models:
+    eff_rate = next((r for r in RATES if r.endswith("gbit") and iperf_bps(r)), None)
+    eff = iperf_bps(eff_rate) / (int(eff_rate[:-4]) * 1e9) if eff_rate else 0.95
+    print(f"\n### Predicted: one worker per host, N = 8 .. 1,024\n")
+    print(f"Weak scaling (each worker keeps its N=2 batch), one core per worker at {models['W2'].sgemm / 1e9:.0f} "
+          f"GFLOP/s sgemm, a0 + a1 = {us(veth.a0 + veth.a1)} µs and b = {veth.b * 1e9:.3f} ns per byte (veth's, fitted), links at "
+          f"{eff * 100:.0f}% of line rate (iperf3 on the {eff_rate} tbf link). Efficiency: samples/s over N times "
+          "one worker's without communication. Recovery: a worker restarted in place, from peer memory; "
+          "a lost host adds the heartbeat deadline.\n")
+    per_worker = {"W2": 128, "CNN": 64}
+    predictions = []
+    for gbit in (10, 25):
+        L = Link(veth.a0, veth.a1, veth.b, 8.0 / (gbit * 1e9 * eff), veth.a2)  # a host per worker
+        for name, m in models.items():
+            b = per_worker[name]
+            alone = m.compute(L, 1, b) + m.u * m.params
+            print(f"{name} at {gbit} Gbit/s:\n")
+            print("| N | step ms | compute / reduce-scatter / optimizer / all-gather ms | samples/s | efficiency | recovery s |")
+            print("| --- | --- | --- | --- | --- | --- |")
+            for n in (8, 16, 32, 64, 128, 256, 512, 1024):
+                c, rs, o, ag = m.phases(L, n, b)
+                step = c + rs + o + ag
+                rec = recovery_at(m, L, n, b) if boot is not None else float("nan")
+                predictions.append({"model": name, "gbit": gbit, "workers": n, "step_s": step,
+                                    "samples_per_second": n * b / step, "efficiency": alone / step,
+                                    "recovery_s": rec})
+                print(f"| {n:,} | {ms(step)} | {ms(c)} / {ms(rs)} / {ms(o)} / {ms(ag)} | {n * b / step:,.0f} | "
+                      f"{alone / step * 100:.0f}% | {rec:.2f} |")
+            print()
+
+if JSON_OUT:
+    with open(JSON_OUT, "w") as f:
+        json.dump({
+            "links": {k: {"a0": v.a0, "a1": v.a1, "b": v.b, "w": v.w, "a2": v.a2} for k, v in links.items() if v is not None},
+            "models": {k: {"eta": m.eta, "u": m.u} for k, m in models.items()},
+            "recovery": {"boot": boot, "setup": setup, "formation": list(form_line)},
+            "checks": [{"what": w, "measured": me, "predicted": p} for w, me, p, _ in checks],
+            "predictions": predictions if veth is not None and models else [],
+        }, f, indent=1)
