@@ -19,7 +19,7 @@
 #     fitted, and the predictions for N = 8 .. 1,024 at 10 and 25 Gbit/s,
 #     as markdown in OUT/model.md.
 #
-#   bench/scaling_bench.sh                  # about 15 minutes; root (namespaces)
+#   bench/scaling_bench.sh                  # about 5 minutes; root (namespaces)
 #   MEASURE=0 bench/scaling_bench.sh        # refit from OUT's measurements
 set -euo pipefail
 cd "$(dirname "$0")/.."

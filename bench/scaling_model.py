@@ -32,14 +32,14 @@ step per worker, C cores on the host the measured processes share):
     optimizer   = s u P / N + scalar all-reduce
     step        = compute + reduce-scatter + optimizer + all-gather
                   (collective.overlap=false: one after the other)
-    recovery    = boot + formation(N) + restore + step, restore =
-                  message(state bytes of one shard) + all-gather
+    recovery    = boot + setup P + formation(N) + restore + step,
+                  restore = message(state bytes of one shard) + all-gather
 
 Fitted: a0, a1 and b on each unshaped link (loopback; veth between
-namespaces) from its ring points at N=2 and 4, a2 from its scalar
-all-reduce at N=2; eta per model and u from the N=2
-loopback runs; boot and setup from W1's and W2's recovery; formation(N) a line through the
-simulated-worker formation times. Everything else is a check.
+namespaces) from its ring points at N=2 and 4; a2 from its scalar
+all-reduce at N=2; eta per model and u from the N=2 loopback runs; boot
+and setup from W1's and W2's recoveries at N=2; formation(N) a line
+through the simulated-worker formation times. Everything else is a check.
 """
 import glob, json, math, os, re, statistics, sys
 
