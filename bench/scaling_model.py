@@ -41,9 +41,11 @@ all-reduce at N=2; eta per model and u from the N=2 loopback runs; boot
 and setup from W1's and W2's recoveries at N=2; formation(N) a line
 through the simulated-worker formation times. Everything else is a check.
 """
-import glob, json, math, os, re, statistics, sys
+import glob, json, math, os, statistics, sys
 
-ARGS = [a for a in sys.argv[1:]]
+from lib.worker_log import owned, phases, sgemm_flops, steady_samples_per_second, training
+
+ARGS = list(sys.argv[1:])
 JSON_OUT = None
 if "--json" in ARGS:
     i = ARGS.index("--json")
@@ -91,24 +93,23 @@ class Run:
     def __init__(self, d):
         log = f"{d}/logs/worker-0.log" if os.path.exists(f"{d}/logs/worker-0.log") else f"{d}/worker-0.log"
         text = open(log).read()
-        m = re.search(r"(\d+) GFLOP/s sgemm", text)
-        self.sgemm = float(m[1]) * 1e9
-        m = re.search(r"global batch (\d+)\) of .* with (\d+) parameters, (\d+) training FLOPs per example, "
-                      r"world size (\d+)", text)
-        self.batch, self.params, self.flops, self.n = (int(x) for x in m.groups())
-        m = re.search(r"owns (\d+) parameters \((\d+) bytes\) and (\d+) bytes of optimizer state", text)
-        self.state_per_param = int(m[3]) / int(m[2])
-        m = re.search(r"per step: compute ([\d.]+) ms, reduce-scatter ([\d.]+) ms, optimizer ([\d.]+) ms, "
-                      r"all-gather ([\d.]+) ms", text)
-        self.compute, self.rs, self.opt, self.ag = (float(x) / 1e3 for x in m.groups())
-        train = [l for l in jsonl(f"{d}/metrics.jsonl") if l.get("split") == "train"]
-        self.samples_per_s = statistics.median(l["samples_per_second"] for l in train[1:])
+        self.sgemm = sgemm_flops(text)
+        shape = training(text)
+        self.batch, self.params, self.flops, self.n = shape["batch"], shape["params"], shape["flops"], shape["world"]
+        param_bytes, state_bytes = owned(text)
+        self.state_per_param = state_bytes / param_bytes
+        p = phases(text)
+        self.compute, self.rs, self.opt, self.ag = (p[k] / 1e3 for k in ("compute", "reduce_scatter", "optimizer",
+                                                                           "all_gather"))
+        self.samples_per_s = steady_samples_per_second(jsonl(f"{d}/metrics.jsonl"))
+        if None in (self.sgemm, self.samples_per_s):
+            raise ValueError(f"{d}: the run's log or metrics are incomplete")
 
 
 def run(link, model, n):
     try:
         return Run(f"{OUT}/{link}/{model}_n{n}")
-    except (OSError, AttributeError, TypeError, statistics.StatisticsError):
+    except (OSError, TypeError, ValueError):
         return None
 
 
@@ -183,7 +184,9 @@ class Link:
         return math.log2(n) * self.share(n) * self.a2 if n > 1 else 0.0
 
 
-fitted = []  # (what, measured, predicted) of the points the constants came from
+# The points the constants came from: (what, measured, model, unit, note);
+# `model` None when the point defines a constant by itself (`note` says how).
+fitted = []
 
 
 FIT_WORLDS = (2, 4)
@@ -200,14 +203,13 @@ def fit_link(link):
     L = Link(*fit(rows), 0.0, scalar[0], CORES)
     for n, size, t in ring_points(link):
         if n in FIT_WORLDS:
-            fitted.append((f"ring all-reduce {size:,} B, {link_name(link)}, N={n}", t, L.ring_allreduce(n, size)))
+            fitted.append((f"ring all-reduce {size:,} B, {link_name(link)}, N={n}", t, L.ring_allreduce(n, size),
+                           "ms", ""))
     return L
 
 
-links = {}
-base = {"lo": fit_link("lo"), "none": fit_link("none")}
-links["lo"] = base["lo"]
-veth = base["none"]
+links = {"lo": fit_link("lo")}
+veth = fit_link("none")
 for rate in RATES:
     if rate == "none":
         links[rate] = veth
@@ -216,21 +218,29 @@ for rate in RATES:
 
 
 class Model:
-    """A model's step from a calibration run at N=2 on loopback."""
+    """A model's step: its shape (parameters, FLOPs per example, optimizer
+    state per parameter) and its constants (sgemm rate, eta, u)."""
 
-    def __init__(self, name, calib, u=None):
-        self.name, self.params, self.flops = name, calib.params, calib.flops
-        self.state_per_param = calib.state_per_param
-        self.sgemm = calib.sgemm
+    def __init__(self, name, params, flops, state_per_param, sgemm, eta, u):
+        self.name, self.params, self.flops, self.state_per_param = name, params, flops, state_per_param
+        self.sgemm, self.eta, self.u = sgemm, eta, u
+
+    @classmethod
+    def calibrated(cls, name, calib, u=None):
+        """eta (and u, unless given) from a calibration run on loopback."""
         lo = links["lo"]
         s = lo.share(calib.n)
-        self.eta = s * self.flops * (calib.batch / calib.n) / self.sgemm / calib.compute
+        eta = s * calib.flops * (calib.batch / calib.n) / calib.sgemm / calib.compute
+        fits_u = u is None
+        if fits_u:
+            u = (calib.opt - lo.scalars(calib.n)) / (s * calib.params / calib.n)
+        m = cls(name, calib.params, calib.flops, calib.state_per_param, calib.sgemm, eta, u)
         fitted.append((f"{name} compute phase, loopback, N={calib.n}", calib.compute,
-                       self.compute(lo, calib.n, calib.batch / calib.n)))
-        if u is None:
-            u = (calib.opt - lo.scalars(calib.n)) / (s * self.params / calib.n)
-            fitted.append((f"{name} optimizer phase, loopback, N={calib.n}", calib.opt, None))
-        self.u = u
+                       m.compute(lo, calib.n, calib.batch / calib.n), "ms", ""))
+        if fits_u:
+            fitted.append((f"{name} optimizer phase, loopback, N={calib.n}", calib.opt, None, "ms",
+                           "(defines a constant)"))
+        return m
 
     def compute(self, link, n, per_worker, sgemm=None):
         return link.share(n) * self.flops * per_worker / ((sgemm or self.sgemm) * self.eta)
@@ -281,10 +291,10 @@ for link in LINKS:
 models = {}
 w2 = run("lo", "w2", 2)
 if w2 and links.get("lo"):
-    models["W2"] = Model("W2", w2)
+    models["W2"] = Model.calibrated("W2", w2)
 cnn = run("lo", "cnn", 2)
 if cnn and "W2" in models:
-    models["CNN"] = Model("CNN", cnn, u=models["W2"].u)
+    models["CNN"] = Model.calibrated("CNN", cnn, u=models["W2"].u)
 print()
 for name, m in models.items():
     print(f"- {name}: {m.params:,} parameters, {m.flops / 1e6:.1f} MFLOP per training example; "
@@ -337,41 +347,39 @@ def recovery_case(name):
     t = recovery(f"recovery_{name}")
     if t is None or "W2" not in models:
         return None
-    text = open(f"{OUT}/recovery_{name}/memory/logs/worker-0.log").read()
-    batch, params, flops, n = (int(x) for x in re.search(
-        r"global batch (\d+)\) of .* with (\d+) parameters, (\d+) training FLOPs per example, world size (\d+)",
-        text).groups())
+    shape = training(open(f"{OUT}/recovery_{name}/memory/logs/worker-0.log").read())
     like = models["CNN"] if name.startswith("cnn") and "CNN" in models else models["W2"]
-    m = Model.__new__(Model)
-    m.name, m.params, m.flops, m.state_per_param = name, params, flops, like.state_per_param
-    m.sgemm, m.eta, m.u = like.sgemm, like.eta, like.u
-    return m, n, batch / n, t
+    m = Model(name, shape["params"], shape["flops"], like.state_per_param, like.sgemm, like.eta, like.u)
+    return m, shape["world"], shape["batch"] / shape["world"], t
 
 
-def after_boot(case):
-    m, n, b, _ = case
-    lo = links["lo"]
-    return formation(n) + m.restore(lo, n) + m.step(lo, n, b)
+def after_boot(m, link, n, per_worker):
+    """Recovery without boot and setup: formation, restore, the first step."""
+    return formation(n) + m.restore(link, n) + m.step(link, n, per_worker)
 
 
 boot = setup = None
 cases = {k: recovery_case(k) for k in ("w1_n2", "w2_n2", "w2_n4", "cnn_n2")}
 if cases["w1_n2"] and cases["w2_n2"]:
-    (m1, _, _, t1), (m2, _, _, t2) = cases["w1_n2"], cases["w2_n2"]
-    r1, r2 = t1 - after_boot(cases["w1_n2"]), t2 - after_boot(cases["w2_n2"])
+    (m1, n1, b1, t1), (m2, n2, b2, t2) = cases["w1_n2"], cases["w2_n2"]
+    r1, r2 = t1 - after_boot(m1, links["lo"], n1, b1), t2 - after_boot(m2, links["lo"], n2, b2)
     setup = (r2 - r1) / (m2.params - m1.params)
     boot = r1 - setup * m1.params
-    fitted.append(("W1 recovery from peer memory, loopback, N=2", t1, None))
-    fitted.append(("W2 recovery from peer memory, loopback, N=2", t2, None))
+    for what, t in (("W1 recovery from peer memory, loopback, N=2", t1),
+                    ("W2 recovery from peer memory, loopback, N=2", t2)):
+        fitted.append((what, t, None, "s", "(with the other, defines boot and setup)"))
+
+
+def recovery_at(m, link, n, per_worker):
+    return boot + setup * m.params + after_boot(m, link, n, per_worker)
+
+
+if boot is not None:
     for key, what in (("w2_n4", "W2 recovery from peer memory, loopback, N=4"),
                       ("cnn_n2", "CNN recovery from peer memory, loopback, N=2")):
         if cases[key]:
             m, n, b, t = cases[key]
-            checks.append((what, t, boot + setup * m.params + after_boot(cases[key]), "s"))
-
-
-def recovery_at(m, link, n, per_worker):
-    return boot + setup * m.params + formation(n) + m.restore(link, n) + m.step(link, n, per_worker)
+            checks.append((what, t, recovery_at(m, links["lo"], n, b), "s"))
 
 
 def fmt(v, unit):
@@ -400,13 +408,9 @@ if errors:
 print("\n### The fit on its own points\n")
 print("| measurement | measured | model |")
 print("| --- | --- | --- |")
-for what, meas, pred in fitted:
-    if pred is None and "recovery" in what:
-        print(f"| {what} | {meas:.2f} s | (with the other, defines boot and setup) |")
-    elif pred is None:
-        print(f"| {what} | {meas * 1e3:,.2f} ms | (defines a constant) |")
-    else:
-        print(f"| {what} | {meas * 1e3:,.2f} ms | {pred * 1e3:,.2f} ms ({(pred - meas) / meas * 100:+.0f}%) |")
+for what, meas, model, unit, note in fitted:
+    got = note if model is None else f"{fmt(model, unit)} ({(model - meas) / meas * 100:+.0f}%)"
+    print(f"| {what} | {fmt(meas, unit)} | {got} |")
 if form:
     print(f"\nWorld formation (simulated workers): {', '.join(f'{n:,}: {t:.2f} s' for n, t in form)}; "
           f"line {form_line[0]:.3f} s + {form_line[1] * 1e6:.0f} µs per worker.")

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Summarises bench/train_vs_ddp.sh's outputs as markdown."""
-import json, re, statistics, sys
+import json, sys
+
+from lib.worker_log import owned, phases, steady_samples_per_second
 
 out = sys.argv[1]
 TARGET = 0.8833
@@ -18,20 +20,17 @@ def first_reach(evals):
 
 
 def steady(path):
-    train = [l for l in jsonl(path) if l.get("split") == "train"]
-    return statistics.median(l["samples_per_second"] for l in train[1:])
+    return steady_samples_per_second(jsonl(path))
 
 
-def phases(log):
+def log_phases(log):
     """Mean ms per step of each phase, from a worker's final log line."""
-    m = re.search(r"per step: compute ([\d.]+) ms, reduce-scatter ([\d.]+) ms, optimizer ([\d.]+) ms, "
-                  r"all-gather ([\d.]+) ms", open(log).read())
-    return dict(zip(("compute", "reduce_scatter", "optimizer", "all_gather"), map(float, m.groups()))) if m else None
+    return phases(open(log).read())
 
 
 def owned_state(log):
-    m = re.search(r"owns \d+ parameters \((\d+) bytes\) and (\d+) bytes of optimizer state", open(log).read())
-    return int(m.group(2)) if m else None
+    o = owned(open(log).read())
+    return o[1] if o else None
 
 
 s1 = jsonl(f"{out}/w1_n2/metrics.jsonl")
@@ -65,8 +64,8 @@ for n in (1, 2, 4):
 print()
 print("| W2 N=2, rank 0, ms per step | compute | reduce-scatter | optimizer | all-gather |")
 print("| --- | --- | --- | --- | --- |")
-p = phases(f"{out}/w2_n2/logs/worker-0.log")
-p1 = phases(f"{out}/w2_n1/logs/worker-0.log")
+p = log_phases(f"{out}/w2_n2/logs/worker-0.log")
+p1 = log_phases(f"{out}/w2_n1/logs/worker-0.log")
 if p and p1:
     print(f"| N=1 | {p1['compute']:.1f} | - | {p1['optimizer']:.1f} | - |")
     print(f"| N=2 | {p['compute']:.1f} | {p['reduce_scatter']:.1f} | {p['optimizer']:.1f} | {p['all_gather']:.1f} |")

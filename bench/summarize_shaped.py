@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Summarises bench/shaped_links_bench.sh's outputs as markdown."""
-import json, re, statistics, sys
+import json, sys
+
+from lib.worker_log import PHASES, phases, steady_samples_per_second
 
 out, rates, worlds = sys.argv[1], sys.argv[2].split(), [int(n) for n in sys.argv[3].split()]
 modes = sys.argv[4].split() if len(sys.argv) > 4 else ["overlap", "sequential"]
@@ -15,21 +17,17 @@ def jsonl(path):
 
 def shardline(rate, n, mode):
     d = f"{out}/shardline_{mode}_{rate}_n{n}"
-    train = [l for l in jsonl(f"{d}/metrics.jsonl") if l.get("split") == "train"]
-    rate_s = statistics.median(l["samples_per_second"] for l in train[1:]) if len(train) > 1 else None
-    m = None
+    rate_s = steady_samples_per_second(jsonl(f"{d}/metrics.jsonl"))
     try:
-        m = re.search(r"per step: compute ([\d.]+) ms, reduce-scatter ([\d.]+) ms, optimizer ([\d.]+) ms, "
-                      r"all-gather ([\d.]+) ms(, collectives ([\d.]+) ms in the background \(([\d.]+) ms hidden\))?",
-                      open(f"{d}/worker-0.log").read())
+        p = phases(open(f"{d}/worker-0.log").read())
     except OSError:
-        pass
-    if not m:
+        p = None
+    if not p:
         return rate_s, "-"
-    phases = " / ".join(m.groups()[:4])
-    if m.group(6):
-        phases += f"; collectives {m.group(6)}, {m.group(7)} hidden"
-    return rate_s, phases
+    text = " / ".join(f"{p[k]:.1f}" for k in PHASES)  # as the log wrote them (%.1f)
+    if "background" in p:
+        text += f"; collectives {p['background']:.1f}, {p['hidden']:.1f} hidden"
+    return rate_s, text
 
 
 def ddp(rate, n):
