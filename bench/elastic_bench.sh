@@ -26,6 +26,9 @@ launch() {  # NAME WORKERS --set ...
     --workdir "$OUT/$name" --max_restarts 0 "$@" 2> "$OUT/$name.log"
 }
 accuracy() { grep '"split":"eval"' "$OUT/$1/metrics.jsonl" | tail -1 | grep -o '"accuracy":[0-9.]*' | cut -d: -f2; }
+source bench/lib/wait.sh
+pid=
+trap '[ -n "$pid" ] && kill -TERM $pid 2>/dev/null; true' EXIT
 last_step() { grep '"split":"train"' "$OUT/$1/metrics.jsonl" 2>/dev/null | tail -1 | grep -o '"step":[0-9]*' | cut -d: -f2; }
 
 for workers in 4 3; do
@@ -38,7 +41,8 @@ echo "== 4 workers, worker 1 killed at step ~$KILL_AT and never back" >&2
 t0=$(now)
 launch elastic 4 --set runtime.min_workers=3 --set runtime.replace_timeout_seconds=$REPLACE &
 pid=$!
-until [ "$(last_step elastic || echo 0)" -ge "$KILL_AT" ] 2>/dev/null; do sleep 0.02; done
+reached() { [ "$(last_step elastic || echo 0)" -ge "$KILL_AT" ] 2>/dev/null; }
+wait_for 600 "step $KILL_AT of the elastic run" reached
 tk=$(now)
 kill -9 "$(pgrep -f "shardline-worker --coordinator .* --rank 1" | head -1)"
 wait $pid

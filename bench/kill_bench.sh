@@ -9,6 +9,9 @@
 #   ROUNDS=10 KILLS=5 bench/kill_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib/wait.sh
+launch=
+trap '[ -n "$launch" ] && kill -TERM $launch 2>/dev/null; true' EXIT
 ROUNDS=${ROUNDS:-10}
 KILLS=${KILLS:-5}
 OUT=bench/out/kills
@@ -27,7 +30,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
   build/bin/shardline launch --config deploy/configs/fmnist_mlp.textproto --workers 2 --workdir "$dir" \
     --max_restarts $((KILLS + 2)) "${SETS[@]}" 2> "$dir.log" &
   launch=$!
-  until [ -s "$dir/coordinator.address" ]; do sleep 0.02; done
+  wait_for 60 "$dir/coordinator.address" test -s "$dir/coordinator.address"
   addr=$(cat "$dir/coordinator.address")
   done_kills=0
   while [ $done_kills -lt "$KILLS" ] && kill -0 $launch 2>/dev/null; do
@@ -41,7 +44,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
       kill -9 "$pid" 2>/dev/null && { done_kills=$((done_kills + 1)); echo "round $round: killed $who" >> "$OUT/kills.txt"; }
     fi
   done
-  wait $launch || { echo "round $round: launch FAILED"; continue; }
+  wait $launch || { echo "round $round: launch FAILED"; launch=; continue; }
+  launch=
   build/bin/shardline ckpt export "$dir" --step 3000 --out "$dir.safetensors" > /dev/null
   if cmp -s "$OUT/clean.safetensors" "$dir.safetensors"; then
     same=$((same + 1)); echo "round $round: $done_kills kills, parameters identical"

@@ -34,6 +34,11 @@ fi
 [ -x build/bin/shardline-worker ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
 rm -rf "$OUT" && mkdir -p "$OUT"
 now() { date +%s.%N; }
+# Every wait is bounded (bench/lib/wait.sh); a bench that gives up stops the
+# job it started.
+source bench/lib/wait.sh
+job=
+trap '[ -n "$job" ] && kill -TERM $job 2>/dev/null; true' EXIT
 # Log timestamps are local "HH:MM:SS.micro" of today.
 to_epoch() { date -d "$(date +%F) $1" +%s.%N; }
 
@@ -48,9 +53,9 @@ run_shardline() {  # NAME --set ...
   build/bin/shardline launch --config "$CONFIG" --workers "$WORKERS" --workdir "$OUT/$name" \
     --max_restarts $KILLS --set train.total_steps=100000000 --set checkpoint.every_steps=200 \
     --set train.log_every=1000000 --set train.eval_every=0 $SETS "$@" 2> "$OUT/$name.log" &
-  local launch=$!
+  job=$!
   local log="$OUT/$name/logs/worker-0.log"
-  until grep -q "first step of this generation" "$log" 2>/dev/null; do sleep 0.1; done
+  wait_for 300 "the first step of $name (see $log)" count_above "$log" "first step of this generation" 0
   local port
   port=$(grep -o "metrics on port [0-9]*" "$log" | head -1 | grep -o "[0-9]*$")
   for ((k = 1; k <= KILLS; k++)); do
@@ -60,13 +65,14 @@ run_shardline() {  # NAME --set ...
     pid=$(pgrep -f "shardline-worker --coordinator .* --rank 1" | head -1)
     before=$(curl -s "127.0.0.1:$port/metrics" | awk '$1 == "shardline_step" {print int($2)}')
     t0=$(now); kill -9 "$pid"
-    until [ "$(grep -c "first step of this generation" "$log")" -gt "$seen" ]; do sleep 0.01; done
+    wait_for 120 "the first step after kill $k of $name (see $log)" count_above "$log" "first step of this generation" "$seen"
     bytes=$(grep "restored step" "$log" | tail -1 | grep -o "([0-9]* checkpoint bytes read)" | grep -o "[0-9]*" || true)
     t1=$(to_epoch "$(grep "first step of this generation" "$log" | tail -1 | awk '{print $2}')")
     restored=$(( $(grep -o "first step of this generation done (step [0-9]*" "$log" | tail -1 | grep -o "[0-9]*$") - 1 ))
     echo "shardline_$name $(echo "$t1 - $t0" | bc) ${bytes:-0} $((before - restored))" | tee -a "$OUT/times.txt"
   done
-  kill -TERM $launch; wait $launch || true
+  kill -TERM $job; wait $job || true
+  job=
 }
 # From the peers' memory (the default: a snapshot every 100 steps), and from
 # the last committed checkpoint on disk (snapshots off).
@@ -83,19 +89,20 @@ run_torchrun() {  # NAME EXTRA_ARGS...
   echo "== torchrun $name: $KILLS kills" >&2
   (cd bench && PYTHONPATH=. /usr/bin/torchrun --nproc_per_node=2 --max_restarts=$KILLS --redirects=1 --tee=1 "$@" \
      torch_elastic.py > "../$OUT/torch_$name.log" 2>&1) &
-  local agent=$!
-  until grep -q "FIRSTSTEP" "$OUT/torch_$name.log" 2>/dev/null; do sleep 0.1; done
+  job=$!
+  wait_for 300 "torchrun's first step ($OUT/torch_$name.log)" count_above "$OUT/torch_$name.log" "FIRSTSTEP" 0
   for ((k = 1; k <= KILLS; k++)); do
     sleep 2
     local pid t0 t1
     pid=$(pgrep -f "^/usr/bin/python3[.0-9]* -u torch_elastic.py" | tail -1)
     t0=$(now); kill -9 "$pid"
-    until grep -q "FIRSTSTEP .* restart $k" "$OUT/torch_$name.log"; do sleep 0.01; done
+    wait_for 300 "torchrun's first step after restart $k" count_above "$OUT/torch_$name.log" "FIRSTSTEP .* restart $k" 0
     t1=$(grep -o "FIRSTSTEP [0-9.]* rank [0-9]* restart $k\$" "$OUT/torch_$name.log" | awk '{print $2}' | sort -n | tail -1)
     echo "torchrun_$name $(echo "$t1 - $t0" | bc) - -" | tee -a "$OUT/times.txt"
   done
   pkill -TERM -f "torchrun --nproc_per_node=2" || true
-  wait $agent || true
+  wait $job || true
+  job=
 }
 if [ "$TORCHRUN" != 0 ]; then
   run_torchrun default

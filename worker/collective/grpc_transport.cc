@@ -1,5 +1,6 @@
 #include "worker/collective/grpc_transport.h"
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <map>
@@ -38,8 +39,6 @@ constexpr uint64_t kMaxGenerationsAhead = 2;
 // Streams waiting for this process to reach their generation, each holding
 // its first frame (at most one segment) and no thread; more are refused.
 constexpr size_t kMaxParkedStreams = 64;
-// How long closing a stream may take to flush frames still queued.
-constexpr absl::Duration kDrainTimeout = absl::Seconds(5);
 
 // Data-plane settings shared by both ends of a Push stream, as
 // (name, value) pairs. The reasons:
@@ -67,11 +66,17 @@ std::vector<std::pair<std::string, int>> KeepaliveArgs(const TransportServerOpti
 
 // One long-lived Push stream to a peer, fed by its own thread. On a write
 // failure it calls on_broken(why) once, outside its lock.
+//
+// A data stream waits for the peer to accept it (wait_for_ready): the peer
+// may still be starting. A stream opened only to report a failure does not:
+// a peer that cannot be reached now is not told.
 class PeerStream {
  public:
+  enum class Purpose { kData, kReport };
+
   PeerStream(int peer, const std::string& address, const TransportServerOptions& options,
-             const std::string& member_tag, std::function<void(const std::string&)> on_broken)
-      : peer_(peer), address_(address), on_broken_(std::move(on_broken)) {
+             const std::string& member_tag, Purpose purpose, std::function<void(const std::string&)> on_broken)
+      : peer_(peer), address_(address), drain_timeout_(options.drain_timeout), on_broken_(std::move(on_broken)) {
     grpc::ChannelArguments args = DefaultChannelArguments();
     for (const auto& [name, value] : KeepaliveArgs(options)) args.SetInt(name, value);
     for (const auto& [name, value] : DataPlaneArgs()) args.SetInt(name, value);
@@ -82,7 +87,7 @@ class PeerStream {
         args);
     if (options.auth != nullptr) options.auth->Attach(&ctx_);
     if (!member_tag.empty()) ctx_.AddMetadata(kMemberTagMetadataKey, member_tag);
-    ctx_.set_wait_for_ready(true);  // the peer may still be starting
+    ctx_.set_wait_for_ready(purpose == Purpose::kData);
     // Send the call's headers with the first frame, on the sender thread:
     // otherwise creating the stream blocks (forever, with wait_for_ready)
     // until a peer that may be dead accepts the call.
@@ -109,20 +114,47 @@ class PeerStream {
   // Cancels the stream: queued frames are dropped, writes in flight fail.
   void Cancel() { ctx_.TryCancel(); }
 
-  // Flushes what is queued (bounded by kDrainTimeout), then ends the stream.
+  // The world is broken and what is queued will never be used: queued data
+  // is dropped and `report` goes out next, after the frame being written.
+  // A stream the peer has never taken a frame from (a dead peer, one that
+  // never accepted the connection) is cancelled instead: the report would
+  // only wait behind it.
+  void Abandon(OutFrame report) {
+    std::vector<OutFrame> dropped;
+    {
+      MutexLock lock(&mu_);
+      if (!broken_.ok()) return;
+      if (!wrote_ && !queue_.empty()) {
+        ctx_.TryCancel();
+        return;
+      }
+      // The front frame may be in the sender thread's hands.
+      while (queue_.size() > 1) {
+        dropped.push_back(std::move(queue_.back()));
+        queue_.pop_back();
+      }
+      queue_.push_back(std::move(report));
+    }
+    for (OutFrame& f : dropped) {
+      if (f.tracker != nullptr) f.tracker->Release();
+    }
+  }
+
+  // Flushes what is queued and ends the stream, within the drain timeout.
   void Close() {
-    BeginClose();
+    BeginClose(drain_timeout_);
     FinishClose();
   }
 
   // Close in two halves, so that many streams close in parallel: no more
   // frames are accepted, and the sender thread ends the stream once the
-  // queue is empty...
-  void BeginClose() {
+  // queue is empty; what is still queued or unanswered after `budget` is
+  // cancelled...
+  void BeginClose(absl::Duration budget) {
     MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
-    close_deadline_ = absl::Now() + kDrainTimeout;
+    close_deadline_ = absl::Now() + budget;
   }
   // ...and this waits for that (cancelling what is still queued at the
   // deadline) and for the stream's end.
@@ -156,6 +188,7 @@ class PeerStream {
         MutexLock lock(&mu_);
         if (frame->tracker != nullptr) frame->tracker->Release();  // serialised: copied
         queue_.pop_front();
+        wrote_ = wrote_ || ok;
         if (!ok) {
           why = absl::StrCat("the connection to it at ", address_, " broke");
           broken_ = absl::UnavailableError(absl::StrCat("peer rank ", peer_, " is gone: ", why));
@@ -171,9 +204,14 @@ class PeerStream {
     // The receiver ends the call once it has read the half-close; one that
     // does not (its stream parked for a generation it never reaches, or a
     // stuck process) is cancelled, so closing never waits forever.
+    absl::Time finish_by;
+    {
+      MutexLock lock(&mu_);
+      finish_by = closed_ ? close_deadline_ : absl::Now() + drain_timeout_;
+    }
     Notification finished;
     std::thread canceller([&] {
-      if (!finished.WaitForNotificationWithTimeout(kDrainTimeout)) ctx_.TryCancel();
+      if (!finished.WaitForNotificationWithTimeout(finish_by - absl::Now())) ctx_.TryCancel();
     });
     writer_->Finish();
     finished.Notify();
@@ -195,6 +233,7 @@ class PeerStream {
 
   const int peer_;
   const std::string address_;
+  const absl::Duration drain_timeout_;
   const std::function<void(const std::string&)> on_broken_;
   std::shared_ptr<grpc::Channel> channel_;
   grpc::ClientContext ctx_;
@@ -206,6 +245,7 @@ class PeerStream {
   std::deque<OutFrame> queue_ ABSL_GUARDED_BY(mu_);  // front is being written
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool wrote_ ABSL_GUARDED_BY(mu_) = false;  // the peer has taken a frame
   absl::Time close_deadline_ ABSL_GUARDED_BY(mu_);
   bool joined_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -286,14 +326,18 @@ class Generation {
 
   void Shutdown() {
     std::vector<std::unique_ptr<PeerStream>> streams;
+    bool failed;
     {
       MutexLock lock(&mu_);
       if (shutdown_) return;
       shutdown_ = true;
+      failed = failed_;
       streams.swap(streams_);
     }
+    // A failed generation's streams carry nothing but failure reports.
+    const absl::Duration budget = failed ? std::min(options_.report_grace, options_.drain_timeout) : options_.drain_timeout;
     for (auto& s : streams) {
-      if (s != nullptr) s->BeginClose();
+      if (s != nullptr) s->BeginClose(budget);
     }
     for (auto& s : streams) {
       if (s != nullptr) s->FinishClose();
@@ -307,6 +351,7 @@ class Generation {
   void Spread(const std::string& why, bool found_here) {
     MutexLock lock(&mu_);
     if (!box_.Poison(why)) return;
+    failed_ = true;
     if (found_here) SLOG(WARNING) << "collective failed: " << why << "; telling its peers";
     for (int peer = 0; peer < world_size(); ++peer) {
       // A peer whose stream broke cannot be told; a stream opened to it now
@@ -318,16 +363,20 @@ class Generation {
       frame.generation = generation_;
       frame.tag = kPoisonTag;
       frame.owned = why;
-      if (PeerStream* s = StreamLocked(peer)) s->Enqueue(std::move(frame)).IgnoreError();
+      if (PeerStream* s = StreamLocked(peer, PeerStream::Purpose::kReport)) s->Abandon(std::move(frame));
     }
   }
 
-  PeerStream* StreamLocked(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // The stream to `peer`, opened for `purpose` if there is none yet; null
+  // after Shutdown.
+  PeerStream* StreamLocked(int peer, PeerStream::Purpose purpose = PeerStream::Purpose::kData)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (shutdown_) return nullptr;
     auto& s = streams_[static_cast<size_t>(peer)];
     if (s == nullptr) {
       const std::string tag = keys_.secret.empty() ? "" : MemberTag(keys_.secret, generation_, peer);
-      s = std::make_unique<PeerStream>(peer, peers_[static_cast<size_t>(peer)], options_, tag, [this, peer](const std::string& why) {
+      s = std::make_unique<PeerStream>(peer, peers_[static_cast<size_t>(peer)], options_, tag, purpose,
+                                       [this, peer](const std::string& why) {
         box_.MarkGone(peer, why);
         Fail(absl::StrCat("peer rank ", peer, " is gone: ", why, " (reported by rank ", rank_, ")"));
       });
@@ -352,6 +401,7 @@ class Generation {
   Mutex mu_;
   std::vector<std::unique_ptr<PeerStream>> streams_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;  // Spread has run
 };
 
 class GrpcTransport : public Transport {
@@ -438,11 +488,11 @@ class TransportServer::Impl : public grpc::Service {
   enum class Admission { kNow, kParked, kRefused };
 
   // Where a stream whose first frame names `generation` goes: kNow with
-  // *gen set if it is the current one; kParked if it is at most
+  // *gen set if it is the current one; kParked if `may_park`, it is at most
   // kMaxGenerationsAhead ahead and fewer than kMaxParkedStreams wait (the
   // server later calls stream->Resume, exactly once, unless Unpark takes it
   // back first); kRefused otherwise (older, too far ahead, too many).
-  Admission Admit(uint64_t generation, ParkedStream* stream, std::shared_ptr<Generation>* gen) {
+  Admission Admit(uint64_t generation, bool may_park, ParkedStream* stream, std::shared_ptr<Generation>* gen) {
     std::vector<ParkedStream*> expired;
     Admission admission;
     {
@@ -460,7 +510,7 @@ class TransportServer::Impl : public grpc::Service {
       if (current_ != nullptr && generation == current) {
         *gen = current_;
         admission = Admission::kNow;
-      } else if (generation > current && (current_ == nullptr || generation - current <= kMaxGenerationsAhead) &&
+      } else if (may_park && generation > current && (current_ == nullptr || generation - current <= kMaxGenerationsAhead) &&
                  parked_.size() < kMaxParkedStreams) {
         // A process that has joined no generation yet (just started, still
         // loading) cannot tell how far ahead its first one is.
@@ -549,9 +599,12 @@ class PushReactor : public grpc::ServerReadReactor<InFrame>, public ParkedStream
     }
     if (gen_ == nullptr) {
       // The first frame names the stream's generation. One this process has
-      // not reached yet parks the stream, holding no thread, until it does.
+      // not reached yet parks the stream, holding no thread, until it does;
+      // except a stream that opens with a failure report: that generation is
+      // over, and parking it would hold its sender's close until this
+      // process (say, a restarted worker that will never join it) moves on.
       std::shared_ptr<Generation> gen;
-      switch (server_->Admit(frame_.generation, this, &gen)) {
+      switch (server_->Admit(frame_.generation, /*may_park=*/frame_.tag != kPoisonTag, this, &gen)) {
         case TransportServer::Impl::Admission::kRefused:
           Resume(nullptr);  // refused the way an expired wait is
           return;

@@ -46,6 +46,18 @@ struct TransportServerOptions {
   // default) plus its header. Larger messages are refused by gRPC and end
   // the sender's stream.
   int max_frame_bytes = (1 << 20) + (64 << 10);
+  // How long closing a generation may wait for a peer to take what is still
+  // queued to it and end the stream (a frozen peer, a full window); what is
+  // left is then cancelled.
+  absl::Duration drain_timeout = absl::Seconds(5);
+  // The same bound for a generation that failed, whose streams carry only
+  // its failure reports (queued data is dropped). A peer in the generation
+  // ends a stream as soon as it reads the report; a dead one, or a
+  // restarted process that never joined the generation, is not waited for,
+  // except a restarted process already holding the stream's data for a
+  // generation it will never reach: that waits this long. At most
+  // drain_timeout.
+  absl::Duration report_grace = absl::Milliseconds(500);
   // The job token, attached to every stream this process opens and checked
   // on every stream it accepts (refused: UNAUTHENTICATED). Null: none. Must
   // outlive the server.
