@@ -49,7 +49,7 @@ struct Case {
   bool data_queued;  // rank 1 has sent rank 2 data before finding it gone
 };
 
-class FailedGenerationTest : public ::testing::TestWithParam<Case> {};
+class GrpcFailedGenerationTest : public ::testing::TestWithParam<Case> {};
 
 // Rank 2 of three leaves before it has taken a frame; rank 1 finds it silent
 // and fails the world, rank 0 hears of it from rank 1. Both send their
@@ -57,7 +57,7 @@ class FailedGenerationTest : public ::testing::TestWithParam<Case> {};
 // that has joined no generation does. Neither holds a close; only data the
 // restarted process already holds for the old generation (it parks streams
 // of generations it may yet join) costs the report grace.
-TEST_P(FailedGenerationTest, ClosesWithoutWaitingForAPeerThatLeft) {
+TEST_P(GrpcFailedGenerationTest, ClosesWithoutWaitingForAPeerThatLeft) {
   const Case c = GetParam();
   const bool parked = c.departure == Departure::kRestartedInPlace && c.data_queued;
   const TransportServerOptions options = Options(parked ? absl::Seconds(1) : kDrain);
@@ -74,8 +74,8 @@ TEST_P(FailedGenerationTest, ClosesWithoutWaitingForAPeerThatLeft) {
     ASSERT_TRUE(again.ok()) << again.status();
     s2 = *std::move(again);
   }
+  const char byte = 1;  // a sent payload is referenced until the close
   if (c.data_queued) {
-    const char byte = 1;
     ASSERT_TRUE(t1->Send(2, 5, absl::MakeConstSpan(&byte, 1), absl::Now() + absl::Seconds(5)).ok());
     if (parked) absl::SleepFor(absl::Milliseconds(200));  // let it reach the new process and park
   }
@@ -94,7 +94,7 @@ TEST_P(FailedGenerationTest, ClosesWithoutWaitingForAPeerThatLeft) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Departures, FailedGenerationTest,
+INSTANTIATE_TEST_SUITE_P(Departures, GrpcFailedGenerationTest,
                          ::testing::Values(Case{Departure::kDead, false}, Case{Departure::kDead, true},
                                            Case{Departure::kRestartedInPlace, false},
                                            Case{Departure::kRestartedInPlace, true}),
@@ -106,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(Departures, FailedGenerationTest,
 // The report still reaches every live peer, over streams already carrying
 // data and over ones opened for it, and a peer that is still taking data is
 // drained, not cut off.
-TEST(FailedGenerationTest, TheReportReachesLivePeersOverOldAndNewStreams) {
+TEST(GrpcFailedGenerationTest, TheReportReachesLivePeersOverOldAndNewStreams) {
   auto s0 = *TransportServer::Start("127.0.0.1:0", Options());
   auto s1 = *TransportServer::Start("127.0.0.1:0", Options());
   auto s2 = *TransportServer::Start("127.0.0.1:0", Options());
