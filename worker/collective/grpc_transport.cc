@@ -116,9 +116,8 @@ class PeerStream {
 
   // The world is broken and what is queued will never be used: queued data
   // is dropped and `report` goes out next, after the frame being written.
-  // A stream the peer has never taken a frame from (a dead peer, one that
-  // never accepted the connection) is cancelled instead: the report would
-  // only wait behind it.
+  // A stream with data waiting on a connection the peer never accepted (a
+  // dead peer) is cancelled instead: the report would only wait behind it.
   void Abandon(OutFrame report) {
     std::vector<OutFrame> dropped;
     {
@@ -245,7 +244,7 @@ class PeerStream {
   std::deque<OutFrame> queue_ ABSL_GUARDED_BY(mu_);  // front is being written
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool wrote_ ABSL_GUARDED_BY(mu_) = false;  // the peer has taken a frame
+  bool wrote_ ABSL_GUARDED_BY(mu_) = false;  // a write succeeded: the peer accepted the connection
   absl::Time close_deadline_ ABSL_GUARDED_BY(mu_);
   bool joined_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -335,7 +334,8 @@ class Generation {
       streams.swap(streams_);
     }
     // A failed generation's streams carry nothing but failure reports.
-    const absl::Duration budget = failed ? std::min(options_.report_grace, options_.drain_timeout) : options_.drain_timeout;
+    const absl::Duration budget =
+        failed ? std::min(options_.report_grace, options_.drain_timeout) : options_.drain_timeout;
     for (auto& s : streams) {
       if (s != nullptr) s->BeginClose(budget);
     }
@@ -510,7 +510,8 @@ class TransportServer::Impl : public grpc::Service {
       if (current_ != nullptr && generation == current) {
         *gen = current_;
         admission = Admission::kNow;
-      } else if (may_park && generation > current && (current_ == nullptr || generation - current <= kMaxGenerationsAhead) &&
+      } else if (may_park && generation > current &&
+                 (current_ == nullptr || generation - current <= kMaxGenerationsAhead) &&
                  parked_.size() < kMaxParkedStreams) {
         // A process that has joined no generation yet (just started, still
         // loading) cannot tell how far ahead its first one is.
