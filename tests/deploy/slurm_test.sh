@@ -40,13 +40,16 @@ runuser -u munge -- munged --force --key-file="$T/munge/munge.key" --socket="$T/
 chmod 0755 "$T/munge"  # slurm (root) and job steps reach the socket
 
 host=$(hostname -s)
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Ports outside the ephemeral range: one from bind(":0") can be handed to
+# any outgoing connection before slurmctld or slurmd binds it.
+ports=$("$bin/shardline" port --count 2) || fail "shardline port: no free ports"
+ctld_port=$(echo "$ports" | sed -n 1p) slurmd_port=$(echo "$ports" | sed -n 2p)
 mkdir -p "$T/state" "$T/spool"
 cat > "$T/slurm.conf" <<CONF
 ClusterName=shardlinetest
 SlurmctldHost=$host
-SlurmctldPort=$(port)
-SlurmdPort=$(port)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 AuthType=auth/munge
 AuthInfo=socket=$T/munge/munge.socket
 CredType=cred/munge

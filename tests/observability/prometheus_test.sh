@@ -23,7 +23,6 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 "$bin/shardline" launch --config "$src/deploy/configs/fmnist_mlp.textproto" --workers 2 --workdir "$T/run" \
   --set train.total_steps=100000000 --set checkpoint.every_steps=500 --set train.log_every=100 > "$T/launch.log" 2>&1 &
@@ -58,7 +57,9 @@ scrape_configs:
       - files: ["$T/targets.json"]
         refresh_interval: 1s
 YML
-web=$(port)
+# Outside the ephemeral range: a port from bind(":0") can be handed to an
+# outgoing connection (a scrape, say) before Prometheus binds it.
+web=$("$bin/shardline" port) || fail "shardline port: no free port"
 prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/data" --web.listen-address="127.0.0.1:$web" \
   > "$T/prometheus.log" 2>&1 &
 prom_pid=$!

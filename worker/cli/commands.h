@@ -22,6 +22,9 @@ int TraceCommand(int argc, char** argv);
 // shardline plot WORKDIR --out curves.png
 int PlotCommand(int argc, char** argv);
 
+// shardline port [--host ADDRESS] [--count N]
+int PortCommand(int argc, char** argv);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_WORKER_CLI_COMMANDS_H_
