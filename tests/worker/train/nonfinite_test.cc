@@ -15,6 +15,7 @@
 #include "worker/collective/ring.h"
 #include "worker/model/gemm.h"
 #include "worker/train/train_loop.h"
+#include "tests/worker/train/fmnist_suite.h"
 
 namespace shardline {
 namespace {
@@ -98,7 +99,6 @@ TEST(JudgeTest, OnlyTheFirstObservationOfARankCounts) {
 
 // --- the whole loop: three ranks in this process, one of them faulty ---
 
-constexpr char kDefaultConfig[] = SHARDLINE_SOURCE_DIR "/deploy/configs/fmnist_mlp.textproto";
 constexpr int kWorld = 3;
 constexpr int kFaultyRank = 1;
 
@@ -142,23 +142,13 @@ class PoisoningCollectives : public Collectives {
   int calls_ = 0;
 };
 
-class NonFiniteTrainingTest : public ::testing::Test {
+class NonFiniteTrainingTest : public FashionMnistSuite {
  protected:
-  static void SetUpTestSuite() {
-    SetBlasThreads(1);
-    data_ = new FashionMnist(*LoadFashionMnist(Env::Default(), "/usr/share/datasets/fashion-mnist"));
-  }
-  static void TearDownTestSuite() { delete data_; }
-
+  // The default job cut to 8 steps of 96 examples, then `overrides`.
   static config::JobConfig Config(const std::vector<std::string>& overrides) {
-    config::JobConfig c = *LoadConfig(Env::Default(), kDefaultConfig, {});
-    c.mutable_train()->set_total_steps(8);
-    c.mutable_train()->set_log_every(4);
-    c.mutable_train()->set_eval_every(4);
-    c.mutable_data()->set_global_batch_size(96);
-    for (const std::string& o : overrides) EXPECT_TRUE(ApplyOverride(o, &c).ok()) << o;
-    EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
-    return c;
+    std::vector<std::string> all = {"data.global_batch_size=96"};
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    return ShortJob(8, 4, 4, all);
   }
 
   // Trains `c` on kWorld ranks over the in-process ring; rank kFaultyRank
@@ -183,11 +173,7 @@ class NonFiniteTrainingTest : public ::testing::Test {
     for (std::thread& t : threads) t.join();
     return statuses;
   }
-
-  static FashionMnist* data_;
 };
-
-FashionMnist* NonFiniteTrainingTest::data_ = nullptr;
 
 TEST_F(NonFiniteTrainingTest, CleanRunSucceeds) {
   for (const absl::Status& s : Train(Config({}), Poison::kNone, 0)) EXPECT_TRUE(s.ok()) << s;

@@ -15,31 +15,18 @@
 #include "common/config.h"
 #include "tests/corruption.h"
 #include "tests/util/metric_lines.h"
+#include "tests/worker/train/fmnist_suite.h"
 #include "worker/model/gemm.h"
 #include "worker/train/nan_guard.h"
 
 namespace shardline {
 namespace {
 
-constexpr char kDefaultConfig[] = SHARDLINE_SOURCE_DIR "/deploy/configs/fmnist_mlp.textproto";
-
-class TrainLoopTest : public ::testing::Test {
+class TrainLoopTest : public FashionMnistSuite {
  protected:
-  static void SetUpTestSuite() {
-    SetBlasThreads(1);
-    data_ = new FashionMnist(*LoadFashionMnist(Env::Default(), "/usr/share/datasets/fashion-mnist"));
-  }
-  static void TearDownTestSuite() { delete data_; }
-
   // The default job shortened to 60 steps, then `overrides`.
   static config::JobConfig Config(const std::vector<std::string>& overrides) {
-    config::JobConfig c = *LoadConfig(Env::Default(), kDefaultConfig, {});
-    c.mutable_train()->set_total_steps(60);
-    c.mutable_train()->set_log_every(20);
-    c.mutable_train()->set_eval_every(30);
-    for (const std::string& o : overrides) EXPECT_TRUE(ApplyOverride(o, &c).ok()) << o;
-    EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
-    return c;
+    return ShortJob(60, 20, 30, overrides);
   }
 
   // An emptied checkpoint root under TempDir.
@@ -102,11 +89,7 @@ class TrainLoopTest : public ::testing::Test {
     });
     return results;
   }
-
-  static FashionMnist* data_;
 };
-
-FashionMnist* TrainLoopTest::data_ = nullptr;
 
 using Lines = MetricLines;
 
