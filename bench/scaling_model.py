@@ -15,15 +15,20 @@ The model (all times in seconds; N workers, P parameters, B samples per
 step per worker, C cores on the host the measured processes share):
 
     s(N)        = max(1, N / C): processes per core, 1 on a cluster
-    message     = a0 + s a1 + m max(s b, w)   one message of m bytes:
+    k messages of m bytes each, in a row from every host:
+        k (a0 + s a1) + max(k m s b, (k m - burst)+ w)
                   a0 + a1 per message, of which a1 is CPU work (gRPC,
                   protobuf) that N processes on C cores queue for and a0
                   is waiting (wake-ups, the network stack's latency); b CPU
                   per byte (copies, sums, the kernel's socket work); w per
                   byte on the wire (8 / the link's iperf3 rate; 0 when the
-                  link is not shaped: there the CPU is the link)
-    ring all-reduce of S bytes  = 2 (N - 1) message(S / N)
-    reduce-scatter = all-gather = (N - 1) message(4 P / N)
+                  link is not shaped: there the CPU is the link); burst the
+                  bytes a tc tbf link lets out at once (its configured
+                  bucket, bench/lib/sim_hosts.sh; 0 on other links),
+                  assumed full when the operation starts
+    message of m bytes          = the above with k = 1
+    ring all-reduce of S bytes  = 2 (N - 1) messages of S / N
+    reduce-scatter = all-gather = (N - 1) messages of 4 P / N
     scalar all-reduce           = log2(N) s a2   (recursive doubling: every
                   round all N ranks at once; a2 per round)
     compute     = s F B / (eta R)   F training FLOPs per example, R the
@@ -160,25 +165,40 @@ def line(points):
     return my - slope * mx, slope
 
 
+def tbf_burst(rate):
+    """The bucket sim_shape (bench/lib/sim_hosts.sh) gives a tbf link of
+    `rate` ("10gbit", "2500mbit"): 1 ms at the rate, at least 64 KiB."""
+    number, unit = rate[:-4], rate[-4:]
+    bits = int(number) * (10**9 if unit == "gbit" else 10**6)
+    return max(65536, bits // 8 // 1000)
+
+
 class Link:
     """A link's costs, and how the N processes on it share cores: `cores`
     of them on one host (the measurements), or None: a host each."""
 
-    def __init__(self, a0, a1, b, w, a2, cores=None):
+    def __init__(self, a0, a1, b, w, a2, cores=None, burst=0):
         self.a0, self.a1, self.b, self.w, self.a2, self.cores = a0, a1, b, w, a2, cores
+        self.burst = burst
 
     def share(self, n):
         return max(1.0, n / self.cores) if self.cores else 1.0
 
-    def message(self, n, m):
+    def messages(self, n, k, m):
+        """k messages of m bytes in a row from every host."""
         s = self.share(n)
-        return self.a0 + s * self.a1 + m * max(s * self.b, self.w)
+        cpu = k * m * s * self.b
+        wire = max(0.0, k * m - self.burst) * self.w
+        return k * (self.a0 + s * self.a1) + max(cpu, wire)
+
+    def message(self, n, m):
+        return self.messages(n, 1, m)
 
     def ring_allreduce(self, n, size):
-        return 2 * (n - 1) * self.message(n, size / n)
+        return self.messages(n, 2 * (n - 1), size / n)
 
     def reduce_scatter(self, n, params):
-        return (n - 1) * self.message(n, 4.0 * params / n)
+        return self.messages(n, n - 1, 4.0 * params / n)
 
     def scalars(self, n):
         return math.log2(n) * self.share(n) * self.a2 if n > 1 else 0.0
@@ -214,7 +234,7 @@ for rate in RATES:
     if rate == "none":
         links[rate] = veth
     elif veth is not None and iperf_bps(rate):
-        links[rate] = Link(veth.a0, veth.a1, veth.b, 8.0 / iperf_bps(rate), veth.a2, CORES)
+        links[rate] = Link(veth.a0, veth.a1, veth.b, 8.0 / iperf_bps(rate), veth.a2, CORES, tbf_burst(rate))
 
 
 class Model:
@@ -275,8 +295,8 @@ checks = []  # (what, measured, predicted, unit)
 print(f"Host: {CORES} cores shared by every process of a measurement.\n")
 print("### Fitted constants\n")
 print("| link | iperf3 | ring a0: waiting per message | ring a1: CPU per message | b: CPU per byte | "
-      "w: wire per byte | doubling a2: per round |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
+      "w: wire per byte | tbf burst | doubling a2: per round |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 for link in LINKS:
     L = links.get(link)
     if L is None:
@@ -286,7 +306,8 @@ for link in LINKS:
     src = "fitted" if link in ("lo", "none") else "veth's"
     print(f"| {link_name(link)} | {bps / 1e9:.2f} Gbit/s |" if bps else f"| {link_name(link)} | - |",
           f"{us(L.a0)} µs ({src}) | {us(L.a1)} µs ({src}) | {L.b * 1e9:.3f} ns ({src}) |",
-          f"{L.w * 1e9:.3f} ns (iperf3) |" if L.w else "0 (unshaped) |", f"{us(L.a2)} µs ({src}) |")
+          f"{L.w * 1e9:.3f} ns (iperf3) |" if L.w else "0 (unshaped) |",
+          f"{L.burst / 1e3:,.0f} KB (sim_shape) |" if L.burst else "- |", f"{us(L.a2)} µs ({src}) |")
 
 models = {}
 w2 = run("lo", "w2", 2)
@@ -453,7 +474,8 @@ if veth is not None and models:
 if JSON_OUT:
     with open(JSON_OUT, "w") as f:
         json.dump({
-            "links": {k: {"a0": v.a0, "a1": v.a1, "b": v.b, "w": v.w, "a2": v.a2} for k, v in links.items() if v is not None},
+            "links": {k: {"a0": v.a0, "a1": v.a1, "b": v.b, "w": v.w, "a2": v.a2, "burst": v.burst}
+                      for k, v in links.items() if v is not None},
             "models": {k: {"eta": m.eta, "u": m.u} for k, m in models.items()},
             "recovery": {"boot": boot, "setup": setup, "formation": list(form_line)},
             "checks": [{"what": w, "measured": me, "predicted": p} for w, me, p, _ in checks],

@@ -15,12 +15,14 @@ import json, math, os, subprocess, sys, tempfile
 
 SRC = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
 CORES = 2
-# link: (a0 ring waiting, a1 ring CPU per message, b CPU per byte, w wire per byte, a2 doubling round)
-LINK = {"lo": (80e-6, 50e-6, 0.7e-9, 0.0, 150e-6), "none": (140e-6, 40e-6, 0.9e-9, 0.0, 140e-6)}
+# link: (a0 ring waiting, a1 ring CPU per message, b CPU per byte, w wire per byte, a2 doubling round,
+#        burst: the tbf bucket, bytes)
+LINK = {"lo": (80e-6, 50e-6, 0.7e-9, 0.0, 150e-6, 0), "none": (140e-6, 40e-6, 0.9e-9, 0.0, 140e-6, 0)}
 IPERF = {"10gbit": 9.5e9, "2500mbit": 2.4e9}
+BURST = {"10gbit": 1_250_000, "2500mbit": 312_500}  # bench/lib/sim_hosts.sh: 1 ms at the rate
 for rate, bps in IPERF.items():
-    a0, a1, b, _, a2 = LINK["none"]
-    LINK[rate] = (a0, a1, b, 8.0 / bps, a2)
+    a0, a1, b, _, a2, _ = LINK["none"]
+    LINK[rate] = (a0, a1, b, 8.0 / bps, a2, BURST[rate])
 SGEMM = 100e9
 MODELS = {  # key: (parameters, FLOPs per example, global batch, eta, kind)
     "w2": (5_824_522, 31_711_232, 256, 0.80, "an MLP"),
@@ -37,9 +39,14 @@ def share(n):
     return max(1.0, n / CORES)
 
 
+def messages(link, n, k, m):
+    """k messages of m bytes in a row: the first `burst` bytes leave at once."""
+    a0, a1, b, w, _, burst = LINK[link]
+    return k * (a0 + share(n) * a1) + max(k * m * share(n) * b, max(0.0, k * m - burst) * w)
+
+
 def message(link, n, m):
-    a0, a1, b, w, _ = LINK[link]
-    return a0 + share(n) * a1 + m * max(share(n) * b, w)
+    return messages(link, n, 1, m)
 
 
 def scalars(link, n):
@@ -49,7 +56,7 @@ def scalars(link, n):
 def phases(link, key, n):
     p, f, batch, eta, _ = MODELS[key]
     compute = share(n) * f * (batch / n) / (SGEMM * eta)
-    comm = (n - 1) * message(link, n, 4.0 * p / n)
+    comm = messages(link, n, n - 1, 4.0 * p / n)
     opt = share(n) * U * p / n + scalars(link, n)
     return compute, comm, opt, comm
 
@@ -83,7 +90,7 @@ def write_run(d, link, key, n, slow=1.0):
 
 def recovery_seconds(key, n):
     p, _, batch, _, _ = MODELS[key]
-    restore = message("lo", n, 4.0 * p / n * 2) + (n - 1) * message("lo", n, 4.0 * p / n)
+    restore = message("lo", n, 4.0 * p / n * 2) + messages("lo", n, n - 1, 4.0 * p / n)
     return BOOT + SETUP * p + FORM[0] + FORM[1] * n + restore + sum(phases("lo", key, n))
 
 
@@ -99,7 +106,7 @@ def make(root, slow_w2_2500_n4=1.0):
         with open(f"{d}/ring.jsonl", "w") as out:
             for n in (2, 4):
                 for size in SIZES:
-                    t = 2 * (n - 1) * message(link, n, size / n)
+                    t = messages(link, n, 2 * (n - 1), size / n)
                     out.write(json.dumps({"op": "allreduce", "world": n, "bytes": size, "median_s": t}) + "\n")
         with open(f"{d}/scalars.jsonl", "w") as out:
             for n in (2, 4, 8):
@@ -148,6 +155,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 expect(close(m["links"][link][name], LINK[link][i], 0.01), f"{name} of {link}: {m['links'][link]}")
     for rate, bps in IPERF.items():
         expect(close(m["links"][rate]["w"], 8.0 / bps, 1e-6), f"w of {rate}")
+        expect(m["links"][rate]["burst"] == BURST[rate], f"burst of {rate}: {m['links'][rate]}")
     expect(close(m["models"]["W2"]["eta"], 0.80, 0.01), f"W2 eta {m['models']['W2']['eta']}")
     expect(close(m["models"]["CNN"]["eta"], 0.65, 0.01), f"CNN eta {m['models']['CNN']['eta']}")
     expect(close(m["models"]["W2"]["u"], U, 0.03), f"u {m['models']['W2']['u']}")
