@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/listen_address.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "openssl/evp.h"
@@ -84,8 +85,7 @@ absl::StatusOr<std::string> LoadOrCreateTokenFile(Env* env, const std::string& p
 }
 
 bool IsLoopbackListen(const std::string& listen) {
-  const size_t colon = listen.rfind(':');
-  std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
+  std::string host = ListenHost(listen);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (absl::EqualsIgnoreCase(host, "localhost") || host == "::1") return true;
   return absl::StartsWith(host, "127.") && host.find_first_not_of("0123456789.") == std::string::npos;

@@ -11,6 +11,7 @@
 #include "common/process_init.h"
 #include "common/slow_disk_env.h"
 #include "common/config.h"
+#include "common/listen_address.h"
 #include "common/env.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
@@ -195,7 +196,7 @@ absl::Status Run(const Args& args) {
   ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}, ControlServerArguments(), kCoordinatorMaxReceiveBytes,
                                                        auth->ServerCredentials()));
   const std::string listen = args.Get("listen");
-  const std::string address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", server.port);
+  const std::string address = absl::StrCat(ListenHost(listen), ":", server.port);
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.address", address));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.metrics_address",
                                       absl::StrCat("127.0.0.1:", exposer->port())));

@@ -8,6 +8,7 @@
 #include "common/process_init.h"
 #include "common/slow_disk_env.h"
 #include "common/args.h"
+#include "common/listen_address.h"
 #include "common/logging.h"
 #include "common/env.h"
 #include "common/metrics_exposer.h"
@@ -54,8 +55,8 @@ constexpr char kHelp[] =
 
 std::string AdvertiseHost(const Args& args, const std::string& listen) {
   if (args.Has("advertise")) return args.Get("advertise");
-  std::string host = listen.substr(0, listen.rfind(':'));
-  if (host == "0.0.0.0" || host == "[::]" || host.empty()) {
+  std::string host = ListenHost(listen);
+  if (IsWildcardHost(host)) {
     char name[256] = {};
     gethostname(name, sizeof(name) - 1);
     host = name;

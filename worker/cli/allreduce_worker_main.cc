@@ -22,6 +22,7 @@
 #include "common/process_init.h"
 #include "common/env.h"
 #include "common/grpc_util.h"
+#include "common/listen_address.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/args.h"
@@ -78,10 +79,8 @@ absl::StatusOr<std::vector<std::string>> Rendezvous(const std::string& dir, int 
 // wildcard (then loopback). Benches in network namespaces listen on the
 // namespace's own address.
 std::string AdvertisedHost(const std::string& listen) {
-  const size_t colon = listen.rfind(':');
-  const std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
-  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") return "127.0.0.1";
-  return host;
+  const std::string host = ListenHost(listen);
+  return IsWildcardHost(host) ? "127.0.0.1" : host;
 }
 
 float Value(int rank, int64_t i) { return static_cast<float>((rank * 7 + i * 3) % 11 - 5); }
