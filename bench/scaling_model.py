@@ -48,6 +48,7 @@ through the simulated-worker formation times. Everything else is a check.
 """
 import glob, json, math, os, statistics, sys
 
+from lib.tbf import burst as tbf_burst
 from lib.worker_log import owned, phases, sgemm_flops, steady_samples_per_second, training
 
 ARGS = list(sys.argv[1:])
@@ -163,14 +164,6 @@ def line(points):
     sxx = sum((x - mx) ** 2 for x, _ in points)
     slope = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
     return my - slope * mx, slope
-
-
-def tbf_burst(rate):
-    """The bucket sim_shape (bench/lib/sim_hosts.sh) gives a tbf link of
-    `rate` ("10gbit", "2500mbit"): 1 ms at the rate, at least 64 KiB."""
-    number, unit = rate[:-4], rate[-4:]
-    bits = int(number) * (10**9 if unit == "gbit" else 10**6)
-    return max(65536, bits // 8 // 1000)
 
 
 class Link:

@@ -45,15 +45,14 @@ sim_hosts_up() {
 }
 
 # Every host's egress through tbf at RATE (e.g. 10gbit, 2500mbit; "none":
-# unshaped), with a burst of 1 ms at the rate (at least 64 KiB).
+# unshaped), with the burst of bench/lib/tbf.py (1 ms at the rate, at least
+# 64 KiB).
 sim_shape() {
   local h burst
   for ((h = 0; h < SIM_HOSTS; h++)); do
     tc -n "$(sim_ns $h)" qdisc del dev eth0 root 2> /dev/null || true
     [ "$1" = none ] && continue
-    burst=$(/usr/bin/python3 -c "
-import re,sys; m=re.fullmatch(r'(\d+)(gbit|mbit)', sys.argv[1]); bits=int(m[1])*(10**9 if m[2]=='gbit' else 10**6)
-print(max(65536, bits // 8 // 1000))" "$1")
+    burst=$(/usr/bin/python3 "${BASH_SOURCE[0]%/*}/tbf.py" "$1")
     tc -n "$(sim_ns $h)" qdisc add dev eth0 root tbf rate "$1" burst "$burst" latency 20ms
   done
 }
