@@ -281,9 +281,7 @@ TEST(DistributedTest, Sigusr1MakesEveryWorkerEvaluateAtTheSameStep) {
   Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=1000000", "train.eval_every=0"}));
   ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
       << launch.Output();
-  const std::vector<pid_t> coordinator = LaunchedCoordinator(dir);
-  ASSERT_EQ(coordinator.size(), 1u);
-  kill(coordinator[0], SIGUSR1);
+  ASSERT_TRUE(SignalLaunchedCoordinator(dir, SIGUSR1));
   ASSERT_TRUE(WaitForText(dir + "/metrics.jsonl", "\"split\":\"eval\"", absl::Seconds(20))) << launch.Output();
   EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "eval requested: every worker evaluates"));
   const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
@@ -302,9 +300,7 @@ TEST(DistributedTest, Sigusr2MakesEveryWorkerSaveACheckpointThatIsCommitted) {
                                         "checkpoint.save_final=false"}));
   ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
       << launch.Output();
-  const std::vector<pid_t> coordinator = LaunchedCoordinator(dir);
-  ASSERT_EQ(coordinator.size(), 1u);
-  kill(coordinator[0], SIGUSR2);
+  ASSERT_TRUE(SignalLaunchedCoordinator(dir, SIGUSR2));
   const std::string log = dir + "/logs/coordinator.log";
   const std::string asked = "checkpoint requested: every worker saves after step ";
   ASSERT_TRUE(WaitForText(log, asked, absl::Seconds(30))) << launch.Output();

@@ -141,6 +141,11 @@ std::vector<pid_t> LaunchedCoordinator(const std::string& workdir) {
   return FindProcesses({"shardline-coordinator", "--workdir " + workdir});
 }
 
+bool SignalLaunchedCoordinator(const std::string& workdir, int signal) {
+  const std::vector<pid_t> pids = LaunchedCoordinator(workdir);
+  return pids.size() == 1 && kill(pids[0], signal) == 0;
+}
+
 double PromValue(const std::string& page, const std::string& name) {
   for (absl::string_view line : absl::StrSplit(page, '\n')) {
     if (absl::StartsWith(line, absl::StrCat(name, " "))) {

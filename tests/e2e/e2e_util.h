@@ -47,9 +47,10 @@ std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts);
 // the job in `workdir`.
 std::vector<pid_t> LaunchedWorker(const std::string& workdir, int rank);
 std::vector<pid_t> LaunchedCoordinator(const std::string& workdir);
-// Sends `signal` to that worker of `rank`; false, and nothing sent, unless
-// exactly one such process runs.
+// Sends `signal` to that worker of `rank`, or to that coordinator; false,
+// and nothing sent, unless exactly one such process runs.
 bool SignalLaunchedWorker(const std::string& workdir, int rank, int signal);
+bool SignalLaunchedCoordinator(const std::string& workdir, int signal);
 // The value of an unlabelled sample `name` in a Prometheus text page; NaN if absent.
 double PromValue(const std::string& page, const std::string& name);
 
