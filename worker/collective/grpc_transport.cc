@@ -330,7 +330,7 @@ class Generation {
       MutexLock lock(&mu_);
       if (shutdown_) return;
       shutdown_ = true;
-      failed = failed_;
+      failed = box_.poisoned();  // Spread poisons it under mu_
       streams.swap(streams_);
     }
     // A failed generation's streams carry nothing but failure reports.
@@ -351,7 +351,6 @@ class Generation {
   void Spread(const std::string& why, bool found_here) {
     MutexLock lock(&mu_);
     if (!box_.Poison(why)) return;
-    failed_ = true;
     if (found_here) SLOG(WARNING) << "collective failed: " << why << "; telling its peers";
     for (int peer = 0; peer < world_size(); ++peer) {
       // A peer whose stream broke cannot be told; a stream opened to it now
@@ -401,7 +400,6 @@ class Generation {
   Mutex mu_;
   std::vector<std::unique_ptr<PeerStream>> streams_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  bool failed_ ABSL_GUARDED_BY(mu_) = false;  // Spread has run
 };
 
 class GrpcTransport : public Transport {
