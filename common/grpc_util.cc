@@ -55,24 +55,24 @@ std::vector<std::pair<std::string, int>> ControlServerArguments() {
   return {{GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 4000}, {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0}};
 }
 
-absl::StatusOr<GrpcServer> StartGrpcServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services,
-    const std::vector<std::pair<std::string, int>>& int_args, int max_receive_bytes,
-    std::shared_ptr<grpc::ServerCredentials> credentials) {
+absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& listen, const std::vector<grpc::Service*>& services,
+                                           const GrpcServerOptions& options) {
   // The standard grpc.health.v1 service: load balancers and Kubernetes probes
-  // can ask whether the process is serving (and the server always has one
-  // synchronous service to poll).
+  // can ask whether the process is serving. (gRPC reads this process-wide
+  // switch when the server is built.)
   HoldGrpcForProcessLifetime();
-  grpc::EnableDefaultHealthCheckService(true);
+  grpc::EnableDefaultHealthCheckService(options.default_health_service);
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(max_receive_bytes);
+  builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  for (const auto& [name, value] : int_args) builder.AddChannelArgument(name, value);
+  for (const auto& [name, value] : options.int_args) builder.AddChannelArgument(name, value);
   GrpcServer out;
-  builder.AddListeningPort(listen, credentials != nullptr ? credentials : grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(listen,
+                           options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials(),
                            &out.port);
   for (grpc::Service* s : services) builder.RegisterService(s);
+  if (options.configure) options.configure(&builder);
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || out.port == 0) {
     return absl::UnavailableError(

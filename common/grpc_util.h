@@ -7,6 +7,7 @@
 #ifndef SHARDLINE_COMMON_GRPC_UTIL_H_
 #define SHARDLINE_COMMON_GRPC_UTIL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,18 +50,27 @@ struct GrpcServer {
   int port = 0;  // the bound port (useful when listening on port 0)
 };
 
+struct GrpcServerOptions {
+  // Extra server channel arguments (e.g. keepalive).
+  std::vector<std::pair<std::string, int>> int_args;
+  // The largest message a client may send: what the protocol needs (larger
+  // ones are refused by gRPC before they are buffered).
+  int max_receive_bytes = kMaxMessageBytes;
+  // Secure the port (e.g. mutual TLS); null: plain TCP.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  // Serve gRPC's own grpc.health.v1.Health (on its callback API). A server
+  // whose methods are all asynchronous serves its own instead.
+  bool default_health_service = true;
+  // Called on the builder just before the server is built, e.g. to add the
+  // completion queues of asynchronous methods; null: nothing.
+  std::function<void(grpc::ServerBuilder*)> configure;
+};
+
 // Starts a server on `listen` ("HOST:PORT") with `services`. SO_REUSEPORT is
 // off, so a port already in use is an error (kUnavailable naming the
-// address) instead of two servers silently sharing it. The server also
-// serves grpc.health.v1.Health.
-// `int_args` are extra server channel arguments (e.g. keepalive);
-// `max_receive_bytes` is the largest message a client may send (what the
-// protocol needs: larger ones are refused by gRPC before they are buffered);
-// `credentials` (e.g. mutual TLS) secure the port.
-absl::StatusOr<GrpcServer> StartGrpcServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services,
-    const std::vector<std::pair<std::string, int>>& int_args = {}, int max_receive_bytes = kMaxMessageBytes,
-    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);  // null: plain TCP
+// address) instead of two servers silently sharing it.
+absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& listen, const std::vector<grpc::Service*>& services,
+                                           const GrpcServerOptions& options = {});
 
 }  // namespace shardline
 

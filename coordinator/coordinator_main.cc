@@ -193,8 +193,11 @@ absl::Status Run(const Args& args) {
   CoordinatorService service(&job, auth.get(), status);
   // Registrations and reports are small; a report's metric records are
   // bounded (coordinator/report_check.h).
-  ASSIGN_OR_RETURN(GrpcServer server, StartGrpcServer(args.Get("listen"), {&service}, ControlServerArguments(), kCoordinatorMaxReceiveBytes,
-                                                       auth->ServerCredentials()));
+  GrpcServerOptions server_options;
+  server_options.int_args = ControlServerArguments();
+  server_options.max_receive_bytes = kCoordinatorMaxReceiveBytes;
+  server_options.credentials = auth->ServerCredentials();
+  ASSIGN_OR_RETURN(GrpcServer server, service.Listen(args.Get("listen"), server_options));
   const std::string listen = args.Get("listen");
   const std::string address = absl::StrCat(ListenHost(listen), ":", server.port);
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.address", address));
@@ -270,6 +273,7 @@ absl::Status Run(const Args& args) {
   const absl::Time drain_by = absl::Now() + absl::Seconds(2);
   while (service.open_streams() > 0 && absl::Now() < drain_by) absl::SleepFor(absl::Milliseconds(10));
   server.server->Shutdown(absl::ToChronoTime(drain_by));
+  service.Stop();
   RETURN_IF_ERROR(job.final_status());
   SLOG(INFO) << "job finished";
   return absl::OkStatus();

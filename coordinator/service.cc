@@ -1,96 +1,195 @@
 #include "coordinator/service.h"
 
-#include <atomic>
-
 #include "common/grpc_util.h"
-#include "common/mutex.h"
+#include "coordinator/unary_call.h"
 
 namespace shardline {
 namespace {
 
+using coordinator::Coordinator;
+using grpc::health::v1::Health;
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+
 // One Register call: the Job answers it (exactly once, maybe later, maybe
-// from another thread); a cancelled call withdraws its registration. Freed
-// once gRPC is done with it and StartRegister has returned, whichever is
-// last.
-class RegisterCall : public grpc::ServerUnaryReactor {
+// from the pump's thread); a call that ends first withdraws its claim.
+class RegisterCall : public UnaryCall<coordinator::RegisterRequest, coordinator::RegisterResponse> {
  public:
-  RegisterCall(Job* job, coordinator::RegisterResponse* response) : job_(job), response_(response) {}
+  RegisterCall(Coordinator::AsyncService* rpc, Job* job, RpcAuth* auth, CallQueues* queues,
+               grpc::ServerCompletionQueue* cq)
+      : UnaryCall(queues, cq), rpc_(rpc), job_(job), auth_(auth) {}
 
-  void Start(const coordinator::RegisterRequest& request) {
-    const uint64_t id = job_->StartRegister(request, [this](absl::StatusOr<coordinator::RegisterResponse> r) {
-      if (r.ok()) {
-        *response_ = std::move(*r);
-        Finish(grpc::Status::OK);
-      } else {
-        Finish(ToGrpcStatus(r.status()));
-      }
+  static void ReadyOn(Coordinator::AsyncService* rpc, Job* job, RpcAuth* auth, CallQueues* queues,
+                      grpc::ServerCompletionQueue* cq) {
+    (new RegisterCall(rpc, job, auth, queues, cq))->Ready([rpc](auto* ctx, auto* req, auto* writer, auto* q, void* tag) {
+      rpc->RequestRegister(ctx, req, writer, q, q, tag);
     });
-    bool cancelled;
-    {
-      MutexLock lock(&mu_);
-      id_ = id;
-      cancelled = cancelled_;
-    }
-    if (cancelled && id != 0) job_->CancelRegistration(id);
-    Unref();
   }
-
-  void OnCancel() override {
-    uint64_t id;
-    {
-      MutexLock lock(&mu_);
-      cancelled_ = true;
-      id = id_;
-    }
-    if (id != 0) job_->CancelRegistration(id);  // nothing if already answered
-  }
-
-  void OnDone() override { Unref(); }
 
  private:
-  void Unref() {
-    if (refs_.fetch_sub(1) == 1) delete this;
+  void ReadyAnother(grpc::ServerCompletionQueue* cq) override { ReadyOn(rpc_, job_, auth_, queues(), cq); }
+
+  void Start() override {
+    if (grpc::Status s = CheckToken(auth_, context()); !s.ok()) {
+      Answer({}, s);
+      return;
+    }
+    id_ = job_->StartRegister(request(), [this](absl::StatusOr<coordinator::RegisterResponse> r) {
+      if (r.ok()) {
+        Answer(*r, grpc::Status::OK);
+      } else {
+        Answer({}, ToGrpcStatus(r.status()));
+      }
+    });
   }
 
+  void Cancelled() override {
+    if (id_ != 0) job_->CancelRegistration(id_);  // nothing if answered meanwhile
+  }
+
+  Coordinator::AsyncService* const rpc_;
   Job* const job_;
-  coordinator::RegisterResponse* const response_;
-  std::atomic<int> refs_{2};  // Start's and gRPC's
-  Mutex mu_;
-  uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  RpcAuth* const auth_;
+  uint64_t id_ = 0;  // set and read on the queue's thread only
+};
+
+class StatusCall : public UnaryCall<coordinator::StatusRequest, coordinator::JobStatus> {
+ public:
+  using StatusFn = std::function<coordinator::JobStatus()>;
+  StatusCall(Coordinator::AsyncService* rpc, const StatusFn* status, RpcAuth* auth, CallQueues* queues,
+             grpc::ServerCompletionQueue* cq)
+      : UnaryCall(queues, cq), rpc_(rpc), status_(status), auth_(auth) {}
+
+  static void ReadyOn(Coordinator::AsyncService* rpc, const StatusFn* status, RpcAuth* auth, CallQueues* queues,
+                      grpc::ServerCompletionQueue* cq) {
+    (new StatusCall(rpc, status, auth, queues, cq))->Ready([rpc](auto* ctx, auto* req, auto* writer, auto* q, void* tag) {
+      rpc->RequestStatus(ctx, req, writer, q, q, tag);
+    });
+  }
+
+ private:
+  void ReadyAnother(grpc::ServerCompletionQueue* cq) override { ReadyOn(rpc_, status_, auth_, queues(), cq); }
+
+  void Start() override {
+    if (grpc::Status s = CheckToken(auth_, context()); !s.ok()) {
+      Answer({}, s);
+      return;
+    }
+    Answer((*status_)(), grpc::Status::OK);
+  }
+
+  Coordinator::AsyncService* const rpc_;
+  const StatusFn* const status_;
+  RpcAuth* const auth_;
+};
+
+// grpc.health.v1 Check, as gRPC's own health service answers it: the
+// server ("") and the Coordinator service are SERVING while the process
+// serves; other names are NOT_FOUND. No job token: probes carry none.
+class HealthCheckCall : public UnaryCall<HealthCheckRequest, HealthCheckResponse> {
+ public:
+  HealthCheckCall(Health::AsyncService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq)
+      : UnaryCall(queues, cq), health_(health) {}
+
+  static void ReadyOn(Health::AsyncService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq) {
+    (new HealthCheckCall(health, queues, cq))->Ready([health](auto* ctx, auto* req, auto* writer, auto* q, void* tag) {
+      health->RequestCheck(ctx, req, writer, q, q, tag);
+    });
+  }
+
+ private:
+  void ReadyAnother(grpc::ServerCompletionQueue* cq) override { ReadyOn(health_, queues(), cq); }
+
+  void Start() override {
+    const std::string& name = request().service();
+    if (!name.empty() && name != Coordinator::service_full_name()) {
+      Answer({}, grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service " + name));
+      return;
+    }
+    HealthCheckResponse r;
+    r.set_status(HealthCheckResponse::SERVING);
+    Answer(r, grpc::Status::OK);
+  }
+
+  Health::AsyncService* const health_;
+};
+
+// grpc.health.v1 Watch is not served: UNIMPLEMENTED, which the protocol
+// tells clients to read as "use Check".
+class HealthWatchCall : public AsyncCall {
+ public:
+  HealthWatchCall(Health::AsyncService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq)
+      : health_(health), queues_(queues), cq_(cq), writer_(&ctx_) {}
+
+  static void ReadyOn(Health::AsyncService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq) {
+    if (queues->stopping()) return;
+    auto* call = new HealthWatchCall(health, queues, cq);
+    health->RequestWatch(&call->ctx_, &call->request_, &call->writer_, cq, cq, &call->ready_tag_);
+  }
+
+  void Complete(int op, bool ok) override {
+    if (op == kReady && ok && !queues_->stopping()) {
+      ReadyOn(health_, queues_, cq_);
+      writer_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "Watch is not served; use Check"), &finish_tag_);
+      return;
+    }
+    delete this;  // finished, refused, or never matched (the server shut down)
+  }
+
+ private:
+  enum Op { kReady, kFinish };
+  Health::AsyncService* const health_;
+  CallQueues* const queues_;
+  grpc::ServerCompletionQueue* const cq_;
+  grpc::ServerContext ctx_;
+  HealthCheckRequest request_;
+  grpc::ServerAsyncWriter<HealthCheckResponse> writer_;
+  CallTag ready_tag_{this, kReady};
+  CallTag finish_tag_{this, kFinish};
 };
 
 }  // namespace
 
-grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerContext* ctx,
-                                                       const coordinator::RegisterRequest* request,
-                                                       coordinator::RegisterResponse* response) {
-  if (grpc::Status s = CheckToken(auth_, *ctx); !s.ok()) {
-    grpc::ServerUnaryReactor* refused = ctx->DefaultReactor();
-    refused->Finish(s);
-    return refused;
-  }
-  auto* call = new RegisterCall(job_, response);
-  call->Start(*request);
-  return call;
+CoordinatorService::CoordinatorService(Job* job, RpcAuth* auth, std::function<coordinator::JobStatus()> status,
+                                       CoordinatorServiceOptions options)
+    : job_(job),
+      auth_(auth),
+      status_(status ? std::move(status) : std::function<coordinator::JobStatus()>([job] { return job->Snapshot(); })),
+      options_(options),
+      queues_(options.queues),
+      streams_(job, auth, &queues_, options.streams) {}
+
+CoordinatorService::~CoordinatorService() { Stop(); }
+
+absl::StatusOr<GrpcServer> CoordinatorService::Listen(const std::string& listen, GrpcServerOptions options) {
+  options.default_health_service = false;
+  options.configure = [this](grpc::ServerBuilder* builder) { queues_.AddTo(builder); };
+  absl::StatusOr<GrpcServer> server = StartGrpcServer(listen, {&rpc_, &health_}, options);
+  if (!server.ok()) return server.status();
+  ReadyCalls();
+  queues_.Start();
+  return server;
 }
 
-grpc::ServerUnaryReactor* CoordinatorService::Status(grpc::CallbackServerContext* ctx,
-                                                     const coordinator::StatusRequest* request,
-                                                     coordinator::JobStatus* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (grpc::Status s = CheckToken(auth_, *ctx); !s.ok()) {
-    reactor->Finish(s);
-    return reactor;
+void CoordinatorService::ReadyCalls() {
+  streams_.Start([this](grpc::ServerContext* ctx, HeartbeatStreams::ReaderWriter* rw,
+                        grpc::ServerCompletionQueue* cq, void* tag) { rpc_.RequestHeartbeat(ctx, rw, cq, cq, tag); });
+  for (size_t q = 0; q < queues_.size(); ++q) {
+    grpc::ServerCompletionQueue* cq = queues_.queue(q);
+    for (int i = 0; i < std::max(1, options_.ready_registrations_per_queue); ++i) {
+      RegisterCall::ReadyOn(&rpc_, job_, auth_, &queues_, cq);
+    }
+    StatusCall::ReadyOn(&rpc_, &status_, auth_, &queues_, cq);
+    HealthCheckCall::ReadyOn(&health_, &queues_, cq);
+    HealthWatchCall::ReadyOn(&health_, &queues_, cq);
   }
-  *response = status_ ? status_() : job_->Snapshot();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
 }
 
-grpc::ServerBidiReactor<coordinator::WorkerReport, coordinator::CoordinatorCommand>* CoordinatorService::Heartbeat(
-    grpc::CallbackServerContext* ctx) {
-  return streams_.NewStream(ctx);
+void CoordinatorService::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  streams_.StopPump();
+  queues_.Stop();
 }
 
 }  // namespace shardline

@@ -1,50 +1,76 @@
-// The Coordinator gRPC service on gRPC's callback API: checks each call's
-// job token, then translates RPCs into Job calls and nothing else. No call
-// holds a thread while it waits: a registration waits for its world inside
-// the Job (Job::StartRegister), and heartbeat streams are served by
-// HeartbeatStreams (one pump thread for all of them).
+// The Coordinator gRPC service: checks each call's job token, then
+// translates RPCs into Job calls and nothing else. Every RPC runs on gRPC's
+// asynchronous API, on CallQueues' fixed threads (with
+// grpc.health.v1.Health beside it): no callback or synchronous method, so
+// no other gRPC thread polls the sockets, and no call holds a thread while
+// it waits - a registration waits for its world inside the Job
+// (Job::StartRegister), a heartbeat stream between reports inside
+// HeartbeatStreams.
+//
+//   CoordinatorService service(&job, auth);
+//   ASSIGN_OR_RETURN(GrpcServer server, service.Listen(listen, server_options));
+//   ...
+//   server.server->Shutdown(deadline);
+//   service.Stop();
 #ifndef SHARDLINE_COORDINATOR_SERVICE_H_
 #define SHARDLINE_COORDINATOR_SERVICE_H_
 
 #include <functional>
+#include <string>
 
+#include "absl/status/statusor.h"
+#include "common/grpc_util.h"
 #include "common/rpc_auth.h"
+#include "coordinator/call_queues.h"
 #include "coordinator/heartbeat_streams.h"
 #include "coordinator/job.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
 
 namespace shardline {
 
-class CoordinatorService final : public coordinator::Coordinator::CallbackService {
+struct CoordinatorServiceOptions {
+  CallQueuesOptions queues;
+  HeartbeatStreamsOptions streams;
+  // Register calls each queue holds ready: a world of thousands registers
+  // at once.
+  int ready_registrations_per_queue = 32;
+};
+
+class CoordinatorService {
  public:
-  // `auth` (null: no token checks) must outlive the service. `status`
-  // answers the Status RPC (thread-safe); null: job->Snapshot(). The
-  // server must be shut down before the service is destroyed.
+  // `job` and `auth` (null: no token checks) must outlive the service.
+  // `status` answers the Status RPC (thread-safe); null: job->Snapshot().
   explicit CoordinatorService(Job* job, RpcAuth* auth = nullptr,
-                              std::function<coordinator::JobStatus()> status = nullptr)
-      : job_(job), auth_(auth), status_(std::move(status)), streams_(job, auth) {}
+                              std::function<coordinator::JobStatus()> status = nullptr,
+                              CoordinatorServiceOptions options = {});
+  // Stop()s if that was not done; the server must have been shut down.
+  ~CoordinatorService();
 
-  // Answered once the world this worker joins is formed and durable, or at
-  // once with an error; a caller that goes away gives up its claim.
-  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx, const coordinator::RegisterRequest* request,
-                                     coordinator::RegisterResponse* response) override;
+  // Starts a server on `listen` with this service and its health service
+  // (`options.configure` must be unset; gRPC's own health service is left
+  // out) and serves calls.
+  absl::StatusOr<GrpcServer> Listen(const std::string& listen, GrpcServerOptions options);
 
-  // Reports in, commands out; the stream ending, for any reason, is
-  // reported to the Job.
-  grpc::ServerBidiReactor<coordinator::WorkerReport, coordinator::CoordinatorCommand>* Heartbeat(
-      grpc::CallbackServerContext* ctx) override;
-
-  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const coordinator::StatusRequest* request,
-                                   coordinator::JobStatus* response) override;
+  // After the server's Shutdown has returned: ends the threads and frees
+  // every call. Idempotent.
+  void Stop();
 
   // Heartbeat streams open now.
   size_t open_streams() { return streams_.open(); }
 
  private:
-  Job* job_;
-  RpcAuth* auth_;
-  std::function<coordinator::JobStatus()> status_;
+  void ReadyCalls();
+
+  Job* const job_;
+  RpcAuth* const auth_;
+  const std::function<coordinator::JobStatus()> status_;
+  const CoordinatorServiceOptions options_;
+  coordinator::Coordinator::AsyncService rpc_;
+  grpc::health::v1::Health::AsyncService health_;
+  CallQueues queues_;
   HeartbeatStreams streams_;
+  bool stopped_ = false;
 };
 
 }  // namespace shardline

@@ -4,14 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #include "common/config.h"
 #include "common/grpc_util.h"
 #include "common/rpc_auth.h"
 #include "tests/util/pki.h"
 #include "coordinator/progress_line.h"
+#include "proto/health.grpc.pb.h"
 
 namespace shardline {
 namespace {
@@ -21,23 +26,27 @@ class NoMetrics : public MetricsSink {
   absl::Status Write(const metrics::MetricRecord&) override { return absl::OkStatus(); }
 };
 
-// A coordinator for a world of one, served on loopback with `auth` (null:
-// none; its credentials secure the port).
+// A coordinator for a world of `world_size`, served on loopback with
+// `auth` (null: none; its credentials secure the port).
 struct Served {
-  explicit Served(const std::string& name, RpcAuth* auth = nullptr) {
+  explicit Served(const std::string& name, RpcAuth* auth = nullptr, int world_size = 1) {
     const std::string dir = ::testing::TempDir() + "/service_test_" + name;
     std::system(("rm -rf '" + dir + "'").c_str());
     store = *JobStore::Open(dir);
     CoordinatorOptions o;
-    o.world_size = 1;
+    o.world_size = world_size;
     job = std::make_unique<Job>(*ParseConfigText("train { total_steps: 10 }", "test"), store.get(), &sink, o);
     EXPECT_TRUE(job->Init().ok());
     service = std::make_unique<CoordinatorService>(job.get(), auth);
-    server = *StartGrpcServer("127.0.0.1:0", {service.get()}, {}, kMaxMessageBytes,
-                              auth != nullptr ? auth->ServerCredentials() : nullptr);
+    GrpcServerOptions options;
+    if (auth != nullptr) options.credentials = auth->ServerCredentials();
+    server = *service->Listen("127.0.0.1:0", options);
     address = "127.0.0.1:" + std::to_string(server.port);
   }
-  ~Served() { server.server->Shutdown(); }
+  ~Served() {
+    server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    service->Stop();
+  }
   // A stub over `creds` (default: plain TCP).
   std::unique_ptr<coordinator::Coordinator::Stub> Stub(
       std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials()) const {
@@ -196,6 +205,115 @@ TEST(CoordinatorServiceTest, MutualTlsAcceptsOnlyTheRightChain) {
   EXPECT_EQ(status_with(grpc::InsecureChannelCredentials()).error_code(), grpc::StatusCode::UNAVAILABLE);
   // And the client refuses a server whose certificate its CA did not sign.
   EXPECT_EQ(status_with(client("client", "other_ca")).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+}  // namespace
+}  // namespace shardline
+
+namespace shardline {
+namespace {
+
+coordinator::RegisterRequest Joiner(uint64_t incarnation) {
+  coordinator::RegisterRequest req;
+  req.set_transport_address("127.0.0.1:1");
+  req.set_requested_rank(-1);
+  req.set_incarnation(incarnation);
+  return req;
+}
+
+// Kubernetes' gRPC probe carries no job token: Check answers without one,
+// as gRPC's own health service did before the coordinator served its own.
+TEST(CoordinatorServiceTest, HealthCheckNeedsNoTokenAndWatchIsRefusedNotLeftHanging) {
+  RpcAuth auth("s3cret-token");
+  Served served("health", &auth);
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateCustomChannel(served.address, grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
+  for (const std::string name : {"", "shardline.coordinator.Coordinator"}) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(name);
+    grpc::health::v1::HealthCheckResponse resp;
+    ASSERT_TRUE(health->Check(&ctx, req, &resp).ok()) << name;
+    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << name;
+  }
+  {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service("no.such.Service");
+    grpc::health::v1::HealthCheckResponse resp;
+    EXPECT_EQ(health->Check(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    auto watch = health->Watch(&ctx, grpc::health::v1::HealthCheckRequest());
+    grpc::health::v1::HealthCheckResponse resp;
+    EXPECT_FALSE(watch->Read(&resp));
+    EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  }
+}
+
+// A registration answered only once the world forms: a caller that gives
+// up first withdraws its claim, and the world then forms without it.
+TEST(CoordinatorServiceTest, ARegistrationWhoseCallerGivesUpWithdrawsItsClaim) {
+  Served served("withdraw", nullptr, /*world_size=*/2);
+  auto stub = served.Stub();
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+    coordinator::RegisterResponse world;
+    EXPECT_EQ(stub->Register(&ctx, Joiner(1), &world).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  // The claim goes when the server sees the call end (bounded wait).
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  while (served.job->Snapshot().workers_registered() != 0 && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(served.job->Snapshot().workers_registered(), 0);
+  // Two others form the world, with ranks 0 and 1: the one that left holds none.
+  std::vector<int> ranks(2, -1);
+  std::vector<std::thread> joiners;
+  for (int i = 0; i < 2; ++i) {
+    joiners.emplace_back([&, i] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      coordinator::RegisterResponse world;
+      if (stub->Register(&ctx, Joiner(10 + i), &world).ok()) ranks[i] = world.rank();
+    });
+  }
+  for (std::thread& t : joiners) t.join();
+  std::sort(ranks.begin(), ranks.end());
+  EXPECT_EQ(ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(served.job->Snapshot().state(), coordinator::JobStatus::RUNNING);
+}
+
+// A member whose stream breaks (its process died) is lost at once, not at
+// its heartbeat deadline: the world breaks.
+TEST(CoordinatorServiceTest, ABrokenHeartbeatStreamBreaksTheWorldAtOnce) {
+  Served served("broken", nullptr, /*world_size=*/1);
+  auto stub = served.Stub();
+  grpc::ClientContext reg;
+  coordinator::RegisterResponse world;
+  ASSERT_TRUE(stub->Register(&reg, Joiner(1), &world).ok());
+  ASSERT_EQ(served.job->Snapshot().generation(), 1u);
+  grpc::ClientContext ctx;
+  auto stream = stub->Heartbeat(&ctx);
+  coordinator::WorkerReport report;
+  report.set_rank(world.rank());
+  report.set_generation(world.generation());
+  report.set_member_secret(world.member_secret());
+  ASSERT_TRUE(stream->Write(report));
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  while (served.job->Snapshot().workers_alive() != 1 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(served.job->Snapshot().workers_alive(), 1);
+  ctx.TryCancel();
+  while (served.job->Snapshot().state() == coordinator::JobStatus::RUNNING && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  // Long before the heartbeat deadline (the test's 20 s bound is only a
+  // bound): broken, waiting for its members again.
+  EXPECT_EQ(served.job->Snapshot().state(), coordinator::JobStatus::FORMING);
+  EXPECT_EQ(served.job->Snapshot().worker_losses(), 1);
 }
 
 }  // namespace

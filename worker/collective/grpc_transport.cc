@@ -748,7 +748,9 @@ absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const st
                                                                         const TransportServerOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  std::vector<std::pair<std::string, int>> args = DataPlaneArgs();
+  GrpcServerOptions server_options;
+  std::vector<std::pair<std::string, int>>& args = server_options.int_args;
+  args = DataPlaneArgs();
   const std::vector<std::pair<std::string, int>> keepalive = KeepaliveArgs(options);
   args.insert(args.end(), keepalive.begin(), keepalive.end());
   args.insert(args.end(), {
@@ -757,9 +759,9 @@ absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const st
       {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
        static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time) / 2)},
       {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0}});
-  absl::StatusOr<GrpcServer> server =
-      StartGrpcServer(listen, {impl.get()}, args, options.max_frame_bytes,
-                      options.auth != nullptr ? options.auth->ServerCredentials() : nullptr);
+  server_options.max_receive_bytes = options.max_frame_bytes;
+  if (options.auth != nullptr) server_options.credentials = options.auth->ServerCredentials();
+  absl::StatusOr<GrpcServer> server = StartGrpcServer(listen, {impl.get()}, server_options);
   if (!server.ok()) return server.status();
   impl->grpc = std::move(*server);
   return std::unique_ptr<TransportServer>(new TransportServer(std::move(impl)));

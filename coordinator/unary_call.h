@@ -1,0 +1,135 @@
+// A unary RPC served on CallQueues: readied on a queue, started when a
+// client calls, answered exactly once (now or later, from any thread), and
+// freed once gRPC has returned every tag it was given and the answer came.
+//
+//   class EchoCall : public UnaryCall<Req, Resp> {
+//     ... Ready another with `new EchoCall(...)->Ready(...)` in ReadyAnother;
+//     void Start() override { Answer(Resp{...}, grpc::Status::OK); }
+//   };
+#ifndef SHARDLINE_COORDINATOR_UNARY_CALL_H_
+#define SHARDLINE_COORDINATOR_UNARY_CALL_H_
+
+#include <functional>
+
+#include "common/mutex.h"
+#include "coordinator/call_queues.h"
+#include "grpcpp/grpcpp.h"
+
+namespace shardline {
+
+template <typename Request, typename Response>
+class UnaryCall : public AsyncCall {
+ public:
+  using Writer = grpc::ServerAsyncResponseWriter<Response>;
+  // The service's RequestX(ctx, request, writer, cq, cq, tag).
+  using RequestFn =
+      std::function<void(grpc::ServerContext*, Request*, Writer*, grpc::ServerCompletionQueue*, void* tag)>;
+
+  UnaryCall(CallQueues* queues, grpc::ServerCompletionQueue* cq) : queues_(queues), cq_(cq), writer_(&ctx_) {}
+
+  // Asks gRPC for the next such call on this call's queue; from a queue's
+  // thread or before the queues start. Frees this call if the queues are
+  // stopping.
+  void Ready(const RequestFn& request) {
+    if (queues_->stopping()) {
+      delete this;
+      return;
+    }
+    ctx_.AsyncNotifyWhenDone(&done_tag_);
+    pending_ = 1;
+    request(&ctx_, &request_, &writer_, cq_, &ready_tag_);
+  }
+
+  void Complete(int op, bool ok) final {
+    switch (op) {
+      case kReady:
+        // Not ok: the server is shutting down and this call was never
+        // matched (gRPC then never returns the done tag).
+        if (ok) {
+          ReadyAnother(cq_);
+          {
+            MutexLock lock(&mu_);
+            pending_ += 2;  // the done tag and the answer
+          }
+          Start();
+        }
+        break;
+      case kDone: {
+        bool answered;
+        {
+          MutexLock lock(&mu_);
+          done_ = true;
+          answered = answered_;
+        }
+        if (!answered) Cancelled();
+        break;
+      }
+      default:  // kFinish
+        break;
+    }
+    Release();
+  }
+
+ protected:
+  // The call arrived: request() holds it. Answer() must follow, once.
+  virtual void Start() = 0;
+  // The call ended (the client went away or the server shut down) before
+  // the answer; Answer() must still come.
+  virtual void Cancelled() {}
+  // Readies a fresh call of the same kind on `cq`.
+  virtual void ReadyAnother(grpc::ServerCompletionQueue* cq) = 0;
+
+  const Request& request() const { return request_; }
+  grpc::ServerContext& context() { return ctx_; }
+  CallQueues* queues() const { return queues_; }
+
+  // Sends the answer unless the call is already over; from any thread that
+  // may start operations (see CallQueues::stopping).
+  void Answer(const Response& response, const grpc::Status& status) {
+    {
+      MutexLock lock(&mu_);
+      answered_ = true;
+      if (!done_ && !queues_->stopping()) {
+        ++pending_;
+        response_ = response;
+        if (status.ok()) {
+          writer_.Finish(response_, status, &finish_tag_);
+        } else {
+          writer_.FinishWithError(status, &finish_tag_);
+        }
+      }
+    }
+    Release();  // the answer
+  }
+
+ private:
+  enum Op { kReady, kFinish, kDone };
+
+  void Release() {
+    bool over;
+    {
+      MutexLock lock(&mu_);
+      over = --pending_ == 0;
+    }
+    if (over) delete this;
+  }
+
+  CallQueues* const queues_;
+  grpc::ServerCompletionQueue* const cq_;
+  grpc::ServerContext ctx_;
+  Writer writer_;
+  Request request_;
+  CallTag ready_tag_{this, kReady};
+  CallTag finish_tag_{this, kFinish};
+  CallTag done_tag_{this, kDone};
+
+  Mutex mu_;
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;  // tags out, plus the answer once started
+  Response response_ ABSL_GUARDED_BY(mu_);
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COORDINATOR_UNARY_CALL_H_
