@@ -37,6 +37,8 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <chrono>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -95,37 +97,55 @@ ProcSample Sample(int pid) {
 class Load;
 class SimWorker;
 
-// One heartbeat stream of a simulated worker; frees itself when it ends.
-class StreamCall : public grpc::ClientBidiReactor<WorkerReport, CoordinatorCommand> {
+// Every RPC of this process runs on gRPC's asynchronous API on one
+// completion queue, polled by one thread that also sends the reports due
+// (the "io" thread): no callback threads, no hand-off per report. Each
+// operation's tag is one of these, run and freed when it completes.
+using Event = std::function<void(bool ok)>;
+void* NewEvent(Event e) { return new Event(std::move(e)); }
+
+// One heartbeat stream of a simulated worker; frees itself once its
+// operations are over. Every operation starts on the io thread (Cancel may
+// come from any).
+class StreamCall {
  public:
-  StreamCall(SimWorker* worker, coordinator::Coordinator::Stub* stub, const std::string& token);
-  void Write(const WorkerReport& r) {
-    out_ = r;
-    StartWrite(&out_);
-  }
+  StreamCall(SimWorker* worker, coordinator::Coordinator::Stub* stub, const std::string& token,
+             grpc::CompletionQueue* cq);
+  void Write(const WorkerReport& r);
   void Cancel() { ctx_.TryCancel(); }
-  void OnReadDone(bool ok) override;
-  void OnWriteDone(bool ok) override;
-  void OnDone(const grpc::Status&) override;
 
  private:
+  void Read();
+  void Release();
+
   SimWorker* const worker_;
   grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<WorkerReport, CoordinatorCommand>> rw_;
   CoordinatorCommand command_;
   WorkerReport out_;
+  grpc::Status status_;
+  int pending_ = 0;  // operations in flight (io thread only)
 };
 
 // One simulated worker: its registration and its current heartbeat stream.
 class SimWorker {
  public:
-  SimWorker(Load* load, int slot, coordinator::Coordinator::Stub* stub) : load_(load), slot_(slot), stub_(stub) {}
+  SimWorker(Load* load, int slot, coordinator::Coordinator::Stub* stub, grpc::CompletionQueue* cq)
+      : load_(load), slot_(slot), stub_(stub), cq_(cq) {}
 
   void Register(uint64_t previous_generation);
+  // The registration's answer (io thread).
+  void Answered();
   // From the driver thread: sends a report if one is due and none is in flight.
   void Tick(int64_t now_us);
   // From the stream: a command arrived; false ends its reading.
   bool Command(StreamCall* call, const CoordinatorCommand& c);
   void WriteDone(StreamCall* call);
+  // The stream's call started: reports may be written to it.
+  void Started(StreamCall* call) {
+    MutexLock lock(&mu_);
+    if (call == call_) writing_ = false;
+  }
   void StreamDone(StreamCall* call) {
     MutexLock lock(&mu_);
     if (call == call_) call_ = nullptr;
@@ -162,12 +182,17 @@ class SimWorker {
   Load* const load_;
   const int slot_;
   coordinator::Coordinator::Stub* const stub_;
+  grpc::CompletionQueue* const cq_;
   const uint64_t incarnation_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-  // One registration at a time (a new one starts only after the last's
-  // answer opened a stream that then ended, or from the driver).
-  std::unique_ptr<grpc::ClientContext> register_ctx_;
-  coordinator::RegisterRequest request_;
-  coordinator::RegisterResponse response_;
+  // One registration at a time.
+  Mutex register_mu_;  // before mu_
+  bool registering_ ABSL_GUARDED_BY(register_mu_) = false;
+  std::unique_ptr<grpc::ClientContext> register_ctx_ ABSL_GUARDED_BY(register_mu_);
+  coordinator::RegisterRequest request_ ABSL_GUARDED_BY(register_mu_);
+  coordinator::RegisterResponse response_ ABSL_GUARDED_BY(register_mu_);
+  grpc::Status register_status_ ABSL_GUARDED_BY(register_mu_);
+  std::unique_ptr<grpc::ClientAsyncResponseReader<coordinator::RegisterResponse>> register_call_
+      ABSL_GUARDED_BY(register_mu_);
 
   Mutex mu_;
   StreamCall* call_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -321,6 +346,11 @@ class Load {
 };
 
 void SimWorker::Register(uint64_t previous_generation) {
+  // From the main thread (a phase) or the io thread (a new generation), at
+  // most one at a time: one in flight stands for both.
+  MutexLock lock(&register_mu_);
+  if (registering_) return;
+  registering_ = true;
   register_ctx_ = std::make_unique<grpc::ClientContext>();
   register_ctx_->AddMetadata(kTokenMetadataKey, load_->token());
   register_ctx_->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
@@ -330,18 +360,22 @@ void SimWorker::Register(uint64_t previous_generation) {
   request_.set_incarnation(incarnation_);
   request_.set_previous_generation(previous_generation);
   if (previous_generation > 0) request_.set_reason("the world broke");
-  stub_->async()->Register(register_ctx_.get(), &request_, &response_, [this](grpc::Status s) {
-    if (!s.ok()) {
-      load_->Refused(s);
-      return;
-    }
-    if (response_.job_over()) {  // as a real worker: the job ended meanwhile
-      load_->JobDone();
-      return;
-    }
+  register_call_ = stub_->PrepareAsyncRegister(register_ctx_.get(), request_, cq_);
+  register_call_->StartCall();
+  register_call_->Finish(&response_, &register_status_, NewEvent([this](bool) { Answered(); }));
+}
+
+void SimWorker::Answered() {
+  MutexLock lock(&register_mu_);
+  registering_ = false;
+  if (!register_status_.ok()) {
+    load_->Refused(register_status_);
+  } else if (response_.job_over()) {  // as a real worker: the job ended meanwhile
+    load_->JobDone();
+  } else {
     OpenStream(response_);
     load_->Registered();
-  });
+  }
 }
 
 void SimWorker::OpenStream(const coordinator::RegisterResponse& r) {
@@ -356,8 +390,8 @@ void SimWorker::OpenStream(const coordinator::RegisterResponse& r) {
   started_us_ = NowMicros();
   next_due_us_ = started_us_;  // the first report at once: it attaches the stream
   silent_ = false;
-  writing_ = false;
-  call_ = new StreamCall(this, stub_, load_->token());
+  writing_ = true;  // until the call has started
+  call_ = new StreamCall(this, stub_, load_->token(), cq_);
 }
 
 void SimWorker::WriteDone(StreamCall* call) {
@@ -451,23 +485,49 @@ bool SimWorker::Command(StreamCall* call, const CoordinatorCommand& c) {
   return true;
 }
 
-StreamCall::StreamCall(SimWorker* worker, coordinator::Coordinator::Stub* stub, const std::string& token)
+StreamCall::StreamCall(SimWorker* worker, coordinator::Coordinator::Stub* stub, const std::string& token,
+                       grpc::CompletionQueue* cq)
     : worker_(worker) {
   ctx_.AddMetadata(kTokenMetadataKey, token);
-  stub->async()->Heartbeat(&ctx_, this);
-  StartRead(&command_);
-  StartCall();
+  rw_ = stub->PrepareAsyncHeartbeat(&ctx_, cq);
+  ++pending_;
+  // StartCall's operation shares the write's slot: the first report waits
+  // for it (Started).
+  rw_->StartCall(NewEvent([this](bool) {
+    worker_->Started(this);
+    Release();
+  }));
+  Read();
 }
 
-void StreamCall::OnReadDone(bool ok) {
-  if (ok && worker_->Command(this, command_)) StartRead(&command_);
+void StreamCall::Read() {
+  ++pending_;
+  rw_->Read(&command_, NewEvent([this](bool ok) {
+              if (ok) {
+                // A command that made the worker leave cancelled this call:
+                // the next read fails, and that ends it.
+                worker_->Command(this, command_);
+                Read();
+              } else {
+                worker_->StreamDone(this);  // no report is written to it after
+                ++pending_;
+                rw_->Finish(&status_, NewEvent([this](bool) { Release(); }));
+              }
+              Release();
+            }));
 }
 
-void StreamCall::OnWriteDone(bool) { worker_->WriteDone(this); }
+void StreamCall::Write(const WorkerReport& r) {
+  out_ = r;
+  ++pending_;
+  rw_->Write(out_, NewEvent([this](bool) {
+               worker_->WriteDone(this);
+               Release();
+             }));
+}
 
-void StreamCall::OnDone(const grpc::Status&) {
-  worker_->StreamDone(this);
-  delete this;
+void StreamCall::Release() {
+  if (--pending_ == 0) delete this;
 }
 
 double Percentile(std::vector<double> v, double q) {
@@ -521,16 +581,35 @@ int Main(int argc, char** argv) {
         grpc::CreateCustomChannel(args.Get("coordinator"), grpc::InsecureChannelCredentials(), ca)));
   }
   std::vector<std::unique_ptr<SimWorker>> workers;
-  for (int w = 0; w < n; ++w) workers.push_back(std::make_unique<SimWorker>(&load, w, stubs[w % connections].get()));
+  grpc::CompletionQueue cq;  // never shut down: the process ends with _exit
+  for (int w = 0; w < n; ++w) {
+    workers.push_back(std::make_unique<SimWorker>(&load, w, stubs[w % connections].get(), &cq));
+  }
 
   std::atomic<bool> run{true};
-  std::thread driver([&] {
-    while (run.load()) {
+  // The io thread: every 5 ms the reports due, between them the queue's
+  // events. It runs until the process exits.
+  std::thread io([&] {
+    int64_t next_tick = 0;
+    for (;;) {
       const int64_t now = NowMicros();
-      for (auto& w : workers) w->Tick(now);
-      absl::SleepFor(absl::Milliseconds(5));
+      if (now >= next_tick) {
+        if (run.load()) {
+          for (auto& w : workers) w->Tick(now);
+        }
+        next_tick = now + 5000;
+      }
+      void* tag;
+      bool ok;
+      const auto until = std::chrono::system_clock::now() + std::chrono::microseconds(std::max<int64_t>(0, next_tick - NowMicros()));
+      if (cq.AsyncNext(&tag, &ok, until) == grpc::CompletionQueue::GOT_EVENT) {
+        auto* e = static_cast<Event*>(tag);
+        (*e)(ok);
+        delete e;
+      }
     }
   });
+  io.detach();
   auto registered = [&] {
     MutexLock lock(&load.mu_);
     return load.registered_;
@@ -545,7 +624,6 @@ int Main(int argc, char** argv) {
   int exit_code = 0;
   auto finish = [&](int code) {
     run = false;
-    driver.join();
     for (auto& w : workers) w->Die();
     absl::SleepFor(absl::Milliseconds(200));
     _exit(code);  // streams may still be closing; the process is done
@@ -622,8 +700,16 @@ int Main(int argc, char** argv) {
 
   // A worker that dies: its stream breaks.
   {
-    load.ExpectBreak();
     SimWorker* w = workers[rng() % static_cast<unsigned>(n)].get();
+    // Its stream must have said who it is (a report read) before it dies:
+    // a stream that breaks before its first report names no member, and
+    // the coordinator then finds the member by its silence, not the break.
+    const int64_t since = NowMicros();
+    if (!WaitFor([&] { return w->last_written_us() > since; }, absl::Seconds(30))) {
+      return finish(fail("the worker to kill never reported"));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+    load.ExpectBreak();
     const int64_t died = NowMicros();
     w->Die();
     const int64_t broke = load.AwaitMark(&Load::first_break_us_, absl::Seconds(30));
