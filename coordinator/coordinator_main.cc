@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -198,6 +199,13 @@ absl::Status Run(const Args& args) {
   server_options.max_receive_bytes = kCoordinatorMaxReceiveBytes;
   server_options.credentials = auth->ServerCredentials();
   ASSIGN_OR_RETURN(GrpcServer server, service.Listen(args.Get("listen"), server_options));
+  // However Run returns, calls get at most 2 s to end (a server shut down
+  // without a deadline would wait for every worker's stream), then the
+  // service's threads stop. Both are no-ops after the orderly end below.
+  auto stop_serving = absl::MakeCleanup([&server, &service] {
+    server.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    service.Stop();
+  });
   const std::string listen = args.Get("listen");
   const std::string address = absl::StrCat(ListenHost(listen), ":", server.port);
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.address", address));
