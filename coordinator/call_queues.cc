@@ -25,7 +25,7 @@ void CallQueues::Serve(grpc::ServerCompletionQueue* cq) {
   while (cq->Next(&tag, &ok)) {
     const CallTag* t = static_cast<const CallTag*>(tag);
     if (t->call == nullptr) {
-      barrier_->DecrementCount();
+      barrier_.load(std::memory_order_acquire)->DecrementCount();
     } else {
       t->call->Complete(t->op, ok);
     }
@@ -41,11 +41,10 @@ void CallQueues::Stop() {
     // is inside a Complete that read stopping() false, so no operation
     // starts on a queue after it shuts down (gRPC would abort).
     absl::BlockingCounter passed(static_cast<int>(queues_.size()));
-    barrier_ = &passed;
-    CallTag barrier{nullptr, 0};
+    barrier_.store(&passed, std::memory_order_release);
     std::vector<grpc::Alarm> alarms(queues_.size());
     for (size_t i = 0; i < queues_.size(); ++i) {
-      alarms[i].Set(queues_[i].get(), std::chrono::system_clock::now(), &barrier);
+      alarms[i].Set(queues_[i].get(), std::chrono::system_clock::now(), const_cast<CallTag*>(&barrier_tag_));
     }
     passed.Wait();
   }

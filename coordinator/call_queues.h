@@ -81,7 +81,11 @@ class CallQueues {
   std::vector<std::thread> threads_;
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;
-  absl::BlockingCounter* barrier_ = nullptr;  // set by Stop before its alarms
+  // Stop's barrier: the tag its alarms carry, and the count the threads
+  // take down (set before the alarms; atomic, as what orders the two is
+  // inside gRPC).
+  const CallTag barrier_tag_{nullptr, 0};
+  std::atomic<absl::BlockingCounter*> barrier_{nullptr};
 };
 
 }  // namespace shardline
