@@ -45,6 +45,29 @@ TEST(PortCliTest, PrintsDistinctFreePortsOutsideTheEphemeralRange) {
   EXPECT_EQ(ports.size(), 8u) << p.Output();
 }
 
+// In a network namespace of the test's own whose ephemeral range starts at
+// 10006, only 10000-10005 lie between shardline's floor (10000) and it.
+Subprocess PortInSmallRange(const std::string& count) {
+  return Subprocess({"/usr/bin/unshare", "-n", "/bin/sh", "-c",
+                     "ip link set lo up && echo '10006 60999' > /proc/sys/net/ipv4/ip_local_port_range && "
+                     "exec \"$0\" port --count \"$1\"",
+                     BinPath("shardline"), count});
+}
+
+// The redraw bound: six candidates give six ports, and asking for ten ends
+// after a bounded number of draws, exit 1 naming what was found, instead
+// of drawing forever.
+TEST(PortCliTest, TooFewCandidatesEndAfterBoundedRedrawsExitOne) {
+  Subprocess six = PortInSmallRange("6");
+  ASSERT_EQ(six.Wait(absl::Seconds(30)), 0) << six.Output();
+  EXPECT_EQ(six.Output(), "10000\n10001\n10002\n10003\n10004\n10005\n");
+  Subprocess ten = PortInSmallRange("10");
+  EXPECT_EQ(ten.Wait(absl::Seconds(30)), 1) << ten.Output();
+  EXPECT_TRUE(absl::StrContains(ten.Output(), "found only 6 distinct free ports on 127.0.0.1 of 10 asked for"))
+      << ten.Output();
+  EXPECT_FALSE(absl::StrContains(ten.Output(), "10000\n")) << ten.Output();
+}
+
 TEST(PortCliTest, BadInputExitsOneNamingTheProblem) {
   struct Case {
     std::vector<std::string> args;
