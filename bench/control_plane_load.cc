@@ -36,7 +36,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <deque>
 #include <fstream>
+#include <optional>
 #include <functional>
 #include <chrono>
 #include <memory>
@@ -211,6 +213,8 @@ class SimWorker {
   int64_t save_at_ ABSL_GUARDED_BY(mu_) = 0;  // > 0: a checkpoint step told and not yet saved
   int64_t saved_step_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_save_ ABSL_GUARDED_BY(mu_) = false;  // the report in flight carries a saved shard
+  bool saving_ ABSL_GUARDED_BY(mu_) = false;  // the writer thread has its shard
+  std::optional<coordinator::SavedShard> saved_ready_ ABSL_GUARDED_BY(mu_);  // written, not yet reported
 };
 
 // Waits until pred() holds (checked every 5 ms) or `timeout` passes.
@@ -230,6 +234,12 @@ class Load {
       : token_(std::move(token)), period_us_(1000000 / std::max(1, hz)), shard_bytes_(shard_bytes) {}
   int64_t shard_bytes() const { return shard_bytes_; }
   const std::string& token() const { return token_; }
+  // Runs `write` on the writer thread, after those before it.
+  void Write(std::function<void()> write) {
+    MutexLock lock(&writes_mu_);
+    if (!writer_.joinable()) writer_ = std::thread([this] { WriteLoop(); });
+    writes_.push_back(std::move(write));
+  }
   int64_t period_us() const { return period_us_; }
 
   void Registered() {
@@ -340,9 +350,26 @@ class Load {
     if (step == *latest && ++*told == workers_) *all_us = NowMicros();
   }
 
+  void WriteLoop() {
+    for (;;) {
+      std::function<void()> next;
+      {
+        MutexLock lock(&writes_mu_);
+        auto pending = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_mu_) { return !writes_.empty(); };
+        writes_mu_.Await(absl::Condition(&pending));
+        next = std::move(writes_.front());
+        writes_.pop_front();
+      }
+      next();
+    }
+  }
+
   const std::string token_;
   const int64_t period_us_;
   const int64_t shard_bytes_;
+  Mutex writes_mu_;
+  std::deque<std::function<void()>> writes_ ABSL_GUARDED_BY(writes_mu_);
+  std::thread writer_ ABSL_GUARDED_BY(writes_mu_);  // runs until the process exits (_exit)
 };
 
 void SimWorker::Register(uint64_t previous_generation) {
@@ -424,22 +451,34 @@ void SimWorker::Tick(int64_t now_us) {
     steps = finish_at_;
     out.set_finished(true);
   }
-  if (save_at_ > 0 && steps >= save_at_) {
-    // Saves its shard at the step told, as a real worker does, and reports it.
-    coordinator::SavedShard* saved = out.add_saved();
-    saved->set_step(save_at_);
-    saved->set_world_size(world_);
-    saved->set_file(ShardFileName(rank_, world_));
-    const std::string bytes(static_cast<size_t>(load_->shard_bytes()), static_cast<char>('a' + rank_ % 26));
-    const std::string dir = StepDir(checkpoint_root_, save_at_);
-    Env* env = Env::Default();
-    if (!env->CreateDirs(dir).ok() || !WriteFileAtomically(env, dir + "/" + saved->file(), bytes).ok()) {
-      fprintf(stderr, "control_plane_load: cannot write a shard into %s\n", dir.c_str());
-    }
-    saved->set_size(static_cast<int64_t>(bytes.size()));
-    saved->set_crc32c(crc32c::Value(bytes.data(), bytes.size()));
-    saved_step_ = save_at_;
-    save_at_ = 0;
+  if (save_at_ > 0 && steps >= save_at_ && !saving_) {
+    // Saves its shard at the step told, as a real worker does, on the
+    // writer thread (file writes would hold up the io thread), and reports
+    // it once the file is durable.
+    saving_ = true;
+    load_->Write([this, step = save_at_, rank = rank_, world = world_, root = checkpoint_root_] {
+      coordinator::SavedShard saved;
+      saved.set_step(step);
+      saved.set_world_size(world);
+      saved.set_file(ShardFileName(rank, world));
+      const std::string bytes(static_cast<size_t>(load_->shard_bytes()), static_cast<char>('a' + rank % 26));
+      const std::string dir = StepDir(root, step);
+      Env* env = Env::Default();
+      if (!env->CreateDirs(dir).ok() || !WriteFileAtomically(env, dir + "/" + saved.file(), bytes).ok()) {
+        fprintf(stderr, "control_plane_load: cannot write a shard into %s\n", dir.c_str());
+      }
+      saved.set_size(static_cast<int64_t>(bytes.size()));
+      saved.set_crc32c(crc32c::Value(bytes.data(), bytes.size()));
+      MutexLock lock(&mu_);
+      saving_ = false;
+      saved_ready_ = std::move(saved);
+    });
+  }
+  if (saved_ready_.has_value()) {
+    saved_step_ = saved_ready_->step();
+    if (save_at_ == saved_step_) save_at_ = 0;
+    *out.add_saved() = std::move(*saved_ready_);
+    saved_ready_.reset();
     writing_save_ = true;
     steps = std::max(steps, saved_step_);
   }
