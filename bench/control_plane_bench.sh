@@ -11,6 +11,7 @@
 #
 #   bench/control_plane_bench.sh
 #   WORLDS="64 4096" SILENCES=20 DEADLINE_MS=1000 bench/control_plane_bench.sh
+#   RPC_THREADS=2 WORLDS=4096 bench/control_plane_bench.sh   # the coordinator's --rpc_threads
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORLDS=${WORLDS:-"64 256 1024 4096"}
@@ -22,6 +23,7 @@ STEADY=${STEADY:-10}
 CHECKPOINTS=${CHECKPOINTS:-3}
 SHARD_BYTES=${SHARD_BYTES:-4096}
 OUT=${OUT:-bench/out/control_plane}
+RPC_THREADS=${RPC_THREADS:-1}
 ./deploy/install-deps.sh
 if [ ! -x build/bin/control_plane_load ] || [ ! -x build/bin/shardline-coordinator ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2
@@ -35,7 +37,7 @@ for n in $WORLDS; do
   dir="$OUT/n$n"
   mkdir -p "$dir"
   timeout 900 build/bin/shardline-coordinator --config deploy/configs/fmnist_mlp.textproto --listen 127.0.0.1:0 \
-    --workdir "$dir" --heartbeat_timeout_ms "$DEADLINE_MS" --progress_every_seconds 0 \
+    --workdir "$dir" --heartbeat_timeout_ms "$DEADLINE_MS" --progress_every_seconds 0 --rpc_threads "$RPC_THREADS" \
     --set runtime.num_workers=$n --set data.global_batch_size=$((n * 8)) --set train.total_steps=1000000 \
     --set checkpoint.every_steps=0 --set checkpoint.save_final=false 2> "$dir/coordinator.log" &
   wrapper=$!

@@ -58,6 +58,8 @@ constexpr char kHelp[] =
     "                            the Status RPC always answers)\n"
     "  --straggler_threshold X   log a rank whose straggler score stays below X\n"
     "                            (0..1, default 0.7) for 10 s\n"
+    "  --rpc_threads K           threads serving the workers' RPCs (1..64, default 1;\n"
+    "                            each reads about 5,000 workers' reports per core)\n"
     "  --token_file FILE         the job token (a private file); default $SHARDLINE_TOKEN.\n"
     "                            With a token, every call must carry it\n"
     "  --tls_cert F --tls_key F --tls_ca F  mutual TLS (PEM): this process's\n"
@@ -191,7 +193,14 @@ absl::Status Run(const Args& args) {
   // RPC layer), like /metrics beside it.
   exposer->AddPage("/status", "text/html; charset=utf-8",
                    [&status, &history] { return StatusPageHtml(status(), history.Train(), history.Eval(), absl::Now()); });
-  CoordinatorService service(&job, auth.get(), status);
+  absl::StatusOr<int64_t> rpc_threads = IntFlag(args, "rpc_threads", 1);
+  if (!rpc_threads.ok()) return rpc_threads.status();
+  if (*rpc_threads < 1 || *rpc_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("--rpc_threads: ", *rpc_threads, " is not between 1 and 64"));
+  }
+  CoordinatorServiceOptions service_options;
+  service_options.queues.threads = static_cast<int>(*rpc_threads);
+  CoordinatorService service(&job, auth.get(), status, service_options);
   // Registrations and reports are small; a report's metric records are
   // bounded (coordinator/report_check.h).
   GrpcServerOptions server_options;
@@ -296,7 +305,7 @@ int main(int argc, char** argv) {
   shardline::logging::SetPrefix("coordinator");
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
-      argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds", "straggler_threshold",
+      argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds", "straggler_threshold", "rpc_threads",
                            "token_file", "tls_cert", "tls_key", "tls_ca"},
       {"set"}, "shardline-coordinator", &args, {"insecure"});
   return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-coordinator", shardline::Run);

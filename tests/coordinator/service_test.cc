@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -27,9 +28,9 @@ class NoMetrics : public MetricsSink {
 };
 
 // A coordinator for a world of `world_size`, served on loopback with
-// `auth` (null: none; its credentials secure the port).
+// `auth` (null: none; its credentials secure the port) by `rpc_threads`.
 struct Served {
-  explicit Served(const std::string& name, RpcAuth* auth = nullptr, int world_size = 1) {
+  explicit Served(const std::string& name, RpcAuth* auth = nullptr, int world_size = 1, int rpc_threads = 1) {
     const std::string dir = ::testing::TempDir() + "/service_test_" + name;
     std::system(("rm -rf '" + dir + "'").c_str());
     store = *JobStore::Open(dir);
@@ -37,7 +38,9 @@ struct Served {
     o.world_size = world_size;
     job = std::make_unique<Job>(*ParseConfigText("train { total_steps: 10 }", "test"), store.get(), &sink, o);
     EXPECT_TRUE(job->Init().ok());
-    service = std::make_unique<CoordinatorService>(job.get(), auth);
+    CoordinatorServiceOptions so;
+    so.queues.threads = rpc_threads;
+    service = std::make_unique<CoordinatorService>(job.get(), auth, nullptr, so);
     GrpcServerOptions options;
     if (auth != nullptr) options.credentials = auth->ServerCredentials();
     server = *service->Listen("127.0.0.1:0", options);
@@ -314,6 +317,63 @@ TEST(CoordinatorServiceTest, ABrokenHeartbeatStreamBreaksTheWorldAtOnce) {
   // bound): broken, waiting for its members again.
   EXPECT_EQ(served.job->Snapshot().state(), coordinator::JobStatus::FORMING);
   EXPECT_EQ(served.job->Snapshot().worker_losses(), 1);
+}
+
+// Several RPC threads, each with its own queue: a world of 24 registers at
+// once, every member's stream is served (whichever queue took it), and each
+// member's break is seen.
+TEST(CoordinatorServiceTest, AWorldOnThreeRpcThreadsFormsAndEveryStreamIsServed) {
+  constexpr int kWorld = 24;
+  Served served("threads", nullptr, kWorld, /*rpc_threads=*/3);
+  auto stub = served.Stub();
+  std::vector<coordinator::RegisterResponse> worlds(kWorld);
+  std::vector<bool> joined(kWorld, false);
+  {
+    std::vector<std::thread> joiners;
+    for (int i = 0; i < kWorld; ++i) {
+      joiners.emplace_back([&, i] {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+        joined[i] = stub->Register(&ctx, Joiner(100 + i), &worlds[i]).ok();
+      });
+    }
+    for (std::thread& t : joiners) t.join();
+  }
+  std::set<int> ranks;
+  for (int i = 0; i < kWorld; ++i) {
+    ASSERT_TRUE(joined[i]) << "worker " << i;
+    ranks.insert(worlds[i].rank());
+  }
+  EXPECT_EQ(ranks.size(), static_cast<size_t>(kWorld));
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<coordinator::WorkerReport, coordinator::CoordinatorCommand>>>
+      streams;
+  for (int i = 0; i < kWorld; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(stub->Heartbeat(contexts.back().get()));
+    coordinator::WorkerReport report;
+    report.set_rank(worlds[i].rank());
+    report.set_generation(worlds[i].generation());
+    report.set_member_secret(worlds[i].member_secret());
+    ASSERT_TRUE(streams.back()->Write(report)) << "worker " << i;
+  }
+  const absl::Time until = absl::Now() + absl::Seconds(30);
+  while (served.job->Snapshot().workers_alive() != kWorld && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(served.job->Snapshot().workers_alive(), kWorld);
+  EXPECT_EQ(served.service->open_streams(), static_cast<size_t>(kWorld));
+  // One member dies: the world breaks, and every other member is told to
+  // join the next generation on its own stream.
+  contexts[0]->TryCancel();
+  for (int i = 1; i < kWorld; ++i) {
+    coordinator::CoordinatorCommand c;
+    bool told = false;
+    while (!told && streams[i]->Read(&c)) told = c.new_generation() > 0;
+    EXPECT_TRUE(told) << "worker " << i;
+    contexts[i]->TryCancel();
+  }
+  EXPECT_EQ(served.job->Snapshot().state(), coordinator::JobStatus::FORMING);
 }
 
 }  // namespace

@@ -355,6 +355,19 @@ TEST(BadInputTest, APortInUseIsNamedAndEndsTheProcess) {
   EXPECT_TRUE(absl::StrContains(worker.Output(), taken.address())) << worker.Output();
 }
 
+TEST(BadInputTest, ABadRpcThreadCountIsNamedAndEndsTheCoordinator) {
+  for (const auto& [value, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"0", "--rpc_threads: 0 is not between 1 and 64"},
+           {"65", "--rpc_threads: 65 is not between 1 and 64"},
+           {"two", "--rpc_threads: 'two' is not an integer"}}) {
+    const std::string dir = FreshDir("bad_rpc_threads");
+    Subprocess coordinator({BinPath("shardline-coordinator"), "--config", DefaultConfig(), "--listen", "127.0.0.1:0",
+                            "--workdir", dir, "--rpc_threads", value});
+    EXPECT_EQ(coordinator.Wait(absl::Seconds(60)), 1) << coordinator.Output();
+    EXPECT_TRUE(absl::StrContains(coordinator.Output(), expect)) << coordinator.Output();
+  }
+}
+
 TEST(BadInputTest, AnUnreachableCoordinatorIsGivenUpOnAfterTheConnectTimeout) {
   const int nobody = FreePort();
   const std::string address = absl::StrCat("127.0.0.1:", nobody);
