@@ -35,13 +35,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <fstream>
-#include <optional>
 #include <functional>
-#include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -140,8 +140,8 @@ class SimWorker {
   void Answered();
   // From the driver thread: sends a report if one is due and none is in flight.
   void Tick(int64_t now_us);
-  // From the stream: a command arrived; false ends its reading.
-  bool Command(StreamCall* call, const CoordinatorCommand& c);
+  // From the stream: a command arrived.
+  void Command(StreamCall* call, const CoordinatorCommand& c);
   void WriteDone(StreamCall* call);
   // The stream's call started: reports may be written to it.
   void Started(StreamCall* call) {
@@ -490,23 +490,23 @@ void SimWorker::Tick(int64_t now_us) {
   call_->Write(out);
 }
 
-bool SimWorker::Command(StreamCall* call, const CoordinatorCommand& c) {
+void SimWorker::Command(StreamCall* call, const CoordinatorCommand& c) {
   if (c.job_done()) {
     load_->JobDone();
-    return true;
+    return;
   }
   if (c.new_generation() > 0) {
     load_->NewGeneration();
     uint64_t previous;
     {
       MutexLock lock(&mu_);
-      if (call != call_) return false;
+      if (call != call_) return;
       previous = generation_;
       call_->Cancel();  // as a worker leaving a broken world
       call_ = nullptr;
     }
     Register(previous);
-    return false;
+    return;
   }
   if (c.checkpoint_at() > 0) {
     bool fresh = false;
@@ -521,7 +521,6 @@ bool SimWorker::Command(StreamCall* call, const CoordinatorCommand& c) {
   }
   if (c.eval_at() > 0) load_->Eval(c.eval_at());
   if (c.stop_at() > 0) load_->Stop(c.stop_at());
-  return true;
 }
 
 StreamCall::StreamCall(SimWorker* worker, coordinator::Coordinator::Stub* stub, const std::string& token,
@@ -640,8 +639,8 @@ int Main(int argc, char** argv) {
       }
       void* tag;
       bool ok;
-      const auto until = std::chrono::system_clock::now() + std::chrono::microseconds(std::max<int64_t>(0, next_tick - NowMicros()));
-      if (cq.AsyncNext(&tag, &ok, until) == grpc::CompletionQueue::GOT_EVENT) {
+      if (cq.AsyncNext(&tag, &ok, absl::ToChronoTime(absl::FromUnixMicros(next_tick))) ==
+          grpc::CompletionQueue::GOT_EVENT) {
         auto* e = static_cast<Event*>(tag);
         (*e)(ok);
         delete e;
