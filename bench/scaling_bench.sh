@@ -2,14 +2,20 @@
 # Issue 18: measures what the calibrated scaling model (bench/scaling_model.py,
 # docs/scaling.md) is fitted to and checked against, then runs the model.
 #
-#  1. Loopback (this namespace): the ring all-reduce (--doubling_max_bytes 0)
-#     at N of WORLDS over SIZES, the scalar all-reduce (recursive doubling)
-#     at N of SCALAR_WORLDS, and W2 and the CNN trained STEPS steps with
+#  1. Loopback (this namespace): W2 and the CNN trained STEPS steps with
 #     `shardline launch` at N of WORLDS, collective.overlap=false (the
 #     model's step is the phases one after the other).
 #  2. Simulated hosts (bench/lib/sim_hosts.sh: a namespace per process, veth
 #     to a bridge), for each link of RATES (tc tbf; "none": unshaped):
-#     iperf3, then the same collectives and training runs between hosts.
+#     iperf3, then the same training runs between hosts.
+#     Then the collectives, REPEATS rounds, each round over every link
+#     (loopback, then each of RATES): the ring all-reduce
+#     (--doubling_max_bytes 0) at N of WORLDS over SIZES and the scalar
+#     all-reduce (recursive doubling) at N of SCALAR_WORLDS, ITERS
+#     iterations a ring run and SCALAR_ITERS a scalar one (a scalar
+#     all-reduce takes 0.1-2 ms: a median of 10 is mostly noise). Rounds rather than repeats in a row, so that a slow
+#     minute on this shared machine lands on every link alike; the model
+#     takes each point's median over the rounds.
 #  3. Recovery: KILLS SIGKILLs of worker 1 under `shardline launch
 #     --max_restarts`, restored from peer memory: W1, W2 and the CNN at N=2,
 #     W2 at N=4 (bench/recovery_bench.sh).
@@ -30,6 +36,8 @@ WORLDS=${WORLDS:-"2 4"}
 SCALAR_WORLDS=${SCALAR_WORLDS:-"2 4 8"}
 SIZES=${SIZES:-4096,65536,1048576,4194304,16777216,33554432}
 ITERS=${ITERS:-10}
+REPEATS=${REPEATS:-3}
+SCALAR_ITERS=${SCALAR_ITERS:-200}
 STEPS=${STEPS:-100}
 KILLS=${KILLS:-3}
 FORM_WORLDS=${FORM_WORLDS:-"256 1024 4096"}
@@ -53,15 +61,16 @@ if [ "$MEASURE" != 0 ]; then
        --set checkpoint.every_steps=0 --set checkpoint.save_final=false --set collective.overlap=false"
   W2="--set model.mlp.hidden_sizes=2048,2048 --set data.global_batch_size=256"
 
-  # N ranks of shardline-allreduce-worker; rank r runs under the command
-  # PLACE r (empty: here) and listens on HOST r. N OP SIZES PLACE HOST
+  # N ranks of shardline-allreduce-worker, ITERS iterations of each size;
+  # rank r runs under the command PLACE r (empty: here) and listens on
+  # HOST r. N OP SIZES ITERS PLACE HOST
   collective() {
-    local n=$1 op=$2 sizes=$3 place=$4 host=$5 rdv r pids=()
+    local n=$1 op=$2 sizes=$3 iters=$4 place=$5 host=$6 rdv r pids=()
     rdv=$(mktemp -d)
     for ((r = n - 1; r >= 0; r--)); do
       # shellcheck disable=SC2046
       timeout 600 $($place $r) build/bin/shardline-allreduce-worker --rank $r --world $n --rendezvous "$rdv" \
-        --listen "$($host $r):0" --op "$op" --sizes "$sizes" --iters "$ITERS" --doubling_max_bytes 0 \
+        --listen "$($host $r):0" --op "$op" --sizes "$sizes" --iters "$iters" --doubling_max_bytes 0 \
         > "$rdv/out-$r" 2> "$rdv/err-$r" &
       pids+=($!)
     done
@@ -74,10 +83,13 @@ if [ "$MEASURE" != 0 ]; then
   on_host() { echo "ip netns exec $(sim_ns $(($1 + 1)))"; }
   host_addr() { sim_addr $(($1 + 1)); }
 
-  echo "== loopback: collectives" >&2
+  # The ring and scalar all-reduces on one link, appended to DIR. PLACE HOST DIR
+  collectives() {
+    for n in $WORLDS; do collective $n allreduce "$SIZES" "$ITERS" "$1" "$2" >> "$3/ring.jsonl"; done
+    for n in $SCALAR_WORLDS; do collective $n scalars 32 "$SCALAR_ITERS" "$1" "$2" >> "$3/scalars.jsonl"; done
+  }
+
   mkdir -p "$OUT/lo"
-  for n in $WORLDS; do collective $n allreduce "$SIZES" here loopback >> "$OUT/lo/ring.jsonl"; done
-  for n in $SCALAR_WORLDS; do collective $n scalars 32 here loopback >> "$OUT/lo/scalars.jsonl"; done
   for n in $WORLDS; do
     echo "== loopback: W2 and CNN, N=$n" >&2
     # shellcheck disable=SC2086
@@ -97,16 +109,22 @@ if [ "$MEASURE" != 0 ]; then
     d="$OUT/$rate"
     mkdir -p "$d"
     sim_shape "$rate"
-    echo "== $rate: iperf3 and collectives" >&2
+    echo "== $rate: iperf3" >&2
     sim_iperf "$d/iperf.json"
-    for n in $WORLDS; do collective $n allreduce "$SIZES" on_host host_addr >> "$d/ring.jsonl"; done
-    for n in $SCALAR_WORLDS; do collective $n scalars 32 on_host host_addr >> "$d/scalars.jsonl"; done
     for n in $WORLDS; do
       echo "== $rate: W2 and CNN, N=$n" >&2
       # shellcheck disable=SC2086
       sim_run_shardline "$d/w2_n$n" $n $MLP $RUN $W2 || echo "W2 N=$n on $rate failed (see $d/w2_n$n)" >&2
       # shellcheck disable=SC2086
       sim_run_shardline "$d/cnn_n$n" $n $CNN $RUN || echo "CNN N=$n on $rate failed (see $d/cnn_n$n)" >&2
+    done
+  done
+  for ((round = 1; round <= REPEATS; round++)); do
+    echo "== collectives, round $round of $REPEATS: loopback $RATES" >&2
+    collectives here loopback "$OUT/lo"
+    for rate in $RATES; do
+      sim_shape "$rate"
+      collectives on_host host_addr "$OUT/$rate"
     done
   done
   sim_hosts_down

@@ -16,7 +16,8 @@ step per worker, C cores on the host the measured processes share):
 
     s(N)        = max(1, N / C): processes per core, 1 on a cluster
     k messages of m bytes each, in a row from every host:
-        k (a0 + s a1) + max(k m s b, (k m - burst)+ w)
+        k (a0 + s a1) + max(k m s b, W) + min(g s b, g w, W),
+                  W = (k m - burst)+ w the wire time, g = min(m, 1 MiB)
                   a0 + a1 per message, of which a1 is CPU work (gRPC,
                   protobuf) that N processes on C cores queue for and a0
                   is waiting (wake-ups, the network stack's latency); b CPU
@@ -25,15 +26,23 @@ step per worker, C cores on the host the measured processes share):
                   link is not shaped: there the CPU is the link); burst the
                   bytes a tc tbf link lets out at once (its configured
                   bucket, bench/lib/sim_hosts.sh; 0 on other links),
-                  assumed full when the operation starts
+                  assumed full when the operation starts. The last
+                  term is the pipeline's fill: the ring sends in
+                  segments of at most 1 MiB (CollectiveOptions::
+                  max_segment_bytes), each through two stages, the CPU and
+                  the wire, so the slower stage's time is paid plus one
+                  segment through the faster (0 on an unshaped link)
     message of m bytes          = the above with k = 1
     ring all-reduce of S bytes  = 2 (N - 1) messages of S / N
     reduce-scatter = all-gather = (N - 1) messages of 4 P / N
-    scalar all-reduce           = log2(N) s a2   (recursive doubling: every
-                  round all N ranks at once; a2 per round)
+    scalar all-reduce           = log2(N) a2 with a core per rank (s = 1),
+                  log2(N) max(a2, s c2) with s > 1 (recursive doubling:
+                  every round all N ranks at once; a2 a round's latency,
+                  c2 the CPU each rank's round costs when ranks take turns
+                  on the cores: a wake-up is then a context switch)
     compute     = s F B / (eta R)   F training FLOPs per example, R the
-                  sgemm rate the worker measured, eta the share of it a
-                  step reaches (fitted per model)
+                  host's sgemm rate, eta the share of it a step reaches
+                  (fitted per model)
     optimizer   = s u P / N + scalar all-reduce
     step        = compute + reduce-scatter + optimizer + all-gather
                   (collective.overlap=false: one after the other)
@@ -42,9 +51,12 @@ step per worker, C cores on the host the measured processes share):
 
 Fitted: a0, a1 and b on each unshaped link (loopback; veth between
 namespaces) from its ring points at N=2 and 4; a2 from its scalar
-all-reduce at N=2; eta per model and u from the N=2 loopback runs; boot
-and setup from W1's and W2's recoveries at N=2; formation(N) a line
-through the simulated-worker formation times. Everything else is a check.
+all-reduce at N=2 and c2 from N=4; R the host's sgemm rate, the median of
+what every measured worker probed at start (one probe is noisy); eta per
+model and u from the N=2 loopback runs; boot and setup from W1's and W2's
+recoveries at N=2; formation(N) a line through the simulated-worker
+formation times. Everything else is a check. Each collective point is the
+median of its REPEATS rounds.
 """
 import glob, json, math, os, statistics, sys
 
@@ -85,12 +97,23 @@ def iperf_bps(link):
         return None
 
 
+def medians(rows):
+    """[(key..., seconds)] with one row per key: the median of its repeats."""
+    by_key = {}
+    for *key, seconds in rows:
+        by_key.setdefault(tuple(key), []).append(seconds)
+    return [(*key, statistics.median(v)) for key, v in sorted(by_key.items())]
+
+
 def ring_points(link):
-    return [(p["world"], p["bytes"], p["median_s"]) for p in jsonl(f"{OUT}/{link}/ring.jsonl") if p["op"] == "allreduce"]
+    """(N, bytes, seconds) per ring point: the median of the runs' medians
+    (scaling_bench.sh measures every point REPEATS times, in rounds)."""
+    return medians([(p["world"], p["bytes"], p["median_s"]) for p in jsonl(f"{OUT}/{link}/ring.jsonl")
+                    if p["op"] == "allreduce"])
 
 
 def scalar_points(link):
-    return [(p["world"], p["median_s"]) for p in jsonl(f"{OUT}/{link}/scalars.jsonl") if p["op"] == "scalars"]
+    return medians([(p["world"], p["median_s"]) for p in jsonl(f"{OUT}/{link}/scalars.jsonl") if p["op"] == "scalars"])
 
 
 class Run:
@@ -166,23 +189,31 @@ def line(points):
     return my - slope * mx, slope
 
 
+SEGMENT = 1 << 20  # CollectiveOptions::max_segment_bytes: the ring's pipeline unit
+
+
 class Link:
     """A link's costs, and how the N processes on it share cores: `cores`
     of them on one host (the measurements), or None: a host each."""
 
-    def __init__(self, a0, a1, b, w, a2, cores=None, burst=0):
-        self.a0, self.a1, self.b, self.w, self.a2, self.cores = a0, a1, b, w, a2, cores
+    def __init__(self, a0, a1, b, w, a2, c2, cores=None, burst=0):
+        self.a0, self.a1, self.b, self.w, self.a2, self.c2, self.cores = a0, a1, b, w, a2, c2, cores
         self.burst = burst
 
     def share(self, n):
         return max(1.0, n / self.cores) if self.cores else 1.0
 
     def messages(self, n, k, m):
-        """k messages of m bytes in a row from every host."""
+        """k messages of m bytes in a row from every host: the slower of the
+        CPU and the wire, plus one segment through the faster (the fill of
+        the segment pipeline; nothing when the link is unshaped or the
+        bytes fit in the tbf burst)."""
         s = self.share(n)
         cpu = k * m * s * self.b
         wire = max(0.0, k * m - self.burst) * self.w
-        return k * (self.a0 + s * self.a1) + max(cpu, wire)
+        g = min(m, SEGMENT)
+        fill = min(g * s * self.b, g * self.w, wire)
+        return k * (self.a0 + s * self.a1) + max(cpu, wire) + fill
 
     def message(self, n, m):
         return self.messages(n, 1, m)
@@ -194,7 +225,10 @@ class Link:
         return self.messages(n, n - 1, 4.0 * params / n)
 
     def scalars(self, n):
-        return math.log2(n) * self.share(n) * self.a2 if n > 1 else 0.0
+        if n <= 1:
+            return 0.0
+        s = self.share(n)
+        return math.log2(n) * (self.a2 if s <= 1 else max(self.a2, s * self.c2))
 
 
 # The points the constants came from: (what, measured, model, unit, note);
@@ -210,10 +244,15 @@ def fit_link(link):
         return max(1.0, n / CORES)
     rows = [((2.0 * (n - 1), 2.0 * (n - 1) * s(n), 2.0 * (n - 1) * size / n * s(n)), t)
             for n, size, t in ring_points(link) if n in FIT_WORLDS]
-    scalar = [t for n, t in scalar_points(link) if n == 2]
-    if len(rows) < 3 or not scalar:
+    scalar = dict(scalar_points(link))
+    if len(rows) < 3 or 2 not in scalar or 4 not in scalar:
         return None
-    L = Link(*fit(rows), 0.0, scalar[0], CORES)
+    # a2: the one round of N=2, a core per rank; c2: N=4's two rounds, s(4)
+    # ranks per core.
+    L = Link(*fit(rows), 0.0, scalar[2], scalar[4] / (2 * s(4)), CORES)
+    for n in (2, 4):
+        fitted.append((f"scalar all-reduce, {link_name(link)}, N={n}", scalar[n], None, "µs",
+                       "(defines a2)" if n == 2 else "(defines c2)"))
     for n, size, t in ring_points(link):
         if n in FIT_WORLDS:
             fitted.append((f"ring all-reduce {size:,} B, {link_name(link)}, N={n}", t, L.ring_allreduce(n, size),
@@ -227,7 +266,8 @@ for rate in RATES:
     if rate == "none":
         links[rate] = veth
     elif veth is not None and iperf_bps(rate):
-        links[rate] = Link(veth.a0, veth.a1, veth.b, 8.0 / iperf_bps(rate), veth.a2, CORES, tbf_burst(rate))
+        links[rate] = Link(veth.a0, veth.a1, veth.b, 8.0 / iperf_bps(rate), veth.a2, veth.c2, CORES,
+                           tbf_burst(rate))
 
 
 class Model:
@@ -243,11 +283,11 @@ class Model:
         """eta (and u, unless given) from a calibration run on loopback."""
         lo = links["lo"]
         s = lo.share(calib.n)
-        eta = s * calib.flops * (calib.batch / calib.n) / calib.sgemm / calib.compute
+        eta = s * calib.flops * (calib.batch / calib.n) / HOST_SGEMM / calib.compute
         fits_u = u is None
         if fits_u:
             u = (calib.opt - lo.scalars(calib.n)) / (s * calib.params / calib.n)
-        m = cls(name, calib.params, calib.flops, calib.state_per_param, calib.sgemm, eta, u)
+        m = cls(name, calib.params, calib.flops, calib.state_per_param, HOST_SGEMM, eta, u)
         fitted.append((f"{name} compute phase, loopback, N={calib.n}", calib.compute,
                        m.compute(lo, calib.n, calib.batch / calib.n), "ms", ""))
         if fits_u:
@@ -255,16 +295,16 @@ class Model:
                            "(defines a constant)"))
         return m
 
-    def compute(self, link, n, per_worker, sgemm=None):
-        return link.share(n) * self.flops * per_worker / ((sgemm or self.sgemm) * self.eta)
+    def compute(self, link, n, per_worker):
+        return link.share(n) * self.flops * per_worker / (self.sgemm * self.eta)
 
-    def phases(self, link, n, per_worker, sgemm=None):
+    def phases(self, link, n, per_worker):
         comm = link.reduce_scatter(n, self.params) if n > 1 else 0.0
         opt = link.share(n) * self.u * self.params / n + link.scalars(n)
-        return self.compute(link, n, per_worker, sgemm), comm, opt, comm
+        return self.compute(link, n, per_worker), comm, opt, comm
 
-    def step(self, link, n, per_worker, sgemm=None):
-        return sum(self.phases(link, n, per_worker, sgemm))
+    def step(self, link, n, per_worker):
+        return sum(self.phases(link, n, per_worker))
 
     def restore(self, link, n):
         """The replacement's shard (parameters and optimizer state) from one peer, then the all-gather."""
@@ -288,8 +328,8 @@ checks = []  # (what, measured, predicted, unit)
 print(f"Host: {CORES} cores shared by every process of a measurement.\n")
 print("### Fitted constants\n")
 print("| link | iperf3 | ring a0: waiting per message | ring a1: CPU per message | b: CPU per byte | "
-      "w: wire per byte | tbf burst | doubling a2: per round |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+      "w: wire per byte | tbf burst | doubling a2: per round | doubling c2: per rank-round, sharing cores |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for link in LINKS:
     L = links.get(link)
     if L is None:
@@ -300,11 +340,18 @@ for link in LINKS:
     print(f"| {link_name(link)} | {bps / 1e9:.2f} Gbit/s |" if bps else f"| {link_name(link)} | - |",
           f"{us(L.a0)} µs ({src}) | {us(L.a1)} µs ({src}) | {L.b * 1e9:.3f} ns ({src}) |",
           f"{L.w * 1e9:.3f} ns (iperf3) |" if L.w else "0 (unshaped) |",
-          f"{L.burst / 1e3:,.0f} KB (sim_shape) |" if L.burst else "- |", f"{us(L.a2)} µs ({src}) |")
+          f"{L.burst / 1e3:,.0f} KB (sim_shape) |" if L.burst else "- |", f"{us(L.a2)} µs ({src}) |",
+          f"{us(L.c2)} µs ({src}) |")
 
+# The host's sgemm rate: every measured training run's rank 0 probed it at
+# start; one short probe can land on a busy moment (55 against 105 GFLOP/s
+# seen), so the model takes their median.
+SGEMM_PROBES = [r.sgemm for r in (run(link, key, n) for link in LINKS for key in ("w2", "cnn") for n in (2, 3, 4, 8))
+                if r is not None]
+HOST_SGEMM = statistics.median(SGEMM_PROBES) if SGEMM_PROBES else None
 models = {}
 w2 = run("lo", "w2", 2)
-if w2 and links.get("lo"):
+if w2 and HOST_SGEMM and links.get("lo"):
     models["W2"] = Model.calibrated("W2", w2)
 cnn = run("lo", "cnn", 2)
 if cnn and "W2" in models:
@@ -312,7 +359,8 @@ if cnn and "W2" in models:
 print()
 for name, m in models.items():
     print(f"- {name}: {m.params:,} parameters, {m.flops / 1e6:.1f} MFLOP per training example; "
-          f"eta = {m.eta:.2f} of the worker's measured sgemm rate ({m.sgemm / 1e9:.0f} GFLOP/s)"
+          f"eta = {m.eta:.2f} of the host's sgemm rate ({m.sgemm / 1e9:.0f} GFLOP/s, the median of "
+          f"{len(SGEMM_PROBES)} workers' probes, {min(SGEMM_PROBES) / 1e9:.0f}-{max(SGEMM_PROBES) / 1e9:.0f})"
           + (f"; u = {m.u * 1e9:.2f} ns per owned parameter (the optimizer)" if name == "W2" else
              " (u: W2's)"))
 
@@ -327,7 +375,7 @@ for link in LINKS:
                            if size >= 2**20 else f"ring all-reduce {size // 1024} KiB, {link_name(link)}, N={n}",
                            t, L.ring_allreduce(n, size), "ms"))
     for n, t in scalar_points(link):
-        if n != 2 or link not in ("lo", "none"):
+        if n not in (2, 4) or link not in ("lo", "none"):
             checks.append((f"scalar all-reduce, {link_name(link)}, N={n}", t, L.scalars(n), "µs"))
 
 # Checks: training steps.
@@ -341,7 +389,7 @@ for name, key in (("W2", "w2"), ("CNN", "cnn")):
             r = run(link, key, n)
             if r is None or L is None or (link == "lo" and n == 2):
                 continue
-            pred = m.step(L, n, r.batch / n, r.sgemm)
+            pred = m.step(L, n, r.batch / n)
             checks.append((f"{name} samples/s, {link_name(link)}, N={n}", r.samples_per_s, r.batch / pred, "/s"))
 
 # Checks: recovery. recovery = boot + setup P + formation(N) + restore + step:
@@ -446,7 +494,7 @@ if veth is not None and models:
     per_worker = {"W2": 128, "CNN": 64}
     predictions = []
     for gbit in (10, 25):
-        L = Link(veth.a0, veth.a1, veth.b, 8.0 / (gbit * 1e9 * eff), veth.a2)  # a host per worker
+        L = Link(veth.a0, veth.a1, veth.b, 8.0 / (gbit * 1e9 * eff), veth.a2, veth.c2)  # a host per worker
         for name, m in models.items():
             b = per_worker[name]
             alone = m.compute(L, 1, b) + m.u * m.params
@@ -467,7 +515,7 @@ if veth is not None and models:
 if JSON_OUT:
     with open(JSON_OUT, "w") as f:
         json.dump({
-            "links": {k: {"a0": v.a0, "a1": v.a1, "b": v.b, "w": v.w, "a2": v.a2, "burst": v.burst}
+            "links": {k: {"a0": v.a0, "a1": v.a1, "b": v.b, "w": v.w, "a2": v.a2, "c2": v.c2, "burst": v.burst}
                       for k, v in links.items() if v is not None},
             "models": {k: {"eta": m.eta, "u": m.u} for k, m in models.items()},
             "recovery": {"boot": boot, "setup": setup, "formation": list(form_line)},

@@ -16,13 +16,14 @@ import json, math, os, subprocess, sys, tempfile
 SRC = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
 CORES = 2
 # link: (a0 ring waiting, a1 ring CPU per message, b CPU per byte, w wire per byte, a2 doubling round,
-#        burst: the tbf bucket, bytes)
-LINK = {"lo": (80e-6, 50e-6, 0.7e-9, 0.0, 150e-6, 0), "none": (140e-6, 40e-6, 0.9e-9, 0.0, 140e-6, 0)}
+#        burst: the tbf bucket, bytes, c2 doubling CPU per rank-round on shared cores)
+LINK = {"lo": (80e-6, 50e-6, 0.7e-9, 0.0, 150e-6, 0, 170e-6),
+        "none": (140e-6, 40e-6, 0.9e-9, 0.0, 140e-6, 0, 160e-6)}
 IPERF = {"10gbit": 9.5e9, "2500mbit": 2.4e9}
 BURST = {"10gbit": 1_250_000, "2500mbit": 312_500}  # bench/lib/sim_hosts.sh: 1 ms at the rate
 for rate, bps in IPERF.items():
-    a0, a1, b, _, a2, _ = LINK["none"]
-    LINK[rate] = (a0, a1, b, 8.0 / bps, a2, BURST[rate])
+    a0, a1, b, _, a2, _, c2 = LINK["none"]
+    LINK[rate] = (a0, a1, b, 8.0 / bps, a2, BURST[rate], c2)
 SGEMM = 100e9
 MODELS = {  # key: (parameters, FLOPs per example, global batch, eta, kind)
     "w2": (5_824_522, 31_711_232, 256, 0.80, "an MLP"),
@@ -33,6 +34,10 @@ U = 1.5e-9
 BOOT, SETUP = 0.12, 10e-9
 FORM = (0.01, 150e-6)
 SIZES = [4096, 65536, 1 << 20, 4 << 20, 16 << 20, 32 << 20]
+SEGMENT = 1 << 20
+# The one run whose rank 0's sgemm probe landed on a busy moment: it logs
+# half the rate, yet ran at the host's (the model must use the host's).
+SLOW_PROBE = ("10gbit", "cnn", 2)
 
 
 def share(n):
@@ -40,9 +45,13 @@ def share(n):
 
 
 def messages(link, n, k, m):
-    """k messages of m bytes in a row: the first `burst` bytes leave at once."""
-    a0, a1, b, w, _, burst = LINK[link]
-    return k * (a0 + share(n) * a1) + max(k * m * share(n) * b, max(0.0, k * m - burst) * w)
+    """k messages of m bytes in a row: the first `burst` bytes leave at once;
+    one segment through the faster of CPU and wire fills the pipeline."""
+    a0, a1, b, w, _, burst, _ = LINK[link]
+    s = share(n)
+    wire = max(0.0, k * m - burst) * w
+    g = min(m, SEGMENT)
+    return k * (a0 + s * a1) + max(k * m * s * b, wire) + min(g * s * b, g * w, wire)
 
 
 def message(link, n, m):
@@ -50,7 +59,8 @@ def message(link, n, m):
 
 
 def scalars(link, n):
-    return math.log2(n) * share(n) * LINK[link][4]
+    s = share(n)
+    return math.log2(n) * (LINK[link][4] if s <= 1 else max(LINK[link][4], s * LINK[link][6]))
 
 
 def phases(link, key, n):
@@ -63,8 +73,9 @@ def phases(link, key, n):
 
 def worker_log(path, key, n, with_phases, link="lo"):
     p, f, batch, _, kind = MODELS[key]
+    probe = SGEMM / 2 if (link, key, n) == SLOW_PROBE else SGEMM
     lines = [f"I1124 10:00:00.000000 worker_main.cc:92] [worker] worker transport on x, OpenBLAS Zen kernels, "
-             f"{SGEMM / 1e9:.0f} GFLOP/s sgemm",
+             f"{probe / 1e9:.0f} GFLOP/s sgemm",
              f"I1124 10:00:00.100000 train_loop.cc:170] [worker 0] training 100 steps (234 per epoch, global batch "
              f"{batch}) of {kind} with {p} parameters, {f} training FLOPs per example, world size {n}",
              f"I1124 10:00:00.100000 worker_metrics.cc:61] [worker 0] rank 0 of {n} owns {p // n} parameters "
@@ -150,7 +161,9 @@ with tempfile.TemporaryDirectory() as tmp:
     make(f"{tmp}/true")
     m = model(f"{tmp}/true")
     for link in ("lo", "none"):
-        for i, name in enumerate(("a0", "a1", "b", "w", "a2")):
+        for i, name in enumerate(("a0", "a1", "b", "w", "a2", "burst", "c2")):
+            if name == "burst":
+                continue
             if name != "w":
                 expect(close(m["links"][link][name], LINK[link][i], 0.01), f"{name} of {link}: {m['links'][link]}")
     for rate, bps in IPERF.items():
@@ -163,9 +176,9 @@ with tempfile.TemporaryDirectory() as tmp:
     expect(close(m["recovery"]["setup"], SETUP, 0.05), f"setup {m['recovery']['setup']}")
     expect(close(m["recovery"]["formation"][1], FORM[1], 0.01), f"formation {m['recovery']['formation']}")
     # Ring at N=2,4 on 2 shaped links (the unshaped ones are the fit);
-    # scalars at N=4,8 unshaped and 2,4,8 shaped; W2 and the CNN at N=4 on
+    # scalars at N=8 unshaped and 2,4,8 shaped; W2 and the CNN at N=4 on
     # loopback and N=2,4 on the three veth links; 2 recoveries.
-    expect(len(m["checks"]) == 2 * 2 * 6 + 2 * 2 + 2 * 3 + 2 * (1 + 3 * 2) + 2,
+    expect(len(m["checks"]) == 2 * 2 * 6 + 2 * 1 + 2 * 3 + 2 * (1 + 3 * 2) + 2,
            f"{len(m['checks'])} checks")
     for c in m["checks"]:
         expect(close(c["predicted"], c["measured"], 0.02), f"check {c}")
