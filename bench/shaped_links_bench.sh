@@ -15,10 +15,13 @@
 # the default) and "sequential" (collective.overlap=false), with buckets of
 # CAP MiB (collective.bucket_cap_mb; unset: the config's default); a mode
 # ending in "-bf16" (e.g. overlap-bf16) also sends the reduce-scatter's
-# gradients as bfloat16 (collective.bf16_gradients).
+# gradients as bfloat16 (collective.bf16_gradients). A mode may end in
+# "@MIB" (e.g. overlap@4) to set its own bucket cap, so that two caps run
+# side by side against the same DDP run.
 #
 #   bench/shaped_links_bench.sh                          # 10 and 2.5 Gbit/s, N = 2 and 4
 #   RATES="none 10gbit" WORLDS=2 STEPS=60 MODES=overlap CAP=4 bench/shaped_links_bench.sh
+#   RATES=2500mbit WORLDS=2 MODES="overlap@4 overlap@25" bench/shaped_links_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=bench/out/shaped
@@ -50,10 +53,11 @@ W2="--set model.mlp.hidden_sizes=2048,2048 --set data.global_batch_size=256 --se
 CFG=deploy/configs/fmnist_mlp.textproto
 
 run_shardline() {  # RATE N MODE
-  local dir="$OUT/shardline_$3_$1_n$2" sets=(--set collective.overlap=true)
-  case $3 in sequential*) sets=(--set collective.overlap=false) ;; esac
-  case $3 in *-bf16) sets+=(--set collective.bf16_gradients=true) ;; esac
-  [ -n "$CAP" ] && sets+=(--set "collective.bucket_cap_mb=$CAP")
+  local dir="$OUT/shardline_$3_$1_n$2" sets=(--set collective.overlap=true) base=${3%@*} cap=$CAP
+  [ "$base" != "$3" ] && cap=${3##*@}
+  case $base in sequential*) sets=(--set collective.overlap=false) ;; esac
+  case $base in *-bf16) sets+=(--set collective.bf16_gradients=true) ;; esac
+  [ -n "$cap" ] && sets+=(--set "collective.bucket_cap_mb=$cap")
   # shellcheck disable=SC2086
   sim_run_shardline "$dir" "$2" $CFG $W2 "${sets[@]}" || echo "shardline $1 N=$2: a process failed (see $dir)" >&2
 }

@@ -50,8 +50,8 @@ for rate in rates:
     for n in worlds:
         d = ddp(rate, n)
         for mode in modes:
-            s, phases = shardline(rate, n, mode)
+            s, phase_text = shardline(rate, n, mode)
             ratio = f"{s / d:.2f}x" if s and d else "-"
             f = lambda v: f"{v:,.0f}" if v else "failed"
             print(f"| {rate} | {bw:.2f} Gbit/s |" if bw else f"| {rate} | - |",
-                  f"{n} | {mode} | {f(s)} | {f(d)} | {ratio} | {phases} |")
+                  f"{n} | {mode} | {f(s)} | {f(d)} | {ratio} | {phase_text} |")
