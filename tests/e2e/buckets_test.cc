@@ -39,6 +39,11 @@ TEST(BucketsTest, PiecesCheckpointResumeAndReshardAcrossPlans) {
   const std::string one = FreshDir("buckets_one");
   Subprocess a(LaunchArgv(one, 2, RunWithCap("0")));
   ASSERT_EQ(a.Wait(absl::Seconds(300)), 0) << a.Output();
+  // One bucket has nothing to overlap: collective.overlap (on) leaves its
+  // collectives on the training thread, and says so.
+  const std::string one_log = ReadAll(one + "/logs/worker-0.log");
+  EXPECT_TRUE(absl::StrContains(one_log, "one bucket")) << one_log;
+  EXPECT_FALSE(absl::StrContains(one_log, "in the background")) << "one bucket ran in the background";
   const std::string three = FreshDir("buckets_three");
   Subprocess b(LaunchArgv(three, 2, RunWithCap("0.1")));
   ASSERT_EQ(b.Wait(absl::Seconds(300)), 0) << b.Output();

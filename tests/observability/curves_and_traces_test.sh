@@ -17,7 +17,8 @@ trap 'rm -rf "$T"' EXIT
 
 timeout 300 "$bin/shardline" launch --config "$src/deploy/configs/fmnist_mlp.textproto" --workers 2 --workdir "$T/run" \
   --set train.total_steps=700 --set train.eval_every=200 --set train.log_every=50 \
-  --set "train.trace_steps=[1,150,151,500]" --set checkpoint.every_steps=500 > "$T/launch.log" 2>&1 \
+  --set "train.trace_steps=[1,150,151,500]" --set checkpoint.every_steps=500 \
+  --set collective.bucket_cap_mb=0.1 > "$T/launch.log" 2>&1 \
   || fail "the job failed: $(tail -20 "$T/launch.log")"
 
 python3 "$src/tests/observability/tensorboard_check.py" "$T/run" --self-test || fail "TensorBoard / metrics.csv"
@@ -32,9 +33,10 @@ assert names == {0: "coordinator", 1: "rank 0", 2: "rank 1"}, names
 coord = [e for e in events if e["pid"] == 0 and e.get("ph") in ("X", "i")]
 assert any(e["name"] == "world formed" for e in coord), coord
 assert any(e["name"] == "checkpoint committed" and e["args"]["step"] == 500 for e in coord), coord
-# With collective.overlap (the default) the all-gathers run in the
-# background: a step's all_gather spans are its forward's waits for the last
-# step's gathers (none in the first step).
+# With collective.overlap (the default) and more than one bucket (a 0.1 MiB
+# cap cuts W1 into three) the all-gathers run in the background: a step's
+# all_gather spans are its forward's waits for the last step's gathers
+# (none in the first step).
 TOP = ["compute", "reduce_scatter", "optimizer"]
 CHILDREN = {"compute": ["data", "forward", "backward"], "optimizer": ["clip", "wait_peers", "update"]}
 ends = {}

@@ -197,8 +197,18 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   // Declared after the state and buffers its background collectives use, so
   // destroyed (waiting for them) first. From here on everything talks to
   // the world through `world`: its plain calls wait for those collectives.
+  // With one bucket there is nothing to overlap: its reduce-scatter can only
+  // start when backward ends, and the next forward's first layer waits for
+  // its whole all-gather. The background thread would add only its
+  // hand-offs (W1: 6-9% of samples/s, bench/RESULTS.md), so the
+  // collectives stay on the training thread: the same ops, the same bits.
+  const bool overlapped = config.collective().overlap() && comm.world_size() > 1 && buckets.size() > 1;
+  if (show && config.collective().overlap() && comm.world_size() > 1 && !overlapped) {
+    SLOG(INFO) << "collective.overlap: the gradients are one bucket (collective.bucket_cap_mb), so the "
+                  "collectives run on the training thread";
+  }
   std::unique_ptr<OverlapCollectives> overlap;
-  if (config.collective().overlap() && comm.world_size() > 1) overlap = std::make_unique<OverlapCollectives>(&comm);
+  if (overlapped) overlap = std::make_unique<OverlapCollectives>(&comm);
   Collectives& world = overlap != nullptr ? static_cast<Collectives&>(*overlap) : comm;
   GradientExchange exchange(buckets, world, overlap.get());
   const StepContext ctx{config, model, data.train, pipeline, exchange, *optimizer, schedule, world, &saver};
