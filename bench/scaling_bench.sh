@@ -13,9 +13,10 @@
 #     (--doubling_max_bytes 0) at N of WORLDS over SIZES and the scalar
 #     all-reduce (recursive doubling) at N of SCALAR_WORLDS, ITERS
 #     iterations a ring run and SCALAR_ITERS a scalar one (a scalar
-#     all-reduce takes 0.1-2 ms: a median of 10 is mostly noise). Rounds rather than repeats in a row, so that a slow
-#     minute on this shared machine lands on every link alike; the model
-#     takes each point's median over the rounds.
+#     all-reduce takes 0.1-2 ms: a median of 10 is mostly noise). Rounds
+#     rather than repeats in a row, so that a slow minute on this shared
+#     machine lands on every link alike; the model takes each point's
+#     median over the rounds.
 #  3. Recovery: KILLS SIGKILLs of worker 1 under `shardline launch
 #     --max_restarts`, restored from peer memory: W1, W2 and the CNN at N=2,
 #     W2 at N=4 (bench/recovery_bench.sh).

@@ -194,9 +194,6 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
                     config.train().log_every());
   NanGuard guard;
   StepBuffers buffers;
-  // Declared after the state and buffers its background collectives use, so
-  // destroyed (waiting for them) first. From here on everything talks to
-  // the world through `world`: its plain calls wait for those collectives.
   // With one bucket there is nothing to overlap: its reduce-scatter can only
   // start when backward ends, and the next forward's first layer waits for
   // its whole all-gather. The background thread would add only its
@@ -207,6 +204,9 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     SLOG(INFO) << "collective.overlap: the gradients are one bucket (collective.bucket_cap_mb), so the "
                   "collectives run on the training thread";
   }
+  // Declared after the state and buffers its background collectives use, so
+  // destroyed (waiting for them) first. From here on everything talks to
+  // the world through `world`: its plain calls wait for those collectives.
   std::unique_ptr<OverlapCollectives> overlap;
   if (overlapped) overlap = std::make_unique<OverlapCollectives>(&comm);
   Collectives& world = overlap != nullptr ? static_cast<Collectives&>(*overlap) : comm;
