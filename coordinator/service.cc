@@ -17,7 +17,7 @@ class RegisterCall : public UnaryCall<coordinator::RegisterRequest, coordinator:
  public:
   RegisterCall(Coordinator::AsyncService* rpc, Job* job, RpcAuth* auth, CallQueues* queues,
                grpc::ServerCompletionQueue* cq)
-      : UnaryCall(queues, cq), rpc_(rpc), job_(job), auth_(auth) {}
+      : UnaryCall(queues, cq, auth), rpc_(rpc), job_(job) {}
 
   static void ReadyOn(Coordinator::AsyncService* rpc, Job* job, RpcAuth* auth, CallQueues* queues,
                       grpc::ServerCompletionQueue* cq) {
@@ -27,13 +27,9 @@ class RegisterCall : public UnaryCall<coordinator::RegisterRequest, coordinator:
   }
 
  private:
-  void ReadyAnother(grpc::ServerCompletionQueue* cq) override { ReadyOn(rpc_, job_, auth_, queues(), cq); }
+  void ReadyAnother(grpc::ServerCompletionQueue* cq) override { ReadyOn(rpc_, job_, auth(), queues(), cq); }
 
   void Start() override {
-    if (grpc::Status s = CheckToken(auth_, context()); !s.ok()) {
-      Answer({}, s);
-      return;
-    }
     id_ = job_->StartRegister(request(), [this](absl::StatusOr<coordinator::RegisterResponse> r) {
       if (r.ok()) {
         Answer(*r, grpc::Status::OK);
@@ -49,7 +45,6 @@ class RegisterCall : public UnaryCall<coordinator::RegisterRequest, coordinator:
 
   Coordinator::AsyncService* const rpc_;
   Job* const job_;
-  RpcAuth* const auth_;
   uint64_t id_ = 0;  // set and read on the queue's thread only
 };
 
@@ -58,7 +53,7 @@ class StatusCall : public UnaryCall<coordinator::StatusRequest, coordinator::Job
   using StatusFn = std::function<coordinator::JobStatus()>;
   StatusCall(Coordinator::AsyncService* rpc, const StatusFn* status, RpcAuth* auth, CallQueues* queues,
              grpc::ServerCompletionQueue* cq)
-      : UnaryCall(queues, cq), rpc_(rpc), status_(status), auth_(auth) {}
+      : UnaryCall(queues, cq, auth), rpc_(rpc), status_(status) {}
 
   static void ReadyOn(Coordinator::AsyncService* rpc, const StatusFn* status, RpcAuth* auth, CallQueues* queues,
                       grpc::ServerCompletionQueue* cq) {
@@ -68,19 +63,12 @@ class StatusCall : public UnaryCall<coordinator::StatusRequest, coordinator::Job
   }
 
  private:
-  void ReadyAnother(grpc::ServerCompletionQueue* cq) override { ReadyOn(rpc_, status_, auth_, queues(), cq); }
+  void ReadyAnother(grpc::ServerCompletionQueue* cq) override { ReadyOn(rpc_, status_, auth(), queues(), cq); }
 
-  void Start() override {
-    if (grpc::Status s = CheckToken(auth_, context()); !s.ok()) {
-      Answer({}, s);
-      return;
-    }
-    Answer((*status_)(), grpc::Status::OK);
-  }
+  void Start() override { Answer((*status_)(), grpc::Status::OK); }
 
   Coordinator::AsyncService* const rpc_;
   const StatusFn* const status_;
-  RpcAuth* const auth_;
 };
 
 // grpc.health.v1 Check, as gRPC's own health service answers it: the
@@ -89,7 +77,7 @@ class StatusCall : public UnaryCall<coordinator::StatusRequest, coordinator::Job
 class HealthCheckCall : public UnaryCall<HealthCheckRequest, HealthCheckResponse> {
  public:
   HealthCheckCall(Health::AsyncService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq)
-      : UnaryCall(queues, cq), health_(health) {}
+      : UnaryCall(queues, cq, /*auth=*/nullptr), health_(health) {}
 
   static void ReadyOn(Health::AsyncService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq) {
     (new HealthCheckCall(health, queues, cq))->Ready([health](auto* ctx, auto* req, auto* writer, auto* q, void* tag) {

@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "common/mutex.h"
+#include "common/rpc_auth.h"
 #include "coordinator/call_queues.h"
 #include "grpcpp/grpcpp.h"
 
@@ -25,7 +26,11 @@ class UnaryCall : public AsyncCall {
   using RequestFn =
       std::function<void(grpc::ServerContext*, Request*, Writer*, grpc::ServerCompletionQueue*, void* tag)>;
 
-  UnaryCall(CallQueues* queues, grpc::ServerCompletionQueue* cq) : queues_(queues), cq_(cq), writer_(&ctx_) {}
+  // `auth`: the job token every call must carry (a call without it is
+  // answered with the refusal, and Start never runs); null: none asked (a
+  // server without a token, or a call probes make, like health checks).
+  UnaryCall(CallQueues* queues, grpc::ServerCompletionQueue* cq, RpcAuth* auth)
+      : queues_(queues), cq_(cq), auth_(auth), writer_(&ctx_) {}
 
   // Asks gRPC for the next such call on this call's queue; from a queue's
   // thread or before the queues start. Frees this call if the queues are
@@ -51,7 +56,11 @@ class UnaryCall : public AsyncCall {
             MutexLock lock(&mu_);
             pending_ += 2;  // the done tag and the answer
           }
-          Start();
+          if (grpc::Status token = CheckToken(auth_, ctx_); !token.ok()) {
+            Answer({}, token);
+          } else {
+            Start();
+          }
         }
         break;
       case kDone: {
@@ -71,7 +80,8 @@ class UnaryCall : public AsyncCall {
   }
 
  protected:
-  // The call arrived: request() holds it. Answer() must follow, once.
+  // The call arrived (with the token, if one is asked): request() holds it.
+  // Answer() must follow, once.
   virtual void Start() = 0;
   // The call ended (the client went away or the server shut down) before
   // the answer; Answer() must still come.
@@ -80,8 +90,8 @@ class UnaryCall : public AsyncCall {
   virtual void ReadyAnother(grpc::ServerCompletionQueue* cq) = 0;
 
   const Request& request() const { return request_; }
-  grpc::ServerContext& context() { return ctx_; }
   CallQueues* queues() const { return queues_; }
+  RpcAuth* auth() const { return auth_; }
 
   // Sends the answer unless the call is already over; from any thread that
   // may start operations (see CallQueues::stopping).
@@ -116,6 +126,7 @@ class UnaryCall : public AsyncCall {
 
   CallQueues* const queues_;
   grpc::ServerCompletionQueue* const cq_;
+  RpcAuth* const auth_;
   grpc::ServerContext ctx_;
   Writer writer_;
   Request request_;
