@@ -1,6 +1,5 @@
 // Serves a prometheus::Registry at http://<listen>/metrics and the process's
-// health at /healthz, on one civetweb server, turning its exceptions into a
-// Status.
+// health at /healthz, on an HttpServer (common/http_server.h).
 //
 //   auto registry = std::make_shared<prometheus::Registry>();
 //   ASSIGN_OR_RETURN(auto exposer, MetricsExposer::Start("127.0.0.1:0", registry,
@@ -16,23 +15,15 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/http_server.h"
 
-class CivetServer;
 namespace prometheus {
 class Registry;
 }  // namespace prometheus
 
 namespace shardline {
-
-// Serving threads, and how long one waits for a client's request before
-// dropping the connection: a client that never finishes its request delays
-// scrapes only once kMetricsThreads of them are open, and then by at most
-// the timeout.
-inline constexpr int kMetricsThreads = 4;
-inline constexpr int kMetricsRequestTimeoutMs = 2000;
 
 struct Health {
   bool ok = true;
@@ -46,31 +37,25 @@ class MetricsExposer {
  public:
   // Binds `listen` ("HOST:PORT"; port 0 picks a free one). An address in
   // use is kUnavailable naming the address. Without `health`, /healthz is
-  // always ok ("serving").
+  // always ok ("serving"). Every other path is 404, every method but GET
+  // and HEAD 405, a malformed request 400; clients that never finish
+  // their requests do not delay anyone else's (HttpServerOptions).
   static absl::StatusOr<std::unique_ptr<MetricsExposer>> Start(const std::string& listen,
                                                                std::shared_ptr<prometheus::Registry> registry,
                                                                HealthCheck health = nullptr);
-  ~MetricsExposer();
+  ~MetricsExposer() = default;
 
   // The bound port.
-  int port() const { return port_; }
+  int port() const { return server_->port(); }
 
   // Serves GET `path` (exactly; e.g. "/status") with `render()`'s body as
-  // `content_type`, 200. `render` runs on a serving thread for every
-  // request: thread-safe, and quick. Call before handing the port out.
+  // `content_type`, 200. `render` runs on the serving thread for every
+  // request: thread-safe, and quick.
   void AddPage(const std::string& path, const std::string& content_type, std::function<std::string()> render);
 
  private:
-  class MetricsHandler;
-  class HealthHandler;
-  class PageHandler;
-  MetricsExposer() = default;
-  // Declared first, destroyed last: the server stops before its handlers go.
-  std::unique_ptr<MetricsHandler> metrics_;
-  std::unique_ptr<HealthHandler> health_;
-  std::vector<std::unique_ptr<PageHandler>> pages_;
-  std::unique_ptr<CivetServer> server_;
-  int port_ = 0;
+  explicit MetricsExposer(std::unique_ptr<HttpServer> server) : server_(std::move(server)) {}
+  std::unique_ptr<HttpServer> server_;
 };
 
 }  // namespace shardline

@@ -3,6 +3,7 @@
 // finishes as if nothing happened (docs/security.md).
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -87,6 +89,41 @@ void ExpectUndisturbed(const std::string& dir, int steps) {
   EXPECT_GT(JsonField(evals.back(), "accuracy"), 0.75);
   const std::string coord_log = ReadAll(dir + "/logs/coordinator.log");
   EXPECT_EQ(coord_log.find("generation 2"), std::string::npos) << coord_log;
+}
+
+// Issue 33, finding 1: one request for /favicon.ico (what a browser asks by
+// itself) or a POST to /metrics ended a worker with SIGSEGV: civetweb's error
+// reply overflowed a thread stack that OpenBLAS's static TLS had shrunk.
+// Every process kind gets a browser's, a scanner's and Prometheus's
+// requests while 300 clients hang on its port; each is answered, scrapes go
+// on, and the job finishes in one generation.
+TEST(SecurityTest, HostileHttpRequestsToEveryProcessLeaveTheJobUndisturbed) {
+  unsetenv(kTokenEnvVar);
+  const std::string dir = FreshDir("security_http");
+  // Long enough (several seconds) that every probe reaches a running job.
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=4000", "train.eval_every=0"}));
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-1.log", "first step of this generation", absl::Seconds(60)))
+      << launch.Output();
+  const std::vector<std::pair<std::string, int>> ports = {
+      {"coordinator", CoordinatorMetricsPort(dir)},
+      {"worker 0", Worker0MetricsPort(dir)},
+      {"worker 1", PortAfter(ReadAll(dir + "/logs/worker-1.log"), "metrics on port ")}};
+  for (const auto& [process, port] : ports) {
+    ASSERT_GT(port, 0) << process;
+    std::vector<int> held;
+    for (int i = 0; i < 300; ++i) held.push_back(HoldUnfinishedHttpRequest(port));
+    for (const auto& [name, request] : HostileHttpRequests()) {
+      absl::StatusOr<HttpResponse> r = HttpExchange(port, request);
+      ASSERT_TRUE(r.ok()) << process << ", " << name << ": " << r.status() << "\n" << launch.Output();
+      const bool served = name == "Prometheus scrape" || name == "absolute form";  // both ask for /metrics
+      EXPECT_EQ(r->code >= 400, !served) << process << ", " << name << ": " << r->code;
+    }
+    absl::StatusOr<std::string> page = HttpGet(port, "/metrics");
+    EXPECT_TRUE(page.ok()) << process << ": " << page.status();
+    for (int fd : held) close(fd);
+  }
+  ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
+  ExpectUndisturbed(dir, 4000);
 }
 
 TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
