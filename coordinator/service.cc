@@ -15,11 +15,11 @@ using grpc::health::v1::HealthCheckResponse;
 // from the pump's thread); a call that ends first withdraws its claim.
 class RegisterCall : public UnaryCall<coordinator::RegisterRequest, coordinator::RegisterResponse> {
  public:
-  RegisterCall(Coordinator::AsyncService* rpc, Job* job, RpcAuth* auth, CallQueues* queues,
+  RegisterCall(CoordinatorService::RpcService* rpc, Job* job, RpcAuth* auth, CallQueues* queues,
                grpc::ServerCompletionQueue* cq)
       : UnaryCall(queues, cq, auth), rpc_(rpc), job_(job) {}
 
-  static void ReadyOn(Coordinator::AsyncService* rpc, Job* job, RpcAuth* auth, CallQueues* queues,
+  static void ReadyOn(CoordinatorService::RpcService* rpc, Job* job, RpcAuth* auth, CallQueues* queues,
                       grpc::ServerCompletionQueue* cq) {
     (new RegisterCall(rpc, job, auth, queues, cq))->Ready([rpc](auto* ctx, auto* req, auto* writer, auto* q, void* tag) {
       rpc->RequestRegister(ctx, req, writer, q, q, tag);
@@ -43,7 +43,7 @@ class RegisterCall : public UnaryCall<coordinator::RegisterRequest, coordinator:
     if (id_ != 0) job_->CancelRegistration(id_);  // nothing if answered meanwhile
   }
 
-  Coordinator::AsyncService* const rpc_;
+  CoordinatorService::RpcService* const rpc_;
   Job* const job_;
   uint64_t id_ = 0;  // set and read on the queue's thread only
 };
@@ -51,11 +51,11 @@ class RegisterCall : public UnaryCall<coordinator::RegisterRequest, coordinator:
 class StatusCall : public UnaryCall<coordinator::StatusRequest, coordinator::JobStatus> {
  public:
   using StatusFn = std::function<coordinator::JobStatus()>;
-  StatusCall(Coordinator::AsyncService* rpc, const StatusFn* status, RpcAuth* auth, CallQueues* queues,
+  StatusCall(CoordinatorService::RpcService* rpc, const StatusFn* status, RpcAuth* auth, CallQueues* queues,
              grpc::ServerCompletionQueue* cq)
       : UnaryCall(queues, cq, auth), rpc_(rpc), status_(status) {}
 
-  static void ReadyOn(Coordinator::AsyncService* rpc, const StatusFn* status, RpcAuth* auth, CallQueues* queues,
+  static void ReadyOn(CoordinatorService::RpcService* rpc, const StatusFn* status, RpcAuth* auth, CallQueues* queues,
                       grpc::ServerCompletionQueue* cq) {
     (new StatusCall(rpc, status, auth, queues, cq))->Ready([rpc](auto* ctx, auto* req, auto* writer, auto* q, void* tag) {
       rpc->RequestStatus(ctx, req, writer, q, q, tag);
@@ -67,7 +67,7 @@ class StatusCall : public UnaryCall<coordinator::StatusRequest, coordinator::Job
 
   void Start() override { Answer((*status_)(), grpc::Status::OK); }
 
-  Coordinator::AsyncService* const rpc_;
+  CoordinatorService::RpcService* const rpc_;
   const StatusFn* const status_;
 };
 
@@ -76,10 +76,10 @@ class StatusCall : public UnaryCall<coordinator::StatusRequest, coordinator::Job
 // serves; other names are NOT_FOUND. No job token: probes carry none.
 class HealthCheckCall : public UnaryCall<HealthCheckRequest, HealthCheckResponse> {
  public:
-  HealthCheckCall(Health::AsyncService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq)
+  HealthCheckCall(CoordinatorService::HealthService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq)
       : UnaryCall(queues, cq, /*auth=*/nullptr), health_(health) {}
 
-  static void ReadyOn(Health::AsyncService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq) {
+  static void ReadyOn(CoordinatorService::HealthService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq) {
     (new HealthCheckCall(health, queues, cq))->Ready([health](auto* ctx, auto* req, auto* writer, auto* q, void* tag) {
       health->RequestCheck(ctx, req, writer, q, q, tag);
     });
@@ -99,17 +99,17 @@ class HealthCheckCall : public UnaryCall<HealthCheckRequest, HealthCheckResponse
     Answer(r, grpc::Status::OK);
   }
 
-  Health::AsyncService* const health_;
+  CoordinatorService::HealthService* const health_;
 };
 
 // grpc.health.v1 Watch is not served: UNIMPLEMENTED, which the protocol
 // tells clients to read as "use Check".
 class HealthWatchCall : public AsyncCall {
  public:
-  HealthWatchCall(Health::AsyncService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq)
+  HealthWatchCall(CoordinatorService::HealthService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq)
       : health_(health), queues_(queues), cq_(cq), writer_(&ctx_) {}
 
-  static void ReadyOn(Health::AsyncService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq) {
+  static void ReadyOn(CoordinatorService::HealthService* health, CallQueues* queues, grpc::ServerCompletionQueue* cq) {
     if (queues->stopping()) return;
     auto* call = new HealthWatchCall(health, queues, cq);
     health->RequestWatch(&call->ctx_, &call->request_, &call->writer_, cq, cq, &call->ready_tag_);
@@ -126,7 +126,7 @@ class HealthWatchCall : public AsyncCall {
 
  private:
   enum Op { kReady, kFinish };
-  Health::AsyncService* const health_;
+  CoordinatorService::HealthService* const health_;
   CallQueues* const queues_;
   grpc::ServerCompletionQueue* const cq_;
   grpc::ServerContext ctx_;

@@ -39,6 +39,12 @@ struct CoordinatorServiceOptions {
 
 class CoordinatorService {
  public:
+  // Register, Status and Check arrive as bytes, parsed after the token is
+  // checked (unary_call.h); Heartbeat's reports are read only after it.
+  using RpcService = coordinator::Coordinator::WithRawMethod_Register<coordinator::Coordinator::WithRawMethod_Status<
+      coordinator::Coordinator::WithAsyncMethod_Heartbeat<coordinator::Coordinator::Service>>>;
+  using HealthService = grpc::health::v1::Health::WithRawMethod_Check<
+      grpc::health::v1::Health::WithAsyncMethod_Watch<grpc::health::v1::Health::Service>>;
   // `job` and `auth` (null: no token checks) must outlive the service.
   // `status` answers the Status RPC (thread-safe); null: job->Snapshot().
   explicit CoordinatorService(Job* job, RpcAuth* auth = nullptr,
@@ -66,8 +72,8 @@ class CoordinatorService {
   RpcAuth* const auth_;
   const std::function<coordinator::JobStatus()> status_;
   const CoordinatorServiceOptions options_;
-  coordinator::Coordinator::AsyncService rpc_;
-  grpc::health::v1::Health::AsyncService health_;
+  RpcService rpc_;
+  HealthService health_;
   CallQueues queues_;
   HeartbeatStreams streams_;
   bool stopped_ = false;

@@ -8,12 +8,15 @@
 #include <atomic>
 #include <set>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "common/config.h"
 #include "common/grpc_util.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "common/rpc_auth.h"
 #include "tests/util/pki.h"
 #include "coordinator/progress_line.h"
@@ -177,6 +180,76 @@ TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
   ASSERT_TRUE(stub->Register(&ctx, req, &world).ok());
   EXPECT_EQ(world.generation(), 1u);
   EXPECT_EQ(job.Snapshot().state(), coordinator::JobStatus::RUNNING);
+}
+
+// Sends `bytes` as the request of the unary `method` ("/pkg.Service/Name")
+// to `address`, with `auth`'s token; the call's status.
+grpc::Status RawUnary(const std::string& address, const std::string& method, const std::string& bytes,
+                      const RpcAuth& auth) {
+  grpc::GenericStub stub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                                   DefaultChannelArguments()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auth.Attach(&ctx);
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
+  call->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  EXPECT_TRUE(cq.Next(&tag, &ok));
+  return status;
+}
+
+// The process's peak resident memory (VmHWM) in bytes, after resetting it
+// to the current resident size when `reset`.
+int64_t PeakRss(bool reset) {
+  if (reset) {
+    FILE* f = fopen("/proc/self/clear_refs", "w");
+    if (f != nullptr) {
+      fputs("5", f);
+      fclose(f);
+    }
+  }
+  FILE* f = fopen("/proc/self/status", "r");
+  char line[256];
+  int64_t kb = -1;
+  while (f != nullptr && fgets(line, sizeof(line), f) != nullptr) {
+    if (strncmp(line, "VmHWM:", 6) == 0) kb = std::atoll(line + 6);
+  }
+  if (f != nullptr) fclose(f);
+  return kb * 1024;
+}
+
+// Issue 33, finding 4: a 16 MiB Register of empty repeated fields, without
+// a token, was parsed (~480 MiB) before it was refused. Now its bytes are
+// all it costs; with the token, bytes that are not a RegisterRequest are
+// INVALID_ARGUMENT and change nothing.
+TEST(CoordinatorServiceTest, ARequestIsParsedOnlyAfterItsTokenIsChecked) {
+  std::atomic<int> refused{0};
+  RpcAuth auth("s3cret-token", [&](RejectReason) { ++refused; });
+  Served served("parse_after_auth", &auth);
+  std::string empties;
+  empties.reserve(16 << 20);
+  while (empties.size() + 2 <= (16u << 20)) empties += std::string("\x3a\x00", 2);  // held_snapshots {}
+  const RpcAuth none(""), good("s3cret-token");
+  const int64_t before = PeakRss(/*reset=*/true);
+  ASSERT_GT(before, 0);
+  EXPECT_EQ(RawUnary(served.address, "/shardline.coordinator.Coordinator/Register", empties, none).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  const int64_t grown = PeakRss(false) - before;
+  EXPECT_LT(grown, int64_t{160} << 20) << "peak RSS grew by " << (grown >> 20) << " MiB";
+  EXPECT_EQ(refused.load(), 1);
+
+  EXPECT_EQ(RawUnary(served.address, "/shardline.coordinator.Coordinator/Register", "\xff\xff\xff", good).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RawUnary(served.address, "/shardline.coordinator.Coordinator/Status", "\x0a\xff", good).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(served.job->Snapshot().state(), coordinator::JobStatus::FORMING);
 }
 
 TEST(CoordinatorServiceTest, MutualTlsAcceptsOnlyTheRightChain) {
