@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/mutex.h"
+#include "common/text_escape.h"
 
 namespace shardline {
 namespace logging {
@@ -76,11 +77,13 @@ LogMessage::LogMessage(absl::LogSeverity severity, const char* file, int line)
            absl::LogSeverityName(severity)[0], tm.tm_mon + 1, tm.tm_mday,
            tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long>(tv.tv_usec));
   stream_ << head << Basename(file) << ":" << line << "] ";
+  header_bytes_ = static_cast<size_t>(stream_.tellp());
 }
 
 LogMessage::~LogMessage() {
   State& s = GlobalState();
-  std::string text = stream_.str();
+  const std::string raw = stream_.str();
+  std::string text = raw.substr(0, header_bytes_) + EscapeControl(absl::string_view(raw).substr(header_bytes_), 64 << 10);
   {
     MutexLock lock(&s.mu);
     if (!s.prefix.empty()) {

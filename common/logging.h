@@ -37,12 +37,15 @@ bool StderrIsTerminal();
 class LogMessage {
  public:
   LogMessage(absl::LogSeverity severity, const char* file, int line);
-  ~LogMessage();  // writes the line; aborts after a kFatal message
+  // Writes the line, its message through EscapeControl (one line, no
+  // control bytes, at most 64 KiB); aborts after a kFatal message.
+  ~LogMessage();
   std::ostream& stream() { return stream_; }
 
  private:
   absl::LogSeverity severity_;
   std::ostringstream stream_;
+  size_t header_bytes_ = 0;  // the time and place that open the line
 };
 
 }  // namespace logging

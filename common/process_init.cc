@@ -1,5 +1,8 @@
 #include "common/process_init.h"
 
+#include <sys/stat.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -11,6 +14,18 @@
 namespace shardline {
 
 void InitProcess(const char* argv0) {
+  const char* umask_text = std::getenv(kUmaskEnvVar);
+  mode_t mask = 077;
+  if (umask_text != nullptr && *umask_text != '\0') {
+    char* end = nullptr;
+    const long parsed = std::strtol(umask_text, &end, 8);
+    if (*end != '\0' || parsed < 0 || parsed > 0777) {
+      std::fprintf(stderr, "%s: $%s=\"%s\" is not an octal umask (e.g. 022)\n", argv0, kUmaskEnvVar, umask_text);
+      std::exit(2);
+    }
+    mask = static_cast<mode_t>(parsed);
+  }
+  umask(mask);
   absl::InitializeSymbolizer(argv0);
   absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
   TuneMallocForLargeBuffers();

@@ -106,6 +106,14 @@ absl::Status CheckListenSecurity(const std::string& flag, const std::string& lis
   return absl::OkStatus();
 }
 
+std::string MetricsListenWarning(const std::string& metrics_listen) {
+  if (IsLoopbackListen(metrics_listen)) return "";
+  return absl::StrCat("--metrics_listen ", metrics_listen,
+                      " serves /metrics, /healthz and /status beyond this host without a token: anyone who can "
+                      "reach it reads this job's numbers, state and addresses; keep it on a network only your "
+                      "monitoring reaches");
+}
+
 void RpcAuth::Refused(RejectReason reason, const std::string& peer) {
   if (on_reject_) on_reject_(reason);
   MutexLock lock(&mu_);

@@ -57,6 +57,11 @@ bool IsLoopbackListen(const std::string& listen);
 absl::Status CheckListenSecurity(const std::string& flag, const std::string& listen, bool has_credentials,
                                  bool insecure);
 
+// A warning for an HTTP `metrics_listen` beyond loopback (the pages carry no
+// token: anyone who reaches them reads the job's numbers, addresses and
+// status), or "" for a loopback one. The mains log it.
+std::string MetricsListenWarning(const std::string& metrics_listen);
+
 // Membership: the coordinator gives each member of a generation a random
 // secret; the tag a sender presents to a receiver is derived from it, so a
 // receiver can check who sends without being able to speak for anyone else.

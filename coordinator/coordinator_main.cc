@@ -178,8 +178,10 @@ absl::Status Run(const Args& args) {
 
   CoordinatorMetrics metrics(*registry);
   metrics.Update(status());  // a restarted coordinator's counters continue from the persisted totals
+  const std::string metrics_listen = args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0";
+  if (const std::string warning = MetricsListenWarning(metrics_listen); !warning.empty()) SLOG(WARNING) << warning;
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
-                   MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry,
+                   MetricsExposer::Start(metrics_listen, registry,
                                          [&job] {
                                            const coordinator::JobStatus s = job.Snapshot();
                                            return Health{s.state() != coordinator::JobStatus::FAILED,
@@ -222,7 +224,10 @@ absl::Status Run(const Args& args) {
                                       absl::StrCat("127.0.0.1:", exposer->port())));
   SLOG(INFO) << "coordinator of job " << job.job_id() << " listening on " << address << ", metrics on port "
              << exposer->port() << ", waiting for " << options.world_size << " workers"
-             << (auth->enabled() ? "; every call must carry the job token" : "; no job token (loopback only)");
+             << (auth->enabled()           ? "; every call must carry the job token"
+                 : auth->tls()             ? "; mutual TLS, no job token"
+                 : IsLoopbackListen(listen) ? "; no job token (loopback only)"
+                                            : "; no job token and no TLS: INSECURE, reachable beyond this host");
 
   int signals_seen = 0, evals_seen = 0, checkpoints_seen = 0;
   absl::Time last_progress = absl::InfinitePast();

@@ -406,6 +406,11 @@ absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::R
 }
 
 uint64_t Job::StartRegister(const coordinator::RegisterRequest& req, RegisterDone done) {
+  // Bounded before anything in it is logged or kept.
+  if (absl::Status bad = CheckRegisterRequest(req, ReportLimits{}); !bad.ok()) {
+    done(bad);
+    return 0;
+  }
   Parked p;
   p.req = req;
   p.done = std::move(done);

@@ -71,4 +71,26 @@ absl::Status CheckReport(const coordinator::WorkerReport& r, const ReportLimits&
   return absl::OkStatus();
 }
 
+absl::Status CheckRegisterRequest(const coordinator::RegisterRequest& req, const ReportLimits& limits) {
+  const std::string& address = req.transport_address();
+  if (address.empty() || address.size() > kMaxTransportAddressBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("register: transport_address of ", address.size(),
+                                                   " bytes (1 to ", kMaxTransportAddressBytes, ")"));
+  }
+  for (char c : address) {
+    if (c <= 0x20 || c >= 0x7f) {
+      return absl::InvalidArgumentError("register: transport_address has a byte that is not visible ASCII");
+    }
+  }
+  if (req.reason().size() > limits.max_text_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register: reason of ", req.reason().size(), " bytes (at most ", limits.max_text_bytes, ")"));
+  }
+  if (req.held_snapshots_size() > limits.max_held_snapshots) {
+    return absl::InvalidArgumentError(absl::StrCat("register: ", req.held_snapshots_size(),
+                                                   " held snapshots (at most ", limits.max_held_snapshots, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace shardline

@@ -26,6 +26,9 @@ struct ReportLimits {
   int max_metric_records = 100000;
   // Shards saved since the last report: one per save.
   int max_saved_shards = 64;
+  // In-memory snapshot shards a registering survivor lists (the Job keeps
+  // at most 64 of them; a list past this is not one a worker sends).
+  int max_held_snapshots = 4096;
   // A shard file larger than this is not one shardline wrote.
   int64_t max_shard_bytes = int64_t{1} << 40;
 };
@@ -33,6 +36,18 @@ struct ReportLimits {
 // OK, or INVALID_ARGUMENT naming the rank and the offending field. Assumes
 // the rank is a member (the Job checks membership first).
 absl::Status CheckReport(const coordinator::WorkerReport& report, const ReportLimits& limits);
+
+// A Register's own fields, before anything is logged or kept: a transport
+// address of at most 255 bytes of visible ASCII, a reason of at most
+// `limits.max_text_bytes`, at most `limits.max_held_snapshots` held
+// snapshots. OK, or
+// INVALID_ARGUMENT naming the field (and never repeating its bytes). The
+// finished report inside is checked by CheckReport once its sender is
+// known to be a member.
+absl::Status CheckRegisterRequest(const coordinator::RegisterRequest& req, const ReportLimits& limits);
+
+// The longest transport address a Register may carry.
+inline constexpr size_t kMaxTransportAddressBytes = 255;
 
 }  // namespace shardline
 

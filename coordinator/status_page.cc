@@ -6,15 +6,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "coordinator/goodput_account.h"
+#include "common/text_escape.h"
 #include "coordinator/progress_line.h"
 #include "coordinator/status_report.h"
 
 namespace shardline {
 namespace {
 
-std::string Escape(const std::string& s) {
+// HTML-escaped, after control bytes are made visible (EscapeControl).
+std::string Escape(const std::string& text) {
   std::string out;
-  for (char c : s) {
+  for (char c : EscapeControl(text)) {
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/text_escape.h"
 #include "coordinator/goodput_account.h"
 #include "coordinator/progress_line.h"
 
@@ -23,10 +24,12 @@ double CheckpointAgeSeconds(const coordinator::JobStatus& s, absl::Time now) {
 std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
   std::string out;
   const double percent = s.total_steps() > 0 ? 100.0 * s.global_step() / s.total_steps() : 0;
-  absl::StrAppendFormat(&out, "job %s  %s  generation %d  step %d/%d (%.1f%%)  ETA %s\n", s.job_id(),
+  // Every text from the coordinator goes through EscapeControl: the answer
+  // may come from anyone who took its address, and lands on a terminal.
+  absl::StrAppendFormat(&out, "job %s  %s  generation %d  step %d/%d (%.1f%%)  ETA %s\n", EscapeControl(s.job_id()),
                         StateName(s.state()), s.generation(), s.global_step(), s.total_steps(), percent,
                         FormatEta(s.eta_seconds()));
-  if (!s.error().empty()) absl::StrAppend(&out, "error: ", s.error(), "\n");
+  if (!s.error().empty()) absl::StrAppend(&out, "error: ", EscapeControl(s.error()), "\n");
   std::string train = "no train line yet";
   if (s.has_last_train()) {
     train = absl::StrFormat("loss %.4f at step %d, %.0f samples/s", s.last_train().loss(), s.last_train().step(),
@@ -46,19 +49,20 @@ std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
   }
   if (!s.restored_from().empty()) {
     absl::StrAppendFormat(&out, "this world restored step %d from %s; recoveries: %d from memory, %d from disk\n",
-                          s.start_step(), s.restored_from(), s.memory_recoveries(), s.disk_recoveries());
+                          s.start_step(), EscapeControl(s.restored_from()), s.memory_recoveries(),
+                          s.disk_recoveries());
   }
   for (const coordinator::WorldChange& c : s.world_changes()) {
     if (c.from_size() == 0) continue;
     absl::StrAppendFormat(&out, "world: %d -> %d workers at step %d (generation %d): %s\n", c.from_size(), c.to_size(),
-                          c.step(), c.generation(), c.reason());
+                          c.step(), c.generation(), EscapeControl(c.reason()));
   }
   absl::StrAppend(&out, GoodputLine(s.goodput()), "\n");
   absl::StrAppendFormat(&out, "workers: %d of %d alive, %d registered, %d lost so far\n", s.workers_alive(),
                         s.world_size(), s.workers_registered(), s.worker_losses());
   absl::StrAppend(&out, "rank  host:port              alive  heartbeat     step  own work/step  straggler\n");
   for (const coordinator::WorkerStatus& w : s.workers()) {
-    absl::StrAppendFormat(&out, "%4d  %-21s  %-5s  %7.2f s  %7d  %10.2f ms  %9s\n", w.rank(), w.address(),
+    absl::StrAppendFormat(&out, "%4d  %-21s  %-5s  %7.2f s  %7d  %10.2f ms  %9s\n", w.rank(), EscapeControl(w.address()),
                           w.finished() ? "done" : w.alive() ? "yes" : "no", w.seconds_since_heartbeat(),
                           w.steps_done(), w.busy_seconds_per_step() * 1e3,
                           w.straggler_score() > 0 ? absl::StrFormat("%.2f", w.straggler_score()) : "-");

@@ -87,8 +87,10 @@ absl::Status Run(const Args& args) {
   // 50 ms: part of every (re)start's path to its first step.
   const double sgemm_gflops = MeasureSgemmGflops(512, 0.05);
   WorkerMetrics metrics(*registry, sgemm_gflops * 1e9);
+  const std::string metrics_listen = args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0";
+  if (const std::string warning = MetricsListenWarning(metrics_listen); !warning.empty()) SLOG(WARNING) << warning;
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
-                   MetricsExposer::Start(args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0", registry,
+                   MetricsExposer::Start(metrics_listen, registry,
                                          [&metrics] { return metrics.health(); }));
   SLOG(INFO) << "worker transport on " << address << ", metrics on port " << exposer->port()
              << ", coordinator " << args.Get("coordinator") << "; OpenBLAS " << BlasCoreName() << " kernels, "

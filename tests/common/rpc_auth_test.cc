@@ -85,6 +85,14 @@ TEST_F(RpcAuthTest, TlsFilesGoTogetherAndErrorsNameTheFlag) {
   EXPECT_TRUE(absl::StrContains((*t)->private_key, "PRIVATE KEY"));
 }
 
+TEST(ListenSecurityTest, MetricsBeyondLoopbackGetAWarning) {
+  EXPECT_EQ(MetricsListenWarning("127.0.0.1:9100"), "");
+  EXPECT_EQ(MetricsListenWarning("localhost:0"), "");
+  for (const char* l : {"0.0.0.0:9100", "[::]:9100", "10.0.0.2:9100"}) {
+    EXPECT_NE(MetricsListenWarning(l).find(l), std::string::npos) << l;
+  }
+}
+
 TEST(ListenSecurityTest, OnlyLoopbackMayGoWithoutAToken) {
   for (const char* l : {"127.0.0.1:0", "127.1.2.3:7000", "localhost:80", "[::1]:5", "LOCALHOST:1"}) {
     EXPECT_TRUE(IsLoopbackListen(l)) << l;

@@ -65,5 +65,30 @@ TEST(ReportCheckTest, EveryFieldOutOfBoundsIsRefusedNamingTheRank) {
   EXPECT_EQ(CheckReport(r, limits).code(), absl::StatusCode::kInvalidArgument) << "metrics from rank 2";
 }
 
+// Issue 33, finding 5: ten 8 MiB addresses added 80 MiB to the log, and a
+// newline in one forged a "job failed" line.
+TEST(ReportCheckTest, ARegistersTextsAreBoundedAndNeverRepeated) {
+  coordinator::RegisterRequest r;
+  r.set_transport_address("127.0.0.1:7001");
+  r.set_reason("ring step 3: peer 127.0.0.1:7002 unavailable");
+  EXPECT_TRUE(CheckRegisterRequest(r, {}).ok());
+  const std::vector<std::string> bad_addresses = {"", std::string(8 << 20, 'a'), "host:1\nE1126 job failed",
+                                                  "h\x1b[31m:1", "h :1", std::string(256, 'h')};
+  for (const std::string& address : bad_addresses) {
+    coordinator::RegisterRequest b = r;
+    b.set_transport_address(address);
+    const absl::Status s = CheckRegisterRequest(b, {});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << address.size();
+    EXPECT_NE(s.message().find("transport_address"), std::string::npos) << s;
+    EXPECT_LT(s.message().size(), 200u) << "the refusal repeats the address";
+  }
+  coordinator::RegisterRequest b = r;
+  b.set_reason(std::string(17 << 10, 'r'));
+  EXPECT_NE(CheckRegisterRequest(b, {}).message().find("reason"), std::string::npos);
+  b = r;
+  for (int i = 0; i < 4097; ++i) b.add_held_snapshots();
+  EXPECT_NE(CheckRegisterRequest(b, {}).message().find("held snapshots"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace shardline

@@ -91,6 +91,26 @@ void ExpectUndisturbed(const std::string& dir, int steps) {
   EXPECT_EQ(coord_log.find("generation 2"), std::string::npos) << coord_log;
 }
 
+// Entries under `dir` (not `dir` itself) with any group or other bit.
+std::vector<std::string> PublicEntries(const std::string& dir) {
+  std::vector<std::string> out;
+  std::vector<std::string> todo = {dir};
+  while (!todo.empty()) {
+    const std::string d = todo.back();
+    todo.pop_back();
+    absl::StatusOr<std::vector<std::string>> children = Env::Default()->GetChildren(d);
+    if (!children.ok()) continue;
+    for (const std::string& c : *children) {
+      const std::string path = d + "/" + c;
+      struct stat st;
+      if (lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
+      if ((st.st_mode & 077) != 0) out.push_back(absl::StrCat(path, " ", st.st_mode & 0777));
+      if (S_ISDIR(st.st_mode)) todo.push_back(path);
+    }
+  }
+  return out;
+}
+
 // Issue 33, finding 1: one request for /favicon.ico (what a browser asks by
 // itself) or a POST to /metrics ended a worker with SIGSEGV: civetweb's error
 // reply overflowed a thread stack that OpenBLAS's static TLS had shrunk.
@@ -124,6 +144,9 @@ TEST(SecurityTest, HostileHttpRequestsToEveryProcessLeaveTheJobUndisturbed) {
   }
   ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
   ExpectUndisturbed(dir, 4000);
+  // Finding 7: what the job wrote is private to its user (umask 077), the
+  // workdir's contents included (the test made the workdir itself).
+  EXPECT_EQ(PublicEntries(dir), std::vector<std::string>{}) << "readable by group or others";
 }
 
 TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
