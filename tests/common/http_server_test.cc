@@ -1,9 +1,6 @@
 #include "common/http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
+#include <errno.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -29,15 +26,9 @@ HttpRoutes OnePage(const std::string& body) {
 
 // A connection to 127.0.0.1:<port> that has sent `bytes`; reads wait 5 s.
 int Open(int port, const std::string& bytes) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct timeval tv = {5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  if (!bytes.empty()) {
+  const int fd = ConnectLoopback(port);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0 && !bytes.empty()) {
     EXPECT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
   }
   return fd;

@@ -12,9 +12,9 @@
 
 namespace shardline {
 
-absl::StatusOr<HttpResponse> HttpExchange(int port, const std::string& request) {
+int ConnectLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket");
+  if (fd < 0) return -1;
   struct timeval tv = {5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   sockaddr_in addr = {};
@@ -23,8 +23,14 @@ absl::StatusOr<HttpResponse> HttpExchange(int port, const std::string& request) 
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
-    return absl::UnavailableError(absl::StrCat("connect to port ", port));
+    return -1;
   }
+  return fd;
+}
+
+absl::StatusOr<HttpResponse> HttpExchange(int port, const std::string& request) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("connect to port ", port));
   if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
     close(fd);
     return absl::UnavailableError("write");
@@ -59,12 +65,8 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
 }
 
 int HoldUnfinishedHttpRequest(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+  const int fd = ConnectLoopback(port);
+  if (fd >= 0) {
     const std::string partial = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";  // no blank line: unfinished
     (void)!write(fd, partial.data(), partial.size());
   }

@@ -27,8 +27,12 @@ absl::StatusOr<HttpResponse> HttpFetch(int port, const std::string& path);
 // failed connection or a non-200 status.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 
+// A TCP connection to 127.0.0.1:<port> whose reads wait at most 5 s; -1 if
+// it cannot be made. The caller closes it.
+int ConnectLoopback(int port);
+
 // A connection to 127.0.0.1:<port> that has sent part of a request and
-// never finishes it: the caller closes the returned descriptor.
+// never finishes it (-1 if none could be made): the caller closes it.
 int HoldUnfinishedHttpRequest(int port);
 
 // Requests a browser, a scanner and Prometheus send to an HTTP port, by
