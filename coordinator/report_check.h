@@ -38,12 +38,11 @@ struct ReportLimits {
 absl::Status CheckReport(const coordinator::WorkerReport& report, const ReportLimits& limits);
 
 // A Register's own fields, before anything is logged or kept: a transport
-// address of at most 255 bytes of visible ASCII, a reason of at most
-// `limits.max_text_bytes`, at most `limits.max_held_snapshots` held
-// snapshots. OK, or
-// INVALID_ARGUMENT naming the field (and never repeating its bytes). The
-// finished report inside is checked by CheckReport once its sender is
-// known to be a member.
+// address of 1 to kMaxTransportAddressBytes bytes of visible ASCII, a
+// reason of at most `limits.max_text_bytes`, at most
+// `limits.max_held_snapshots` held snapshots. OK, or INVALID_ARGUMENT
+// naming the field (and never repeating its bytes). The finished report
+// inside is checked by CheckReport once its sender is known to be a member.
 absl::Status CheckRegisterRequest(const coordinator::RegisterRequest& req, const ReportLimits& limits);
 
 // The longest transport address a Register may carry.
