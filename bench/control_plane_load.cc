@@ -61,6 +61,7 @@
 #include "common/rpc_auth.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "worker/control/coordinator_client.h"
 
 namespace shardline {
 namespace {
@@ -230,6 +231,7 @@ bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout) {
 // Everything the simulated workers share, and what the phases wait on.
 class Load {
  public:
+  // `token`: the proof header every call carries ("" for none).
   Load(std::string token, int hz, int64_t shard_bytes)
       : token_(std::move(token)), period_us_(1000000 / std::max(1, hz)), shard_bytes_(shard_bytes) {}
   int64_t shard_bytes() const { return shard_bytes_; }
@@ -379,7 +381,7 @@ void SimWorker::Register(uint64_t previous_generation) {
   if (registering_) return;
   registering_ = true;
   register_ctx_ = std::make_unique<grpc::ClientContext>();
-  register_ctx_->AddMetadata(kTokenMetadataKey, load_->token());
+  if (!load_->token().empty()) register_ctx_->AddMetadata(kProofMetadataKey, load_->token());
   register_ctx_->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   request_.Clear();
   request_.set_transport_address(absl::StrCat("10.9.", slot_ / 256, ".", slot_ % 256, ":7001"));
@@ -526,7 +528,7 @@ void SimWorker::Command(StreamCall* call, const CoordinatorCommand& c) {
 StreamCall::StreamCall(SimWorker* worker, coordinator::Coordinator::Stub* stub, const std::string& token,
                        grpc::CompletionQueue* cq)
     : worker_(worker) {
-  ctx_.AddMetadata(kTokenMetadataKey, token);
+  if (!token.empty()) ctx_.AddMetadata(kProofMetadataKey, token);
   rw_ = stub->PrepareAsyncHeartbeat(&ctx_, cq);
   ++pending_;
   // StartCall's operation shares the write's slot: the first report waits
@@ -602,7 +604,20 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "%s\n", std::string(token.status().message()).c_str());
     return 2;
   }
-  Load load(*token, hz, shard_bytes);
+  // Every simulated worker proves the token with one session's header
+  // (common/proof_client.h), as a real one does after its Hello.
+  std::string proof;
+  if (!token->empty()) {
+    RpcAuth auth(*token);
+    CoordinatorClient client(args.Get("coordinator"), &auth);
+    absl::StatusOr<std::string> header = client.Proof(absl::Now() + absl::Seconds(30));
+    if (!header.ok()) {
+      fprintf(stderr, "%s\n", std::string(header.status().message()).c_str());
+      return 2;
+    }
+    proof = *header;
+  }
+  Load load(proof, hz, shard_bytes);
   {
     MutexLock lock(&load.mu_);
     load.workers_ = n;

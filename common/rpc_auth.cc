@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -18,25 +19,11 @@
 #include "common/listen_address.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "openssl/evp.h"
-#include "openssl/hmac.h"
 
 namespace shardline {
 
-bool SecretEquals(absl::string_view a, absl::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 std::string MemberTag(const std::string& sender_secret, uint64_t generation, int receiver) {
-  const std::string message = absl::StrCat("shardline-member/", generation, "/", receiver);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), sender_secret.data(), static_cast<int>(sender_secret.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &length);
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), length));
+  return HmacSha256Hex(sender_secret, absl::StrCat("shardline-member/", generation, "/", receiver));
 }
 
 absl::StatusOr<std::string> LoadToken(Env* env, const std::string& token_file) {
@@ -70,18 +57,25 @@ absl::StatusOr<std::string> NewToken() {
   return absl::BytesToHexString(absl::string_view(bytes, sizeof(bytes)));
 }
 
-absl::StatusOr<std::string> LoadOrCreateTokenFile(Env* env, const std::string& path) {
-  if (!env->FileExists(path)) {
-    ASSIGN_OR_RETURN(const std::string token, NewToken());
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return absl::InternalError(absl::StrCat("creating token file ", path, ": ", strerror(errno)));
-    const std::string line = token + "\n";
-    const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && fsync(fd) == 0;
-    const int err = errno;
-    close(fd);
-    if (!written) return absl::InternalError(absl::StrCat("writing token file ", path, ": ", strerror(err)));
+absl::Status WritePrivateFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::remove(tmp.c_str());
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("creating ", tmp, ": ", strerror(errno)));
+  const std::string line = text + "\n";
+  const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && fsync(fd) == 0;
+  const int err = errno;
+  close(fd);
+  if (!written) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("writing ", tmp, ": ", strerror(err)));
   }
-  return LoadToken(env, path);
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    const int rename_err = errno;
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("renaming ", tmp, " to ", path, ": ", strerror(rename_err)));
+  }
+  return absl::OkStatus();
 }
 
 bool IsLoopbackListen(const std::string& listen) {
@@ -137,12 +131,32 @@ const char* RejectReasonLabel(RejectReason reason) {
       return "wrong_token";
     case RejectReason::kNotAMember:
       return "not_a_member";
+    case RejectReason::kStaleSession:
+      return "stale_session";
+    case RejectReason::kWrongRank:
+      return "wrong_rank";
   }
   return "unknown";
 }
 
-RpcAuth::RpcAuth(std::string token, std::function<void(RejectReason)> on_reject)
-    : token_(std::move(token)), on_reject_(std::move(on_reject)) {}
+namespace {
+
+Credential CredentialOf(const std::string& secret) {
+  absl::StatusOr<Credential> c = ParseCredential(secret);
+  // LoadRpcAuth and the commands report an unparsable credential; here it
+  // becomes a token no server shares.
+  return c.ok() ? *c : Credential{-1, secret};
+}
+
+}  // namespace
+
+RpcAuth::RpcAuth(std::string secret, std::function<void(RejectReason)> on_reject)
+    : credential_(CredentialOf(secret)), on_reject_(std::move(on_reject)) {}
+
+const std::string& RpcAuth::token() const {
+  static const std::string* const kNone = new std::string();
+  return credential_.rank < 0 ? credential_.key : *kNone;
+}
 
 absl::StatusOr<std::optional<TlsPem>> LoadTls(Env* env, const std::string& cert_file, const std::string& key_file,
                                               const std::string& ca_file) {
@@ -169,6 +183,11 @@ absl::StatusOr<std::optional<TlsPem>> LoadTls(Env* env, const std::string& cert_
 absl::StatusOr<std::unique_ptr<RpcAuth>> LoadRpcAuth(Env* env, const Args& args, const std::string& listen,
                                                      std::function<void(RejectReason)> on_reject) {
   ASSIGN_OR_RETURN(const std::string token, LoadToken(env, args.Get("token_file")));
+  if (absl::StatusOr<Credential> c = ParseCredential(token); !c.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        args.Has("token_file") ? absl::StrCat("token file ", args.Get("token_file")) : std::string("$SHARDLINE_TOKEN"),
+        ": ", c.status().message()));
+  }
   ASSIGN_OR_RETURN(std::optional<TlsPem> tls,
                    LoadTls(env, args.Get("tls_cert"), args.Get("tls_key"), args.Get("tls_ca")));
   RETURN_IF_ERROR(
@@ -195,25 +214,47 @@ std::shared_ptr<grpc::ServerCredentials> RpcAuth::ServerCredentials() const {
   return grpc::SslServerCredentials(o);
 }
 
-void RpcAuth::Attach(grpc::ClientContext* ctx) const {
-  if (enabled()) ctx->AddMetadata(kTokenMetadataKey, token_);
+absl::StatusOr<HelloAnswer> RpcAuth::AnswerHello(int rank, absl::string_view client_nonce) const {
+  if (token().empty()) return absl::FailedPreconditionError("this server holds no job token");
+  if (rank < -1 || rank > kMaxCredentialRank) {
+    return absl::InvalidArgumentError(absl::StrCat("Hello for rank ", rank, ", out of range"));
+  }
+  if (client_nonce.size() < 16 || client_nonce.size() > 64 ||
+      client_nonce.find_first_not_of("0123456789abcdefABCDEF") != absl::string_view::npos) {
+    return absl::InvalidArgumentError("Hello's client nonce must be 16 to 64 hex digits");
+  }
+  const std::string key = KeyFor(token(), rank);
+  HelloAnswer answer;
+  answer.server_nonce = ServerNonce(key, client_nonce, absl::ToUnixMicros(absl::Now()));
+  answer.server_proof = ServerProof(key, client_nonce, answer.server_nonce);
+  return answer;
 }
 
-grpc::Status RpcAuth::Check(const grpc::ServerContextBase& ctx) {
+grpc::Status RpcAuth::Check(const grpc::ServerContextBase& ctx, int* caller_rank) {
   if (!enabled()) return grpc::Status::OK;
+  if (token().empty()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "this server holds no job token to check calls with");
+  }
   const auto& metadata = ctx.client_metadata();
-  const auto it = metadata.find(kTokenMetadataKey);
-  RejectReason reason;
-  if (it == metadata.end()) {
-    reason = RejectReason::kMissingToken;
-  } else if (!SecretEquals(absl::string_view(it->second.data(), it->second.size()), token_)) {
-    reason = RejectReason::kWrongToken;
-  } else {
-    return grpc::Status::OK;
+  const auto it = metadata.find(kProofMetadataKey);
+  RejectReason reason = RejectReason::kMissingToken;
+  if (it != metadata.end()) {
+    switch (CheckCallProof(token(), absl::string_view(it->second.data(), it->second.size()),
+                           absl::ToUnixMicros(absl::Now()), caller_rank)) {
+      case ProofVerdict::kOk:
+        return grpc::Status::OK;
+      case ProofVerdict::kStale:
+        reason = RejectReason::kStaleSession;
+        break;
+      case ProofVerdict::kMalformed:
+      case ProofVerdict::kWrong:
+        reason = RejectReason::kWrongToken;
+        break;
+    }
   }
   Refused(reason, ctx.peer());
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "this call does not carry the job's token (see docs/security.md)");
+                      "this call does not prove it holds the job's token (see docs/security.md)");
 }
 
 }  // namespace shardline

@@ -1,11 +1,12 @@
-// The job token: a shared secret that every RPC of a job carries, to the
-// coordinator and between workers, so that nobody outside the job can join,
-// steer, read or feed it (docs/security.md).
+// The job token and what is derived from it: every control-plane call
+// proves the caller holds the token or its rank's credential, without sending
+// either (common/auth_proof.h, common/proof_client.h), and data-plane streams
+// carry tags only the coordinator hands out, so that nobody outside the job
+// can join, steer, read or feed it (docs/security.md).
 //
 //   // a server process, from --token_file/$SHARDLINE_TOKEN, --tls_* and --insecure:
 //   ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth,
 //                    LoadRpcAuth(env, args, listen, RejectedRpcCounter(*registry)));
-//   // client side, on every call:       auth->Attach(&client_context);
 //   // server side, first in a handler:  if (grpc::Status s = auth->Check(*ctx); !s.ok()) return s;
 #ifndef SHARDLINE_COMMON_RPC_AUTH_H_
 #define SHARDLINE_COMMON_RPC_AUTH_H_
@@ -20,19 +21,18 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/args.h"
+#include "common/auth_proof.h"
 #include "common/env.h"
 #include "common/mutex.h"
 #include "grpcpp/grpcpp.h"
 
 namespace shardline {
 
-// Where the token travels: gRPC call metadata (lower case, as HTTP/2 wants).
-inline constexpr char kTokenMetadataKey[] = "shardline-token";
 // The environment variable a token may come from instead of a file.
 inline constexpr char kTokenEnvVar[] = "SHARDLINE_TOKEN";
 
-// Reads the job token from `token_file` if it is non-empty, else from
-// $SHARDLINE_TOKEN; "" if neither is given. Surrounding whitespace is
+// Reads the job token (or a rank's credential) from `token_file` if it is
+// non-empty, else from $SHARDLINE_TOKEN; "" if neither is given. Surrounding whitespace is
 // dropped. Errors (INVALID_ARGUMENT / NOT_FOUND) name the file: missing,
 // unreadable, empty, or readable by other users (a secret must not be).
 // Never read from a command-line value, which `ps` shows to everyone.
@@ -41,10 +41,10 @@ absl::StatusOr<std::string> LoadToken(Env* env, const std::string& token_file);
 // A fresh random token (64 hex digits from /dev/urandom).
 absl::StatusOr<std::string> NewToken();
 
-// The token in `path`, first writing a fresh one there (mode 0600, created
-// exclusively, synced) if the file does not exist: `shardline launch` keeps
-// one per workdir, so a resumed job keeps its token.
-absl::StatusOr<std::string> LoadOrCreateTokenFile(Env* env, const std::string& path);
+// Replaces `path` with `text` plus a newline, readable by this user only
+// (mode 0600, written to a temporary file, synced, renamed over it): how
+// `shardline launch` and `shardline credential` hand out secrets.
+absl::Status WritePrivateFile(const std::string& path, const std::string& text);
 
 // True if the host of "HOST:PORT" is a loopback address (127.0.0.0/8, ::1)
 // or "localhost"; false for wildcard and every other address.
@@ -68,8 +68,6 @@ std::string MetricsListenWarning(const std::string& metrics_listen);
 // HMAC-SHA256(sender_secret, "shardline-member/<generation>/<receiver>"),
 // hex.
 std::string MemberTag(const std::string& sender_secret, uint64_t generation, int receiver);
-// Constant-time equality, for secrets and tags.
-bool SecretEquals(absl::string_view a, absl::string_view b);
 // Metadata key of the member tag on a data-plane stream.
 inline constexpr char kMemberTagMetadataKey[] = "shardline-member";
 
@@ -87,19 +85,32 @@ absl::StatusOr<std::optional<TlsPem>> LoadTls(Env* env, const std::string& cert_
                                               const std::string& ca_file);
 
 // Why a call was refused; the label of shardline_rpc_rejected_total.
-enum class RejectReason { kMissingToken, kWrongToken, kNotAMember };
-// "missing_token", "wrong_token", "not_a_member"
+enum class RejectReason { kMissingToken, kWrongToken, kNotAMember, kStaleSession, kWrongRank };
+// "missing_token", "wrong_token", "not_a_member", "stale_session", "wrong_rank"
 const char* RejectReasonLabel(RejectReason reason);
 
-// Attaches and checks the token. With an empty token nothing is attached
-// and every call passes (a loopback-only or --insecure job). Thread-safe.
+// What a server answers a Hello (common/auth_proof.h).
+struct HelloAnswer {
+  std::string server_nonce;
+  std::string server_proof;
+};
+
+// The process's credential, and the checks made with it. With no secret
+// nothing is attached and every call passes (a loopback-only or --insecure
+// job). Thread-safe.
 class RpcAuth {
  public:
-  // `on_reject` (optional) runs for every refused call, e.g. to count it.
-  explicit RpcAuth(std::string token, std::function<void(RejectReason)> on_reject = {});
+  // `secret`: the job token or one rank's credential (ParseCredential; an
+  // unparsable credential-like text is treated as a token that matches
+  // nothing). `on_reject` (optional) runs for every refused call, e.g. to
+  // count it.
+  explicit RpcAuth(std::string secret, std::function<void(RejectReason)> on_reject = {});
 
-  bool enabled() const { return !token_.empty(); }
-  const std::string& token() const { return token_; }
+  bool enabled() const { return !credential_.key.empty(); }
+  // The job token, if this process holds it (a coordinator, an operator's
+  // tool, or a worker given the token); "" for a rank credential.
+  const std::string& token() const;
+  const Credential& credential() const { return credential_; }
 
   // With TLS, every channel and server of this process speaks mutual TLS:
   // servers require a client certificate signed by the CA, clients verify
@@ -109,20 +120,24 @@ class RpcAuth {
   std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() const;
   std::shared_ptr<grpc::ServerCredentials> ServerCredentials() const;
 
-  // Adds the token to a call about to be made.
-  void Attach(grpc::ClientContext* ctx) const;
+  // Server side (needs the job token): the answer to a client's Hello for
+  // `rank`'s credential (-1: the token). INVALID_ARGUMENT for a rank or
+  // nonce out of range; FAILED_PRECONDITION without the token.
+  absl::StatusOr<HelloAnswer> AnswerHello(int rank, absl::string_view client_nonce) const;
 
-  // OK if the call carries the token (compared in constant time), else
-  // UNAUTHENTICATED; a refusal is counted and logged with the caller's
-  // address, at most once a second (the rest are summed into the next line).
-  grpc::Status Check(const grpc::ServerContextBase& ctx);
+  // OK if the call carries a valid proof (kProofMetadataKey) of the token or
+  // of a rank's credential; then *caller_rank (if given) is that rank, -1
+  // for the token. Else UNAUTHENTICATED; a refusal is counted and logged
+  // with the caller's address, at most once a second (the rest are summed
+  // into the next line). Nothing of the request is read.
+  grpc::Status Check(const grpc::ServerContextBase& ctx, int* caller_rank = nullptr);
 
   // Counts and logs (rate-limited) a refusal decided elsewhere, e.g. a
   // stream whose member tag is wrong.
   void Refused(RejectReason reason, const std::string& peer);
 
  private:
-  const std::string token_;
+  const Credential credential_;
   const std::function<void(RejectReason)> on_reject_;
   std::optional<TlsPem> tls_;
   Mutex mu_;
@@ -131,8 +146,8 @@ class RpcAuth {
 };
 
 // auth->Check(ctx), or OK when there is no auth (a server without a token).
-inline grpc::Status CheckToken(RpcAuth* auth, const grpc::ServerContextBase& ctx) {
-  return auth != nullptr ? auth->Check(ctx) : grpc::Status::OK;
+inline grpc::Status CheckToken(RpcAuth* auth, const grpc::ServerContextBase& ctx, int* caller_rank = nullptr) {
+  return auth != nullptr ? auth->Check(ctx, caller_rank) : grpc::Status::OK;
 }
 
 // A server process's RpcAuth from its flags: --token_file (else

@@ -6,6 +6,7 @@
 #define SHARDLINE_COMMON_RPC_AUTH_METRICS_H_
 
 #include <functional>
+#include <map>
 
 #include "common/rpc_auth.h"
 #include "prometheus/counter.h"
@@ -13,20 +14,21 @@
 
 namespace shardline {
 
-// The counter family is built (with both reasons at 0, so dashboards see
-// the series before the first refusal) when this is called; the returned
+// The counter family is built (every reason at 0, so dashboards see the
+// series before the first refusal) when this is called; the returned
 // function increments it and may be called from any thread.
 inline std::function<void(RejectReason)> RejectedRpcCounter(prometheus::Registry& registry) {
   auto& family = prometheus::BuildCounter()
                      .Name("shardline_rpc_rejected_total")
-                     .Help("RPCs refused: without the job's token, or speaking for a rank they do not hold")
+                     .Help("RPCs refused: without a proof of the job's token, with a stale one, or speaking for a "
+                           "rank they do not hold")
                      .Register(registry);
-  prometheus::Counter* missing = &family.Add({{"reason", RejectReasonLabel(RejectReason::kMissingToken)}});
-  prometheus::Counter* wrong = &family.Add({{"reason", RejectReasonLabel(RejectReason::kWrongToken)}});
-  prometheus::Counter* stranger = &family.Add({{"reason", RejectReasonLabel(RejectReason::kNotAMember)}});
-  return [missing, wrong, stranger](RejectReason r) {
-    (r == RejectReason::kMissingToken ? missing : r == RejectReason::kWrongToken ? wrong : stranger)->Increment();
-  };
+  std::map<RejectReason, prometheus::Counter*> counters;
+  for (RejectReason r : {RejectReason::kMissingToken, RejectReason::kWrongToken, RejectReason::kNotAMember,
+                         RejectReason::kStaleSession, RejectReason::kWrongRank}) {
+    counters[r] = &family.Add({{"reason", RejectReasonLabel(r)}});
+  }
+  return [counters](RejectReason r) { counters.at(r)->Increment(); };
 }
 
 }  // namespace shardline

@@ -26,6 +26,7 @@
 #include "coordinator/trace_log.h"
 #include "coordinator/straggler.h"
 #include "coordinator/progress_line.h"
+#include "coordinator/report_check.h"
 #include "coordinator/service.h"
 #include "prometheus/registry.h"
 #include "common/args.h"
@@ -34,8 +35,6 @@
 
 namespace shardline {
 namespace {
-
-constexpr int kCoordinatorMaxReceiveBytes = 64 << 20;
 
 constexpr char kHelp[] =
     "usage: shardline-coordinator --config FILE --listen HOST:PORT --workdir DIR\n"
@@ -105,6 +104,10 @@ absl::Status Run(const Args& args) {
   auto registry = std::make_shared<prometheus::Registry>();
   ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth,
                    LoadRpcAuth(env, args, args.Get("listen"), RejectedRpcCounter(*registry)));
+  if (auth->credential().rank >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--token_file holds rank ", auth->credential().rank,
+                                                   "'s credential; the coordinator needs the job token itself"));
+  }
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
   // The workers write their shards there and the coordinator commits them:
   // found now, not at the first save after minutes of training.
@@ -127,6 +130,7 @@ absl::Status Run(const Args& args) {
   options.world_size = cfg.runtime().num_workers();
   options.checkpoint_root = workdir + "/checkpoints";
   options.trace_dir = workdir + "/traces";
+  options.token = auth->token();
   int64_t timeout_ms = 5000;
   if (args.Has("heartbeat_timeout_ms") && !absl::SimpleAtoi(args.Get("heartbeat_timeout_ms"), &timeout_ms)) {
     return absl::InvalidArgumentError("--heartbeat_timeout_ms must be an integer");
@@ -203,11 +207,11 @@ absl::Status Run(const Args& args) {
   CoordinatorServiceOptions service_options;
   service_options.queues.threads = static_cast<int>(*rpc_threads);
   CoordinatorService service(&job, auth.get(), status, service_options);
-  // Registrations and reports are small; a report's metric records are
-  // bounded (coordinator/report_check.h).
+  // Registrations and reports are bounded field by field; the limit is the
+  // largest one those bounds allow (coordinator/report_check.h).
   GrpcServerOptions server_options;
   server_options.int_args = ControlServerArguments();
-  server_options.max_receive_bytes = kCoordinatorMaxReceiveBytes;
+  server_options.max_receive_bytes = kMaxControlMessageBytes;
   server_options.credentials = auth->ServerCredentials();
   ASSIGN_OR_RETURN(GrpcServer server, service.Listen(args.Get("listen"), server_options));
   // However Run returns, calls get at most 2 s to end (a server shut down

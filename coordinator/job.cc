@@ -509,7 +509,7 @@ void Job::CompleteRegistrations() {
   }
   for (Answer& a : answers) {
     if (a.book != nullptr && a.response.ok()) {
-      FillPeers(*a.book, &*a.response);
+      FillPeers(*a.book, options_.token, &*a.response);
       // Its heartbeat deadline runs from its answer: it cannot report
       // before, and in a large world answering everyone takes a while.
       MutexLock lock(&mu_);
@@ -631,7 +631,7 @@ std::optional<absl::StatusOr<coordinator::RegisterResponse>> Job::AdmitLocked(Pa
   return std::nullopt;
 }
 
-void Job::FillPeers(const MemberBook& book, coordinator::RegisterResponse* resp) {
+void Job::FillPeers(const MemberBook& book, const std::string& token, coordinator::RegisterResponse* resp) {
   RestoreMoves restore;
   if (resp->memory_step() > 0) {
     restore.from_world = resp->memory_world_size() > 0 ? resp->memory_world_size() : resp->world_size();
@@ -644,6 +644,8 @@ void Job::FillPeers(const MemberBook& book, coordinator::RegisterResponse* resp)
     resp->add_peer_ranks(s);
     resp->add_peers(book.addresses[static_cast<size_t>(s)]);
     resp->add_peer_tags(MemberTag(book.secrets[static_cast<size_t>(s)], book.generation, resp->rank()));
+    resp->add_park_tags(token.empty() ? std::string()
+                                 : ParkTag(KeyFor(token, s), book.generation, resp->rank()));
   }
 }
 

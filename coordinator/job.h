@@ -66,6 +66,9 @@ struct CoordinatorOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(5);
   // Where workers write traced steps (train.trace_steps); empty: nowhere.
   std::string trace_dir;
+  // The job token, from which each registration's park tags are derived
+  // (RegisterResponse.park_tags); empty: none.
+  std::string token;
 };
 
 enum class JobState { kForming, kRunning, kStopping, kDone, kFailed };
@@ -250,7 +253,7 @@ class Job {
   absl::StatusOr<coordinator::RegisterResponse> FinishRegistrationLocked(const Parked& p,
                                                                          std::shared_ptr<const MemberBook>* book)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void FillPeers(const MemberBook& book, coordinator::RegisterResponse* resp);
+  static void FillPeers(const MemberBook& book, const std::string& token, coordinator::RegisterResponse* resp);
   // Every worker saves at a step ahead of all of them (the command's
   // checkpoint_at); logs "<why>: every worker saves after step S".
   void ScheduleCheckpointLocked(const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

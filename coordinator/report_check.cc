@@ -93,4 +93,12 @@ absl::Status CheckRegisterRequest(const coordinator::RegisterRequest& req, const
   return absl::OkStatus();
 }
 
+absl::Status CheckRegisterIdentity(int caller_rank, const coordinator::RegisterRequest& req) {
+  if (caller_rank < 0 || req.requested_rank() == caller_rank) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "a caller holding rank ", caller_rank, "'s credential asked to register as ",
+      req.requested_rank() < 0 ? std::string("any rank") : absl::StrCat("rank ", req.requested_rank()),
+      "; a rank credential registers only for its own rank"));
+}
+
 }  // namespace shardline

@@ -45,8 +45,24 @@ absl::Status CheckReport(const coordinator::WorkerReport& report, const ReportLi
 // inside is checked by CheckReport once its sender is known to be a member.
 absl::Status CheckRegisterRequest(const coordinator::RegisterRequest& req, const ReportLimits& limits);
 
+// Whether a caller that proved `caller_rank`'s credential (-1: the job
+// token, which may act as any rank) may make this Register: a rank
+// credential registers only for its own rank, asked for by number. OK, or
+// PERMISSION_DENIED naming both ranks.
+absl::Status CheckRegisterIdentity(int caller_rank, const coordinator::RegisterRequest& req);
+
 // The longest transport address a Register may carry.
 inline constexpr size_t kMaxTransportAddressBytes = 255;
+
+// The coordinator's receive limit, from the largest message ReportLimits
+// lets through: a report (alone or inside a Register) of max_metric_records
+// records of at most 80 bytes each (13 fields, every one set), three texts
+// and a reason of max_text_bytes, max_saved_shards shards and
+// max_held_snapshots snapshots of a few hundred bytes at most: about
+// 8.4 MB, rounded up to a power of two.
+inline constexpr int kMaxControlMessageBytes = 16 << 20;
+static_assert(int64_t{100000} * 80 + 4 * (16 << 10) + 64 * 1024 + 4096 * 32 < kMaxControlMessageBytes,
+              "the coordinator's receive limit must hold the largest legitimate report");
 
 }  // namespace shardline
 

@@ -1,6 +1,7 @@
 #include "coordinator/service.h"
 
 #include "common/grpc_util.h"
+#include "coordinator/report_check.h"
 #include "coordinator/unary_call.h"
 
 namespace shardline {
@@ -30,6 +31,11 @@ class RegisterCall : public UnaryCall<coordinator::RegisterRequest, coordinator:
   void ReadyAnother(grpc::ServerCompletionQueue* cq) override { ReadyOn(rpc_, job_, auth(), queues(), cq); }
 
   void Start() override {
+    if (absl::Status identity = CheckRegisterIdentity(caller_rank(), request()); !identity.ok()) {
+      if (auth() != nullptr) auth()->Refused(RejectReason::kWrongRank, peer());
+      Answer({}, ToGrpcStatus(identity));
+      return;
+    }
     id_ = job_->StartRegister(request(), [this](absl::StatusOr<coordinator::RegisterResponse> r) {
       if (r.ok()) {
         Answer(*r, grpc::Status::OK);
@@ -46,6 +52,44 @@ class RegisterCall : public UnaryCall<coordinator::RegisterRequest, coordinator:
   CoordinatorService::RpcService* const rpc_;
   Job* const job_;
   uint64_t id_ = 0;  // set and read on the queue's thread only
+};
+
+// The handshake's first half (common/auth_proof.h): needs no credential,
+// and answers only a MAC over the client's nonce.
+class HelloCall : public UnaryCall<coordinator::HelloRequest, coordinator::HelloReply> {
+ public:
+  HelloCall(CoordinatorService::RpcService* rpc, RpcAuth* auth, CallQueues* queues, grpc::ServerCompletionQueue* cq)
+      : UnaryCall(queues, cq, /*auth=*/nullptr), rpc_(rpc), hello_auth_(auth) {}
+
+  static void ReadyOn(CoordinatorService::RpcService* rpc, RpcAuth* auth, CallQueues* queues,
+                      grpc::ServerCompletionQueue* cq) {
+    (new HelloCall(rpc, auth, queues, cq))->Ready([rpc](auto* ctx, auto* req, auto* writer, auto* q, void* tag) {
+      rpc->RequestHello(ctx, req, writer, q, q, tag);
+    });
+  }
+
+ private:
+  void ReadyAnother(grpc::ServerCompletionQueue* cq) override { ReadyOn(rpc_, hello_auth_, queues(), cq); }
+  size_t MaxRequestBytes() const override { return 256; }
+
+  void Start() override {
+    if (hello_auth_ == nullptr || hello_auth_->token().empty()) {
+      Answer({}, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this coordinator runs without a job token"));
+      return;
+    }
+    absl::StatusOr<HelloAnswer> answer = hello_auth_->AnswerHello(request().rank(), request().client_nonce());
+    if (!answer.ok()) {
+      Answer({}, ToGrpcStatus(answer.status()));
+      return;
+    }
+    coordinator::HelloReply reply;
+    reply.set_server_nonce(answer->server_nonce);
+    reply.set_server_proof(answer->server_proof);
+    Answer(reply, grpc::Status::OK);
+  }
+
+  CoordinatorService::RpcService* const rpc_;
+  RpcAuth* const hello_auth_;
 };
 
 class StatusCall : public UnaryCall<coordinator::StatusRequest, coordinator::JobStatus> {
@@ -168,6 +212,7 @@ void CoordinatorService::ReadyCalls() {
       RegisterCall::ReadyOn(&rpc_, job_, auth_, &queues_, cq);
     }
     StatusCall::ReadyOn(&rpc_, &status_, auth_, &queues_, cq);
+    HelloCall::ReadyOn(&rpc_, auth_, &queues_, cq);
     HealthCheckCall::ReadyOn(&health_, &queues_, cq);
     HealthWatchCall::ReadyOn(&health_, &queues_, cq);
   }

@@ -39,10 +39,12 @@ struct CoordinatorServiceOptions {
 
 class CoordinatorService {
  public:
-  // Register, Status and Check arrive as bytes, parsed after the token is
-  // checked (unary_call.h); Heartbeat's reports are read only after it.
-  using RpcService = coordinator::Coordinator::WithRawMethod_Register<coordinator::Coordinator::WithRawMethod_Status<
-      coordinator::Coordinator::WithAsyncMethod_Heartbeat<coordinator::Coordinator::Service>>>;
+  // Register, Status and Check arrive as bytes, parsed after the caller's
+  // proof is checked (unary_call.h); Heartbeat's reports are read only after
+  // it. Hello needs no proof and is bounded to a few hundred bytes.
+  using RpcService = coordinator::Coordinator::WithRawMethod_Hello<coordinator::Coordinator::WithRawMethod_Register<
+      coordinator::Coordinator::WithRawMethod_Status<
+          coordinator::Coordinator::WithAsyncMethod_Heartbeat<coordinator::Coordinator::Service>>>>;
   using HealthService = grpc::health::v1::Health::WithRawMethod_Check<
       grpc::health::v1::Health::WithAsyncMethod_Watch<grpc::health::v1::Health::Service>>;
   // `job` and `auth` (null: no token checks) must outlive the service.

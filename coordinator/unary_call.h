@@ -61,9 +61,13 @@ class UnaryCall : public AsyncCall {
             MutexLock lock(&mu_);
             pending_ += 2;  // the done tag and the answer
           }
-          if (grpc::Status token = CheckToken(auth_, ctx_); !token.ok()) {
+          if (grpc::Status token = CheckToken(auth_, ctx_, &caller_rank_); !token.ok()) {
             raw_request_.Clear();
             Answer({}, token);
+          } else if (raw_request_.Length() > MaxRequestBytes()) {
+            raw_request_.Clear();
+            Answer({}, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                    "oversized " + Request::descriptor()->full_name()));
           } else if (!grpc::SerializationTraits<Request>::Deserialize(&raw_request_, &request_).ok()) {
             Answer({}, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                     "malformed " + Request::descriptor()->full_name()));
@@ -98,7 +102,15 @@ class UnaryCall : public AsyncCall {
   // Readies a fresh call of the same kind on `cq`.
   virtual void ReadyAnother(grpc::ServerCompletionQueue* cq) = 0;
 
+  // Requests longer than this are refused unparsed (a call that needs no
+  // token is bounded well below the server's receive limit).
+  virtual size_t MaxRequestBytes() const { return SIZE_MAX; }
+
   const Request& request() const { return request_; }
+  // The rank whose credential the call proved; -1 for the job token (or no
+  // token at all).
+  int caller_rank() const { return caller_rank_; }
+  std::string peer() const { return ctx_.peer(); }
   CallQueues* queues() const { return queues_; }
   RpcAuth* auth() const { return auth_; }
 
@@ -143,6 +155,7 @@ class UnaryCall : public AsyncCall {
   Writer writer_;
   grpc::ByteBuffer raw_request_;  // consumed by parsing
   Request request_;
+  int caller_rank_ = -1;
   CallTag ready_tag_{this, kReady};
   CallTag finish_tag_{this, kFinish};
   CallTag done_tag_{this, kDone};

@@ -78,6 +78,15 @@ absl::Status Run(const Args& args) {
   auto registry = std::make_shared<prometheus::Registry>();
   ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth,
                    LoadRpcAuth(Env::Default(), args, listen, RejectedRpcCounter(*registry)));
+  // A rank's credential makes this worker that rank and no other.
+  if (const int bound = auth->credential().rank; bound >= 0) {
+    if (requested_rank >= 0 && requested_rank != bound) {
+      return absl::InvalidArgumentError(absl::StrCat("--rank ", requested_rank, " but the credential given (",
+                                                     args.Has("token_file") ? args.Get("token_file") : "$SHARDLINE_TOKEN",
+                                                     ") is rank ", bound, "'s"));
+    }
+    requested_rank = bound;
+  }
   TransportServerOptions transport_options;
   transport_options.auth = auth.get();
   ASSIGN_OR_RETURN(std::unique_ptr<TransportServer> server, TransportServer::Start(listen, transport_options));

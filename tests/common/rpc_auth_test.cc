@@ -57,16 +57,45 @@ TEST_F(RpcAuthTest, BadTokenSourcesAreRefusedNamingTheFile) {
   EXPECT_FALSE(LoadToken(Env::Default(), "").ok());
 }
 
-TEST_F(RpcAuthTest, LaunchKeepsOnePrivateTokenPerWorkdir) {
+TEST_F(RpcAuthTest, SecretsAreWrittenPrivatelyAndReplacedWhole) {
   const std::string path = dir_ + "/token";
-  absl::StatusOr<std::string> first = LoadOrCreateTokenFile(Env::Default(), path);
-  ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(first->size(), 64u);
+  ASSERT_TRUE(WritePrivateFile(path, "first").ok());
   struct stat st;
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_EQ(*LoadOrCreateTokenFile(Env::Default(), path), *first);  // a resumed job keeps it
-  EXPECT_NE(*LoadOrCreateTokenFile(Env::Default(), dir_ + "/other"), *first);
+  EXPECT_EQ(*LoadToken(Env::Default(), path), "first");
+  chmod(path.c_str(), 0644);  // a file someone loosened is replaced by a private one
+  ASSERT_TRUE(WritePrivateFile(path, "second").ok());
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(*LoadToken(Env::Default(), path), "second");
+  EXPECT_FALSE(Env::Default()->FileExists(path + ".tmp"));
+  EXPECT_FALSE(WritePrivateFile(dir_ + "/missing/dir/token", "x").ok());
+}
+
+TEST_F(RpcAuthTest, ARankCredentialIsItsOwnKindOfSecret) {
+  RpcAuth worker(RankCredentialText("job-token", 3));
+  EXPECT_TRUE(worker.enabled());
+  EXPECT_EQ(worker.credential().rank, 3);
+  EXPECT_EQ(worker.token(), "") << "a worker with a rank credential does not hold the token";
+  RpcAuth coordinator("job-token");
+  EXPECT_EQ(coordinator.credential().rank, -1);
+  EXPECT_EQ(coordinator.token(), "job-token");
+  // The coordinator answers a Hello for rank 3 with what only rank 3's
+  // credential (or the token) can check.
+  absl::StatusOr<HelloAnswer> a = coordinator.AnswerHello(3, "0123456789abcdef");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->server_proof, ServerProof(worker.credential().key, "0123456789abcdef", a->server_nonce));
+  EXPECT_FALSE(coordinator.AnswerHello(3, "not hex!").ok());
+  EXPECT_FALSE(coordinator.AnswerHello(-2, "0123456789abcdef").ok());
+  EXPECT_EQ(worker.AnswerHello(3, "0123456789abcdef").status().code(), absl::StatusCode::kFailedPrecondition);
+  // A token file that looks like a credential but is not one is refused,
+  // naming the file.
+  Args args;
+  args.flags["token_file"] = {File("bad", "shardline-rank/3/zz", 0600)};
+  absl::StatusOr<std::unique_ptr<RpcAuth>> loaded = LoadRpcAuth(Env::Default(), args, "127.0.0.1:0");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("bad"), std::string::npos) << loaded.status();
 }
 
 TEST_F(RpcAuthTest, TlsFilesGoTogetherAndErrorsNameTheFlag) {

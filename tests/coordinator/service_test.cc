@@ -19,6 +19,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "common/rpc_auth.h"
 #include "tests/util/pki.h"
+#include "tests/util/proof.h"
 #include "coordinator/progress_line.h"
 #include "proto/health.grpc.pb.h"
 
@@ -138,28 +139,27 @@ TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
   Job& job = *served.job;
   auto stub = served.Stub();
 
-  const RpcAuth none(""), bad("s3cret-tokem"), good("s3cret-token");
   coordinator::RegisterRequest req;
   req.set_transport_address("127.0.0.1:1");
   req.set_requested_rank(-1);
   req.set_incarnation(7);
-  for (const RpcAuth* caller : {&none, &bad}) {
+  for (const char* caller : {"", "s3cret-tokem"}) {
     {
       grpc::ClientContext ctx;
-      caller->Attach(&ctx);
+      AddProof(&ctx, served.address, caller);
       coordinator::JobStatus st;
       EXPECT_EQ(stub->Status(&ctx, coordinator::StatusRequest(), &st).error_code(), grpc::StatusCode::UNAUTHENTICATED);
     }
     {
       grpc::ClientContext ctx;
-      caller->Attach(&ctx);
+      AddProof(&ctx, served.address, caller);
       coordinator::RegisterResponse world;
       EXPECT_EQ(stub->Register(&ctx, req, &world).error_code(), grpc::StatusCode::UNAUTHENTICATED);
       EXPECT_TRUE(world.config_text().empty());  // nothing about the job leaks
     }
     {
       grpc::ClientContext ctx;
-      caller->Attach(&ctx);
+      AddProof(&ctx, served.address, caller);
       auto stream = stub->Heartbeat(&ctx);
       coordinator::WorkerReport report;
       report.set_rank(0);
@@ -175,7 +175,7 @@ TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
   // No forged call changed the job; the real member still joins.
   EXPECT_EQ(job.Snapshot().state(), coordinator::JobStatus::FORMING);
   grpc::ClientContext ctx;
-  good.Attach(&ctx);
+  AddProof(&ctx, served.address, "s3cret-token");
   coordinator::RegisterResponse world;
   ASSERT_TRUE(stub->Register(&ctx, req, &world).ok());
   EXPECT_EQ(world.generation(), 1u);
@@ -185,12 +185,12 @@ TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
 // Sends `bytes` as the request of the unary `method` ("/pkg.Service/Name")
 // to `address`, with `auth`'s token; the call's status.
 grpc::Status RawUnary(const std::string& address, const std::string& method, const std::string& bytes,
-                      const RpcAuth& auth) {
+                      const std::string& secret) {
   grpc::GenericStub stub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
                                                    DefaultChannelArguments()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  auth.Attach(&ctx);
+  AddProof(&ctx, address, secret);
   grpc::Slice slice(bytes);
   grpc::ByteBuffer request(&slice, 1);
   grpc::CompletionQueue cq;
@@ -236,7 +236,7 @@ TEST(CoordinatorServiceTest, ARequestIsParsedOnlyAfterItsTokenIsChecked) {
   std::string empties;
   empties.reserve(16 << 20);
   while (empties.size() + 2 <= (16u << 20)) empties += std::string("\x3a\x00", 2);  // held_snapshots {}
-  const RpcAuth none(""), good("s3cret-token");
+  const std::string none, good = "s3cret-token";
   const int64_t before = PeakRss(/*reset=*/true);
   ASSERT_GT(before, 0);
   EXPECT_EQ(RawUnary(served.address, "/shardline.coordinator.Coordinator/Register", empties, none).error_code(),
@@ -250,6 +250,44 @@ TEST(CoordinatorServiceTest, ARequestIsParsedOnlyAfterItsTokenIsChecked) {
   EXPECT_EQ(RawUnary(served.address, "/shardline.coordinator.Coordinator/Status", "\x0a\xff", good).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(served.job->Snapshot().state(), coordinator::JobStatus::FORMING);
+}
+
+// Issue 33, finding 3: a token holder registered rank 1 as soon as the
+// coordinator listened, before the real worker, and became a member. A rank
+// credential registers only its own rank, while the world forms too; the
+// job token (the operator's) may still register any.
+TEST(CoordinatorServiceTest, ARankCredentialRegistersOnlyItsOwnRankEvenWhileTheWorldForms) {
+  std::atomic<int> wrong_rank{0};
+  RpcAuth auth("s3cret-token", [&](RejectReason r) { wrong_rank += r == RejectReason::kWrongRank; });
+  Served served("rank_credential", &auth, /*world_size=*/2);
+  auto stub = served.Stub();
+  const std::string rank1 = RankCredentialText("s3cret-token", 1);
+  auto register_as = [&](const std::string& secret, int rank, uint64_t incarnation) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    AddProof(&ctx, served.address, secret);
+    coordinator::RegisterRequest req;
+    req.set_transport_address("127.0.0.1:1");
+    req.set_requested_rank(rank);
+    req.set_incarnation(incarnation);
+    coordinator::RegisterResponse world;
+    const grpc::Status s = stub->Register(&ctx, req, &world);
+    EXPECT_TRUE(world.config_text().empty());
+    return s;
+  };
+  for (int rank : {0, -1}) {
+    const grpc::Status s = register_as(rank1, rank, 9);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << rank;
+    EXPECT_NE(s.error_message().find("rank 1's credential"), std::string::npos) << s.error_message();
+  }
+  EXPECT_EQ(wrong_rank.load(), 2);
+  EXPECT_EQ(served.job->Snapshot().state(), coordinator::JobStatus::FORMING);
+  EXPECT_EQ(served.job->Snapshot().workers_size(), 0) << "a refused claim holds no slot";
+  // Its own rank it may claim: the call waits for the world (deadline).
+  EXPECT_EQ(register_as(rank1, 1, 10).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // A credential for a rank made from another token proves nothing.
+  EXPECT_EQ(register_as(RankCredentialText("other-token", 0), 0, 11).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
 }
 
 TEST(CoordinatorServiceTest, MutualTlsAcceptsOnlyTheRightChain) {

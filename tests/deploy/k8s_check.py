@@ -76,25 +76,30 @@ def check(kust, docs, src, bin_dir):
             secret = v.get("secret", {}).get("secretName")
             if secret is not None and secret != "shardline-token":
                 errors.append(f"{name}: volume {v['name']} uses Secret {secret}; the docs create shardline-token")
-        for c in spec["containers"]:
+        # Init containers are checked like the others, except for probes.
+        for c, init in [(c, False) for c in spec["containers"]] + [(c, True) for c in spec.get("initContainers", [])]:
             cname = f"{name}/{c['name']}"
             if c["image"] not in images:
                 errors.append(f"{cname}: image {c['image']} is not set in kustomization.yaml images")
             binary = c["command"][0]
             if f"/build/bin/{binary}" not in dockerfile:
                 errors.append(f"{cname}: {binary} is not a binary the Dockerfile installs")
-            if binary not in helps:
-                helps[binary] = subprocess.run([os.path.join(bin_dir, binary), "--help"], stdout=subprocess.PIPE,
-                                               stderr=subprocess.STDOUT, text=True).stdout
-            for arg in c.get("args", []):
+            args = c.get("args", [])
+            # `shardline credential --rank=...`: the subcommand's own --help.
+            sub = args[0] if args and not args[0].startswith("-") else None
+            key = (binary, sub)
+            if key not in helps:
+                helps[key] = subprocess.run([os.path.join(bin_dir, binary)] + ([sub] if sub else []) + ["--help"],
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+            for arg in args:
                 flag = re.match(r"--([a-z_]+)", arg)
-                if flag and f"--{flag.group(1)}" not in helps[binary]:
-                    errors.append(f"{cname}: {binary} has no flag --{flag.group(1)}")
+                if flag and f"--{flag.group(1)}" not in helps[key]:
+                    errors.append(f"{cname}: {binary}{' ' + sub if sub else ''} has no flag --{flag.group(1)}")
                 for var in re.findall(r"\$\(([A-Z_]+)\)", arg):
                     if var not in {e["name"] for e in c.get("env", [])}:
                         errors.append(f"{cname}: $({var}) is not declared in env, so it would not expand")
             ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
-            for probe in ("readinessProbe", "livenessProbe"):
+            for probe in () if init else ("readinessProbe", "livenessProbe"):
                 p = c.get(probe)
                 if p is None:
                     errors.append(f"{cname}: no {probe}")
@@ -106,7 +111,7 @@ def check(kust, docs, src, bin_dir):
                 if m["name"] not in volumes:
                     errors.append(f"{cname}: mounts {m['name']}, which is no volume")
             ann = template["metadata"].get("annotations", {})
-            if "prometheus.io/port" in ann and int(ann["prometheus.io/port"]) not in ports.values():
+            if not init and "prometheus.io/port" in ann and int(ann["prometheus.io/port"]) not in ports.values():
                 errors.append(f"{cname}: prometheus.io/port {ann['prometheus.io/port']} is no container port")
             for arg in c.get("args", []):
                 if arg.startswith("--metrics_listen=") and int(arg.rsplit(":", 1)[1]) != int(ann.get("prometheus.io/port", -1)):

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -19,12 +20,14 @@
 #include "absl/time/clock.h"
 #include "common/env.h"
 #include "common/grpc_util.h"
+#include "common/mutex.h"
 #include "common/rpc_auth.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/util/http.h"
 #include "tests/util/pki.h"
+#include "tests/util/proof.h"
 #include "worker/collective/grpc_transport.h"
 
 namespace shardline {
@@ -156,26 +159,37 @@ TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
   ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
       << launch.Output();
 
-  // launch made a private token for the job.
+  // launch made a private token for the job, and gave each worker only its
+  // rank's credential.
   struct stat st;
   ASSERT_EQ(stat((dir + "/token").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::string first_token = ReadAll(dir + "/token");
+  for (int rank : {0, 1}) {
+    const std::string credential = absl::StrCat(dir, "/credentials/rank-", rank);
+    EXPECT_EQ(ReadAll(credential).rfind(absl::StrCat("shardline-rank/", rank, "/"), 0), 0u) << credential;
+    const std::vector<pid_t> pid = LaunchedWorker(dir, rank);
+    ASSERT_EQ(pid.size(), 1u);
+    std::string cmdline = ReadAll(absl::StrCat("/proc/", pid[0], "/cmdline"));
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    EXPECT_NE(cmdline.find(credential + " "), std::string::npos) << cmdline;
+    EXPECT_EQ(cmdline.find(dir + "/token"), std::string::npos) << cmdline;
+  }
 
   const std::string coordinator = ReadAll(dir + "/coordinator.address");
   auto stub = coordinator::Coordinator::NewStub(
       grpc::CreateCustomChannel(coordinator, grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
-  const RpcAuth none(""), guessed("0123456789abcdef");
-  for (const RpcAuth* attacker : {&none, &guessed}) {
+  for (const char* attacker : {"", "0123456789abcdef"}) {
     {  // read the job
       grpc::ClientContext ctx;
-      attacker->Attach(&ctx);
+      AddProof(&ctx, coordinator, attacker);
       coordinator::JobStatus status;
       EXPECT_EQ(stub->Status(&ctx, coordinator::StatusRequest(), &status).error_code(),
                 grpc::StatusCode::UNAUTHENTICATED);
     }
     {  // take rank 0 (and with it the gradients, the config and the peers)
       grpc::ClientContext ctx;
-      attacker->Attach(&ctx);
+      AddProof(&ctx, coordinator, attacker);
       coordinator::RegisterRequest req;
       req.set_transport_address("127.0.0.1:1");
       req.set_requested_rank(0);
@@ -187,7 +201,7 @@ TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
     }
     {  // steer it: fail the job, fake the end, mark checkpoints bad, plant a path
       grpc::ClientContext ctx;
-      attacker->Attach(&ctx);
+      AddProof(&ctx, coordinator, attacker);
       auto stream = stub->Heartbeat(&ctx);
       coordinator::WorkerReport forged;
       forged.set_rank(0);
@@ -206,19 +220,26 @@ TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
   }
 
   // Feed it: well-formed data-plane frames naming rank 1 and the current
-  // generation, from a transport that has no token.
+  // generation, from a transport that has no member tag.
   FeedWorker0(dir, nullptr, {});
 
   // Every refusal is counted where it happened.
   EXPECT_EQ(Rejected(CoordinatorMetricsPort(dir), "missing_token"), 3);
   EXPECT_EQ(Rejected(CoordinatorMetricsPort(dir), "wrong_token"), 3);
-  EXPECT_GE(Rejected(Worker0MetricsPort(dir), "missing_token", 1), 1);
+  EXPECT_GE(Rejected(Worker0MetricsPort(dir), "not_a_member", 1), 1);
 
   // The job never noticed: one generation, trained to the end, as accurate
   // as ever (poisoned frames took it to 0.10 before the token).
   ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
   ExpectUndisturbed(dir, 600);
   EXPECT_NE(ReadAll(dir + "/logs/coordinator.log").find("refused a call from"), std::string::npos);
+
+  // Finding 2: the next run of the workdir (here, one that finds the job
+  // done) has a fresh token: one that leaked before is worth nothing.
+  Subprocess again(LaunchArgv(dir, 2, {"train.total_steps=600", "train.eval_every=0"}));
+  ASSERT_EQ(again.Wait(absl::Seconds(120)), 0) << again.Output();
+  EXPECT_NE(ReadAll(dir + "/token"), first_token);
+  EXPECT_EQ(ReadAll(dir + "/credentials/rank-0").find(first_token), std::string::npos);
 }
 
 TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
@@ -231,13 +252,27 @@ TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
   absl::StatusOr<std::string> token = LoadToken(Env::Default(), dir + "/token");
   ASSERT_TRUE(token.ok()) << token.status();
   RpcAuth insider(*token);
+  // A worker's stolen credential: rank 1's, from its credential file.
+  absl::StatusOr<std::string> rank1 = LoadToken(Env::Default(), dir + "/credentials/rank-1");
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
 
   const std::string coordinator = ReadAll(dir + "/coordinator.address");
   auto stub = coordinator::Coordinator::NewStub(
       grpc::CreateCustomChannel(coordinator, grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
+  {  // take rank 0 with rank 1's credential: refused for the rank
+    grpc::ClientContext ctx;
+    AddProof(&ctx, coordinator, *rank1);
+    coordinator::RegisterRequest req;
+    req.set_transport_address("127.0.0.1:1");
+    req.set_requested_rank(0);
+    req.set_incarnation(98);
+    coordinator::RegisterResponse world;
+    EXPECT_EQ(stub->Register(&ctx, req, &world).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_TRUE(world.config_text().empty());
+  }
   {  // take rank 0: refused, and the refusal names no member's address
     grpc::ClientContext ctx;
-    insider.Attach(&ctx);
+    AddProof(&ctx, coordinator, *token);
     coordinator::RegisterRequest req;
     req.set_transport_address("127.0.0.1:1");
     req.set_requested_rank(0);
@@ -250,7 +285,7 @@ TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
   }
   {  // speak for rank 0 on the heartbeat: fail the job
     grpc::ClientContext ctx;
-    insider.Attach(&ctx);
+    AddProof(&ctx, coordinator, *rank1);
     auto stream = stub->Heartbeat(&ctx);
     coordinator::WorkerReport forged;
     forged.set_rank(0);
@@ -262,9 +297,10 @@ TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
     EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
   }
   // Feed rank 0 as rank 1, with the token but without rank 1's member tag.
-  FeedWorker0(dir, &insider, MemberKeys{"guess", {}});
+  FeedWorker0(dir, &insider, MemberKeys{"guess", {}, {}});
 
   EXPECT_EQ(Rejected(CoordinatorMetricsPort(dir), "not_a_member"), 1);
+  EXPECT_EQ(Rejected(CoordinatorMetricsPort(dir), "wrong_rank"), 1);
   EXPECT_GE(Rejected(Worker0MetricsPort(dir), "not_a_member", 1), 1);
 
   ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
@@ -334,11 +370,9 @@ TEST(SecurityTest, AJobOverMutualTlsTrainsAndRefusesPlainClients) {
   ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
       << launch.Output();
   // A client without TLS (even with the token) does not get past the handshake.
-  RpcAuth plain(*LoadToken(Env::Default(), dir + "/token"));
   auto stub = coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
       ReadAll(dir + "/coordinator.address"), grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
   grpc::ClientContext ctx;
-  plain.Attach(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   coordinator::JobStatus status;
   EXPECT_EQ(stub->Status(&ctx, coordinator::StatusRequest(), &status).error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -348,6 +382,91 @@ TEST(SecurityTest, AJobOverMutualTlsTrainsAndRefusesPlainClients) {
   ASSERT_FALSE(evals.empty());
   EXPECT_EQ(JsonField(evals.back(), "step"), 300);
   EXPECT_GT(JsonField(evals.back(), "accuracy"), 0.7);
+}
+
+// A process on the coordinator's old port that is not the coordinator: it
+// answers Hello with made-up values and records every call and header.
+class Impostor final : public coordinator::Coordinator::Service {
+ public:
+  grpc::Status Hello(grpc::ServerContext* ctx, const coordinator::HelloRequest* req,
+                     coordinator::HelloReply* reply) override {
+    Record("Hello", *ctx);
+    reply->set_server_nonce(absl::StrCat(absl::ToUnixMicros(absl::Now()), "-", std::string(64, 'a')));
+    reply->set_server_proof(std::string(64, 'b'));
+    return grpc::Status::OK;
+  }
+  grpc::Status Register(grpc::ServerContext* ctx, const coordinator::RegisterRequest*,
+                        coordinator::RegisterResponse*) override {
+    Record("Register", *ctx);
+    return grpc::Status::OK;
+  }
+  grpc::Status Status(grpc::ServerContext* ctx, const coordinator::StatusRequest*, coordinator::JobStatus*) override {
+    Record("Status", *ctx);
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext* ctx,
+                         grpc::ServerReaderWriter<coordinator::CoordinatorCommand, coordinator::WorkerReport>*) override {
+    Record("Heartbeat", *ctx);
+    return grpc::Status::OK;
+  }
+
+  // Every call's name, then each of its headers as "name: value".
+  std::vector<std::string> seen() {
+    MutexLock lock(&mu_);
+    return seen_;
+  }
+
+ private:
+  void Record(const std::string& call, const grpc::ServerContext& ctx) {
+    MutexLock lock(&mu_);
+    seen_.push_back(call);
+    for (const auto& [k, v] : ctx.client_metadata()) {
+      seen_.push_back(absl::StrCat(std::string(k.data(), k.size()), ": ", std::string(v.data(), v.size())));
+    }
+  }
+  Mutex mu_;
+  std::vector<std::string> seen_ ABSL_GUARDED_BY(mu_);
+};
+
+// Issue 33, finding 2: `shardline status --workdir DIR` sent the job token
+// to whatever process had taken the coordinator's old port. Now neither the
+// status command nor a worker sends an impostor anything it could use: it
+// gets a Hello with a random nonce, fails to prove it holds the token, and
+// the client stops there, saying so.
+TEST(SecurityTest, NothingIsSentToAProcessThatCannotProveItHoldsTheToken) {
+  unsetenv(kTokenEnvVar);
+  const std::string dir = FreshDir("security_impostor");
+  ASSERT_TRUE(Env::Default()->CreateDirs(dir).ok());
+  const std::string token = *NewToken();
+  ASSERT_TRUE(WritePrivateFile(dir + "/token", token).ok());
+  ASSERT_TRUE(WritePrivateFile(dir + "/rank-1", RankCredentialText(token, 1)).ok());
+  Impostor impostor;
+  GrpcServerOptions options;
+  absl::StatusOr<GrpcServer> server = StartGrpcServer("127.0.0.1:0", {&impostor}, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = absl::StrCat("127.0.0.1:", server->port);
+  std::ofstream(dir + "/coordinator.address") << address;
+
+  Subprocess status({std::string(SHARDLINE_BIN_DIR) + "/shardline", "status", "--workdir", dir});
+  EXPECT_EQ(status.Wait(absl::Seconds(60)), 1) << status.Output();
+  EXPECT_NE(status.Output().find("did not prove it holds this job's token"), std::string::npos) << status.Output();
+  Subprocess worker({std::string(SHARDLINE_BIN_DIR) + "/shardline-worker", "--coordinator", address,
+                     "--token_file", dir + "/rank-1", "--connect_timeout_seconds", "20"});
+  EXPECT_EQ(worker.Wait(absl::Seconds(60)), 1) << worker.Output();
+  EXPECT_NE(worker.Output().find("did not prove it holds this job's rank 1 credential"), std::string::npos)
+      << worker.Output();
+
+  const std::vector<std::string> seen = impostor.seen();
+  int hellos = 0;
+  for (const std::string& line : seen) {
+    hellos += line == "Hello";
+    EXPECT_TRUE(line == "Hello" || line.find(": ") != std::string::npos) << "the impostor got a call: " << line;
+    EXPECT_EQ(line.find(token), std::string::npos) << line;
+    EXPECT_EQ(line.find(KeyFor(token, 1)), std::string::npos) << line;
+    EXPECT_EQ(line.find(kProofMetadataKey), std::string::npos) << line;
+  }
+  EXPECT_EQ(hellos, 2) << "one from each client, and nothing after";
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
 TEST(SecurityTest, AListenerBeyondLoopbackWithoutATokenRefusesToStart) {

@@ -22,6 +22,9 @@ int TraceCommand(int argc, char** argv);
 // shardline plot WORKDIR --out curves.png
 int PlotCommand(int argc, char** argv);
 
+// shardline credential --rank R --out FILE [--token_file F]
+int CredentialCommand(int argc, char** argv);
+
 // shardline port [--host ADDRESS] [--count N]
 int PortCommand(int argc, char** argv);
 

@@ -30,6 +30,7 @@
 #include "coordinator/progress_line.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "worker/cli/commands.h"
+#include "worker/control/coordinator_client.h"
 
 namespace shardline {
 namespace {
@@ -76,10 +77,7 @@ std::string SelfDir() {
 class StatusLine {
  public:
   StatusLine(const std::string& coordinator_address, const RpcAuth* auth)
-      : auth_(auth),
-        stub_(coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
-            coordinator_address, auth->ChannelCredentials(), ControlChannelArguments()))),
-        thread_([this] { Run(); }) {}
+      : client_(coordinator_address, auth), thread_([this] { Run(); }) {}
   ~StatusLine() {
     {
       MutexLock lock(&mu_);
@@ -94,17 +92,13 @@ class StatusLine {
     MutexLock lock(&mu_);
     auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
     while (!mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(1))) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-      auth_->Attach(&ctx);
-      coordinator::JobStatus status;
       // A coordinator that is restarting simply leaves the last line up.
-      if (stub_->Status(&ctx, coordinator::StatusRequest(), &status).ok()) logging::SetStatusLine(ProgressLine(status));
+      absl::StatusOr<coordinator::JobStatus> status = client_.Status(absl::Milliseconds(500), false);
+      if (status.ok()) logging::SetStatusLine(ProgressLine(*status));
     }
   }
 
-  const RpcAuth* const auth_;
-  std::unique_ptr<coordinator::Coordinator::Stub> stub_;
+  CoordinatorClient client_;
   Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
@@ -224,11 +218,29 @@ absl::Status Launch(const Args& args) {
   RETURN_IF_ERROR(CheckWritableDir(env, workdir + "/checkpoints"));  // here, not at the first save
   const std::string address_file = workdir + "/coordinator.address";
   std::remove(address_file.c_str());
-  // Secure by default: every job has a token, kept in the workdir so a
-  // resumed job keeps it, unless the user brings one.
+  // Secure by default: every run has a fresh token (a token that leaked in
+  // an earlier run of this workdir is worth nothing now), unless the user
+  // brings one. It stays in the workdir for `shardline status --workdir`.
+  // Each worker gets only its own rank's credential.
   const std::string token_file = args.Has("token_file") ? args.Get("token_file") : workdir + "/token";
-  ASSIGN_OR_RETURN(const std::string token, args.Has("token_file") ? LoadToken(env, token_file)
-                                                                   : LoadOrCreateTokenFile(env, token_file));
+  std::string token;
+  if (args.Has("token_file")) {
+    ASSIGN_OR_RETURN(token, LoadToken(env, token_file));
+    ASSIGN_OR_RETURN(const Credential credential, ParseCredential(token));
+    if (credential.rank >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--token_file ", token_file, " holds rank ", credential.rank,
+                                                     "'s credential; launch needs the job token"));
+    }
+  } else {
+    ASSIGN_OR_RETURN(token, NewToken());
+    RETURN_IF_ERROR(WritePrivateFile(token_file, token));
+  }
+  RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir + "/credentials"), "creating --workdir"));
+  std::vector<std::string> credential_files;
+  for (int r = 0; r < workers; ++r) {
+    credential_files.push_back(absl::StrCat(workdir, "/credentials/rank-", r));
+    RETURN_IF_ERROR(WritePrivateFile(credential_files.back(), RankCredentialText(token, r)));
+  }
   RpcAuth auth(token);
   ASSIGN_OR_RETURN(std::optional<TlsPem> tls,
                    LoadTls(env, args.Get("tls_cert"), args.Get("tls_key"), args.Get("tls_ca")));
@@ -291,7 +303,7 @@ absl::Status Launch(const Args& args) {
   for (int r = 0; r < workers; ++r) {
     std::vector<std::string> worker_argv = {bin + "/shardline-worker", "--coordinator", address, "--listen",
                                             "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--rank",
-                                            std::to_string(r), "--token_file", token_file};
+                                            std::to_string(r), "--token_file", credential_files[static_cast<size_t>(r)]};
     worker_argv.insert(worker_argv.end(), tls_flags.begin(), tls_flags.end());
     children.push_back(std::make_unique<Child>(absl::StrCat("worker ", r), std::move(worker_argv),
                                                absl::StrCat(workdir, "/logs/worker-", r, ".log")));

@@ -14,6 +14,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "worker/cli/commands.h"
+#include "worker/control/coordinator_client.h"
 
 namespace shardline {
 namespace {
@@ -66,17 +67,15 @@ absl::Status Status(const Args& args) {
                    LoadTls(env, args.Get("tls_cert"), args.Get("tls_key"), args.Get("tls_ca")));
   RpcAuth auth(token);
   if (tls.has_value()) auth.set_tls(std::move(*tls));
-  auto stub = coordinator::Coordinator::NewStub(
-      grpc::CreateCustomChannel(address, auth.ChannelCredentials(), ControlChannelArguments()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout * 1e3)));
-  ctx.set_wait_for_ready(true);  // a coordinator still starting answers within the deadline
-  auth.Attach(&ctx);
-  coordinator::JobStatus status;
-  const grpc::Status rpc = stub->Status(&ctx, coordinator::StatusRequest(), &status);
-  if (!rpc.ok()) {
-    return Annotate(FromGrpcStatus(rpc), absl::StrCat("asking the coordinator at ", address, " for the job's status"));
+  // A coordinator still starting answers within the deadline. One that
+  // cannot prove it holds the token is told nothing (not even a proof).
+  CoordinatorClient client(address, &auth);
+  absl::StatusOr<coordinator::JobStatus> got =
+      client.Status(absl::Milliseconds(static_cast<int64_t>(timeout * 1e3)), /*wait_for_ready=*/true);
+  if (!got.ok()) {
+    return Annotate(got.status(), absl::StrCat("asking the coordinator at ", address, " for the job's status"));
   }
+  const coordinator::JobStatus& status = *got;
   if (args.Get("json") == "true") {
     google::protobuf::util::JsonPrintOptions o;
     o.preserve_proto_field_names = true;

@@ -6,6 +6,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
@@ -29,16 +30,18 @@ constexpr char kPushMethod[] = "/shardline.transport.Transport/Push";
 
 // A frame with this tag carries a reason the world is broken, not data.
 constexpr uint64_t kPoisonTag = ~uint64_t{0};
-// How long a frame of a generation this process has not reached yet may wait
-// for it (peers can start a generation a little before us).
-constexpr absl::Duration kGenerationWait = absl::Seconds(30);
 // Once this process has joined a generation, a stream may name one at most
 // this far ahead (a peer can be one generation ahead while this rank is
 // still leaving the last); further ahead is refused at once.
 constexpr uint64_t kMaxGenerationsAhead = 2;
 // Streams waiting for this process to reach their generation, each holding
-// its first frame (at most one segment) and no thread; more are refused.
+// its first frame (at most one segment) and no thread; more are refused, as
+// is a second one from the same sender for the same generation beyond
+// kMaxParkedPerSender.
 constexpr size_t kMaxParkedStreams = 64;
+constexpr int kMaxParkedPerSender = 2;
+// Metadata of a stream's park tag: "<receiver rank>.<ParkTag>".
+constexpr char kParkTagMetadataKey[] = "shardline-park";
 
 // Data-plane settings shared by both ends of a Push stream, as
 // (name, value) pairs. The reasons:
@@ -75,7 +78,8 @@ class PeerStream {
   enum class Purpose { kData, kReport };
 
   PeerStream(int peer, const std::string& address, const TransportServerOptions& options,
-             const std::string& member_tag, Purpose purpose, std::function<void(const std::string&)> on_broken)
+             const std::string& member_tag, const std::string& park_header, Purpose purpose,
+             std::function<void(const std::string&)> on_broken)
       : peer_(peer), address_(address), drain_timeout_(options.drain_timeout), on_broken_(std::move(on_broken)) {
     grpc::ChannelArguments args = DefaultChannelArguments();
     for (const auto& [name, value] : KeepaliveArgs(options)) args.SetInt(name, value);
@@ -85,8 +89,10 @@ class PeerStream {
     channel_ = grpc::CreateCustomChannel(
         address, options.auth != nullptr ? options.auth->ChannelCredentials() : grpc::InsecureChannelCredentials(),
         args);
-    if (options.auth != nullptr) options.auth->Attach(&ctx_);
+    // No job secret travels on the data plane: the member tag is good only
+    // for this receiver in this generation, the park tag only for waiting.
     if (!member_tag.empty()) ctx_.AddMetadata(kMemberTagMetadataKey, member_tag);
+    if (!park_header.empty()) ctx_.AddMetadata(kParkTagMetadataKey, park_header);
     ctx_.set_wait_for_ready(purpose == Purpose::kData);
     // Send the call's headers with the first frame, on the sender thread:
     // otherwise creating the stream blocks (forever, with wait_for_ready)
@@ -257,7 +263,8 @@ class Generation {
   Generation(uint64_t generation, int rank, std::vector<std::string> peers, ConnectOptions connect,
              const TransportServerOptions& options)
       : generation_(generation), rank_(rank), peers_(std::move(peers)), keys_(std::move(connect.keys)),
-        options_(options), box_(static_cast<int>(peers_.size()), connect.max_unclaimed_bytes_per_peer),
+        options_(options), box_(static_cast<int>(peers_.size()), connect.max_unclaimed_bytes_per_peer,
+             connect.max_unclaimed_frames_per_peer),
         streams_(peers_.size()) {}
 
   // True if `peer` is this rank or one of its data-plane peers: the ranks
@@ -374,7 +381,9 @@ class Generation {
     auto& s = streams_[static_cast<size_t>(peer)];
     if (s == nullptr) {
       const std::string tag = keys_.secret.empty() ? "" : MemberTag(keys_.secret, generation_, peer);
-      s = std::make_unique<PeerStream>(peer, peers_[static_cast<size_t>(peer)], options_, tag, purpose,
+      const std::string park =
+          keys_.park_tags.empty() ? "" : absl::StrCat(peer, ".", keys_.park_tags[static_cast<size_t>(peer)]);
+      s = std::make_unique<PeerStream>(peer, peers_[static_cast<size_t>(peer)], options_, tag, park, purpose,
                                        [this, peer](const std::string& why) {
         box_.MarkGone(peer, why);
         Fail(absl::StrCat("peer rank ", peer, " is gone: ", why, " (reported by rank ", rank_, ")"));
@@ -480,47 +489,58 @@ class ParkedStream {
 class TransportServer::Impl : public grpc::Service {
  public:
   Impl();
+  ~Impl() override { StopReaper(); }
 
   TransportServerOptions options;  // set once, before the server starts
 
   enum class Admission { kNow, kParked, kRefused };
 
-  // Where a stream whose first frame names `generation` goes: kNow with
-  // *gen set if it is the current one; kParked if `may_park`, it is at most
-  // kMaxGenerationsAhead ahead and fewer than kMaxParkedStreams wait (the
+  // Where a stream from `src` whose first frame names `generation` goes:
+  // kNow with *gen set if it is the current one; kParked if `may_park`, it
+  // is at most kMaxGenerationsAhead ahead, fewer than kMaxParkedStreams wait
+  // and fewer than kMaxParkedPerSender from `src` for that generation (the
   // server later calls stream->Resume, exactly once, unless Unpark takes it
-  // back first); kRefused otherwise (older, too far ahead, too many).
-  Admission Admit(uint64_t generation, bool may_park, ParkedStream* stream, std::shared_ptr<Generation>* gen) {
-    std::vector<ParkedStream*> expired;
-    Admission admission;
-    {
-      MutexLock lock(&mu_);
-      const uint64_t current = current_ == nullptr ? 0 : current_->generation();
-      const int64_t now = absl::ToUnixMicros(absl::Now());
-      for (auto it = parked_.begin(); it != parked_.end();) {
-        if (now - it->second.since_micros > absl::ToInt64Microseconds(kGenerationWait)) {
-          expired.push_back(it->first);
-          it = parked_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      if (current_ != nullptr && generation == current) {
-        *gen = current_;
-        admission = Admission::kNow;
-      } else if (may_park && generation > current &&
-                 (current_ == nullptr || generation - current <= kMaxGenerationsAhead) &&
-                 parked_.size() < kMaxParkedStreams) {
-        // A process that has joined no generation yet (just started, still
-        // loading) cannot tell how far ahead its first one is.
-        parked_[stream] = Parked{generation, now};
-        admission = Admission::kParked;
-      } else {
-        admission = Admission::kRefused;
-      }
+  // back first; after options.generation_wait the reaper resumes it with
+  // null); kRefused otherwise (older, too far ahead, too many).
+  Admission Admit(uint64_t generation, int src, bool may_park, ParkedStream* stream,
+                  std::shared_ptr<Generation>* gen) {
+    MutexLock lock(&mu_);
+    const uint64_t current = current_ == nullptr ? 0 : current_->generation();
+    if (current_ != nullptr && generation == current) {
+      *gen = current_;
+      return Admission::kNow;
     }
-    for (ParkedStream* s : expired) s->Resume(nullptr);
-    return admission;
+    int from_src = 0;
+    for (const auto& [parked, p] : parked_) from_src += p.generation == generation && p.src == src;
+    if (may_park && generation > current && (current_ == nullptr || generation - current <= kMaxGenerationsAhead) &&
+        parked_.size() < kMaxParkedStreams && from_src < kMaxParkedPerSender) {
+      // A process that has joined no generation yet (just started, still
+      // loading) cannot tell how far ahead its first one is.
+      parked_[stream] = Parked{generation, src, absl::ToUnixMicros(absl::Now())};
+      return Admission::kParked;
+    }
+    return Admission::kRefused;
+  }
+
+  // Whether a stream may wait for a generation this process has not joined:
+  // it must carry the park tag the coordinator gave its sender for this
+  // receiver, checked with this process's credential. Without a credential
+  // (a job without a token) every stream may.
+  bool MayPark(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata, uint64_t generation, int src) const {
+    if (options.auth == nullptr || !options.auth->enabled()) return true;
+    const auto it = metadata.find(kParkTagMetadataKey);
+    if (it == metadata.end()) return false;
+    const absl::string_view value(it->second.data(), it->second.size());
+    const size_t dot = value.find('.');
+    int receiver = -1;
+    if (dot == absl::string_view::npos || !absl::SimpleAtoi(value.substr(0, dot), &receiver) || receiver < 0 ||
+        receiver > kMaxCredentialRank) {
+      return false;
+    }
+    const Credential& mine = options.auth->credential();
+    if (mine.rank >= 0 && mine.rank != receiver) return false;
+    const std::string key = mine.rank >= 0 ? mine.key : KeyFor(mine.key, receiver);
+    return SecretEquals(value.substr(dot + 1), ParkTag(key, generation, src));
   }
 
   // Takes a parked stream back (it was cancelled). False if it is not parked
@@ -528,6 +548,40 @@ class TransportServer::Impl : public grpc::Service {
   bool Unpark(ParkedStream* stream) {
     MutexLock lock(&mu_);
     return parked_.erase(stream) > 0;
+  }
+
+  // Resumes, with null, every stream parked longer than
+  // options.generation_wait, checking every 100 ms until StopReaper: a stream never waits on another's
+  // arrival to be let go.
+  void StartReaper() {
+    reaper_ = std::thread([this] {
+      for (;;) {
+        std::vector<ParkedStream*> expired;
+        {
+          MutexLock lock(&mu_);
+          auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return reaper_stop_; };
+          mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Milliseconds(100));
+          if (reaper_stop_) return;
+          const int64_t now = absl::ToUnixMicros(absl::Now());
+          for (auto it = parked_.begin(); it != parked_.end();) {
+            if (now - it->second.since_micros > absl::ToInt64Microseconds(options.generation_wait)) {
+              expired.push_back(it->first);
+              it = parked_.erase(it);
+            } else {
+              ++it;
+            }
+          }
+        }
+        for (ParkedStream* s : expired) s->Resume(nullptr);
+      }
+    });
+  }
+  void StopReaper() {
+    {
+      MutexLock lock(&mu_);
+      reaper_stop_ = true;
+    }
+    if (reaper_.joinable()) reaper_.join();
   }
 
   absl::Status Install(std::shared_ptr<Generation> gen) {
@@ -561,16 +615,24 @@ class TransportServer::Impl : public grpc::Service {
     return current_ == nullptr ? 0 : current_->generation();
   }
 
+  size_t parked() {
+    MutexLock lock(&mu_);
+    return parked_.size();
+  }
+
   GrpcServer grpc;
 
  private:
   struct Parked {
     uint64_t generation;
+    int src;
     int64_t since_micros;
   };
   Mutex mu_;
   std::shared_ptr<Generation> current_ ABSL_GUARDED_BY(mu_);
   std::map<ParkedStream*, Parked> parked_ ABSL_GUARDED_BY(mu_);
+  bool reaper_stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
 };
 
 namespace {
@@ -582,12 +644,6 @@ class PushReactor : public grpc::ServerReadReactor<InFrame>, public ParkedStream
  public:
   PushReactor(TransportServer::Impl* server, grpc::CallbackServerContext* ctx, transport::PushSummary* summary)
       : server_(server), ctx_(ctx), summary_(summary) {
-    if (RpcAuth* auth = server_->options.auth; auth != nullptr) {
-      if (grpc::Status s = auth->Check(*ctx_); !s.ok()) {
-        Finish(s);
-        return;
-      }
-    }
     StartRead(&frame_);
   }
 
@@ -602,9 +658,22 @@ class PushReactor : public grpc::ServerReadReactor<InFrame>, public ParkedStream
       // except a stream that opens with a failure report: that generation is
       // over, and parking it would hold its sender's close until this
       // process (say, a restarted worker that will never join it) moves on.
+      // Only a member of the generation may wait for it: a sender the
+      // coordinator gave a park tag for this receiver.
       std::shared_ptr<Generation> gen;
-      switch (server_->Admit(frame_.generation, /*may_park=*/frame_.tag != kPoisonTag, this, &gen)) {
+      const bool member = server_->MayPark(ctx_->client_metadata(), frame_.generation, frame_.src_rank);
+      switch (server_->Admit(frame_.generation, frame_.src_rank, /*may_park=*/member && frame_.tag != kPoisonTag,
+                             this, &gen)) {
         case TransportServer::Impl::Admission::kRefused:
+          if (!member) {
+            if (RpcAuth* auth = server_->options.auth; auth != nullptr) {
+              auth->Refused(RejectReason::kNotAMember, ctx_->peer());
+            }
+            Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                absl::StrCat("a stream for generation ", frame_.generation,
+                                             ", which this worker has not joined, without its sender's park tag")));
+            return;
+          }
           Resume(nullptr);  // refused the way an expired wait is
           return;
         case TransportServer::Impl::Admission::kParked:
@@ -739,6 +808,7 @@ TransportServer::Impl::Impl() {
 TransportServer::TransportServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 TransportServer::~TransportServer() {
+  impl_->StopReaper();
   if (impl_->grpc.server != nullptr) {
     impl_->grpc.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
@@ -764,10 +834,13 @@ absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const st
   absl::StatusOr<GrpcServer> server = StartGrpcServer(listen, {impl.get()}, server_options);
   if (!server.ok()) return server.status();
   impl->grpc = std::move(*server);
+  impl->StartReaper();
   return std::unique_ptr<TransportServer>(new TransportServer(std::move(impl)));
 }
 
 int TransportServer::port() const { return impl_->grpc.port; }
+
+size_t TransportServer::parked_streams() const { return impl_->parked(); }
 
 absl::StatusOr<std::unique_ptr<Transport>> TransportServer::Connect(uint64_t generation, int rank,
                                                                     std::vector<std::string> peers,
@@ -777,6 +850,10 @@ absl::StatusOr<std::unique_ptr<Transport>> TransportServer::Connect(uint64_t gen
   }
   if (!options.keys.peer_tags.empty() && options.keys.peer_tags.size() != peers.size()) {
     return absl::InvalidArgumentError(absl::StrCat(options.keys.peer_tags.size(), " member tags for a world of ",
+                                                   peers.size()));
+  }
+  if (!options.keys.park_tags.empty() && options.keys.park_tags.size() != peers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(options.keys.park_tags.size(), " park tags for a world of ",
                                                    peers.size()));
   }
   auto gen = std::make_shared<Generation>(generation, rank, std::move(peers), std::move(options), impl_->options);

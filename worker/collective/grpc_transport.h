@@ -58,9 +58,16 @@ struct TransportServerOptions {
   // generation it will never reach: that waits this long. At most
   // drain_timeout.
   absl::Duration report_grace = absl::Milliseconds(500);
-  // The job token, attached to every stream this process opens and checked
-  // on every stream it accepts (refused: UNAUTHENTICATED). Null: none. Must
-  // outlive the server.
+  // How long a stream of a generation this process has not joined yet may
+  // wait for it (peers can start a generation a little before us); then it
+  // is refused, whether or not other streams arrive.
+  absl::Duration generation_wait = absl::Seconds(30);
+  // This process's credential (the job token or its rank's): TLS for every
+  // connection, and the key a stream's park tag is checked with (a stream
+  // for a generation this process has not joined waits for it only with
+  // the park tag the coordinator gave its sender). Refusals are counted
+  // through it. Null: none. Must outlive the server. No job secret is sent
+  // on the data plane.
   RpcAuth* auth = nullptr;
 };
 
@@ -72,6 +79,9 @@ struct TransportServerOptions {
 struct MemberKeys {
   std::string secret;
   std::vector<std::string> peer_tags;
+  // Empty, or world_size entries: the park tag (RegisterResponse.park_tags)
+  // this rank's stream to each peer carries.
+  std::vector<std::string> park_tags;
 };
 
 struct ConnectOptions {
@@ -81,6 +91,10 @@ struct ConnectOptions {
   // the model's bytes is ample; past the cap the peer is faulty: its frame
   // is dropped and the world fails naming it (RESOURCE_EXHAUSTED).
   int64_t max_unclaimed_bytes_per_peer = int64_t{1} << 30;
+  // The same for the number of such frames (an empty frame costs memory
+  // too). A collective sends a few segments per peer; tests with
+  // byte-sized segments send thousands.
+  int64_t max_unclaimed_frames_per_peer = int64_t{1} << 16;
 };
 
 class TransportServer {
@@ -92,6 +106,8 @@ class TransportServer {
   ~TransportServer();
 
   int port() const;
+  // Streams waiting for a generation this process has not joined.
+  size_t parked_streams() const;
 
   // The transport of `rank` in generation `generation` (which must be larger
   // than any earlier one); peers[i] is rank i's "host:port", or "" for a rank

@@ -6,11 +6,13 @@
 
 namespace shardline {
 
-Mailbox::Mailbox(int world_size, int64_t max_unclaimed_bytes_per_source)
+Mailbox::Mailbox(int world_size, int64_t max_unclaimed_bytes_per_source, int64_t max_unclaimed_messages_per_source)
     : world_size_(world_size),
       max_unclaimed_(max_unclaimed_bytes_per_source),
+      max_unclaimed_messages_(max_unclaimed_messages_per_source),
       gone_(static_cast<size_t>(world_size)),
-      unclaimed_(static_cast<size_t>(world_size), 0) {}
+      unclaimed_(static_cast<size_t>(world_size), 0),
+      unclaimed_count_(static_cast<size_t>(world_size), 0) {}
 
 bool Mailbox::poisoned() {
   MutexLock lock(&mu_);
@@ -26,18 +28,27 @@ absl::Status Mailbox::Put(int src, uint64_t tag, std::unique_ptr<Payload> payloa
     return absl::OkStatus();
   }
   int64_t& waiting = unclaimed_[static_cast<size_t>(src)];
+  int64_t& count = unclaimed_count_[static_cast<size_t>(src)];
   std::unique_ptr<Payload>& slot = messages_[{src, tag}];
-  if (slot != nullptr) waiting -= static_cast<int64_t>(slot->size());  // a repeated tag replaces
+  if (slot != nullptr) {  // a repeated tag replaces
+    waiting -= static_cast<int64_t>(slot->size());
+    --count;
+  }
   const int64_t size = static_cast<int64_t>(payload->size());
-  if (waiting + size > max_unclaimed_) {
+  if (waiting + size > max_unclaimed_ || count + 1 > max_unclaimed_messages_) {
     messages_.erase({src, tag});
-    const std::string why = absl::StrCat("it sent ", waiting + size, " bytes no receive asked for (at most ",
-                                         max_unclaimed_, " may wait per peer)");
+    const std::string why =
+        waiting + size > max_unclaimed_
+            ? absl::StrCat("it sent ", waiting + size, " bytes no receive asked for (at most ", max_unclaimed_,
+                           " may wait per peer)")
+            : absl::StrCat("it sent ", count + 1, " messages no receive asked for (at most ",
+                           max_unclaimed_messages_, " may wait per peer)");
     std::string& gone = gone_[static_cast<size_t>(src)];
     if (gone.empty()) gone = why;
     return absl::ResourceExhaustedError(absl::StrCat("peer rank ", src, " is faulty: ", why));
   }
   waiting += size;
+  ++count;
   slot = std::move(payload);
   return absl::OkStatus();
 }
@@ -64,6 +75,7 @@ void Mailbox::Expect(int src, uint64_t tag, ReceiveHandler handler) {
   std::unique_ptr<Payload> payload = std::move(msg->second);
   messages_.erase(msg);
   unclaimed_[static_cast<size_t>(src)] -= static_cast<int64_t>(payload->size());
+  --unclaimed_count_[static_cast<size_t>(src)];
   Run(it, std::move(payload));
 }
 
@@ -123,6 +135,7 @@ void Mailbox::Shutdown() {
   shutdown_ = true;
   messages_.clear();
   std::fill(unclaimed_.begin(), unclaimed_.end(), 0);
+  std::fill(unclaimed_count_.begin(), unclaimed_count_.end(), 0);
   DropUnstarted();  // Put drops messages now: they never would start
 }
 
@@ -140,6 +153,7 @@ absl::StatusOr<std::unique_ptr<Payload>> Mailbox::Take(int src, uint64_t tag, ab
   std::unique_ptr<Payload> payload = std::move(it->second);
   messages_.erase(it);
   unclaimed_[static_cast<size_t>(src)] -= static_cast<int64_t>(payload->size());
+  --unclaimed_count_[static_cast<size_t>(src)];
   return payload;
 }
 

@@ -28,13 +28,15 @@ using ReceiveHandler = std::function<absl::Status(std::unique_ptr<Payload>)>;
 
 class Mailbox {
  public:
-  // At most `max_unclaimed_bytes_per_source` bytes of messages from one
-  // source may wait for a receive nobody has posted yet.
-  explicit Mailbox(int world_size, int64_t max_unclaimed_bytes_per_source = INT64_MAX);
+  // At most `max_unclaimed_bytes_per_source` bytes, in at most
+  // `max_unclaimed_messages_per_source` messages (empty ones cost memory
+  // too), from one source may wait for a receive nobody has posted yet.
+  explicit Mailbox(int world_size, int64_t max_unclaimed_bytes_per_source = INT64_MAX,
+                   int64_t max_unclaimed_messages_per_source = INT64_MAX);
 
   // Delivers a message from `src`. Dropped after Shutdown. A message no
   // receive is posted for waits, unless the source's waiting bytes would
-  // pass the cap: then it is dropped, `src` is marked gone (its Takes fail
+  // pass a cap: then it is dropped, `src` is marked gone (its Takes fail
   // naming why) and the result is RESOURCE_EXHAUSTED, for the transport to
   // treat the sender as faulty.
   absl::Status Put(int src, uint64_t tag, std::unique_ptr<Payload> payload);
@@ -77,6 +79,7 @@ class Mailbox {
  private:
   const int world_size_;
   const int64_t max_unclaimed_;
+  const int64_t max_unclaimed_messages_;
   Mutex mu_;
   struct Expected {
     ReceiveHandler handler;  // empty once started
@@ -96,6 +99,7 @@ class Mailbox {
   int running_ ABSL_GUARDED_BY(mu_) = 0;  // handlers running now
   std::vector<std::string> gone_ ABSL_GUARDED_BY(mu_);  // per source; empty = alive
   std::vector<int64_t> unclaimed_ ABSL_GUARDED_BY(mu_);  // per source: bytes in messages_
+  std::vector<int64_t> unclaimed_count_ ABSL_GUARDED_BY(mu_);  // per source: messages in messages_
   std::string poison_ ABSL_GUARDED_BY(mu_);  // empty = healthy
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -291,8 +291,10 @@ absl::StatusOr<std::string> RingCollectives::SendRecv(int send_to, absl::string_
       RETURN_IF_ERROR(Annotate(RecvInto(recv_from, Tag(0, 0), absl::Span<char>(reinterpret_cast<char*>(&n), sizeof(n)),
                                         deadline),
                                "send-receive"));
-      if (n > (uint64_t{1} << 40)) {
-        return absl::DataLossError(absl::StrCat("send-receive: rank ", recv_from, " announced ", n, " bytes"));
+      if (n > options_.max_message_bytes) {
+        return absl::DataLossError(absl::StrCat("send-receive: rank ", recv_from, " announced ", n,
+                                                " bytes, more than the ", options_.max_message_bytes,
+                                                " any message of this job may have"));
       }
       received.resize(n);
       uint64_t j = 0;

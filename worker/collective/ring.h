@@ -67,6 +67,11 @@ struct CollectiveOptions {
   // up to 64 KiB at every N from 2 to 16 (bench/RESULTS.md, issue 18).
   // Every rank must use the same value.
   int64_t doubling_max_bytes = 64 << 10;
+  // The most a peer may announce for a SendRecv: a longer announcement is
+  // a faulty peer (DATA_LOSS naming it), not a buffer to allocate. A
+  // worker sets it from its model (a shard snapshot holds at most the
+  // whole model's parameters and optimizer state).
+  uint64_t max_message_bytes = uint64_t{1} << 40;
 };
 
 class RingCollectives : public Collectives {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/auth_proof.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
 
@@ -9,7 +10,7 @@ namespace shardline {
 
 Heartbeat::Heartbeat(coordinator::Coordinator::StubInterface* stub, HeartbeatOptions options)
     : options_(std::move(options)), stop_request_(options_.stop_at) {
-  if (options_.auth != nullptr) options_.auth->Attach(&ctx_);
+  if (!options_.proof.empty()) ctx_.AddMetadata(kProofMetadataKey, options_.proof);
   stream_ = stub->Heartbeat(&ctx_);
   SendReport({});  // the coordinator learns of the stream from its first report
   reader_ = std::thread([this] { ReadLoop(); });

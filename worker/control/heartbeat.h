@@ -24,7 +24,6 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
-#include "common/rpc_auth.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "worker/control/outbox.h"
 
@@ -49,8 +48,9 @@ struct HeartbeatOptions {
   std::function<void(const std::string& why)> on_abandon;
   // RegisterResponse.member_secret: sent with every report.
   std::string member_secret;
-  // The job token for the stream; null: none. Must outlive the heartbeat.
-  const RpcAuth* auth = nullptr;
+  // The proof header the stream opens with (CoordinatorClient::Proof); "":
+  // none (a job without a token).
+  std::string proof;
 };
 
 // The last report of a generation. At most one of the outcomes is set; none:

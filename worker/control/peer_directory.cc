@@ -23,7 +23,13 @@ absl::StatusOr<PeerDirectory> ReadPeerDirectory(const coordinator::RegisterRespo
     return absl::InvalidArgumentError(absl::StrCat("the coordinator's answer lists ", world.peer_tags_size(),
                                                    " peer_tags for ", listed, " peers"));
   }
+  const bool parked = world.park_tags_size() > 0;
+  if (parked && world.park_tags_size() != listed) {
+    return absl::InvalidArgumentError(absl::StrCat("the coordinator's answer lists ", world.park_tags_size(),
+                                                   " park_tags for ", listed, " peers"));
+  }
   PeerDirectory d;
+  if (parked) d.park_tags.assign(static_cast<size_t>(n), "");
   d.addresses.assign(static_cast<size_t>(n), "");
   if (tagged) d.tags.assign(static_cast<size_t>(n), "");
   for (int i = 0; i < listed; ++i) {
@@ -37,6 +43,7 @@ absl::StatusOr<PeerDirectory> ReadPeerDirectory(const coordinator::RegisterRespo
     }
     d.addresses[static_cast<size_t>(r)] = world.peers(i);
     if (tagged) d.tags[static_cast<size_t>(r)] = world.peer_tags(i);
+    if (parked) d.park_tags[static_cast<size_t>(r)] = world.park_tags(i);
   }
   return d;
 }

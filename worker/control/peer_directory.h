@@ -19,6 +19,9 @@ struct PeerDirectory {
   // Empty if the answer carries no tags (no membership check); else
   // world_size entries, "" where `addresses` is "".
   std::vector<std::string> tags;
+  // Empty if the answer carries no park tags (a job without a token); else
+  // world_size entries: what this rank's streams to that rank carry.
+  std::vector<std::string> park_tags;
 };
 
 // InvalidArgument, naming the field, when the lists disagree in length, a

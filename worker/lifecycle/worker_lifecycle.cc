@@ -130,7 +130,8 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   hb.stop_at = world.stop_at();
   hb.interval = options.heartbeat_interval;
   hb.close_timeout = options.heartbeat_close_timeout;
-  hb.auth = options.auth;
+  // Register has just made the session: no call is needed.
+  hb.proof = client.Proof(absl::Now() + options.connect_timeout).value_or("");
   hb.member_secret = world.member_secret();
   hb.on_abandon = [&](const std::string&) {
     MutexLock lock(&transport_mu);
@@ -163,6 +164,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     ConnectOptions connect;
     connect.keys.secret = world.member_secret();
     connect.keys.peer_tags = std::move(directory->tags);
+    connect.keys.park_tags = std::move(directory->park_tags);
     // A peer runs at most about one collective (the model's bytes) ahead.
     connect.max_unclaimed_bytes_per_peer = 2 * *parameters * int64_t{sizeof(float)} + (64 << 20);
     absl::StatusOr<std::unique_ptr<Transport>> connected =
@@ -176,6 +178,9 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   CollectiveOptions copts;
   copts.timeout = absl::Seconds(cfg->runtime().collective_timeout_seconds());
   copts.bf16_reduce_scatter = cfg->collective().bf16_gradients();
+  // A snapshot shard: parameters and at most three optimizer buffers of
+  // them, plus the shard file's header and names.
+  copts.max_message_bytes = static_cast<uint64_t>(4 * *parameters) * sizeof(float) + (16 << 20);
   RingCollectives ring(transport.get(), copts);
   heartbeat.set_total_steps(TotalSteps(*cfg, data.train.num_examples));
   std::unique_ptr<TraceWriter> traces;

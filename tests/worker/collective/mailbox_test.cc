@@ -137,5 +137,19 @@ TEST(MailboxTest, UnclaimedBytesPerSourceAreCappedAndTheSenderIsNamedFaulty) {
   EXPECT_TRUE(box.Take(2, 100, absl::Now()).ok());  // other sources are unaffected
 }
 
+// Issue 33, finding 6: empty frames with distinct tags cost no bytes, so a
+// byte cap alone let a member queue them without bound.
+TEST(MailboxTest, UnclaimedMessagesPerSourceAreCappedByCountToo) {
+  Mailbox box(2, /*max_unclaimed_bytes_per_source=*/1 << 20, /*max_unclaimed_messages_per_source=*/3);
+  for (uint64_t tag = 0; tag < 3; ++tag) EXPECT_TRUE(box.Put(1, tag, Bytes("")).ok()) << tag;
+  EXPECT_TRUE(box.Put(1, 2, Bytes("")).ok()) << "a repeated tag replaces: still 3";
+  ASSERT_TRUE(box.Take(1, 0, absl::Now()).ok());
+  EXPECT_TRUE(box.Put(1, 3, Bytes("")).ok()) << "a claimed message no longer counts";
+  const absl::Status over = box.Put(1, 4, Bytes(""));
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(over.message(), "4 messages no receive asked for")) << over;
+  EXPECT_EQ(box.Take(1, 4, absl::Now()).status().code(), absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace shardline

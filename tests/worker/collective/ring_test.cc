@@ -525,46 +525,83 @@ TEST(GrpcTransportTest, OlderGenerationIsRefusedAndNewOneWorks) {
 
 // Two ranks, each in its own TransportServer; rank 1 sends one frame under
 // `sender_token`, rank 0 holds `receiver_token`.
-struct TokenPair {
-  TokenPair(const std::string& receiver_token, const std::string& sender_token)
-      : receiver_auth(receiver_token, [this](RejectReason) { ++refused; }), sender_auth(sender_token) {
-    TransportServerOptions ro, so;
-    ro.auth = &receiver_auth;
-    so.auth = &sender_auth;
-    receiver = *TransportServer::Start("127.0.0.1:0", ro);
-    sender = *TransportServer::Start("127.0.0.1:0", so);
-    const std::vector<std::string> peers = {"127.0.0.1:" + std::to_string(receiver->port()),
-                                            "127.0.0.1:" + std::to_string(sender->port())};
-    rx = *receiver->Connect(1, 0, peers);
-    tx = *sender->Connect(1, 1, peers);
-  }
-  std::atomic<int> refused{0};
-  RpcAuth receiver_auth, sender_auth;
-  std::unique_ptr<TransportServer> receiver, sender;
-  std::unique_ptr<Transport> rx, tx;
-};
+// Issue 33, finding 6: a stream naming a generation the receiver has not
+// joined was parked before any membership check, so a stranger could hold
+// every slot until another stream happened to arrive. Now it waits only with
+// the park tag the coordinator gave its sender for this receiver (checked
+// with the receiver's own credential, the token or its rank's), at most
+// twice per sender and generation, and for generation_wait at most.
+// Issue 33, finding 6: a member could announce a send-receive of up to
+// 2^40 bytes and the receiver resized to it. Past the job's largest message
+// it is a faulty peer, named, and nothing is allocated.
+TEST(RingTest, ASendReceiveLongerThanAnyMessageOfTheJobIsRefusedNamingTheSender) {
+  TestWorld world(TransportKind::kLocal, 2);
+  const std::vector<absl::Status> statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
+    CollectiveOptions o;
+    o.timeout = absl::Seconds(10);
+    o.max_message_bytes = 1000;
+    RingCollectives ring(t, o);
+    const std::string fits(1000, 'a'), too_long(1001, 'b');
+    absl::StatusOr<std::string> got = ring.SendRecv(rank == 1 ? 0 : -1, fits, rank == 0 ? 1 : -1);
+    RETURN_IF_ERROR(got.status());
+    if (rank == 0) {
+      EXPECT_EQ(*got, fits);
+    }
+    return ring.SendRecv(rank == 1 ? 0 : -1, too_long, rank == 0 ? 1 : -1).status();
+  });
+  EXPECT_EQ(statuses[0].code(), absl::StatusCode::kDataLoss) << statuses[0];
+  EXPECT_TRUE(absl::StrContains(statuses[0].message(), "rank 1 announced 1001 bytes")) << statuses[0];
+}
 
-TEST(GrpcTransportTest, AFrameWithoutTheJobTokenIsRefusedAndNeverDelivered) {
-  const float value = 42;
-  const auto bytes = absl::MakeConstSpan(reinterpret_cast<const char*>(&value), sizeof(value));
-  for (const std::string sender_token : {"", "wrong"}) {
-    TokenPair p("job-token", sender_token);
-    // The send is accepted locally; the receiver refuses the stream.
-    p.tx->Send(0, 7, bytes, absl::Now() + absl::Seconds(5)).IgnoreError();
-    p.tx->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
-    absl::StatusOr<std::unique_ptr<Payload>> got = p.rx->Receive(1, 7, absl::Now() + absl::Seconds(2));
-    EXPECT_FALSE(got.ok()) << "a frame without the token was delivered (sender token '" << sender_token << "')";
-    EXPECT_GE(p.refused.load(), 1) << sender_token;
+TEST(GrpcTransportTest, OnlyASenderWithItsParkTagWaitsForAGenerationAndNotForever) {
+  const std::string token = "job-token";
+  const std::string good = ParkTag(KeyFor(token, 0), 2, 1);  // rank 1 -> rank 0, generation 2
+  for (const std::string& receiver_secret : {token, RankCredentialText(token, 0)}) {
+    std::atomic<int> refused{0};
+    RpcAuth receiver_auth(receiver_secret, [&](RejectReason r) { refused += r == RejectReason::kNotAMember; });
+    TransportServerOptions ro;
+    ro.auth = &receiver_auth;
+    ro.generation_wait = absl::Seconds(1);
+    auto receiver = *TransportServer::Start("127.0.0.1:0", ro);
+    const std::string r = "127.0.0.1:" + std::to_string(receiver->port());
+    std::unique_ptr<Transport> rx1 = *receiver->Connect(1, 0, {r, "127.0.0.1:1"});
+    // A stream of generation 2 from rank 1 with the park tag `tag`; its
+    // sender is kept so the stream stays open.
+    std::vector<std::pair<std::unique_ptr<TransportServer>, std::unique_ptr<Transport>>> senders;
+    auto send = [&](const std::string& tag) {
+      auto server = *TransportServer::Start("127.0.0.1:0");
+      ConnectOptions o;
+      o.keys.park_tags = {tag, ""};
+      std::unique_ptr<Transport> tx = *server->Connect(2, 1, {r, "127.0.0.1:1"}, o);
+      const char byte = 1;
+      EXPECT_TRUE(tx->Send(0, 1, absl::MakeConstSpan(&byte, 1), absl::Now() + absl::Seconds(5)).ok());
+      senders.emplace_back(std::move(server), std::move(tx));
+    };
+    auto parked_becomes = [&](size_t n) {
+      for (const absl::Time until = absl::Now() + absl::Seconds(10); absl::Now() < until;) {
+        if (receiver->parked_streams() == n) return true;
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+      return receiver->parked_streams() == n;
+    };
+    // No tag, a wrong one, one for another generation, sender or receiver.
+    for (const std::string& tag : {std::string(), std::string(64, '0'), ParkTag(KeyFor(token, 0), 3, 1),
+                                   ParkTag(KeyFor(token, 0), 2, 0), ParkTag(KeyFor(token, 1), 2, 1)}) {
+      send(tag);
+    }
+    for (const absl::Time until = absl::Now() + absl::Seconds(10); refused.load() < 5 && absl::Now() < until;) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_EQ(refused.load(), 5) << receiver_secret;
+    EXPECT_EQ(receiver->parked_streams(), 0u) << receiver_secret;
+    // The member's stream waits; a third from the same sender does not.
+    for (int i = 0; i < 3; ++i) send(good);
+    EXPECT_TRUE(parked_becomes(2)) << receiver->parked_streams();
+    absl::SleepFor(absl::Milliseconds(200));
+    EXPECT_EQ(receiver->parked_streams(), 2u);
+    // Nobody else arrives, and the generation never comes: the waits end.
+    EXPECT_TRUE(parked_becomes(0)) << receiver->parked_streams();
   }
-  TokenPair p("job-token", "job-token");
-  ASSERT_TRUE(p.tx->Send(0, 7, bytes, absl::Now() + absl::Seconds(5)).ok());
-  ASSERT_TRUE(p.tx->Flush(absl::Now() + absl::Seconds(5)).ok());
-  float received = 0;
-  ASSERT_TRUE(RecvInto(*p.rx, 1, 7, absl::MakeSpan(reinterpret_cast<char*>(&received), sizeof(received)),
-                       absl::Now() + absl::Seconds(10))
-                  .ok());
-  EXPECT_EQ(received, 42);
-  EXPECT_EQ(p.refused.load(), 0);
 }
 
 TEST(GrpcTransportTest, OnlyTheRegisteredMemberCanSpeakForItsRank) {
