@@ -6,8 +6,9 @@
 //
 //   ASSIGN_OR_RETURN(std::string raw, InflateCached(env, dir + "/train-images-idx3-ubyte.gz", cache_dir));
 //
-// A copy is named by the gzip file's name, size and CRC32C, so a changed
-// source never matches an old copy, and ends with the CRC32C of its own
+// A copy is named by the gzip file's name, size and the CRC32C of all its
+// bytes, so a changed source (even one flipped byte) never matches an old
+// copy, and ends with the CRC32C of its own
 // bytes, so a torn or damaged copy is never used (it is written again).
 // Failing to write a copy only costs the next start the inflate.
 #ifndef SHARDLINE_WORKER_DATA_INFLATE_CACHE_H_

@@ -62,11 +62,13 @@ TEST(InflateCacheTest, TheSecondReadComesFromTheCopyAndADamagedCopyIsNeverUsed) 
   EXPECT_TRUE(absl::StartsWith(copies[0], "data.bin.")) << copies[0];
 
   EXPECT_EQ(env.reads, 1);
-  // Read from the copy: the same bytes, and the source is not read whole.
+  // Read from the copy: the same bytes. The source is read to checksum it
+  // (a few ms), not inflated.
   absl::StatusOr<std::string> second = InflateCached(&env, gz, cache);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(*second, raw);
-  EXPECT_EQ(env.reads, 1);
+  EXPECT_EQ(env.reads, 2);
+  EXPECT_EQ(Children(cache).size(), 1u);
 
   // A flipped bit in the copy: not used; inflated again and rewritten.
   const std::string copy_path = cache + "/" + copies[0];
@@ -86,6 +88,32 @@ TEST(InflateCacheTest, TheSecondReadComesFromTheCopyAndADamagedCopyIsNeverUsed) 
   ASSERT_TRUE(changed.ok());
   EXPECT_EQ(*changed, other);
   EXPECT_EQ(Children(cache).size(), 2u);
+}
+
+// Issue 34, finding 4: the copy was named by the source's size and gzip
+// trailer only, so a source with one byte flipped inside it (same size,
+// same trailer) trained silently from the good copy, while without the
+// cache it fails. Now the copy is keyed by all the source's bytes: a
+// damaged source fails the same way, cached or not.
+TEST(InflateCacheTest, ASourceWithAByteFlippedInsideIsNeverServedFromTheCopy) {
+  const std::string dir = Fresh("flipped");
+  ASSERT_TRUE(Env::Default()->CreateDirs(dir).ok());
+  std::string raw;
+  for (int i = 0; i < 100000; ++i) raw.push_back(static_cast<char>((i * 131) ^ (i >> 5)));
+  const std::string gz = dir + "/data.bin.gz";
+  WriteGzip(gz, raw);
+  const std::string cache = dir + "/cache";
+  ASSERT_TRUE(InflateCached(Env::Default(), gz, cache).ok());
+  std::string bytes = *Env::Default()->ReadFile(gz);
+  bytes[bytes.size() / 2] ^= 0x10;  // the size and the trailer stay as they were
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), gz, bytes).ok());
+  for (const std::string& c : {std::string(), cache}) {
+    absl::StatusOr<std::string> got = InflateCached(Env::Default(), gz, c);
+    EXPECT_FALSE(got.ok() && *got == raw) << (c.empty() ? "uncached" : "cached") << ": the damaged source trained";
+    if (!got.ok()) {
+      EXPECT_TRUE(absl::StrContains(got.status().message(), gz)) << got.status();
+    }
+  }
 }
 
 TEST(InflateCacheTest, AnUnwritableCacheOnlyCostsTheInflateAndErrorsNameTheSource) {
