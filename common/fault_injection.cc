@@ -20,7 +20,7 @@ void CrashPoint(absl::string_view point, int64_t step) {
   }();
   if (spec.empty()) return;
   const std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits(':', 2));
-  if (parts.size() != 3 || parts[0] != point || parts[1] != absl::StrCat(step)) return;
+  if (parts.size() != 3 || parts[0] != point || (parts[1] != "*" && parts[1] != absl::StrCat(step))) return;
   // O_EXCL: exactly one process crashes here, once.
   const int fd = open(parts[2].c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0) return;
@@ -29,6 +29,22 @@ void CrashPoint(absl::string_view point, int64_t step) {
                static_cast<long>(step));
   std::fflush(stderr);
   kill(getpid(), SIGKILL);
+}
+
+void HangPoint(absl::string_view point) {
+  static const std::string spec = [] {
+    const char* v = std::getenv("SHARDLINE_HANG_AT");
+    return std::string(v == nullptr ? "" : v);
+  }();
+  if (spec.empty()) return;
+  const std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits(':', 1));
+  if (parts.size() != 2 || parts[0] != point) return;
+  const int fd = open(parts[1].c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) return;
+  close(fd);
+  std::fprintf(stderr, "SHARDLINE_HANG_AT: hanging at %s\n", std::string(point).c_str());
+  std::fflush(stderr);
+  for (;;) pause();
 }
 
 }  // namespace shardline

@@ -3,9 +3,13 @@
 // point for that step kills itself with SIGKILL (no cleanup, as a real kill),
 // once: it first creates the marker file, and does nothing if it exists, so
 // restarted processes (which inherit the variable) go on.
-// Points: "after_commit_record" (coordinator: the RocksDB commit record is
-// written, COMMITTED is not), "before_shard_rename" (worker: the shard is
-// written and fsynced under its temporary name, not renamed).
+// "<step>" may be "*": any step. Points: "after_commit_record"
+// (coordinator: the RocksDB commit record is written, COMMITTED is not),
+// "before_shard_rename" (worker: the shard is written and fsynced under its
+// temporary name, not renamed), "every_worker_finished" (coordinator: the
+// last finished report is in, nothing is recorded or told yet),
+// "after_finished_record" (coordinator: the job is durably finished, no
+// worker is told yet).
 #ifndef SHARDLINE_COMMON_FAULT_INJECTION_H_
 #define SHARDLINE_COMMON_FAULT_INJECTION_H_
 
@@ -16,6 +20,12 @@
 namespace shardline {
 
 void CrashPoint(absl::string_view point, int64_t step);
+
+// With SHARDLINE_HANG_AT="<point>:<marker file>", the first process to reach
+// `point` (it creates the marker) stops there for good, as a hung process
+// would: only a signal ends it. Points: "worker_after_job_done" (a worker
+// told the job is over, before it exits).
+void HangPoint(absl::string_view point);
 
 }  // namespace shardline
 

@@ -32,9 +32,14 @@
 #include "common/args.h"
 #include "common/rpc_auth.h"
 #include "common/rpc_auth_metrics.h"
+#include "common/workdir_lock.h"
 
 namespace shardline {
 namespace {
+
+// How long a coordinator that finds its job already finished keeps
+// answering returning workers (whose Register retries come within 1 s).
+constexpr absl::Duration kFinishedLinger = absl::Seconds(3);
 
 constexpr char kHelp[] =
     "usage: shardline-coordinator --config FILE --listen HOST:PORT --workdir DIR\n"
@@ -108,6 +113,9 @@ absl::Status Run(const Args& args) {
     return absl::InvalidArgumentError(absl::StrCat("--token_file holds rank ", auth->credential().rank,
                                                    "'s credential; the coordinator needs the job token itself"));
   }
+  // One owner per workdir, taken before anything in it changes (the lock of
+  // the `launch` that started us, if it did).
+  ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(workdir, "shardline-coordinator"));
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
   // The workers write their shards there and the coordinator commits them:
   // found now, not at the first save after minutes of training.
@@ -149,6 +157,16 @@ absl::Status Run(const Args& args) {
   }
   Job job(cfg, store.get(), &records, options);
   RETURN_IF_ERROR(job.Init());
+  // A coordinator restarted after every worker finished (killed at the very
+  // end, or its supervisor restarting it) has no workers to wait for. It
+  // answers any that come back to register "the job is over" for
+  // kFinishedLinger, then exits 0.
+  const int64_t finished_at = job.FinishedAtStart();
+  if (finished_at > 0) {
+    SLOG(INFO) << "job " << job.job_id() << " already finished at step " << finished_at
+               << " with this config; nothing to run. Answering returning workers for "
+               << absl::FormatDuration(kFinishedLinger) << ", then exiting";
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<GoodputLedger> goodput, GoodputLedger::Load(store.get(), absl::Now()));
   // The job's status with its goodput account: the Status RPC, metrics and
   // the progress line all read this.
@@ -286,6 +304,7 @@ absl::Status Run(const Args& args) {
       last_progress = absl::Now();
     }
   }
+  if (finished_at > 0) absl::SleepFor(kFinishedLinger);
   const coordinator::JobStatus snap = advance(absl::Now());
   if (absl::Status persisted = goodput->MaybePersist(absl::Now(), /*force=*/true); !persisted.ok()) {
     SLOG(WARNING) << persisted;

@@ -23,6 +23,10 @@ constexpr char kJobIdKey[] = "job_id";
 constexpr char kGenerationKey[] = "generation";
 constexpr char kGlobalStepKey[] = "global_step";
 constexpr char kWorldHistoryKey[] = "world_history";
+// Written (synced) once every worker has finished, before any is told: the
+// config text the job finished with, and the step, "<step>\n<config>". A
+// coordinator started again with the same config finds the job over.
+constexpr char kFinishedKey[] = "finished";
 // World changes kept in the store and the status (the newest).
 constexpr int kMaxWorldChanges = 100;
 
@@ -102,6 +106,25 @@ absl::Status Job::Init() {
     if (history.has_value() && !history_.ParseFromString(*history)) {
       return absl::DataLossError("job store: the world history does not parse");
     }
+    ASSIGN_OR_RETURN(std::optional<std::string> finished, store_->Get(kFinishedKey));
+    if (finished.has_value()) {
+      const size_t newline = finished->find('\n');
+      int64_t step = 0;
+      if (newline == std::string::npos || !absl::SimpleAtoi(finished->substr(0, newline), &step)) {
+        return absl::DataLossError("job store: the finished record does not parse");
+      }
+      // The same job again: over. Another config (say, more steps) on the
+      // same workdir is a new run that resumes from the last checkpoint.
+      if (finished->substr(newline + 1) == config_text_) {
+        state_ = JobState::kDone;
+        final_ = absl::OkStatus();
+        finished_durable_ = true;
+        finished_at_start_ = true;
+        finished_step_ = step;
+      } else {
+        RETURN_IF_ERROR(store_->Delete(kFinishedKey, /*sync=*/true));
+      }
+    }
   }
   RETURN_IF_ERROR(catalog_.Init(job_id_));
   SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size
@@ -149,6 +172,7 @@ void Job::PersistState() {
   uint64_t generation, version;
   int64_t step;
   std::optional<std::string> history;
+  bool finished;
   {
     MutexLock lock(&mu_);
     if (state_version_ == persisted_version_) return;
@@ -157,18 +181,33 @@ void Job::PersistState() {
     version = state_version_;
     if (history_dirty_) history = history_.SerializeAsString();
     history_dirty_ = false;
+    finished = state_ == JobState::kDone && !finished_durable_;
   }
   absl::Status s = absl::OkStatus();
   if (history.has_value()) s = store_->Put(kWorldHistoryKey, *history, /*sync=*/false);
   if (s.ok()) s = store_->Put(kGenerationKey, absl::StrCat(generation), /*sync=*/true);
   if (s.ok()) s = store_->Put(kGlobalStepKey, absl::StrCat(step), /*sync=*/true);
+  if (s.ok() && finished) s = store_->Put(kFinishedKey, absl::StrCat(step, "\n", config_text_), /*sync=*/true);
+  if (s.ok() && finished) CrashPoint("after_finished_record", step);
   MutexLock lock(&mu_);
+  if (!s.ok() && finished) {
+    // No worker was told: the job did not durably finish. Every checkpoint
+    // is committed; a run again finds the final one.
+    final_ = Annotate(s, "recording that every worker finished");
+    state_ = JobState::kFailed;
+    SLOG(ERROR) << "job failed: " << final_;
+    return;
+  }
   if (!s.ok()) {
     Fail(Annotate(s, "persisting the generation"));
     return;
   }
   persisted_version_ = version;
   durable_generation_ = std::max(durable_generation_, generation);
+  if (finished) {
+    finished_durable_ = true;
+    finished_step_ = step;
+  }
 }
 
 absl::Time Job::Now() const { return absl::FromUnixMicros(options_.env->NowMicros()); }
@@ -537,6 +576,9 @@ void Job::TakeFinishedReportLocked(const coordinator::RegisterRequest& req, Defe
 std::optional<absl::StatusOr<coordinator::RegisterResponse>> Job::AdmitLocked(Parked& p) {
   const coordinator::RegisterRequest& req = p.req;
   const int n = options_.world_size;
+  if (state_ == JobState::kDone && !finished_durable_) {
+    return absl::UnavailableError("the job is finishing; register again in a moment");
+  }
   if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
   if (req.requested_rank() < -1 || req.requested_rank() >= n) {
     return absl::InvalidArgumentError(absl::StrCat("requested rank ", req.requested_rank(),
@@ -696,7 +738,8 @@ absl::StatusOr<coordinator::RegisterResponse> Job::FinishRegistrationLocked(cons
 uint64_t Job::CommandVersionLocked() {
   // Each input of NextCommand's answer, folded: any change changes it.
   uint64_t v = state_version_;
-  for (uint64_t x : {static_cast<uint64_t>(state_), generation_, static_cast<uint64_t>(stop_at_),
+  for (uint64_t x : {static_cast<uint64_t>(state_), static_cast<uint64_t>(finished_durable_), generation_,
+                     static_cast<uint64_t>(stop_at_),
                      static_cast<uint64_t>(checkpoint_at_), static_cast<uint64_t>(eval_at_), evictions_}) {
     v = v * 1000003u ^ x;
   }
@@ -813,14 +856,17 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
       final_ = absl::OkStatus();
       ++state_version_;
       SLOG(INFO) << "every worker finished at step " << GlobalStepLocked();
+      CrashPoint("every_worker_finished", GlobalStepLocked());
     }
   }
   return absl::OkStatus();
 }
 
 bool Job::StreamOver(int rank, uint64_t generation) {
-  if (state_ == JobState::kFailed || state_ == JobState::kForming || state_ == JobState::kDone ||
-      generation != generation_) {
+  // A finished job is told only once it is durably finished: a worker that
+  // hears "done" exits, and a coordinator restarted then must know.
+  if (state_ == JobState::kDone) return finished_durable_;
+  if (state_ == JobState::kFailed || state_ == JobState::kForming || generation != generation_) {
     return true;
   }
   auto it = members_.find(rank);
@@ -980,9 +1026,14 @@ void Job::RequestEval() {
 bool Job::AwaitEnd(absl::Duration wait) {
   MutexLock lock(&mu_);
   auto over = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return state_ == JobState::kDone || state_ == JobState::kFailed;
+    return (state_ == JobState::kDone && finished_durable_) || state_ == JobState::kFailed;
   };
   return mu_.AwaitWithTimeout(absl::Condition(&over), wait);
+}
+
+int64_t Job::FinishedAtStart() {
+  MutexLock lock(&mu_);
+  return finished_at_start_ ? std::max<int64_t>(finished_step_, 1) : 0;
 }
 
 absl::Status Job::final_status() {

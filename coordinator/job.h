@@ -161,8 +161,12 @@ class Job {
   // "Eval now" (SIGUSR1): every worker evaluates at a step ahead of all.
   void RequestEval();
 
-  // Waits until the job is done or failed, or `wait` passes.
+  // Waits until the job is done (and durably recorded as done) or failed,
+  // or `wait` passes.
   bool AwaitEnd(absl::Duration wait);
+  // > 0 if Init found this job (this config) already finished, at that
+  // step: a coordinator restarted after the end has nothing to wait for.
+  int64_t FinishedAtStart();
   // OK once every worker finished; the failure otherwise.
   absl::Status final_status();
 
@@ -310,6 +314,11 @@ class Job {
   uint64_t state_version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t persisted_version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t durable_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every worker finished and the store says so (written before any worker
+  // is told); at start: the store said so for this very config.
+  bool finished_durable_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_at_start_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t finished_step_ ABSL_GUARDED_BY(mu_) = 0;
   JobState state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;
   absl::Status final_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;   // the running (or last) generation

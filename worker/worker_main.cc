@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/env.h"
 #include "common/metrics_exposer.h"
+#include "common/fault_injection.h"
 #include "common/rpc_auth.h"
 #include "common/rpc_auth_metrics.h"
 #include "common/status_macros.h"
@@ -114,7 +115,9 @@ absl::Status Run(const Args& args) {
   options.auth = auth.get();
   options.env = DefaultEnvWithFaults();  // SHARDLINE_SLOW_DISK_FILE: fault-injection runs only
   if (const char* f = std::getenv("SHARDLINE_NET_FAULT_FILE")) options.net_fault_file = f;  // likewise
-  return RunWorker(options, server.get());
+  absl::Status ran = RunWorker(options, server.get());
+  if (ran.ok()) HangPoint("worker_after_job_done");
+  return ran;
 }
 
 // SIGTERM ends a worker at once and quietly (no crash report: it was asked

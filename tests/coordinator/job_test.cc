@@ -462,5 +462,39 @@ TEST_F(JobTest, NextGenerationNumberSurvivesARestartOfTheCoordinator) {
   EXPECT_EQ(FormWorld(4, 5)[0].generation(), 2u);
 }
 
+// Issue 34, finding 1: a coordinator restarted after every worker finished
+// waited for them forever. "Finished" is now in the store before any worker
+// hears it; a coordinator started again with the same config finds the job
+// over (answering registrations with job_over), while another config (more
+// steps) on the same store is a new run.
+TEST_F(JobTest, AFinishedJobIsRecordedBeforeAnyWorkerHearsItAndStaysFinished) {
+  FormWorld(1, 2);
+  for (int rank : {0, 1}) {
+    coordinator::WorkerReport done = Report(rank, 1, 100);
+    done.set_finished(true);
+    ASSERT_TRUE(job_->Report(done).ok());
+  }
+  EXPECT_TRUE(job_->AwaitEnd(absl::Seconds(5)));
+  ASSERT_TRUE(store_->Get("finished")->has_value()) << "told the workers before recording it";
+  EXPECT_EQ(job_->FinishedAtStart(), 0);
+
+  Restart("");
+  EXPECT_EQ(job_->FinishedAtStart(), 100);
+  EXPECT_TRUE(job_->AwaitEnd(absl::Milliseconds(10)));
+  EXPECT_TRUE(job_->final_status().ok());
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::DONE);
+  absl::StatusOr<coordinator::RegisterResponse> late = job_->Register(RegisterReq(0, 9, 1), [] { return false; });
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_TRUE(late->job_over());
+  EXPECT_EQ(late->job_error(), "");
+
+  config_ = *ParseConfigText("model { mlp { hidden_sizes: 8 } } train { total_steps: 200 }", "test");
+  Restart("");
+  EXPECT_EQ(job_->FinishedAtStart(), 0) << "a run with more steps is not the finished job";
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::FORMING);
+  EXPECT_FALSE(store_->Get("finished")->has_value());
+  EXPECT_EQ(FormWorld(4, 5)[0].generation(), 2u);
+}
+
 }  // namespace
 }  // namespace shardline

@@ -243,6 +243,164 @@ TEST(CoordinatorFaultTest, ACoordinatorPausedWhileTheWorkersFinishCommitsAndEnds
   }
 }
 
+// Issue 34, finding 1: the coordinator SIGKILLed just after every worker
+// finished was restarted by launch, found the final checkpoint, and waited
+// forever for workers that had exited. Now "finished" is recorded before
+// any worker hears it: killed before that, the restarted coordinator hears
+// the finished workers again (they wait for the verdict); killed after it,
+// it finds the job over and exits 0. Either way launch ends by itself, with
+// exit 0 and the uninterrupted run's bits; rigid and elastic.
+TEST(CoordinatorFaultTest, ACoordinatorKilledAtTheVeryEndEndsTheJobWithNothingLost) {
+  const std::vector<std::string> run = {"train.total_steps=400", "checkpoint.every_steps=200", "train.eval_every=400"};
+  const std::string clean = FreshDir("fault_end_clean");
+  Subprocess reference(LaunchArgv(clean, 2, run));
+  ASSERT_EQ(reference.Wait(absl::Seconds(120)), 0) << reference.Output();
+  const std::vector<float> want = FinalState(clean, 400, 2);
+  ASSERT_FALSE(want.empty());
+  std::string finished_dir;  // a rigid run that finished
+  for (const std::string point : {"every_worker_finished", "after_finished_record"}) {
+    for (const bool elastic : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(point, elastic ? ", elastic" : ", rigid"));
+      const std::string dir = FreshDir(absl::StrCat("fault_end_", point, elastic ? "_elastic" : ""));
+      if (!elastic) finished_dir = dir;
+      std::vector<std::string> sets = run;
+      if (elastic) sets.push_back("runtime.min_workers=1");
+      Subprocess launch(LaunchArgv(dir, 2, sets, /*max_restarts=*/2),
+                        {absl::StrCat("SHARDLINE_CRASH_AT=", point, ":*:", dir, "/crash-marker")});
+      // Bounded: the restarted coordinator lingers 3 s, and launch gives a
+      // coordinator 15 s at most once every worker finished.
+      ASSERT_EQ(launch.Wait(absl::Seconds(120)), 0) << launch.Output();
+      EXPECT_TRUE(absl::StrContains(launch.Output(), "killing myself at " + point)) << launch.Output();
+      EXPECT_TRUE(absl::StrContains(launch.Output(), "the coordinator died")) << launch.Output();
+      if (point == std::string("after_finished_record")) {
+        EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "already finished at step 400"))
+            << launch.Output();
+      }
+      EXPECT_TRUE(SameBits(FinalState(dir, 400, 2), want));
+      Subprocess verify({BinPath("shardline"), "ckpt", "verify", dir});
+      EXPECT_EQ(verify.Wait(absl::Seconds(30)), 0) << verify.Output();
+    }
+  }
+  // Launching the finished job again changes nothing and says so.
+  Subprocess again(LaunchArgv(finished_dir, 2, run));
+  ASSERT_EQ(again.Wait(absl::Seconds(60)), 0) << again.Output();
+  EXPECT_TRUE(absl::StrContains(again.Output(), "already finished at step 400")) << again.Output();
+  EXPECT_TRUE(SameBits(FinalState(finished_dir, 400, 2), want));
+}
+
+// Issue 34, finding 6: a worker that hung after "every worker finished" was
+// killed after the 30 s grace and launch exited 1, although the final
+// checkpoint was committed. Now the job is done: exit 0, with a warning.
+TEST(CoordinatorFaultTest, AWorkerThatHangsAfterTheJobsEndDoesNotFailTheJob) {
+  const std::string dir = FreshDir("fault_hang_after_end");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=200", "train.eval_every=200"}),
+                    {absl::StrCat("SHARDLINE_HANG_AT=worker_after_job_done:", dir, "/hang-marker")});
+  ASSERT_EQ(launch.Wait(absl::Seconds(120)), 0) << launch.Output();
+  EXPECT_TRUE(absl::StrContains(launch.Output(), "hanging at worker_after_job_done")) << launch.Output();
+  EXPECT_TRUE(absl::StrContains(launch.Output(), "was killed; the job is done")) << launch.Output();
+  Subprocess verify({BinPath("shardline"), "ckpt", "verify", dir});
+  EXPECT_EQ(verify.Wait(absl::Seconds(30)), 0) << verify.Output();
+}
+
+// Issue 34, finding 7: workers and the coordinator shared --max_restarts,
+// so a worker restart could leave the job unable to restart its
+// coordinator. Now each has its own budget: with one restart each, a
+// worker and then the coordinator are both brought back.
+TEST(LaunchFaultTest, WorkersAndTheCoordinatorHaveRestartBudgetsOfTheirOwn) {
+  const std::string dir = FreshDir("fault_budgets");
+  std::vector<std::string> argv =
+      LaunchArgv(dir, 2, {"train.total_steps=3000", "checkpoint.every_steps=500", "train.eval_every=3000"},
+                 /*max_restarts=*/1);
+  argv.push_back("--max_coordinator_restarts");
+  argv.push_back("1");
+  Subprocess launch(argv);
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-1.log", "first step of this generation", absl::Seconds(60)))
+      << launch.Output();
+  ASSERT_TRUE(SignalLaunchedWorker(dir, 1, SIGKILL));
+  ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", "generation 2 formed", absl::Seconds(60)))
+      << launch.Output();
+  const std::vector<pid_t> coordinator = LaunchedCoordinator(dir);
+  ASSERT_EQ(coordinator.size(), 1u);
+  ASSERT_EQ(kill(coordinator[0], SIGKILL), 0);
+  ASSERT_EQ(launch.Wait(absl::Seconds(180)), 0) << launch.Output();
+  EXPECT_TRUE(absl::StrContains(launch.Output(), "worker 1 died (signal 9); restarting it (1/1)")) << launch.Output();
+  EXPECT_TRUE(absl::StrContains(launch.Output(), "the coordinator died (signal 9); restarting it (1/1)"))
+      << launch.Output();
+  Subprocess verify({BinPath("shardline"), "ckpt", "verify", dir});
+  EXPECT_EQ(verify.Wait(absl::Seconds(30)), 0) << verify.Output();
+}
+
+// Issue 34, finding 2: `train` took no lock, so two runs on one workdir both
+// "succeeded" into the same files; a `train` refused by a running `launch`
+// first deleted its uncommitted step directories and rewrote
+// config.textproto; a refused second `launch` deleted the running job's
+// coordinator.address. Now every command that writes a workdir takes
+// DIR/LOCK first; a refused one changes nothing and names the holder.
+TEST(WorkdirFaultTest, OneOwnerPerWorkdirAndARefusedCommandChangesNothing) {
+  const std::string dir = FreshDir("fault_one_owner");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=1000000", "checkpoint.every_steps=100",
+                                        "train.eval_every=0"}));
+  ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", "committed checkpoint at step 100 ", absl::Seconds(120)))
+      << launch.Output();
+  const std::string config = ReadAll(dir + "/config.textproto");
+  const std::string address = ReadAll(dir + "/coordinator.address");
+  const std::string token = ReadAll(dir + "/token");
+  ASSERT_FALSE(config.empty());
+  ASSERT_FALSE(address.empty());
+
+  std::vector<std::vector<std::string>> intruders = {
+      TrainArgv(dir, {"schedule.base_lr=0.5", "train.total_steps=50"}),
+      LaunchArgv(dir, 2, {"train.total_steps=50"}),
+      {BinPath("shardline-coordinator"), "--config", DefaultConfig(), "--listen", "127.0.0.1:0", "--workdir", dir,
+       "--set", "train.total_steps=7"}};
+  for (const std::vector<std::string>& argv : intruders) {
+    SCOPED_TRACE(argv[0] + " " + argv[1]);
+    Subprocess p(argv);
+    EXPECT_EQ(p.Wait(absl::Seconds(60)), 1) << p.Output();
+    EXPECT_TRUE(absl::StrContains(p.Output(), "workdir " + dir + " is in use by shardline launch (pid "))
+        << p.Output();
+    EXPECT_TRUE(absl::StrContains(p.Output(), "nothing was changed")) << p.Output();
+    EXPECT_EQ(ReadAll(dir + "/config.textproto"), config);
+    EXPECT_EQ(ReadAll(dir + "/coordinator.address"), address);
+    EXPECT_EQ(ReadAll(dir + "/token"), token);
+  }
+  Subprocess status({BinPath("shardline"), "status", "--workdir", dir});
+  EXPECT_EQ(status.Wait(absl::Seconds(30)), 0) << status.Output();
+  // The job never noticed: the next save commits, and nothing broke.
+  const std::string log = ReadAll(dir + "/logs/coordinator.log");
+  const size_t committed = log.rfind("committed checkpoint at step ");
+  ASSERT_NE(committed, std::string::npos);
+  const int64_t last = std::atoll(log.c_str() + committed + std::strlen("committed checkpoint at step "));
+  ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", absl::StrCat("committed checkpoint at step ", last + 200, " "),
+                          absl::Seconds(120)));
+  EXPECT_FALSE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "not committed"));
+  EXPECT_FALSE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "generation 2"));
+  launch.Signal(SIGTERM);
+  EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();
+
+  // Two `train` runs: the second is refused while the first runs.
+  const std::string solo = FreshDir("fault_one_owner_train");
+  Subprocess first(TrainArgv(solo, {"train.total_steps=1000000", "checkpoint.every_steps=100"}));
+  ASSERT_TRUE(WaitForText(solo + "/LOCK", "shardline train", absl::Seconds(60))) << first.Output();
+  Subprocess second(TrainArgv(solo, {"train.total_steps=50"}));
+  EXPECT_EQ(second.Wait(absl::Seconds(60)), 1) << second.Output();
+  EXPECT_TRUE(absl::StrContains(second.Output(), "is in use by shardline train (pid ")) << second.Output();
+  const std::string first_holder = ReadAll(solo + "/LOCK");
+  first.Signal(SIGKILL);
+  first.Wait(absl::Seconds(30));
+  // The lock died with its holder: the workdir is free again.
+  Subprocess third(TrainArgv(solo, {"train.total_steps=1000000", "checkpoint.every_steps=100"}));
+  bool taken = false;
+  for (const absl::Time until = absl::Now() + absl::Seconds(60); !taken && absl::Now() < until;) {
+    const std::string holder = ReadAll(solo + "/LOCK");
+    taken = absl::StrContains(holder, "shardline train (pid ") && holder != first_holder;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(taken) << third.Output();
+  third.Signal(SIGKILL);
+  third.Wait(absl::Seconds(30));
+}
+
 // Unmounts `dir` however the test ends.
 class ScopedMount {
  public:

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include "common/rpc_auth.h"
 #include "common/stable_port.h"
 #include "common/status_macros.h"
+#include "common/workdir_lock.h"
 #include "coordinator/progress_line.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "worker/cli/commands.h"
@@ -37,13 +39,14 @@ namespace {
 
 constexpr char kHelp[] =
     "usage: shardline launch --config FILE --workers N --workdir DIR [--max_restarts K]\n"
-    "                        [--set a.b=value ...]\n"
+    "                        [--max_coordinator_restarts C] [--set a.b=value ...]\n"
     "\n"
     "Runs a coordinator and N workers on this host (loopback) and trains. Each\n"
     "process's lines are shown prefixed with its role and rank and kept in\n"
     "DIR/logs/. A worker that dies is restarted (same rank), at most K times in all\n"
-    "(default 0), and so is a coordinator killed by a signal (same address; it\n"
-    "recovers from its RocksDB state); the world then restarts from the workers'\n"
+    "(default 0), and a coordinator killed by a signal at most C times, a budget of\n"
+    "its own (same address; it recovers from its RocksDB state); the world then\n"
+    "restarts from the workers'\n"
     "in-memory snapshots or the last committed checkpoint. With\n"
     "runtime.min_workers set, a worker killed with no restarts left is not waited\n"
     "for: the job goes on with the others. Ctrl-C or SIGTERM stops the job\n"
@@ -54,9 +57,11 @@ constexpr char kHelp[] =
     "  --config FILE   job config (text proto); --set overrides fields\n"
     "  --workers N     world size (sets runtime.num_workers)\n"
     "  --workdir DIR   metrics.jsonl, logs/, coordinator state\n"
-    "  --max_restarts K  restarts of dead processes allowed over the whole job\n"
-    "  --token_file FILE the job token every process checks (a private file);\n"
-    "                  default DIR/token, created (mode 0600) on first launch\n"
+    "  --max_restarts K  restarts of dead workers allowed over the whole job\n"
+    "  --max_coordinator_restarts C  restarts of a killed coordinator (default K)\n"
+    "  --token_file FILE the job token (a private file); default DIR/token, made\n"
+    "                  afresh (mode 0600) by every launch. Workers get only\n"
+    "                  DIR/credentials/rank-R\n"
     "  --tls_cert F --tls_key F --tls_ca F  mutual TLS for every process (PEM;\n"
     "                  the certificate must name 127.0.0.1); see docs/security.md\n";
 
@@ -206,6 +211,15 @@ absl::Status Launch(const Args& args) {
   if (args.Has("max_restarts") && (!absl::SimpleAtoi(args.Get("max_restarts"), &max_restarts) || max_restarts < 0)) {
     return absl::InvalidArgumentError("--max_restarts must be a non-negative integer");
   }
+  // The coordinator's state is durable, so restarting it loses nothing; its
+  // budget is its own, so workers that used theirs do not leave the job
+  // without a coordinator (and the other way round).
+  int max_coordinator_restarts = max_restarts;
+  if (args.Has("max_coordinator_restarts") &&
+      (!absl::SimpleAtoi(args.Get("max_coordinator_restarts"), &max_coordinator_restarts) ||
+       max_coordinator_restarts < 0)) {
+    return absl::InvalidArgumentError("--max_coordinator_restarts must be a non-negative integer");
+  }
   std::vector<std::string> sets = args.GetAll("set");
   sets.push_back(absl::StrCat("runtime.num_workers=", workers));
   // Fail here, with the config's own error, rather than in a child.
@@ -214,6 +228,11 @@ absl::Status Launch(const Args& args) {
   const bool elastic = cfg.runtime().min_workers() > 0;
   int workers_gone = 0;
   const std::string workdir = args.Get("workdir");
+  // One owner per workdir, taken before anything in it changes (a refused
+  // launch leaves the running job's coordinator.address and token alone),
+  // and handed to the coordinator it starts.
+  ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(workdir, "shardline launch"));
+  lock->ShareWithChildren();
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir + "/logs"), "creating --workdir"));
   RETURN_IF_ERROR(CheckWritableDir(env, workdir + "/checkpoints"));  // here, not at the first save
   const std::string address_file = workdir + "/coordinator.address";
@@ -310,11 +329,20 @@ absl::Status Launch(const Args& args) {
     RETURN_IF_ERROR(children.back()->Start());
   }
 
-  int restarts = 0, signals_seen = 0;
+  int restarts = 0, coordinator_restarts = 0, signals_seen = 0;
   absl::Status outcome;
   bool coordinator_done = false;
   absl::Time coordinator_exit;
   absl::Time failed_at = absl::InfinitePast();
+  // A worker exits 0 only once the coordinator has durably recorded that
+  // every worker finished: when all have, the job is over whatever the
+  // coordinator does next (a restarted one exits within seconds; one that
+  // does not gets kCoordinatorAfterWorkers, then SIGTERM, then SIGKILL).
+  constexpr absl::Duration kCoordinatorAfterWorkers = absl::Seconds(10);
+  std::vector<bool> finished(children.size(), false);
+  absl::Time workers_finished_at = absl::InfinitePast();
+  bool killed_after_end = false;
+  bool coordinator_termed = false;
   for (;;) {
     const int signals = g_signals.load();
     if (signals > signals_seen) {
@@ -328,6 +356,7 @@ absl::Status Launch(const Args& args) {
       }
       signals_seen = signals;
     }
+    const bool workers_finished = workers_finished_at != absl::InfinitePast();
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
@@ -341,18 +370,26 @@ absl::Status Launch(const Args& args) {
       if (pid == coordinator.pid()) {
         coordinator.Exited();
         const bool killed = WIFSIGNALED(status);
-        if (killed && signals_seen == 0 && outcome.ok() && restarts < max_restarts) {
-          // It recovers its state from RocksDB; the workers reconnect.
-          ++restarts;
-          SLOG(WARNING) << "the coordinator died (" << how << "); restarting it (" << restarts << "/"
-                        << max_restarts << ")";
+        if (killed && signals_seen == 0 && outcome.ok() && !workers_finished &&
+            coordinator_restarts < max_coordinator_restarts) {
+          // It recovers its state from RocksDB; the workers reconnect (or,
+          // if they all finished meanwhile, it finds the job over).
+          ++coordinator_restarts;
+          SLOG(WARNING) << "the coordinator died (" << how << "); restarting it (" << coordinator_restarts << "/"
+                        << max_coordinator_restarts << ")";
           RETURN_IF_ERROR(coordinator.Start());
           continue;
         }
         coordinator_done = true;
         coordinator_exit = absl::Now();
-        if (!ok && outcome.ok()) outcome = absl::InternalError("the coordinator failed (" + how + ")");
-        if (!ok) {
+        if (workers_finished && !ok) {
+          SLOG(WARNING) << "the coordinator ended with " << how << " after every worker finished; the job is done";
+        } else if (!ok && outcome.ok()) {
+          outcome = absl::InternalError(absl::StrCat(
+              "the coordinator failed (", how, ")",
+              killed && coordinator_restarts >= max_coordinator_restarts ? "; no coordinator restarts left" : ""));
+        }
+        if (!ok && !workers_finished) {
           // The job is over and nobody will coordinate the workers again:
           // stop them now rather than after the grace period below.
           for (auto& c : children) c->Signal(SIGTERM);
@@ -362,7 +399,21 @@ absl::Status Launch(const Args& args) {
         Child& c = *children[r];
         if (pid != c.pid()) continue;
         c.Exited();
-        if (ok) break;
+        if (ok) {
+          finished[r] = true;
+          if (std::count(finished.begin(), finished.end(), true) + workers_gone ==
+                  static_cast<int>(children.size()) &&
+              !workers_finished) {
+            workers_finished_at = absl::Now();
+          }
+          break;
+        }
+        if (killed_after_end && outcome.ok()) {
+          // The final checkpoint is committed and the coordinator said so:
+          // a worker that would not exit afterwards does not undo that.
+          SLOG(WARNING) << c.name() << " did not exit within 30 s of the job's end and was killed; the job is done";
+          break;
+        }
         if (!deterministic && !coordinator_done && signals_seen == 0 && restarts < max_restarts) {
           ++restarts;
           SLOG(WARNING) << c.name() << " died (" << how << "); restarting it (" << restarts << "/" << max_restarts << ")";
@@ -391,7 +442,24 @@ absl::Status Launch(const Args& args) {
       // after a clean end, 5 s after a failed one (they were sent SIGTERM).
       const absl::Duration grace = outcome.ok() ? absl::Seconds(30) : absl::Seconds(5);
       if (coordinator_done && absl::Now() - coordinator_exit > grace) {
-        for (auto& c : children) c->Signal(SIGKILL);
+        for (auto& c : children) {
+          if (c->running()) {
+            c->Signal(SIGKILL);
+            killed_after_end = killed_after_end || outcome.ok();
+          }
+        }
+      }
+      // Every worker finished: the coordinator has a bounded time to end.
+      if (workers_finished && coordinator.running()) {
+        const absl::Duration since = absl::Now() - workers_finished_at;
+        if (since > kCoordinatorAfterWorkers + absl::Seconds(5)) {
+          coordinator.Signal(SIGKILL);
+        } else if (since > kCoordinatorAfterWorkers && !coordinator_termed) {
+          SLOG(WARNING) << "every worker finished " << absl::FormatDuration(since)
+                        << " ago and the coordinator is still running; stopping it";
+          coordinator.Signal(SIGTERM);
+          coordinator_termed = true;
+        }
       }
       // A failed job gets 30 s to stop gracefully (the coordinator was sent
       // SIGTERM), then everything is killed: no wait without an end.
@@ -412,7 +480,8 @@ absl::Status Launch(const Args& args) {
 
 int LaunchCommand(int argc, char** argv) {
   Args args;
-  absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workers", "workdir", "max_restarts", "token_file", "tls_cert", "tls_key", "tls_ca"},
+  absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workers", "workdir", "max_restarts", "max_coordinator_restarts", "token_file",
+                                   "tls_cert", "tls_key", "tls_ca"},
                                   {"set"},
                                   "shardline launch", &args);
   struct sigaction sa = {};

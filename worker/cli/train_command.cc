@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "common/metrics_writer.h"
 #include "common/status_macros.h"
+#include "common/workdir_lock.h"
 #include "worker/cli/commands.h"
 #include "worker/data/dataset.h"
 #include "worker/data/inflate_cache.h"
@@ -88,6 +89,8 @@ absl::Status Train(const Args& args) {
                   << "; 'shardline train' runs a world of one and ignores it";
     cfg.mutable_runtime()->set_num_workers(1);
   }
+  // One owner per workdir, taken before anything in it changes.
+  ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(workdir, "shardline train"));
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
   // Found now, not at the first save after minutes of training.
   RETURN_IF_ERROR(CheckWritableDir(env, workdir + "/checkpoints"));
