@@ -73,13 +73,22 @@ absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::
                                        const std::map<int, coordinator::SavedShard>& shards) {
   if (options_.root.empty()) return absl::OkStatus();
   MutexLock io(&io_mu_);
+  Env* env = options_.env;
+  const bool gone = !env->IsDirectory(StepDir(options_.root, step));
   {
     MutexLock lock(&mu_);
     // Reported again (a resent finished report): already done. A step marked
     // bad and saved anew is committed again.
     if (committed_.count(step) > 0 && bad_.count(step) == 0) return absl::OkStatus();
+    // Resent after a newer commit whose retention deleted it (a worker
+    // resends its last saves after a coordinator pause): nothing to commit,
+    // and nothing failed.
+    if (gone && !committed_.empty() && step < *committed_.rbegin()) {
+      SLOG(INFO) << "shards of step " << step << " reported again after step " << *committed_.rbegin()
+                 << " was committed and retention removed it; nothing to do";
+      return absl::OkStatus();
+    }
   }
-  Env* env = options_.env;
   state::CheckpointManifest m;
   m.set_step(step);
   m.set_world_size(world_size);
@@ -114,8 +123,13 @@ absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::
   if (was_bad) RETURN_IF_ERROR(store_->Delete(absl::StrCat(kBadPrefix, StepDirName(step)), /*sync=*/true));
   SLOG(INFO) << "committed checkpoint at step " << step << " (" << m.shards_size() << " shards)"
              << (best ? absl::StrCat(", the new best: ", options_.policy.best_metric(), " ", best_value) : "");
+  std::vector<int64_t> pinned;
+  {
+    MutexLock lock(&mu_);
+    if (pinned_ > 0) pinned.push_back(pinned_);
+  }
   ASSIGN_OR_RETURN(std::vector<int64_t> deleted,
-                   FinishCommit(env, options_.root, options_.policy, step, best, best_value));
+                   FinishCommit(env, options_.root, options_.policy, step, best, best_value, pinned));
   {
     MutexLock lock(&mu_);
     for (int64_t d : deleted) committed_.erase(d);
@@ -131,12 +145,29 @@ bool CheckpointCatalog::NoteBad(int64_t step) {
 
 bool CheckpointCatalog::IsRestorePoint(int64_t step) const {
   MutexLock lock(&mu_);
-  return committed_.count(step) > 0 || (resume_from_.step > 0 && resume_from_.step == step);
+  // A bad one was handed out too (its quarantine may come before a second
+  // rank's report of it).
+  return committed_.count(step) > 0 || bad_.count(step) > 0 || (resume_from_.step > 0 && resume_from_.step == step);
 }
 
 absl::Status CheckpointCatalog::PersistBad(int64_t step, const std::string& reason) {
   MutexLock io(&io_mu_);
-  return store_->Put(absl::StrCat(kBadPrefix, StepDirName(step)), reason, /*sync=*/true);
+  RETURN_IF_ERROR(store_->Put(absl::StrCat(kBadPrefix, StepDirName(step)), reason, /*sync=*/true));
+  if (options_.root.empty()) return absl::OkStatus();
+  // Set aside, not deleted: never restored, listed or counted by retention
+  // again, and there for a person to look at.
+  RETURN_IF_ERROR(QuarantineCheckpoint(options_.env, options_.root, step, reason));
+  RETURN_IF_ERROR(store_->Delete(absl::StrCat(kCheckpointPrefix, StepDirName(step)), /*sync=*/true));
+  SLOG(WARNING) << "checkpoint at step " << step << " moved to " << options_.root << "/" << kQuarantineDir << "/"
+                << StepDirName(step) << " (" << reason << ")";
+  MutexLock lock(&mu_);
+  committed_.erase(step);
+  return absl::OkStatus();
+}
+
+void CheckpointCatalog::Pin(int64_t step) {
+  MutexLock lock(&mu_);
+  pinned_ = step;
 }
 
 int64_t CheckpointCatalog::LatestGoodLocked() const {

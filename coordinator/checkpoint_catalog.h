@@ -71,9 +71,14 @@ class CheckpointCatalog {
   // marked. Make it durable with PersistBad.
   bool NoteBad(int64_t step);
   // True if `step` is a checkpoint this catalog could hand out (committed,
-  // or the one found on disk to resume from), bad or not.
+  // marked bad, or the one found on disk to resume from).
   bool IsRestorePoint(int64_t step) const;
+  // Records the mark (synced) and moves the checkpoint to
+  // root/quarantine (common/checkpoint/checkpoint_dir.h).
   absl::Status PersistBad(int64_t step, const std::string& reason);
+  // Retention keeps `step` (the checkpoint the running world restored
+  // from) until another is pinned; 0: none.
+  void Pin(int64_t step);
 
   RestorePoint Restore() const;
   // <workdir>/checkpoints (empty: checkpoints are off).
@@ -92,6 +97,7 @@ class CheckpointCatalog {
   std::set<int64_t> committed_ ABSL_GUARDED_BY(mu_);
   std::set<int64_t> bad_ ABSL_GUARDED_BY(mu_);
   RestorePoint resume_from_ ABSL_GUARDED_BY(mu_);  // used while nothing here is good
+  int64_t pinned_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace shardline

@@ -182,6 +182,7 @@ void Job::PersistState() {
     if (history_dirty_) history = history_.SerializeAsString();
     history_dirty_ = false;
     finished = state_ == JobState::kDone && !finished_durable_;
+    if (finished) step = std::max(step, furthest_step_);
   }
   absl::Status s = absl::OkStatus();
   if (history.has_value()) s = store_->Put(kWorldHistoryKey, *history, /*sync=*/false);
@@ -273,6 +274,8 @@ void Job::Form(const std::string& why) {
   memory_step_ = PlanMemoryRestore();
   const int64_t disk_step = catalog_.Restore().step;
   start_step_ = memory_step_ > 0 ? memory_step_ : disk_step;
+  // Retention never deletes the checkpoint this world restored from.
+  if (memory_step_ == 0) catalog_.Pin(disk_step);
   const int64_t redo = std::max<int64_t>(0, furthest_step_ - start_step_);
   steps_redone_ += redo;
   if (redo > 0) {
@@ -855,8 +858,10 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
       state_ = JobState::kDone;
       final_ = absl::OkStatus();
       ++state_version_;
-      SLOG(INFO) << "every worker finished at step " << GlobalStepLocked();
-      CrashPoint("every_worker_finished", GlobalStepLocked());
+      // The furthest step reported: after a partition a member's count can
+      // lag its own finished report (it was "step 0").
+      SLOG(INFO) << "every worker finished at step " << furthest_step_;
+      CrashPoint("every_worker_finished", furthest_step_);
     }
   }
   return absl::OkStatus();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -116,13 +117,42 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(Env* env, const std::string&
 
 absl::StatusOr<std::vector<int64_t>> FinishCommit(Env* env, const std::string& root,
                                                   const config::CheckpointConfig& policy, int64_t step,
-                                                  bool new_best, double best_value) {
+                                                  bool new_best, double best_value,
+                                                  const std::vector<int64_t>& pinned) {
   if (new_best) RETURN_IF_ERROR(WriteBest(env, root, step, best_value));
   const int64_t best = ReadBestStep(env, root);
-  ASSIGN_OR_RETURN(std::vector<int64_t> deleted,
-                   ApplyRetention(env, root, policy, best >= 0 ? std::vector<int64_t>{best} : std::vector<int64_t>{}));
+  std::vector<int64_t> keep = pinned;
+  if (best >= 0) keep.push_back(best);
+  ASSIGN_OR_RETURN(std::vector<int64_t> deleted, ApplyRetention(env, root, policy, keep));
   RETURN_IF_ERROR(DeleteUncommitted(env, root, step));
   return deleted;
+}
+
+absl::Status QuarantineCheckpoint(Env* env, const std::string& root, int64_t step, const std::string& reason) {
+  const std::string dir = StepDir(root, step);
+  if (!env->IsDirectory(dir)) return absl::OkStatus();
+  const std::string aside = root + "/" + kQuarantineDir;
+  RETURN_IF_ERROR(env->CreateDirs(aside));
+  const std::string to = aside + "/" + StepDirName(step);
+  RETURN_IF_ERROR(env->DeleteRecursively(to));
+  RETURN_IF_ERROR(WriteFileAtomically(env, dir + "/" + kBadFile, reason + "\n"));
+  RETURN_IF_ERROR(env->RenameFile(dir, to));
+  return env->SyncDir(root);
+}
+
+absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> QuarantinedSteps(Env* env, const std::string& root) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  const std::string aside = root + "/" + kQuarantineDir;
+  if (!env->IsDirectory(aside)) return out;
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->GetChildren(aside));
+  for (const std::string& n : names) {
+    int64_t step;
+    if (!ParseStepDirName(n, &step)) continue;
+    absl::StatusOr<std::string> why = env->ReadFile(aside + "/" + n + "/" + kBadFile);
+    out.emplace_back(step, why.ok() ? std::string(absl::StripTrailingAsciiWhitespace(*why)) : std::string("?"));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace shardline

@@ -66,11 +66,27 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(Env* env, const std::string&
 
 // The steps after `step`'s COMMITTED file is durable, shared by every
 // committer: records `step` in root/BEST if `new_best`, applies the policy
-// (never deleting the step BEST names), and deletes uncommitted directories
-// below `step`. Returns the steps retention deleted.
+// (never deleting the step BEST names, nor those in `pinned`: the one the
+// job restored from), and deletes uncommitted directories below `step`.
+// Returns the steps retention deleted.
 absl::StatusOr<std::vector<int64_t>> FinishCommit(Env* env, const std::string& root,
                                                   const config::CheckpointConfig& policy, int64_t step,
-                                                  bool new_best, double best_value);
+                                                  bool new_best, double best_value,
+                                                  const std::vector<int64_t>& pinned = {});
+
+// Where checkpoints found bad are kept aside: root/quarantine/step_N, each
+// with a BAD file saying why. Never restored, listed or counted by
+// retention; kept for a person to look at (delete them by hand).
+inline constexpr char kQuarantineDir[] = "quarantine";
+inline constexpr char kBadFile[] = "BAD";
+
+// Moves `step`'s directory under root/quarantine (replacing an older
+// quarantined copy of that step) with a BAD file holding `reason`. OK if the
+// directory is already gone.
+absl::Status QuarantineCheckpoint(Env* env, const std::string& root, int64_t step, const std::string& reason);
+
+// The quarantined steps under root, ascending, and why each was set aside.
+absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> QuarantinedSteps(Env* env, const std::string& root);
 
 }  // namespace shardline
 

@@ -104,10 +104,21 @@ TEST(LaunchFaultTest, AMissingShardFallsBackAndNoUsableCheckpointStopsTheJob) {
   const std::string missing = StepDir(root, 400) + "/" + ShardFileName(1, 2);
   ASSERT_EQ(std::remove(missing.c_str()), 0);
 
-  Subprocess fallback(LaunchArgv(dir, 2, {"train.total_steps=500", "checkpoint.every_steps=200"}));
+  Subprocess fallback(
+      LaunchArgv(dir, 2, {"train.total_steps=500", "checkpoint.every_steps=200", "checkpoint.keep_last=2"}));
   ASSERT_EQ(fallback.Wait(absl::Seconds(120)), 0) << fallback.Output();
   EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "falling back to step 200"));
   EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "restored step 200"));
+  // Issue 34, finding 3: the bad checkpoint is set aside (listed as bad,
+  // never verified or counted as committed), and retention (keep_last=2:
+  // 400 and 500) kept 200, which the job restored from.
+  EXPECT_FALSE(ReadAll(root + "/quarantine/" + StepDirName(400) + "/BAD").empty());
+  EXPECT_FALSE(ReadAll(StepDir(root, 200) + "/COMMITTED").empty()) << "retention deleted the restore point";
+  Subprocess list({BinPath("shardline"), "ckpt", "list", dir});
+  ASSERT_EQ(list.Wait(absl::Seconds(30)), 0) << list.Output();
+  EXPECT_TRUE(absl::StrContains(list.Output(), "400                  bad")) << list.Output();
+  Subprocess verify({BinPath("shardline"), "ckpt", "verify", dir});
+  EXPECT_EQ(verify.Wait(absl::Seconds(30)), 0) << verify.Output();
 
   // Now damage everything it could resume from: 500 (the final save) and
   // 400 (saved again) lose a shard, 200 gets a flipped byte.
@@ -123,10 +134,11 @@ TEST(LaunchFaultTest, AMissingShardFallsBackAndNoUsableCheckpointStopsTheJob) {
   EXPECT_TRUE(absl::StrContains(out, "no checkpoint of this job can be restored")) << out;
   EXPECT_TRUE(absl::StrContains(out, flipped)) << out;
   EXPECT_TRUE(absl::StrContains(out, "not training from scratch")) << out;
-  // Nothing was trained over them or deleted.
+  // Nothing was trained over them or deleted: each is set aside whole.
   EXPECT_EQ(JsonField(SplitLines(dir + "/metrics.jsonl", "eval").back(), "step"), 500);
   for (int64_t step : {200, 400, 500}) {
-    EXPECT_FALSE(ReadAll(StepDir(root, step) + "/COMMITTED").empty()) << step;
+    EXPECT_FALSE(ReadAll(root + "/quarantine/" + StepDirName(step) + "/COMMITTED").empty()) << step;
+    EXPECT_FALSE(ReadAll(root + "/quarantine/" + StepDirName(step) + "/BAD").empty()) << step;
   }
 }
 

@@ -42,12 +42,15 @@ class LocalCommitter : public CheckpointSink {
   LocalCommitter(Env* env, std::string root, config::CheckpointConfig policy, std::string job_id)
       : env_(env), root_(std::move(root)), policy_(std::move(policy)), job_id_(std::move(job_id)) {}
   absl::Status ShardSaved(int64_t step, int rank, int world, const WrittenShard& shard) override;
+  // Retention keeps `step` (the checkpoint this run restored from).
+  void Pin(int64_t step) { pinned_ = step; }
 
  private:
   Env* env_;
   std::string root_;
   config::CheckpointConfig policy_;
   std::string job_id_;
+  int64_t pinned_ = 0;
 };
 
 // The best eval value (checkpoint.best_metric) seen so far and its step;

@@ -9,6 +9,7 @@
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/env.h"
 #include "common/status_macros.h"
+#include "common/text_escape.h"
 #include "worker/checkpoint/safetensors.h"
 #include "common/checkpoint/buffer_names.h"
 #include "common/checkpoint/verify.h"
@@ -79,6 +80,12 @@ absl::Status List(Env* env, const std::string& workdir) {
     }
     printf("%-20s %-11s %-7s %-12ld %s\n", n.substr(5).c_str(), committed ? "committed" : "uncommitted",
            absl::StrCat(shards, "/", world).c_str(), static_cast<long>(bytes), best_text.c_str());
+  }
+  // Checkpoints found bad, set aside in checkpoints/quarantine: never
+  // restored; listed so nobody mistakes the gap for a lost save.
+  ASSIGN_OR_RETURN(auto quarantined, QuarantinedSteps(env, root));
+  for (const auto& [step, why] : quarantined) {
+    printf("%-20ld %-11s %s\n", static_cast<long>(step), "bad", EscapeControl(why, 200).c_str());
   }
   return absl::OkStatus();
 }

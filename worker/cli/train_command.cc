@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
@@ -53,6 +54,9 @@ absl::StatusOr<std::string> NewestThatVerifies(Env* env, const std::string& root
     if (v.ok()) return dir;
     if (!absl::IsDataLoss(v.status())) return v.status();  // not damage: e.g. unreadable directory
     if (first_error.empty()) first_error = std::string(v.status().message());
+    // Set aside: never tried, listed as committed or counted by retention
+    // again.
+    RETURN_IF_ERROR(QuarantineCheckpoint(env, root, *it, std::string(v.status().message())));
     SLOG(ERROR) << "checkpoint at step " << *it << " failed verification: " << v.status().message()
                 << (std::next(it) != steps.rend() ? absl::StrCat("; falling back to step ", *std::next(it))
                                                   : std::string());
@@ -125,6 +129,11 @@ absl::Status Train(const Args& args) {
     restore = StepDir(other, want >= 0 ? want : theirs.back());
   }
   LocalCommitter committer(env, root, cfg.checkpoint(), job_id);
+  // Retention never deletes the checkpoint this run restored from.
+  if (int64_t step = 0; !restore.empty() && absl::StartsWith(restore, root + "/") &&
+                        ParseStepDirName(restore.substr(root.size() + 1), &step)) {
+    committer.Pin(step);
+  }
 
   LocalCollectives comm;
   TrainOptions options;

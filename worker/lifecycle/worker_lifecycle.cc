@@ -331,8 +331,12 @@ absl::Status RunWorker(const WorkerOptions& options, TransportServer* server) {
     carried.finished_report.reset();
     ASSIGN_OR_RETURN(coordinator::RegisterResponse world, client.Register(req, options.connect_timeout));
     if (world.job_over()) {
-      SLOG(INFO) << "the job is over" << (world.job_error().empty() ? "" : ": ") << world.job_error()
-                 << "; exiting";
+      // Exit 0 means the job finished: a supervisor (launch, systemd,
+      // Slurm) may take every worker's 0 as the job's success.
+      if (!world.job_error().empty()) {
+        return absl::FailedPreconditionError(absl::StrCat("the job failed: ", world.job_error()));
+      }
+      SLOG(INFO) << "the job is over; exiting";
       return absl::OkStatus();
     }
     carried.requested_rank = world.slot();  // keep it across generations

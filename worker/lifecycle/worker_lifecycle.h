@@ -72,9 +72,9 @@ enum class GenerationEnd {
 // generation was told to restore a checkpoint.
 GenerationEnd ClassifyGenerationEnd(const absl::Status& result, bool restoring);
 
-// Runs the worker until the job is over. Returns OK when the job finished or
-// the coordinator says it is over (even if it failed: the coordinator
-// reports that), and an error when registering fails for connect_timeout,
+// Runs the worker until the job is over. Returns OK when the job finished,
+// FAILED_PRECONDITION ("the job failed: ...") when the coordinator says it
+// failed, and an error when registering fails for connect_timeout,
 // the config or data set is unusable here, or training failed in a way a
 // restart would repeat. `server` must be listening at transport_address.
 absl::Status RunWorker(const WorkerOptions& options, TransportServer* server);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/shard_file.h"
@@ -70,8 +71,7 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
     MutexLock lock(&mu_);
     registrations_.push_back(*request);
     if (script_.empty()) {
-      response->set_job_over(true);
-      response->set_job_error("ended by the test");
+      response->set_job_over(true);  // finished
     } else {
       *response = script_.front();
       script_.pop_front();
@@ -186,6 +186,19 @@ class WorkerLifecycleTest : public ::testing::Test {
   std::string root_;
   std::atomic<bool> still_stuck_{false};
 };
+
+// Exit 0 means the job finished: a worker told the job failed returns the
+// coordinator's reason (its process exits 1), so a supervisor that sees
+// every worker exit 0 may take the job as done (issue 34, finding 1).
+TEST_F(WorkerLifecycleTest, AWorkerToldTheJobFailedReturnsTheReason) {
+  RegisterResponse over;
+  over.set_job_over(true);
+  over.set_job_error("no checkpoint of this job can be restored");
+  coordinator_.Script(over);
+  const absl::Status s = RunWorker(options_, server_.get());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "the job failed: no checkpoint of this job can be restored")) << s;
+}
 
 TEST_F(WorkerLifecycleTest, ACoordinatorThatSaysTheJobIsOverEndsTheWorkerCleanly) {
   options_.requested_rank = 4;
