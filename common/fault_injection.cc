@@ -19,10 +19,19 @@ void CrashPoint(absl::string_view point, int64_t step) {
     return std::string(v == nullptr ? "" : v);
   }();
   if (spec.empty()) return;
-  const std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits(':', 2));
-  if (parts.size() != 3 || parts[0] != point || (parts[1] != "*" && parts[1] != absl::StrCat(step))) return;
+  // Several faults: "<a>,<b>": each crashes once, so a run can meet a
+  // second fault while recovering from the first.
+  std::string marker;
+  for (absl::string_view one : absl::StrSplit(spec, ',')) {
+    const std::vector<std::string> parts = absl::StrSplit(one, absl::MaxSplits(':', 2));
+    if (parts.size() == 3 && parts[0] == point && (parts[1] == "*" || parts[1] == absl::StrCat(step))) {
+      marker = parts[2];
+      break;
+    }
+  }
+  if (marker.empty()) return;
   // O_EXCL: exactly one process crashes here, once.
-  const int fd = open(parts[2].c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  const int fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0) return;
   close(fd);
   std::fprintf(stderr, "SHARDLINE_CRASH_AT: killing myself at %s of step %ld\n", std::string(point).c_str(),

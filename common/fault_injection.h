@@ -3,7 +3,14 @@
 // point for that step kills itself with SIGKILL (no cleanup, as a real kill),
 // once: it first creates the marker file, and does nothing if it exists, so
 // restarted processes (which inherit the variable) go on.
-// "<step>" may be "*": any step. Points: "after_commit_record"
+// "<step>" may be "*": any step; several faults are separated by ",", each
+// with its own marker (a second fault can hit the recovery from the
+// first). Points (coordinator): "world_formed" (a generation formed, its
+// step is where it starts; nothing persisted), "after_committed_file" (a
+// COMMITTED file written, retention not applied), and below; (worker):
+// "snapshot_replication" (between the shifts that replicate an in-memory
+// snapshot), "restored_from_memory" / "restored_from_disk" (a restore
+// done, no step trained). Also: "after_commit_record"
 // (coordinator: the RocksDB commit record is written, COMMITTED is not),
 // "before_shard_rename" (worker: the shard is written and fsynced under its
 // temporary name, not renamed), "every_worker_finished" (coordinator: the

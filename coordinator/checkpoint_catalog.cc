@@ -113,6 +113,7 @@ absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::
   RETURN_IF_ERROR(store_->Put(absl::StrCat(kCheckpointPrefix, StepDirName(step)), m.SerializeAsString(), /*sync=*/true));
   CrashPoint("after_commit_record", step);
   RETURN_IF_ERROR(WriteCommitted(env, dir, m));
+  CrashPoint("after_committed_file", step);
   bool was_bad;
   {
     MutexLock lock(&mu_);

@@ -302,6 +302,7 @@ void Job::Form(const std::string& why) {
   rate_time_ = now;
   ++state_version_;  // made durable by the caller, outside the lock
   SLOG(INFO) << "generation " << generation_ << " formed: " << members_.size() << " workers";
+  CrashPoint("world_formed", start_step_);
   if (previous != world_size_) RecordWorldChangeLocked(previous, why);
 }
 

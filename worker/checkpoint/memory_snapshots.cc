@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/fault_injection.h"
 #include "common/checkpoint/buffer_names.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/shard.h"
@@ -39,6 +40,7 @@ absl::Status MemorySnapshots::TakeAndReplicate(const ShardSource& source, int co
   const int shifts = std::min(copies, world) - 1;
   for (int k = 1; k <= shifts; ++k) {
     // Receive shard rank-k from the previous rank, which got it k-1 shifts ago.
+    CrashPoint("snapshot_replication", source.step);
     ASSIGN_OR_RETURN(std::string got, comm.SendRecv((rank + 1) % world, passing, (rank + world - 1) % world));
     const SnapshotKey replica{source.step, world, (rank - k + world) % world};
     RETURN_IF_ERROR(Put(replica, got));

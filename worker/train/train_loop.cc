@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/fault_injection.h"
 #include "common/logging.h"
 #include "common/shard.h"
 #include "common/status_macros.h"
@@ -143,6 +144,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
                                         : "");
     }
     if (observer != nullptr) observer->OnOverhead(Overhead::kRestore, took);
+    CrashPoint("restored_from_memory", restored.step);
   } else if (!options.restore_dir.empty()) {
     const auto restore_start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(Restored restored, RestoreCheckpoint(options.env, options.restore_dir, model.layout(),
@@ -158,6 +160,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
                  << restored.bytes_read << " checkpoint bytes read)";
     }
     if (observer != nullptr) observer->OnOverhead(Overhead::kRestore, seconds_since(restore_start));
+    CrashPoint("restored_from_disk", restored.step);
   } else if (!config.checkpoint().init_from().empty()) {
     // Third in the resume order: parameters only, optimizer and data fresh.
     RETURN_IF_ERROR(ReadSafetensorsInto(options.env, config.checkpoint().init_from(), model.layout(),
