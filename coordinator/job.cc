@@ -11,6 +11,7 @@
 #include "common/fault_injection.h"
 #include "common/logging.h"
 #include "common/rpc_auth.h"
+#include "common/text_escape.h"
 #include "common/status_macros.h"
 #include "coordinator/report_check.h"
 #include "coordinator/straggler.h"
@@ -423,6 +424,7 @@ void Job::BreakWorld(const std::string& why, bool planned) {
                                                config_.runtime().replace_timeout_seconds(), " s)")
                                 : "");
     ++losses_;
+    last_disruption_ = why;
   }
   form_target_ = 0;
   forming_since_ = Now();
@@ -844,6 +846,12 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
                 << "; the next world restores from another snapshot or from disk";
     BreakWorld(absl::StrCat("its in-memory snapshot of step ", memory_step_, " failed on rank ", r.rank()));
   }
+  if (!r.left_reason().empty() && !m.left) {
+    // It is alive and saw a peer go: the world breaks, but it is not the
+    // one lost (the silent peer is found by its own absence).
+    m.left = true;
+    BreakWorld(absl::StrCat("worker rank ", r.rank(), " left it: ", EscapeControl(r.left_reason(), 1024)));
+  }
   if (!r.fatal_error().empty()) {
     if (r.diverged_step() > 0) ++nonfinite_losses_;
     Fail(absl::FailedPreconditionError(absl::StrCat("worker rank ", r.rank(), ": ", r.fatal_error())));
@@ -923,7 +931,7 @@ void Job::StreamEndedLocked(int rank, uint64_t generation, bool broken) {
   if (generation != generation_ || members_.count(rank) == 0) return;
   Member& m = members_[rank];
   m.attached = false;
-  if (m.finished || state_ == JobState::kDone || state_ == JobState::kFailed) return;
+  if (m.finished || m.left || state_ == JobState::kDone || state_ == JobState::kFailed) return;
   if (broken && state_ == JobState::kForming) {
     SLOG(WARNING) << "worker rank " << rank << " (" << m.address << ") of generation " << generation
                   << " was lost: its heartbeat stream broke";
@@ -1055,6 +1063,7 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_generation(generation_);
   s.set_global_step(GlobalStepLocked());
   s.set_total_steps(total_steps_);
+  s.set_last_disruption(last_disruption_);
   s.set_world_size(world_size_ > 0 ? world_size_ : options_.world_size);
   s.set_target_world_size(options_.world_size);
   *s.mutable_world_changes() = history_.changes();

@@ -188,6 +188,7 @@ class Job {
     bool attached = false;  // its heartbeat stream is open
     bool finished = false;
     bool evicted = false;
+    bool left = false;  // said it leaves because the world broke around it
     double busy_seconds_per_step = 0;
     coordinator::TimeAccount time;
     // The greatest (sent - received) of its reports: its clock's offset
@@ -317,6 +318,7 @@ class Job {
   // Every worker finished and the store says so (written before any worker
   // is told); at start: the store said so for this very config.
   bool finished_durable_ ABSL_GUARDED_BY(mu_) = false;
+  std::string last_disruption_ ABSL_GUARDED_BY(mu_);
   bool finished_at_start_ ABSL_GUARDED_BY(mu_) = false;
   int64_t finished_step_ ABSL_GUARDED_BY(mu_) = 0;
   JobState state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;

@@ -36,7 +36,8 @@ absl::Status CheckReport(const coordinator::WorkerReport& r, const ReportLimits&
   for (const auto& [name, text] : {std::pair<const char*, const std::string*>{"fatal_error", &r.fatal_error()},
                                    {"watchdog", &r.watchdog()},
                                    {"bad_checkpoint_reason", &r.bad_checkpoint_reason()},
-                                   {"save_failure", &r.save_failure()}}) {
+                                   {"save_failure", &r.save_failure()},
+                                   {"left_reason", &r.left_reason()}}) {
     if (text->size() > limits.max_text_bytes) {
       return Bad(r, absl::StrCat(name, " of ", text->size(), " bytes (at most ", limits.max_text_bytes, ")"));
     }

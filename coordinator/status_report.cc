@@ -60,6 +60,9 @@ std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
   absl::StrAppend(&out, GoodputLine(s.goodput()), "\n");
   absl::StrAppendFormat(&out, "workers: %d of %d alive, %d registered, %d lost so far\n", s.workers_alive(),
                         s.world_size(), s.workers_registered(), s.worker_losses());
+  if (!s.last_disruption().empty()) {
+    absl::StrAppend(&out, "last disruption: ", EscapeControl(s.last_disruption()), "\n");
+  }
   absl::StrAppend(&out, "rank  host:port              alive  heartbeat     step  own work/step  straggler\n");
   for (const coordinator::WorkerStatus& w : s.workers()) {
     absl::StrAppendFormat(&out, "%4d  %-21s  %-5s  %7.2f s  %7d  %10.2f ms  %9s\n", w.rank(), EscapeControl(w.address()),

@@ -496,5 +496,22 @@ TEST_F(JobTest, AFinishedJobIsRecordedBeforeAnyWorkerHearsItAndStaysFinished) {
   EXPECT_EQ(FormWorld(4, 5)[0].generation(), 2u);
 }
 
+// Issue 34, finding 5: when rank 1 stopped, rank 0 (alive) left the broken
+// generation first and the coordinator logged rank 0 as lost. A worker that
+// leaves says why; the world breaks on its word, and its stream's end is
+// not a loss.
+TEST_F(JobTest, AWorkerThatLeavesABrokenWorldIsNotTheOneCountedLost) {
+  FormWorld(1, 2);
+  coordinator::WorkerReport leaving = Report(0, 1, 40);
+  leaving.set_left_reason("peer rank 1 is gone: no frame for 30s (reported by rank 0)");
+  ASSERT_TRUE(job_->Report(leaving).ok());
+  job_->StreamEnded(0, 1, /*broken=*/true);
+  const coordinator::JobStatus s = job_->Snapshot();
+  EXPECT_EQ(s.state(), coordinator::JobStatus::FORMING);
+  EXPECT_EQ(s.worker_losses(), 1);
+  EXPECT_EQ(s.last_disruption(), "worker rank 0 left it: peer rank 1 is gone: no frame for 30s (reported by rank 0)");
+  EXPECT_EQ(s.last_disruption().find("rank 0 (") , std::string::npos) << "rank 0 named as lost";
+}
+
 }  // namespace
 }  // namespace shardline

@@ -1,5 +1,7 @@
 #include "worker/control/heartbeat.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/auth_proof.h"
@@ -70,6 +72,7 @@ bool Heartbeat::SendReport(const LastReport& last) {
   r.set_bad_checkpoint_reason(last.bad_checkpoint_reason);
   r.set_save_failed_step(last.save_failed_step);
   r.set_save_failure(last.save_failure);
+  r.set_left_reason(last.left_reason);
   outbox_.DrainInto(&r);
   {
     MutexLock lock(&mu_);
@@ -135,7 +138,7 @@ std::string Heartbeat::abandoned() {
   return abandoned_;
 }
 
-absl::Status Heartbeat::Close(const LastReport& last) {
+absl::Status Heartbeat::Close(const LastReport& last, absl::Duration wait) {
   {
     MutexLock lock(&mu_);
     closing_ = true;
@@ -147,15 +150,15 @@ absl::Status Heartbeat::Close(const LastReport& last) {
     ok = stream_->WritesDone() && ok;
   }
   // The coordinator ends the stream once it has the last report.
-  const bool ended = read_done_.WaitForNotificationWithTimeout(options_.close_timeout);
+  const absl::Duration timeout = std::min(options_.close_timeout, wait);
+  const bool ended = read_done_.WaitForNotificationWithTimeout(timeout);
   if (!ended) ctx_.TryCancel();
   if (reader_.joinable()) reader_.join();
   const grpc::Status s = stream_->Finish();
   if (!ok) return absl::UnavailableError("could not deliver the last report to the coordinator");
   if (!ended) {
     return absl::DeadlineExceededError(absl::StrCat("the coordinator did not end the heartbeat stream within ",
-                                                    absl::FormatDuration(options_.close_timeout),
-                                                    " of the last report"));
+                                                    absl::FormatDuration(timeout), " of the last report"));
   }
   if (last.finished && !job_done_.load()) {
     return absl::AbortedError(

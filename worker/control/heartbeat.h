@@ -64,6 +64,7 @@ struct LastReport {
   std::string bad_checkpoint_reason;
   int64_t save_failed_step = 0;      // > 0: writing this rank's shard of that step failed
   std::string save_failure;
+  std::string left_reason;           // non-empty: leaving because the world broke around it
 };
 
 // Thread-safe. The stream opens in the constructor (the first report tells
@@ -98,8 +99,10 @@ class Heartbeat {
   // stream in time (the report may or may not have arrived). With
   // last.finished, OK means the coordinator said the whole job is done
   // (every worker finished); ABORTED if it ended the stream without saying
-  // so (the world broke before every worker finished). Call once.
-  absl::Status Close(const LastReport& last);
+  // so (the world broke before every worker finished). `wait` shortens the
+  // wait below close_timeout (a worker leaving a broken world does not
+  // wait on a cut-off coordinator). Call once.
+  absl::Status Close(const LastReport& last, absl::Duration wait = absl::InfiniteDuration());
 
   // Why the generation was abandoned ("" if it was not).
   std::string abandoned();

@@ -295,10 +295,16 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
       heartbeat.Close(last).IgnoreError();
       return Done(status);
     }
-    case GenerationEnd::kRejoin:
+    case GenerationEnd::kRejoin: {
       SLOG(WARNING) << "generation " << world.generation() << " ended: " << status.message()
                     << "; registering again";
+      // Said, so the coordinator does not take this live worker for the
+      // one lost; at most a second's wait on a coordinator cut off.
+      LastReport last;
+      last.left_reason = std::string(status.message());
+      heartbeat.Close(last, absl::Seconds(1)).IgnoreError();
       break;
+    }
   }
   carried.previous_generation = world.generation();
   carried.left_because = std::string(status.message());
