@@ -30,8 +30,10 @@ void CrashPoint(absl::string_view point, int64_t step);
 
 // With SHARDLINE_HANG_AT="<point>:<marker file>", the first process to reach
 // `point` (it creates the marker) stops there for good, as a hung process
-// would: only a signal ends it. Points: "worker_after_job_done" (a worker
-// told the job is over, before it exits).
+// would: only SIGKILL ends it (pause() returns after a caught signal and
+// waits again). Points: "worker_after_job_done" (a worker told the job is
+// over, before it exits), "coordinator_after_job_end" (the job finished and
+// every worker was told, before the coordinator exits).
 void HangPoint(absl::string_view point);
 
 }  // namespace shardline

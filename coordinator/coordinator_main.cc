@@ -30,6 +30,7 @@
 #include "coordinator/service.h"
 #include "prometheus/registry.h"
 #include "common/args.h"
+#include "common/fault_injection.h"
 #include "common/rpc_auth.h"
 #include "common/rpc_auth_metrics.h"
 #include "common/workdir_lock.h"
@@ -305,6 +306,7 @@ absl::Status Run(const Args& args) {
     }
   }
   if (finished_at > 0) absl::SleepFor(kFinishedLinger);
+  if (job.final_status().ok()) HangPoint("coordinator_after_job_end");
   const coordinator::JobStatus snap = advance(absl::Now());
   if (absl::Status persisted = goodput->MaybePersist(absl::Now(), /*force=*/true); !persisted.ok()) {
     SLOG(WARNING) << persisted;

@@ -300,6 +300,22 @@ TEST(CoordinatorFaultTest, ACoordinatorKilledAtTheVeryEndEndsTheJobWithNothingLo
   EXPECT_TRUE(SameBits(FinalState(finished_dir, 400, 2), want));
 }
 
+// Issue 34, finding 1, the launcher's half: once every worker exited 0 the
+// job is over whatever the coordinator does. One that hangs instead of
+// exiting gets 10 s, then SIGTERM, then SIGKILL 5 s later, and launch
+// exits 0: the final checkpoint is committed.
+TEST(CoordinatorFaultTest, ACoordinatorThatHangsAfterEveryWorkerFinishedIsEndedAndTheJobIsDone) {
+  const std::string dir = FreshDir("fault_coordinator_hangs_at_end");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=200", "train.eval_every=200"}),
+                    {absl::StrCat("SHARDLINE_HANG_AT=coordinator_after_job_end:", dir, "/hang-marker")});
+  ASSERT_EQ(launch.Wait(absl::Seconds(120)), 0) << launch.Output();
+  EXPECT_TRUE(absl::StrContains(launch.Output(), "hanging at coordinator_after_job_end")) << launch.Output();
+  EXPECT_TRUE(absl::StrContains(launch.Output(), "and the coordinator is still running; stopping it")) << launch.Output();
+  EXPECT_TRUE(absl::StrContains(launch.Output(), "after every worker finished; the job is done")) << launch.Output();
+  Subprocess verify({BinPath("shardline"), "ckpt", "verify", dir});
+  EXPECT_EQ(verify.Wait(absl::Seconds(30)), 0) << verify.Output();
+}
+
 // Issue 34, finding 6: a worker that hung after "every worker finished" was
 // killed after the 30 s grace and launch exited 1, although the final
 // checkpoint was committed. Now the job is done: exit 0, with a warning.
