@@ -64,12 +64,18 @@ absl::StatusOr<Credential> ParseCredential(absl::string_view text) {
   return Credential{rank, std::string(parts[1])};
 }
 
-absl::StatusOr<std::string> NewNonce() {
+absl::StatusOr<std::string> RandomHex(size_t bytes, absl::string_view what) {
   std::ifstream urandom("/dev/urandom", std::ios::binary);
-  char bytes[16];
-  if (!urandom.read(bytes, sizeof(bytes))) return absl::UnavailableError("cannot read /dev/urandom for a nonce");
-  return absl::BytesToHexString(absl::string_view(bytes, sizeof(bytes)));
+  std::string raw(bytes, '\0');
+  if (!urandom.read(raw.data(), static_cast<std::streamsize>(bytes))) {
+    return absl::UnavailableError(absl::StrCat("cannot read /dev/urandom for ", what));
+  }
+  return absl::BytesToHexString(raw);
 }
+
+absl::StatusOr<std::string> NewNonce() { return RandomHex(16, "a nonce"); }
+
+bool IsClientNonce(absl::string_view nonce) { return IsHex(nonce, 16, 64); }
 
 std::string ServerNonce(absl::string_view key, absl::string_view client_nonce, int64_t now_micros) {
   return absl::StrCat(now_micros, "-", HmacSha256Hex(key, absl::StrCat("shardline-nonce/", client_nonce, "/", now_micros)));
@@ -101,7 +107,7 @@ absl::StatusOr<CallProof> ParseCallProof(absl::string_view text) {
   const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
   CallProof p;
   if (text.size() > 256 || parts.size() != 4 || !absl::SimpleAtoi(parts[0], &p.rank) || p.rank < -1 ||
-      p.rank > kMaxCredentialRank || !IsHex(parts[1], 16, 64) || parts[2].size() > 96 || !IsHex(parts[3], 64, 64)) {
+      p.rank > kMaxCredentialRank || !IsClientNonce(parts[1]) || parts[2].size() > 96 || !IsHex(parts[3], 64, 64)) {
     return absl::InvalidArgumentError("malformed call proof");
   }
   p.client_nonce = std::string(parts[1]);

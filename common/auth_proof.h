@@ -64,8 +64,13 @@ std::string RankCredentialText(absl::string_view token, int rank);
 // text that starts like a rank credential but is not one.
 absl::StatusOr<Credential> ParseCredential(absl::string_view text);
 
-// 32 random hex digits from /dev/urandom.
+// `bytes` random bytes from /dev/urandom, as 2 * bytes hex digits; `what`
+// names the use in the error.
+absl::StatusOr<std::string> RandomHex(size_t bytes, absl::string_view what);
+// 32 random hex digits: RandomHex(16).
 absl::StatusOr<std::string> NewNonce();
+// True for a client nonce of the accepted form: 16 to 64 hex digits.
+bool IsClientNonce(absl::string_view nonce);
 
 // The server's half of a session for client nonce `client_nonce`, made at
 // `now_micros`: "<micros>-<mac>".

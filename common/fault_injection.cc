@@ -12,12 +12,27 @@
 #include "absl/strings/str_split.h"
 
 namespace shardline {
+namespace {
+
+// The value of environment variable `name`, read once per name and process.
+std::string EnvOnce(const char* name) {
+  const char* v = std::getenv(name);
+  return std::string(v == nullptr ? "" : v);
+}
+
+// True the first time any process creates `marker` (O_EXCL): each armed
+// fault fires exactly once, and restarted processes go on.
+bool FirstToArrive(const std::string& marker) {
+  const int fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
+}  // namespace
 
 void CrashPoint(absl::string_view point, int64_t step) {
-  static const std::string spec = [] {
-    const char* v = std::getenv("SHARDLINE_CRASH_AT");
-    return std::string(v == nullptr ? "" : v);
-  }();
+  static const std::string spec = EnvOnce("SHARDLINE_CRASH_AT");
   if (spec.empty()) return;
   // Several faults: "<a>,<b>": each crashes once, so a run can meet a
   // second fault while recovering from the first.
@@ -29,11 +44,7 @@ void CrashPoint(absl::string_view point, int64_t step) {
       break;
     }
   }
-  if (marker.empty()) return;
-  // O_EXCL: exactly one process crashes here, once.
-  const int fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) return;
-  close(fd);
+  if (marker.empty() || !FirstToArrive(marker)) return;
   std::fprintf(stderr, "SHARDLINE_CRASH_AT: killing myself at %s of step %ld\n", std::string(point).c_str(),
                static_cast<long>(step));
   std::fflush(stderr);
@@ -41,16 +52,10 @@ void CrashPoint(absl::string_view point, int64_t step) {
 }
 
 void HangPoint(absl::string_view point) {
-  static const std::string spec = [] {
-    const char* v = std::getenv("SHARDLINE_HANG_AT");
-    return std::string(v == nullptr ? "" : v);
-  }();
+  static const std::string spec = EnvOnce("SHARDLINE_HANG_AT");
   if (spec.empty()) return;
   const std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits(':', 1));
-  if (parts.size() != 2 || parts[0] != point) return;
-  const int fd = open(parts[1].c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) return;
-  close(fd);
+  if (parts.size() != 2 || parts[0] != point || !FirstToArrive(parts[1])) return;
   std::fprintf(stderr, "SHARDLINE_HANG_AT: hanging at %s\n", std::string(point).c_str());
   std::fflush(stderr);
   for (;;) pause();

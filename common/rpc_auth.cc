@@ -8,11 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <tuple>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -50,12 +48,7 @@ absl::StatusOr<std::string> LoadToken(Env* env, const std::string& token_file) {
   return token;
 }
 
-absl::StatusOr<std::string> NewToken() {
-  std::ifstream urandom("/dev/urandom", std::ios::binary);
-  char bytes[32];
-  if (!urandom.read(bytes, sizeof(bytes))) return absl::UnavailableError("cannot read /dev/urandom for a job token");
-  return absl::BytesToHexString(absl::string_view(bytes, sizeof(bytes)));
-}
+absl::StatusOr<std::string> NewToken() { return RandomHex(32, "a job token"); }
 
 absl::Status WritePrivateFile(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
@@ -219,10 +212,7 @@ absl::StatusOr<HelloAnswer> RpcAuth::AnswerHello(int rank, absl::string_view cli
   if (rank < -1 || rank > kMaxCredentialRank) {
     return absl::InvalidArgumentError(absl::StrCat("Hello for rank ", rank, ", out of range"));
   }
-  if (client_nonce.size() < 16 || client_nonce.size() > 64 ||
-      client_nonce.find_first_not_of("0123456789abcdefABCDEF") != absl::string_view::npos) {
-    return absl::InvalidArgumentError("Hello's client nonce must be 16 to 64 hex digits");
-  }
+  if (!IsClientNonce(client_nonce)) return absl::InvalidArgumentError("Hello's client nonce must be 16 to 64 hex digits");
   const std::string key = KeyFor(token(), rank);
   HelloAnswer answer;
   answer.server_nonce = ServerNonce(key, client_nonce, absl::ToUnixMicros(absl::Now()));
