@@ -16,7 +16,15 @@
 // temporary name, not renamed), "every_worker_finished" (coordinator: the
 // last finished report is in, nothing is recorded or told yet),
 // "after_finished_record" (coordinator: the job is durably finished, no
-// worker is told yet).
+// worker is told yet). Elastic worlds and graceful stops (coordinator):
+// "world_shrunk" / "world_grown" (a generation of fewer / more workers than
+// the last formed, nothing persisted; the step is where it starts),
+// "growing" (a returning worker is to join: the decision taken, the running
+// world not yet told to end; the step is the checkpoint's), "stop_scheduled"
+// (a graceful stop's step chosen, no worker told; the step is the stop's);
+// (worker): "restored_after_shrink" / "restored_after_grow" (restored from
+// the memory of a larger / smaller world, no step trained), "stopping" (the
+// agreed stop step reached, before the final eval and save).
 #ifndef SHARDLINE_COMMON_FAULT_INJECTION_H_
 #define SHARDLINE_COMMON_FAULT_INJECTION_H_
 

@@ -70,6 +70,9 @@ constexpr char kHelp[] =
     "  --tls_cert F --tls_key F --tls_ca F  mutual TLS (PEM): this process's\n"
     "                            certificate and key, and the CA every peer's must chain to\n"
     "  --insecure                allow --listen beyond loopback without a token or TLS\n"
+    "  --stop_requested          a graceful stop was asked for before this start (launch\n"
+    "                            restarting a coordinator lost in one): the first world\n"
+    "                            stops after one step and saves\n"
     "\n"
     "SIGTERM or SIGINT: every worker stops at a step ahead of all of them, then\n"
     "all exit 0. Another signal more than a second later exits at once (signals\n"
@@ -140,6 +143,7 @@ absl::Status Run(const Args& args) {
   options.checkpoint_root = workdir + "/checkpoints";
   options.trace_dir = workdir + "/traces";
   options.token = auth->token();
+  options.stop_requested = args.Has("stop_requested");
   int64_t timeout_ms = 5000;
   if (args.Has("heartbeat_timeout_ms") && !absl::SimpleAtoi(args.Get("heartbeat_timeout_ms"), &timeout_ms)) {
     return absl::InvalidArgumentError("--heartbeat_timeout_ms must be an integer");
@@ -337,6 +341,6 @@ int main(int argc, char** argv) {
   absl::Status parsed = shardline::ParseArgs(
       argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds", "straggler_threshold", "rpc_threads",
                            "token_file", "tls_cert", "tls_key", "tls_ca"},
-      {"set"}, "shardline-coordinator", &args, {"insecure"});
+      {"set"}, "shardline-coordinator", &args, {"insecure", "stop_requested"});
   return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-coordinator", shardline::Run);
 }

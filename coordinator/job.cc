@@ -89,6 +89,7 @@ Job::Job(config::JobConfig config, JobStore* store, MetricsSink* metrics, Coordi
 absl::Status Job::Init() {
   {
     MutexLock lock(&mu_);
+    stop_requested_ = options_.stop_requested;
     ASSIGN_OR_RETURN(std::optional<std::string> id, store_->Get(kJobIdKey));
     if (id.has_value()) {
       job_id_ = *id;
@@ -173,7 +174,7 @@ void Job::PersistState() {
   uint64_t generation, version;
   int64_t step;
   std::optional<std::string> history;
-  bool finished;
+  bool finished, completed;
   {
     MutexLock lock(&mu_);
     if (state_version_ == persisted_version_) return;
@@ -184,12 +185,15 @@ void Job::PersistState() {
     history_dirty_ = false;
     finished = state_ == JobState::kDone && !finished_durable_;
     if (finished) step = std::max(step, furthest_step_);
+    // Only a job that reached its last step is over for good; one stopped
+    // gracefully resumes when run again with the same config.
+    completed = finished && total_steps_ > 0 && step >= total_steps_;
   }
   absl::Status s = absl::OkStatus();
   if (history.has_value()) s = store_->Put(kWorldHistoryKey, *history, /*sync=*/false);
   if (s.ok()) s = store_->Put(kGenerationKey, absl::StrCat(generation), /*sync=*/true);
   if (s.ok()) s = store_->Put(kGlobalStepKey, absl::StrCat(step), /*sync=*/true);
-  if (s.ok() && finished) s = store_->Put(kFinishedKey, absl::StrCat(step, "\n", config_text_), /*sync=*/true);
+  if (s.ok() && completed) s = store_->Put(kFinishedKey, absl::StrCat(step, "\n", config_text_), /*sync=*/true);
   if (s.ok() && finished) CrashPoint("after_finished_record", step);
   MutexLock lock(&mu_);
   if (!s.ok() && finished) {
@@ -268,7 +272,7 @@ void Job::Form(const std::string& why) {
   const absl::Time now = Now();
   for (auto& [rank, m] : members_) m.last_seen = now;
   state_ = stop_requested_ ? JobState::kStopping : JobState::kRunning;
-  stop_at_ = 0;
+  stop_at_ = 0;  // set below once start_step_ is known, if stopping
   checkpoint_at_ = 0;
   eval_at_ = 0;
   last_save_time_ = now;
@@ -277,6 +281,10 @@ void Job::Form(const std::string& why) {
   start_step_ = memory_step_ > 0 ? memory_step_ : disk_step;
   // Retention never deletes the checkpoint this world restored from.
   if (memory_step_ == 0) catalog_.Pin(disk_step);
+  // A world formed during a graceful stop (a worker or the coordinator was
+  // lost in it) stops too: after its first step, which it saves. Every
+  // member learns the step in its registration response, so all agree.
+  if (stop_requested_) stop_at_ = total_steps_ > 0 ? std::min(total_steps_, start_step_ + 1) : start_step_ + 1;
   const int64_t redo = std::max<int64_t>(0, furthest_step_ - start_step_);
   steps_redone_ += redo;
   if (redo > 0) {
@@ -302,8 +310,12 @@ void Job::Form(const std::string& why) {
   rate_steps_ = 0;
   rate_time_ = now;
   ++state_version_;  // made durable by the caller, outside the lock
-  SLOG(INFO) << "generation " << generation_ << " formed: " << members_.size() << " workers";
+  SLOG(INFO) << "generation " << generation_ << " formed: " << members_.size() << " workers"
+             << (stop_at_ > 0 ? absl::StrCat("; a graceful stop is under way: every worker stops after step ", stop_at_)
+                              : std::string());
   CrashPoint("world_formed", start_step_);
+  if (previous > 0 && world_size_ < previous) CrashPoint("world_shrunk", start_step_);
+  if (previous > 0 && world_size_ > previous) CrashPoint("world_grown", start_step_);
   if (previous != world_size_) RecordWorldChangeLocked(previous, why);
 }
 
@@ -369,6 +381,7 @@ void Job::MaybeFormLocked() {
 void Job::MaybeGrowLocked(int64_t step) {
   if (state_ != JobState::kRunning || world_size_ >= options_.world_size || pending_.empty()) return;
   const int target = std::min<int>(options_.world_size, static_cast<int>(members_.size() + pending_.size()));
+  CrashPoint("growing", step);
   BreakWorld(absl::StrCat("growing from ", world_size_, " to ", target, " workers at the checkpoint of step ", step),
              /*planned=*/true);
   form_target_ = target;
@@ -993,6 +1006,7 @@ void Job::RequestStop(const std::string& why) {
   stop_at_ = StepAheadLocked();
   state_ = JobState::kStopping;
   SLOG(INFO) << why << ": every worker stops after step " << stop_at_;
+  CrashPoint("stop_scheduled", stop_at_);
 }
 
 int64_t Job::StepAheadLocked() {

@@ -69,6 +69,10 @@ struct CoordinatorOptions {
   // The job token, from which each registration's park tags are derived
   // (RegisterResponse.park_tags); empty: none.
   std::string token;
+  // A graceful stop was requested before this start (launch restarting a
+  // coordinator that died during one): the first world that forms stops
+  // after one step, saving, instead of running on.
+  bool stop_requested = false;
 };
 
 enum class JobState { kForming, kRunning, kStopping, kDone, kFailed };

@@ -40,9 +40,10 @@ class JobTest : public ::testing::Test {
   }
 
   // A new Job on the same store, as a restarted coordinator would have.
-  void Restart(const std::string& checkpoint_root) {
+  void Restart(const std::string& checkpoint_root, bool stop_requested = false) {
     job_.reset();
     CoordinatorOptions o;
+    o.stop_requested = stop_requested;
     o.world_size = 2;
     o.heartbeat_timeout = absl::Milliseconds(300);
     o.env = &env_;
@@ -404,6 +405,35 @@ TEST_F(JobTest, StopIsAheadOfEveryWorkerAndTheJobEndsWhenAllFinish) {
   ASSERT_TRUE(late.ok()) << late.status();
   EXPECT_TRUE(late->job_over());
   EXPECT_EQ(late->job_error(), "");
+  // Stopped, not finished (step 33 of 100): the same job run again resumes.
+  EXPECT_FALSE(store_->Get("finished")->has_value()) << "a graceful stop recorded as the job's end";
+  Restart("");
+  EXPECT_EQ(job_->FinishedAtStart(), 0);
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::FORMING);
+}
+
+// A coordinator restarted during a graceful stop (launch passes
+// --stop_requested) used to form a world that ran to the end; and a world
+// re-formed after a worker was lost in a stop had no stop step at all. Both
+// now stop after their first step, and every member hears the step when
+// the world forms.
+TEST_F(JobTest, AWorldFormedDuringAGracefulStopStopsAfterItsFirstStep) {
+  Restart("", /*stop_requested=*/true);
+  std::vector<coordinator::RegisterResponse> formed = FormWorld(1, 2);
+  EXPECT_EQ(formed[0].stop_at(), 1);
+  EXPECT_EQ(formed[1].stop_at(), 1);
+  EXPECT_EQ(job_->Snapshot().state(), coordinator::JobStatus::STOPPING);
+
+  Restart("");
+  std::vector<coordinator::RegisterResponse> running = FormWorld(3, 4, 2);
+  EXPECT_EQ(running[0].stop_at(), 0);
+  job_->RequestStop("test");
+  // Rank 1 is lost during the stop; the survivors' next world stops too.
+  ASSERT_TRUE(job_->Report(Report(0, running[0].generation(), 1)).ok());
+  env_.Advance(absl::Seconds(1));
+  job_->CheckHeartbeats();
+  std::vector<coordinator::RegisterResponse> again = FormWorld(5, 6, running[0].generation());
+  EXPECT_EQ(again[0].stop_at(), 1);
 }
 
 TEST_F(JobTest, FatalErrorFailsTheJob) {

@@ -119,6 +119,11 @@ class Child {
     if (pump_.joinable()) pump_.join();
   }
 
+  // For the next Start(), once.
+  void AddArgOnce(const std::string& arg) {
+    if (std::find(argv_.begin(), argv_.end(), arg) == argv_.end()) argv_.push_back(arg);
+  }
+
   absl::Status Start() {
     if (pump_.joinable()) pump_.join();
     int fds[2];
@@ -370,13 +375,15 @@ absl::Status Launch(const Args& args) {
       if (pid == coordinator.pid()) {
         coordinator.Exited();
         const bool killed = WIFSIGNALED(status);
-        if (killed && signals_seen == 0 && outcome.ok() && !workers_finished &&
-            coordinator_restarts < max_coordinator_restarts) {
+        if (killed && outcome.ok() && !workers_finished && coordinator_restarts < max_coordinator_restarts) {
           // It recovers its state from RocksDB; the workers reconnect (or,
-          // if they all finished meanwhile, it finds the job over).
+          // if they all finished meanwhile, it finds the job over). Lost
+          // during a graceful stop, it is told so: its first world stops.
           ++coordinator_restarts;
           SLOG(WARNING) << "the coordinator died (" << how << "); restarting it (" << coordinator_restarts << "/"
-                        << max_coordinator_restarts << ")";
+                        << max_coordinator_restarts << ")"
+                        << (signals_seen > 0 ? "; it goes on with the graceful stop" : "");
+          if (signals_seen > 0) coordinator.AddArgOnce("--stop_requested");
           RETURN_IF_ERROR(coordinator.Start());
           continue;
         }
@@ -414,11 +421,13 @@ absl::Status Launch(const Args& args) {
           SLOG(WARNING) << c.name() << " did not exit within 30 s of the job's end and was killed; the job is done";
           break;
         }
-        if (!deterministic && !coordinator_done && signals_seen == 0 && restarts < max_restarts) {
+        // During a graceful stop too: the world it rejoins stops after
+        // one step and saves (a second signal fails `outcome`).
+        if (!deterministic && !coordinator_done && outcome.ok() && restarts < max_restarts) {
           ++restarts;
           SLOG(WARNING) << c.name() << " died (" << how << "); restarting it (" << restarts << "/" << max_restarts << ")";
           RETURN_IF_ERROR(c.Start());
-        } else if (elastic && !deterministic && !coordinator_done && signals_seen == 0 &&
+        } else if (elastic && !deterministic && !coordinator_done && outcome.ok() &&
                    static_cast<int>(children.size()) - (workers_gone + 1) >= cfg.runtime().min_workers()) {
           ++workers_gone;
           SLOG(WARNING) << c.name() << " died (" << how << "); no restarts left; the job goes on with "

@@ -145,6 +145,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     }
     if (observer != nullptr) observer->OnOverhead(Overhead::kRestore, took);
     CrashPoint("restored_from_memory", restored.step);
+    if (from > comm.world_size()) CrashPoint("restored_after_shrink", restored.step);
+    if (from < comm.world_size()) CrashPoint("restored_after_grow", restored.step);
   } else if (!options.restore_dir.empty()) {
     const auto restore_start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(Restored restored, RestoreCheckpoint(options.env, options.restore_dir, model.layout(),
@@ -295,6 +297,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     // Every rank got the same agreed stop in this step, so all end here.
     const bool stop_now = Reached(r.agreed_stop, state.next_step) && state.next_step < total_steps;
     const bool last = state.next_step == total_steps || stop_now;
+    if (stop_now) CrashPoint("stopping", state.next_step);  // before the final eval and save
     result.train_seconds += seconds;
     result.phase_seconds += r.times;
     window_seconds += seconds;
