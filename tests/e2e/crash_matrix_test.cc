@@ -83,6 +83,9 @@ TEST(CrashMatrixTest, AKillAtEveryNamedEdgeEndsByItselfVerifiedAndBitForBit) {
       {"coordinator", "world_formed"},
       {"coordinator", "after_commit_record"},
       {"coordinator", "after_committed_file"},
+      // The final commit (the last step's checkpoint), before and after COMMITTED.
+      {"coordinator", "after_commit_record@400"},
+      {"coordinator", "after_committed_file@400"},
       {"coordinator", "every_worker_finished"},
       {"coordinator", "after_finished_record"},
       {"worker", "snapshot_replication"},
