@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/rng.h"
+#include "common/job/rng.h"
 #include "worker/model/cnn.h"
 #include "worker/model/conv.h"
 #include "worker/model/pool.h"

@@ -18,8 +18,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "common/args.h"
-#include "common/process_init.h"
+#include "common/platform/args.h"
+#include "common/platform/process_init.h"
 #include "worker/collective/grpc_transport.h"
 #include "worker/collective/local_transport.h"
 #include "worker/collective/ring.h"

@@ -50,15 +50,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/args.h"
+#include "common/platform/args.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/shard_file.h"
-#include "common/crc32c.h"
-#include "common/env.h"
-#include "common/grpc_util.h"
-#include "common/mutex.h"
-#include "common/process_init.h"
-#include "common/rpc_auth.h"
+#include "common/encoding/crc32c.h"
+#include "common/platform/env.h"
+#include "common/net/grpc_util.h"
+#include "common/platform/mutex.h"
+#include "common/platform/process_init.h"
+#include "common/net/rpc_auth.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "worker/control/coordinator_client.h"
@@ -605,7 +605,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   // Every simulated worker proves the token with one session's header
-  // (common/proof_client.h), as a real one does after its Hello.
+  // (common/net/proof_client.h), as a real one does after its Hello.
   std::string proof;
   if (!token->empty()) {
     RpcAuth auth(*token);

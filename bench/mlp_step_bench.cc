@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "common/rng.h"
+#include "common/job/rng.h"
 #include "worker/model/gemm.h"
 #include "worker/model/mlp.h"
 #include "worker/optim/optimizer.h"

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/verify.h"
-#include "common/fault_injection.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "common/faults/fault_injection.h"
+#include "common/platform/logging.h"
+#include "common/platform/status_macros.h"
 
 namespace shardline {
 namespace {

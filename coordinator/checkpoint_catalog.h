@@ -22,8 +22,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "common/env.h"
-#include "common/mutex.h"
+#include "common/platform/env.h"
+#include "common/platform/mutex.h"
 #include "coordinator/job_store.h"
 #include "proto/config.pb.h"
 #include "proto/coordinator.pb.h"

@@ -1,10 +1,10 @@
 #include "coordinator/coordinator_metrics.h"
 
-#include "common/prometheus_util.h"
+#include "common/observability/prometheus_util.h"
 #include <algorithm>
 
 #include "coordinator/goodput.h"
-#include "coordinator/progress_line.h"
+#include "common/status/progress_line.h"
 
 namespace shardline {
 CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "common/platform/logging.h"
+#include "common/platform/status_macros.h"
 
 namespace shardline {
 namespace {

@@ -32,8 +32,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/mutex.h"
-#include "coordinator/goodput_account.h"
+#include "common/platform/mutex.h"
+#include "common/status/goodput_account.h"
 #include "coordinator/job_store.h"
 #include "proto/coordinator.pb.h"
 

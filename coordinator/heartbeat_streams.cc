@@ -2,8 +2,8 @@
 
 #include <optional>
 
-#include "common/grpc_util.h"
-#include "common/logging.h"
+#include "common/net/grpc_util.h"
+#include "common/platform/logging.h"
 
 namespace shardline {
 

@@ -26,8 +26,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/mutex.h"
-#include "common/rpc_auth.h"
+#include "common/platform/mutex.h"
+#include "common/net/rpc_auth.h"
 #include "coordinator/call_queues.h"
 #include "coordinator/job.h"
 #include "grpcpp/grpcpp.h"

@@ -7,15 +7,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint_dir.h"
-#include "common/config.h"
-#include "common/fault_injection.h"
-#include "common/logging.h"
-#include "common/rpc_auth.h"
-#include "common/text_escape.h"
-#include "common/status_macros.h"
+#include "common/job/config.h"
+#include "common/faults/fault_injection.h"
+#include "common/platform/logging.h"
+#include "common/net/rpc_auth.h"
+#include "common/encoding/text_escape.h"
+#include "common/platform/status_macros.h"
 #include "coordinator/report_check.h"
 #include "coordinator/straggler.h"
-#include "worker/collective/peer_set.h"
+#include "common/topology/peer_set.h"
 
 namespace shardline {
 namespace {

@@ -1,7 +1,7 @@
 #include "coordinator/job_store.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "common/platform/status_macros.h"
 #include "rocksdb/db.h"
 
 namespace shardline {

@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 
 namespace rocksdb {
 class DB;

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "common/env.h"
-#include "common/metrics_writer.h"
-#include "common/mutex.h"
+#include "common/platform/env.h"
+#include "common/observability/metrics_writer.h"
+#include "common/platform/mutex.h"
 
 namespace shardline {
 

@@ -1,6 +1,6 @@
 #include "coordinator/service.h"
 
-#include "common/grpc_util.h"
+#include "common/net/grpc_util.h"
 #include "coordinator/report_check.h"
 #include "coordinator/unary_call.h"
 
@@ -54,7 +54,7 @@ class RegisterCall : public UnaryCall<coordinator::RegisterRequest, coordinator:
   uint64_t id_ = 0;  // set and read on the queue's thread only
 };
 
-// The handshake's first half (common/auth_proof.h): needs no credential,
+// The handshake's first half (common/net/auth_proof.h): needs no credential,
 // and answers only a MAC over the client's nonce.
 class HelloCall : public UnaryCall<coordinator::HelloRequest, coordinator::HelloReply> {
  public:

@@ -19,8 +19,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/grpc_util.h"
-#include "common/rpc_auth.h"
+#include "common/net/grpc_util.h"
+#include "common/net/rpc_auth.h"
 #include "coordinator/call_queues.h"
 #include "coordinator/heartbeat_streams.h"
 #include "coordinator/job.h"

@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "coordinator/goodput_account.h"
-#include "common/text_escape.h"
-#include "coordinator/progress_line.h"
-#include "coordinator/status_report.h"
+#include "common/status/goodput_account.h"
+#include "common/encoding/text_escape.h"
+#include "common/status/progress_line.h"
+#include "common/status/status_report.h"
 
 namespace shardline {
 namespace {

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
-#include "common/logging.h"
+#include "common/platform/logging.h"
 
 namespace shardline {
 

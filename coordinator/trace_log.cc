@@ -3,8 +3,8 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
-#include "coordinator/progress_line.h"
+#include "common/platform/status_macros.h"
+#include "common/status/progress_line.h"
 
 namespace shardline {
 namespace {

@@ -21,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 #include "proto/coordinator.pb.h"
 
 namespace shardline {

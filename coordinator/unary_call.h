@@ -16,8 +16,8 @@
 
 #include <functional>
 
-#include "common/mutex.h"
-#include "common/rpc_auth.h"
+#include "common/platform/mutex.h"
+#include "common/net/rpc_auth.h"
 #include "coordinator/call_queues.h"
 #include "grpcpp/grpcpp.h"
 

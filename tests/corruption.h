@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 
 namespace shardline {
 

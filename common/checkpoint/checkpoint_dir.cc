@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
+#include "common/platform/status_macros.h"
 #include "google/protobuf/text_format.h"
 
 namespace shardline {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 #include "proto/config.pb.h"
 #include "proto/train_state.pb.h"
 

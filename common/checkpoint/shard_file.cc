@@ -11,10 +11,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/crc32c.h"
-#include "common/fault_injection.h"
-#include "common/mutex.h"
-#include "common/status_macros.h"
+#include "common/encoding/crc32c.h"
+#include "common/faults/fault_injection.h"
+#include "common/platform/mutex.h"
+#include "common/platform/status_macros.h"
 
 namespace shardline {
 namespace {

@@ -18,8 +18,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/env.h"
-#include "common/shard.h"
+#include "common/platform/env.h"
+#include "common/job/shard.h"
 #include "proto/train_state.pb.h"
 
 namespace shardline {

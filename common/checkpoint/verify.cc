@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint_dir.h"
-#include "common/status_macros.h"
+#include "common/platform/status_macros.h"
 
 namespace shardline {
 

@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/checkpoint/shard_file.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 #include "proto/train_state.pb.h"
 
 namespace shardline {

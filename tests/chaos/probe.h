@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/mutex.h"
+#include "common/platform/mutex.h"
 
 namespace shardline {
 

@@ -1,7 +1,7 @@
 #include "tests/chaos/topology.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "common/platform/status_macros.h"
 #include "tests/chaos/command.h"
 
 namespace shardline {

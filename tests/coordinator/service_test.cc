@@ -14,13 +14,13 @@
 #include <thread>
 #include <vector>
 
-#include "common/config.h"
-#include "common/grpc_util.h"
+#include "common/job/config.h"
+#include "common/net/grpc_util.h"
 #include "grpcpp/generic/generic_stub.h"
-#include "common/rpc_auth.h"
+#include "common/net/rpc_auth.h"
 #include "tests/util/pki.h"
 #include "tests/util/proof.h"
-#include "coordinator/progress_line.h"
+#include "common/status/progress_line.h"
 #include "proto/health.grpc.pb.h"
 
 namespace shardline {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "coordinator/metrics_history.h"
-#include "coordinator/status_report.h"
+#include "common/status/status_report.h"
 
 namespace shardline {
 namespace {

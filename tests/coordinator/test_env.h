@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "common/env_wrapper.h"
-#include "common/mutex.h"
+#include "common/platform/env_wrapper.h"
+#include "common/platform/mutex.h"
 
 namespace shardline {
 

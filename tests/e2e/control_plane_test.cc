@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/checkpoint/checkpoint_dir.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
 

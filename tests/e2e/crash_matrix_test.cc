@@ -1,4 +1,4 @@
-// Kills at every named edge of a job's life (common/fault_injection.h), as
+// Kills at every named edge of a job's life (common/faults/fault_injection.h), as
 // RocksDB's and LevelDB's crash tests kill at named points rather than only
 // at random times (the random chaos trials missed the window of issue 34,
 // finding 1). Each cell runs `shardline launch` with one or two crash points
@@ -22,7 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/checkpoint/checkpoint_dir.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"

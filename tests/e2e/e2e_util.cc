@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/stable_port.h"
+#include "common/net/stable_port.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/subprocess.h"
 

@@ -11,7 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint_dir.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"

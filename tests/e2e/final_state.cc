@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/shard_file.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 
 namespace shardline {
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/checkpoint/checkpoint_dir.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"

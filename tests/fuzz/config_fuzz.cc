@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/config.h"
+#include "common/job/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);

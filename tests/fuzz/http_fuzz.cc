@@ -1,12 +1,12 @@
 // The metrics endpoint's request path: any bytes a client sends, as the
-// server sees them arrive, get one well-formed reply (common/http_request.h).
+// server sees them arrive, get one well-formed reply (common/net/http_request.h).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "common/http_request.h"
+#include "common/net/http_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

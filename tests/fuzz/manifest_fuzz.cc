@@ -9,7 +9,7 @@
 
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/verify.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string dir = [] {

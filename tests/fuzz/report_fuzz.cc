@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "common/config.h"
-#include "common/metrics_writer.h"
+#include "common/job/config.h"
+#include "common/observability/metrics_writer.h"
 #include "coordinator/job.h"
 #include "coordinator/job_store.h"
 

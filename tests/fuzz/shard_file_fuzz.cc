@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/checkpoint/shard_file.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/shardline_shard_fuzz_" + std::to_string(getpid()) + ".ckpt";

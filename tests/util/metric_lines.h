@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/metrics_writer.h"
+#include "common/observability/metrics_writer.h"
 
 namespace shardline {
 

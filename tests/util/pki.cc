@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "common/env.h"
+#include "common/platform/env.h"
 
 namespace shardline {
 namespace {

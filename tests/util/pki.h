@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "common/rpc_auth.h"
+#include "common/net/rpc_auth.h"
 
 namespace shardline {
 

@@ -2,8 +2,8 @@
 
 #include <chrono>
 
-#include "common/auth_proof.h"
-#include "common/grpc_util.h"
+#include "common/net/auth_proof.h"
+#include "common/net/grpc_util.h"
 #include "proto/coordinator.grpc.pb.h"
 
 namespace shardline {

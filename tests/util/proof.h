@@ -1,5 +1,5 @@
 // Proofs for calls a test makes by hand to a coordinator, as an honest
-// client or an attacker would make them (common/auth_proof.h).
+// client or an attacker would make them (common/net/auth_proof.h).
 #ifndef SHARDLINE_TESTS_UTIL_PROOF_H_
 #define SHARDLINE_TESTS_UTIL_PROOF_H_
 

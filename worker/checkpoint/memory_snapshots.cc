@@ -8,11 +8,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/fault_injection.h"
+#include "common/faults/fault_injection.h"
 #include "common/checkpoint/buffer_names.h"
 #include "common/checkpoint/checkpoint_dir.h"
-#include "common/shard.h"
-#include "common/status_macros.h"
+#include "common/job/shard.h"
+#include "common/platform/status_macros.h"
 
 namespace shardline {
 namespace {

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/mem_env.h"
+#include "common/platform/mem_env.h"
 #include "worker/checkpoint/save_restore.h"
 #include "worker/collective/collectives.h"
 

@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 #include "proto/train_state.pb.h"
 #include "worker/model/flat_layout.h"
 

@@ -9,10 +9,10 @@
 #include "common/checkpoint/buffer_names.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/verify.h"
-#include "common/shard.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
-#include "common/status_payload.h"
+#include "common/job/shard.h"
+#include "common/platform/logging.h"
+#include "common/platform/status_macros.h"
+#include "common/platform/status_payload.h"
 
 namespace shardline {
 

@@ -18,8 +18,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/checkpoint/shard_file.h"
-#include "common/env.h"
-#include "common/mutex.h"
+#include "common/platform/env.h"
+#include "common/platform/mutex.h"
 #include "proto/config.pb.h"
 #include "proto/train_state.pb.h"
 #include "worker/model/flat_layout.h"

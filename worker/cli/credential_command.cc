@@ -4,11 +4,11 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "common/args.h"
-#include "common/auth_proof.h"
-#include "common/env.h"
-#include "common/rpc_auth.h"
-#include "common/status_macros.h"
+#include "common/platform/args.h"
+#include "common/net/auth_proof.h"
+#include "common/platform/env.h"
+#include "common/net/rpc_auth.h"
+#include "common/platform/status_macros.h"
 #include "worker/cli/commands.h"
 
 namespace shardline {

@@ -11,10 +11,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
-#include "common/args.h"
-#include "common/env.h"
-#include "common/metrics_writer.h"
-#include "common/status_macros.h"
+#include "common/platform/args.h"
+#include "common/platform/env.h"
+#include "common/observability/metrics_writer.h"
+#include "common/platform/status_macros.h"
 #include "worker/cli/commands.h"
 
 extern char** environ;

@@ -1,11 +1,11 @@
 // shardline port: TCP ports a server can listen on now and bind again after
-// a restart (common/stable_port.h), for scripts that start servers on a host.
+// a restart (common/net/stable_port.h), for scripts that start servers on a host.
 #include <cstdio>
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "common/args.h"
-#include "common/stable_port.h"
+#include "common/platform/args.h"
+#include "common/net/stable_port.h"
 #include "worker/cli/commands.h"
 
 namespace shardline {

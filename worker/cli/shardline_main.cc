@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/process_init.h"
+#include "common/platform/process_init.h"
 #include "worker/cli/commands.h"
 
 namespace {

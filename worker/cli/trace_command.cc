@@ -2,9 +2,9 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "common/args.h"
-#include "common/env.h"
-#include "common/status_macros.h"
+#include "common/platform/args.h"
+#include "common/platform/env.h"
+#include "common/platform/status_macros.h"
 #include "worker/cli/commands.h"
 #include "worker/trace/trace_merge.h"
 

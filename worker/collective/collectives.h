@@ -1,6 +1,6 @@
 // The collective operations the train loop needs, over whatever connects the
 // ranks. Buffers are cut into chunks with ShardRange(size, r, world)
-// (common/shard.h), the same cut as ZeRO ownership: after ReduceScatter, rank
+// (common/job/shard.h), the same cut as ZeRO ownership: after ReduceScatter, rank
 // r holds the sum of chunk r, which is exactly the gradient of the parameter
 // shard it owns.
 //

@@ -10,8 +10,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/logging.h"
-#include "common/mutex.h"
+#include "common/platform/logging.h"
+#include "common/platform/mutex.h"
 
 namespace shardline {
 namespace {

@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "common/mutex.h"
+#include "common/platform/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "worker/collective/payload.h"

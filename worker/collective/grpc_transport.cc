@@ -8,9 +8,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/grpc_util.h"
-#include "common/logging.h"
-#include "common/mutex.h"
+#include "common/net/grpc_util.h"
+#include "common/platform/logging.h"
+#include "common/platform/mutex.h"
 #include "grpcpp/impl/codegen/method_handler.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/impl/codegen/rpc_method.h"
@@ -279,7 +279,7 @@ class Generation {
     if (!Knows(peer)) {
       return absl::FailedPreconditionError(absl::StrCat("rank ", peer, " is not among rank ", rank_,
                                                         "'s data-plane peers in generation ", generation_,
-                                                        " (worker/collective/peer_set.h)"));
+                                                        " (common/topology/peer_set.h)"));
     }
     return absl::OkStatus();
   }

@@ -26,7 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/rpc_auth.h"
+#include "common/net/rpc_auth.h"
 #include "worker/collective/transport.h"
 
 namespace shardline {
@@ -111,7 +111,7 @@ class TransportServer {
 
   // The transport of `rank` in generation `generation` (which must be larger
   // than any earlier one); peers[i] is rank i's "host:port", or "" for a rank
-  // this one does not talk to (worker/collective/peer_set.h): sends to and
+  // this one does not talk to (common/topology/peer_set.h): sends to and
   // receives from it fail (kFailedPrecondition) and its streams are refused
   // (PERMISSION_DENIED). Frames of older
   // generations are refused from then on. The server must outlive it.

@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/mutex.h"
+#include "common/platform/mutex.h"
 #include "worker/collective/payload.h"
 
 namespace shardline {

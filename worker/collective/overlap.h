@@ -25,7 +25,7 @@
 #include <map>
 #include <thread>
 
-#include "common/mutex.h"
+#include "common/platform/mutex.h"
 #include "worker/collective/collectives.h"
 
 namespace shardline {

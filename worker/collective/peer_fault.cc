@@ -1,6 +1,6 @@
 #include "worker/collective/peer_fault.h"
 
-#include "common/status_payload.h"
+#include "common/platform/status_payload.h"
 
 namespace shardline {
 namespace {

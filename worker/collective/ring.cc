@@ -4,10 +4,10 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "common/shard.h"
-#include "common/status_macros.h"
+#include "common/job/shard.h"
+#include "common/platform/status_macros.h"
 #include "worker/collective/bf16.h"
-#include "worker/collective/doubling_schedule.h"
+#include "common/topology/doubling_schedule.h"
 #include "worker/collective/peer_fault.h"
 
 namespace shardline {

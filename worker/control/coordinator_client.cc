@@ -3,8 +3,8 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_util.h"
-#include "common/logging.h"
+#include "common/net/grpc_util.h"
+#include "common/platform/logging.h"
 
 namespace shardline {
 namespace {

@@ -1,6 +1,6 @@
 // A channel to the coordinator, for a worker or an operator's command: every
 // call first proves this process holds the job token or its rank's
-// credential (common/proof_client.h), and nothing is sent to a server that
+// credential (common/net/proof_client.h), and nothing is sent to a server that
 // cannot prove it holds it too. Registration retries with bounded backoff.
 // Each generation's heartbeat stream (control/heartbeat.h) runs on the same
 // channel.
@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/proof_client.h"
-#include "common/rpc_auth.h"
+#include "common/net/proof_client.h"
+#include "common/net/rpc_auth.h"
 #include "proto/coordinator.grpc.pb.h"
 
 namespace shardline {

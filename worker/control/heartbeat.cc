@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/auth_proof.h"
-#include "common/grpc_util.h"
-#include "common/logging.h"
+#include "common/net/auth_proof.h"
+#include "common/net/grpc_util.h"
+#include "common/platform/logging.h"
 
 namespace shardline {
 

@@ -23,7 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/mutex.h"
+#include "common/platform/mutex.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "worker/control/outbox.h"
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "common/metrics_writer.h"
-#include "common/mutex.h"
+#include "common/observability/metrics_writer.h"
+#include "common/platform/mutex.h"
 #include "proto/coordinator.pb.h"
 #include "worker/checkpoint/save_restore.h"
 

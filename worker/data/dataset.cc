@@ -1,7 +1,7 @@
 #include "worker/data/dataset.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "common/platform/status_macros.h"
 #include "worker/data/idx.h"
 
 namespace shardline {

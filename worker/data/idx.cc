@@ -5,7 +5,7 @@
 #include <zlib.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "common/platform/status_macros.h"
 
 namespace shardline {
 

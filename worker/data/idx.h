@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 
 namespace shardline {
 

@@ -8,11 +8,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/coding.h"
-#include "common/crc32c.h"
-#include "common/huge_pages.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "common/encoding/coding.h"
+#include "common/encoding/crc32c.h"
+#include "common/platform/huge_pages.h"
+#include "common/platform/logging.h"
+#include "common/platform/status_macros.h"
 #include "worker/data/idx.h"
 
 namespace shardline {

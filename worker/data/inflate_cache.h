@@ -17,7 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 #include "proto/config.pb.h"
 
 namespace shardline {

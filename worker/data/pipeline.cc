@@ -1,13 +1,13 @@
 #include "worker/data/pipeline.h"
 
-#include "common/shard.h"
+#include "common/job/shard.h"
 
 #include <cstring>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
-#include "common/rng.h"
+#include "common/platform/logging.h"
+#include "common/job/rng.h"
 
 namespace shardline {
 

@@ -1,6 +1,6 @@
 #include "worker/lifecycle/generation_observer.h"
 
-#include "common/logging.h"
+#include "common/platform/logging.h"
 
 namespace shardline {
 

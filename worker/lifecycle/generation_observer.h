@@ -11,7 +11,7 @@
 #include "worker/control/heartbeat.h"
 #include "worker/trace/trace_writer.h"
 #include "worker/train/train_loop.h"
-#include "worker/worker_metrics.h"
+#include "worker/lifecycle/worker_metrics.h"
 
 namespace shardline {
 

@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "absl/time/time.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 
 namespace shardline {
 

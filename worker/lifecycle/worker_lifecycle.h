@@ -19,9 +19,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 #include "worker/collective/grpc_transport.h"
-#include "worker/worker_metrics.h"
+#include "worker/lifecycle/worker_metrics.h"
 
 namespace shardline {
 

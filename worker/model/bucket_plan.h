@@ -1,6 +1,6 @@
 // Gradient buckets: the flat buffer of a layout cut along layer boundaries
 // into buckets of about `cap` floats, as PyTorch DDP's bucket_cap_mb. Each
-// rank owns 1/N of every bucket (common/shard.h: OwnedPieces), and each
+// rank owns 1/N of every bucket (common/job/shard.h: OwnedPieces), and each
 // bucket is reduce-scattered and all-gathered as one collective, so a
 // bucket can go over the network as soon as backward has produced it.
 #ifndef SHARDLINE_WORKER_MODEL_BUCKET_PLAN_H_
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/shard.h"
+#include "common/job/shard.h"
 #include "worker/model/flat_layout.h"
 
 namespace shardline {

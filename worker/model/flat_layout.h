@@ -1,7 +1,7 @@
 // A flat parameter layout: named tensors with shapes, packed back to back in
 // one contiguous float buffer. Parameters, gradients and every optimizer
 // state buffer share one layout, so any of them can be cut into N shards
-// (common/shard.h) and a shard maps back to (tensor, element) pairs.
+// (common/job/shard.h) and a shard maps back to (tensor, element) pairs.
 //
 //   FlatLayout layout;
 //   layout.Add("layer0/w", {784, 256});
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/shard.h"
+#include "common/job/shard.h"
 
 namespace shardline {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/rng.h"
+#include "common/job/rng.h"
 
 namespace shardline {
 

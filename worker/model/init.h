@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "common/shard.h"
+#include "common/job/shard.h"
 #include "worker/model/flat_layout.h"
 
 namespace shardline {

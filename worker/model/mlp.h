@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/shard.h"
+#include "common/job/shard.h"
 #include "proto/config.pb.h"
 #include "worker/model/flat_layout.h"
 #include "worker/model/model.h"

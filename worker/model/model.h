@@ -15,7 +15,7 @@
 #include <functional>
 #include <memory>
 
-#include "common/shard.h"
+#include "common/job/shard.h"
 #include "worker/model/flat_layout.h"
 
 namespace shardline {

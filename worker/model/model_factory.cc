@@ -1,6 +1,6 @@
 #include "worker/model/model_factory.h"
 
-#include "common/status_macros.h"
+#include "common/platform/status_macros.h"
 #include "worker/model/cnn.h"
 #include "worker/model/mlp.h"
 

@@ -1,5 +1,5 @@
 // Optimizers that own some pieces of the flat parameter buffer (a rank's
-// ZeRO shard: its chunk of every bucket, common/shard.h) and keep their
+// ZeRO shard: its chunk of every bucket, common/job/shard.h) and keep their
 // state (SGD momentum; AdamW m and v) packed: the pieces' elements one
 // after the other. Every update is elementwise, so updating a buffer in
 // any pieces gives bitwise the same result as updating it whole: that is
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/shard.h"
+#include "common/job/shard.h"
 #include "proto/config.pb.h"
 #include "worker/model/flat_layout.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/env.h"
+#include "common/platform/env.h"
 
 namespace shardline {
 

@@ -1,7 +1,7 @@
 #include "worker/trace/trace_writer.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "common/platform/status_macros.h"
 
 namespace shardline {
 

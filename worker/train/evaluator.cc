@@ -5,8 +5,8 @@
 #include <limits>
 #include <vector>
 
-#include "common/shard.h"
-#include "common/status_macros.h"
+#include "common/job/shard.h"
+#include "common/platform/status_macros.h"
 
 namespace shardline {
 

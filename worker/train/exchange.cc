@@ -3,7 +3,7 @@
 #include <chrono>
 #include <utility>
 
-#include "common/finite.h"
+#include "common/job/finite.h"
 
 namespace shardline {
 namespace {

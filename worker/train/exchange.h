@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/shard.h"
+#include "common/job/shard.h"
 #include "worker/collective/collectives.h"
 #include "worker/collective/overlap.h"
 #include "worker/train/nonfinite.h"

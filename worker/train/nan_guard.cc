@@ -1,6 +1,6 @@
 #include "worker/train/nan_guard.h"
 
-#include "common/status_payload.h"
+#include "common/platform/status_payload.h"
 
 #include <cmath>
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "common/logging.h"
+#include "common/platform/logging.h"
 
 namespace shardline {
 

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/env.h"
-#include "common/metrics_writer.h"
+#include "common/platform/env.h"
+#include "common/observability/metrics_writer.h"
 #include "proto/config.pb.h"
 #include "worker/collective/collectives.h"
 #include "worker/data/dataset.h"
@@ -146,7 +146,7 @@ absl::StatusOr<int64_t> ParameterCount(const config::JobConfig& config, const Da
 
 // The gradient buckets of the model `config` builds for `train`'s examples
 // (worker/model/bucket_plan.h, cut at collective.bucket_cap_mb): what every
-// rank's pieces (common/shard.h: OwnedPieces) are cut from.
+// rank's pieces (common/job/shard.h: OwnedPieces) are cut from.
 absl::StatusOr<std::vector<Range>> GradientBuckets(const config::JobConfig& config, const Dataset& train);
 // The same for a model already built: its layout cut at the config's cap.
 std::vector<Range> GradientBuckets(const config::JobConfig& config, const FlatLayout& layout);

@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "common/finite.h"
-#include "common/shard.h"
-#include "common/status_macros.h"
+#include "common/job/finite.h"
+#include "common/job/shard.h"
+#include "common/platform/status_macros.h"
 #include "worker/train/exchange.h"
 
 namespace shardline {

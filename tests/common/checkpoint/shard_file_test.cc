@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "common/crc32c.h"
-#include "common/env_wrapper.h"
-#include "common/status_macros.h"
+#include "common/encoding/crc32c.h"
+#include "common/platform/env_wrapper.h"
+#include "common/platform/status_macros.h"
 #include "tests/corruption.h"
 
 namespace shardline {

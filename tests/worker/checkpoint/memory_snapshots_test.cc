@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "absl/strings/match.h"
-#include "common/shard.h"
-#include "common/status_macros.h"
+#include "common/job/shard.h"
+#include "common/platform/status_macros.h"
 #include "tests/worker/collective/world.h"
 #include "worker/collective/ring.h"
 #include "worker/model/bucket_plan.h"

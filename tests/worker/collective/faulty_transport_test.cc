@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/mutex.h"
+#include "common/platform/mutex.h"
 #include "worker/collective/local_transport.h"
 #include "worker/collective/payload.h"
 #include "worker/collective/ring.h"

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "common/shard.h"
-#include "common/status_macros.h"
+#include "common/job/shard.h"
+#include "common/platform/status_macros.h"
 #include "tests/worker/collective/world.h"
 #include "worker/collective/ring.h"
 

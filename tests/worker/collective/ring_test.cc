@@ -9,13 +9,13 @@
 #include <limits>
 
 #include "absl/strings/match.h"
-#include "common/rng.h"
-#include "common/rpc_auth.h"
-#include "common/shard.h"
-#include "common/status_macros.h"
+#include "common/job/rng.h"
+#include "common/net/rpc_auth.h"
+#include "common/job/shard.h"
+#include "common/platform/status_macros.h"
 #include "worker/collective/bf16.h"
 #include "worker/collective/peer_fault.h"
-#include "tests/worker/collective/doubling_sim.h"
+#include "tests/common/topology/doubling_sim.h"
 #include "tests/worker/collective/world.h"
 
 namespace shardline {

@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "worker/collective/grpc_transport.h"
 #include "worker/collective/local_transport.h"
-#include "worker/collective/peer_set.h"
+#include "common/topology/peer_set.h"
 
 namespace shardline {
 
@@ -54,7 +54,7 @@ class TestWorld {
   }
 
   // Over gRPC, rank r knows the addresses of its data-plane peers only, as
-  // the coordinator hands them out (worker/collective/peer_set.h): a
+  // the coordinator hands them out (common/topology/peer_set.h): a
   // collective that reaches another rank fails the test.
   std::vector<std::string> Directory(int r) const {
     std::vector<std::string> known(addresses_.size());

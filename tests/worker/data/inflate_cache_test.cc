@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "absl/strings/match.h"
-#include "common/env_wrapper.h"
+#include "common/platform/env_wrapper.h"
 #include "worker/data/dataset.h"
 
 namespace shardline {

@@ -4,8 +4,8 @@
 #include <string>
 #include <thread>
 
-#include "common/env_wrapper.h"
-#include "common/mutex.h"
+#include "common/platform/env_wrapper.h"
+#include "common/platform/mutex.h"
 #include "gtest/gtest.h"
 
 namespace shardline {

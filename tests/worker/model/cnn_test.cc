@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "common/rng.h"
+#include "common/job/rng.h"
 #include "tests/worker/model/model_test_util.h"
 #include "worker/model/conv.h"
 #include "worker/model/pool.h"

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "common/rng.h"
+#include "common/job/rng.h"
 #include "tests/worker/model/model_test_util.h"
 
 namespace shardline {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/rng.h"
+#include "common/job/rng.h"
 #include "worker/model/model.h"
 
 namespace shardline {

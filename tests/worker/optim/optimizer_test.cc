@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/rng.h"
+#include "common/job/rng.h"
 #include "worker/model/bucket_plan.h"
 #include "worker/optim/lr_schedule.h"
 

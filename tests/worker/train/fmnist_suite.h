@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/env.h"
+#include "common/job/config.h"
+#include "common/platform/env.h"
 #include "worker/data/dataset.h"
 #include "worker/model/gemm.h"
 

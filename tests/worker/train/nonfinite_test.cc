@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "absl/strings/match.h"
-#include "common/config.h"
-#include "common/shard.h"
+#include "common/job/config.h"
+#include "common/job/shard.h"
 #include "worker/collective/local_transport.h"
 #include "worker/collective/peer_fault.h"
 #include "worker/collective/ring.h"

@@ -12,7 +12,7 @@
 #include "tests/worker/collective/world.h"
 #include "worker/collective/ring.h"
 #include "common/checkpoint/checkpoint_dir.h"
-#include "common/config.h"
+#include "common/job/config.h"
 #include "tests/corruption.h"
 #include "tests/util/metric_lines.h"
 #include "tests/worker/train/fmnist_suite.h"

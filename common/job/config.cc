@@ -1,0 +1,394 @@
+#include "common/job/config.h"
+
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/platform/status_macros.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace shardline {
+namespace {
+
+namespace pb = google::protobuf;
+
+class CollectErrors : public pb::io::ErrorCollector {
+ public:
+  explicit CollectErrors(absl::string_view source) : source_(source) {}
+  void AddError(int line, int column, const std::string& message) override {
+    errors_.push_back(absl::StrCat(source_, ":", line + 1, ":", column + 1, ": ", message));
+  }
+  void AddWarning(int line, int column, const std::string& message) override {
+    AddError(line, column, message);
+  }
+  std::string Joined() const { return absl::StrJoin(errors_, "\n"); }
+
+ private:
+  std::string source_;
+  std::vector<std::string> errors_;
+};
+
+std::string FieldNames(const pb::Descriptor* d) {
+  std::vector<std::string> names;
+  for (int i = 0; i < d->field_count(); ++i) names.push_back(d->field(i)->name());
+  return absl::StrJoin(names, ", ");
+}
+
+absl::Status SetScalar(const pb::FieldDescriptor* f, absl::string_view text,
+                       pb::Message* msg, const std::string& path) {
+  const pb::Reflection* r = msg->GetReflection();
+  const bool rep = f->is_repeated();
+  auto bad = [&](absl::string_view want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--set ", path, ": '", text, "' is not ", want, " (field type ", f->type_name(), ")"));
+  };
+  text = absl::StripAsciiWhitespace(text);
+  switch (f->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_INT32: {
+      int32_t v;
+      if (!absl::SimpleAtoi(text, &v)) return bad("an integer");
+      rep ? r->AddInt32(msg, f, v) : r->SetInt32(msg, f, v);
+      break;
+    }
+    case pb::FieldDescriptor::CPPTYPE_INT64: {
+      int64_t v;
+      if (!absl::SimpleAtoi(text, &v)) return bad("an integer");
+      rep ? r->AddInt64(msg, f, v) : r->SetInt64(msg, f, v);
+      break;
+    }
+    case pb::FieldDescriptor::CPPTYPE_UINT32: {
+      uint32_t v;
+      if (!absl::SimpleAtoi(text, &v)) return bad("a non-negative integer");
+      rep ? r->AddUInt32(msg, f, v) : r->SetUInt32(msg, f, v);
+      break;
+    }
+    case pb::FieldDescriptor::CPPTYPE_UINT64: {
+      uint64_t v;
+      if (!absl::SimpleAtoi(text, &v)) return bad("a non-negative integer");
+      rep ? r->AddUInt64(msg, f, v) : r->SetUInt64(msg, f, v);
+      break;
+    }
+    case pb::FieldDescriptor::CPPTYPE_FLOAT: {
+      float v;
+      if (!absl::SimpleAtof(text, &v)) return bad("a number");
+      rep ? r->AddFloat(msg, f, v) : r->SetFloat(msg, f, v);
+      break;
+    }
+    case pb::FieldDescriptor::CPPTYPE_DOUBLE: {
+      double v;
+      if (!absl::SimpleAtod(text, &v)) return bad("a number");
+      rep ? r->AddDouble(msg, f, v) : r->SetDouble(msg, f, v);
+      break;
+    }
+    case pb::FieldDescriptor::CPPTYPE_BOOL: {
+      bool v;
+      if (!absl::SimpleAtob(text, &v)) return bad("true or false");
+      rep ? r->AddBool(msg, f, v) : r->SetBool(msg, f, v);
+      break;
+    }
+    case pb::FieldDescriptor::CPPTYPE_STRING: {
+      std::string v(text);
+      if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) {
+        v = v.substr(1, v.size() - 2);
+      }
+      rep ? r->AddString(msg, f, v) : r->SetString(msg, f, v);
+      break;
+    }
+    case pb::FieldDescriptor::CPPTYPE_ENUM: {
+      const pb::EnumValueDescriptor* v =
+          f->enum_type()->FindValueByName(absl::AsciiStrToUpper(text));
+      if (v == nullptr || v->number() == 0) {
+        std::vector<std::string> names;
+        for (int i = 1; i < f->enum_type()->value_count(); ++i) {
+          names.push_back(f->enum_type()->value(i)->name());
+        }
+        return bad(absl::StrCat("one of ", absl::StrJoin(names, ", ")));
+      }
+      rep ? r->AddEnum(msg, f, v) : r->SetEnum(msg, f, v);
+      break;
+    }
+    case pb::FieldDescriptor::CPPTYPE_MESSAGE: {
+      absl::string_view body = text;
+      if (absl::ConsumePrefix(&body, "{") && !absl::ConsumeSuffix(&body, "}")) {
+        return bad("a message in braces, e.g. {} or {a: 1}");
+      }
+      pb::Message* sub = rep ? r->AddMessage(msg, f) : r->MutableMessage(msg, f);
+      pb::TextFormat::Parser parser;
+      CollectErrors errors(absl::StrCat("--set ", path));
+      parser.RecordErrorsTo(&errors);
+      sub->Clear();
+      if (!parser.ParseFromString(std::string(body), sub)) {
+        return absl::InvalidArgumentError(errors.Joined());
+      }
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Collects validation problems as "field: problem".
+class Problems {
+ public:
+  void Add(absl::string_view field, absl::string_view problem) {
+    list_.push_back(absl::StrCat("config field ", field, ": ", problem));
+  }
+  void Positive(absl::string_view field, double v) {
+    if (!(v > 0) || !std::isfinite(v)) Add(field, absl::StrCat("must be positive, got ", v));
+  }
+  void NonNegative(absl::string_view field, double v) {
+    if (!(v >= 0) || !std::isfinite(v)) Add(field, absl::StrCat("must be >= 0, got ", v));
+  }
+  void InUnit(absl::string_view field, double v, bool include_one) {
+    const bool ok = v >= 0 && (include_one ? v <= 1 : v < 1);
+    if (!ok) {
+      Add(field, absl::StrCat("must be in [0, 1", include_one ? "]" : ")", ", got ", v));
+    }
+  }
+  absl::Status ToStatus() const {
+    if (list_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrJoin(list_, "\n"));
+  }
+
+ private:
+  std::vector<std::string> list_;
+};
+
+}  // namespace
+
+absl::StatusOr<config::JobConfig> ParseConfigText(absl::string_view text,
+                                                  absl::string_view source) {
+  config::JobConfig cfg;
+  pb::TextFormat::Parser parser;
+  CollectErrors errors(source);
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), &cfg)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid config: ", errors.Joined()));
+  }
+  return cfg;
+}
+
+absl::Status ApplyOverride(absl::string_view assignment, config::JobConfig* cfg) {
+  const size_t eq = assignment.find('=');
+  if (eq == absl::string_view::npos || eq == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--set expects a.b.c=value, got '", assignment, "'"));
+  }
+  const std::string path(absl::StripAsciiWhitespace(assignment.substr(0, eq)));
+  const absl::string_view value = assignment.substr(eq + 1);
+  std::vector<std::string> parts = absl::StrSplit(path, '.');
+  pb::Message* msg = cfg;
+  std::string walked;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const pb::Descriptor* d = msg->GetDescriptor();
+    const pb::FieldDescriptor* f = d->FindFieldByName(parts[i]);
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--set ", path, ": unknown field '", parts[i], "' in ",
+          walked.empty() ? "the job config" : walked, " (", d->full_name(),
+          " has: ", FieldNames(d), ")"));
+    }
+    walked = walked.empty() ? parts[i] : absl::StrCat(walked, ".", parts[i]);
+    const bool last = i + 1 == parts.size();
+    if (last) {
+      if (f->is_repeated()) {
+        msg->GetReflection()->ClearField(msg, f);
+        absl::string_view list = absl::StripAsciiWhitespace(value);
+        absl::ConsumePrefix(&list, "[");
+        absl::ConsumeSuffix(&list, "]");
+        if (absl::StripAsciiWhitespace(list).empty()) return absl::OkStatus();
+        for (absl::string_view item : absl::StrSplit(list, ',')) {
+          RETURN_IF_ERROR(SetScalar(f, item, msg, path));
+        }
+        return absl::OkStatus();
+      }
+      return SetScalar(f, value, msg, path);
+    }
+    if (f->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE || f->is_repeated()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--set ", path, ": '", walked, "' is a ", f->type_name(),
+          ", not a message, so it has no field '", parts[i + 1], "'"));
+    }
+    msg = msg->GetReflection()->MutableMessage(msg, f);
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The model's own fields; whether its layers fit the data set's images is
+// checked when the model is built (CreateModel), which knows their size.
+void ValidateModel(const config::ModelConfig& model, Problems* p) {
+  if (model.has_mlp()) {
+    const config::MlpConfig& mlp = model.mlp();
+    if (mlp.hidden_sizes_size() == 0) {
+      p->Add("model.mlp.hidden_sizes", "must list at least one hidden layer width");
+    }
+    for (int i = 0; i < mlp.hidden_sizes_size(); ++i) {
+      if (mlp.hidden_sizes(i) <= 0) {
+        p->Add(absl::StrCat("model.mlp.hidden_sizes[", i, "]"), absl::StrCat("must be positive, got ", mlp.hidden_sizes(i)));
+      }
+    }
+    if (mlp.activation() == config::ACTIVATION_UNSPECIFIED) p->Add("model.mlp.activation", "must be RELU or TANH");
+  } else if (model.has_cnn()) {
+    const config::CnnConfig& cnn = model.cnn();
+    if (cnn.conv_size() == 0) p->Add("model.cnn.conv", "must list at least one convolution layer");
+    for (int i = 0; i < cnn.conv_size(); ++i) {
+      const config::ConvLayerConfig& conv = cnn.conv(i);
+      if (conv.channels() <= 0) {
+        p->Add(absl::StrCat("model.cnn.conv[", i, "].channels"), absl::StrCat("must be positive, got ", conv.channels()));
+      }
+      if (conv.kernel_size() <= 0 || conv.kernel_size() % 2 == 0) {
+        p->Add(absl::StrCat("model.cnn.conv[", i, "].kernel_size"),
+               absl::StrCat("must be odd and positive (same padding), got ", conv.kernel_size()));
+      }
+    }
+    for (int i = 0; i < cnn.dense_sizes_size(); ++i) {
+      if (cnn.dense_sizes(i) <= 0) {
+        p->Add(absl::StrCat("model.cnn.dense_sizes[", i, "]"), absl::StrCat("must be positive, got ", cnn.dense_sizes(i)));
+      }
+    }
+  } else {
+    p->Add("model", "set model.mlp or model.cnn");
+  }
+}
+
+}  // namespace
+
+absl::Status ValidateConfig(const config::JobConfig& c) {
+  Problems p;
+  ValidateModel(c.model(), &p);
+
+  const auto& data = c.data();
+  if (data.dir().empty()) p.Add("data.dir", "must name the data set directory");
+  p.Positive("data.global_batch_size", data.global_batch_size());
+  p.Positive("data.eval_batch_size", data.eval_batch_size());
+
+  const auto& rt = c.runtime();
+  p.Positive("runtime.num_workers", rt.num_workers());
+  p.Positive("runtime.blas_threads", rt.blas_threads());
+  p.Positive("runtime.watchdog_timeout_seconds", rt.watchdog_timeout_seconds());
+  p.Positive("runtime.collective_timeout_seconds", rt.collective_timeout_seconds());
+  if (rt.min_workers() < 0 || (rt.num_workers() > 0 && rt.min_workers() > rt.num_workers())) {
+    p.Add("runtime.min_workers", absl::StrCat("must be 0 (no elastic worlds) or between 1 and runtime.num_workers (",
+                                              rt.num_workers(), "), got ", rt.min_workers()));
+  }
+  p.Positive("runtime.replace_timeout_seconds", rt.replace_timeout_seconds());
+
+  const double cap = c.collective().bucket_cap_mb();
+  if (!(cap >= 0 && cap <= 1 << 20)) {  // also NaN
+    p.Add("collective.bucket_cap_mb", absl::StrCat("must be between 0 (one bucket) and 1048576 MiB, got ", cap));
+  }
+
+  const auto& train = c.train();
+  p.Positive("train.grad_accum_steps", train.grad_accum_steps());
+  if (data.global_batch_size() > 0 && rt.num_workers() > 0 && train.grad_accum_steps() > 0) {
+    // Any world size takes any batch (ranks' slices differ by at most one
+    // example), as long as every micro-batch of every rank has one.
+    const int64_t parts = static_cast<int64_t>(rt.num_workers()) * train.grad_accum_steps();
+    if (data.global_batch_size() < parts) {
+      p.Add("data.global_batch_size",
+            absl::StrCat(data.global_batch_size(),
+                         " is smaller than runtime.num_workers * train.grad_accum_steps (",
+                         rt.num_workers(), " * ", train.grad_accum_steps(), " = ", parts,
+                         "): some rank would have an empty micro-batch"));
+    }
+  }
+  if (!train.has_total_steps() && !train.has_epochs()) {
+    p.Add("train", "set total_steps or epochs");
+  } else if (train.has_total_steps()) {
+    p.Positive("train.total_steps", static_cast<double>(train.total_steps()));
+  } else {
+    p.Positive("train.epochs", train.epochs());
+  }
+  p.NonNegative("train.grad_clip_norm", train.grad_clip_norm());
+  p.Positive("train.log_every", static_cast<double>(train.log_every()));
+  p.NonNegative("train.eval_every", static_cast<double>(train.eval_every()));
+  for (int i = 0; i < train.trace_steps_size(); ++i) {
+    if (train.trace_steps(i) <= 0) {
+      p.Add(absl::StrCat("train.trace_steps[", i, "]"),
+            absl::StrCat("must be a positive step count (1 is the first step), got ", train.trace_steps(i)));
+    }
+  }
+
+  const auto& opt = c.optimizer();
+  if (opt.has_adamw()) {
+    p.InUnit("optimizer.adamw.b1", opt.adamw().b1(), false);
+    p.InUnit("optimizer.adamw.b2", opt.adamw().b2(), false);
+    p.Positive("optimizer.adamw.eps", opt.adamw().eps());
+    p.NonNegative("optimizer.adamw.weight_decay", opt.adamw().weight_decay());
+  } else {
+    p.InUnit("optimizer.sgd.momentum", opt.sgd().momentum(), false);
+    p.NonNegative("optimizer.sgd.weight_decay", opt.sgd().weight_decay());
+  }
+
+  const auto& s = c.schedule();
+  p.Positive("schedule.base_lr", s.base_lr());
+  p.NonNegative("schedule.warmup_steps", static_cast<double>(s.warmup_steps()));
+  if (s.decay() == config::DECAY_UNSPECIFIED) {
+    p.Add("schedule.decay", "must be CONSTANT, COSINE or LINEAR");
+  }
+  p.InUnit("schedule.end_lr_ratio", s.end_lr_ratio(), true);
+
+  const auto& ck = c.checkpoint();
+  p.NonNegative("checkpoint.every_steps", static_cast<double>(ck.every_steps()));
+  p.NonNegative("checkpoint.every_seconds", ck.every_seconds());
+  p.NonNegative("checkpoint.keep_last", ck.keep_last());
+  p.NonNegative("checkpoint.keep_every", static_cast<double>(ck.keep_every()));
+  p.NonNegative("checkpoint.memory_every_steps", static_cast<double>(ck.memory_every_steps()));
+  p.Positive("checkpoint.memory_copies", ck.memory_copies());
+  if (!ck.best_metric().empty() && ck.best_metric() != "accuracy" && ck.best_metric() != "loss") {
+    p.Add("checkpoint.best_metric",
+          absl::StrCat("must be \"accuracy\" or \"loss\", got \"", ck.best_metric(), "\""));
+  }
+  if (ck.best_mode() == config::BEST_MODE_UNSPECIFIED) {
+    p.Add("checkpoint.best_mode", "must be MAX or MIN");
+  }
+  if (ck.resume_step() < -1) {
+    p.Add("checkpoint.resume_step", absl::StrCat("must be -1 (latest) or a step, got ",
+                                                 ck.resume_step()));
+  }
+  return p.ToStatus();
+}
+
+absl::Status CheckConfigPaths(Env* env, const config::JobConfig& c) {
+  if (!env->IsDirectory(c.data().dir())) {
+    return absl::NotFoundError(absl::StrCat(
+        "config field data.dir: directory ", c.data().dir(),
+        " does not exist (install Debian's dataset-fashion-mnist package or point "
+        "data.dir at the IDX files)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<config::JobConfig> LoadConfig(Env* env, const std::string& path,
+                                             const std::vector<std::string>& overrides,
+                                             bool check_paths) {
+  absl::StatusOr<std::string> text = env->ReadFile(path);
+  if (!text.ok()) return Annotate(text.status(), "reading config file");
+  ASSIGN_OR_RETURN(config::JobConfig cfg, ParseConfigText(*text, path));
+  const bool file_valid = overrides.empty() || ValidateConfig(cfg).ok();
+  for (const std::string& o : overrides) RETURN_IF_ERROR(ApplyOverride(o, &cfg));
+  absl::Status valid = ValidateConfig(cfg);
+  if (!valid.ok()) {
+    // Blame what made it invalid: the file, or (when the file alone is
+    // valid) the --set overrides on it.
+    return Annotate(valid, file_valid && !overrides.empty()
+                               ? absl::StrCat("invalid config: --set ", absl::StrJoin(overrides, " --set "), " on ", path)
+                               : absl::StrCat("invalid config ", path));
+  }
+  if (check_paths) RETURN_IF_ERROR(CheckConfigPaths(env, cfg));
+  return cfg;
+}
+
+std::string ConfigToText(const config::JobConfig& config) {
+  std::string out;
+  pb::TextFormat::PrintToString(config, &out);
+  return out;
+}
+
+}  // namespace shardline

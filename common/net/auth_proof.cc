@@ -1,0 +1,133 @@
+#include "common/net/auth_proof.h"
+
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "openssl/evp.h"
+#include "openssl/hmac.h"
+
+namespace shardline {
+namespace {
+
+constexpr char kRankPrefix[] = "shardline-rank/";
+constexpr int64_t kClockStepMicros = int64_t{60} * 1'000'000;
+
+bool IsHex(absl::string_view s, size_t min, size_t max) {
+  if (s.size() < min || s.size() > max) return false;
+  for (char c : s) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool SecretEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string HmacSha256Hex(absl::string_view key, absl::string_view message) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(message.data()),
+       message.size(), digest, &length);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), length));
+}
+
+std::string KeyFor(absl::string_view token, int rank) {
+  if (rank < 0) return std::string(token);
+  return HmacSha256Hex(token, absl::StrCat(kRankPrefix, rank));
+}
+
+std::string RankCredentialText(absl::string_view token, int rank) {
+  return absl::StrCat(kRankPrefix, rank, "/", KeyFor(token, rank));
+}
+
+absl::StatusOr<Credential> ParseCredential(absl::string_view text) {
+  if (!absl::StartsWith(text, kRankPrefix)) return Credential{-1, std::string(text)};
+  const std::vector<absl::string_view> parts = absl::StrSplit(text.substr(sizeof(kRankPrefix) - 1), '/');
+  int rank = -1;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &rank) || rank < 0 || rank > kMaxCredentialRank ||
+      !IsHex(parts[1], 64, 64)) {
+    return absl::InvalidArgumentError(
+        "a rank credential has the form shardline-rank/<rank>/<64 hex digits> (made by `shardline credential`)");
+  }
+  return Credential{rank, std::string(parts[1])};
+}
+
+absl::StatusOr<std::string> RandomHex(size_t bytes, absl::string_view what) {
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  std::string raw(bytes, '\0');
+  if (!urandom.read(raw.data(), static_cast<std::streamsize>(bytes))) {
+    return absl::UnavailableError(absl::StrCat("cannot read /dev/urandom for ", what));
+  }
+  return absl::BytesToHexString(raw);
+}
+
+absl::StatusOr<std::string> NewNonce() { return RandomHex(16, "a nonce"); }
+
+bool IsClientNonce(absl::string_view nonce) { return IsHex(nonce, 16, 64); }
+
+std::string ServerNonce(absl::string_view key, absl::string_view client_nonce, int64_t now_micros) {
+  return absl::StrCat(now_micros, "-", HmacSha256Hex(key, absl::StrCat("shardline-nonce/", client_nonce, "/", now_micros)));
+}
+
+bool ServerNonceFresh(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce,
+                      int64_t now_micros) {
+  const size_t dash = server_nonce.find('-');
+  if (dash == absl::string_view::npos) return false;
+  int64_t made = 0;
+  if (!absl::SimpleAtoi(server_nonce.substr(0, dash), &made)) return false;
+  if (made < now_micros - kProofSessionMaxAgeMicros || made > now_micros + kClockStepMicros) return false;
+  return SecretEquals(server_nonce, ServerNonce(key, client_nonce, made));
+}
+
+std::string ServerProof(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce) {
+  return HmacSha256Hex(key, absl::StrCat("shardline-server/", client_nonce, "/", server_nonce));
+}
+
+std::string ClientProof(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce) {
+  return HmacSha256Hex(key, absl::StrCat("shardline-client/", client_nonce, "/", server_nonce));
+}
+
+std::string FormatCallProof(const CallProof& p) {
+  return absl::StrCat(p.rank, ".", p.client_nonce, ".", p.server_nonce, ".", p.proof);
+}
+
+absl::StatusOr<CallProof> ParseCallProof(absl::string_view text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
+  CallProof p;
+  if (text.size() > 256 || parts.size() != 4 || !absl::SimpleAtoi(parts[0], &p.rank) || p.rank < -1 ||
+      p.rank > kMaxCredentialRank || !IsClientNonce(parts[1]) || parts[2].size() > 96 || !IsHex(parts[3], 64, 64)) {
+    return absl::InvalidArgumentError("malformed call proof");
+  }
+  p.client_nonce = std::string(parts[1]);
+  p.server_nonce = std::string(parts[2]);
+  p.proof = std::string(parts[3]);
+  return p;
+}
+
+ProofVerdict CheckCallProof(absl::string_view token, absl::string_view header, int64_t now_micros, int* rank) {
+  absl::StatusOr<CallProof> p = ParseCallProof(header);
+  if (!p.ok()) return ProofVerdict::kMalformed;
+  const std::string key = KeyFor(token, p->rank);
+  if (!ServerNonceFresh(key, p->client_nonce, p->server_nonce, now_micros)) return ProofVerdict::kStale;
+  if (!SecretEquals(p->proof, ClientProof(key, p->client_nonce, p->server_nonce))) return ProofVerdict::kWrong;
+  if (rank != nullptr) *rank = p->rank;
+  return ProofVerdict::kOk;
+}
+
+std::string ParkTag(absl::string_view receiver_key, uint64_t generation, int sender) {
+  return HmacSha256Hex(receiver_key, absl::StrCat("shardline-park/", generation, "/", sender));
+}
+
+}  // namespace shardline

@@ -1,0 +1,112 @@
+// Proving a secret without sending it: the job's credentials and the
+// challenge-response both ends of a control-plane call run (docs/security.md).
+// Pure functions of their inputs, no I/O and no clock of their own.
+//
+// Credentials. The job token T is the root secret; the coordinator and the
+// operator's tools hold it. A worker may instead hold only its rank's
+// credential, "shardline-rank/<r>/<key>" with key = HMAC(T,
+// "shardline-rank/<r>"): it proves it may act as rank r and no other.
+//
+// Handshake (one round trip per session, then one header per call):
+//   client -> server  Hello{rank, client_nonce}            (nothing secret)
+//   server -> client  server_nonce = ServerNonce(K, cn, now),
+//                     ServerProof(K, cn, sn)                (proves K)
+//   client            checks the server proof; a server that cannot give it
+//                     learns nothing more than a random nonce
+//   client -> server  on every call: "<rank>.<cn>.<sn>.<ClientProof(K, cn, sn)>"
+// where K is the key of the credential the client named (T for rank -1).
+// The server keeps no state: its nonce carries its time and a MAC, and a
+// session is good for kProofSessionMaxAge after the server made it.
+//
+//   ASSIGN_OR_RETURN(Credential c, ParseCredential(text));
+//   std::string sn = ServerNonce(KeyFor(token, c.rank), cn, now_micros);
+#ifndef SHARDLINE_COMMON_NET_AUTH_PROOF_H_
+#define SHARDLINE_COMMON_NET_AUTH_PROOF_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace shardline {
+
+// Metadata key of the per-call proof.
+inline constexpr char kProofMetadataKey[] = "shardline-proof";
+// How long after the server made it a session's proofs are accepted; a
+// client starts a new session after half of it.
+inline constexpr int64_t kProofSessionMaxAgeMicros = int64_t{600} * 1'000'000;
+// The largest rank a credential may name.
+inline constexpr int kMaxCredentialRank = 1 << 20;
+
+// What a process holds: the job token (rank -1, may act as any rank) or one
+// rank's credential.
+struct Credential {
+  int rank = -1;
+  std::string key;  // the token itself for rank -1
+};
+
+// Constant-time equality, for secrets and tags.
+bool SecretEquals(absl::string_view a, absl::string_view b);
+
+// HMAC-SHA256(key, message), 64 lower-case hex digits.
+std::string HmacSha256Hex(absl::string_view key, absl::string_view message);
+
+// The key of rank `rank`'s credential: HMAC(token, "shardline-rank/<rank>");
+// the token itself for rank -1.
+std::string KeyFor(absl::string_view token, int rank);
+
+// The text of rank `rank`'s credential, as a credential file holds it.
+std::string RankCredentialText(absl::string_view token, int rank);
+
+// A credential file's text (surrounding whitespace already dropped): a rank
+// credential if it has that form, else the job token. INVALID_ARGUMENT for a
+// text that starts like a rank credential but is not one.
+absl::StatusOr<Credential> ParseCredential(absl::string_view text);
+
+// `bytes` random bytes from /dev/urandom, as 2 * bytes hex digits; `what`
+// names the use in the error.
+absl::StatusOr<std::string> RandomHex(size_t bytes, absl::string_view what);
+// 32 random hex digits: RandomHex(16).
+absl::StatusOr<std::string> NewNonce();
+// True for a client nonce of the accepted form: 16 to 64 hex digits.
+bool IsClientNonce(absl::string_view nonce);
+
+// The server's half of a session for client nonce `client_nonce`, made at
+// `now_micros`: "<micros>-<mac>".
+std::string ServerNonce(absl::string_view key, absl::string_view client_nonce, int64_t now_micros);
+// True if `server_nonce` is one ServerNonce(key, client_nonce, t) made for
+// some t with now - kProofSessionMaxAge <= t <= now + 60 s (clock steps).
+bool ServerNonceFresh(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce,
+                      int64_t now_micros);
+
+std::string ServerProof(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce);
+std::string ClientProof(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce);
+
+// The per-call header value and its parts.
+struct CallProof {
+  int rank = -1;
+  std::string client_nonce;
+  std::string server_nonce;
+  std::string proof;
+};
+std::string FormatCallProof(const CallProof& p);
+// INVALID_ARGUMENT for anything not of the form FormatCallProof makes.
+absl::StatusOr<CallProof> ParseCallProof(absl::string_view text);
+
+// Why a call proof is refused, or kOk.
+enum class ProofVerdict { kOk, kMalformed, kStale, kWrong };
+// Checks a call's header against the job token: the right key for the rank
+// it names, a fresh server nonce, the right client proof.
+ProofVerdict CheckCallProof(absl::string_view token, absl::string_view header, int64_t now_micros,
+                            int* rank);
+
+// Data plane: what a sender in generation `generation` shows receiver
+// `receiver` so that a stream arriving before the receiver has joined that
+// generation may wait for it. The coordinator derives it from the token;
+// the receiver from its own credential (KeyFor(token, receiver)).
+std::string ParkTag(absl::string_view receiver_key, uint64_t generation, int sender);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COMMON_NET_AUTH_PROOF_H_

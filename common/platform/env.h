@@ -1,0 +1,134 @@
+// Env: every file, clock and sleep call goes through this interface, as in
+// LevelDB, so tests can inject faults (disk full, fsync failure, crash before
+// rename) and a fake clock. Env::Default() is the POSIX implementation and is
+// thread-safe.
+//
+//   Env* env = Env::Default();
+//   ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path));
+//   ASSIGN_OR_RETURN(auto file, env->NewAppendableFile(workdir + "/metrics.jsonl"));
+//   RETURN_IF_ERROR(file->Append(line));
+#ifndef SHARDLINE_COMMON_PLATFORM_ENV_H_
+#define SHARDLINE_COMMON_PLATFORM_ENV_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace shardline {
+
+// A file open for reading at any offset: pread, so several threads may read
+// one file. Errors name the path.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // The file's size when it was opened.
+  virtual int64_t size() const = 0;
+  // Reads bytes [offset, offset + n) into dst; kDataLoss if the file ends
+  // before them.
+  virtual absl::Status ReadExactly(int64_t offset, size_t n, char* dst) = 0;
+  // A hint: start reading [offset, offset + n) from the device now, without
+  // waiting (POSIX_FADV_WILLNEED), so later reads find it in the cache. The
+  // default does nothing.
+  virtual void Prefetch(int64_t offset, int64_t n) {}
+};
+
+// A file open for sequential writing. Not thread-safe. Errors name the path.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual absl::Status Append(absl::string_view data) = 0;
+  // Hands buffered data to the OS.
+  virtual absl::Status Flush() = 0;
+  // Makes the data durable (fdatasync).
+  virtual absl::Status Sync() = 0;
+  // A hint: start writing what was appended so far to the device without
+  // waiting for it (RocksDB's bytes_per_sync), so the disk works while the
+  // caller produces more and a later Sync has less left to wait for. Promises
+  // nothing about durability. The default does nothing.
+  virtual absl::Status StartWriteback() { return absl::OkStatus(); }
+  virtual absl::Status Close() = 0;
+};
+
+// The alignment of NewUnbufferedFile's appends: offsets, sizes and memory.
+inline constexpr size_t kUnbufferedAlignment = 4096;
+
+// An exclusive lock on a file, held until this object is destroyed.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // The process-wide POSIX Env. Never destroyed.
+  static Env* Default();
+
+  // Reads the whole file. NotFound if it does not exist.
+  virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+  // For reads of large files in pieces (checkpoint restore reads each block
+  // straight into its destination).
+  virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) = 0;
+  virtual bool FileExists(const std::string& path) = 0;
+  virtual bool IsDirectory(const std::string& path) = 0;
+  // Creates `path` and any missing parents (mkdir -p).
+  virtual absl::Status CreateDirs(const std::string& path) = 0;
+  // Opens for appending, creating the file if needed.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(
+      const std::string& path) = 0;
+  // Creates or truncates.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) = 0;
+  // Creates or truncates a file whose writes bypass the page cache (O_DIRECT),
+  // for large files written once: the data goes from the caller's memory to
+  // the device with no copy into the cache. Every Append but the last must
+  // pass a multiple of kUnbufferedAlignment bytes from memory aligned to it;
+  // the last may be shorter (Sync trims the padding). kUnimplemented, from
+  // here or from an Append, where the file system cannot (tmpfs): callers
+  // fall back to NewWritableFile.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewUnbufferedFile(const std::string& path) {
+    return absl::UnimplementedError(absl::StrCat("unbuffered writes to ", path));
+  }
+  virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // Makes the directory's entries (creations, renames) durable.
+  virtual absl::Status SyncDir(const std::string& dir) = 0;
+  // Names (not paths) of the entries of `dir`, without "." and "..".
+  virtual absl::StatusOr<std::vector<std::string>> GetChildren(const std::string& dir) = 0;
+  virtual absl::StatusOr<int64_t> GetFileSize(const std::string& path) = 0;
+  virtual absl::Status DeleteFile(const std::string& path) = 0;
+  // Deletes `path` and everything under it. OK if it does not exist.
+  virtual absl::Status DeleteRecursively(const std::string& path) = 0;
+
+  // Takes an exclusive advisory lock on `path` (created if missing), held
+  // until the returned object is destroyed. FAILED_PRECONDITION if anyone,
+  // in this process or another, holds it already.
+  virtual absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path) = 0;
+
+  // Monotonic clock in microseconds.
+  virtual int64_t NowMicros() = 0;
+  virtual void SleepForMicros(int64_t micros) = 0;
+};
+
+// Writes `contents` to `path` so readers see the old file or the whole new
+// one, never a part: a temporary file in the same directory, then rename.
+// With `durable`, the file is fsynced before the rename and the directory
+// after it, so the new contents survive a crash once this returns.
+absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view contents,
+                                 bool durable = false);
+
+// Creates `dir` if needed and checks that a file can be created, written,
+// synced and removed in it; kFailedPrecondition naming `dir` and what
+// failed otherwise. For finding a read-only or full checkpoint directory
+// before training rather than at the first save after it.
+absl::Status CheckWritableDir(Env* env, const std::string& dir);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_COMMON_PLATFORM_ENV_H_

@@ -1,0 +1,12 @@
+#include "common/platform/malloc_tuning.h"
+
+#include <malloc.h>
+
+namespace shardline {
+
+void TuneMallocForLargeBuffers() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+}
+
+}  // namespace shardline

@@ -1,0 +1,77 @@
+#include "common/net/auth_proof.h"
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace shardline {
+namespace {
+
+constexpr int64_t kNow = int64_t{1'800'000'000} * 1'000'000;
+constexpr char kNonce[] = "00112233445566778899aabbccddeeff";
+
+TEST(AuthProofTest, RankCredentialsAreDerivedAndParsed) {
+  const std::string text = RankCredentialText("tok", 7);
+  EXPECT_EQ(text.rfind("shardline-rank/7/", 0), 0u) << text;
+  absl::StatusOr<Credential> c = ParseCredential(text);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rank, 7);
+  EXPECT_EQ(c->key, KeyFor("tok", 7));
+  EXPECT_NE(KeyFor("tok", 7), KeyFor("tok", 8));
+  EXPECT_NE(KeyFor("tok", 7), KeyFor("tol", 7));
+  EXPECT_EQ(KeyFor("tok", -1), "tok");
+  absl::StatusOr<Credential> token = ParseCredential("0123abcd");
+  ASSERT_TRUE(token.ok());
+  EXPECT_EQ(token->rank, -1);
+  for (const char* bad : {"shardline-rank/", "shardline-rank/7", "shardline-rank/x/00", "shardline-rank/-1/00",
+                          "shardline-rank/7/abc", "shardline-rank/99999999/" "0000000000000000000000000000000000000000000000000000000000000000"}) {
+    EXPECT_FALSE(ParseCredential(bad).ok()) << bad;
+  }
+}
+
+TEST(AuthProofTest, AProofChecksOnlyWithTheRightKeyFreshAndWhole) {
+  const std::string token = "the-job-token";
+  for (int rank : {-1, 0, 5}) {
+    const std::string key = KeyFor(token, rank);
+    const std::string sn = ServerNonce(key, kNonce, kNow);
+    CallProof p{rank, kNonce, sn, ClientProof(key, kNonce, sn)};
+    int caller = -9;
+    EXPECT_EQ(CheckCallProof(token, FormatCallProof(p), kNow + 1'000'000, &caller), ProofVerdict::kOk);
+    EXPECT_EQ(caller, rank);
+    // Claiming another rank with this proof fails: its key differs.
+    CallProof other = p;
+    other.rank = rank + 1;
+    EXPECT_NE(CheckCallProof(token, FormatCallProof(other), kNow, nullptr), ProofVerdict::kOk);
+    // Stale after the session's age, and from too far in the future.
+    EXPECT_EQ(CheckCallProof(token, FormatCallProof(p), kNow + kProofSessionMaxAgeMicros + 1, nullptr),
+              ProofVerdict::kStale);
+    EXPECT_EQ(CheckCallProof(token, FormatCallProof(p), kNow - int64_t{120} * 1'000'000, nullptr),
+              ProofVerdict::kStale);
+    // The server's proof is not a client proof (an oracle gives nothing).
+    CallProof reflected = p;
+    reflected.proof = ServerProof(key, kNonce, sn);
+    EXPECT_EQ(CheckCallProof(token, FormatCallProof(reflected), kNow, nullptr), ProofVerdict::kWrong);
+    // Another token's proof, and a forged server nonce.
+    CallProof wrong = p;
+    wrong.proof = ClientProof(KeyFor("another", rank), kNonce, sn);
+    EXPECT_EQ(CheckCallProof(token, FormatCallProof(wrong), kNow, nullptr), ProofVerdict::kWrong);
+    CallProof forged = p;
+    forged.server_nonce = absl::StrCat(kNow, "-", std::string(64, 'a'));
+    EXPECT_EQ(CheckCallProof(token, FormatCallProof(forged), kNow, nullptr), ProofVerdict::kStale);
+  }
+  for (const char* bad : {"", "x", "1.2.3", "-1.zz.1-2.00", "-1.00112233445566778899aabbccddeeff.1-2.abc"}) {
+    EXPECT_EQ(CheckCallProof(token, bad, kNow, nullptr), ProofVerdict::kMalformed) << bad;
+  }
+  EXPECT_EQ(CheckCallProof(token, std::string(4096, '1'), kNow, nullptr), ProofVerdict::kMalformed);
+}
+
+TEST(AuthProofTest, ParkTagsAreBoundToReceiverGenerationAndSender) {
+  const std::string k1 = KeyFor("tok", 1);
+  const std::string t = ParkTag(k1, 4, 0);
+  EXPECT_EQ(t, ParkTag(k1, 4, 0));
+  EXPECT_NE(t, ParkTag(k1, 5, 0));
+  EXPECT_NE(t, ParkTag(k1, 4, 2));
+  EXPECT_NE(t, ParkTag(KeyFor("tok", 2), 4, 0));
+}
+
+}  // namespace
+}  // namespace shardline

@@ -1,0 +1,123 @@
+#include "worker/lifecycle/worker_metrics.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+#include "common/observability/prometheus_util.h"
+
+#include "common/platform/logging.h"
+
+namespace shardline {
+WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
+    : peak_flops_(peak_flops),
+      step_(NewGauge(r, "shardline_step", "Steps this worker has completed in its current run")),
+      loss_(NewGauge(r, "shardline_loss", "Training loss of the last step (mean over the global batch)")),
+      learning_rate_(NewGauge(r, "shardline_learning_rate", "Learning rate of the last step")),
+      grad_norm_(NewGauge(r, "shardline_grad_norm", "Global gradient L2 norm at the last log step")),
+      samples_per_second_(NewGauge(r, "shardline_samples_per_second", "Global examples per second of the last step")),
+      mfu_(NewGauge(r, "shardline_mfu_ratio", "This rank's model FLOPs per second over its measured sgemm peak")),
+      peak_flops_gauge_(NewGauge(r, "shardline_sgemm_peak_flops", "Measured one-process sgemm FLOP/s (MFU denominator)")),
+      generation_(NewGauge(r, "shardline_worker_generation", "World generation this worker is in")),
+      owned_parameter_bytes_(NewGauge(r, "shardline_owned_parameter_bytes", "Bytes of the parameter shard this worker owns")),
+      owned_optimizer_state_bytes_(NewGauge(r, "shardline_owned_optimizer_state_bytes", "Bytes of optimizer state this worker owns")),
+      step_duration_(prometheus::BuildHistogram()
+                         .Name("shardline_step_duration_seconds")
+                         .Help("Wall time of a training step")
+                         .Register(r)
+                         .Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
+                                                                           0.05, 0.1, 0.2, 0.5, 1, 2, 5})),
+      phase_seconds_(prometheus::BuildCounter()
+                         .Name("shardline_phase_seconds_total")
+                         .Help("Time spent in each phase of the training steps")
+                         .Register(r)),
+      overhead_seconds_(prometheus::BuildCounter()
+                            .Name("shardline_worker_overhead_seconds_total")
+                            .Help("Time this worker spent outside its steps' own work, by kind "
+                                  "(restore, evaluation, checkpoint_stall, memory_snapshot)")
+                            .Register(r)),
+      busy_seconds_(NewCounter(r, "shardline_busy_seconds_total",
+                               "Time in steps spent on this rank's own work (data, forward, backward, optimizer), "
+                               "not waiting on peers")),
+      wait_peers_seconds_(NewCounter(r, "shardline_wait_peers_seconds_total",
+                                     "Time in the per-step scalar all-reduce: waiting for the slowest rank")),
+      collective_background_seconds_(NewCounter(
+          r, "shardline_collective_background_seconds_total",
+          "Time gradient and parameter collectives ran in the background (collective.overlap), hidden behind "
+          "compute or waited for in the reduce_scatter and all_gather phases")),
+      sent_bytes_(NewCounter(r, "shardline_transport_sent_bytes_total", "Collective payload bytes sent")),
+      received_bytes_(NewCounter(r, "shardline_transport_received_bytes_total", "Collective payload bytes received")) {
+  peak_flops_gauge_.Set(peak_flops);
+  for (const char* phase : {"compute", "reduce_scatter", "optimizer", "all_gather"}) {
+    phase_seconds_.Add({{"phase", phase}});
+  }
+  for (Overhead kind : {Overhead::kRestore, Overhead::kEvaluation, Overhead::kCheckpointStall, Overhead::kMemorySnapshot}) {
+    overhead_seconds_.Add({{"kind", OverheadName(kind)}});
+  }
+}
+
+void WorkerMetrics::OnStart(const RunInfo& info) {
+  info_ = info;
+  SLOG(INFO) << "rank " << info.rank << " of " << info.world_size << " owns " << info.owned_parameters
+             << " parameters (" << info.owned_parameters * 4 << " bytes) and "
+             << info.optimizer_state_floats * 4 << " bytes of optimizer state";
+  owned_parameter_bytes_.Set(static_cast<double>(info.owned_parameters) * sizeof(float));
+  owned_optimizer_state_bytes_.Set(static_cast<double>(info.optimizer_state_floats) * sizeof(float));
+}
+
+void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
+  step_.Set(static_cast<double>(r.step + 1));
+  loss_.Set(r.loss);
+  learning_rate_.Set(r.lr);
+  if (r.grad_norm >= 0) grad_norm_.Set(r.grad_norm);
+  step_duration_.Observe(seconds);
+  phase_seconds_.Add({{"phase", "compute"}}).Increment(r.times.compute);
+  phase_seconds_.Add({{"phase", "reduce_scatter"}}).Increment(r.times.reduce_scatter);
+  phase_seconds_.Add({{"phase", "optimizer"}}).Increment(r.times.optimizer);
+  phase_seconds_.Add({{"phase", "all_gather"}}).Increment(r.times.all_gather);
+  busy_seconds_.Increment(std::max(0.0, r.times.busy()));
+  wait_peers_seconds_.Increment(r.times.wait_peers);
+  collective_background_seconds_.Increment(r.times.comm_busy);
+  if (seconds > 0) {
+    samples_per_second_.Set(info_.global_batch_size / seconds);
+    const double my_flops = static_cast<double>(info_.flops_per_example) * info_.global_batch_size /
+                            std::max(1, info_.world_size);
+    if (peak_flops_ > 0) mfu_.Set(my_flops / seconds / peak_flops_);
+  }
+}
+
+void WorkerMetrics::OnOverhead(Overhead kind, double seconds) {
+  overhead_seconds_.Add({{"kind", OverheadName(kind)}}).Increment(seconds);
+}
+
+void WorkerMetrics::SetTransportBytes(int64_t sent, int64_t received) {
+  if (sent < sent_seen_ || received < received_seen_) sent_seen_ = received_seen_ = 0;  // a new transport
+  sent_bytes_.Increment(static_cast<double>(sent - sent_seen_));
+  received_bytes_.Increment(static_cast<double>(received - received_seen_));
+  sent_seen_ = sent;
+  received_seen_ = received;
+}
+
+void WorkerMetrics::SetGeneration(uint64_t generation) {
+  generation_.Set(static_cast<double>(generation));
+  MutexLock lock(&stuck_mu_);
+  stuck_.clear();
+}
+
+void WorkerMetrics::SetStuck(const std::string& what) {
+  MutexLock lock(&stuck_mu_);
+  stuck_ = what;
+}
+
+Health WorkerMetrics::health() const {
+  {
+    MutexLock lock(&stuck_mu_);
+    if (!stuck_.empty()) return {false, absl::StrCat("stuck: ", stuck_)};
+  }
+  // The gauges are the state: thread-safe to read, set as the worker goes.
+  const auto generation = static_cast<uint64_t>(generation_.Value());
+  if (generation == 0) return {false, "registering with the coordinator; no world joined yet"};
+  return {true, absl::StrCat("generation ", generation, ", step ", static_cast<int64_t>(step_.Value()))};
+}
+
+}  // namespace shardline
