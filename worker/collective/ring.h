@@ -64,7 +64,7 @@ struct CollectiveOptions {
   // AllReduce of at most this many bytes runs recursive doubling (log-depth,
   // latency-bound) instead of the pipelined ring (bandwidth-optimal), as
   // Gloo and NCCL choose by size. Over gRPC on loopback doubling was faster
-  // up to 64 KiB at every N from 2 to 16 (bench/RESULTS.md, issue 18).
+  // up to 64 KiB at every N from 2 to 16 (bench/history/2026-11.md, issue 18).
   // Every rank must use the same value.
   int64_t doubling_max_bytes = 64 << 10;
   // The most a peer may announce for a SendRecv: a longer announcement is
