@@ -9,6 +9,7 @@
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/job/config.h"
 #include "common/faults/fault_injection.h"
+#include "common/job/best_eval.h"
 #include "common/platform/logging.h"
 #include "common/net/rpc_auth.h"
 #include "common/encoding/text_escape.h"
@@ -31,16 +32,13 @@ constexpr char kFinishedKey[] = "finished";
 // World changes kept in the store and the status (the newest).
 constexpr int kMaxWorldChanges = 100;
 
-// True if `record` beats `best` (unset: anything beats it) by
-// checkpoint.best_metric, or by accuracy when no metric is set.
+// True if `record` beats `best` (unset: anything beats it) by the one
+// best-eval rule (common/job/best_eval.h).
 bool IsBetterEval(const metrics::MetricRecord& record, const metrics::MetricRecord& best,
                   const config::CheckpointConfig& policy) {
   if (!best.has_step()) return true;
-  if (policy.best_metric() == "loss") {
-    return policy.best_mode() == config::MAX ? record.loss() > best.loss() : record.loss() < best.loss();
-  }
-  if (policy.best_metric().empty() || policy.best_mode() == config::MAX) return record.accuracy() > best.accuracy();
-  return record.accuracy() < best.accuracy();
+  return BeatsBest(policy, BestMetricValue(policy, {record.loss(), record.accuracy()}),
+                   BestMetricValue(policy, {best.loss(), best.accuracy()}));
 }
 
 // Registrations are logged one by one in worlds up to this size; in larger

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/faults/fault_injection.h"
+#include "common/job/best_eval.h"
 #include "common/platform/logging.h"
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
@@ -112,7 +113,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   if (options.memory_restore_step <= 0) {
     model.InitRange(config.seed(), Range{0, model.layout().total_size()}, state.params.data());
   }
-  BestSoFar best;
+  // The best eval so far (saved in every shard; BEST only with a metric).
+  BestEval best(config.checkpoint());
   StepObserver* const observer = options.observer;
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -134,7 +136,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       return absl::DataLossError(absl::StrFormat("in-memory snapshot of step %d has the data position of step %d",
                                                  restored.step, state.next_step));
     }
-    best = restored.best;
+    best.Reset(restored.best.step, restored.best.value);
     const double took = seconds_since(restore_start);
     if (comm.rank() == 0) {
       SLOG(INFO) << absl::StrFormat("restored step %d from memory in %.1f ms (no checkpoint read)%s", restored.step,
@@ -156,7 +158,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       return absl::DataLossError(absl::StrFormat("%s: saved at step %d but its data position is step %d",
                                                  options.restore_dir, restored.step, state.next_step));
     }
-    best = restored.best;
+    best.Reset(restored.best.step, restored.best.value);
     if (comm.rank() == 0) {
       SLOG(INFO) << "restored step " << restored.step << " from " << options.restore_dir << " ("
                  << restored.bytes_read << " checkpoint bytes read)";
@@ -247,7 +249,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     source.optimizer = optimizer.get();
     source.position = pipeline.Position(state.next_step);
     source.job_id = options.job_id;
-    source.best = best;
+    source.best = BestSoFar{best.step(), best.value()};
     return source;
   };
   auto report_stall = [&] {
@@ -332,15 +334,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       if (observer != nullptr) observer->OnOverhead(Overhead::kEvaluation, seconds_since(eval_start));
       // Every rank has the same eval numbers and the same best so far (it
       // is restored with the checkpoint), so all agree on a new best.
-      const std::string& metric = config.checkpoint().best_metric();
-      if (!metric.empty()) {
-        const double value = metric == "loss" ? e.loss : e.accuracy;
-        const bool higher = config.checkpoint().best_mode() == config::MAX;
-        if (best.step < 0 || (higher ? value > best.value : value < best.value)) {
-          best = BestSoFar{state.next_step, value};
-          new_best = true;
-        }
-      }
+      // Kept as BEST only when checkpoint.best_metric is set.
+      new_best = best.Offer(state.next_step, {e.loss, e.accuracy}) && !config.checkpoint().best_metric().empty();
       const EvalPoint point{state.next_step, e.loss, e.accuracy, result.train_seconds};
       result.evals.push_back(point);
       if (lead && options.metrics != nullptr) RETURN_IF_ERROR(options.metrics->Write(EvalLine(point)));
