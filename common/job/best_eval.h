@@ -1,9 +1,9 @@
 // Which eval is the best, by one rule for both processes: by
 // checkpoint.best_metric ("accuracy" or "loss") and best_mode (MAX or MIN);
-// with no metric set, by accuracy, higher is better. The worker keeps the
-// best eval's checkpoint as BEST (only when a metric is set) and saves the
-// best so far in every shard; the coordinator shows it (`shardline status`,
-// the status page).
+// with no metric set, by accuracy, higher is better. With a metric set, the
+// worker saves the best so far in every shard and keeps the best eval's
+// checkpoint as BEST; the coordinator shows the best eval either way
+// (`shardline status`, the status page).
 #ifndef SHARDLINE_COMMON_JOB_BEST_EVAL_H_
 #define SHARDLINE_COMMON_JOB_BEST_EVAL_H_
 

@@ -15,6 +15,7 @@
 #include "worker/collective/overlap.h"
 #include "worker/model/bucket_plan.h"
 #include "worker/model/model_factory.h"
+#include "worker/train/cadence.h"
 #include "worker/train/evaluator.h"
 #include "worker/train/nan_guard.h"
 #include "worker/train/nonfinite.h"
@@ -113,7 +114,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   if (options.memory_restore_step <= 0) {
     model.InitRange(config.seed(), Range{0, model.layout().total_size()}, state.params.data());
   }
-  // The best eval so far (saved in every shard; BEST only with a metric).
+  // The best eval so far (with a checkpoint.best_metric, saved in every
+  // shard and kept as BEST).
   BestEval best(config.checkpoint());
   StepObserver* const observer = options.observer;
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
@@ -222,11 +224,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   const std::unique_ptr<ModelWorkspace> eval_ws = model.NewWorkspace();
   TrainResult result;
   result.flops_per_example = model.TrainFlopsPerExample();
-  const int64_t log_every = config.train().log_every();
-  const int64_t eval_every = config.train().eval_every();
-  const int64_t save_every = config.checkpoint().every_steps();
-  const int64_t memory_every =
-      options.memory != nullptr && comm.world_size() > 1 ? config.checkpoint().memory_every_steps() : 0;
+  const CadenceOptions cadence =
+      CadenceFromConfig(config, total_steps, /*memory_snapshots=*/options.memory != nullptr && comm.world_size() > 1);
   int64_t last_saved = start_step;
   int64_t last_eval = start_step;
   result.start_step = start_step;
@@ -249,7 +248,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     source.optimizer = optimizer.get();
     source.position = pipeline.Position(state.next_step);
     source.job_id = options.job_id;
-    source.best = BestSoFar{best.step(), best.value()};
+    // Saved (and so BEST kept) only by a checkpoint.best_metric.
+    if (!config.checkpoint().best_metric().empty()) source.best = BestSoFar{best.step(), best.value()};
     return source;
   };
   auto report_stall = [&] {
@@ -273,7 +273,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       eval_vote = options.eval_request->load();
     }
     const auto start = std::chrono::steady_clock::now();
-    const bool log_due = (step + 1) % log_every == 0 || step + 1 == total_steps;
+    const bool log_due = LogDue(cadence, step + 1);
     const bool traced = observer != nullptr && trace_steps.count(step + 1) > 0;
     spans.clear();
     buffers.spans = traced ? &spans : nullptr;
@@ -296,10 +296,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     };
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    // Every rank got the same agreed stop in this step, so all end here.
-    const bool stop_now = Reached(r.agreed_stop, state.next_step) && state.next_step < total_steps;
-    const bool last = state.next_step == total_steps || stop_now;
-    if (stop_now) CrashPoint("stopping", state.next_step);  // before the final eval and save
+    // Every rank got the same agreed requests in this step, so all do the
+    // same below (and stop here alike).
+    const Due due = DueAfter(cadence, state.next_step, {r.agreed_stop, r.agreed_checkpoint, r.agreed_eval});
+    if (due.stop) CrashPoint("stopping", state.next_step);  // before the final eval and save
     result.train_seconds += seconds;
     result.phase_seconds += r.times;
     window_seconds += seconds;
@@ -314,7 +314,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     if (options.steps_done != nullptr) options.steps_done->store(state.next_step);
     if (show) progress.Step(state.next_step, r.loss, result.train_seconds);
 
-    if (log_due || last) {
+    if (due.log) {
       const double rate = window_seconds > 0
                               ? static_cast<double>(window_steps) * global_batch / window_seconds
                               : 0;
@@ -325,7 +325,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       window_steps = 0;
     }
     bool new_best = false;
-    if ((eval_every > 0 && state.next_step % eval_every == 0) || last || Reached(r.agreed_eval, state.next_step)) {
+    if (due.eval) {
       last_eval = state.next_step;
       RETURN_IF_ERROR(settle());
       const auto eval_start = std::chrono::steady_clock::now();
@@ -346,10 +346,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
                                       e.loss, e.accuracy);
       }
     }
-    const bool save_due = (save_every > 0 && state.next_step % save_every == 0) || new_best ||
-                          Reached(r.agreed_checkpoint, state.next_step) ||
-                          (last && config.checkpoint().save_final());
-    if (!options.checkpoint_root.empty() && save_due && state.next_step != last_saved) {
+    if (!options.checkpoint_root.empty() && (due.save || new_best) && state.next_step != last_saved) {
       // Snapshot, write and report happen in the background; the next
       // step waits for the snapshot before its optimizer update.
       RETURN_IF_ERROR(settle());
@@ -358,7 +355,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       last_saved = state.next_step;
       last_save_time = std::chrono::steady_clock::now();
     }
-    if (memory_every > 0 && state.next_step % memory_every == 0 && !last) {
+    if (due.snapshot) {
       // Synchronous, at the step boundary, on every rank alike: the copy is
       // memcpy-speed and the ring shift one shard (bench/RESULTS.md).
       RETURN_IF_ERROR(settle());
@@ -369,7 +366,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       result.memory_snapshot_seconds += took;
       if (observer != nullptr) observer->OnOverhead(Overhead::kMemorySnapshot, took);
     }
-    if (stop_now) {
+    if (due.stop) {
       result.stopped_early = true;
       if (show) SLOG(INFO) << "stopping at step " << state.next_step << " as requested";
       break;
