@@ -51,7 +51,7 @@ absl::Status CheckpointCatalog::Init(const std::string& job_id) {
   RestorePoint resume;
   // Resume order: this workdir's latest commit, then resume_from.
   if (steps.empty() && !options_.policy.resume_from().empty()) {
-    const std::string other = options_.policy.resume_from() + "/checkpoints";
+    const std::string other = CheckpointRoot(options_.policy.resume_from());
     ASSIGN_OR_RETURN(std::vector<int64_t> theirs, CommittedSteps(env, other));
     const int64_t want = options_.policy.resume_step();
     if (theirs.empty() || (want >= 0 && std::find(theirs.begin(), theirs.end(), want) == theirs.end())) {

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/checkpoint/checkpoint_dir.h"
 #include "common/platform/process_init.h"
 #include "common/faults/slow_disk_env.h"
 #include "common/job/config.h"
@@ -123,7 +124,7 @@ absl::Status Run(const Args& args) {
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
   // The workers write their shards there and the coordinator commits them:
   // found now, not at the first save after minutes of training.
-  RETURN_IF_ERROR(CheckWritableDir(env, workdir + "/checkpoints"));
+  RETURN_IF_ERROR(CheckWritableDir(env, CheckpointRoot(workdir)));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(workdir + "/coordinator_db"));
   // The curves so far (a restarted coordinator shows the whole run), then
@@ -140,7 +141,7 @@ absl::Status Run(const Args& args) {
 
   CoordinatorOptions options;
   options.world_size = cfg.runtime().num_workers();
-  options.checkpoint_root = workdir + "/checkpoints";
+  options.checkpoint_root = CheckpointRoot(workdir);
   options.trace_dir = workdir + "/traces";
   options.token = auth->token();
   options.stop_requested = args.Has("stop_requested");

@@ -45,11 +45,19 @@ absl::Status WriteBest(Env* env, const std::string& root, int64_t step, double v
   return WriteFileAtomically(env, root + "/" + kBestFile, absl::StrFormat("%d %.9g\n", step, value), /*durable=*/true);
 }
 
-int64_t ReadBestStep(Env* env, const std::string& root) {
+std::string CheckpointRoot(const std::string& workdir) { return workdir + "/checkpoints"; }
+
+BestRecord ReadBest(Env* env, const std::string& root) {
+  BestRecord best;
   absl::StatusOr<std::string> text = env->ReadFile(root + "/" + kBestFile);
+  if (!text.ok()) return best;
+  const std::string line = text->substr(0, text->find('\n'));
+  const size_t space = line.find(' ');
   int64_t step;
-  if (!text.ok() || !absl::SimpleAtoi(text->substr(0, text->find(' ')), &step)) return -1;
-  return step;
+  if (space == std::string::npos || !absl::SimpleAtoi(line.substr(0, space), &step)) return best;
+  best.step = step;
+  best.value_text = line.substr(space + 1);
+  return best;
 }
 
 absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string& root) {

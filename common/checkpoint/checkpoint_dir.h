@@ -23,10 +23,18 @@ namespace shardline {
 inline constexpr char kCommittedFile[] = "COMMITTED";
 inline constexpr char kBestFile[] = "BEST";  // root/BEST: "<step> <value>"
 
-// The best checkpoint's step recorded in root/BEST (durably, by WriteBest),
-// or -1.
+// A workdir's checkpoint root: WORKDIR/checkpoints (every process and
+// command spells it here).
+std::string CheckpointRoot(const std::string& workdir);
+
+// The best checkpoint recorded in root/BEST (durably, by WriteBest).
+struct BestRecord {
+  int64_t step = -1;       // -1: no BEST, or one that does not parse
+  std::string value_text;  // the metric's value as written
+};
 absl::Status WriteBest(Env* env, const std::string& root, int64_t step, double value);
-int64_t ReadBestStep(Env* env, const std::string& root);
+BestRecord ReadBest(Env* env, const std::string& root);
+inline int64_t ReadBestStep(Env* env, const std::string& root) { return ReadBest(env, root).step; }
 
 // "step_000000001200": zero-padded so names sort by step.
 std::string StepDirName(int64_t step);

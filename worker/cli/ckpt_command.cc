@@ -33,7 +33,7 @@ constexpr char kHelp[] =
     "          (F32 tensors named layer<i>/w [in, out] and layer<i>/b); the same\n"
     "          parameters always give the same bytes\n";
 
-std::string Root(const std::string& workdir) { return workdir + "/checkpoints"; }
+std::string Root(const std::string& workdir) { return CheckpointRoot(workdir); }
 
 absl::StatusOr<int64_t> PickStep(Env* env, const std::string& root, const std::string& want) {
   ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, root));
@@ -51,10 +51,11 @@ absl::Status List(Env* env, const std::string& workdir) {
   const std::string root = Root(workdir);
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->GetChildren(root));
   std::sort(names.begin(), names.end());
-  const int64_t best = ReadBestStep(env, root);
+  const BestRecord best = ReadBest(env, root);
   printf("%-20s %-11s %-7s %-12s %s\n", "step", "state", "shards", "bytes", "best");
   for (const std::string& n : names) {
-    if (n.rfind("step_", 0) != 0) continue;
+    int64_t step;
+    if (!ParseStepDirName(n, &step)) continue;
     const std::string dir = root + "/" + n;
     const bool committed = env->FileExists(dir + "/" + kCommittedFile);
     ASSIGN_OR_RETURN(std::vector<std::string> files, env->GetChildren(dir));
@@ -71,14 +72,8 @@ absl::Status List(Env* env, const std::string& workdir) {
       absl::StatusOr<state::CheckpointManifest> m = ReadCommitted(env, dir);
       if (m.ok()) world = absl::StrCat(m->world_size());
     }
-    int64_t step = -1;
-    absl::SimpleAtoi(n.substr(5), &step);
-    std::string best_text;
-    if (step == best) {
-      absl::StatusOr<std::string> b = env->ReadFile(root + "/" + kBestFile);
-      best_text = b.ok() ? absl::StrCat("best (", b->substr(b->find(' ') + 1, b->find('\n') - b->find(' ') - 1), ")") : "best";
-    }
-    printf("%-20s %-11s %-7s %-12ld %s\n", n.substr(5).c_str(), committed ? "committed" : "uncommitted",
+    const std::string best_text = step == best.step ? absl::StrCat("best (", best.value_text, ")") : "";
+    printf("%-20ld %-11s %-7s %-12ld %s\n", static_cast<long>(step), committed ? "committed" : "uncommitted",
            absl::StrCat(shards, "/", world).c_str(), static_cast<long>(bytes), best_text.c_str());
   }
   // Checkpoints found bad, set aside in checkpoints/quarantine: never

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/checkpoint/checkpoint_dir.h"
 #include "common/platform/args.h"
 #include "common/job/config.h"
 #include "common/platform/env.h"
@@ -239,7 +240,7 @@ absl::Status Launch(const Args& args) {
   ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(workdir, "shardline launch"));
   lock->ShareWithChildren();
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir + "/logs"), "creating --workdir"));
-  RETURN_IF_ERROR(CheckWritableDir(env, workdir + "/checkpoints"));  // here, not at the first save
+  RETURN_IF_ERROR(CheckWritableDir(env, CheckpointRoot(workdir)));  // here, not at the first save
   const std::string address_file = workdir + "/coordinator.address";
   std::remove(address_file.c_str());
   // Secure by default: every run has a fresh token (a token that leaked in

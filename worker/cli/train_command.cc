@@ -97,7 +97,7 @@ absl::Status Train(const Args& args) {
   ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(workdir, "shardline train"));
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
   // Found now, not at the first save after minutes of training.
-  RETURN_IF_ERROR(CheckWritableDir(env, workdir + "/checkpoints"));
+  RETURN_IF_ERROR(CheckWritableDir(env, CheckpointRoot(workdir)));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   SetBlasThreads(cfg.runtime().blas_threads());
   SLOG(INFO) << "OpenBLAS " << BlasCoreName() << " kernels; loading " << cfg.data().dir();
@@ -107,7 +107,7 @@ absl::Status Train(const Args& args) {
   // Resume order: this workdir's newest committed checkpoint that verifies
   // (an error if it has some and none does), then
   // checkpoint.resume_from (another workdir, at resume_step or its latest).
-  const std::string root = workdir + "/checkpoints";
+  const std::string root = CheckpointRoot(workdir);
   RETURN_IF_ERROR(DeleteUncommitted(env, root));
   ASSIGN_OR_RETURN(std::vector<int64_t> mine, CommittedSteps(env, root));
   ASSIGN_OR_RETURN(const std::string job_id, LoadOrCreateJobId(env, workdir));
@@ -116,7 +116,7 @@ absl::Status Train(const Args& args) {
   if (!mine.empty()) {
     ASSIGN_OR_RETURN(restore, NewestThatVerifies(env, root, mine));
   } else if (!cfg.checkpoint().resume_from().empty()) {
-    const std::string other = cfg.checkpoint().resume_from() + "/checkpoints";
+    const std::string other = CheckpointRoot(cfg.checkpoint().resume_from());
     ASSIGN_OR_RETURN(std::vector<int64_t> theirs, CommittedSteps(env, other));
     const int64_t want = cfg.checkpoint().resume_step();
     if (want >= 0 && std::find(theirs.begin(), theirs.end(), want) == theirs.end()) {
