@@ -1,6 +1,7 @@
 #include "worker/train/train_step.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -11,6 +12,7 @@
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
 #include "worker/train/exchange.h"
+#include "worker/train/step_scalars.h"
 
 namespace shardline {
 namespace {
@@ -136,12 +138,6 @@ std::string PhasesPerStep(const PhaseTimes& total, int64_t steps) {
 
 namespace {
 
-// A vote as a value for the min-reduction: no request is larger than any.
-// Finite, as every scalar of an all-reduce must be; steps stay far below it.
-constexpr double kNoVote = 9007199254740992.0;  // 2^53
-double VoteScalar(int64_t step) { return step == kNoStep ? kNoVote : static_cast<double>(step); }
-int64_t AgreedStep(double reduced) { return reduced >= kNoVote ? kNoStep : static_cast<int64_t>(reduced); }
-
 // A scalar all-reduce carries finite values only: a non-finite one is sent
 // as 0 (its rank has noted it; the world judges it in the same step).
 double FiniteOrZero(double v) { return std::isfinite(v) ? v : 0.0; }
@@ -198,31 +194,34 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   const std::vector<Range>& mine = ctx.optimizer.pieces();
   const float clip = ctx.config.train().grad_clip_norm();
   const bool need_grad_norm = with_norms || clip > 0;
-  double scalars[6] = {FiniteOrZero(stats.loss_sum),
-                       need_grad_norm ? FiniteOrZero(SumSquares(b->grads.data(), mine)) : 0.0,
-                       VoteScalar(votes.stop), VoteScalar(votes.checkpoint), VoteScalar(votes.eval),
-                       seen.seen() ? 1.0 : 0.0};
-  static constexpr ReduceOp kOps[6] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMin,
-                                       ReduceOp::kMin, ReduceOp::kMax};
+  StepScalars mine_scalars;
+  mine_scalars.loss_sum = FiniteOrZero(stats.loss_sum);
+  mine_scalars.grad_sq = need_grad_norm ? FiniteOrZero(SumSquares(b->grads.data(), mine)) : 0.0;
+  mine_scalars.stop_vote = votes.stop;
+  mine_scalars.checkpoint_vote = votes.checkpoint;
+  mine_scalars.eval_vote = votes.eval;
+  mine_scalars.nonfinite_seen = seen.seen();
+  std::array<double, StepScalars::kCount> packed = mine_scalars.Pack();
   spans.Since("clip", sub_begin);
   sub.Lap();
   sub_begin = spans.Now();
-  RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(scalars), kOps));
+  RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(packed), StepScalars::kOps));
+  const StepScalars agreed = StepScalars::Unpack(packed);
   r.times.wait_peers = sub.Lap();
   spans.Since("wait_peers", sub_begin);
-  if (scalars[5] > 0) {  // some rank saw a non-finite number: judge it together
+  if (agreed.nonfinite_seen) {  // some rank saw a non-finite number: judge it together
     ASSIGN_OR_RETURN(r.nonfinite, ExchangeObservations(ctx.comm, seen));
     if (r.nonfinite.kind == NonFiniteVerdict::Kind::kPeerFault) return VerdictStatus(r.nonfinite);
     r.loss = std::numeric_limits<double>::quiet_NaN();
     return r;  // diverged: not applied
   }
-  r.loss = scalars[0] / ctx.config.data().global_batch_size();
-  r.agreed_stop = AgreedStep(scalars[2]);
-  r.agreed_checkpoint = AgreedStep(scalars[3]);
-  r.agreed_eval = AgreedStep(scalars[4]);
+  r.loss = agreed.loss_sum / ctx.config.data().global_batch_size();
+  r.agreed_stop = agreed.stop_vote;
+  r.agreed_checkpoint = agreed.checkpoint_vote;
+  r.agreed_eval = agreed.eval_vote;
   float clip_scale = 1.0f;
   if (need_grad_norm) {
-    r.grad_norm = std::sqrt(scalars[1]);
+    r.grad_norm = std::sqrt(agreed.grad_sq);
     if (clip > 0 && r.grad_norm > clip) clip_scale = static_cast<float>(clip / r.grad_norm);
   }
 
