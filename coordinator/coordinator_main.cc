@@ -145,6 +145,7 @@ absl::Status Run(const Args& args) {
   options.trace_dir = workdir + "/traces";
   options.token = auth->token();
   options.stop_requested = args.Has("stop_requested");
+  options.disk_thread = true;  // no RPC thread ever waits on the disk
   int64_t timeout_ms = 5000;
   if (args.Has("heartbeat_timeout_ms") && !absl::SimpleAtoi(args.Get("heartbeat_timeout_ms"), &timeout_ms)) {
     return absl::InvalidArgumentError("--heartbeat_timeout_ms must be an integer");
@@ -324,6 +325,7 @@ absl::Status Run(const Args& args) {
   // reports and stream ends go through (bounded: 2 s in all).
   const absl::Time drain_by = absl::Now() + absl::Seconds(2);
   while (service.open_streams() > 0 && absl::Now() < drain_by) absl::SleepFor(absl::Milliseconds(10));
+  job.FlushDisk();  // every record and commit decided so far, on disk
   server.server->Shutdown(absl::ToChronoTime(drain_by));
   service.Stop();
   RETURN_IF_ERROR(job.final_status());

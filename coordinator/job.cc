@@ -15,6 +15,8 @@
 #include "common/encoding/text_escape.h"
 #include "common/platform/status_macros.h"
 #include "coordinator/report_check.h"
+#include "coordinator/restore_plan.h"
+#include "coordinator/schedule.h"
 #include "coordinator/straggler.h"
 #include "common/topology/peer_set.h"
 
@@ -82,7 +84,8 @@ Job::Job(config::JobConfig config, JobStore* store, MetricsSink* metrics, Coordi
       store_(store),
       metrics_(metrics),
       options_(options),
-      catalog_(store, CatalogOptions{options.checkpoint_root, options.env, config_.checkpoint()}) {}
+      catalog_(store, CatalogOptions{options.checkpoint_root, options.env, config_.checkpoint()}),
+      writer_(options.disk_thread ? std::make_unique<DiskWriter>(DiskWriterOptions{}) : nullptr) {}
 
 absl::Status Job::Init() {
   {
@@ -144,7 +147,24 @@ void Job::ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* l
   saves_.erase(saved.step());
 }
 
-void Job::RunDeferred(Deferred later) {
+void Job::RunDeferred(Deferred later, bool wait) {
+  if (writer_ == nullptr || writer_->OnWriterThread()) {
+    RunDeferredNow(later);
+    return;
+  }
+  const bool nothing = later.commits.empty() && later.bad_step == 0;
+  if (nothing) {
+    PersistState();
+  } else if (!writer_->Submit([this, later = std::move(later)] { RunDeferredNow(later); })) {
+    // A full queue (a disk stalled for long): commits are never dropped;
+    // this caller waits for the disk instead.
+    SLOG(WARNING) << "the coordinator's disk queue is full; committing on the caller's thread";
+    RunDeferredNow(later);
+  }
+  if (wait && !nothing) writer_->Drain();
+}
+
+void Job::RunDeferredNow(const Deferred& later) {
   for (const Commit& c : later.commits) {
     absl::Status committed = catalog_.Commit(c.step, c.world, job_id_, c.shards);
     MutexLock lock(&mu_);
@@ -164,10 +184,61 @@ void Job::RunDeferred(Deferred later) {
       Fail(Annotate(marked, "marking a checkpoint bad"));
     }
   }
-  PersistState();
+  PersistStateNow();
+  WriteRecords();
+  if (writer_ != nullptr) CompleteRegistrations();  // what waited for this
 }
 
 void Job::PersistState() {
+  if (writer_ == nullptr || writer_->OnWriterThread()) {
+    PersistStateNow();
+    WriteRecords();
+    return;
+  }
+  {
+    MutexLock lock(&mu_);
+    if (persist_queued_) return;  // the queued one covers this change
+    persist_queued_ = true;
+  }
+  const bool queued = writer_->Submit([this] {
+    {
+      MutexLock lock(&mu_);
+      persist_queued_ = false;
+    }
+    PersistStateNow();
+    WriteRecords();
+    CompleteRegistrations();  // those waiting for a durable generation
+  });
+  if (!queued) {
+    {
+      MutexLock lock(&mu_);
+      persist_queued_ = false;
+    }
+    PersistStateNow();
+    WriteRecords();
+  }
+}
+
+void Job::WriteRecords() {
+  // One writer at a time, so records reach the files in the order decided.
+  MutexLock persist(&persist_mu_);
+  std::vector<metrics::MetricRecord> records;
+  {
+    MutexLock lock(&mu_);
+    records.swap(pending_records_);
+  }
+  if (metrics_ == nullptr) return;
+  for (const metrics::MetricRecord& record : records) {
+    absl::Status written = metrics_->Write(record);
+    if (!written.ok()) {
+      MutexLock lock(&mu_);
+      Fail(Annotate(written, "writing metrics.jsonl"));
+      return;
+    }
+  }
+}
+
+void Job::PersistStateNow() {
   MutexLock persist(&persist_mu_);
   uint64_t generation, version;
   int64_t step;
@@ -338,8 +409,7 @@ void Job::RecordWorldChangeLocked(int from, const std::string& why) {
     record.set_world_size(world_size_);
     record.set_previous_world_size(from);
     record.set_generation(static_cast<int32_t>(std::min<uint64_t>(generation_, INT32_MAX)));
-    absl::Status written = metrics_->Write(record);
-    if (!written.ok()) Fail(Annotate(written, "writing metrics.jsonl"));
+    pending_records_.push_back(std::move(record));  // written by the caller's PersistState
   }
 }
 
@@ -386,42 +456,17 @@ void Job::MaybeGrowLocked(int64_t step) {
 }
 
 int64_t Job::PlanMemoryRestore() {
-  memory_sources_.clear();
-  memory_world_ = 0;
-  if (config_.checkpoint().memory_every_steps() <= 0 || world_size_ < 2) return 0;
-  // step -> world it was taken in -> shard -> ranks (of the forming world)
-  // holding it.
-  std::map<int64_t, std::map<int, std::map<int, std::set<int>>>, std::greater<int64_t>> holders;
-  for (const auto& [rank, m] : members_) {
-    for (const coordinator::HeldSnapshot& h : m.held) holders[h.step()][h.world_size()][h.rank()].insert(rank);
-  }
-  const int64_t disk_step = catalog_.Restore().step;
-  // Never past a save that failed and was not committed since: a world
-  // restored beyond it would skip that save instead of trying it again, and
-  // a disk that keeps failing would never stop the job (SaveFailed).
-  int64_t limit = INT64_MAX;
-  for (const auto& [failed, generations] : save_failures_) {
-    if (failed > catalog_.latest_good()) limit = std::min(limit, failed);
-  }
-  for (const auto& [step, worlds] : holders) {
-    if (step < disk_step || step <= 0) break;  // disk is at least as new
-    if (step >= limit || bad_memory_steps_.count(step) > 0) continue;
-    for (const auto& [n, shards] : worlds) {
-      if (n < 1 || static_cast<int>(shards.size()) < n) continue;
-      std::vector<int> sources(static_cast<size_t>(n), -1);
-      for (const auto& [shard, ranks] : shards) {
-        if (shard < 0 || shard >= n) continue;
-        // Its own rank if it holds it in the same world (nothing moves),
-        // else the lowest holder.
-        sources[static_cast<size_t>(shard)] = n == world_size_ && ranks.count(shard) > 0 ? shard : *ranks.begin();
-      }
-      if (std::find(sources.begin(), sources.end(), -1) != sources.end()) continue;
-      memory_sources_ = std::move(sources);
-      memory_world_ = n;
-      return step;
-    }
-  }
-  return 0;
+  RestorePlanInput in;
+  in.memory_snapshots = config_.checkpoint().memory_every_steps() > 0;
+  in.world_size = world_size_;
+  for (const auto& [rank, m] : members_) in.held[rank] = m.held;
+  in.disk_step = catalog_.Restore().step;
+  in.limit = FailedSaveLimit(save_failures_, catalog_.latest_good());
+  in.bad_steps = bad_memory_steps_;
+  MemoryRestorePlan plan = shardline::PlanMemoryRestore(in);
+  memory_sources_ = std::move(plan.sources);
+  memory_world_ = plan.world;
+  return plan.step;
 }
 
 void Job::BreakWorld(const std::string& why, bool planned) {
@@ -485,7 +530,9 @@ uint64_t Job::StartRegister(const coordinator::RegisterRequest& req, RegisterDon
     MutexLock lock(&mu_);
     TakeFinishedReportLocked(p.req, &later);
   }
-  RunDeferred(std::move(later));
+  // The rare registration that carries a finished report waits for its
+  // commit (on the disk thread, after whatever was queued before).
+  RunDeferred(std::move(later), /*wait=*/true);
   std::optional<absl::StatusOr<coordinator::RegisterResponse>> answer;
   uint64_t id = 0;
   {
@@ -841,10 +888,7 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
     }
   }
   for (const metrics::MetricRecord& record : r.metrics()) {
-    if (metrics_ != nullptr) {
-      absl::Status written = metrics_->Write(record);
-      if (!written.ok()) Fail(Annotate(written, "writing metrics.jsonl"));
-    }
+    if (metrics_ != nullptr) pending_records_.push_back(record);  // written after mu_, in order
     if (record.split() == metrics::MetricRecord::train) last_train_ = record;
     if (record.split() == metrics::MetricRecord::eval) {
       last_eval_ = record;
@@ -1010,18 +1054,13 @@ void Job::RequestStop(const std::string& why) {
 int64_t Job::StepAheadLocked() {
   int64_t furthest = 0;
   for (const auto& [rank, m] : members_) furthest = std::max(furthest, m.steps_done);
-  // Heartbeats lag by up to ~100 ms; half a second of steps ahead (at least
-  // 2) is ahead of every worker. The workers' per-step agreement makes the
-  // decision exact even if some worker were past it.
-  const int64_t margin = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(steps_per_second_ * 0.5)));
-  return total_steps_ > 0 ? std::min(total_steps_, furthest + margin) : furthest + margin;
+  return StepAhead(furthest, steps_per_second_, total_steps_);
 }
 
 void Job::MaybeRequestCheckpoint() {
   MutexLock lock(&mu_);
-  const double period = config_.checkpoint().every_seconds();
-  if (period <= 0 || options_.checkpoint_root.empty() || state_ != JobState::kRunning) return;
-  if (Now() - last_save_time_ < absl::Seconds(period)) return;
+  if (options_.checkpoint_root.empty() || state_ != JobState::kRunning) return;
+  if (!PeriodicSaveDue(Now(), last_save_time_, config_.checkpoint().every_seconds())) return;
   ScheduleCheckpointLocked("checkpoint.every_seconds");
 }
 

@@ -46,6 +46,7 @@
 #include "common/observability/metrics_writer.h"
 #include "common/platform/mutex.h"
 #include "coordinator/checkpoint_catalog.h"
+#include "coordinator/disk_writer.h"
 #include "coordinator/job_store.h"
 #include "proto/config.pb.h"
 #include "proto/coordinator.pb.h"
@@ -73,6 +74,11 @@ struct CoordinatorOptions {
   // coordinator that died during one): the first world that forms stops
   // after one step, saving, instead of running on.
   bool stop_requested = false;
+  // Every disk write (RocksDB records, commits, metric records) on one
+  // thread of the job's own (coordinator/disk_writer.h), never on the
+  // caller's: what the coordinator process sets. False: on the calling
+  // thread, after the lock is released (unit tests that step the job).
+  bool disk_thread = false;
 };
 
 enum class JobState { kForming, kRunning, kStopping, kDone, kFailed };
@@ -83,6 +89,12 @@ class Job {
  public:
   // `store` and `metrics` must outlive the job.
   Job(config::JobConfig config, JobStore* store, MetricsSink* metrics, CoordinatorOptions options);
+
+  // Returns once every disk write queued so far (options.disk_thread) has
+  // run. Not from the disk thread.
+  void FlushDisk() {
+    if (writer_ != nullptr) writer_->Drain();
+  }
 
   // Loads (or creates) the job id and the last generation from the store,
   // finishes any commit a crash interrupted, deletes uncommitted checkpoint
@@ -201,10 +213,9 @@ class Job {
     // In-memory snapshot shards it said it holds when it registered.
     std::vector<coordinator::HeldSnapshot> held;
   };
-  // The newest step whose every shard (of this world size) some member of
-  // the forming world holds in memory, at least as new as the disk restore
-  // point, before any failed and uncommitted save, and not reported bad; 0
-  // if none. Sets memory_sources_.
+  // The forming world's restore from memory (coordinator/restore_plan.h,
+  // the pure rule) with this job's state: its step, 0 if from disk. Sets
+  // memory_sources_ and memory_world_.
   int64_t PlanMemoryRestore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Ends the running generation: every member is told to re-register.
@@ -220,10 +231,19 @@ class Job {
     int64_t bad_step = 0;  // 0: none
     std::string bad_reason;
   };
-  void RunDeferred(Deferred later) ABSL_LOCKS_EXCLUDED(mu_);
+  // Commits and marks `later` holds, then PersistState: on the disk thread
+  // (queued; returns at once) or here. `wait`: returns only once done.
+  void RunDeferred(Deferred later, bool wait = false) ABSL_LOCKS_EXCLUDED(mu_);
+  void RunDeferredNow(const Deferred& later) ABSL_LOCKS_EXCLUDED(mu_);
+  // Makes the state durable and writes the metric records waiting: queued
+  // to the disk thread (once: a queued persist covers later changes too,
+  // and answers the registrations waiting for it), or here.
+  void PersistState() ABSL_LOCKS_EXCLUDED(mu_);
   // Writes the generation and global step (synced) if they changed since the
   // last write; then durable_generation_ follows. Takes mu_ only briefly.
-  void PersistState() ABSL_LOCKS_EXCLUDED(mu_);
+  void PersistStateNow() ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes pending_records_ to metrics_, outside mu_.
+  void WriteRecords() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Time Now() const;  // options_.env's clock
 
   absl::Status ReportLocked(const coordinator::WorkerReport& r, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -385,6 +405,11 @@ class Job {
   int64_t rate_steps_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time rate_time_ ABSL_GUARDED_BY(mu_);
   double steps_per_second_ ABSL_GUARDED_BY(mu_) = 0;
+  // Metric records decided under mu_, written by WriteRecords after it.
+  std::vector<metrics::MetricRecord> pending_records_ ABSL_GUARDED_BY(mu_);
+  bool persist_queued_ ABSL_GUARDED_BY(mu_) = false;
+  // Last: destroyed first, running what is queued while the rest exists.
+  std::unique_ptr<DiskWriter> writer_;
 };
 
 }  // namespace shardline

@@ -40,10 +40,11 @@ class JobTest : public ::testing::Test {
   }
 
   // A new Job on the same store, as a restarted coordinator would have.
-  void Restart(const std::string& checkpoint_root, bool stop_requested = false) {
+  void Restart(const std::string& checkpoint_root, bool stop_requested = false, bool disk_thread = false) {
     job_.reset();
     CoordinatorOptions o;
     o.stop_requested = stop_requested;
+    o.disk_thread = disk_thread;
     o.world_size = 2;
     o.heartbeat_timeout = absl::Milliseconds(300);
     o.env = &env_;
@@ -379,6 +380,40 @@ TEST_F(JobTest, ACommitOnAStalledDiskHoldsUpNoHeartbeat) {
   env_.ReleaseDisk();
   committer.join();
   heartbeats.join();
+  EXPECT_EQ(job_->Snapshot().last_checkpoint_step(), 10);
+  EXPECT_TRUE(env_.FileExists(StepDir(root, 10) + "/COMMITTED"));
+}
+
+// With the coordinator's disk thread, the thread that hands in the report
+// completing a save (a gRPC polling thread, in the coordinator) does not
+// wait for the commit at all: it is queued. The report returns, and the
+// other rank's heartbeats are taken, while the disk is stalled.
+TEST_F(JobTest, WithTheDiskThreadTheReportThatCompletesASaveDoesNotWaitForTheDisk) {
+  const std::string root = dir_ + "_ckpt";
+  std::system(("rm -rf '" + root + "'").c_str());
+  Restart(root, /*stop_requested=*/false, /*disk_thread=*/true);
+  FormWorld(1, 2);
+  job_->FlushDisk();
+  coordinator::WorkerReport r0 = Report(0, 1, 10);
+  *r0.add_saved() = WrittenShard(root, 10, 0);
+  ASSERT_TRUE(job_->Report(r0).ok());
+
+  env_.StallDisk();
+  coordinator::WorkerReport r1 = Report(1, 1, 10);
+  *r1.add_saved() = WrittenShard(root, 10, 1);
+  Notification returned;
+  std::thread rpc([&] {
+    EXPECT_TRUE(job_->Report(r1).ok());
+    for (int i = 0; i < 5; ++i) EXPECT_TRUE(job_->Report(Report(0, 1, 11 + i)).ok());
+    returned.Notify();
+  });
+  env_.stalled().WaitForNotification();  // the commit reached the disk, on the disk thread
+  // A bound, not a timing: were the commit on this path, it would never return.
+  EXPECT_TRUE(returned.WaitForNotificationWithTimeout(absl::Seconds(60))) << "a report waited on the disk";
+  EXPECT_EQ(job_->Snapshot().last_checkpoint_step(), 0);
+  env_.ReleaseDisk();
+  rpc.join();
+  job_->FlushDisk();
   EXPECT_EQ(job_->Snapshot().last_checkpoint_step(), 10);
   EXPECT_TRUE(env_.FileExists(StepDir(root, 10) + "/COMMITTED"));
 }

@@ -1,0 +1,44 @@
+#include "coordinator/restore_plan.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace shardline {
+
+MemoryRestorePlan PlanMemoryRestore(const RestorePlanInput& in) {
+  MemoryRestorePlan plan;
+  if (!in.memory_snapshots || in.world_size < 2) return plan;
+  // step -> world it was taken in -> shard -> ranks holding it.
+  std::map<int64_t, std::map<int, std::map<int, std::set<int>>>, std::greater<int64_t>> holders;
+  for (const auto& [rank, held] : in.held) {
+    for (const coordinator::HeldSnapshot& h : held) holders[h.step()][h.world_size()][h.rank()].insert(rank);
+  }
+  for (const auto& [step, worlds] : holders) {
+    if (step < in.disk_step || step <= 0) break;  // disk is newer
+    if (step >= in.limit || in.bad_steps.count(step) > 0) continue;
+    for (const auto& [n, shards] : worlds) {
+      if (n < 1 || static_cast<int>(shards.size()) < n) continue;
+      std::vector<int> sources(static_cast<size_t>(n), -1);
+      for (const auto& [shard, ranks] : shards) {
+        if (shard < 0 || shard >= n) continue;
+        sources[static_cast<size_t>(shard)] = n == in.world_size && ranks.count(shard) > 0 ? shard : *ranks.begin();
+      }
+      if (std::find(sources.begin(), sources.end(), -1) != sources.end()) continue;
+      plan.step = step;
+      plan.world = n;
+      plan.sources = std::move(sources);
+      return plan;
+    }
+  }
+  return plan;
+}
+
+int64_t FailedSaveLimit(const std::map<int64_t, std::set<uint64_t>>& failures, int64_t latest_good) {
+  int64_t limit = INT64_MAX;
+  for (const auto& [failed, generations] : failures) {
+    if (failed > latest_good) limit = std::min(limit, failed);
+  }
+  return limit;
+}
+
+}  // namespace shardline
