@@ -20,7 +20,7 @@
 #include "common/platform/env_wrapper.h"
 #include "coordinator/job.h"
 #include "tests/coordinator/register_request.h"
-#include "tests/coordinator/test_env.h"
+#include "tests/util/fault_env.h"
 #include "tests/util/metric_lines.h"
 
 namespace shardline {
@@ -55,6 +55,7 @@ class PendingRegister {
 class ElasticJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    env_.UseManualClock();
     dir_ = ::testing::TempDir() + "/job_elastic_test_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     root_ = dir_ + "_ckpt";
     std::system(("rm -rf '" + dir_ + "' '" + root_ + "'").c_str());
@@ -109,7 +110,7 @@ class ElasticJobTest : public ::testing::Test {
     return r;
   }
 
-  TestEnv env_;
+  FaultEnv env_;  // a clock that moves only by Advance (SetUp), a disk that can stall
   std::string dir_, root_;
   std::unique_ptr<JobStore> store_;
   config::JobConfig config_;

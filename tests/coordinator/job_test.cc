@@ -19,7 +19,7 @@
 #include "tests/coordinator/register_request.h"
 #include "common/topology/peer_set.h"
 #include "common/net/rpc_auth.h"
-#include "tests/coordinator/test_env.h"
+#include "tests/util/fault_env.h"
 #include "tests/util/metric_lines.h"
 
 namespace shardline {
@@ -30,6 +30,7 @@ using Lines = MetricLines;
 class JobTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    env_.UseManualClock();
     // ctest runs test cases in parallel processes: one database each.
     dir_ = ::testing::TempDir() + "/job_test_" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -96,7 +97,7 @@ class JobTest : public ::testing::Test {
     return s;
   }
 
-  TestEnv env_;
+  FaultEnv env_;  // a clock that moves only by Advance (SetUp), a disk that can stall
   std::string dir_;
   std::unique_ptr<JobStore> store_;
   config::JobConfig config_;

@@ -13,6 +13,7 @@
 #include "common/platform/env_wrapper.h"
 #include "common/platform/status_macros.h"
 #include "tests/corruption.h"
+#include "tests/util/fault_env.h"
 
 namespace shardline {
 namespace {
@@ -130,38 +131,12 @@ TEST(ShardFileTest, ReadShardIntoPlacesSubRangesAndVerifiesSkippedBlocks) {
   EXPECT_EQ(params[0], 7.0f);
 }
 
-// Records the prefetch hints a reader gives.
-class PrefetchRecordingEnv : public EnvWrapper {
- public:
-  using EnvWrapper::EnvWrapper;
-  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p) override {
-    class Recording : public RandomAccessFile {
-     public:
-      Recording(std::unique_ptr<RandomAccessFile> base, PrefetchRecordingEnv* env)
-          : base_(std::move(base)), env_(env) {}
-      int64_t size() const override { return base_->size(); }
-      absl::Status ReadExactly(int64_t offset, size_t n, char* dst) override {
-        env_->events.push_back({false, offset, static_cast<int64_t>(n)});
-        return base_->ReadExactly(offset, n, dst);
-      }
-      void Prefetch(int64_t offset, int64_t n) override { env_->events.push_back({true, offset, n}); }
-
-     private:
-      std::unique_ptr<RandomAccessFile> base_;
-      PrefetchRecordingEnv* env_;
-    };
-    ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, target()->NewRandomAccessFile(p));
-    return std::unique_ptr<RandomAccessFile>(new Recording(std::move(f), this));
-  }
-  struct Event {
-    bool prefetch;  // else a read
-    int64_t offset, bytes;
-  };
-  std::vector<Event> events;
-  int prefetches() const {
-    return static_cast<int>(std::count_if(events.begin(), events.end(), [](const Event& e) { return e.prefetch; }));
-  }
-};
+// How many prefetch hints a reader gave.
+int Prefetches(FaultEnv& env) {
+  int n = 0;
+  for (const FaultEnv::Access& a : env.accesses()) n += a.prefetch ? 1 : 0;
+  return n;
+}
 
 // Large shards are read with the kernel asked to stay a window ahead: the
 // hints cover the payload once, in order, and never run more than a window
@@ -250,16 +225,17 @@ TEST(ShardFileTest, LargeShardsArePrefetchedAWindowAhead) {
   PlaceFn place = [&](const state::ShardHeader&, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
     return Placements{{b.name() == "params" ? params.data() : momentum.data(), 0, b.floats()}};
   };
-  PrefetchRecordingEnv rec(env);
+  FaultEnv rec(env);
+  rec.RecordAccesses();
   ASSERT_TRUE(ReadShardInto(&rec, w.path, place, nullptr, o).ok());
   EXPECT_EQ(params, original.buffers[0].values);
   EXPECT_EQ(momentum, original.buffers[1].values);
-  ASSERT_GT(rec.prefetches(), 1);
+  ASSERT_GT(Prefetches(rec), 1);
   // Reads 0 and 1 are the prefix and the header; the payload starts at the
   // first hint, and every payload read lies inside what was hinted before
   // it, at most a window and a quarter (plus a block) ahead.
   int64_t payload_at = -1, hinted = -1;
-  for (const PrefetchRecordingEnv::Event& e : rec.events) {
+  for (const FaultEnv::Access& e : rec.accesses()) {
     if (e.prefetch) {
       if (payload_at < 0) payload_at = hinted = e.offset;
       EXPECT_EQ(e.offset, hinted);
@@ -272,9 +248,10 @@ TEST(ShardFileTest, LargeShardsArePrefetchedAWindowAhead) {
   EXPECT_EQ(hinted - payload_at, 160000);
 
   o.prefetch_min_bytes = 160001;
-  PrefetchRecordingEnv quiet(env);
+  FaultEnv quiet(env);
+  quiet.RecordAccesses();
   ASSERT_TRUE(ReadShardInto(&quiet, w.path, place, nullptr, o).ok());
-  EXPECT_EQ(quiet.prefetches(), 0);
+  EXPECT_EQ(Prefetches(quiet), 0);
 }
 
 TEST(ShardFileTest, TruncatedZeroByteAndForeignFilesAreRejected) {
@@ -320,39 +297,6 @@ TEST(ShardFileTest, BufferOfTheWrongLengthIsRefused) {
 namespace shardline {
 namespace {
 
-// A file whose Sync (or Append) fails, as on a full or failing disk.
-class FailingFile : public WritableFile {
- public:
-  FailingFile(std::unique_ptr<WritableFile> base, bool fail_append) : base_(std::move(base)), fail_append_(fail_append) {}
-  absl::Status Append(absl::string_view d) override {
-    return fail_append_ ? absl::ResourceExhaustedError("No space left on device") : base_->Append(d);
-  }
-  absl::Status Flush() override { return base_->Flush(); }
-  absl::Status Sync() override { return absl::InternalError("fsync failed: Input/output error"); }
-  absl::Status Close() override { return base_->Close(); }
-
- private:
-  std::unique_ptr<WritableFile> base_;
-  bool fail_append_;
-};
-
-class FaultEnv : public EnvWrapper {
- public:
-  FaultEnv(Env* base, bool fail_append) : EnvWrapper(base), fail_append_(fail_append) {}
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
-    return Failing(target()->NewWritableFile(p));
-  }
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewUnbufferedFile(const std::string& p) override {
-    return Failing(target()->NewUnbufferedFile(p));
-  }
-
- private:
-  absl::StatusOr<std::unique_ptr<WritableFile>> Failing(absl::StatusOr<std::unique_ptr<WritableFile>> f) {
-    if (!f.ok()) return f;
-    return std::unique_ptr<WritableFile>(new FailingFile(std::move(*f), fail_append_));
-  }
-  bool fail_append_;
-};
 
 // Both write paths: through the page cache, and around it (O_DIRECT where
 // the test's file system has it, else the page cache again).
@@ -381,31 +325,16 @@ TEST(ShardFileTest, BothWritePathsGiveTheSameBytes) {
   EXPECT_TRUE(bytes[0] == bytes[1]);
 }
 
-// A file system that accepts O_DIRECT at open but refuses the writes.
-class RefusingDirectEnv : public EnvWrapper {
- public:
-  using EnvWrapper::EnvWrapper;
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewUnbufferedFile(const std::string& p) override {
-    class Refusing : public WritableFile {
-     public:
-      absl::Status Append(absl::string_view) override { return absl::UnimplementedError("O_DIRECT writes"); }
-      absl::Status Flush() override { return absl::OkStatus(); }
-      absl::Status Sync() override { return absl::OkStatus(); }
-      absl::Status Close() override { return absl::OkStatus(); }
-    };
-    ++opened;
-    return std::unique_ptr<WritableFile>(new Refusing());
-  }
-  int opened = 0;
-};
 
 TEST(ShardFileTest, RefusedUnbufferedWritesFallBackToTheCache) {
   const std::string dir = FreshDir();
-  RefusingDirectEnv env(Env::Default());
+  // A file system that accepts O_DIRECT at open but refuses the writes.
+  FaultEnv env;
+  env.RefuseUnbufferedWrites();
   const ShardContents original = Sample(1000);
   absl::StatusOr<WrittenShard> w = WriteShard(&env, dir, "s.ckpt", original, Path(/*unbuffered=*/true));
   ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ(env.opened, 1);
+  EXPECT_EQ(env.unbuffered_opened(), 1);
   absl::StatusOr<ShardContents> back = ReadShard(Env::Default(), w->path);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->buffers[0].values, original.buffers[0].values);
@@ -416,7 +345,8 @@ TEST(ShardFileTest, FailedFsyncOrFullDiskLeavesNoShardAndNoTemporary) {
                                               std::pair{true, false}, std::pair{true, true}}) {
     SCOPED_TRACE(unbuffered ? "unbuffered" : "buffered");
     const std::string dir = FreshDir();
-    FaultEnv env(Env::Default(), full_disk);
+    FaultEnv env;
+    env.FailWrites(full_disk ? FaultEnv::WriteFault::kNoSpace : FaultEnv::WriteFault::kSyncFails);
     absl::StatusOr<WrittenShard> w = WriteShard(&env, dir, "s.ckpt", Sample(1000), Path(unbuffered));
     ASSERT_FALSE(w.ok());
     EXPECT_TRUE(absl::StrContains(w.status().message(), dir + "/s.ckpt")) << w.status();

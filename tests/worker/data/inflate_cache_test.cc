@@ -6,25 +6,12 @@
 #include <cstdlib>
 
 #include "absl/strings/match.h"
-#include "common/platform/env_wrapper.h"
+#include "tests/util/fault_env.h"
 #include "worker/data/dataset.h"
 
 namespace shardline {
 namespace {
 
-// Counts whole-file reads of files whose path contains `watch`.
-class CountingEnv : public EnvWrapper {
- public:
-  explicit CountingEnv(std::string watch) : EnvWrapper(Env::Default()), watch_(std::move(watch)) {}
-  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
-    if (absl::StrContains(path, watch_)) ++reads;
-    return EnvWrapper::ReadFile(path);
-  }
-  int reads = 0;
-
- private:
-  std::string watch_;
-};
 
 std::string Fresh(const std::string& name) {
   const std::string dir = ::testing::TempDir() + "/inflate_cache_" + name;
@@ -53,7 +40,8 @@ TEST(InflateCacheTest, TheSecondReadComesFromTheCopyAndADamagedCopyIsNeverUsed) 
   WriteGzip(gz, raw);
   const std::string cache = dir + "/cache";
 
-  CountingEnv env(gz);
+  FaultEnv env;
+  env.CountReadsOf(gz);
   absl::StatusOr<std::string> first = InflateCached(&env, gz, cache);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(*first, raw);
@@ -61,13 +49,13 @@ TEST(InflateCacheTest, TheSecondReadComesFromTheCopyAndADamagedCopyIsNeverUsed) 
   ASSERT_EQ(copies.size(), 1u) << "one copy, no temporary left";
   EXPECT_TRUE(absl::StartsWith(copies[0], "data.bin.")) << copies[0];
 
-  EXPECT_EQ(env.reads, 1);
+  EXPECT_EQ(env.reads(), 1);
   // Read from the copy: the same bytes. The source is read to checksum it
   // (a few ms), not inflated.
   absl::StatusOr<std::string> second = InflateCached(&env, gz, cache);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(*second, raw);
-  EXPECT_EQ(env.reads, 2);
+  EXPECT_EQ(env.reads(), 2);
   EXPECT_EQ(Children(cache).size(), 1u);
 
   // A flipped bit in the copy: not used; inflated again and rewritten.

@@ -4,30 +4,25 @@
 #include <string>
 #include <thread>
 
-#include "common/platform/env_wrapper.h"
+#include "tests/util/fault_env.h"
 #include "common/platform/mutex.h"
 #include "gtest/gtest.h"
 
 namespace shardline {
 namespace {
 
-// A clock that moves only by the watchdog's own sleeps, each of which may
-// also advance the watched step counter: the tests never sleep for real.
-class FakeClockEnv : public EnvWrapper {
- public:
-  explicit FakeClockEnv(std::atomic<int64_t>* steps) : EnvWrapper(Env::Default()), steps_(steps) {}
-  int64_t NowMicros() override { return now_.load(); }
-  void SleepForMicros(int64_t micros) override {
-    now_ += micros;
-    if (moving_.load()) ++*steps_;
-    std::this_thread::yield();
+// A clock that moves only by the watchdog's own sleeps, each of which
+// also advances the watched step counter while `moving`: the tests never
+// sleep for real.
+struct FakeClock {
+  explicit FakeClock(std::atomic<int64_t>* steps) {
+    env.UseManualClock(1'000'000'000);
+    env.OnSleep([this, steps] {
+      if (moving.load()) ++*steps;
+    });
   }
-  void SetMoving(bool moving) { moving_ = moving; }
-
- private:
-  std::atomic<int64_t> now_{1'000'000'000};
-  std::atomic<int64_t>* steps_;
-  std::atomic<bool> moving_{false};
+  FaultEnv env;
+  std::atomic<bool> moving{false};
 };
 
 struct Calls {
@@ -39,7 +34,7 @@ struct Calls {
   Notification still_stuck;
 };
 
-WatchdogOptions Options(FakeClockEnv* env, Calls* calls) {
+WatchdogOptions Options(Env* env, Calls* calls) {
   WatchdogOptions o;
   o.timeout = absl::Seconds(10);
   o.poll = absl::Milliseconds(100);
@@ -63,7 +58,8 @@ WatchdogOptions Options(FakeClockEnv* env, Calls* calls) {
 
 TEST(WatchdogTest, AStuckCounterIsReportedAfterTheTimeoutThenEscalatesAfterTwice) {
   std::atomic<int64_t> steps{41};
-  FakeClockEnv env(&steps);
+  FakeClock clock(&steps);
+  FaultEnv& env = clock.env;
   Calls calls;
   const int64_t start = env.NowMicros();
   {
@@ -82,14 +78,15 @@ TEST(WatchdogTest, AStuckCounterIsReportedAfterTheTimeoutThenEscalatesAfterTwice
 
 TEST(WatchdogTest, ACounterThatMovesIsNeverReported) {
   std::atomic<int64_t> steps{0};
-  FakeClockEnv env(&steps);
-  env.SetMoving(true);
+  FakeClock clock(&steps);
+  FaultEnv& env = clock.env;
+  clock.moving = true;
   Calls calls;
   {
     Watchdog watchdog(&steps, Options(&env, &calls));
     // 1000 polls = 100 s of fake time, ten timeouts, with progress at each.
     while (steps.load() < 1000) std::this_thread::yield();
-    env.SetMoving(false);
+    clock.moving = false;
     // Now stuck: the report comes one timeout after the last move.
     ASSERT_TRUE(calls.still_stuck.WaitForNotificationWithTimeout(absl::Seconds(60)));
   }
@@ -101,7 +98,8 @@ TEST(WatchdogTest, ACounterThatMovesIsNeverReported) {
 
 TEST(WatchdogTest, StopsWithoutCallingBackWhenDestroyedInTime) {
   std::atomic<int64_t> steps{0};
-  FakeClockEnv env(&steps);
+  FakeClock clock(&steps);
+  FaultEnv& env = clock.env;
   Calls calls;
   WatchdogOptions o = Options(&env, &calls);
   o.timeout = absl::Hours(1000);  // never reached within the few polls before destruction
