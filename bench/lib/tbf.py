@@ -1,5 +1,5 @@
 """The token bucket (tc tbf) a simulated host's link gets: one formula for
-bench/lib/sim_hosts.sh, which configures it, and bench/scaling_model.py,
+bench/lib/sim_hosts.sh, which configures it, and bench/lib/scaling_model.py,
 which models it.
 
     python3 bench/lib/tbf.py 10gbit     # prints the burst in bytes

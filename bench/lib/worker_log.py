@@ -7,8 +7,8 @@ the per-step phases of the final line (worker_lifecycle.cc), and the
 steady samples/s of metrics.jsonl's train records. Each returns None when
 its line is not there.
 
-    import sys; sys.path.insert(0, "bench")   # or run a script in bench/
-    from lib.worker_log import phases
+    import sys; sys.path.insert(0, "bench/lib")   # or run a script in bench/lib/
+    from worker_log import phases
 """
 import re
 import statistics

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""bench/scaling_model.py against measurements made up from known constants.
+"""bench/lib/scaling_model.py against measurements made up from known constants.
 
-Writes, in bench/scaling_bench.sh's layout and the workers' own log format,
+Writes, in bench/drivers/scaling_bench.sh's layout and the workers' own log format,
 what a machine obeying the model with chosen constants would measure; runs
 the model on it; checks that the fit finds those constants, that every
 check agrees, that a measurement moved away from the model shows up as that
@@ -138,7 +138,7 @@ def make(root, slow_w2_2500_n4=1.0):
 
 
 def model(root):
-    subprocess.run([sys.executable, f"{SRC}/bench/scaling_model.py", root, "none 10gbit 2500mbit",
+    subprocess.run([sys.executable, f"{SRC}/bench/lib/scaling_model.py", root, "none 10gbit 2500mbit",
                     "--json", f"{root}/model.json"], check=True, stdout=subprocess.DEVNULL)
     with open(f"{root}/model.json") as f:
         return json.load(f)

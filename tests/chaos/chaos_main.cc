@@ -3,7 +3,7 @@
 // final parameters are an uninterrupted run's bit for bit, every committed
 // checkpoint verifies and none was lost. Per fault it records the time to
 // detect it, the time to the first step completed after it, and the steps
-// redone. The short run is a CTest case; the long one is bench/chaos.sh.
+// redone. The short run is a CTest case; the long one is bench/drivers/chaos.sh.
 //
 // The coordinator and each worker run on a host of their own: a network
 // namespace on a bridge (tests/chaos/topology.h). The harness is their

@@ -2,7 +2,7 @@
 // deploy/configs/fmnist_cnn.textproto on two workers learns, a SIGKILLed
 // worker resumes bit for bit, its two-worker checkpoint restores onto one
 // process, and the export has PyTorch's names and shapes. (The full
-// schedule's 0.92+ is in bench/RESULTS.md: bench/cnn_vs_torch.sh.)
+// schedule's 0.92+ is in bench/RESULTS.md: bench/drivers/cnn_vs_torch.sh.)
 #include <signal.h>
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // The coordinator's cost does not grow with threads per worker: a real
 // shardline-coordinator under 16, then 256 simulated workers
-// (bench/control_plane_load.cc: registration with the job token,
+// (bench/drivers/control_plane_load.cc: registration with the job token,
 // heartbeats at 10 per second, a silent worker, a dead one, an "eval now"
 // and a stop, then the job's end), every phase completing, and the
 // coordinator's thread count the same within a few threads. (The old

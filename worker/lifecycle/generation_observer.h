@@ -2,7 +2,7 @@
 // (and the transport byte counters with them), tells the heartbeat where the
 // process's time goes (goodput and straggler accounting), writes traced
 // steps' phases, and logs the generation's first step, which
-// bench/recovery_bench.sh measures restarts by.
+// bench/drivers/recovery_bench.sh measures restarts by.
 #ifndef SHARDLINE_WORKER_LIFECYCLE_GENERATION_OBSERVER_H_
 #define SHARDLINE_WORKER_LIFECYCLE_GENERATION_OBSERVER_H_
 
