@@ -88,52 +88,65 @@ Job::Job(config::JobConfig config, JobStore* store, MetricsSink* metrics, Coordi
       writer_(options.disk_thread ? std::make_unique<DiskWriter>(DiskWriterOptions{}) : nullptr) {}
 
 absl::Status Job::Init() {
-  {
-    MutexLock lock(&mu_);
-    stop_requested_ = options_.stop_requested;
-    ASSIGN_OR_RETURN(std::optional<std::string> id, store_->Get(kJobIdKey));
-    if (id.has_value()) {
-      job_id_ = *id;
+  // Read and written before anything can call in, and outside mu_: the
+  // synced writes hold no lock an RPC needs. The results are taken under
+  // it at the end.
+  std::string job_id;
+  ASSIGN_OR_RETURN(std::optional<std::string> id, store_->Get(kJobIdKey));
+  if (id.has_value()) {
+    job_id = *id;
+  } else {
+    job_id = NewJobId();
+    RETURN_IF_ERROR(store_->Put(kJobIdKey, job_id, /*sync=*/true));
+  }
+  uint64_t generation = 0;
+  ASSIGN_OR_RETURN(std::optional<std::string> gen, store_->Get(kGenerationKey));
+  if (gen.has_value() && !absl::SimpleAtoi(*gen, &generation)) {
+    return absl::DataLossError(absl::StrCat("job store: generation '", *gen, "' is not a number"));
+  }
+  coordinator::WorldHistory history;
+  ASSIGN_OR_RETURN(std::optional<std::string> history_bytes, store_->Get(kWorldHistoryKey));
+  if (history_bytes.has_value() && !history.ParseFromString(*history_bytes)) {
+    return absl::DataLossError("job store: the world history does not parse");
+  }
+  std::optional<int64_t> finished_step;
+  ASSIGN_OR_RETURN(std::optional<std::string> finished, store_->Get(kFinishedKey));
+  if (finished.has_value()) {
+    const size_t newline = finished->find('\n');
+    int64_t step = 0;
+    if (newline == std::string::npos || !absl::SimpleAtoi(finished->substr(0, newline), &step)) {
+      return absl::DataLossError("job store: the finished record does not parse");
+    }
+    // The same job again: over. Another config (say, more steps) on the
+    // same workdir is a new run that resumes from the last checkpoint.
+    if (finished->substr(newline + 1) == config_text_) {
+      finished_step = step;
     } else {
-      job_id_ = NewJobId();
-      RETURN_IF_ERROR(store_->Put(kJobIdKey, job_id_, /*sync=*/true));
-    }
-    ASSIGN_OR_RETURN(std::optional<std::string> gen, store_->Get(kGenerationKey));
-    if (gen.has_value() && !absl::SimpleAtoi(*gen, &generation_)) {
-      return absl::DataLossError(absl::StrCat("job store: generation '", *gen, "' is not a number"));
-    }
-    durable_generation_ = generation_;
-    last_commit_time_ = absl::Now();
-    forming_since_ = Now();
-    ASSIGN_OR_RETURN(std::optional<std::string> history, store_->Get(kWorldHistoryKey));
-    if (history.has_value() && !history_.ParseFromString(*history)) {
-      return absl::DataLossError("job store: the world history does not parse");
-    }
-    ASSIGN_OR_RETURN(std::optional<std::string> finished, store_->Get(kFinishedKey));
-    if (finished.has_value()) {
-      const size_t newline = finished->find('\n');
-      int64_t step = 0;
-      if (newline == std::string::npos || !absl::SimpleAtoi(finished->substr(0, newline), &step)) {
-        return absl::DataLossError("job store: the finished record does not parse");
-      }
-      // The same job again: over. Another config (say, more steps) on the
-      // same workdir is a new run that resumes from the last checkpoint.
-      if (finished->substr(newline + 1) == config_text_) {
-        state_ = JobState::kDone;
-        final_ = absl::OkStatus();
-        finished_durable_ = true;
-        finished_at_start_ = true;
-        finished_step_ = step;
-      } else {
-        RETURN_IF_ERROR(store_->Delete(kFinishedKey, /*sync=*/true));
-      }
+      RETURN_IF_ERROR(store_->Delete(kFinishedKey, /*sync=*/true));
     }
   }
-  RETURN_IF_ERROR(catalog_.Init(job_id_));
-  SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size
-             << (elastic() ? absl::StrCat(" (elastic: at least ", config_.runtime().min_workers(), ")") : "")
-             << ", last generation " << generation_ << ", latest committed checkpoint at step "
-             << catalog_.latest_good();
+  RETURN_IF_ERROR(catalog_.Init(job_id));
+  {
+    MutexLock lock(&mu_);
+    job_id_ = job_id;
+    stop_requested_ = options_.stop_requested;
+    generation_ = generation;
+    durable_generation_ = generation_;
+    history_ = std::move(history);
+    last_commit_time_ = absl::Now();
+    forming_since_ = Now();
+    if (finished_step.has_value()) {
+      state_ = JobState::kDone;
+      final_ = absl::OkStatus();
+      finished_durable_ = true;
+      finished_at_start_ = true;
+      finished_step_ = *finished_step;
+    }
+    SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size
+               << (elastic() ? absl::StrCat(" (elastic: at least ", config_.runtime().min_workers(), ")") : "")
+               << ", last generation " << generation_ << ", latest committed checkpoint at step "
+               << catalog_.latest_good();
+  }
   return absl::OkStatus();
 }
 
