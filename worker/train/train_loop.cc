@@ -15,6 +15,7 @@
 #include "worker/collective/overlap.h"
 #include "worker/model/bucket_plan.h"
 #include "worker/model/model_factory.h"
+#include "worker/checkpoint/restore_state.h"
 #include "worker/train/cadence.h"
 #include "worker/train/evaluator.h"
 #include "worker/train/nan_guard.h"
@@ -121,57 +122,28 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  if (options.memory_restore_step > 0) {
-    // From this rank's own shard in memory; the others' pieces come by
-    // all-gather, bucket by bucket as every rank owns them. No disk read.
-    const auto restore_start = std::chrono::steady_clock::now();
-    if (options.memory == nullptr) return absl::InternalError("a restore from memory without a snapshot store");
-    const int from = options.memory_restore_world > 0 ? options.memory_restore_world : comm.world_size();
-    ASSIGN_OR_RETURN(Restored restored, options.memory->Restore(options.memory_restore_step, from, model.layout(),
-                                                                state.params.data(), optimizer.get()));
-    for (const Range& bucket : buckets) {
-      RETURN_IF_ERROR(comm.AllGather(absl::MakeSpan(state.params).subspan(static_cast<size_t>(bucket.begin),
-                                                                           static_cast<size_t>(bucket.size()))));
+  RestoreSource source;
+  source.env = options.env;
+  source.memory_step = options.memory_restore_step;
+  source.memory_world = options.memory_restore_world;
+  source.memory = options.memory;
+  source.disk_dir = options.restore_dir;
+  source.init_from = config.checkpoint().init_from();
+  ASSIGN_OR_RETURN(RestoredState restored, RestoreState(source, model.layout(), buckets, comm,
+                                                        absl::MakeSpan(state.params), optimizer.get()));
+  if (restored.restored.has_value()) {
+    const Restored& r = *restored.restored;
+    ASSIGN_OR_RETURN(state.next_step, pipeline.Restore(r.position));
+    if (state.next_step != r.step) {
+      return absl::DataLossError(
+          restored.from_memory
+              ? absl::StrFormat("in-memory snapshot of step %d has the data position of step %d", r.step,
+                                state.next_step)
+              : absl::StrFormat("%s: saved at step %d but its data position is step %d", options.restore_dir, r.step,
+                                state.next_step));
     }
-    ASSIGN_OR_RETURN(state.next_step, pipeline.Restore(restored.position));
-    if (state.next_step != restored.step) {
-      return absl::DataLossError(absl::StrFormat("in-memory snapshot of step %d has the data position of step %d",
-                                                 restored.step, state.next_step));
-    }
-    best.Reset(restored.best.step, restored.best.value);
-    const double took = seconds_since(restore_start);
-    if (comm.rank() == 0) {
-      SLOG(INFO) << absl::StrFormat("restored step %d from memory in %.1f ms (no checkpoint read)%s", restored.step,
-                                    took * 1e3,
-                                    from != comm.world_size()
-                                        ? absl::StrFormat("; resharded from a world of %d to %d", from, comm.world_size())
-                                        : "");
-    }
-    if (observer != nullptr) observer->OnOverhead(Overhead::kRestore, took);
-    CrashPoint("restored_from_memory", restored.step);
-    if (from > comm.world_size()) CrashPoint("restored_after_shrink", restored.step);
-    if (from < comm.world_size()) CrashPoint("restored_after_grow", restored.step);
-  } else if (!options.restore_dir.empty()) {
-    const auto restore_start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(Restored restored, RestoreCheckpoint(options.env, options.restore_dir, model.layout(),
-                                                          state.params.data(), optimizer.get()));
-    ASSIGN_OR_RETURN(state.next_step, pipeline.Restore(restored.position));
-    if (state.next_step != restored.step) {
-      return absl::DataLossError(absl::StrFormat("%s: saved at step %d but its data position is step %d",
-                                                 options.restore_dir, restored.step, state.next_step));
-    }
-    best.Reset(restored.best.step, restored.best.value);
-    if (comm.rank() == 0) {
-      SLOG(INFO) << "restored step " << restored.step << " from " << options.restore_dir << " ("
-                 << restored.bytes_read << " checkpoint bytes read)";
-    }
-    if (observer != nullptr) observer->OnOverhead(Overhead::kRestore, seconds_since(restore_start));
-    CrashPoint("restored_from_disk", restored.step);
-  } else if (!config.checkpoint().init_from().empty()) {
-    // Third in the resume order: parameters only, optimizer and data fresh.
-    RETURN_IF_ERROR(ReadSafetensorsInto(options.env, config.checkpoint().init_from(), model.layout(),
-                                        state.params.data()));
-    if (comm.rank() == 0) SLOG(INFO) << "initialised parameters from " << config.checkpoint().init_from();
+    best.Reset(r.best.step, r.best.value);
+    if (observer != nullptr) observer->OnOverhead(Overhead::kRestore, restored.seconds);
   }
   const int64_t start_step = state.next_step;
   // Declared after everything a background save reads (params, optimizer),
