@@ -157,6 +157,7 @@ void Job::ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* l
   shards[rank] = saved;
   if (static_cast<int>(shards.size()) < world_size_) return;
   later->commits.push_back(Commit{saved.step(), world_size_, std::move(shards)});
+  ++commits_pending_;  // until RunDeferredNow has tried it
   saves_.erase(saved.step());
 }
 
@@ -181,6 +182,7 @@ void Job::RunDeferredNow(const Deferred& later) {
   for (const Commit& c : later.commits) {
     absl::Status committed = catalog_.Commit(c.step, c.world, job_id_, c.shards);
     MutexLock lock(&mu_);
+    --commits_pending_;
     if (!committed.ok()) {
       SLOG(ERROR) << "checkpoint at step " << c.step << " not committed: " << committed;
       ++checkpoint_failures_;
@@ -259,13 +261,17 @@ void Job::PersistStateNow() {
   bool finished, completed;
   {
     MutexLock lock(&mu_);
-    if (state_version_ == persisted_version_) return;
+    // The job's end is recorded (and so told) only once every commit
+    // decided before it is on disk: the final checkpoint's commit is
+    // queued with the last report, and a persist queued by another thread
+    // may run first. The commit's own persist records the end then.
+    finished = state_ == JobState::kDone && !finished_durable_ && commits_pending_ == 0;
+    if (state_version_ == persisted_version_ && !finished) return;
     generation = generation_;
     step = GlobalStepLocked();
     version = state_version_;
     if (history_dirty_) history = history_.SerializeAsString();
     history_dirty_ = false;
-    finished = state_ == JobState::kDone && !finished_durable_;
     if (finished) step = std::max(step, furthest_step_);
     // Only a job that reached its last step is over for good; one stopped
     // gracefully resumes when run again with the same config.

@@ -408,6 +408,9 @@ class Job {
   // Metric records decided under mu_, written by WriteRecords after it.
   std::vector<metrics::MetricRecord> pending_records_ ABSL_GUARDED_BY(mu_);
   bool persist_queued_ ABSL_GUARDED_BY(mu_) = false;
+  // Commits decided (ShardSaved) and not yet tried (RunDeferredNow): the
+  // job's end waits for them (PersistStateNow).
+  int commits_pending_ ABSL_GUARDED_BY(mu_) = 0;
   // Last: destroyed first, running what is queued while the rest exists.
   std::unique_ptr<DiskWriter> writer_;
 };

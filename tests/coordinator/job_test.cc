@@ -419,6 +419,38 @@ TEST_F(JobTest, WithTheDiskThreadTheReportThatCompletesASaveDoesNotWaitForTheDis
   EXPECT_TRUE(env_.FileExists(StepDir(root, 10) + "/COMMITTED"));
 }
 
+// The final checkpoint's commit is decided with the last finished report;
+// a persist from another thread (the deadline check, a registration) used
+// to record the job's end while that commit still waited on the disk - a
+// coordinator killed then lost the final checkpoint (found by
+// CoordinatorFaultTest at after_finished_record). The end now waits for
+// every commit decided before it.
+TEST_F(JobTest, TheJobsEndIsRecordedOnlyAfterTheFinalCommit) {
+  const std::string root = dir_ + "_ckpt";
+  std::system(("rm -rf '" + root + "'").c_str());
+  Restart(root);
+  FormWorld(1, 2);
+  coordinator::WorkerReport r0 = Report(0, 1, 100);
+  *r0.add_saved() = WrittenShard(root, 100, 0);
+  r0.set_finished(true);
+  ASSERT_TRUE(job_->Report(r0).ok());
+
+  env_.StallDisk();
+  coordinator::WorkerReport r1 = Report(1, 1, 100);
+  *r1.add_saved() = WrittenShard(root, 100, 1);
+  r1.set_finished(true);
+  std::thread last([&] { EXPECT_TRUE(job_->Report(r1).ok()); });
+  env_.stalled().WaitForNotification();  // the final commit waits on the disk
+  job_->CheckHeartbeats();                // persists from another thread
+  EXPECT_FALSE(store_->Get("finished")->has_value()) << "the end recorded before the final commit";
+  EXPECT_FALSE(job_->AwaitEnd(absl::Milliseconds(1))) << "workers told the job is over before its final commit";
+  env_.ReleaseDisk();
+  last.join();
+  EXPECT_TRUE(env_.FileExists(StepDir(root, 100) + "/COMMITTED"));
+  EXPECT_TRUE(store_->Get("finished")->has_value());
+  EXPECT_TRUE(job_->AwaitEnd(absl::Seconds(5)));
+}
+
 TEST_F(JobTest, StopIsAheadOfEveryWorkerAndTheJobEndsWhenAllFinish) {
   FormWorld(1, 2);
   ASSERT_TRUE(job_->Report(Report(0, 1, 30)).ok());
