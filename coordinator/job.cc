@@ -169,11 +169,14 @@ void Job::RunDeferred(Deferred later, bool wait) {
   const bool nothing = later.commits.empty() && later.bad_step == 0;
   if (nothing) {
     PersistState();
-  } else if (!writer_->Submit([this, later = std::move(later)] { RunDeferredNow(later); })) {
-    // A full queue (a disk stalled for long): commits are never dropped;
-    // this caller waits for the disk instead.
-    SLOG(WARNING) << "the coordinator's disk queue is full; committing on the caller's thread";
-    RunDeferredNow(later);
+  } else {
+    auto task = std::make_shared<const Deferred>(std::move(later));
+    if (!writer_->Submit([this, task] { RunDeferredNow(*task); })) {
+      // A full queue (a disk stalled for long): commits are never dropped;
+      // this caller waits for the disk instead.
+      SLOG(WARNING) << "the coordinator's disk queue is full; committing on the caller's thread";
+      RunDeferredNow(*task);
+    }
   }
   if (wait && !nothing) writer_->Drain();
 }
