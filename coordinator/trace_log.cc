@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "common/observability/trace_event.h"
 #include "common/platform/status_macros.h"
 #include "common/status/progress_line.h"
 
@@ -16,15 +17,19 @@ constexpr int kCoordinatorPid = 0;
 
 absl::StatusOr<std::unique_ptr<TraceLog>> TraceLog::Open(Env* env, const std::string& dir) {
   RETURN_IF_ERROR(env->CreateDirs(dir));
-  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> events, env->NewAppendableFile(dir + "/coordinator.jsonl"));
-  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> offsets, env->NewAppendableFile(dir + "/clock_offsets.jsonl"));
+  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> events, env->NewAppendableFile(dir + "/" + kCoordinatorTraceFile));
+  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> offsets, env->NewAppendableFile(dir + "/" + kClockOffsetsFile));
   return std::unique_ptr<TraceLog>(new TraceLog(std::move(events), std::move(offsets)));
 }
 
 absl::Status TraceLog::Instant(const std::string& name, absl::Time now, const std::string& args_json) {
-  return events_->Append(absl::StrCat("{\"name\":\"", name, "\",\"ph\":\"i\",\"s\":\"p\",\"ts\":",
-                                      absl::ToUnixMicros(now), ",\"pid\":", kCoordinatorPid,
-                                      ",\"tid\":0,\"args\":", args_json, "}\n"));
+  TraceEvent e;
+  e.name = name;
+  e.kind = TraceEvent::kInstant;
+  e.ts_micros = absl::ToUnixMicros(now);
+  e.pid = kCoordinatorPid;
+  e.args_json = args_json;
+  return events_->Append(TraceEventLine(e) + "\n");
 }
 
 absl::Status TraceLog::Observe(const coordinator::JobStatus& s, absl::Time now) {
@@ -32,10 +37,13 @@ absl::Status TraceLog::Observe(const coordinator::JobStatus& s, absl::Time now) 
   const bool was_running = state_ == coordinator::JobStatus::RUNNING || state_ == coordinator::JobStatus::STOPPING;
   // A generation's span ends when the world stops running it.
   if (was_running && (!running || s.generation() != generation_)) {
-    RETURN_IF_ERROR(events_->Append(absl::StrCat(
-        "{\"name\":\"generation ", generation_, "\",\"ph\":\"X\",\"ts\":", absl::ToUnixMicros(generation_start_),
-        ",\"dur\":", absl::ToInt64Microseconds(now - generation_start_), ",\"pid\":", kCoordinatorPid,
-        ",\"tid\":0,\"args\":{\"generation\":", generation_, ",\"ended\":\"", StateName(s.state()), "\"}}\n")));
+    TraceEvent span;
+    span.name = absl::StrCat("generation ", generation_);
+    span.ts_micros = absl::ToUnixMicros(generation_start_);
+    span.dur_micros = absl::ToInt64Microseconds(now - generation_start_);
+    span.pid = kCoordinatorPid;
+    span.args_json = absl::StrCat("{\"generation\":", generation_, ",\"ended\":\"", StateName(s.state()), "\"}");
+    RETURN_IF_ERROR(events_->Append(TraceEventLine(span) + "\n"));
     if (s.state() == coordinator::JobStatus::FORMING) {
       RETURN_IF_ERROR(Instant("world broke", now, absl::StrCat("{\"generation\":", generation_, "}")));
     }

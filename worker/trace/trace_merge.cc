@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/observability/trace_event.h"
 #include "common/platform/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -56,12 +57,12 @@ absl::StatusOr<std::string> MergeTraces(Env* env, const std::string& dir) {
   // (generation, rank) -> offset of the rank's clock from the coordinator's.
   std::map<std::pair<int64_t, int>, int64_t> offsets;
   int torn = 0;
-  if (env->FileExists(dir + "/clock_offsets.jsonl")) {
+  if (env->FileExists(dir + "/" + kClockOffsetsFile)) {
     std::vector<json> lines;
-    RETURN_IF_ERROR(ReadLines(env, dir + "/clock_offsets.jsonl", &lines, &torn));
+    RETURN_IF_ERROR(ReadLines(env, dir + "/" + kClockOffsetsFile, &lines, &torn));
     for (const json& o : lines) {
       if (!o.contains("generation") || !o.contains("rank") || !o.contains("offset_us")) {
-        return absl::DataLossError(absl::StrCat(dir, "/clock_offsets.jsonl: a line lacks generation, rank or offset_us"));
+        return absl::DataLossError(absl::StrCat(dir, "/", kClockOffsetsFile, ": a line lacks generation, rank or offset_us"));
       }
       offsets[{o["generation"].get<int64_t>(), o["rank"].get<int>()}] = o["offset_us"].get<int64_t>();
     }
@@ -70,10 +71,7 @@ absl::StatusOr<std::string> MergeTraces(Env* env, const std::string& dir) {
   std::vector<int> ranks;
   for (const std::string& name : names) {
     int rank = 0;
-    if (!absl::StartsWith(name, "rank-") || !absl::EndsWith(name, ".jsonl") ||
-        !absl::SimpleAtoi(name.substr(5, name.size() - 11), &rank)) {
-      continue;
-    }
+    if (!ParseRankTraceFile(name, &rank)) continue;
     std::vector<json> lines;
     RETURN_IF_ERROR(ReadLines(env, dir + "/" + name, &lines, &torn));
     for (json& e : lines) {
@@ -91,9 +89,9 @@ absl::StatusOr<std::string> MergeTraces(Env* env, const std::string& dir) {
     return absl::NotFoundError(absl::StrCat("no rank-<r>.jsonl traces in ", dir,
                                             " (did the job reach a step listed in train.trace_steps?)"));
   }
-  if (env->FileExists(dir + "/coordinator.jsonl")) {
+  if (env->FileExists(dir + "/" + kCoordinatorTraceFile)) {
     std::vector<json> lines;
-    RETURN_IF_ERROR(ReadLines(env, dir + "/coordinator.jsonl", &lines, &torn));
+    RETURN_IF_ERROR(ReadLines(env, dir + "/" + kCoordinatorTraceFile, &lines, &torn));
     for (json& e : lines) events.push_back(std::move(e));
   }
   std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {

@@ -21,9 +21,9 @@
 
 namespace shardline {
 
-// One event line: {"name":..,"ph":"X","ts":..,"dur":..,"pid":rank,"tid":0,
-// "args":{"step":..,"generation":..}}.
-std::string TraceEventLine(const PhaseSpan& span, int rank, int64_t step, uint64_t generation);
+// A phase as one event line (common/observability/trace_event.h): a
+// complete event on the rank's track, args {"step":..,"generation":..}.
+std::string PhaseEventLine(const PhaseSpan& span, int rank, int64_t step, uint64_t generation);
 
 class TraceWriter {
  public:
