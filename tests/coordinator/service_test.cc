@@ -8,17 +8,21 @@
 #include <atomic>
 #include <set>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/checkpoint/shard_file.h"
 #include "common/job/config.h"
 #include "common/net/grpc_util.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "common/net/rpc_auth.h"
 #include "tests/util/pki.h"
+#include "tests/util/fault_env.h"
 #include "tests/util/proof.h"
 #include "common/status/progress_line.h"
 #include "proto/health.grpc.pb.h"
@@ -34,12 +38,14 @@ class NoMetrics : public MetricsSink {
 // A coordinator for a world of `world_size`, served on loopback with
 // `auth` (null: none; its credentials secure the port) by `rpc_threads`.
 struct Served {
-  explicit Served(const std::string& name, RpcAuth* auth = nullptr, int world_size = 1, int rpc_threads = 1) {
+  explicit Served(const std::string& name, RpcAuth* auth = nullptr, int world_size = 1, int rpc_threads = 1,
+                  const std::function<void(CoordinatorOptions*)>& tweak = nullptr) {
     const std::string dir = ::testing::TempDir() + "/service_test_" + name;
-    std::system(("rm -rf '" + dir + "'").c_str());
+    std::system(("rm -rf '" + dir + "' '" + dir + "_ckpt'").c_str());
     store = *JobStore::Open(dir);
     CoordinatorOptions o;
     o.world_size = world_size;
+    if (tweak) tweak(&o);
     job = std::make_unique<Job>(*ParseConfigText("train { total_steps: 10 }", "test"), store.get(), &sink, o);
     EXPECT_TRUE(job->Init().ok());
     CoordinatorServiceOptions so;
@@ -428,6 +434,68 @@ TEST(CoordinatorServiceTest, ABrokenHeartbeatStreamBreaksTheWorldAtOnce) {
   // bound): broken, waiting for its members again.
   EXPECT_EQ(served.job->Snapshot().state(), coordinator::JobStatus::FORMING);
   EXPECT_EQ(served.job->Snapshot().worker_losses(), 1);
+}
+
+// The coordinator's disk thread, through the real service on one RPC
+// thread: a heartbeat report that completes a save queues its commit, and
+// while that commit is stalled on the disk the same RPC thread still
+// answers - a Status call (bounded by its deadline, not timed) and the
+// member's next reports. Before the disk thread, the commit ran on the
+// polling thread and every RPC of the job waited for the disk.
+TEST(CoordinatorServiceTest, ACommitStalledOnDiskHoldsUpNoRpc) {
+  FaultEnv env;
+  const std::string root = ::testing::TempDir() + "/service_test_stalled_ckpt";
+  Served served("stalled", nullptr, /*world_size=*/1, /*rpc_threads=*/1, [&](CoordinatorOptions* o) {
+    o->env = &env;
+    o->checkpoint_root = root;
+    o->disk_thread = true;
+  });
+  auto stub = served.Stub();
+  grpc::ClientContext reg;
+  coordinator::RegisterResponse world;
+  ASSERT_TRUE(stub->Register(&reg, Joiner(1), &world).ok());
+  ASSERT_TRUE(env.CreateDirs(StepDir(root, 5)).ok());
+  const std::string file = ShardFileName(0, 1);
+  ASSERT_TRUE(WriteFileAtomically(&env, StepDir(root, 5) + "/" + file, "abcd").ok());
+
+  env.StallDisk();
+  grpc::ClientContext ctx;
+  auto stream = stub->Heartbeat(&ctx);
+  coordinator::WorkerReport report;
+  report.set_rank(world.rank());
+  report.set_generation(world.generation());
+  report.set_member_secret(world.member_secret());
+  report.set_steps_done(5);
+  report.set_total_steps(10);
+  coordinator::SavedShard* saved = report.add_saved();
+  saved->set_step(5);
+  saved->set_world_size(1);
+  saved->set_file(file);
+  saved->set_size(4);
+  ASSERT_TRUE(stream->Write(report));
+  ASSERT_TRUE(env.stalled().WaitForNotificationWithTimeout(absl::Seconds(30))) << "the commit never reached the disk";
+
+  grpc::ClientContext status_ctx;
+  status_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  coordinator::JobStatus status;
+  const grpc::Status answered = stub->Status(&status_ctx, coordinator::StatusRequest(), &status);
+  EXPECT_TRUE(answered.ok()) << "Status waited on a stalled disk: " << answered.error_message();
+  EXPECT_EQ(status.last_checkpoint_step(), 0);
+  coordinator::WorkerReport next = report;
+  next.clear_saved();
+  next.set_steps_done(6);
+  ASSERT_TRUE(stream->Write(next));
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  while (served.job->Snapshot().global_step() < 6 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(served.job->Snapshot().global_step(), 6) << "a report waited on a stalled disk";
+
+  env.ReleaseDisk();
+  while (served.job->Snapshot().last_checkpoint_step() != 5 && absl::Now() < until + absl::Seconds(20)) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(served.job->Snapshot().last_checkpoint_step(), 5);
+  EXPECT_TRUE(env.FileExists(StepDir(root, 5) + "/COMMITTED"));
+  ctx.TryCancel();
 }
 
 // Several RPC threads, each with its own queue: a world of 24 registers at
