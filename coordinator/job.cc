@@ -54,18 +54,17 @@ coordinator::RegisterResponse JobOver(const absl::Status& final_status) {
   return over;
 }
 
-}  // namespace
-
-const char* JobStateName(JobState state) {
-  switch (state) {
-    case JobState::kForming: return "forming";
-    case JobState::kRunning: return "running";
-    case JobState::kStopping: return "stopping";
-    case JobState::kDone: return "done";
-    case JobState::kFailed: return "failed";
-  }
-  return "unknown";
+MembershipConfig MembershipConfigFor(const config::JobConfig& config, const CoordinatorOptions& options) {
+  MembershipConfig c;
+  c.slots = options.world_size;
+  c.min_workers = config.runtime().min_workers();
+  c.replace_timeout = absl::Seconds(config.runtime().replace_timeout_seconds());
+  c.heartbeat_timeout = options.heartbeat_timeout;
+  c.saves_checkpoints = !options.checkpoint_root.empty();
+  return c;
 }
+
+}  // namespace
 
 coordinator::JobStatus::State ToProto(JobState state) {
   switch (state) {
@@ -84,6 +83,7 @@ Job::Job(config::JobConfig config, JobStore* store, MetricsSink* metrics, Coordi
       store_(store),
       metrics_(metrics),
       options_(options),
+      membership_config_(MembershipConfigFor(config_, options)),
       catalog_(store, CatalogOptions{options.checkpoint_root, options.env, config_.checkpoint()}),
       writer_(options.disk_thread ? std::make_unique<DiskWriter>(DiskWriterOptions{}) : nullptr) {}
 
@@ -129,14 +129,15 @@ absl::Status Job::Init() {
   {
     MutexLock lock(&mu_);
     job_id_ = job_id;
-    stop_requested_ = options_.stop_requested;
-    generation_ = generation;
-    durable_generation_ = generation_;
+    m_.stop_requested = options_.stop_requested;
+    m_.generation = generation;
+    durable_generation_ = m_.generation;
+    if (history.changes_size() > 0) m_.size_before_start = history.changes(history.changes_size() - 1).to_size();
     history_ = std::move(history);
     last_commit_time_ = absl::Now();
-    forming_since_ = Now();
+    m_.forming_since = Now();
     if (finished_step.has_value()) {
-      state_ = JobState::kDone;
+      m_.state = JobState::kDone;  // set before any event: the store says so
       final_ = absl::OkStatus();
       finished_durable_ = true;
       finished_at_start_ = true;
@@ -144,7 +145,7 @@ absl::Status Job::Init() {
     }
     SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size
                << (elastic() ? absl::StrCat(" (elastic: at least ", config_.runtime().min_workers(), ")") : "")
-               << ", last generation " << generation_ << ", latest committed checkpoint at step "
+               << ", last generation " << m_.generation << ", latest committed checkpoint at step "
                << catalog_.latest_good();
   }
   return absl::OkStatus();
@@ -155,8 +156,8 @@ void Job::ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* l
   if (options_.checkpoint_root.empty()) return;
   auto& shards = saves_[saved.step()];
   shards[rank] = saved;
-  if (static_cast<int>(shards.size()) < world_size_) return;
-  later->commits.push_back(Commit{saved.step(), world_size_, std::move(shards)});
+  if (static_cast<int>(shards.size()) < m_.world_size) return;
+  later->commits.push_back(Commit{saved.step(), m_.world_size, std::move(shards)});
   ++commits_pending_;  // until RunDeferredNow has tried it
   saves_.erase(saved.step());
 }
@@ -193,7 +194,7 @@ void Job::RunDeferredNow(const Deferred& later) {
     }
     last_save_time_ = Now();
     last_commit_time_ = absl::Now();
-    MaybeGrowLocked(c.step);
+    StepLocked(membership_event::Committed{c.step});
   }
   if (later.bad_step > 0) {
     absl::Status marked = catalog_.PersistBad(later.bad_step, later.bad_reason);
@@ -268,10 +269,10 @@ void Job::PersistStateNow() {
     // decided before it is on disk: the final checkpoint's commit is
     // queued with the last report, and a persist queued by another thread
     // may run first. The commit's own persist records the end then.
-    finished = state_ == JobState::kDone && !finished_durable_ && commits_pending_ == 0;
+    finished = m_.state == JobState::kDone && !finished_durable_ && commits_pending_ == 0;
     if (state_version_ == persisted_version_ && !finished) return;
-    generation = generation_;
-    step = GlobalStepLocked();
+    generation = m_.generation;
+    step = m_.GlobalStep();
     version = state_version_;
     if (history_dirty_) history = history_.SerializeAsString();
     history_dirty_ = false;
@@ -291,7 +292,7 @@ void Job::PersistStateNow() {
     // No worker was told: the job did not durably finish. Every checkpoint
     // is committed; a run again finds the final one.
     final_ = Annotate(s, "recording that every worker finished");
-    state_ = JobState::kFailed;
+    m_.state = JobState::kFailed;  // done in memory only: not an event, a correction
     SLOG(ERROR) << "job failed: " << final_;
     return;
   }
@@ -308,13 +309,6 @@ void Job::PersistStateNow() {
 }
 
 absl::Time Job::Now() const { return absl::FromUnixMicros(options_.env->NowMicros()); }
-
-int64_t Job::GlobalStepLocked() {
-  if (members_.empty()) return 0;
-  int64_t step = INT64_MAX;
-  for (const auto& [rank, m] : members_) step = std::min(step, m.steps_done);
-  return step;
-}
 
 void Job::SaveFailed(const coordinator::WorkerReport& r) {
   ++checkpoint_failures_;
@@ -338,31 +332,42 @@ void Job::SaveFailed(const coordinator::WorkerReport& r) {
 }
 
 void Job::Fail(absl::Status status) {
-  if (state_ == JobState::kDone || state_ == JobState::kFailed) return;
+  if (m_.Over()) return;
   SLOG(ERROR) << "job failed: " << status;
   final_ = std::move(status);
-  state_ = JobState::kFailed;
+  StepLocked(membership_event::Fail{});
 }
 
-void Job::Form(const std::string& why) {
-  generation_ += 1;
-  // Ranks are the slots present, in order: with every slot there, rank ==
-  // slot; a smaller world closes the gaps.
-  members_.clear();
-  int next_rank = 0;
-  for (auto& [slot, m] : pending_) {
-    m.slot = slot;
-    members_[next_rank++] = std::move(m);
+MembershipEffects Job::StepLocked(const MembershipEvent& event) {
+  MembershipEffects out = Step(membership_config_, m_, event, Now());
+  if (out.broken.has_value()) OnBrokenLocked(*out.broken);
+  if (out.formed.has_value()) OnFormedLocked(*out.formed);
+  if (out.lost_while_forming.has_value()) SLOG(WARNING) << *out.lost_while_forming;
+  if (out.short_of_workers.has_value()) {
+    SLOG(WARNING) << out.short_of_workers->have << " of " << options_.world_size << " workers registered after "
+                  << absl::FormatDuration(out.short_of_workers->waited) << "; runtime.min_workers is "
+                  << config_.runtime().min_workers() << ": waiting for "
+                  << config_.runtime().min_workers() - out.short_of_workers->have << " more";
   }
-  pending_.clear();
-  form_target_ = 0;
-  const int previous = world_size_ > 0            ? world_size_
-                       : history_.changes_size() > 0 ? history_.changes(history_.changes_size() - 1).to_size()
-                                                   : 0;
-  world_size_ = next_rank;
+  if (out.wants_checkpoint && config_.checkpoint().every_steps() <= 0 &&
+      config_.checkpoint().every_seconds() <= 0 && checkpoint_at_ == 0) {
+    checkpoint_at_ = StepAheadLocked();  // none is planned: ask for one
+    SLOG(INFO) << "every worker saves after step " << checkpoint_at_ << ", where the world grows";
+  }
+  if (out.every_worker_finished) {
+    final_ = absl::OkStatus();
+    ++state_version_;
+    // The furthest step reported: after a partition a member's count can
+    // lag its own finished report (it was "step 0").
+    SLOG(INFO) << "every worker finished at step " << furthest_step_;
+    CrashPoint("every_worker_finished", furthest_step_);
+  }
+  if (out.stopped_forming) final_ = absl::OkStatus();
+  return out;
+}
+
+void Job::OnFormedLocked(const MembershipEffects::Formed& formed) {
   const absl::Time now = Now();
-  for (auto& [rank, m] : members_) m.last_seen = now;
-  state_ = stop_requested_ ? JobState::kStopping : JobState::kRunning;
   stop_at_ = 0;  // set below once start_step_ is known, if stopping
   checkpoint_at_ = 0;
   eval_at_ = 0;
@@ -375,113 +380,91 @@ void Job::Form(const std::string& why) {
   // A world formed during a graceful stop (a worker or the coordinator was
   // lost in it) stops too: after its first step, which it saves. Every
   // member learns the step in its registration response, so all agree.
-  if (stop_requested_) stop_at_ = total_steps_ > 0 ? std::min(total_steps_, start_step_ + 1) : start_step_ + 1;
+  if (m_.stop_requested) stop_at_ = total_steps_ > 0 ? std::min(total_steps_, start_step_ + 1) : start_step_ + 1;
   const int64_t redo = std::max<int64_t>(0, furthest_step_ - start_step_);
   steps_redone_ += redo;
   if (redo > 0) {
-    SLOG(INFO) << "generation " << generation_ << " redoes " << redo << " steps (the furthest step reached was "
+    SLOG(INFO) << "generation " << m_.generation << " redoes " << redo << " steps (the furthest step reached was "
                << furthest_step_ << ")";
   }
   if (memory_step_ > 0) {
     ++memory_recoveries_;
     std::string moves;
     for (int r = 0; r < static_cast<int>(memory_sources_.size()); ++r) {
-      if (memory_sources_[r] != r || memory_world_ != world_size_) {
+      if (memory_sources_[r] != r || memory_world_ != m_.world_size) {
         absl::StrAppend(&moves, moves.empty() ? "" : ", ", "shard ", r, " from rank ", memory_sources_[r]);
       }
     }
-    SLOG(INFO) << "generation " << generation_ << " restores step " << memory_step_ << " from the workers' memory ("
-               << (memory_world_ != world_size_ ? absl::StrCat("resharded from a world of ", memory_world_, ": ") : "")
+    SLOG(INFO) << "generation " << m_.generation << " restores step " << memory_step_ << " from the workers' memory ("
+               << (memory_world_ != m_.world_size ? absl::StrCat("resharded from a world of ", memory_world_, ": ") : "")
                << (moves.empty() ? std::string("every rank holds its own shard") : moves)
                << "); no checkpoint is read" << (disk_step > 0 ? absl::StrCat("; disk has step ", disk_step) : "");
   } else if (disk_step > 0) {
     ++disk_recoveries_;
-    SLOG(INFO) << "generation " << generation_ << " restores step " << disk_step << " from disk";
+    SLOG(INFO) << "generation " << m_.generation << " restores step " << disk_step << " from disk";
   }
   rate_steps_ = 0;
   rate_time_ = now;
   ++state_version_;  // made durable by the caller, outside the lock
-  SLOG(INFO) << "generation " << generation_ << " formed: " << members_.size() << " workers"
+  SLOG(INFO) << "generation " << m_.generation << " formed: " << m_.members.size() << " workers"
              << (stop_at_ > 0 ? absl::StrCat("; a graceful stop is under way: every worker stops after step ", stop_at_)
                               : std::string());
   CrashPoint("world_formed", start_step_);
-  if (previous > 0 && world_size_ < previous) CrashPoint("world_shrunk", start_step_);
-  if (previous > 0 && world_size_ > previous) CrashPoint("world_grown", start_step_);
-  if (previous != world_size_) RecordWorldChangeLocked(previous, why);
+  const int previous = formed.previous_size;
+  if (previous > 0 && m_.world_size < previous) CrashPoint("world_shrunk", start_step_);
+  if (previous > 0 && m_.world_size > previous) CrashPoint("world_grown", start_step_);
+  if (previous != m_.world_size) RecordWorldChangeLocked(previous, formed.why);
+}
+
+void Job::OnBrokenLocked(const MembershipEffects::Broken& broken) {
+  if (broken.planned) {
+    CrashPoint("growing", broken.grow_step);
+    SLOG(INFO) << "generation " << m_.generation << " ends: " << broken.why;
+  } else {
+    SLOG(WARNING) << "generation " << m_.generation << " broken: " << broken.why << "; waiting for "
+                  << options_.world_size << " workers to register"
+                  << (elastic() ? absl::StrCat(" (or ", config_.runtime().min_workers(), " after ",
+                                               config_.runtime().replace_timeout_seconds(), " s)")
+                                : "");
+    ++losses_;
+    last_disruption_ = broken.why;
+  }
+  saves_.clear();  // a partial save of the broken world is never committed
+  // Members learn the new generation from NextCommand; their old streams
+  // then end.
+  ++state_version_;
 }
 
 void Job::RecordWorldChangeLocked(int from, const std::string& why) {
   coordinator::WorldChange* c = history_.add_changes();
-  c->set_generation(generation_);
+  c->set_generation(m_.generation);
   c->set_step(start_step_);
   c->set_from_size(from);
-  c->set_to_size(world_size_);
+  c->set_to_size(m_.world_size);
   c->set_reason(why);
   c->set_unix_seconds(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   if (history_.changes_size() > kMaxWorldChanges) history_.mutable_changes()->DeleteSubrange(0, 1);
   history_dirty_ = true;
   if (from > 0) {
-    SLOG(WARNING) << "the world changed size: " << from << " -> " << world_size_ << " workers at step "
-                  << start_step_ << " (generation " << generation_ << "): " << why;
+    SLOG(WARNING) << "the world changed size: " << from << " -> " << m_.world_size << " workers at step "
+                  << start_step_ << " (generation " << m_.generation << "): " << why;
   }
   if (from > 0 && metrics_ != nullptr && start_step_ <= INT32_MAX) {
     metrics::MetricRecord record;
     record.set_split(metrics::MetricRecord::world);
     record.set_step(static_cast<int32_t>(start_step_));
-    record.set_world_size(world_size_);
+    record.set_world_size(m_.world_size);
     record.set_previous_world_size(from);
-    record.set_generation(static_cast<int32_t>(std::min<uint64_t>(generation_, INT32_MAX)));
+    record.set_generation(static_cast<int32_t>(std::min<uint64_t>(m_.generation, INT32_MAX)));
     pending_records_.push_back(std::move(record));  // written by the caller's PersistState
   }
-}
-
-bool Job::SlotHeldLocked(int slot) {
-  for (const auto& [rank, m] : members_) {
-    if (m.slot == slot) return true;
-  }
-  return false;
-}
-
-void Job::MaybeFormLocked() {
-  if (state_ != JobState::kForming) return;
-  const int have = static_cast<int>(pending_.size()), n = options_.world_size;
-  if (have == n || (form_target_ > 0 && have >= form_target_)) {
-    Form(world_size_ > 0 && have > world_size_
-             ? absl::StrCat(have - world_size_, have - world_size_ == 1 ? " worker" : " workers", " returned")
-             : std::string("every worker is there"));
-    return;
-  }
-  if (!elastic()) return;
-  const int least = config_.runtime().min_workers();
-  const absl::Duration wait = absl::Seconds(config_.runtime().replace_timeout_seconds());
-  const absl::Time now = Now();
-  if (now - forming_since_ < wait) return;
-  if (have < least) {
-    if (now - warned_short_ >= wait) {
-      SLOG(WARNING) << have << " of " << n << " workers registered after " << absl::FormatDuration(now - forming_since_)
-                    << "; runtime.min_workers is " << least << ": waiting for " << least - have << " more";
-      warned_short_ = now;
-    }
-    return;
-  }
-  Form(absl::StrCat(n - have, " of ", n, " workers not back within runtime.replace_timeout_seconds (",
-                    config_.runtime().replace_timeout_seconds(), " s)"));
-}
-
-void Job::MaybeGrowLocked(int64_t step) {
-  if (state_ != JobState::kRunning || world_size_ >= options_.world_size || pending_.empty()) return;
-  const int target = std::min<int>(options_.world_size, static_cast<int>(members_.size() + pending_.size()));
-  CrashPoint("growing", step);
-  BreakWorld(absl::StrCat("growing from ", world_size_, " to ", target, " workers at the checkpoint of step ", step),
-             /*planned=*/true);
-  form_target_ = target;
 }
 
 int64_t Job::PlanMemoryRestore() {
   RestorePlanInput in;
   in.memory_snapshots = config_.checkpoint().memory_every_steps() > 0;
-  in.world_size = world_size_;
-  for (const auto& [rank, m] : members_) in.held[rank] = m.held;
+  in.world_size = m_.world_size;
+  for (const auto& [rank, m] : m_.members) in.held[rank] = m.held;
   in.disk_step = catalog_.Restore().step;
   in.limit = FailedSaveLimit(save_failures_, catalog_.latest_good());
   in.bad_steps = bad_memory_steps_;
@@ -489,28 +472,6 @@ int64_t Job::PlanMemoryRestore() {
   memory_sources_ = std::move(plan.sources);
   memory_world_ = plan.world;
   return plan.step;
-}
-
-void Job::BreakWorld(const std::string& why, bool planned) {
-  if (state_ != JobState::kRunning && state_ != JobState::kStopping) return;
-  if (planned) {
-    SLOG(INFO) << "generation " << generation_ << " ends: " << why;
-  } else {
-    SLOG(WARNING) << "generation " << generation_ << " broken: " << why << "; waiting for " << options_.world_size
-                  << " workers to register"
-                  << (elastic() ? absl::StrCat(" (or ", config_.runtime().min_workers(), " after ",
-                                               config_.runtime().replace_timeout_seconds(), " s)")
-                                : "");
-    ++losses_;
-    last_disruption_ = why;
-  }
-  form_target_ = 0;
-  forming_since_ = Now();
-  state_ = JobState::kForming;
-  saves_.clear();  // a partial save of the broken world is never committed
-  // Members learn the new generation from NextCommand; their old streams
-  // then end.
-  ++state_version_;
 }
 
 absl::StatusOr<coordinator::RegisterResponse> Job::Register(const coordinator::RegisterRequest& req,
@@ -580,10 +541,7 @@ void Job::CancelRegistration(uint64_t id) {
     auto it = parked_.find(id);
     if (it == parked_.end()) return;
     const Parked& p = it->second;
-    if (!p.waits_for_end) {
-      auto claim = pending_.find(p.slot);
-      if (claim != pending_.end() && claim->second.incarnation == p.req.incarnation()) pending_.erase(claim);
-    }
+    if (!p.waits_for_end) StepLocked(membership_event::Cancel{p.slot, p.req.incarnation()});
     done = std::move(it->second.done);
     parked_.erase(it);
   }
@@ -600,26 +558,26 @@ void Job::CompleteRegistrations() {
   for (;;) {
     {
       MutexLock lock(&mu_);
-      if (!recheck_ && checked_durable_ == durable_generation_ && checked_generation_ == generation_ &&
-          checked_state_ == state_) {
+      if (!recheck_ && checked_durable_ == durable_generation_ && checked_generation_ == m_.generation &&
+          checked_state_ == m_.state) {
         break;
       }
       recheck_ = false;
       checked_durable_ = durable_generation_;
-      checked_generation_ = generation_;
-      checked_state_ = state_;
+      checked_generation_ = m_.generation;
+      checked_state_ = m_.state;
       for (auto it = parked_.begin(); it != parked_.end();) {
         Parked& p = it->second;
         std::optional<absl::StatusOr<coordinator::RegisterResponse>> answer;
         std::shared_ptr<const MemberBook> book;
         if (p.waits_for_end) {
-          if (generation_ != p.finished_in || state_ == JobState::kForming || state_ == JobState::kDone ||
-              state_ == JobState::kFailed) {
+          if (m_.generation != p.finished_in || m_.state == JobState::kForming || m_.state == JobState::kDone ||
+              m_.state == JobState::kFailed) {
             p.waits_for_end = false;
             answer = AdmitLocked(p);
             recheck_ = true;  // it may have formed a world, or wait for one now
           }
-        } else if (durable_generation_ >= p.target || state_ == JobState::kDone || state_ == JobState::kFailed) {
+        } else if (durable_generation_ >= p.target || m_.state == JobState::kDone || m_.state == JobState::kFailed) {
           answer = FinishRegistrationLocked(p, &book);
         }
         if (answer.has_value()) {
@@ -638,16 +596,15 @@ void Job::CompleteRegistrations() {
       // Its heartbeat deadline runs from its answer: it cannot report
       // before, and in a large world answering everyone takes a while.
       MutexLock lock(&mu_);
-      auto m = members_.find(a.response->rank());
-      if (a.response->generation() == generation_ && m != members_.end()) m->second.last_seen = Now();
+      StepLocked(membership_event::Answered{a.response->rank(), a.response->generation()});
     }
     a.done(std::move(a.response));
   }
 }
 
 void Job::TakeFinishedReportLocked(const coordinator::RegisterRequest& req, Deferred* later) {
-  if (state_ == JobState::kDone || state_ == JobState::kFailed || !req.has_finished_report() ||
-      !req.finished_report().finished() || req.finished_report().generation() != generation_) {
+  if (m_.state == JobState::kDone || m_.state == JobState::kFailed || !req.has_finished_report() ||
+      !req.finished_report().finished() || req.finished_report().generation() != m_.generation) {
     return;
   }
   // Taken as if it came on the stream (ReportLocked checks the member's
@@ -661,101 +618,44 @@ void Job::TakeFinishedReportLocked(const coordinator::RegisterRequest& req, Defe
 
 std::optional<absl::StatusOr<coordinator::RegisterResponse>> Job::AdmitLocked(Parked& p) {
   const coordinator::RegisterRequest& req = p.req;
-  const int n = options_.world_size;
-  if (state_ == JobState::kDone && !finished_durable_) {
+  if (m_.state == JobState::kDone && !finished_durable_) {
     return absl::UnavailableError("the job is finishing; register again in a moment");
   }
-  if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
-  if (req.requested_rank() < -1 || req.requested_rank() >= n) {
-    return absl::InvalidArgumentError(absl::StrCat("requested rank ", req.requested_rank(),
-                                                   " is not in a world of ", n));
+  if (m_.Over()) return JobOver(final_);
+  membership_event::Claim claim;
+  claim.requested_slot = req.requested_rank();
+  claim.incarnation = req.incarnation();
+  claim.previous_generation = req.previous_generation();
+  claim.reason = req.reason();
+  claim.address = req.transport_address();
+  claim.secret = p.secret;
+  claim.held.assign(req.held_snapshots().begin(), req.held_snapshots().end());
+  const MembershipEffects out = StepLocked(claim);
+  if (out.claim_waits_for_end) {
+    p.waits_for_end = true;
+    p.finished_in = m_.generation;
+    return std::nullopt;
   }
-  if (state_ == JobState::kRunning || state_ == JobState::kStopping) {
-    // A running world takes no one, unless a member says the world broke -
-    // or a member that finished and did not hear the job's end (its stream
-    // timed out) asks again: it waits for that end, breaking nothing.
-    for (const auto& [rank, m] : members_) {
-      if (m.incarnation != req.incarnation() || req.previous_generation() != generation_) continue;
-      if (m.finished) {
-        p.waits_for_end = true;
-        p.finished_in = generation_;
-        return std::nullopt;
-      }
-      BreakWorld(absl::StrCat("worker rank ", rank, " left it: ",
-                              req.reason().empty() ? "a collective failed" : req.reason()));
-      break;
-    }
-    if (state_ != JobState::kForming) {
-      if (req.requested_rank() >= 0 && SlotHeldLocked(req.requested_rank())) {
-        // The refusal names no member's address: the caller may be anyone
-        // with the token. The log has it.
-        SLOG(WARNING) << "refused " << req.transport_address() << " rank " << req.requested_rank()
-                      << ": held by a live worker";
-        return absl::AlreadyExistsError(absl::StrCat("rank ", req.requested_rank(),
-                                                     " is held by a live worker (generation ", generation_,
-                                                     "); a second worker may not claim it"));
-      }
-      // A smaller elastic world takes newcomers for its next, larger
-      // generation: they wait until the next committed checkpoint.
-      const bool joins = elastic() && state_ == JobState::kRunning && world_size_ < n &&
-                         static_cast<int>(members_.size() + pending_.size()) < n;
-      if (!joins) return absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
-    }
+  if (out.claim_refused.has_value()) {
+    // The refusal names no member's address: the caller may be anyone with
+    // the token. The log has it.
+    SLOG(WARNING) << "refused " << req.transport_address() << " rank " << req.requested_rank() << ": "
+                  << out.claim_refused->message();
+    return *out.claim_refused;
   }
-
-  // A registration while a world runs joins the next, larger one.
-  const bool joining = state_ != JobState::kForming;
-  // The slot: the one asked for, else the one this worker held before, else
-  // the lowest one free.
-  int slot = req.requested_rank();
-  if (slot >= 0) {
-    auto it = pending_.find(slot);
-    if (it != pending_.end() && it->second.incarnation != req.incarnation()) {
-      return absl::AlreadyExistsError(absl::StrCat("rank ", slot, " was already claimed by another worker for ",
-                                                   "generation ", generation_ + 1));
-    }
-  } else {
-    for (const auto& [s, m] : pending_) {
-      if (m.incarnation == req.incarnation()) slot = s;
-    }
-    for (int s = 0; s < n && slot < 0; ++s) {
-      if (pending_.count(s) == 0 && !(joining && SlotHeldLocked(s))) slot = s;
-    }
-    if (slot < 0) return absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
+  const MembershipEffects::ClaimTaken& taken = *out.claim_taken;
+  const int n = options_.world_size;
+  if (taken.joining) {
+    SLOG(INFO) << "worker " << req.transport_address() << " registered as rank " << taken.slot
+               << "; it joins the world of " << m_.world_size << " at the next committed checkpoint";
+  } else if (n <= kLoggedRegistrations || taken.claimed == 1 || taken.claimed == n) {
+    SLOG(INFO) << "worker " << req.transport_address() << " registered as rank " << taken.slot << " for generation "
+               << taken.target << " (" << taken.claimed << "/" << n << ")";
   }
-  Member& m = pending_[slot];
-  m.address = req.transport_address();
-  m.incarnation = req.incarnation();
-  m.held.clear();
-  for (const coordinator::HeldSnapshot& h : req.held_snapshots()) {
-    // Bounded and sane, or ignored: a bad list can only cost a disk restore.
-    if (m.held.size() >= kMaxHeldSnapshots || h.world_size() < 1 || h.world_size() > n || h.rank() < 0 ||
-        h.rank() >= h.world_size() || h.step() <= 0) {
-      continue;
-    }
-    m.held.push_back(h);
-  }
-  m.secret = p.secret;
-  const uint64_t target = generation_ + 1;
-  if (joining) {
-    SLOG(INFO) << "worker " << m.address << " registered as rank " << slot << "; it joins the world of "
-               << world_size_ << " at the next committed checkpoint";
-    if (options_.checkpoint_root.empty()) {
-      MaybeGrowLocked(GlobalStepLocked());  // no checkpoint will come
-    } else if (config_.checkpoint().every_steps() <= 0 && config_.checkpoint().every_seconds() <= 0 &&
-               checkpoint_at_ == 0) {
-      checkpoint_at_ = StepAheadLocked();  // none is planned: ask for one
-      SLOG(INFO) << "every worker saves after step " << checkpoint_at_ << ", where the world grows";
-    }
-  } else if (n <= kLoggedRegistrations || pending_.size() == 1 || static_cast<int>(pending_.size()) == n) {
-    SLOG(INFO) << "worker " << m.address << " registered as rank " << slot << " for generation " << target << " ("
-               << pending_.size() << "/" << n << ")";
-  }
-  MaybeFormLocked();
   // Answered once generation `target` is durable (CompleteRegistrations,
   // which notices: it is not yet).
-  p.slot = slot;
-  p.target = target;
+  p.slot = taken.slot;
+  p.target = taken.target;
   return std::nullopt;
 }
 
@@ -780,29 +680,29 @@ void Job::FillPeers(const MemberBook& book, const std::string& token, coordinato
 absl::StatusOr<coordinator::RegisterResponse> Job::FinishRegistrationLocked(const Parked& p,
                                                                            std::shared_ptr<const MemberBook>* book) {
   int rank = -1;
-  for (const auto& [r, member] : members_) {
+  for (const auto& [r, member] : m_.members) {
     if (member.slot == p.slot && member.incarnation == p.req.incarnation()) rank = r;
   }
-  if (generation_ != p.target || rank < 0) {
-    if (state_ == JobState::kDone || state_ == JobState::kFailed) return JobOver(final_);
+  if (m_.generation != p.target || rank < 0) {
+    if (m_.state == JobState::kDone || m_.state == JobState::kFailed) return JobOver(final_);
     return absl::AbortedError("the generation this worker registered for was superseded; register again");
   }
   coordinator::RegisterResponse resp;
   resp.set_rank(rank);
   resp.set_slot(p.slot);
-  resp.set_world_size(world_size_);
-  resp.set_generation(generation_);
-  if (book_ == nullptr || book_->generation != generation_) {
+  resp.set_world_size(m_.world_size);
+  resp.set_generation(m_.generation);
+  if (book_ == nullptr || book_->generation != m_.generation) {
     auto made = std::make_shared<MemberBook>();
-    made->generation = generation_;
-    for (const auto& [r, member] : members_) {
+    made->generation = m_.generation;
+    for (const auto& [r, member] : m_.members) {
       made->addresses.push_back(member.address);
       made->secrets.push_back(member.secret);
     }
     book_ = std::move(made);
   }
   *book = book_;
-  resp.set_member_secret(members_[rank].secret);
+  resp.set_member_secret(m_.members[rank].secret);
   resp.set_config_text(config_text_);
   resp.set_checkpoint_root(options_.checkpoint_root);
   resp.set_trace_dir(options_.trace_dir);
@@ -810,7 +710,7 @@ absl::StatusOr<coordinator::RegisterResponse> Job::FinishRegistrationLocked(cons
     resp.set_start_step(memory_step_);
     resp.set_memory_step(memory_step_);
     for (int source : memory_sources_) resp.add_memory_sources(source);
-    if (memory_world_ != world_size_) resp.set_memory_world_size(memory_world_);
+    if (memory_world_ != m_.world_size) resp.set_memory_world_size(memory_world_);
   } else {
     const RestorePoint from = catalog_.Restore();
     resp.set_start_step(from.step);
@@ -824,9 +724,9 @@ absl::StatusOr<coordinator::RegisterResponse> Job::FinishRegistrationLocked(cons
 uint64_t Job::CommandVersionLocked() {
   // Each input of NextCommand's answer, folded: any change changes it.
   uint64_t v = state_version_;
-  for (uint64_t x : {static_cast<uint64_t>(state_), static_cast<uint64_t>(finished_durable_), generation_,
+  for (uint64_t x : {static_cast<uint64_t>(m_.state), static_cast<uint64_t>(finished_durable_), m_.generation,
                      static_cast<uint64_t>(stop_at_),
-                     static_cast<uint64_t>(checkpoint_at_), static_cast<uint64_t>(eval_at_), evictions_}) {
+                     static_cast<uint64_t>(checkpoint_at_), static_cast<uint64_t>(eval_at_), m_.evictions}) {
     v = v * 1000003u ^ x;
   }
   return v;
@@ -851,26 +751,24 @@ absl::Status Job::Report(const coordinator::WorkerReport& r) {
 }
 
 absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* later) {
-  if (r.generation() != generation_ || members_.count(r.rank()) == 0) {
+  if (r.generation() != m_.generation || m_.members.count(r.rank()) == 0) {
     return absl::FailedPreconditionError(absl::StrCat("report from rank ", r.rank(), " of generation ",
                                                       r.generation(), "; the job is at generation ",
-                                                      generation_));
+                                                      m_.generation));
   }
-  if (!SecretEquals(r.member_secret(), members_[r.rank()].secret)) {
+  if (!SecretEquals(r.member_secret(), m_.members[r.rank()].secret)) {
     return absl::PermissionDeniedError(absl::StrCat("report for rank ", r.rank(), " of generation ", r.generation(),
                                                     " does not come from the worker that registered it"));
   }
   ReportLimits limits;
-  limits.world_size = world_size_;
+  limits.world_size = m_.world_size;
   RETURN_IF_ERROR(CheckReport(r, limits));
   if (r.bad_checkpoint_step() > 0 && !catalog_.IsRestorePoint(r.bad_checkpoint_step())) {
     return absl::InvalidArgumentError(absl::StrCat("report from rank ", r.rank(), " refused: bad_checkpoint_step ",
                                                    r.bad_checkpoint_step(), " is not a checkpoint handed out"));
   }
-  Member& m = members_[r.rank()];
-  m.attached = true;
-  m.last_seen = Now();
-  m.steps_done = std::max(m.steps_done, r.steps_done());
+  StepLocked(membership_event::Heard{r.rank(), r.steps_done()});
+  WorldMember& m = m_.members[r.rank()];  // a report changes no membership but this member's
   furthest_step_ = std::max(furthest_step_, m.steps_done);
   if (r.has_time()) m.time = r.time();
   if (r.busy_seconds_per_step() > 0) m.busy_seconds_per_step = r.busy_seconds_per_step();
@@ -906,7 +804,7 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
     } else {
       SLOG(ERROR) << "checkpoint at step " << bad_step << " failed verification on rank " << r.rank() << ": "
                   << r.bad_checkpoint_reason() << "; marked bad, falling back to step " << fallback.step;
-      BreakWorld(absl::StrCat("its checkpoint at step ", bad_step, " is bad"));
+      StepLocked(membership_event::Break{absl::StrCat("its checkpoint at step ", bad_step, " is bad")});
     }
   }
   for (const metrics::MetricRecord& record : r.metrics()) {
@@ -921,34 +819,19 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
   if (r.bad_memory_step() > 0 && r.bad_memory_step() == memory_step_ && bad_memory_steps_.insert(memory_step_).second) {
     SLOG(ERROR) << "the in-memory snapshot of step " << memory_step_ << " could not be restored on rank " << r.rank()
                 << "; the next world restores from another snapshot or from disk";
-    BreakWorld(absl::StrCat("its in-memory snapshot of step ", memory_step_, " failed on rank ", r.rank()));
+    StepLocked(membership_event::Break{
+        absl::StrCat("its in-memory snapshot of step ", memory_step_, " failed on rank ", r.rank())});
   }
-  if (!r.left_reason().empty() && !m.left) {
-    // It is alive and saw a peer go: the world breaks, but it is not the
-    // one lost (the silent peer is found by its own absence).
-    m.left = true;
-    BreakWorld(absl::StrCat("worker rank ", r.rank(), " left it: ", EscapeControl(r.left_reason(), 1024)));
+  if (!r.left_reason().empty()) {
+    StepLocked(membership_event::Left{r.rank(), EscapeControl(r.left_reason(), 1024)});
   }
   if (!r.fatal_error().empty()) {
     if (r.diverged_step() > 0) ++nonfinite_losses_;
     Fail(absl::FailedPreconditionError(absl::StrCat("worker rank ", r.rank(), ": ", r.fatal_error())));
   } else if (!r.watchdog().empty()) {
-    m.evicted = true;
-    ++evictions_;
-    BreakWorld(absl::StrCat("worker rank ", r.rank(), "'s watchdog fired: ", r.watchdog()));
-  } else if (r.finished() && !m.finished) {
-    m.finished = true;
-    bool all = true;
-    for (const auto& [rank, member] : members_) all = all && member.finished;
-    if (all && (state_ == JobState::kRunning || state_ == JobState::kStopping)) {
-      state_ = JobState::kDone;
-      final_ = absl::OkStatus();
-      ++state_version_;
-      // The furthest step reported: after a partition a member's count can
-      // lag its own finished report (it was "step 0").
-      SLOG(INFO) << "every worker finished at step " << furthest_step_;
-      CrashPoint("every_worker_finished", furthest_step_);
-    }
+    StepLocked(membership_event::Watchdog{r.rank(), r.watchdog()});
+  } else if (r.finished()) {
+    StepLocked(membership_event::Finished{r.rank()});
   }
   return absl::OkStatus();
 }
@@ -956,12 +839,12 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
 bool Job::StreamOver(int rank, uint64_t generation) {
   // A finished job is told only once it is durably finished: a worker that
   // hears "done" exits, and a coordinator restarted then must know.
-  if (state_ == JobState::kDone) return finished_durable_;
-  if (state_ == JobState::kFailed || state_ == JobState::kForming || generation != generation_) {
+  if (m_.state == JobState::kDone) return finished_durable_;
+  if (m_.state == JobState::kFailed || m_.state == JobState::kForming || generation != m_.generation) {
     return true;
   }
-  auto it = members_.find(rank);
-  return it == members_.end() || it->second.evicted;
+  auto it = m_.members.find(rank);
+  return it == m_.members.end() || it->second.evicted;
 }
 
 std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64_t generation,
@@ -976,15 +859,15 @@ std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64
   *end = StreamOver(rank, generation);
   coordinator::CoordinatorCommand c;
   if (*end) {
-    auto it = members_.find(rank);
-    const bool evicted = it != members_.end() && it->second.evicted && generation == generation_;
-    if (state_ == JobState::kFailed || evicted) return std::nullopt;
-    if (state_ == JobState::kDone && generation == generation_) {
+    auto it = m_.members.find(rank);
+    const bool evicted = it != m_.members.end() && it->second.evicted && generation == m_.generation;
+    if (m_.state == JobState::kFailed || evicted) return std::nullopt;
+    if (m_.state == JobState::kDone && generation == m_.generation) {
       c.set_job_done(true);
       return c;
     }
     // The world moved on: tell the worker which generation to join.
-    c.set_new_generation(state_ == JobState::kForming ? generation_ + 1 : generation_);
+    c.set_new_generation(m_.state == JobState::kForming ? m_.generation + 1 : m_.generation);
     return c;
   }
   if (stop_at_ == last.stop_at() && checkpoint_at_ == last.checkpoint_at() && eval_at_ == last.eval_at()) {
@@ -999,89 +882,50 @@ std::optional<coordinator::CoordinatorCommand> Job::NextCommand(int rank, uint64
 void Job::StreamEnded(int rank, uint64_t generation, bool broken) {
   {
     MutexLock lock(&mu_);
-    StreamEndedLocked(rank, generation, broken);
+    StepLocked(membership_event::StreamEnded{rank, generation, broken});
   }
   PersistState();
 }
 
-void Job::StreamEndedLocked(int rank, uint64_t generation, bool broken) {
-  if (generation != generation_ || members_.count(rank) == 0) return;
-  Member& m = members_[rank];
-  m.attached = false;
-  if (m.finished || m.left || state_ == JobState::kDone || state_ == JobState::kFailed) return;
-  if (broken && state_ == JobState::kForming) {
-    SLOG(WARNING) << "worker rank " << rank << " (" << m.address << ") of generation " << generation
-                  << " was lost: its heartbeat stream broke";
-  }
-  BreakWorld(absl::StrCat("worker rank ", rank, " (", m.address, ") was lost: its heartbeat stream ",
-                          broken ? "broke" : "ended"));
-}
-
-
 bool Job::AwaitsJobEnd(int rank, uint64_t generation) {
   MutexLock lock(&mu_);
-  auto it = members_.find(rank);
-  return generation == generation_ && it != members_.end() && it->second.finished;
+  auto it = m_.members.find(rank);
+  return generation == m_.generation && it != m_.members.end() && it->second.finished;
 }
 
 void Job::RestartHeartbeatDeadlines(absl::Duration stalled) {
   MutexLock lock(&mu_);
-  if (state_ != JobState::kRunning && state_ != JobState::kStopping) return;
-  SLOG(WARNING) << "the coordinator did not run for " << absl::FormatDuration(stalled)
-                << "; every worker's heartbeat deadline starts again now";
-  const absl::Time now = Now();
-  for (auto& [rank, m] : members_) m.last_seen = std::max(m.last_seen, now);
+  if (StepLocked(membership_event::RestartDeadlines{}).deadlines_restarted) {
+    SLOG(WARNING) << "the coordinator did not run for " << absl::FormatDuration(stalled)
+                  << "; every worker's heartbeat deadline starts again now";
+  }
 }
 
 void Job::CheckHeartbeats() {
   {
     MutexLock lock(&mu_);
-    CheckHeartbeatsLocked();
+    StepLocked(membership_event::Tick{});
   }
   PersistState();
 }
 
-void Job::CheckHeartbeatsLocked() {
-  MaybeFormLocked();  // an elastic world's replace timeout
-  if (state_ != JobState::kRunning && state_ != JobState::kStopping) return;
-  const absl::Time now = Now();
-  for (auto& [rank, m] : members_) {
-    if (!m.finished && now - m.last_seen > options_.heartbeat_timeout) {
-      m.evicted = true;
-      ++evictions_;
-      BreakWorld(absl::StrCat("worker rank ", rank, " (", m.address, ") was lost: no heartbeat for ",
-                              absl::FormatDuration(now - m.last_seen)));
-      return;
-    }
-  }
-}
-
 void Job::RequestStop(const std::string& why) {
   MutexLock lock(&mu_);
-  if (stop_requested_) return;
-  stop_requested_ = true;
-  if (state_ == JobState::kForming) {
-    SLOG(INFO) << why << ": stopping; no world is running";
-    state_ = JobState::kDone;
-    final_ = absl::OkStatus();
-    return;
-  }
-  if (state_ != JobState::kRunning) return;
+  const MembershipEffects out = StepLocked(membership_event::Stop{});
+  if (out.stopped_forming) SLOG(INFO) << why << ": stopping; no world is running";
+  if (!out.stop_scheduled) return;
   stop_at_ = StepAheadLocked();
-  state_ = JobState::kStopping;
   SLOG(INFO) << why << ": every worker stops after step " << stop_at_;
   CrashPoint("stop_scheduled", stop_at_);
 }
 
 int64_t Job::StepAheadLocked() {
-  int64_t furthest = 0;
-  for (const auto& [rank, m] : members_) furthest = std::max(furthest, m.steps_done);
-  return StepAhead(furthest, steps_per_second_, total_steps_);
+  return StepAhead(m_.FurthestStep(), steps_per_second_, total_steps_);
 }
 
 void Job::MaybeRequestCheckpoint() {
   MutexLock lock(&mu_);
-  if (options_.checkpoint_root.empty() || state_ != JobState::kRunning) return;
+  if (options_.checkpoint_root.empty() || m_.state != JobState::kRunning) return;
   if (!PeriodicSaveDue(Now(), last_save_time_, config_.checkpoint().every_seconds())) return;
   ScheduleCheckpointLocked("checkpoint.every_seconds");
 }
@@ -1095,9 +939,9 @@ void Job::ScheduleCheckpointLocked(const char* why) {
 absl::Status Job::RequestCheckpoint() {
   MutexLock lock(&mu_);
   if (options_.checkpoint_root.empty()) return absl::FailedPreconditionError("checkpoint now: the job saves no checkpoints");
-  if (state_ != JobState::kRunning) {
+  if (m_.state != JobState::kRunning) {
     return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint now: no world is running (", JobStateName(state_), ")"));
+        absl::StrCat("checkpoint now: no world is running (", JobStateName(m_.state), ")"));
   }
   ScheduleCheckpointLocked("checkpoint requested");
   return absl::OkStatus();
@@ -1105,7 +949,7 @@ absl::Status Job::RequestCheckpoint() {
 
 void Job::RequestEval() {
   MutexLock lock(&mu_);
-  if (state_ != JobState::kRunning) return;
+  if (m_.state != JobState::kRunning) return;
   eval_at_ = StepAheadLocked();
   SLOG(INFO) << "eval requested: every worker evaluates after step " << eval_at_;
 }
@@ -1113,7 +957,7 @@ void Job::RequestEval() {
 bool Job::AwaitEnd(absl::Duration wait) {
   MutexLock lock(&mu_);
   auto over = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return (state_ == JobState::kDone && finished_durable_) || state_ == JobState::kFailed;
+    return (m_.state == JobState::kDone && finished_durable_) || m_.state == JobState::kFailed;
   };
   return mu_.AwaitWithTimeout(absl::Condition(&over), wait);
 }
@@ -1131,19 +975,19 @@ absl::Status Job::final_status() {
 coordinator::JobStatus Job::Snapshot() {
   MutexLock lock(&mu_);
   coordinator::JobStatus s;
-  s.set_state(ToProto(state_));
+  s.set_state(ToProto(m_.state));
   s.set_job_id(job_id_);
-  s.set_generation(generation_);
-  s.set_global_step(GlobalStepLocked());
+  s.set_generation(m_.generation);
+  s.set_global_step(m_.GlobalStep());
   s.set_total_steps(total_steps_);
   s.set_last_disruption(last_disruption_);
-  s.set_world_size(world_size_ > 0 ? world_size_ : options_.world_size);
+  s.set_world_size(m_.world_size > 0 ? m_.world_size : options_.world_size);
   s.set_target_world_size(options_.world_size);
   *s.mutable_world_changes() = history_.changes();
-  const bool forming = state_ == JobState::kForming;
-  s.set_workers_registered(static_cast<int>(forming ? pending_.size() : members_.size()));
+  const bool forming = m_.state == JobState::kForming;
+  s.set_workers_registered(static_cast<int>(forming ? m_.pending.size() : m_.members.size()));
   int alive = 0;
-  for (const auto& [rank, m] : members_) alive += (!forming && m.attached) ? 1 : 0;
+  for (const auto& [rank, m] : m_.members) alive += (!forming && m.attached) ? 1 : 0;
   s.set_workers_alive(alive);
   s.set_worker_losses(losses_);
   s.set_last_checkpoint_step(catalog_.latest_good());
@@ -1162,7 +1006,7 @@ coordinator::JobStatus Job::Snapshot() {
   if (best_eval_.has_step()) *s.mutable_best_eval() = best_eval_;
   if (!final_.ok()) s.set_error(std::string(final_.message()));
   const absl::Time now = Now();
-  for (const auto& [rank, m] : forming ? pending_ : members_) {
+  for (const auto& [rank, m] : forming ? m_.pending : m_.members) {
     coordinator::WorkerStatus* w = s.add_workers();
     w->set_rank(rank);
     w->set_address(m.address);

@@ -1,4 +1,5 @@
-// The coordinator's view of one job: membership and ranks, world
+// The coordinator's view of one job: membership and ranks (decided by the
+// pure state machine of membership.h; Job applies what it decides), world
 // generations, the global step, job-wide decisions (stop at step s), worker
 // loss and the job's end. Thread-safe; knows nothing of gRPC (service.h
 // translates RPCs into these calls).
@@ -48,6 +49,7 @@
 #include "coordinator/checkpoint_catalog.h"
 #include "coordinator/disk_writer.h"
 #include "coordinator/job_store.h"
+#include "coordinator/membership.h"
 #include "proto/config.pb.h"
 #include "proto/coordinator.pb.h"
 
@@ -81,8 +83,6 @@ struct CoordinatorOptions {
   bool disk_thread = false;
 };
 
-enum class JobState { kForming, kRunning, kStopping, kDone, kFailed };
-const char* JobStateName(JobState state);
 coordinator::JobStatus::State ToProto(JobState state);
 
 class Job {
@@ -192,27 +192,6 @@ class Job {
   const std::string& job_id() const { return job_id_; }
 
  private:
-  struct Member {
-    int slot = 0;  // in [0, options_.world_size); members_ is keyed by rank
-    std::string address;
-    uint64_t incarnation = 0;
-    // Random per registration: binds reports and data-plane streams to the
-    // process that registered (docs/security.md).
-    std::string secret;
-    int64_t steps_done = 0;
-    absl::Time last_seen;
-    bool attached = false;  // its heartbeat stream is open
-    bool finished = false;
-    bool evicted = false;
-    bool left = false;  // said it leaves because the world broke around it
-    double busy_seconds_per_step = 0;
-    coordinator::TimeAccount time;
-    // The greatest (sent - received) of its reports: its clock's offset
-    // from ours minus the shortest one-way latency seen.
-    std::optional<int64_t> clock_offset_micros;
-    // In-memory snapshot shards it said it holds when it registered.
-    std::vector<coordinator::HeldSnapshot> held;
-  };
   // The forming world's restore from memory (coordinator/restore_plan.h,
   // the pure rule) with this job's state: its step, 0 if from disk. Sets
   // memory_sources_ and memory_world_.
@@ -288,37 +267,23 @@ class Job {
   void ScheduleCheckpointLocked(const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The version AwaitCommandNews compares.
   uint64_t CommandVersionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StreamEndedLocked(int rank, uint64_t generation, bool broken) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CheckHeartbeatsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the running generation. `planned`: on purpose (an elastic world
-  // growing), not a loss.
-  void BreakWorld(const std::string& why, bool planned = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Makes the pending workers the next generation, ranked by slot.
-  void Form(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the membership state machine (membership.h) on `event` and applies
+  // what it decided: a broken world's bookkeeping, a formed world's restore
+  // plan, logs and crash points. Returns the effects for the caller's part
+  // (a claim's answer, a stop's step).
+  MembershipEffects StepLocked(const MembershipEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnBrokenLocked(const MembershipEffects::Broken& broken) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnFormedLocked(const MembershipEffects::Formed& formed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool elastic() const { return config_.runtime().min_workers() > 0; }
-  // Forms the next world when it is complete: every slot registered, or,
-  // after a planned break, the workers it waits for; or, elastic, a smaller
-  // one once replace_timeout_seconds have passed with at least min_workers.
-  // Call on every registration and often.
-  void MaybeFormLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Elastic: after the commit of `step`, breaks a smaller world that has
-  // workers waiting to join, so that it re-forms larger.
-  void MaybeGrowLocked(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // True if a member of the running world holds `slot`.
-  bool SlotHeldLocked(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordWorldChangeLocked(int from, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank could not write its shard of r.save_failed_step(): counted per
   // generation; the job fails at kMaxSaveAttempts.
   void SaveFailed(const coordinator::WorkerReport& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static constexpr int kMaxSaveAttempts = 3;
-  // Held snapshot shards taken from one registration (keep_steps x copies
-  // is a handful; the rest is ignored).
-  static constexpr size_t kMaxHeldSnapshots = 64;
   // True when the stream of (rank, generation) has nothing more to carry
   // but, possibly, the news of a new generation.
   bool StreamOver(int rank, uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int64_t GlobalStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a worker's saved shard; queues the step's commit when all are in.
   void ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -328,6 +293,7 @@ class Job {
   JobStore* const store_;
   MetricsSink* const metrics_;
   const CoordinatorOptions options_;
+  const MembershipConfig membership_config_;
   std::string job_id_;
   CheckpointCatalog catalog_;
 
@@ -343,13 +309,12 @@ class Job {
   // is told); at start: the store said so for this very config.
   bool finished_durable_ ABSL_GUARDED_BY(mu_) = false;
   std::string last_disruption_ ABSL_GUARDED_BY(mu_);
+  // Slots, members, generations and the job's state (membership.h); changed
+  // only by StepLocked, but for the members' telemetry.
+  Membership m_ ABSL_GUARDED_BY(mu_);
   bool finished_at_start_ ABSL_GUARDED_BY(mu_) = false;
   int64_t finished_step_ ABSL_GUARDED_BY(mu_) = 0;
-  JobState state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;
   absl::Status final_ ABSL_GUARDED_BY(mu_);
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;   // the running (or last) generation
-  std::map<int, Member> members_ ABSL_GUARDED_BY(mu_);  // of generation_
-  std::map<int, Member> pending_ ABSL_GUARDED_BY(mu_);  // for generation_ + 1
   // Generations in which saving the checkpoint at a step failed on some
   // rank; at kMaxSaveAttempts of them the job stops instead of looping.
   std::map<int64_t, std::set<uint64_t>> save_failures_ ABSL_GUARDED_BY(mu_);
@@ -361,7 +326,6 @@ class Job {
   uint64_t checked_generation_ ABSL_GUARDED_BY(mu_) = 0;
   JobState checked_state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;
   bool recheck_ ABSL_GUARDED_BY(mu_) = true;
-  uint64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;  // for CommandVersionLocked
   int64_t stop_at_ ABSL_GUARDED_BY(mu_) = 0;             // 0: none
   int64_t checkpoint_at_ ABSL_GUARDED_BY(mu_) = 0;       // 0: none
   int64_t eval_at_ ABSL_GUARDED_BY(mu_) = 0;             // 0: none
@@ -369,7 +333,6 @@ class Job {
   // A step ahead of every worker: furthest reported + half a second of steps.
   int64_t StepAheadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t total_steps_ ABSL_GUARDED_BY(mu_) = 0;         // as reported by rank 0
-  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   int64_t losses_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t checkpoint_failures_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t start_step_ ABSL_GUARDED_BY(mu_) = 0;  // the running generation's restore point
@@ -378,13 +341,6 @@ class Job {
   int64_t memory_step_ ABSL_GUARDED_BY(mu_) = 0;
   int memory_world_ ABSL_GUARDED_BY(mu_) = 0;  // the world the snapshot was taken in
   std::vector<int> memory_sources_ ABSL_GUARDED_BY(mu_);
-  // The running (or last formed) world's size; 0 before the first.
-  int world_size_ ABSL_GUARDED_BY(mu_) = 0;
-  // When the job last started forming (for replace_timeout_seconds).
-  absl::Time forming_since_ ABSL_GUARDED_BY(mu_);
-  absl::Time warned_short_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // > 0 after a planned break: form once this many have registered.
-  int form_target_ ABSL_GUARDED_BY(mu_) = 0;
   coordinator::WorldHistory history_ ABSL_GUARDED_BY(mu_);
   bool history_dirty_ ABSL_GUARDED_BY(mu_) = false;
   std::set<int64_t> bad_memory_steps_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,323 @@
+#include "coordinator/membership.h"
+
+#include <algorithm>
+#include <climits>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardline {
+
+const char* JobStateName(JobState state) {
+  switch (state) {
+    case JobState::kForming: return "forming";
+    case JobState::kRunning: return "running";
+    case JobState::kStopping: return "stopping";
+    case JobState::kDone: return "done";
+    case JobState::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+int64_t Membership::GlobalStep() const {
+  if (members.empty()) return 0;
+  int64_t step = INT64_MAX;
+  for (const auto& [rank, m] : members) step = std::min(step, m.steps_done);
+  return step;
+}
+
+int64_t Membership::FurthestStep() const {
+  int64_t furthest = 0;
+  for (const auto& [rank, m] : members) furthest = std::max(furthest, m.steps_done);
+  return furthest;
+}
+
+bool Membership::SlotHeld(int slot) const {
+  for (const auto& [rank, m] : members) {
+    if (m.slot == slot) return true;
+  }
+  return false;
+}
+
+namespace {
+
+namespace ev = membership_event;
+using Effects = MembershipEffects;
+
+std::string Workers(int n) { return absl::StrCat(n, n == 1 ? " worker" : " workers"); }
+
+// Ends the running generation (nothing if none runs).
+void BreakWorld(Membership& s, Effects& out, absl::Time now, std::string why, bool planned = false,
+                int64_t grow_step = 0) {
+  if (!s.Running()) return;
+  out.broken = Effects::Broken{std::move(why), planned, grow_step};
+  s.form_target = 0;
+  s.forming_since = now;
+  s.state = JobState::kForming;
+}
+
+// Makes the pending claims the next generation, ranked by slot: with every
+// slot there, rank == slot; a smaller world closes the gaps.
+void Form(Membership& s, Effects& out, absl::Time now, std::string why) {
+  s.generation += 1;
+  s.members.clear();
+  int next_rank = 0;
+  for (auto& [slot, m] : s.pending) {
+    m.slot = slot;
+    m.last_seen = now;
+    s.members[next_rank++] = std::move(m);
+  }
+  s.pending.clear();
+  s.form_target = 0;
+  const int previous = s.world_size > 0 ? s.world_size : s.size_before_start;
+  s.world_size = next_rank;
+  s.state = s.stop_requested ? JobState::kStopping : JobState::kRunning;
+  out.formed = Effects::Formed{std::move(why), previous};
+}
+
+// Forms the next world when it is complete: every slot claimed, or, after
+// a planned break, the workers it waits for; or, elastic, a smaller one
+// once replace_timeout has passed with at least min_workers.
+void MaybeForm(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now) {
+  if (s.state != JobState::kForming) return;
+  const int have = static_cast<int>(s.pending.size()), n = c.slots;
+  if (have == n || (s.form_target > 0 && have >= s.form_target)) {
+    Form(s, out, now,
+         s.world_size > 0 && have > s.world_size ? absl::StrCat(Workers(have - s.world_size), " returned")
+                                                 : std::string("every worker is there"));
+    return;
+  }
+  if (c.min_workers <= 0 || now - s.forming_since < c.replace_timeout) return;
+  if (have < c.min_workers) {
+    if (now - s.warned_short >= c.replace_timeout) {
+      out.short_of_workers = Effects::ShortOfWorkers{have, now - s.forming_since};
+      s.warned_short = now;
+    }
+    return;
+  }
+  Form(s, out, now,
+       absl::StrCat(n - have, " of ", n, " workers not back within runtime.replace_timeout_seconds (",
+                    absl::ToInt64Seconds(c.replace_timeout), " s)"));
+}
+
+// A smaller elastic world with workers waiting breaks on purpose at the
+// checkpoint of `step`, to re-form larger.
+void MaybeGrow(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now, int64_t step) {
+  if (s.state != JobState::kRunning || s.world_size >= c.slots || s.pending.empty()) return;
+  const int target = std::min<int>(c.slots, static_cast<int>(s.members.size() + s.pending.size()));
+  BreakWorld(s, out, now,
+             absl::StrCat("growing from ", s.world_size, " to ", target, " workers at the checkpoint of step ", step),
+             /*planned=*/true, step);
+  s.form_target = target;
+}
+
+void On(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now, const ev::Claim& e) {
+  const int n = c.slots;
+  if (s.Over()) {
+    out.claim_refused = absl::FailedPreconditionError("the job is over");
+    return;
+  }
+  if (e.requested_slot < -1 || e.requested_slot >= n) {
+    out.claim_refused =
+        absl::InvalidArgumentError(absl::StrCat("requested rank ", e.requested_slot, " is not in a world of ", n));
+    return;
+  }
+  if (s.Running()) {
+    // A running world takes no one, unless a member says the world broke -
+    // or a member that finished and did not hear the job's end (its stream
+    // timed out) asks again: it waits for that end, breaking nothing.
+    for (const auto& [rank, m] : s.members) {
+      if (m.incarnation != e.incarnation || e.previous_generation != s.generation) continue;
+      if (m.finished) {
+        out.claim_waits_for_end = true;
+        return;
+      }
+      BreakWorld(s, out, now,
+                 absl::StrCat("worker rank ", rank, " left it: ", e.reason.empty() ? "a collective failed" : e.reason));
+      break;
+    }
+    if (s.state != JobState::kForming) {
+      if (e.requested_slot >= 0 && s.SlotHeld(e.requested_slot)) {
+        // The refusal names no member's address: the caller may be anyone
+        // with the token.
+        out.claim_refused = absl::AlreadyExistsError(absl::StrCat("rank ", e.requested_slot,
+                                                                  " is held by a live worker (generation ",
+                                                                  s.generation, "); a second worker may not claim it"));
+        return;
+      }
+      // A smaller elastic world takes newcomers for its next, larger
+      // generation: they wait until the next committed checkpoint.
+      const bool joins = c.min_workers > 0 && s.state == JobState::kRunning && s.world_size < n &&
+                         static_cast<int>(s.members.size() + s.pending.size()) < n;
+      if (!joins) {
+        out.claim_refused = absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
+        return;
+      }
+    }
+  }
+  // A claim while a world runs is for the next, larger one.
+  const bool joining = s.state != JobState::kForming;
+  // The slot: the one asked for, else the one this worker claimed before,
+  // else the lowest one free.
+  int slot = e.requested_slot;
+  if (slot >= 0) {
+    auto it = s.pending.find(slot);
+    if (it != s.pending.end() && it->second.incarnation != e.incarnation) {
+      out.claim_refused = absl::AlreadyExistsError(absl::StrCat(
+          "rank ", slot, " was already claimed by another worker for generation ", s.generation + 1));
+      return;
+    }
+  } else {
+    for (const auto& [p, m] : s.pending) {
+      if (m.incarnation == e.incarnation) slot = p;
+    }
+    for (int p = 0; p < n && slot < 0; ++p) {
+      if (s.pending.count(p) == 0 && !(joining && s.SlotHeld(p))) slot = p;
+    }
+    if (slot < 0) {
+      out.claim_refused = absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
+      return;
+    }
+  }
+  WorldMember& m = s.pending[slot];
+  m = WorldMember{};
+  m.address = e.address;
+  m.incarnation = e.incarnation;
+  m.secret = e.secret;
+  for (const coordinator::HeldSnapshot& h : e.held) {
+    // Bounded and sane, or ignored: a bad list can only cost a disk restore.
+    if (m.held.size() >= c.max_held_snapshots || h.world_size() < 1 || h.world_size() > n || h.rank() < 0 ||
+        h.rank() >= h.world_size() || h.step() <= 0) {
+      continue;
+    }
+    m.held.push_back(h);
+  }
+  out.claim_taken = Effects::ClaimTaken{slot, s.generation + 1, joining, static_cast<int>(s.pending.size())};
+  if (joining) {
+    if (!c.saves_checkpoints) {
+      MaybeGrow(c, s, out, now, s.GlobalStep());  // no checkpoint will come
+    } else {
+      out.wants_checkpoint = true;
+    }
+  }
+  MaybeForm(c, s, out, now);
+}
+
+void On(const MembershipConfig&, Membership& s, Effects&, absl::Time, const ev::Cancel& e) {
+  auto claim = s.pending.find(e.slot);
+  if (claim != s.pending.end() && claim->second.incarnation == e.incarnation) s.pending.erase(claim);
+}
+
+void On(const MembershipConfig&, Membership& s, Effects&, absl::Time now, const ev::Heard& e) {
+  auto it = s.members.find(e.rank);
+  if (it == s.members.end()) return;
+  it->second.attached = true;
+  it->second.last_seen = now;
+  it->second.steps_done = std::max(it->second.steps_done, e.steps_done);
+}
+
+void On(const MembershipConfig&, Membership& s, Effects&, absl::Time now, const ev::Answered& e) {
+  auto it = s.members.find(e.rank);
+  if (e.generation == s.generation && it != s.members.end()) it->second.last_seen = now;
+}
+
+void On(const MembershipConfig&, Membership& s, Effects& out, absl::Time now, const ev::Left& e) {
+  auto it = s.members.find(e.rank);
+  if (it == s.members.end() || it->second.left) return;
+  // It is alive and saw a peer go: the world breaks, but it is not the one
+  // lost (the silent peer is found by its own absence).
+  it->second.left = true;
+  BreakWorld(s, out, now, absl::StrCat("worker rank ", e.rank, " left it: ", e.why));
+}
+
+void On(const MembershipConfig&, Membership& s, Effects& out, absl::Time now, const ev::Watchdog& e) {
+  auto it = s.members.find(e.rank);
+  if (it == s.members.end()) return;
+  it->second.evicted = true;
+  ++s.evictions;
+  BreakWorld(s, out, now, absl::StrCat("worker rank ", e.rank, "'s watchdog fired: ", e.why));
+}
+
+void On(const MembershipConfig&, Membership& s, Effects& out, absl::Time, const ev::Finished& e) {
+  auto it = s.members.find(e.rank);
+  if (it == s.members.end() || it->second.finished) return;
+  it->second.finished = true;
+  bool all = true;
+  for (const auto& [rank, m] : s.members) all = all && m.finished;
+  if (all && s.Running()) {
+    s.state = JobState::kDone;
+    out.every_worker_finished = true;
+  }
+}
+
+void On(const MembershipConfig&, Membership& s, Effects& out, absl::Time now, const ev::StreamEnded& e) {
+  auto it = s.members.find(e.rank);
+  if (e.generation != s.generation || it == s.members.end()) return;
+  WorldMember& m = it->second;
+  m.attached = false;
+  if (m.finished || m.left || s.Over()) return;
+  const bool forming = s.state == JobState::kForming;
+  BreakWorld(s, out, now,
+             absl::StrCat("worker rank ", e.rank, " (", m.address, ") was lost: its heartbeat stream ",
+                          e.broken ? "broke" : "ended"));
+  if (forming && e.broken) {
+    out.lost_while_forming = absl::StrCat("worker rank ", e.rank, " (", m.address, ") of generation ", e.generation,
+                                          " was lost: its heartbeat stream broke");
+  }
+}
+
+void On(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now, const ev::Tick&) {
+  MaybeForm(c, s, out, now);  // an elastic world's replace timeout
+  if (!s.Running()) return;
+  for (auto& [rank, m] : s.members) {
+    if (!m.finished && now - m.last_seen > c.heartbeat_timeout) {
+      m.evicted = true;
+      ++s.evictions;
+      BreakWorld(s, out, now,
+                 absl::StrCat("worker rank ", rank, " (", m.address, ") was lost: no heartbeat for ",
+                              absl::FormatDuration(now - m.last_seen)));
+      return;
+    }
+  }
+}
+
+void On(const MembershipConfig&, Membership& s, Effects& out, absl::Time now, const ev::RestartDeadlines&) {
+  if (!s.Running()) return;
+  for (auto& [rank, m] : s.members) m.last_seen = std::max(m.last_seen, now);
+  out.deadlines_restarted = true;
+}
+
+void On(const MembershipConfig&, Membership& s, Effects& out, absl::Time now, const ev::Break& e) {
+  BreakWorld(s, out, now, e.why);
+}
+
+void On(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now, const ev::Committed& e) {
+  MaybeGrow(c, s, out, now, e.step);
+}
+
+void On(const MembershipConfig&, Membership& s, Effects& out, absl::Time, const ev::Stop&) {
+  if (s.stop_requested) return;
+  s.stop_requested = true;
+  if (s.state == JobState::kForming) {
+    s.state = JobState::kDone;
+    out.stopped_forming = true;
+  } else if (s.state == JobState::kRunning) {
+    s.state = JobState::kStopping;
+    out.stop_scheduled = true;
+  }
+}
+
+void On(const MembershipConfig&, Membership& s, Effects&, absl::Time, const ev::Fail&) {
+  if (!s.Over()) s.state = JobState::kFailed;
+}
+
+}  // namespace
+
+MembershipEffects Step(const MembershipConfig& config, Membership& state, const MembershipEvent& event,
+                       absl::Time now) {
+  Effects out;
+  std::visit([&](const auto& e) { On(config, state, out, now, e); }, event);
+  return out;
+}
+
+}  // namespace shardline

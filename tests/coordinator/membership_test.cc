@@ -1,0 +1,342 @@
+// The membership state machine alone: no threads, gRPC, clock or disk. Each
+// case is a script of (time, event) and what the state and effects must be
+// after it.
+#include "coordinator/membership.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace shardline {
+namespace {
+
+namespace ev = membership_event;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1000);
+
+ev::Claim ClaimOf(int slot, uint64_t incarnation, uint64_t previous_generation = 0) {
+  ev::Claim c;
+  c.requested_slot = slot;
+  c.incarnation = incarnation;
+  c.previous_generation = previous_generation;
+  c.address = absl::StrCat("w", incarnation);
+  return c;
+}
+
+MembershipConfig Fixed(int slots) {
+  MembershipConfig c;
+  c.slots = slots;
+  c.heartbeat_timeout = absl::Seconds(5);
+  return c;
+}
+
+MembershipConfig Elastic(int slots, int least) {
+  MembershipConfig c = Fixed(slots);
+  c.min_workers = least;
+  c.replace_timeout = absl::Seconds(10);
+  return c;
+}
+
+struct Line {
+  absl::Duration at;  // after kT0
+  MembershipEvent event;
+  std::function<void(const Membership&, const MembershipEffects&)> check;
+};
+
+struct Case {
+  std::string name;
+  MembershipConfig config;
+  std::vector<Line> script;
+};
+
+// The world of `slots` formed at generation 1 from incarnations 1..slots.
+std::vector<Line> Formed(int slots) {
+  std::vector<Line> lines;
+  for (int s = 0; s < slots; ++s) {
+    lines.push_back({absl::ZeroDuration(), ClaimOf(s, static_cast<uint64_t>(s + 1)),
+                     [s, slots](const Membership& m, const MembershipEffects& out) {
+                       ASSERT_TRUE(out.claim_taken.has_value());
+                       EXPECT_EQ(out.claim_taken->slot, s);
+                       EXPECT_EQ(out.formed.has_value(), s == slots - 1);
+                     }});
+  }
+  return lines;
+}
+
+std::vector<Line> Then(std::vector<Line> first, std::vector<Line> more) {
+  first.insert(first.end(), more.begin(), more.end());
+  return first;
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  cases.push_back({"AWorldFormsOnceEverySlotIsClaimedRankEqualsSlot", Fixed(3),
+                   Then(Formed(3), {{absl::ZeroDuration(), ev::Tick{},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       EXPECT_EQ(m.state, JobState::kRunning);
+                                       EXPECT_EQ(m.generation, 1u);
+                                       EXPECT_EQ(m.world_size, 3);
+                                       for (const auto& [rank, w] : m.members) EXPECT_EQ(rank, w.slot);
+                                       EXPECT_TRUE(m.pending.empty());
+                                       EXPECT_FALSE(out.broken.has_value());
+                                     }}})});
+  cases.push_back(
+      {"ASlotClaimedByAnotherWorkerIsRefusedTheSameWorkerMayClaimAgain", Fixed(2),
+       {{absl::ZeroDuration(), ClaimOf(1, 7), [](const Membership& m, const MembershipEffects& out) {
+           EXPECT_TRUE(out.claim_taken.has_value());
+         }},
+        {absl::ZeroDuration(), ClaimOf(1, 8), [](const Membership& m, const MembershipEffects& out) {
+           ASSERT_TRUE(out.claim_refused.has_value());
+           EXPECT_EQ(out.claim_refused->code(), absl::StatusCode::kAlreadyExists);
+         }},
+        {absl::ZeroDuration(), ClaimOf(-1, 7), [](const Membership& m, const MembershipEffects& out) {
+           ASSERT_TRUE(out.claim_taken.has_value());
+           EXPECT_EQ(out.claim_taken->slot, 1);  // its own claim, not the lowest free
+         }},
+        {absl::ZeroDuration(), ClaimOf(5, 9), [](const Membership& m, const MembershipEffects& out) {
+           ASSERT_TRUE(out.claim_refused.has_value());
+           EXPECT_EQ(out.claim_refused->code(), absl::StatusCode::kInvalidArgument);
+         }},
+        {absl::ZeroDuration(), ev::Cancel{1, 8}, [](const Membership& m, const MembershipEffects&) {
+           EXPECT_EQ(m.pending.count(1), 1u);  // not its claim
+         }},
+        {absl::ZeroDuration(), ev::Cancel{1, 7}, [](const Membership& m, const MembershipEffects&) {
+           EXPECT_TRUE(m.pending.empty());
+         }}}});
+  cases.push_back({"ARunningFixedWorldTakesNoOne", Fixed(2),
+                   Then(Formed(2),
+                        {{absl::ZeroDuration(), ClaimOf(0, 50), [](const Membership&, const MembershipEffects& out) {
+                            ASSERT_TRUE(out.claim_refused.has_value());
+                            EXPECT_EQ(out.claim_refused->code(), absl::StatusCode::kAlreadyExists);
+                          }},
+                         {absl::ZeroDuration(), ClaimOf(-1, 50), [](const Membership& m, const MembershipEffects& out) {
+                            ASSERT_TRUE(out.claim_refused.has_value());
+                            EXPECT_EQ(out.claim_refused->code(), absl::StatusCode::kResourceExhausted);
+                            EXPECT_EQ(m.state, JobState::kRunning);
+                          }}})});
+  cases.push_back({"AMemberRegisteringAgainBreaksTheWorldAndClaimsForTheNext", Fixed(2),
+                   Then(Formed(2), {{absl::ZeroDuration(), ClaimOf(0, 1, /*previous_generation=*/1),
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       ASSERT_TRUE(out.broken.has_value());
+                                       EXPECT_FALSE(out.broken->planned);
+                                       EXPECT_NE(out.broken->why.find("rank 0 left it"), std::string::npos);
+                                       ASSERT_TRUE(out.claim_taken.has_value());
+                                       EXPECT_EQ(out.claim_taken->target, 2u);
+                                       EXPECT_EQ(m.state, JobState::kForming);
+                                     }}})});
+  cases.push_back({"AFinishedMemberRegisteringAgainWaitsForTheEnd", Fixed(2),
+                   Then(Formed(2), {{absl::ZeroDuration(), ev::Finished{0}, nullptr},
+                                    {absl::ZeroDuration(), ClaimOf(0, 1, 1),
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       EXPECT_TRUE(out.claim_waits_for_end);
+                                       EXPECT_FALSE(out.broken.has_value());
+                                       EXPECT_EQ(m.state, JobState::kRunning);
+                                     }}})});
+  cases.push_back({"ASilentMemberIsEvictedAtItsDeadlineAFinishedOneIsNot", Fixed(2),
+                   Then(Formed(2), {{absl::ZeroDuration(), ev::Finished{1}, nullptr},
+                                    {absl::Seconds(4), ev::Heard{0, 10}, nullptr},
+                                    {absl::Seconds(8), ev::Tick{},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       EXPECT_FALSE(out.broken.has_value());  // 4 s since rank 0's report
+                                     }},
+                                    {absl::Seconds(9) + absl::Milliseconds(1), ev::Tick{},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       ASSERT_TRUE(out.broken.has_value());
+                                       EXPECT_NE(out.broken->why.find("rank 0"), std::string::npos);
+                                       EXPECT_TRUE(m.members.at(0).evicted);
+                                       EXPECT_FALSE(m.members.at(1).evicted);
+                                       EXPECT_EQ(m.evictions, 1u);
+                                     }}})});
+  cases.push_back({"AStalledCoordinatorRestartsEveryDeadline", Fixed(1),
+                   Then(Formed(1), {{absl::Seconds(60), ev::RestartDeadlines{},
+                                     [](const Membership&, const MembershipEffects& out) {
+                                       EXPECT_TRUE(out.deadlines_restarted);
+                                     }},
+                                    {absl::Seconds(61), ev::Tick{},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       EXPECT_FALSE(out.broken.has_value());
+                                       EXPECT_EQ(m.state, JobState::kRunning);
+                                     }}})});
+  cases.push_back(
+      {"AnElasticWorldFormsSmallerAfterTheReplaceTimeoutClosingRankGaps", Elastic(3, 2),
+       {{absl::ZeroDuration(), ClaimOf(0, 1), nullptr},
+        {absl::ZeroDuration(), ClaimOf(2, 3), nullptr},
+        {absl::Seconds(9), ev::Tick{}, [](const Membership& m, const MembershipEffects& out) {
+           EXPECT_FALSE(out.formed.has_value());
+         }},
+        {absl::Seconds(10), ev::Tick{}, [](const Membership& m, const MembershipEffects& out) {
+           ASSERT_TRUE(out.formed.has_value());
+           EXPECT_NE(out.formed->why.find("1 of 3 workers not back"), std::string::npos);
+           EXPECT_EQ(m.world_size, 2);
+           EXPECT_EQ(m.members.at(1).slot, 2);  // rank 1 holds slot 2
+         }}}});
+  cases.push_back({"AnElasticWorldShortOfItsLeastWaitsAndSaysSoOncePerTimeout", Elastic(3, 2),
+                   {{absl::ZeroDuration(), ClaimOf(0, 1), nullptr},
+                    {absl::Seconds(10), ev::Tick{}, [](const Membership& m, const MembershipEffects& out) {
+                       ASSERT_TRUE(out.short_of_workers.has_value());
+                       EXPECT_EQ(out.short_of_workers->have, 1);
+                       EXPECT_EQ(m.state, JobState::kForming);
+                     }},
+                    {absl::Seconds(15), ev::Tick{}, [](const Membership&, const MembershipEffects& out) {
+                       EXPECT_FALSE(out.short_of_workers.has_value());
+                     }},
+                    {absl::Seconds(20), ev::Tick{}, [](const Membership&, const MembershipEffects& out) {
+                       EXPECT_TRUE(out.short_of_workers.has_value());
+                     }}}});
+  cases.push_back(
+      {"ASmallerWorldGrowsAtTheNextCommitThenFormsWithEveryone", Elastic(3, 2),
+       {{absl::ZeroDuration(), ClaimOf(0, 1), nullptr},
+        {absl::ZeroDuration(), ClaimOf(1, 2), nullptr},
+        {absl::Seconds(10), ev::Tick{}, [](const Membership& m, const MembershipEffects& out) {
+           ASSERT_TRUE(out.formed.has_value());
+         }},
+        {absl::Seconds(11), ClaimOf(2, 3), [](const Membership& m, const MembershipEffects& out) {
+           ASSERT_TRUE(out.claim_taken.has_value());
+           EXPECT_TRUE(out.claim_taken->joining);
+           EXPECT_TRUE(out.wants_checkpoint);
+           EXPECT_EQ(m.state, JobState::kRunning);
+         }},
+        {absl::Seconds(12), ev::Committed{40}, [](const Membership& m, const MembershipEffects& out) {
+           ASSERT_TRUE(out.broken.has_value());
+           EXPECT_TRUE(out.broken->planned);
+           EXPECT_EQ(out.broken->grow_step, 40);
+           EXPECT_EQ(m.form_target, 3);
+         }},
+        {absl::Seconds(12), ClaimOf(0, 1, 1), [](const Membership&, const MembershipEffects& out) {
+           EXPECT_FALSE(out.formed.has_value());
+         }},
+        {absl::Seconds(12), ClaimOf(1, 2, 1), [](const Membership& m, const MembershipEffects& out) {
+           ASSERT_TRUE(out.formed.has_value());
+           EXPECT_EQ(out.formed->previous_size, 2);
+           EXPECT_EQ(m.world_size, 3);
+           EXPECT_EQ(m.generation, 2u);
+         }}}});
+  MembershipConfig no_checkpoints = Elastic(2, 1);
+  no_checkpoints.saves_checkpoints = false;
+  cases.push_back({"WithoutCheckpointsAJoinerGrowsTheWorldAtOnce", no_checkpoints,
+                   {{absl::ZeroDuration(), ClaimOf(0, 1), nullptr},
+                    {absl::Seconds(10), ev::Tick{}, nullptr},
+                    {absl::Seconds(11), ClaimOf(1, 2), [](const Membership& m, const MembershipEffects& out) {
+                       ASSERT_TRUE(out.broken.has_value());
+                       EXPECT_TRUE(out.broken->planned);
+                       EXPECT_FALSE(out.wants_checkpoint);
+                       EXPECT_EQ(m.state, JobState::kForming);
+                     }}}});
+  cases.push_back({"AStopWhileFormingEndsTheJob", Fixed(2),
+                   {{absl::ZeroDuration(), ClaimOf(0, 1), nullptr},
+                    {absl::ZeroDuration(), ev::Stop{}, [](const Membership& m, const MembershipEffects& out) {
+                      EXPECT_TRUE(out.stopped_forming);
+                      EXPECT_EQ(m.state, JobState::kDone);
+                    }},
+                    {absl::ZeroDuration(), ClaimOf(1, 2), [](const Membership&, const MembershipEffects& out) {
+                      EXPECT_TRUE(out.claim_refused.has_value());
+                    }}}});
+  cases.push_back({"AStopWhileRunningStopsAndAWorldFormedAfterItStopsToo", Fixed(2),
+                   Then(Formed(2), {{absl::ZeroDuration(), ev::Stop{},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       EXPECT_TRUE(out.stop_scheduled);
+                                       EXPECT_EQ(m.state, JobState::kStopping);
+                                     }},
+                                    {absl::ZeroDuration(), ev::Stop{},
+                                     [](const Membership&, const MembershipEffects& out) {
+                                       EXPECT_FALSE(out.stop_scheduled);  // once
+                                     }},
+                                    {absl::ZeroDuration(), ev::StreamEnded{1, 1, true}, nullptr},
+                                    {absl::ZeroDuration(), ClaimOf(0, 1, 1), nullptr},
+                                    {absl::ZeroDuration(), ClaimOf(1, 5), [](const Membership& m,
+                                                                              const MembershipEffects& out) {
+                                       ASSERT_TRUE(out.formed.has_value());
+                                       EXPECT_EQ(m.state, JobState::kStopping);
+                                     }}})});
+  cases.push_back({"TheJobIsDoneOnceEveryMemberFinishedAndThenNothingBreaksIt", Fixed(2),
+                   Then(Formed(2), {{absl::ZeroDuration(), ev::Finished{0},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       EXPECT_FALSE(out.every_worker_finished);
+                                     }},
+                                    {absl::ZeroDuration(), ev::Finished{1},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       EXPECT_TRUE(out.every_worker_finished);
+                                       EXPECT_EQ(m.state, JobState::kDone);
+                                     }},
+                                    {absl::ZeroDuration(), ev::StreamEnded{0, 1, true},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       EXPECT_FALSE(out.broken.has_value());
+                                       EXPECT_EQ(m.state, JobState::kDone);
+                                     }},
+                                    {absl::ZeroDuration(), ev::Fail{},
+                                     [](const Membership& m, const MembershipEffects&) {
+                                       EXPECT_EQ(m.state, JobState::kDone);  // final
+                                     }}})});
+  cases.push_back({"AStreamThatBreaksAfterItsWorldBrokeIsOnlyLogged", Fixed(2),
+                   Then(Formed(2), {{absl::ZeroDuration(), ev::Watchdog{0, "stuck"},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       ASSERT_TRUE(out.broken.has_value());
+                                       EXPECT_TRUE(m.members.at(0).evicted);
+                                     }},
+                                    {absl::ZeroDuration(), ev::StreamEnded{1, 1, true},
+                                     [](const Membership&, const MembershipEffects& out) {
+                                       EXPECT_FALSE(out.broken.has_value());
+                                       EXPECT_TRUE(out.lost_while_forming.has_value());
+                                     }},
+                                    {absl::ZeroDuration(), ev::StreamEnded{1, 0, true},
+                                     [](const Membership&, const MembershipEffects& out) {
+                                       EXPECT_FALSE(out.lost_while_forming.has_value());  // another generation
+                                     }}})});
+  cases.push_back({"ASurvivorThatLeftBreaksTheWorldOnce", Fixed(2),
+                   Then(Formed(2), {{absl::ZeroDuration(), ev::Left{1, "rank 0 went silent"},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       ASSERT_TRUE(out.broken.has_value());
+                                       EXPECT_TRUE(m.members.at(1).left);
+                                     }},
+                                    {absl::ZeroDuration(), ev::StreamEnded{1, 1, false},
+                                     [](const Membership&, const MembershipEffects& out) {
+                                       EXPECT_FALSE(out.lost_while_forming.has_value());  // it left
+                                     }}})});
+  cases.push_back({"TheGlobalStepIsTheSlowestMembersTheBreakKeepsIt", Fixed(2),
+                   Then(Formed(2), {{absl::ZeroDuration(), ev::Heard{0, 30}, nullptr},
+                                    {absl::ZeroDuration(), ev::Heard{1, 20}, nullptr},
+                                    {absl::ZeroDuration(), ev::Heard{1, 10},
+                                     [](const Membership& m, const MembershipEffects&) {
+                                       EXPECT_EQ(m.GlobalStep(), 20);  // steps never go back
+                                       EXPECT_EQ(m.FurthestStep(), 30);
+                                     }}})});
+  return cases;
+}
+
+class MembershipTest : public testing::TestWithParam<Case> {};
+
+TEST_P(MembershipTest, Script) {
+  const Case& c = GetParam();
+  Membership state;
+  state.forming_since = kT0;
+  int line = 0;
+  for (const Line& l : c.script) {
+    SCOPED_TRACE(absl::StrCat("line ", line++));
+    const MembershipEffects out = Step(c.config, state, l.event, kT0 + l.at);
+    if (l.check) l.check(state, out);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scripts, MembershipTest, testing::ValuesIn(Cases()),
+                         [](const testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+TEST(MembershipStepTest, TheSameScriptGivesTheSameStateEveryTime) {
+  // Pure: replaying a case's events gives equal states (no clock, no randomness).
+  for (const Case& c : Cases()) {
+    Membership a, b;
+    a.forming_since = b.forming_since = kT0;
+    for (const Line& l : c.script) {
+      Step(c.config, a, l.event, kT0 + l.at);
+      Step(c.config, b, l.event, kT0 + l.at);
+    }
+    EXPECT_EQ(a.generation, b.generation) << c.name;
+    EXPECT_EQ(a.state, b.state) << c.name;
+    EXPECT_EQ(a.members.size(), b.members.size()) << c.name;
+    EXPECT_EQ(a.pending.size(), b.pending.size()) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace shardline
