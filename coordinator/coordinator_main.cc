@@ -35,6 +35,7 @@
 #include "common/net/rpc_auth.h"
 #include "common/net/rpc_auth_metrics.h"
 #include "common/platform/workdir_lock.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
@@ -174,7 +175,7 @@ absl::Status Run(const Args& args) {
                << " with this config; nothing to run. Answering returning workers for "
                << absl::FormatDuration(kFinishedLinger) << ", then exiting";
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<GoodputLedger> goodput, GoodputLedger::Load(store.get(), absl::Now()));
+  ASSIGN_OR_RETURN(std::unique_ptr<GoodputLedger> goodput, GoodputLedger::Load(store.get(), WallNow()));
   // The job's status with its goodput account: the Status RPC, metrics and
   // the progress line all read this.
   auto status = [&job, &goodput] {
@@ -223,7 +224,7 @@ absl::Status Run(const Args& args) {
   // The live status page; it shows no secrets (the token never leaves the
   // RPC layer), like /metrics beside it.
   exposer->AddPage("/status", "text/html; charset=utf-8",
-                   [&status, &history] { return StatusPageHtml(status(), history.Train(), history.Eval(), absl::Now()); });
+                   [&status, &history] { return StatusPageHtml(status(), history.Train(), history.Eval(), WallNow()); });
   absl::StatusOr<int64_t> rpc_threads = IntFlag(args, "rpc_threads", 1);
   if (!rpc_threads.ok()) return rpc_threads.status();
   if (*rpc_threads < 1 || *rpc_threads > 64) {
@@ -243,7 +244,7 @@ absl::Status Run(const Args& args) {
   // without a deadline would wait for every worker's stream), then the
   // service's threads stop. Both are no-ops after the orderly end below.
   auto stop_serving = absl::MakeCleanup([&server, &service] {
-    server.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    server.server->Shutdown(DeadlineIn(absl::Seconds(2)));
     service.Stop();
   });
   const std::string listen = args.Get("listen");
@@ -267,11 +268,11 @@ absl::Status Run(const Args& args) {
   // host) and could not read reports meanwhile.
   constexpr absl::Duration kStalled = absl::Seconds(1);
   constexpr absl::Duration kStatusEvery = absl::Milliseconds(100);
-  absl::Time last_tick = absl::Now();
+  absl::Time last_tick = WallNow();
   absl::Time last_status = absl::InfinitePast();
   absl::Time first_signal = absl::InfinitePast();
   while (!job.AwaitEnd(absl::Milliseconds(10))) {
-    const absl::Time tick = absl::Now();
+    const absl::Time tick = WallNow();
     if (tick - last_tick > kStalled) job.RestartHeartbeatDeadlines(tick - last_tick);
     last_tick = tick;
     // Schedulers often signal a wrapper and its children at once (Slurm's
@@ -306,25 +307,25 @@ absl::Status Run(const Args& args) {
     stragglers.Observe(snap, tick);
     log_trace(snap, tick);
     metrics.Update(snap);
-    if (progress_every > 0 && absl::Now() - last_progress >= absl::Seconds(progress_every)) {
+    if (progress_every > 0 && WallNow() - last_progress >= absl::Seconds(progress_every)) {
       SLOG(INFO) << ProgressLine(snap);
-      last_progress = absl::Now();
+      last_progress = WallNow();
     }
   }
   if (finished_at > 0) absl::SleepFor(kFinishedLinger);
   if (job.final_status().ok()) HangPoint("coordinator_after_job_end");
-  const coordinator::JobStatus snap = advance(absl::Now());
-  if (absl::Status persisted = goodput->MaybePersist(absl::Now(), /*force=*/true); !persisted.ok()) {
+  const coordinator::JobStatus snap = advance(WallNow());
+  if (absl::Status persisted = goodput->MaybePersist(WallNow(), /*force=*/true); !persisted.ok()) {
     SLOG(WARNING) << persisted;
   }
   metrics.Update(snap);
-  log_trace(snap, absl::Now());
+  log_trace(snap, WallNow());
   SLOG(INFO) << ProgressLine(snap);
   SLOG(INFO) << GoodputLine(snap.goodput());
   // Let the workers hear the job's end on their streams, and their last
   // reports and stream ends go through (bounded: 2 s in all).
-  const absl::Time drain_by = absl::Now() + absl::Seconds(2);
-  while (service.open_streams() > 0 && absl::Now() < drain_by) absl::SleepFor(absl::Milliseconds(10));
+  const absl::Time drain_by = WallNow() + absl::Seconds(2);
+  while (service.open_streams() > 0 && WallNow() < drain_by) absl::SleepFor(absl::Milliseconds(10));
   job.FlushDisk();  // every record and commit decided so far, on disk
   server.server->Shutdown(absl::ToChronoTime(drain_by));
   service.Stop();

@@ -20,9 +20,9 @@
 // Persisted in the job store (key "goodput") every second, at every change
 // of world and at the end, so a restarted coordinator continues the account.
 //
-//   ASSIGN_OR_RETURN(auto ledger, GoodputLedger::Load(store, absl::Now()));
-//   every tick:  ledger->Advance(job.Snapshot(), absl::Now());
-//                RETURN_IF_ERROR(ledger->MaybePersist(absl::Now()));
+//   ASSIGN_OR_RETURN(auto ledger, GoodputLedger::Load(store, WallNow()));
+//   every tick:  ledger->Advance(job.Snapshot(), WallNow());
+//                RETURN_IF_ERROR(ledger->MaybePersist(WallNow()));
 #ifndef SHARDLINE_COORDINATOR_GOODPUT_H_
 #define SHARDLINE_COORDINATOR_GOODPUT_H_
 

@@ -4,6 +4,7 @@
 
 #include "common/net/grpc_util.h"
 #include "common/platform/logging.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 
@@ -268,7 +269,7 @@ void HeartbeatStreams::Pump() {
     const uint64_t before = seen;
     job_->AwaitCommandNews(&seen, absl::Milliseconds(100));
     job_->CompleteRegistrations();
-    const absl::Time now = absl::Now();
+    const absl::Time now = WallNow();
     if (seen == before && now - last_sweep < absl::Seconds(1)) {
       MutexLock lock(&mu_);
       if (stop_pump_) return;

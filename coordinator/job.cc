@@ -19,6 +19,7 @@
 #include "coordinator/schedule.h"
 #include "coordinator/straggler.h"
 #include "common/topology/peer_set.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
@@ -134,7 +135,7 @@ absl::Status Job::Init() {
     durable_generation_ = m_.generation;
     if (history.changes_size() > 0) m_.size_before_start = history.changes(history.changes_size() - 1).to_size();
     history_ = std::move(history);
-    last_commit_time_ = absl::Now();
+    last_commit_time_ = WallNow();
     m_.forming_since = Now();
     if (finished_step.has_value()) {
       m_.state = JobState::kDone;  // set before any event: the store says so
@@ -193,7 +194,7 @@ void Job::RunDeferredNow(const Deferred& later) {
       continue;
     }
     last_save_time_ = Now();
-    last_commit_time_ = absl::Now();
+    last_commit_time_ = WallNow();
     StepLocked(membership_event::Committed{c.step});
   }
   if (later.bad_step > 0) {
@@ -442,7 +443,7 @@ void Job::RecordWorldChangeLocked(int from, const std::string& why) {
   c->set_from_size(from);
   c->set_to_size(m_.world_size);
   c->set_reason(why);
-  c->set_unix_seconds(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  c->set_unix_seconds(absl::ToDoubleSeconds(WallNow() - absl::UnixEpoch()));
   if (history_.changes_size() > kMaxWorldChanges) history_.mutable_changes()->DeleteSubrange(0, 1);
   history_dirty_ = true;
   if (from > 0) {
@@ -773,7 +774,7 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
   if (r.has_time()) m.time = r.time();
   if (r.busy_seconds_per_step() > 0) m.busy_seconds_per_step = r.busy_seconds_per_step();
   if (r.sent_unix_micros() > 0) {
-    const int64_t offset = r.sent_unix_micros() - absl::ToUnixMicros(absl::Now());
+    const int64_t offset = r.sent_unix_micros() - absl::ToUnixMicros(WallNow());
     // sent - received = offset - latency: the largest is the closest.
     if (!m.clock_offset_micros.has_value() || offset > *m.clock_offset_micros) m.clock_offset_micros = offset;
   }

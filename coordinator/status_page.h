@@ -8,7 +8,7 @@
 // rank (data-rank); each curve is an svg.chart (data-series="train-loss",
 // "eval-accuracy") holding one polyline whose points are its data.
 //
-//   std::string html = StatusPageHtml(job_status, history.Train(), history.Eval(), absl::Now());
+//   std::string html = StatusPageHtml(job_status, history.Train(), history.Eval(), WallNow());
 #ifndef SHARDLINE_COORDINATOR_STATUS_PAGE_H_
 #define SHARDLINE_COORDINATOR_STATUS_PAGE_H_
 

@@ -6,7 +6,7 @@
 //
 //   coordinator::JobStatus s = job.Snapshot();   // scores already set
 //   StragglerWatch watch({.threshold = 0.7});
-//   watch.Observe(s, absl::Now());               // logs a rank that stays below
+//   watch.Observe(s, WallNow());               // logs a rank that stays below
 #ifndef SHARDLINE_COORDINATOR_STRAGGLER_H_
 #define SHARDLINE_COORDINATOR_STRAGGLER_H_
 

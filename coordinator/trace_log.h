@@ -10,7 +10,7 @@
 //                         per (generation, rank) is the best estimate
 //
 //   ASSIGN_OR_RETURN(auto trace, TraceLog::Open(env, workdir + "/traces"));
-//   every tick: trace->Observe(status, absl::Now());
+//   every tick: trace->Observe(status, WallNow());
 #ifndef SHARDLINE_COORDINATOR_TRACE_LOG_H_
 #define SHARDLINE_COORDINATOR_TRACE_LOG_H_
 

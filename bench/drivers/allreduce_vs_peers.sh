@@ -31,7 +31,7 @@ command -v iperf3 >/dev/null || need+=(iperf3)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 if [ ! -x build/bin/shardline-allreduce-worker ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2
 fi

@@ -15,7 +15,7 @@ SEED=${SEED:-12}
 ROUNDS=${ROUNDS:-9}
 STEPS=${STEPS:-150000}
 OUT=bench/out/chaos
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 [ -x build/bin/shardline_chaos ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
 mkdir -p "$OUT"
 build/bin/shardline_chaos --workdir "$OUT/run" --seed "$SEED" --rounds "$ROUNDS" --total_steps "$STEPS" \

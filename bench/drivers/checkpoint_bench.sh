@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DIR=${1:-bench/out/ckpt}
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 [ -x build/bench/checkpoint_bench ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
 rm -rf "$DIR" && mkdir -p "$DIR"
 W2_FLOATS=4215818   # MLP 784-2048-2048-10 parameters (params + momentum = 33.7 MB)

@@ -20,7 +20,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 /usr/bin/python3 -c "import torch" 2>/dev/null || {
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch python3-numpy; }
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 [ -x build/bin/shardline ] && [ -x build/bench/sgemm_bench ] || {
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
 rm -rf "$OUT" && mkdir -p "$OUT"

@@ -24,7 +24,7 @@ CHECKPOINTS=${CHECKPOINTS:-3}
 SHARD_BYTES=${SHARD_BYTES:-4096}
 OUT=${OUT:-bench/out/control_plane}
 RPC_THREADS=${RPC_THREADS:-1}
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 if [ ! -x build/bin/control_plane_load ] || [ ! -x build/bin/shardline-coordinator ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2
 fi

@@ -15,7 +15,7 @@ REPLACE=${REPLACE:-5}
 OUT=bench/out/elastic
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 command -v bc >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bc; }
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 [ -x build/bin/shardline-worker ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
 rm -rf "$OUT" && mkdir -p "$OUT"
 now() { date +%s.%N; }

@@ -15,7 +15,7 @@ trap '[ -n "$launch" ] && kill -TERM $launch 2>/dev/null; true' EXIT
 ROUNDS=${ROUNDS:-10}
 KILLS=${KILLS:-5}
 OUT=bench/out/kills
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 [ -x build/bin/shardline-worker ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
 rm -rf "$OUT" && mkdir -p "$OUT"
 SETS=(--set train.total_steps=3000 --set checkpoint.every_steps=100 --set train.log_every=500 --set train.eval_every=1000)

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-2}
 OUT=bench/out/memory_snapshot
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 [ -x build/bin/shardline-worker ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
 rm -rf "$OUT" && mkdir -p "$OUT"
 

@@ -30,7 +30,7 @@ command -v bc >/dev/null || need+=(bc)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 [ -x build/bin/shardline-worker ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
 rm -rf "$OUT" && mkdir -p "$OUT"
 now() { date +%s.%N; }

@@ -50,7 +50,7 @@ if [ "$MEASURE" != 0 ]; then
   if [ -n "${need_iperf:-}${need_bc:-}" ]; then
     apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 bc
   fi
-  ./deploy/install-deps.sh
+  ./deploy/install-deps.sh --test
   [ -x build/bin/shardline-allreduce-worker ] && [ -x build/bin/control_plane_load ] ||
     { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
   rm -rf "$OUT" && mkdir -p "$OUT"

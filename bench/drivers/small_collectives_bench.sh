@@ -18,7 +18,7 @@ WORLDS=${WORLDS:-"2 4 8 16"}
 ITERS=${ITERS:-200}
 BASELINE=${BASELINE:-}
 OUT=bench/out/small_collectives
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 if [ ! -x build/bench/collective_latency_bench ] || [ ! -x build/bin/shardline-allreduce-worker ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2
 fi

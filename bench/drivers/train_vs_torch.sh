@@ -17,7 +17,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch python3-numpy
 fi
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 if [ ! -x build/bin/shardline ] || [ ! -x build/bench/sgemm_bench ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2
 fi

@@ -1,7 +1,8 @@
 #include "common/faults/slow_disk_env.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <utility>
 
 namespace shardline {
@@ -30,9 +31,10 @@ SlowDiskEnv::SlowDiskEnv(Env* target, std::string control_file)
     : EnvWrapper(target), control_file_(std::move(control_file)) {}
 
 void SlowDiskEnv::Delay() {
-  std::ifstream in(control_file_);
-  long ms = 0;
-  if (in >> ms && ms > 0) target()->SleepForMicros(ms * 1000);
+  // A missing or unreadable file is no delay.
+  const std::string text(absl::StripAsciiWhitespace(target()->ReadFile(control_file_).value_or("")));
+  int64_t ms = 0;
+  if (absl::SimpleAtoi(text, &ms) && ms > 0) target()->SleepForMicros(ms * 1000);
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> SlowDiskEnv::Wrap(absl::StatusOr<std::unique_ptr<WritableFile>> file) {

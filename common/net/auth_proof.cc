@@ -1,6 +1,9 @@
 #include "common/net/auth_proof.h"
 
-#include <fstream>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -65,10 +68,15 @@ absl::StatusOr<Credential> ParseCredential(absl::string_view text) {
 }
 
 absl::StatusOr<std::string> RandomHex(size_t bytes, absl::string_view what) {
-  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  // getrandom(2): the kernel's CSPRNG (as /dev/urandom), with no file to
+  // open; blocks only until the pool is first seeded at boot.
   std::string raw(bytes, '\0');
-  if (!urandom.read(raw.data(), static_cast<std::streamsize>(bytes))) {
-    return absl::UnavailableError(absl::StrCat("cannot read /dev/urandom for ", what));
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::UnavailableError(absl::StrCat("getrandom failed for ", what, ": ", strerror(errno)));
+    got += static_cast<size_t>(n);
   }
   return absl::BytesToHexString(raw);
 }

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/net/listen_address.h"
 #include "common/platform/logging.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 
@@ -112,7 +113,7 @@ class HttpServer::Loop {
       int timeout_ms = -1;
       if (next != absl::InfiniteFuture()) {
         timeout_ms = static_cast<int>(std::clamp<int64_t>(
-            absl::ToInt64Milliseconds(next - absl::Now()) + 1, 0, 60'000));
+            absl::ToInt64Milliseconds(next - WallNow()) + 1, 0, 60'000));
       }
       const int n = poll(fds.data(), fds.size(), timeout_ms);
       if (n < 0 && errno != EINTR) {
@@ -166,7 +167,7 @@ class HttpServer::Loop {
       Conn c;
       c.fd = fd;
       c.peer = std::move(peer);
-      c.deadline = absl::Now() + s_->options_.request_timeout;
+      c.deadline = WallNow() + s_->options_.request_timeout;
       ++per_peer_[c.peer];
       conns_.push_back(std::move(c));
     }
@@ -222,7 +223,7 @@ class HttpServer::Loop {
     c.in.shrink_to_fit();
     c.out = SerializeHttpReply(reply);
     c.state = Conn::State::kWriting;
-    c.deadline = absl::Now() + s_->options_.reply_timeout;
+    c.deadline = WallNow() + s_->options_.reply_timeout;
     if (!Write(c)) return Close(it);
     if (c.written == c.out.size()) StartDraining(c);
   }
@@ -242,11 +243,11 @@ class HttpServer::Loop {
     c.out.clear();
     c.out.shrink_to_fit();
     c.state = Conn::State::kDraining;
-    c.deadline = absl::Now() + kDrainTimeout;
+    c.deadline = WallNow() + kDrainTimeout;
   }
 
   void Expire() {
-    const absl::Time now = absl::Now();
+    const absl::Time now = WallNow();
     for (auto it = conns_.begin(); it != conns_.end();) {
       auto next = std::next(it);
       if (it->deadline <= now) Close(it);

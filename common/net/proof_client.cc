@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/platform/status_macros.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 
@@ -12,14 +13,14 @@ absl::StatusOr<std::string> ProofClient::Header(absl::Time deadline) {
   if (auth_ == nullptr || !auth_->enabled()) return std::string();
   {
     MutexLock lock(&mu_);
-    if (!header_.empty() && absl::Now() - made_ < absl::Microseconds(kProofSessionMaxAgeMicros / 2)) {
+    if (!header_.empty() && WallNow() - made_ < absl::Microseconds(kProofSessionMaxAgeMicros / 2)) {
       reused_ = true;
       return header_;
     }
   }
   const Credential& credential = auth_->credential();
   ASSIGN_OR_RETURN(const std::string client_nonce, NewNonce());
-  const absl::Time started = absl::Now();
+  const absl::Time started = WallNow();
   absl::StatusOr<HelloAnswer> answer = hello_(credential.rank, client_nonce, deadline);
   if (!answer.ok()) {
     return absl::Status(answer.status().code(),

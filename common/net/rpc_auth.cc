@@ -17,6 +17,7 @@
 #include "common/net/listen_address.h"
 #include "common/platform/logging.h"
 #include "common/platform/status_macros.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 
@@ -215,7 +216,7 @@ absl::StatusOr<HelloAnswer> RpcAuth::AnswerHello(int rank, absl::string_view cli
   if (!IsClientNonce(client_nonce)) return absl::InvalidArgumentError("Hello's client nonce must be 16 to 64 hex digits");
   const std::string key = KeyFor(token(), rank);
   HelloAnswer answer;
-  answer.server_nonce = ServerNonce(key, client_nonce, absl::ToUnixMicros(absl::Now()));
+  answer.server_nonce = ServerNonce(key, client_nonce, absl::ToUnixMicros(WallNow()));
   answer.server_proof = ServerProof(key, client_nonce, answer.server_nonce);
   return answer;
 }
@@ -230,7 +231,7 @@ grpc::Status RpcAuth::Check(const grpc::ServerContextBase& ctx, int* caller_rank
   RejectReason reason = RejectReason::kMissingToken;
   if (it != metadata.end()) {
     switch (CheckCallProof(token(), absl::string_view(it->second.data(), it->second.size()),
-                           absl::ToUnixMicros(absl::Now()), caller_rank)) {
+                           absl::ToUnixMicros(WallNow()), caller_rank)) {
       case ProofVerdict::kOk:
         return grpc::Status::OK;
       case ProofVerdict::kStale:

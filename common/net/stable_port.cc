@@ -5,11 +5,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/platform/env.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/numbers.h"
 
 namespace shardline {
 namespace {
@@ -40,8 +42,14 @@ absl::StatusOr<int> PickStablePort(const std::string& host, const StablePortOpti
   }
   // Linux's default when the file cannot be read.
   int low = 32768, high = 60999;
-  std::ifstream in(options.port_range_file);
-  if (in) in >> low >> high;
+  if (absl::StatusOr<std::string> range = Env::Default()->ReadFile(options.port_range_file); range.ok()) {
+    std::vector<absl::string_view> two = absl::StrSplit(*range, absl::ByAnyChar(" \t\n"), absl::SkipEmpty());
+    int l = 0, h = 0;
+    if (two.size() == 2 && absl::SimpleAtoi(two[0], &l) && absl::SimpleAtoi(two[1], &h)) {
+      low = l;
+      high = h;
+    }
+  }
   int from = options.floor, to = low - 1;
   if (to < from) {
     from = high + 1;

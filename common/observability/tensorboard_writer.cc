@@ -13,20 +13,21 @@
 #include "common/encoding/crc32c.h"
 #include "common/platform/status_macros.h"
 #include "proto/tensorboard.pb.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
 
 uint32_t MaskedCrc(absl::string_view data) { return crc32c::Mask(crc32c::Value(data.data(), data.size())); }
 
-double WallTime() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
+double WallTime() { return absl::ToDoubleSeconds(WallNow() - absl::UnixEpoch()); }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> NewEventFile(Env* env, const std::string& dir) {
   RETURN_IF_ERROR(env->CreateDirs(dir));
   char host[256] = "localhost";
   gethostname(host, sizeof(host) - 1);
   const std::string path =
-      absl::StrCat(dir, "/events.out.tfevents.", absl::ToUnixSeconds(absl::Now()), ".", host, ".", getpid());
+      absl::StrCat(dir, "/events.out.tfevents.", absl::ToUnixSeconds(WallNow()), ".", host, ".", getpid());
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewAppendableFile(path));
   tensorboard::Event version;
   version.set_wall_time(WallTime());

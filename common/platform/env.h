@@ -111,8 +111,12 @@ class Env {
   // in this process or another, holds it already.
   virtual absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path) = 0;
 
-  // Monotonic clock in microseconds.
+  // Monotonic clock in microseconds: for durations and deadlines.
   virtual int64_t NowMicros() = 0;
+  // Wall clock, microseconds since the Unix epoch: for timestamps people
+  // read, traces merged across hosts and gRPC deadlines (which gRPC takes
+  // as wall-clock times); never for durations (it may jump).
+  virtual int64_t NowUnixMicros() = 0;
   virtual void SleepForMicros(int64_t micros) = 0;
 };
 

@@ -44,6 +44,7 @@ class EnvWrapper : public Env {
   absl::Status DeleteRecursively(const std::string& p) override { return target_->DeleteRecursively(p); }
   absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& p) override { return target_->LockFile(p); }
   int64_t NowMicros() override { return target_->NowMicros(); }
+  int64_t NowUnixMicros() override { return target_->NowUnixMicros(); }
   void SleepForMicros(int64_t m) override { target_->SleepForMicros(m); }
 
  private:

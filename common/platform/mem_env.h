@@ -42,6 +42,7 @@ class MemEnv : public Env {
   absl::Status DeleteRecursively(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path) override;
   int64_t NowMicros() override { return Env::Default()->NowMicros(); }
+  int64_t NowUnixMicros() override { return Env::Default()->NowUnixMicros(); }
   void SleepForMicros(int64_t micros) override { Env::Default()->SleepForMicros(micros); }
 
   // Stores `contents` at `path` in one step (a file received whole).

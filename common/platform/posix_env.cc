@@ -340,6 +340,12 @@ class PosixEnv : public Env {
     return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
   }
 
+  int64_t NowUnixMicros() override {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+  }
+
   void SleepForMicros(int64_t micros) override {
     if (micros > 0) usleep(static_cast<useconds_t>(micros));
   }

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "common/platform/env.h"
 #include "common/encoding/text_escape.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
@@ -66,7 +67,7 @@ absl::StatusOr<std::unique_ptr<WorkdirLock>> WorkdirLock::Acquire(const std::str
     return absl::FailedPreconditionError(absl::StrCat("cannot lock ", path, ": ", strerror(err)));
   }
   const std::string record = absl::StrCat(owner, " (pid ", getpid(), " on host ", HostName(), ", since ",
-                                          absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(), absl::UTCTimeZone()),
+                                          absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", WallNow(), absl::UTCTimeZone()),
                                           ")\n");
   if (ftruncate(fd, 0) != 0 || pwrite(fd, record.data(), record.size(), 0) != static_cast<ssize_t>(record.size())) {
     // The lock holds regardless; only the description of it is missing.

@@ -1,7 +1,7 @@
 // `shardline status`: the job at a glance, as text, from the coordinator's
 // typed status (the Status RPC).
 //
-//   std::fputs(StatusReport(status, absl::Now()).c_str(), stdout);
+//   std::fputs(StatusReport(status, WallNow()).c_str(), stdout);
 //
 //   job 7f3e0c1a2b  running  generation 2  step 1200/18720 (6.4%)  ETA 0:31
 //   loss 0.4213 at step 1200, 9120 samples/s; best eval: accuracy 0.8812 at step 1000

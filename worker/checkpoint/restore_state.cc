@@ -1,12 +1,12 @@
 #include "worker/checkpoint/restore_state.h"
 
-#include <chrono>
 
 #include "absl/strings/str_format.h"
 #include "common/faults/fault_injection.h"
 #include "common/platform/logging.h"
 #include "common/platform/status_macros.h"
 #include "worker/checkpoint/safetensors.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 
@@ -14,8 +14,8 @@ absl::StatusOr<RestoredState> RestoreState(const RestoreSource& source, const Fl
                                            const std::vector<Range>& buckets, Collectives& comm,
                                            absl::Span<float> params, Optimizer* optimizer) {
   RestoredState out;
-  const auto start = std::chrono::steady_clock::now();
-  auto seconds = [start] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const Stopwatch start;
+  auto seconds = [&start] { return start.ElapsedSeconds(); };
   const bool lead = comm.rank() == 0;
   if (source.memory_step > 0) {
     // From this rank's own shard in memory; the others' pieces come by

@@ -1,7 +1,6 @@
 #include "worker/checkpoint/save_restore.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -13,6 +12,7 @@
 #include "common/platform/logging.h"
 #include "common/platform/status_macros.h"
 #include "common/platform/status_payload.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 
@@ -100,7 +100,7 @@ absl::Status ShardSaver::Wait() {
 }
 
 absl::Status ShardSaver::Save(const ShardSource& source) {
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch start;
   absl::Status previous = Wait();
   if (previous.ok() && !async_) {
     previous = WriteAndReport(SnapshotShard(source));
@@ -118,16 +118,16 @@ absl::Status ShardSaver::Save(const ShardSource& source) {
       background_ = WriteAndReport(std::move(c));
     });
   }
-  stall_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stall_seconds_ += start.ElapsedSeconds();
   return previous;
 }
 
 void ShardSaver::AwaitSnapshot() {
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch start;
   MutexLock lock(&mu_);
   auto taken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !snapshot_pending_; };
   mu_.Await(absl::Condition(&taken));
-  stall_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stall_seconds_ += start.ElapsedSeconds();
 }
 
 absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir, const FlatLayout& layout,

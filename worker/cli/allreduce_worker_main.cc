@@ -28,6 +28,7 @@
 #include "common/platform/args.h"
 #include "worker/collective/grpc_transport.h"
 #include "worker/collective/ring.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
@@ -170,10 +171,10 @@ int Main(int argc, char** argv) {
       // rank still refilling its buffer counts as time in the others' op.
       double barrier[1] = {0};
       if (absl::Status b = ring.AllReduceScalars(absl::MakeSpan(barrier), ReduceOp::kSum); !b.ok()) fail(b);
-      const absl::Time start = absl::Now();
+      const absl::Time start = WallNow();
       absl::Status s = op == "scalars" ? ring.AllReduceScalars(absl::MakeSpan(scalars), ReduceOp::kSum)
                                        : ring.AllReduce(absl::MakeSpan(buf));
-      double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      double seconds = absl::ToDoubleSeconds(WallNow() - start);
       if (!s.ok()) fail(s);
       if (!announced) {
         fprintf(stderr, "rank %d: ready\n", rank);

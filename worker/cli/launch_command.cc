@@ -34,6 +34,7 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "worker/cli/commands.h"
 #include "worker/control/coordinator_client.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
@@ -173,17 +174,16 @@ class Child {
 
  private:
   void Pump(int fd) {
-    FILE* log = fopen(log_path_.c_str(), "a");
+    // The child's log file; without one (unwritable), its lines still reach
+    // launch's own output.
+    absl::StatusOr<std::unique_ptr<WritableFile>> log = Env::Default()->NewAppendableFile(log_path_);
     FILE* in = fdopen(fd, "r");
     char* line = nullptr;
     size_t cap = 0;
     ssize_t n;
     while ((n = getline(&line, &cap, in)) > 0) {
       std::string text(line, static_cast<size_t>(n));
-      if (log != nullptr) {
-        fwrite(text.data(), 1, text.size(), log);
-        fflush(log);
-      }
+      if (log.ok() && !((*log)->Append(text).ok() && (*log)->Flush().ok())) log = absl::DataLossError("");
       while (!text.empty() && text.back() == '\n') text.pop_back();
       // The children's own log lines already name them.
       const std::string tag = absl::StrCat("[", name_, "]");
@@ -193,7 +193,7 @@ class Child {
     }
     free(line);
     fclose(in);
-    if (log != nullptr) fclose(log);
+    if (log.ok()) static_cast<void>((*log)->Close());
   }
 
   const std::string name_;
@@ -305,7 +305,7 @@ absl::Status Launch(const Args& args) {
   RETURN_IF_ERROR(coordinator.Start());
 
   std::string address;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const absl::Time deadline = WallNow() + absl::Seconds(30);
   while (address.empty()) {
     absl::StatusOr<std::string> a = env->ReadFile(address_file);
     if (a.ok()) address = *a;
@@ -314,7 +314,7 @@ absl::Status Launch(const Args& args) {
       coordinator.Exited();
       return absl::InternalError("the coordinator exited before listening; see " + workdir + "/logs/coordinator.log");
     }
-    if (absl::Now() > deadline) {
+    if (WallNow() > deadline) {
       coordinator.Signal(SIGKILL);
       return absl::DeadlineExceededError("the coordinator did not start listening within 30 s");
     }
@@ -389,7 +389,7 @@ absl::Status Launch(const Args& args) {
           continue;
         }
         coordinator_done = true;
-        coordinator_exit = absl::Now();
+        coordinator_exit = WallNow();
         if (workers_finished && !ok) {
           SLOG(WARNING) << "the coordinator ended with " << how << " after every worker finished; the job is done";
         } else if (!ok && outcome.ok()) {
@@ -412,7 +412,7 @@ absl::Status Launch(const Args& args) {
           if (std::count(finished.begin(), finished.end(), true) + workers_gone ==
                   static_cast<int>(children.size()) &&
               !workers_finished) {
-            workers_finished_at = absl::Now();
+            workers_finished_at = WallNow();
           }
           break;
         }
@@ -451,7 +451,7 @@ absl::Status Launch(const Args& args) {
       // Workers finish on their own once the coordinator has: 30 s of grace
       // after a clean end, 5 s after a failed one (they were sent SIGTERM).
       const absl::Duration grace = outcome.ok() ? absl::Seconds(30) : absl::Seconds(5);
-      if (coordinator_done && absl::Now() - coordinator_exit > grace) {
+      if (coordinator_done && WallNow() - coordinator_exit > grace) {
         for (auto& c : children) {
           if (c->running()) {
             c->Signal(SIGKILL);
@@ -461,7 +461,7 @@ absl::Status Launch(const Args& args) {
       }
       // Every worker finished: the coordinator has a bounded time to end.
       if (workers_finished && coordinator.running()) {
-        const absl::Duration since = absl::Now() - workers_finished_at;
+        const absl::Duration since = WallNow() - workers_finished_at;
         if (since > kCoordinatorAfterWorkers + absl::Seconds(5)) {
           coordinator.Signal(SIGKILL);
         } else if (since > kCoordinatorAfterWorkers && !coordinator_termed) {
@@ -473,8 +473,8 @@ absl::Status Launch(const Args& args) {
       }
       // A failed job gets 30 s to stop gracefully (the coordinator was sent
       // SIGTERM), then everything is killed: no wait without an end.
-      if (!outcome.ok() && failed_at == absl::InfinitePast()) failed_at = absl::Now();
-      if (!outcome.ok() && absl::Now() - failed_at > absl::Seconds(30)) {
+      if (!outcome.ok() && failed_at == absl::InfinitePast()) failed_at = WallNow();
+      if (!outcome.ok() && WallNow() - failed_at > absl::Seconds(30)) {
         coordinator.Signal(SIGKILL);
         for (auto& c : children) c->Signal(SIGKILL);
       }

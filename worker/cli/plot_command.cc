@@ -16,6 +16,7 @@
 #include "common/observability/metrics_writer.h"
 #include "common/platform/status_macros.h"
 #include "worker/cli/commands.h"
+#include "common/platform/clock.h"
 
 extern char** environ;
 
@@ -42,10 +43,10 @@ absl::Status RunTool(const std::vector<std::string>& argv, absl::Duration timeou
     return absl::FailedPreconditionError(absl::StrCat("cannot run ", argv[0], " (", std::strerror(err),
                                                       "); install it: apt-get install gnuplot-nox"));
   }
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = WallNow() + timeout;
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (absl::Now() > deadline) {
+    if (WallNow() > deadline) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       return absl::DeadlineExceededError(absl::StrCat(argv[0], " did not finish in ", absl::FormatDuration(timeout)));

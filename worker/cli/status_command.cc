@@ -15,6 +15,7 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "worker/cli/commands.h"
 #include "worker/control/coordinator_client.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
@@ -85,7 +86,7 @@ absl::Status Status(const Args& args) {
     static_cast<void>(google::protobuf::util::MessageToJsonString(status, &json, o));
     std::fputs(json.c_str(), stdout);
   } else {
-    std::fputs(StatusReport(status, absl::Now()).c_str(), stdout);
+    std::fputs(StatusReport(status, WallNow()).c_str(), stdout);
   }
   return absl::OkStatus();
 }

@@ -1,17 +1,17 @@
 #include "worker/collective/faulty_transport.h"
 
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/platform/logging.h"
 #include "common/platform/mutex.h"
+#include "common/platform/clock.h"
+#include "common/platform/env.h"
 
 namespace shardline {
 namespace {
@@ -60,7 +60,7 @@ class FaultyTransport : public Transport {
       hold = !drop && f.reorder > 0 && held_.count(peer) == 0 &&
              std::uniform_real_distribution<double>(0, 1)(rng_) < f.reorder;
     }
-    if (delay_ms > 0) absl::SleepFor(std::min(absl::Milliseconds(delay_ms), deadline - absl::Now()));
+    if (delay_ms > 0) absl::SleepFor(std::min(absl::Milliseconds(delay_ms), deadline - WallNow()));
     if (drop) {
       SLOG(WARNING) << "fault injection: dropped the message with tag " << tag << " to rank " << peer;
       return absl::OkStatus();
@@ -104,13 +104,11 @@ class FaultyTransport : public Transport {
 
   Faults Current() {
     MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
+    const absl::Time now = WallNow();
     if (now - read_at_ >= absl::Milliseconds(100)) {
       read_at_ = now;
-      std::ifstream in(control_file_);
-      std::stringstream text;
-      text << in.rdbuf();
-      const Faults f = ParseFaults(text.str());
+      // A missing file is no faults.
+      const Faults f = ParseFaults(Env::Default()->ReadFile(control_file_).value_or(""));
       if (f.seed != faults_.seed || !seeded_) {
         rng_.seed(f.seed + static_cast<uint64_t>(inner_->rank()));
         seeded_ = true;

@@ -19,6 +19,7 @@
 #include "proto/transport.pb.h"
 #include "worker/collective/grpc_frame.h"
 #include "worker/collective/mailbox.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
@@ -159,7 +160,7 @@ class PeerStream {
     MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
-    close_deadline_ = absl::Now() + budget;
+    close_deadline_ = WallNow() + budget;
   }
   // ...and this waits for that (cancelling what is still queued at the
   // deadline) and for the stream's end.
@@ -212,11 +213,11 @@ class PeerStream {
     absl::Time finish_by;
     {
       MutexLock lock(&mu_);
-      finish_by = closed_ ? close_deadline_ : absl::Now() + drain_timeout_;
+      finish_by = closed_ ? close_deadline_ : WallNow() + drain_timeout_;
     }
     Notification finished;
     std::thread canceller([&] {
-      if (!finished.WaitForNotificationWithTimeout(finish_by - absl::Now())) ctx_.TryCancel();
+      if (!finished.WaitForNotificationWithTimeout(finish_by - WallNow())) ctx_.TryCancel();
     });
     writer_->Finish();
     finished.Notify();
@@ -324,7 +325,7 @@ class Generation {
     const std::string why = absl::StrCat("rank ", rank_, " could not hand its data to its peers before the deadline");
     Fail(why);
     CancelAll();
-    while (!tracker_.WaitIdle(absl::Now() + absl::Seconds(5))) {
+    while (!tracker_.WaitIdle(WallNow() + absl::Seconds(5))) {
       SLOG(WARNING) << "frames still queued after cancelling the streams; waiting";
     }
     return absl::DeadlineExceededError(why);
@@ -516,7 +517,7 @@ class TransportServer::Impl : public grpc::Service {
         parked_.size() < kMaxParkedStreams && from_src < kMaxParkedPerSender) {
       // A process that has joined no generation yet (just started, still
       // loading) cannot tell how far ahead its first one is.
-      parked_[stream] = Parked{generation, src, absl::ToUnixMicros(absl::Now())};
+      parked_[stream] = Parked{generation, src, absl::ToUnixMicros(WallNow())};
       return Admission::kParked;
     }
     return Admission::kRefused;
@@ -562,7 +563,7 @@ class TransportServer::Impl : public grpc::Service {
           auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return reaper_stop_; };
           mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Milliseconds(100));
           if (reaper_stop_) return;
-          const int64_t now = absl::ToUnixMicros(absl::Now());
+          const int64_t now = absl::ToUnixMicros(WallNow());
           for (auto it = parked_.begin(); it != parked_.end();) {
             if (now - it->second.since_micros > absl::ToInt64Microseconds(options.generation_wait)) {
               expired.push_back(it->first);
@@ -810,7 +811,7 @@ TransportServer::TransportServer(std::unique_ptr<Impl> impl) : impl_(std::move(i
 TransportServer::~TransportServer() {
   impl_->StopReaper();
   if (impl_->grpc.server != nullptr) {
-    impl_->grpc.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    impl_->grpc.server->Shutdown(DeadlineIn(absl::Seconds(1)));
   }
 }
 

@@ -1,6 +1,6 @@
 #include "worker/collective/overlap.h"
+#include "common/platform/clock.h"
 
-#include <chrono>
 #include <utility>
 
 namespace shardline {
@@ -29,14 +29,14 @@ void OverlapCollectives::Loop() {
       failed = failed_;
     }
     OpResult result;
-    const auto start = std::chrono::steady_clock::now();
+    Stopwatch watch;
     if (failed.ok()) {
       result.status = op();
       result.nonfinite_source = inner_->nonfinite_source();
     } else {
       result.status = failed;  // the world is broken: run nothing more
     }
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double took = watch.Lap();
     MutexLock lock(&mu_);
     busy_seconds_ += took;
     if (failed_.ok() && !result.status.ok()) failed_ = result.status;

@@ -9,6 +9,7 @@
 #include "worker/collective/bf16.h"
 #include "common/topology/doubling_schedule.h"
 #include "worker/collective/peer_fault.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
@@ -150,7 +151,7 @@ absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
   ++op_;
   nonfinite_peer_.store(-1, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = WallNow() + options_.timeout;
   wire_bf16_ = options_.bf16_reduce_scatter;
   if (wire_bf16_ && wire_.size() < buffer.size()) wire_.resize(buffer.size());
   absl::Status s = ExpectReduceScatter(buffer);
@@ -179,7 +180,7 @@ absl::Status RingCollectives::AllGather(absl::Span<float> buffer) {
   ++op_;
   nonfinite_peer_.store(-1, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = WallNow() + options_.timeout;
   absl::Status s = ExpectAllGather(buffer, /*first_step=*/0);
   if (s.ok()) s = SendChunk(buffer, rank_, 0, "all-gather", deadline);
   if (s.ok()) s = AllGatherSteps(buffer, /*first_step=*/0, deadline);
@@ -201,7 +202,7 @@ absl::Status RingCollectives::AllReduce(absl::Span<float> buffer) {
   ++op_;
   nonfinite_peer_.store(-1, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = WallNow() + options_.timeout;
   if (buffer.empty()) return absl::OkStatus();  // every rank has the same (empty) length: nothing to move
   if (static_cast<int64_t>(buffer.size() * sizeof(float)) <= options_.doubling_max_bytes) {
     std::vector<std::vector<float>> sent;
@@ -238,7 +239,7 @@ absl::Status RingCollectives::Broadcast(absl::Span<float> buffer, int root) {
     return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root, " is not a rank of ", world_));
   }
   if (world_ == 1) return absl::OkStatus();
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = WallNow() + options_.timeout;
   return Finish(BroadcastSteps(buffer, root, deadline), deadline);
 }
 
@@ -270,7 +271,7 @@ absl::StatusOr<std::string> RingCollectives::SendRecv(int send_to, absl::string_
     if (send_to != recv_from) return absl::InvalidArgumentError("a rank sends to itself only what it receives");
     return std::string(data);
   }
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = WallNow() + options_.timeout;
   const uint64_t length = data.size();
   const int64_t seg = std::max<int64_t>(1, options_.max_segment_bytes);
   std::string received;
@@ -369,7 +370,7 @@ absl::Status RingCollectives::AllReduceScalars(absl::Span<double> values,
                                                absl::Span<const ReduceOp> ops) {
   ++op_;
   if (world_ == 1) return absl::OkStatus();
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = WallNow() + options_.timeout;
   if (ops.size() != values.size()) {
     return absl::InvalidArgumentError("scalar all-reduce needs one op per value");
   }

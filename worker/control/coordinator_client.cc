@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/net/grpc_util.h"
 #include "common/platform/logging.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
@@ -37,7 +38,7 @@ CoordinatorClient::CoordinatorClient(const std::string& address, const RpcAuth* 
 
 absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
     const coordinator::RegisterRequest& request, absl::Duration give_up_after) {
-  const absl::Time give_up = absl::Now() + give_up_after;
+  const absl::Time give_up = WallNow() + give_up_after;
   absl::Duration backoff = absl::Milliseconds(100);
   bool renewed = false;
   for (;;) {
@@ -45,7 +46,7 @@ absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
     coordinator::RegisterResponse response;
     // The handshake waits at most a few seconds, so an unreachable
     // coordinator is retried (and logged) below like a failed Register.
-    if (absl::StatusOr<std::string> header = proof_.Header(std::min(give_up, absl::Now() + absl::Seconds(5)));
+    if (absl::StatusOr<std::string> header = proof_.Header(std::min(give_up, WallNow() + absl::Seconds(5)));
         !header.ok()) {
       s = header.status();
     } else {
@@ -65,7 +66,7 @@ absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
                                                      " refused this worker's credential: ", s.message()));
     }
     if (!retry) return s;
-    if (absl::Now() + backoff > give_up) {
+    if (WallNow() + backoff > give_up) {
       return absl::Status(s.code(), absl::StrCat("registering with the coordinator at ", address_, " failed for ",
                                                  absl::FormatDuration(give_up_after), ": ", s.message()));
     }
@@ -80,7 +81,7 @@ absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
 }
 
 absl::StatusOr<coordinator::JobStatus> CoordinatorClient::Status(absl::Duration timeout, bool wait_for_ready) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = WallNow() + timeout;
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<std::string> header = proof_.Header(deadline);
     if (!header.ok()) return header.status();

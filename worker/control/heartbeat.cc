@@ -7,6 +7,7 @@
 #include "common/net/auth_proof.h"
 #include "common/net/grpc_util.h"
 #include "common/platform/logging.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 
@@ -41,7 +42,7 @@ coordinator::WorkerReport Heartbeat::Progress() const {
   r.set_generation(options_.generation);
   r.set_steps_done(steps_done_.load());
   r.set_total_steps(total_steps_.load());
-  r.set_sent_unix_micros(absl::ToUnixMicros(absl::Now()));
+  r.set_sent_unix_micros(absl::ToUnixMicros(WallNow()));
   MutexLock lock(&time_mu_);
   *r.mutable_time() = time_;
   r.set_busy_seconds_per_step(busy_seconds_per_step_);

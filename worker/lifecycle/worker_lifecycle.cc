@@ -29,6 +29,7 @@
 #include "worker/trace/trace_writer.h"
 #include "worker/train/nan_guard.h"
 #include "worker/train/train_loop.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 
@@ -131,7 +132,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   hb.interval = options.heartbeat_interval;
   hb.close_timeout = options.heartbeat_close_timeout;
   // Register has just made the session: no call is needed.
-  hb.proof = client.Proof(absl::Now() + options.connect_timeout).value_or("");
+  hb.proof = client.Proof(WallNow() + options.connect_timeout).value_or("");
   hb.member_secret = world.member_secret();
   hb.on_abandon = [&](const std::string&) {
     MutexLock lock(&transport_mu);

@@ -1,8 +1,8 @@
 #include "worker/model/gemm.h"
+#include "common/platform/clock.h"
 
 #include <cblas.h>
 
-#include <chrono>
 #include <vector>
 
 namespace shardline {
@@ -24,16 +24,15 @@ double MeasureSgemmGflops(int n, double min_seconds) {
   Sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm up
   // The fastest product of those that fit in `min_seconds`: the peak, the
   // least disturbed by anything else running.
-  const auto start = std::chrono::steady_clock::now();
-  double best = 0, elapsed = 0;
+  const Stopwatch total;
+  Stopwatch one;
+  double best = 0;
   do {
-    const auto t0 = std::chrono::steady_clock::now();
+    one.Lap();
     Sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    const auto t1 = std::chrono::steady_clock::now();
-    const double seconds = std::chrono::duration<double>(t1 - t0).count();
+    const double seconds = one.Lap();
     if (seconds > 0 && (best == 0 || seconds < best)) best = seconds;
-    elapsed = std::chrono::duration<double>(t1 - start).count();
-  } while (elapsed < min_seconds);
+  } while (total.ElapsedSeconds() < min_seconds);
   return best > 0 ? 2.0 * n * n * static_cast<double>(n) / best / 1e9 : 0;
 }
 

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/platform/env.h"
-#include "worker/train/train_step.h"
+#include "worker/train/phase_timer.h"
 
 namespace shardline {
 

@@ -1,9 +1,9 @@
 #include "worker/train/exchange.h"
 
-#include <chrono>
 #include <utility>
 
 #include "common/job/finite.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
@@ -12,9 +12,7 @@ absl::Span<float> BucketOf(std::vector<float>* v, const Range& bucket) {
   return absl::MakeSpan(v->data() + bucket.begin, static_cast<size_t>(bucket.size()));
 }
 
-double SecondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
+double SecondsSince(const Stopwatch& t) { return t.ElapsedSeconds(); }
 
 }  // namespace
 
@@ -52,7 +50,7 @@ void GradientExchange::GradientsReady(Range layer, std::vector<float>* grads, No
 
 absl::Status GradientExchange::FinishReduce(std::vector<float>* grads, NonFiniteObservation* seen, int rank,
                                             int64_t step) {
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch start;
   absl::Status status;
   if (overlap_ == nullptr) {
     // The last layers first: the order backward finishes them.
@@ -81,7 +79,7 @@ absl::Status GradientExchange::Gather(size_t k, std::vector<float>* params, NonF
     gathers_.push_back(Pending{k, overlap_->StartAllGather(BucketOf(params, buckets_[k])), step});
     return absl::OkStatus();
   }
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch start;
   absl::Status status = comm_.AllGather(BucketOf(params, buckets_[k]));
   if (status.ok()) {
     if (const int from = comm_.nonfinite_source(); from >= 0) seen->Note(NonFiniteSource::kGatheredFromPeer, from, step);
@@ -98,7 +96,7 @@ absl::Status GradientExchange::WaitGather(const Pending& p, NonFiniteObservation
 
 absl::Status GradientExchange::AwaitParams(Range layer, NonFiniteObservation* seen) {
   if (gathers_.empty()) return absl::OkStatus();
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch start;
   absl::Status status;
   // Gathers were started in ascending bucket order: the ones this layer
   // needs, and any before them, are at the front.

@@ -1,6 +1,5 @@
 #include "worker/train/train_loop.h"
 
-#include <chrono>
 #include <limits>
 #include <set>
 
@@ -11,7 +10,6 @@
 #include "common/platform/logging.h"
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
-#include "worker/checkpoint/safetensors.h"
 #include "worker/collective/overlap.h"
 #include "worker/model/bucket_plan.h"
 #include "worker/model/model_factory.h"
@@ -22,6 +20,7 @@
 #include "worker/train/nonfinite.h"
 #include "worker/train/progress.h"
 #include "worker/train/train_step.h"
+#include "common/platform/clock.h"
 
 namespace shardline {
 namespace {
@@ -119,9 +118,6 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   // shard and kept as BEST).
   BestEval best(config.checkpoint());
   StepObserver* const observer = options.observer;
-  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
   RestoreSource source;
   source.env = options.env;
   source.memory_step = options.memory_restore_step;
@@ -192,7 +188,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   if (overlapped) overlap = std::make_unique<OverlapCollectives>(&comm);
   Collectives& world = overlap != nullptr ? static_cast<Collectives&>(*overlap) : comm;
   GradientExchange exchange(buckets, world, overlap.get());
-  const StepContext ctx{config, model, data.train, pipeline, exchange, *optimizer, schedule, world, &saver};
+  const StepContext ctx{config, model, data.train, pipeline, exchange, *optimizer, schedule, world, &saver, options.env};
   const std::unique_ptr<ModelWorkspace> eval_ws = model.NewWorkspace();
   TrainResult result;
   result.flops_per_example = model.TrainFlopsPerExample();
@@ -202,8 +198,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   int64_t last_eval = start_step;
   result.start_step = start_step;
   const double save_seconds = config.checkpoint().every_seconds();
-  const auto save_period = std::chrono::duration<double>(save_seconds);
-  auto last_save_time = std::chrono::steady_clock::now();
+  Stopwatch since_save(options.env);
   double window_seconds = 0;
   int64_t window_steps = 0;
   const std::set<int64_t> trace_steps(config.train().trace_steps().begin(), config.train().trace_steps().end());
@@ -237,14 +232,14 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     if (options.checkpoint_request != nullptr) {
       const int64_t asked = options.checkpoint_request->load();
       if (asked > last_saved) checkpoint_vote = asked;  // older requests were served
-    } else if (save_seconds > 0 && std::chrono::steady_clock::now() - last_save_time >= save_period) {
+    } else if (save_seconds > 0 && since_save.ElapsedSeconds() >= save_seconds) {
       checkpoint_vote = step + 1;  // a world of one decides alone
     }
     int64_t eval_vote = kNoStep;
     if (options.eval_request != nullptr && options.eval_request->load() > last_eval) {
       eval_vote = options.eval_request->load();
     }
-    const auto start = std::chrono::steady_clock::now();
+    const Stopwatch step_watch(options.env);
     const bool log_due = LogDue(cadence, step + 1);
     const bool traced = observer != nullptr && trace_steps.count(step + 1) > 0;
     spans.clear();
@@ -266,8 +261,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       RETURN_IF_ERROR(exchange.FinishGathers(&state.nonfinite));
       return SettleNonFinite(world, state.nonfinite);
     };
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = step_watch.ElapsedSeconds();
     // Every rank got the same agreed requests in this step, so all do the
     // same below (and stop here alike).
     const Due due = DueAfter(cadence, state.next_step, {r.agreed_stop, r.agreed_checkpoint, r.agreed_eval});
@@ -300,10 +294,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     if (due.eval) {
       last_eval = state.next_step;
       RETURN_IF_ERROR(settle());
-      const auto eval_start = std::chrono::steady_clock::now();
+      const Stopwatch eval_watch(options.env);
       ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
                                               config.data().eval_batch_size(), world, eval_ws.get()));
-      if (observer != nullptr) observer->OnOverhead(Overhead::kEvaluation, seconds_since(eval_start));
+      if (observer != nullptr) observer->OnOverhead(Overhead::kEvaluation, eval_watch.ElapsedSeconds());
       // Every rank has the same eval numbers and the same best so far (it
       // is restored with the checkpoint), so all agree on a new best.
       // Kept as BEST only when checkpoint.best_metric is set.
@@ -325,15 +319,15 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       RETURN_IF_ERROR(saver.Save(shard_now()));
       report_stall();
       last_saved = state.next_step;
-      last_save_time = std::chrono::steady_clock::now();
+      since_save.Reset();
     }
     if (due.snapshot) {
       // Synchronous, at the step boundary, on every rank alike: the copy is
       // memcpy-speed and the ring shift one shard (bench/RESULTS.md).
       RETURN_IF_ERROR(settle());
-      const auto snapshot_start = std::chrono::steady_clock::now();
+      const Stopwatch snapshot_watch(options.env);
       RETURN_IF_ERROR(options.memory->TakeAndReplicate(shard_now(), config.checkpoint().memory_copies(), world));
-      const double took = seconds_since(snapshot_start);
+      const double took = snapshot_watch.ElapsedSeconds();
       ++result.memory_snapshots;
       result.memory_snapshot_seconds += took;
       if (observer != nullptr) observer->OnOverhead(Overhead::kMemorySnapshot, took);

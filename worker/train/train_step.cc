@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "common/job/finite.h"
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
@@ -42,42 +40,12 @@ bool PiecesFinite(const std::vector<float>& v, absl::Span<const Range> pieces, R
   return true;
 }
 
-class Stopwatch {
- public:
-  // Seconds since the last call (or construction).
-  double Lap() {
-    const auto now = std::chrono::steady_clock::now();
-    const double s = std::chrono::duration<double>(now - last_).count();
-    last_ = now;
-    return s;
-  }
-
- private:
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-};
-
-// Appends phases to a traced step's spans; does nothing (and reads no
-// clock) for the others.
-class SpanRecorder {
- public:
-  explicit SpanRecorder(std::vector<PhaseSpan>* spans) : spans_(spans) {}
-  int64_t Now() const { return spans_ != nullptr ? absl::ToUnixMicros(absl::Now()) : 0; }
-  // The phase `name` ran from `begin` (an earlier Now()) until now.
-  void Since(const char* name, int64_t begin) {
-    if (spans_ != nullptr) spans_->push_back(PhaseSpan{name, begin, Now()});
-  }
-
- private:
-  std::vector<PhaseSpan>* spans_;
-};
-
 }  // namespace
 
 BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step,
                             StepBuffers* b, double* data_seconds, const LayerHooks* hooks) {
-  SpanRecorder spans(b->spans);
-  Stopwatch watch;
-  int64_t begin = spans.Now();
+  PhaseTimer timer(ctx.env, b->spans);
+  int64_t begin = timer.Mark();
   const int world = ctx.comm.world_size();
   const int accum = ctx.config.train().grad_accum_steps();
   const int global_batch = ctx.config.data().global_batch_size();
@@ -104,17 +72,15 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
     const absl::Span<const int32_t> rows =
         absl::MakeConstSpan(b->indices).subspan(static_cast<size_t>(part.begin), static_cast<size_t>(micro));
     GatherBatch(ctx.train, rows, b->x.data(), b->y.data());
-    *data_seconds += watch.Lap();
-    spans.Since("data", begin);
-    begin = spans.Now();
+    *data_seconds += timer.Since("data", begin);
+    begin = timer.Mark();
     const BatchStats s = ctx.model.Forward(params, b->x.data(), b->y.data(), micro, b->workspace.get());
-    spans.Since("forward", begin);
-    begin = spans.Now();
+    timer.Since("forward", begin);
+    begin = timer.Mark();
     ctx.model.Backward(params, b->x.data(), b->y.data(), micro, 1.0f / global_batch, /*accumulate=*/m > 0,
                        b->grads.data(), b->workspace.get());
-    spans.Since("backward", begin);
-    watch.Lap();
-    begin = spans.Now();
+    timer.Since("backward", begin);
+    begin = timer.Mark();
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.count += s.count;
@@ -148,9 +114,8 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
                                      TrainState* state, StepBuffers* b) {
   StepResult r;
   r.step = state->next_step;
-  Stopwatch watch;
-  SpanRecorder spans(b->spans);
-  const int64_t step_begin = spans.Now();
+  PhaseTimer timer(ctx.env, b->spans);
+  const int64_t step_begin = timer.Mark();
   int64_t begin = step_begin;
   const int rank = ctx.comm.rank();
   NonFiniteObservation& seen = state->nonfinite;
@@ -164,10 +129,10 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   absl::Status gathered;
   LayerHooks hooks;
   hooks.before_forward = [&](Range layer) {
-    const int64_t at = spans.Now();
+    const int64_t at = timer.Mark();
     const size_t pending = exchange.gathers_pending();
     const absl::Status s = exchange.AwaitParams(layer, &seen);
-    if (exchange.gathers_pending() < pending) spans.Since("all_gather", at);  // inside "forward"
+    if (exchange.gathers_pending() < pending) timer.Since("all_gather", at);  // inside "forward"
     if (gathered.ok()) gathered = s;
   };
   hooks.after_backward = [&](Range layer) { exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step); };
@@ -179,16 +144,13 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   }
   if (!std::isfinite(stats.loss_sum)) seen.Note(NonFiniteSource::kOwnGradients, rank, r.step);
   r.times.all_gather = exchange.gather_wait_seconds() - gather_waited;  // in this step's forward
-  r.times.compute = watch.Lap() - r.times.all_gather;
-  spans.Since("compute", begin);
-  begin = spans.Now();
+  r.times.compute = timer.Since("compute", begin) - r.times.all_gather;
+  begin = timer.Mark();
 
   // Every bucket reduced; own gradients are checked as each is sent.
   RETURN_IF_ERROR(exchange.FinishReduce(&b->grads, &seen, rank, r.step));
-  r.times.reduce_scatter = watch.Lap();
-  spans.Since("reduce_scatter", begin);
-  begin = spans.Now();
-  Stopwatch sub;
+  r.times.reduce_scatter = timer.Since("reduce_scatter", begin);
+  begin = timer.Mark();
   int64_t sub_begin = begin;
 
   const std::vector<Range>& mine = ctx.optimizer.pieces();
@@ -202,13 +164,11 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   mine_scalars.eval_vote = votes.eval;
   mine_scalars.nonfinite_seen = seen.seen();
   std::array<double, StepScalars::kCount> packed = mine_scalars.Pack();
-  spans.Since("clip", sub_begin);
-  sub.Lap();
-  sub_begin = spans.Now();
+  timer.Since("clip", sub_begin);
+  sub_begin = timer.Mark();
   RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(packed), StepScalars::kOps));
   const StepScalars agreed = StepScalars::Unpack(packed);
-  r.times.wait_peers = sub.Lap();
-  spans.Since("wait_peers", sub_begin);
+  r.times.wait_peers = timer.Since("wait_peers", sub_begin);
   if (agreed.nonfinite_seen) {  // some rank saw a non-finite number: judge it together
     ASSIGN_OR_RETURN(r.nonfinite, ExchangeObservations(ctx.comm, seen));
     if (r.nonfinite.kind == NonFiniteVerdict::Kind::kPeerFault) return VerdictStatus(r.nonfinite);
@@ -227,13 +187,11 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
 
   r.lr = ctx.schedule(r.step);
   if (ctx.saver != nullptr) {
-    sub.Lap();
-    sub_begin = spans.Now();
+    sub_begin = timer.Mark();
     ctx.saver->AwaitSnapshot();
-    r.times.snapshot_wait = sub.Lap();
-    spans.Since("checkpoint_snapshot", sub_begin);
+    r.times.snapshot_wait = timer.Since("checkpoint_snapshot", sub_begin);
   }
-  sub_begin = spans.Now();
+  sub_begin = timer.Mark();
   // Bucket by bucket, the first first: each bucket's gather starts (with
   // overlap: runs) as soon as its pieces are updated.
   // Nothing here reads a bucket's pieces once its gather has started (the
@@ -246,20 +204,18 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
                                       with_norms, bucket);
     if (!PiecesFinite(state->params, mine, bucket)) seen.Note(NonFiniteSource::kOwnUpdate, rank, r.step);
     if (with_norms) AddSquares(state->params.data(), mine, bucket, &param_sq);
-    const int64_t at = spans.Now();
+    const int64_t at = timer.Mark();
     RETURN_IF_ERROR(exchange.Gather(k, &state->params, &seen, r.step));
-    if (!exchange.overlapped()) spans.Since("all_gather", at);
+    if (!exchange.overlapped()) timer.Since("all_gather", at);
   }
   const double gather_in_update = exchange.gather_wait_seconds() - gathering;  // without overlap
-  spans.Since("update", sub_begin);
-  r.times.optimizer = watch.Lap() - gather_in_update;
+  timer.Since("update", sub_begin);
+  r.times.optimizer = timer.Since("optimizer", begin) - gather_in_update;
   r.times.all_gather += gather_in_update;
-  spans.Since("optimizer", begin);
-  begin = spans.Now();
 
   r.times.comm_busy = exchange.comm_busy_seconds() - comm_busy;
   if (with_norms) {
-    begin = spans.Now();
+    begin = timer.Mark();
     // Non-finite norms come from what this step noted; the next step (or
     // SettleNonFinite) judges it, and they are reported as NaN meanwhile.
     double norms[3] = {FiniteOrZero(update_sq), FiniteOrZero(param_sq),
@@ -269,9 +225,9 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
     const double nan = std::numeric_limits<double>::quiet_NaN();
     r.update_norm = norms[2] > 0 ? nan : std::sqrt(norms[0]);
     r.param_norm = norms[2] > 0 ? nan : std::sqrt(norms[1]);
-    spans.Since("norms", begin);
+    timer.Since("norms", begin);
   }
-  spans.Since("step", step_begin);
+  timer.Since("step", step_begin);
   state->next_step = r.step + 1;
   return r;
 }

@@ -35,6 +35,7 @@
 #include "worker/optim/optimizer.h"
 #include "worker/train/exchange.h"
 #include "worker/train/nonfinite.h"
+#include "worker/train/phase_timer.h"
 
 namespace shardline {
 
@@ -54,6 +55,8 @@ struct StepContext {
   // A checkpoint may still be copying the shard: waited for before the
   // optimizer changes it. Null: no checkpoints.
   ShardSaver* saver = nullptr;
+  // The clock every phase is timed by.
+  Env* env = Env::Default();
 };
 
 // The state a step advances. params is the full working copy; only the
@@ -77,22 +80,7 @@ struct StepBuffers {
   std::unique_ptr<ModelWorkspace> workspace;  // made by model.NewWorkspace() on first use
   // Set (non-null) for a step that is traced (train.trace_steps): the step
   // appends its phases to it.
-  std::vector<struct PhaseSpan>* spans = nullptr;
-};
-
-// One phase of a traced step, in wall-clock Unix microseconds. A step's
-// spans nest by time: "step" holds "compute" (holding "data", "forward",
-// "backward" per micro-batch), "reduce_scatter", "optimizer" (holding
-// "clip" - this rank's share of the gradient norm -, "wait_peers" - the
-// scalar all-reduce of loss, norm and votes, where a fast rank waits for the
-// slowest -, "checkpoint_snapshot" and "update") and, on log steps,
-// "norms". "all_gather" spans are each bucket's gather inside "update"
-// without overlap; with it, the waits for the last step's gathers inside
-// "forward" ("reduce_scatter" is then the wait after backward).
-struct PhaseSpan {
-  const char* name;  // a string literal
-  int64_t begin_micros;
-  int64_t end_micros;
+  std::vector<PhaseSpan>* spans = nullptr;
 };
 
 // Seconds spent in each phase of one step, on the training thread. The four
