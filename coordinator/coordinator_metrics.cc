@@ -41,6 +41,8 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                                 "Times the world re-formed with another size (runtime.min_workers), over the job's life")),
       last_eval_accuracy_(NewGauge(r, "shardline_eval_accuracy", "Test accuracy of the latest evaluation")),
       best_eval_accuracy_(NewGauge(r, "shardline_best_eval_accuracy", "Test accuracy of the best evaluation so far")),
+      last_eval_bits_per_byte_(NewGauge(r, "shardline_eval_bits_per_byte",
+                                        "Validation loss of the latest evaluation of a text model, in bits per byte")),
       goodput_seconds_(NewCounter(r, "shardline_goodput_seconds_total",
                                   "Time spent on training steps done for the first time, over the job's life")),
       badput_seconds_(prometheus::BuildCounter()
@@ -90,6 +92,9 @@ void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
   }
   eta_.Set(s.eta_seconds());
   if (s.has_last_eval()) last_eval_accuracy_.Set(s.last_eval().accuracy());
+  if (s.has_last_eval() && s.last_eval().has_bits_per_byte()) {
+    last_eval_bits_per_byte_.Set(s.last_eval().bits_per_byte());
+  }
   if (s.has_best_eval()) best_eval_accuracy_.Set(s.best_eval().accuracy());
 
   const coordinator::Goodput& g = s.goodput();

@@ -46,6 +46,7 @@ class CoordinatorMetrics {
   prometheus::Counter& world_changes_;
   prometheus::Gauge& last_eval_accuracy_;
   prometheus::Gauge& best_eval_accuracy_;
+  prometheus::Gauge& last_eval_bits_per_byte_;
   // Goodput: totals over the job's life (they continue across coordinator
   // restarts, so they are counters only in the sense of never decreasing).
   prometheus::Counter& goodput_seconds_;

@@ -40,8 +40,8 @@ constexpr int kMaxWorldChanges = 100;
 bool IsBetterEval(const metrics::MetricRecord& record, const metrics::MetricRecord& best,
                   const config::CheckpointConfig& policy) {
   if (!best.has_step()) return true;
-  return BeatsBest(policy, BestMetricValue(policy, {record.loss(), record.accuracy()}),
-                   BestMetricValue(policy, {best.loss(), best.accuracy()}));
+  return BeatsBest(policy, BestMetricValue(policy, {record.loss(), record.accuracy(), record.bits_per_byte()}),
+                   BestMetricValue(policy, {best.loss(), best.accuracy(), best.bits_per_byte()}));
 }
 
 // Registrations are logged one by one in worlds up to this size; in larger
@@ -204,15 +204,13 @@ void Job::RunDeferredNow(const Deferred& later) {
       Fail(Annotate(marked, "marking a checkpoint bad"));
     }
   }
-  PersistStateNow();
-  WriteRecords();
+  PersistAndWriteNow();
   if (writer_ != nullptr) CompleteRegistrations();  // what waited for this
 }
 
 void Job::PersistState() {
   if (writer_ == nullptr || writer_->OnWriterThread()) {
-    PersistStateNow();
-    WriteRecords();
+    PersistAndWriteNow();
     return;
   }
   {
@@ -225,8 +223,7 @@ void Job::PersistState() {
       MutexLock lock(&mu_);
       persist_queued_ = false;
     }
-    PersistStateNow();
-    WriteRecords();
+    PersistAndWriteNow();
     CompleteRegistrations();  // those waiting for a durable generation
   });
   if (!queued) {
@@ -234,9 +231,13 @@ void Job::PersistState() {
       MutexLock lock(&mu_);
       persist_queued_ = false;
     }
-    PersistStateNow();
-    WriteRecords();
+    PersistAndWriteNow();
   }
+}
+
+void Job::PersistAndWriteNow() {
+  PersistStateNow();
+  WriteRecords();
 }
 
 void Job::WriteRecords() {

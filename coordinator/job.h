@@ -223,6 +223,8 @@ class Job {
   void PersistStateNow() ABSL_LOCKS_EXCLUDED(mu_);
   // Writes pending_records_ to metrics_, outside mu_.
   void WriteRecords() ABSL_LOCKS_EXCLUDED(mu_);
+  // PersistStateNow, then WriteRecords: what every persist does.
+  void PersistAndWriteNow() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Time Now() const;  // options_.env's clock
 
   absl::Status ReportLocked(const coordinator::WorkerReport& r, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -121,8 +121,13 @@ std::string StatusPageHtml(const coordinator::JobStatus& s, const std::vector<me
   card("loss", "train loss",
        s.has_last_train() ? absl::StrFormat("%.4f @ %d", s.last_train().loss(), s.last_train().step()) : "-");
   card("rate", "samples/s", s.has_last_train() ? absl::StrFormat("%.0f", s.last_train().samples_per_second()) : "-");
-  card("best", "best eval accuracy",
-       s.has_best_eval() ? absl::StrFormat("%.4f @ %d", s.best_eval().accuracy(), s.best_eval().step()) : "-");
+  if (s.has_best_eval() && s.best_eval().has_bits_per_byte()) {
+    card("best", "best validation bits/byte",
+         absl::StrFormat("%.3f @ %d", s.best_eval().bits_per_byte(), s.best_eval().step()));
+  } else {
+    card("best", "best eval accuracy",
+         s.has_best_eval() ? absl::StrFormat("%.4f @ %d", s.best_eval().accuracy(), s.best_eval().step()) : "-");
+  }
   std::string ckpt = "none";
   if (s.last_checkpoint_step() > 0) {
     ckpt = absl::StrFormat("step %d, %.0f s ago", s.last_checkpoint_step(), CheckpointAgeSeconds(s, now));

@@ -37,3 +37,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+# Jane Austen's novels for the language models (shardline data austen):
+# Debian's r-cran-janeaustenr depends on R, which shardline does not need, so
+# its files are unpacked to /opt/shardline/janeaustenr instead of installed.
+AUSTEN_RDB=usr/lib/R/site-library/janeaustenr/data/Rdata.rdb
+if [ ! -f "/$AUSTEN_RDB" ] && [ ! -f "/opt/shardline/janeaustenr/$AUSTEN_RDB" ]; then
+  tmp="$(mktemp -d)"
+  chmod 755 "$tmp"  # apt's sandbox user writes the download here
+  if ! (cd "$tmp" && apt-get download -q r-cran-janeaustenr); then
+    $SUDO apt-get update -q
+    (cd "$tmp" && apt-get download -q r-cran-janeaustenr)
+  fi
+  $SUDO mkdir -p /opt/shardline/janeaustenr
+  $SUDO dpkg-deb -x "$tmp"/r-cran-janeaustenr_*.deb /opt/shardline/janeaustenr
+  rm -rf "$tmp"
+fi

@@ -44,8 +44,8 @@ void BM_CnnStep(benchmark::State& state) {
   for (int i = 0; i < kBatch; ++i) y[static_cast<size_t>(i)] = i % 10;
   auto ws = cnn->NewWorkspace();
   for (auto _ : state) {
-    cnn->Forward(params.data(), x.data(), y.data(), kBatch, ws.get());
-    cnn->Backward(params.data(), x.data(), y.data(), kBatch, 1.0f / kBatch, false, grads.data(), ws.get());
+    cnn->Forward(params.data(), Images(x.data(), y.data(), kBatch), ws.get());
+    cnn->Backward(params.data(), Images(x.data(), y.data(), kBatch), 1.0f / kBatch, false, grads.data(), ws.get());
   }
   state.counters["samples_per_second"] =
       benchmark::Counter(kBatch, benchmark::Counter::kIsIterationInvariantRate);

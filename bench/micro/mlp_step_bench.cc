@@ -32,7 +32,7 @@ void BM_MlpStep(benchmark::State& state) {
   MlpWorkspace ws;
   int64_t t = 0;
   for (auto _ : state) {
-    mlp.ForwardBackward(params.data(), x.data(), y.data(), batch, 1.0f / batch, false,
+    mlp.ForwardBackward(params.data(), Images(x.data(), y.data(), batch), 1.0f / batch, false,
                         grads.data(), &ws);
     opt->Update(++t, 1e-4f, 1.0f, params.data(), grads.data(), /*want_update_sq=*/false);
   }

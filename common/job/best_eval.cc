@@ -3,7 +3,9 @@
 namespace shardline {
 
 double BestMetricValue(const config::CheckpointConfig& policy, const EvalValues& eval) {
-  return policy.best_metric() == "loss" ? eval.loss : eval.accuracy;
+  if (policy.best_metric() == "loss") return eval.loss;
+  if (policy.best_metric() == "bits_per_byte") return eval.bits_per_byte;
+  return eval.accuracy;
 }
 
 bool BeatsBest(const config::CheckpointConfig& policy, double candidate, double best) {

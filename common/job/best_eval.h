@@ -1,5 +1,5 @@
 // Which eval is the best, by one rule for both processes: by
-// checkpoint.best_metric ("accuracy" or "loss") and best_mode (MAX or MIN);
+// checkpoint.best_metric ("accuracy", "loss" or "bits_per_byte") and best_mode (MAX or MIN);
 // with no metric set, by accuracy, higher is better. With a metric set, the
 // worker saves the best so far in every shard and keeps the best eval's
 // checkpoint as BEST; the coordinator shows the best eval either way
@@ -16,9 +16,10 @@ namespace shardline {
 struct EvalValues {
   double loss = 0;
   double accuracy = 0;
+  double bits_per_byte = 0;  // text models
 };
 
-// The value the rule compares: the loss or the accuracy.
+// The value the rule compares: the loss, the accuracy or the bits per byte.
 double BestMetricValue(const config::CheckpointConfig& policy, const EvalValues& eval);
 
 // True if `candidate` (a BestMetricValue) beats `best`. Ties do not.

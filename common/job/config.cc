@@ -252,8 +252,21 @@ void ValidateModel(const config::ModelConfig& model, Problems* p) {
         p->Add(absl::StrCat("model.cnn.dense_sizes[", i, "]"), absl::StrCat("must be positive, got ", cnn.dense_sizes(i)));
       }
     }
+  } else if (model.has_gpt()) {
+    const config::GptConfig& gpt = model.gpt();
+    auto positive = [&](const char* field, int v) {
+      if (v <= 0) p->Add(absl::StrCat("model.gpt.", field), absl::StrCat("must be positive, got ", v));
+    };
+    positive("context", gpt.context());
+    positive("layers", gpt.layers());
+    positive("d_model", gpt.d_model());
+    positive("heads", gpt.heads());
+    positive("mlp_ratio", gpt.mlp_ratio());
+    if (gpt.heads() > 0 && gpt.d_model() % gpt.heads() != 0) {
+      p->Add("model.gpt.heads", absl::StrCat(gpt.heads(), " does not divide d_model ", gpt.d_model()));
+    }
   } else {
-    p->Add("model", "set model.mlp or model.cnn");
+    p->Add("model", "set model.mlp, model.cnn or model.gpt");
   }
 }
 
@@ -264,7 +277,14 @@ absl::Status ValidateConfig(const config::JobConfig& c) {
   ValidateModel(c.model(), &p);
 
   const auto& data = c.data();
-  if (data.dir().empty()) p.Add("data.dir", "must name the data set directory");
+  if (data.has_text()) {
+    if (data.text().train_path().empty()) p.Add("data.text.train_path", "must name the training text file");
+    if (data.text().val_path().empty()) p.Add("data.text.val_path", "must name the validation text file");
+    if (!c.model().has_gpt()) p.Add("data.text", "is read by a sequence model: set model.gpt");
+  } else {
+    if (data.dir().empty()) p.Add("data.dir", "must name the data set directory");
+    if (c.model().has_gpt()) p.Add("model.gpt", "reads text: set data.text.train_path and data.text.val_path");
+  }
   p.Positive("data.global_batch_size", data.global_batch_size());
   p.Positive("data.eval_batch_size", data.eval_batch_size());
 
@@ -341,9 +361,10 @@ absl::Status ValidateConfig(const config::JobConfig& c) {
   p.NonNegative("checkpoint.keep_every", static_cast<double>(ck.keep_every()));
   p.NonNegative("checkpoint.memory_every_steps", static_cast<double>(ck.memory_every_steps()));
   p.Positive("checkpoint.memory_copies", ck.memory_copies());
-  if (!ck.best_metric().empty() && ck.best_metric() != "accuracy" && ck.best_metric() != "loss") {
+  if (!ck.best_metric().empty() && ck.best_metric() != "accuracy" && ck.best_metric() != "loss" &&
+      ck.best_metric() != "bits_per_byte") {
     p.Add("checkpoint.best_metric",
-          absl::StrCat("must be \"accuracy\" or \"loss\", got \"", ck.best_metric(), "\""));
+          absl::StrCat("must be \"accuracy\", \"loss\" or \"bits_per_byte\", got \"", ck.best_metric(), "\""));
   }
   if (ck.best_mode() == config::BEST_MODE_UNSPECIFIED) {
     p.Add("checkpoint.best_mode", "must be MAX or MIN");
@@ -356,6 +377,17 @@ absl::Status ValidateConfig(const config::JobConfig& c) {
 }
 
 absl::Status CheckConfigPaths(Env* env, const config::JobConfig& c) {
+  if (c.data().has_text()) {
+    for (const auto& [field, path] : {std::pair<const char*, std::string>{"train_path", c.data().text().train_path()},
+                                      {"val_path", c.data().text().val_path()}}) {
+      if (!env->FileExists(path)) {
+        return absl::NotFoundError(absl::StrCat("config field data.text.", field, ": file ", path,
+                                                " does not exist (`shardline data austen --out DIR` writes "
+                                                "DIR/train.txt and DIR/val.txt)"));
+      }
+    }
+    return absl::OkStatus();
+  }
   if (!env->IsDirectory(c.data().dir())) {
     return absl::NotFoundError(absl::StrCat(
         "config field data.dir: directory ", c.data().dir(),

@@ -36,7 +36,10 @@ std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
                             s.last_train().samples_per_second());
   }
   std::string best = "no eval yet";
-  if (s.has_best_eval()) {
+  if (s.has_best_eval() && s.best_eval().has_bits_per_byte()) {
+    best = absl::StrFormat("%.3f bits per byte (loss %.4f) at step %d", s.best_eval().bits_per_byte(),
+                           s.best_eval().loss(), s.best_eval().step());
+  } else if (s.has_best_eval()) {
     best = absl::StrFormat("accuracy %.4f (loss %.4f) at step %d", s.best_eval().accuracy(), s.best_eval().loss(),
                            s.best_eval().step());
   }

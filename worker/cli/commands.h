@@ -28,6 +28,9 @@ int CredentialCommand(int argc, char** argv);
 // shardline port [--host ADDRESS] [--count N]
 int PortCommand(int argc, char** argv);
 
+// shardline data austen --out DIR [--rdb PATH]
+int DataCommand(int argc, char** argv);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_WORKER_CLI_COMMANDS_H_

@@ -100,8 +100,9 @@ absl::Status Train(const Args& args) {
   RETURN_IF_ERROR(CheckWritableDir(env, CheckpointRoot(workdir)));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   SetBlasThreads(cfg.runtime().blas_threads());
-  SLOG(INFO) << "OpenBLAS " << BlasCoreName() << " kernels; loading " << cfg.data().dir();
-  ASSIGN_OR_RETURN(FashionMnist data, LoadFashionMnist(env, cfg.data().dir(), InflateCacheDir(cfg.data())));
+  SLOG(INFO) << "OpenBLAS " << BlasCoreName() << " kernels; loading "
+             << (cfg.data().has_text() ? cfg.data().text().train_path() : cfg.data().dir());
+  ASSIGN_OR_RETURN(TrainingData data, LoadTrainingData(env, cfg));
   ASSIGN_OR_RETURN(auto metrics, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
 
   // Resume order: this workdir's newest committed checkpoint that verifies

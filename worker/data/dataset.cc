@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/platform/status_macros.h"
 #include "worker/data/idx.h"
+#include "worker/data/inflate_cache.h"
 
 namespace shardline {
 
@@ -36,8 +37,8 @@ absl::StatusOr<Dataset> LoadIdxSplit(Env* env, const std::string& images_path,
   return ds;
 }
 
-absl::StatusOr<FashionMnist> LoadFashionMnist(Env* env, const std::string& dir, const std::string& cache_dir) {
-  FashionMnist out;
+absl::StatusOr<TrainingData> LoadFashionMnist(Env* env, const std::string& dir, const std::string& cache_dir) {
+  TrainingData out;
   ASSIGN_OR_RETURN(out.train, LoadIdxSplit(env, dir + "/train-images-idx3-ubyte.gz",
                                            dir + "/train-labels-idx1-ubyte.gz", 10, cache_dir));
   ASSIGN_OR_RETURN(out.test, LoadIdxSplit(env, dir + "/t10k-images-idx3-ubyte.gz",
@@ -47,6 +48,52 @@ absl::StatusOr<FashionMnist> LoadFashionMnist(Env* env, const std::string& dir, 
                                             " but test images are ", out.test.height, "x", out.test.width));
   }
   return out;
+}
+
+namespace {
+
+absl::StatusOr<Dataset> LoadTextSplit(Env* env, const std::string& path, int context, int64_t stride,
+                                      const char* field) {
+  Dataset ds;
+  absl::StatusOr<std::string> text = env->ReadFile(path);
+  if (!text.ok()) return Annotate(text.status(), absl::StrCat("config field data.text.", field));
+  ds.text = std::move(*text);
+  const int64_t window = int64_t{context} + 1;
+  if (static_cast<int64_t>(ds.text.size()) < window) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.text.", field, ": ", path, ds.text.empty() ? " is empty" : absl::StrCat(" has ", ds.text.size(), " bytes"),
+        "; a window of the model's context + 1 = ", window, " bytes is the least it can hold"));
+  }
+  ds.context = context;
+  ds.stride = stride;
+  ds.num_examples = (static_cast<int64_t>(ds.text.size()) - 1 - context) / stride + 1;
+  ds.feature_dim = context;
+  ds.height = 1;
+  ds.width = context;
+  ds.num_classes = 256;
+  return ds;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingData> LoadTextSplits(Env* env, const std::string& train_path, const std::string& val_path,
+                                            int context) {
+  if (context < 1) return absl::InvalidArgumentError(absl::StrCat("a text context of ", context, " bytes"));
+  TrainingData out;
+  ASSIGN_OR_RETURN(out.train, LoadTextSplit(env, train_path, context, /*stride=*/1, "train_path"));
+  ASSIGN_OR_RETURN(out.test, LoadTextSplit(env, val_path, context, /*stride=*/context, "val_path"));
+  return out;
+}
+
+absl::StatusOr<TrainingData> LoadTrainingData(Env* env, const config::JobConfig& config) {
+  if (!config.data().has_text()) {
+    return LoadFashionMnist(env, config.data().dir(), InflateCacheDir(config.data()));
+  }
+  if (!config.model().has_gpt()) {
+    return absl::InvalidArgumentError("data.text is the input of a sequence model: set model.gpt");
+  }
+  return LoadTextSplits(env, config.data().text().train_path(), config.data().text().val_path(),
+                        config.model().gpt().context());
 }
 
 }  // namespace shardline

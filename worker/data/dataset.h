@@ -1,11 +1,12 @@
-// An in-memory classification data set, and the loader for Fashion-MNIST's
-// four IDX files. Pixels stay bytes (a quarter of the memory of floats, and
+// In-memory data sets: images with classes (Fashion-MNIST's four IDX files)
+// and text (any files of bytes, for byte-level language models). Pixels stay bytes (a quarter of the memory of floats, and
 // a faster start: nothing to convert at load); a row becomes standardised
 // floats, pixel * scale + shift, when it is copied into a batch (vectorised;
 // the build's -ffp-contract=off keeps every copy of a pixel the same float).
 //
-//   ASSIGN_OR_RETURN(FashionMnist data, LoadFashionMnist(env, cfg.data().dir()));
+//   ASSIGN_OR_RETURN(TrainingData data, LoadFashionMnist(env, cfg.data().dir()));
 //   // data.train.num_examples == 60000, data.test.num_examples == 10000
+//   ASSIGN_OR_RETURN(TrainingData text, LoadTextSplits(env, "train.txt", "val.txt", /*context=*/128));
 #ifndef SHARDLINE_WORKER_DATA_DATASET_H_
 #define SHARDLINE_WORKER_DATA_DATASET_H_
 
@@ -15,9 +16,15 @@
 
 #include "absl/status/statusor.h"
 #include "common/platform/env.h"
+#include "proto/config.pb.h"
 
 namespace shardline {
 
+// A split of images with classes, or of text. Example i of a text split is
+// the window of context + 1 bytes at offset i * stride: its first context
+// bytes are the tokens, its last context the targets (each position's next
+// byte). Training text has stride 1 (a window at every offset), validation
+// text stride context (windows that tile it, each byte predicted once).
 struct Dataset {
   int64_t num_examples = 0;
   int feature_dim = 0;           // height * width
@@ -28,6 +35,14 @@ struct Dataset {
   float scale = 1;              // feature = pixel * scale + shift
   float shift = 0;
   std::vector<int32_t> labels;  // [num_examples], each in [0, num_classes)
+  // Text only (context > 0); num_classes is then 256, the byte values.
+  std::string text;
+  int context = 0;
+  int64_t stride = 1;
+
+  bool is_text() const { return context > 0; }
+  // Predicted targets per example.
+  int targets_per_example() const { return is_text() ? context : 1; }
 
   // Writes the features of rows [first, first + count) to out
   // (count * feature_dim floats).
@@ -39,9 +54,17 @@ struct Dataset {
   }
 };
 
-struct FashionMnist {
+struct TrainingData {
   Dataset train;
-  Dataset test;
+  Dataset test;  // Fashion-MNIST's test split, or the validation text
+};
+
+// A batch gathered from a split: images as features x ([n, feature_dim]),
+// text as tokens ([n, context]); targets y ([n, targets_per_example]).
+struct BatchData {
+  std::vector<float> x;
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> y;
 };
 
 // Fashion-MNIST pixel statistics (over the training split, in [0, 1]); every
@@ -57,7 +80,17 @@ absl::StatusOr<Dataset> LoadIdxSplit(Env* env, const std::string& images_path,
                                      const std::string& cache_dir = "");
 
 // Loads {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz from `dir`.
-absl::StatusOr<FashionMnist> LoadFashionMnist(Env* env, const std::string& dir, const std::string& cache_dir = "");
+absl::StatusOr<TrainingData> LoadFashionMnist(Env* env, const std::string& dir, const std::string& cache_dir = "");
+
+// Text splits of windows of context + 1 bytes from two files of any bytes.
+// A missing file, an empty one, or one shorter than a window fails naming
+// the file.
+absl::StatusOr<TrainingData> LoadTextSplits(Env* env, const std::string& train_path, const std::string& val_path,
+                                            int context);
+
+// The splits a job trains on: data.text's files with model.gpt's context,
+// else Fashion-MNIST from data.dir.
+absl::StatusOr<TrainingData> LoadTrainingData(Env* env, const config::JobConfig& config);
 
 }  // namespace shardline
 

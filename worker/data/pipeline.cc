@@ -77,13 +77,45 @@ absl::StatusOr<int64_t> BatchPipeline::Restore(const state::DataPosition& pos) c
   return pos.next_step();
 }
 
-void GatherBatch(const Dataset& data, absl::Span<const int32_t> indices, float* x, int32_t* y) {
-  const size_t dim = static_cast<size_t>(data.feature_dim);
-  for (size_t i = 0; i < indices.size(); ++i) {
-    const size_t row = static_cast<size_t>(indices[i]);
-    data.CopyRows(static_cast<int64_t>(row), 1, x + i * dim);
-    y[i] = data.labels[row];
+namespace {
+
+// Example `row` of `data` into position i of `out` (sized by the caller).
+void CopyExample(const Dataset& data, int64_t row, size_t i, BatchData* out) {
+  if (!data.is_text()) {
+    data.CopyRows(row, 1, out->x.data() + i * static_cast<size_t>(data.feature_dim));
+    out->y[i] = data.labels[static_cast<size_t>(row)];
+    return;
   }
+  const size_t ctx = static_cast<size_t>(data.context);
+  const auto* window = reinterpret_cast<const unsigned char*>(data.text.data()) + row * data.stride;
+  int32_t* tokens = out->tokens.data() + i * ctx;
+  int32_t* targets = out->y.data() + i * ctx;
+  for (size_t j = 0; j < ctx; ++j) {
+    tokens[j] = window[j];
+    targets[j] = window[j + 1];
+  }
+}
+
+void Size(const Dataset& data, size_t n, BatchData* out) {
+  const size_t per = static_cast<size_t>(data.targets_per_example());
+  if (data.is_text()) {
+    out->tokens.resize(n * static_cast<size_t>(data.context));
+  } else {
+    out->x.resize(n * static_cast<size_t>(data.feature_dim));
+  }
+  out->y.resize(n * per);
+}
+
+}  // namespace
+
+void GatherBatch(const Dataset& data, absl::Span<const int32_t> indices, BatchData* out) {
+  Size(data, indices.size(), out);
+  for (size_t i = 0; i < indices.size(); ++i) CopyExample(data, indices[i], i, out);
+}
+
+void GatherRange(const Dataset& data, int64_t first, int count, BatchData* out) {
+  Size(data, static_cast<size_t>(count), out);
+  for (int i = 0; i < count; ++i) CopyExample(data, first + i, static_cast<size_t>(i), out);
 }
 
 }  // namespace shardline

@@ -9,7 +9,7 @@
 //
 //   BatchPipeline pipe(train.num_examples, cfg.data().global_batch_size(), seed);
 //   pipe.RankSlice(step, rank, world, &indices);
-//   GatherBatch(train, indices, x.data(), y.data());
+//   GatherBatch(train, indices, &batch);
 #ifndef SHARDLINE_WORKER_DATA_PIPELINE_H_
 #define SHARDLINE_WORKER_DATA_PIPELINE_H_
 
@@ -61,8 +61,12 @@ class BatchPipeline {
   std::vector<int32_t> permutation_;
 };
 
-// Copies the rows `indices` of `data` into x ([n, feature_dim]) and y ([n]).
-void GatherBatch(const Dataset& data, absl::Span<const int32_t> indices, float* x, int32_t* y);
+// Copies the examples `indices` of `data` into `out` (growing its vectors
+// as needed; images fill x and y, text tokens and y).
+void GatherBatch(const Dataset& data, absl::Span<const int32_t> indices, BatchData* out);
+
+// Copies examples [first, first + count) of `data` into `out`.
+void GatherRange(const Dataset& data, int64_t first, int count, BatchData* out);
 
 }  // namespace shardline
 

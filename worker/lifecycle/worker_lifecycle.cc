@@ -48,8 +48,8 @@ struct Carried {
   int requested_rank = -1;
   uint64_t previous_generation = 0;
   std::string left_because;
-  std::optional<FashionMnist> data;
-  std::string data_dir;
+  std::optional<TrainingData> data;
+  std::string data_key;  // what `data` was loaded for
   // Set when the previous generation finished without hearing the job's end.
   std::optional<coordinator::WorkerReport> finished_report;
   // In-memory snapshots (this rank's and its replicas of peers'): they
@@ -146,13 +146,16 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   if (usable.ok()) usable = CheckConfigPaths(options.env, *cfg);
   if (!usable.ok()) return Done(usable);
   SetBlasThreads(cfg->runtime().blas_threads());
-  if (!carried.data.has_value() || carried.data_dir != cfg->data().dir()) {
-    absl::StatusOr<FashionMnist> loaded = LoadFashionMnist(options.env, cfg->data().dir(), InflateCacheDir(cfg->data()));
+  // What the loaded splits depend on: kept across generations while it holds.
+  const std::string data_key = absl::StrCat(cfg->data().dir(), "\n", cfg->data().text().train_path(), "\n",
+                                            cfg->data().text().val_path(), "\n", cfg->model().gpt().context());
+  if (!carried.data.has_value() || carried.data_key != data_key) {
+    absl::StatusOr<TrainingData> loaded = LoadTrainingData(options.env, *cfg);
     if (!loaded.ok()) return Done(loaded.status());
     carried.data = std::move(*loaded);
-    carried.data_dir = cfg->data().dir();
+    carried.data_key = data_key;
   }
-  const FashionMnist& data = *carried.data;
+  const TrainingData& data = *carried.data;
   const absl::StatusOr<int64_t> parameters = ParameterCount(*cfg, data.train);
   if (!parameters.ok()) return Done(parameters.status());
   const absl::StatusOr<std::vector<Range>> buckets = GradientBuckets(*cfg, data.train);

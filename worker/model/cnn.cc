@@ -125,8 +125,10 @@ void Cnn::InitRange(uint64_t seed, Range range, float* out) const {
   });
 }
 
-BatchStats Cnn::Forward(const float* params, const float* x, const int32_t* y, int n,
-                        ModelWorkspace* model_ws) const {
+BatchStats Cnn::Forward(const float* params, const Examples& batch, ModelWorkspace* model_ws) const {
+  const float* x = batch.x;
+  const int32_t* y = batch.y;
+  const int n = batch.n;
   auto* ws = static_cast<CnnWorkspace*>(model_ws);
   const size_t layers = conv_.size();
   ws->padded.resize(layers);
@@ -232,8 +234,11 @@ BatchStats Cnn::Forward(const float* params, const float* x, const int32_t* y, i
   return SoftmaxCrossEntropy(ws->dense_out.back().data(), y, n, spec_.input.num_classes);
 }
 
-void Cnn::Backward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
-                   bool accumulate, float* grads, ModelWorkspace* model_ws) const {
+void Cnn::Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
+                   ModelWorkspace* model_ws) const {
+  const float* x = batch.x;
+  const int32_t* y = batch.y;
+  const int n = batch.n;
   (void)x;  // the first layer's input gradient is not needed; its padded copy is kept
   auto* ws = static_cast<CnnWorkspace*>(model_ws);
   const float beta = accumulate ? 1.0f : 0.0f;
@@ -330,12 +335,13 @@ void Cnn::Backward(const float* params, const float* x, const int32_t* y, int n,
   }
 }
 
-BatchStats Cnn::Evaluate(const float* params, const float* x, const int32_t* y, int n, ModelWorkspace* ws) const {
+BatchStats Cnn::Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {
+  const int n = batch.n;
   BatchStats total;
   const int features = spec_.input.features();
   for (int begin = 0; begin < n; begin += kEvalChunk) {
     const int count = std::min(kEvalChunk, n - begin);
-    const BatchStats s = Forward(params, x + static_cast<int64_t>(begin) * features, y + begin, count, ws);
+    const BatchStats s = Forward(params, Images(batch.x + static_cast<int64_t>(begin) * features, batch.y + begin, count), ws);
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.count += s.count;

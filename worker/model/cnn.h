@@ -70,13 +70,11 @@ class Cnn : public Model {
   void InitRange(uint64_t seed, Range range, float* out) const override;
   std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<CnnWorkspace>(); }
   // `ws` must be a CnnWorkspace.
-  BatchStats Forward(const float* params, const float* x, const int32_t* y, int n,
-                     ModelWorkspace* ws) const override;
-  void Backward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
-                bool accumulate, float* grads, ModelWorkspace* ws) const override;
+  BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
+  void Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
+                ModelWorkspace* ws) const override;
   // In pieces of at most kEvalChunk examples, so memory does not grow with n.
-  BatchStats Evaluate(const float* params, const float* x, const int32_t* y, int n,
-                      ModelWorkspace* ws) const override;
+  BatchStats Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
   static constexpr int kEvalChunk = 256;
 
  private:

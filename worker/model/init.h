@@ -20,6 +20,19 @@ namespace shardline {
 void InitHeUniform(const FlatLayout& layout, uint64_t seed, Range range, float* out,
                    const std::function<int64_t(const TensorInfo&)>& fan_in);
 
+// How InitByTensor fills one tensor.
+struct TensorInit {
+  enum Kind { kZero, kOne, kNormal } kind = kZero;
+  float std = 0;  // kNormal's standard deviation (mean 0)
+};
+
+// Writes the initial values of flat elements [range.begin, range.end) of
+// `layout` to out[0 .. range.size()), each tensor as rule(tensor) says;
+// normal draws by Box-Muller from two uniforms of the counter-based stream
+// of (seed, tensor), a pure function of (seed, tensor, element).
+void InitByTensor(const FlatLayout& layout, uint64_t seed, Range range, float* out,
+                  const std::function<TensorInit(const TensorInfo&)>& rule);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_WORKER_MODEL_INIT_H_

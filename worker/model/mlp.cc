@@ -46,8 +46,10 @@ Range Mlp::LayerRange(int l) const {
   return Range{layout_.tensor(2 * l).offset, layout_.tensor(2 * l + 1).range().end};
 }
 
-BatchStats Mlp::Forward(const float* params, const float* x, const int32_t* y, int n,
-                        ModelWorkspace* model_ws) const {
+BatchStats Mlp::Forward(const float* params, const Examples& batch, ModelWorkspace* model_ws) const {
+  const float* x = batch.x;
+  const int32_t* y = batch.y;
+  const int n = batch.n;
   auto* ws = static_cast<MlpWorkspace*>(model_ws);
   const int layers = num_layers();
   ws->activations.resize(static_cast<size_t>(layers));
@@ -79,8 +81,11 @@ BatchStats Mlp::Forward(const float* params, const float* x, const int32_t* y, i
   return SoftmaxCrossEntropy(ws->activations.back().data(), y, n, spec_.num_classes);
 }
 
-void Mlp::Backward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
-                   bool accumulate, float* grads, ModelWorkspace* model_ws) const {
+void Mlp::Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
+                   ModelWorkspace* model_ws) const {
+  const float* x = batch.x;
+  const int32_t* y = batch.y;
+  const int n = batch.n;
   auto* ws = static_cast<MlpWorkspace*>(model_ws);
   const int layers = num_layers();
   const int max_width = *std::max_element(widths_.begin() + 1, widths_.end());

@@ -6,7 +6,7 @@
 //   std::vector<float> params(mlp.layout().total_size()), grads(params.size());
 //   mlp.InitRange(seed, {0, mlp.layout().total_size()}, params.data());
 //   MlpWorkspace ws;
-//   BatchStats s = mlp.ForwardBackward(params.data(), x, y, n, 1.0f / n,
+//   BatchStats s = mlp.ForwardBackward(params.data(), Images(x, y, n), 1.0f / n,
 //                                      /*accumulate=*/false, grads.data(), &ws);
 //
 // Configured as model.mlp (config.proto); one of the Model families.
@@ -57,10 +57,9 @@ class Mlp : public Model {
   std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<MlpWorkspace>(); }
 
   // `ws` must be an MlpWorkspace.
-  BatchStats Forward(const float* params, const float* x, const int32_t* y, int n,
-                     ModelWorkspace* ws) const override;
-  void Backward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
-                bool accumulate, float* grads, ModelWorkspace* ws) const override;
+  BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
+  void Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
+                ModelWorkspace* ws) const override;
 
  private:
   // Layer l's weights and biases.

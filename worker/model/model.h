@@ -6,8 +6,8 @@
 //
 //   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(cfg.model(), InputOf(data.train)));
 //   std::unique_ptr<ModelWorkspace> ws = model->NewWorkspace();
-//   BatchStats s = model->Forward(params, x, y, n, ws.get());
-//   model->Backward(params, x, y, n, 1.0f / n, /*accumulate=*/false, grads, ws.get());
+//   BatchStats s = model->Forward(params, Images(x, y, n), ws.get());
+//   model->Backward(params, Images(x, y, n), 1.0f / n, /*accumulate=*/false, grads, ws.get());
 #ifndef SHARDLINE_WORKER_MODEL_MODEL_H_
 #define SHARDLINE_WORKER_MODEL_MODEL_H_
 
@@ -20,22 +20,44 @@
 
 namespace shardline {
 
-// Sums over a batch; divide by count for means.
+// Sums over a batch's predicted targets (one per image, one per token);
+// divide by count for means.
 struct BatchStats {
-  double loss_sum = 0;  // sum of per-example cross-entropy (nats)
-  int64_t correct = 0;  // examples whose argmax logit is the label
-  int64_t count = 0;
+  double loss_sum = 0;  // sum of per-target cross-entropy (nats)
+  int64_t correct = 0;  // targets whose argmax logit is the target
+  int64_t count = 0;    // targets predicted
 };
 
-// One example's input: channels x height x width floats, channel-major
-// (a flat vector of height * width for one channel).
+// One example's input and targets. An image: channels x height x width
+// floats, channel-major (a flat vector of height * width for one channel),
+// and one class. A sequence (sequence > 0): that many token ids in
+// [0, num_classes), and as many targets (the next token of each position).
 struct InputShape {
   int channels = 1;
   int height = 0;
   int width = 0;
-  int num_classes = 0;
+  int num_classes = 0;  // classes, or the vocabulary of a sequence
+  int sequence = 0;     // tokens per example; 0: an image
   int features() const { return channels * height * width; }
+  bool is_sequence() const { return sequence > 0; }
+  // Targets per example: what BatchStats counts and losses are averaged over.
+  int targets() const { return is_sequence() ? sequence : 1; }
 };
+
+// n examples as a model reads them: images as features x ([n, features()]
+// floats) or sequences as tokens ([n, sequence] ids), and targets y
+// ([n, targets()] ids). Views; the caller owns the memory.
+struct Examples {
+  int n = 0;
+  const float* x = nullptr;
+  const int32_t* tokens = nullptr;
+  const int32_t* y = nullptr;
+};
+
+// n images x with classes y.
+inline Examples Images(const float* x, const int32_t* y, int n) { return Examples{n, x, nullptr, y}; }
+// n sequences of tokens with targets y.
+inline Examples Sequences(const int32_t* tokens, const int32_t* y, int n) { return Examples{n, nullptr, tokens, y}; }
 
 // What lets a caller overlap communication with a pass over the layers (the
 // train step's bucketed collectives: docs/collectives.md, "Overlap"). A
@@ -86,29 +108,27 @@ class Model {
 
   virtual std::unique_ptr<ModelWorkspace> NewWorkspace() const = 0;
 
-  // Forward on n examples x ([n, input().features()]) with labels y (each
-  // in [0, num_classes)): loss and accuracy sums. Leaves in `ws` what
-  // Backward needs.
-  virtual BatchStats Forward(const float* params, const float* x, const int32_t* y, int n,
-                             ModelWorkspace* ws) const = 0;
+  // Forward on a batch of examples shaped as input() says (each target in
+  // [0, num_classes)): loss and accuracy sums over its targets. Leaves in
+  // `ws` what Backward needs.
+  virtual BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const = 0;
 
-  // After Forward with the same params, x, y, n and an untouched ws: writes
-  // grad_scale * d(sum of losses)/d(params) into grads (flat layout); with
-  // accumulate, adds to what grads already holds.
-  virtual void Backward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
-                        bool accumulate, float* grads, ModelWorkspace* ws) const = 0;
+  // After Forward with the same params and batch and an untouched ws:
+  // writes grad_scale * d(sum of losses)/d(params) into grads (flat
+  // layout); with accumulate, adds to what grads already holds.
+  virtual void Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
+                        ModelWorkspace* ws) const = 0;
 
   // Forward only, for evaluation, on any n (a model may split it to bound
   // its memory).
-  virtual BatchStats Evaluate(const float* params, const float* x, const int32_t* y, int n,
-                              ModelWorkspace* ws) const {
-    return Forward(params, x, y, n, ws);
+  virtual BatchStats Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {
+    return Forward(params, batch, ws);
   }
 
-  BatchStats ForwardBackward(const float* params, const float* x, const int32_t* y, int n, float grad_scale,
-                             bool accumulate, float* grads, ModelWorkspace* ws) const {
-    const BatchStats stats = Forward(params, x, y, n, ws);
-    Backward(params, x, y, n, grad_scale, accumulate, grads, ws);
+  BatchStats ForwardBackward(const float* params, const Examples& batch, float grad_scale, bool accumulate,
+                             float* grads, ModelWorkspace* ws) const {
+    const BatchStats stats = Forward(params, batch, ws);
+    Backward(params, batch, grad_scale, accumulate, grads, ws);
     return stats;
   }
 };

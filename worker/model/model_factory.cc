@@ -2,11 +2,26 @@
 
 #include "common/platform/status_macros.h"
 #include "worker/model/cnn.h"
+#include "worker/model/gpt.h"
 #include "worker/model/mlp.h"
 
 namespace shardline {
 
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& config, const InputShape& input) {
+  if ((config.has_mlp() || config.has_cnn()) && input.is_sequence()) {
+    return absl::InvalidArgumentError("config field model: model.mlp and model.cnn read images, not text (data.text)");
+  }
+  if (config.has_gpt()) {
+    if (!input.is_sequence()) return absl::InvalidArgumentError("config field model.gpt: reads text; set data.text");
+    GptSpec spec;
+    spec.vocab = input.num_classes;
+    spec.context = config.gpt().context();
+    spec.layers = config.gpt().layers();
+    spec.d_model = config.gpt().d_model();
+    spec.heads = config.gpt().heads();
+    spec.mlp_ratio = config.gpt().mlp_ratio();
+    return Gpt::Create(spec);
+  }
   if (config.has_mlp()) {
     MlpSpec spec;
     spec.input_dim = input.features();
@@ -25,7 +40,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& co
     ASSIGN_OR_RETURN(std::unique_ptr<Cnn> cnn, Cnn::Create(std::move(spec)));
     return std::unique_ptr<Model>(std::move(cnn));
   }
-  return absl::InvalidArgumentError("config field model: set model.mlp or model.cnn");
+  return absl::InvalidArgumentError("config field model: set model.mlp, model.cnn or model.gpt");
 }
 
 }  // namespace shardline

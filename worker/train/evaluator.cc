@@ -7,6 +7,8 @@
 
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
+#include "worker/data/pipeline.h"
+#include "worker/train/train_step.h"
 
 namespace shardline {
 
@@ -14,11 +16,11 @@ absl::StatusOr<EvalResult> Evaluate(const Model& model, const float* params, con
                                     int batch_size, Collectives& comm, ModelWorkspace* ws) {
   const Range mine = ShardRange(data.num_examples, comm.rank(), comm.world_size());
   double sums[3] = {0, 0, 0};  // loss, correct, count
-  std::vector<float> x(static_cast<size_t>(std::min<int64_t>(batch_size, mine.size())) * data.feature_dim);
+  BatchData batch;
   for (int64_t begin = mine.begin; begin < mine.end; begin += batch_size) {
     const int n = static_cast<int>(std::min<int64_t>(batch_size, mine.end - begin));
-    data.CopyRows(begin, n, x.data());
-    const BatchStats s = model.Evaluate(params, x.data(), data.labels.data() + begin, n, ws);
+    GatherRange(data, begin, n, &batch);
+    const BatchStats s = model.Evaluate(params, ExamplesOf(batch, n), ws);
     sums[0] += s.loss_sum;
     sums[1] += static_cast<double>(s.correct);
     sums[2] += static_cast<double>(s.count);
@@ -32,6 +34,7 @@ absl::StatusOr<EvalResult> Evaluate(const Model& model, const float* params, con
   r.count = static_cast<int64_t>(all[2]);
   r.loss = all[3] > 0 ? std::numeric_limits<double>::quiet_NaN() : r.count > 0 ? all[0] / all[2] : 0;
   r.accuracy = r.count > 0 ? all[1] / all[2] : 0;
+  if (data.is_text()) r.bits_per_byte = r.loss / std::log(2.0);
   return r;
 }
 

@@ -13,9 +13,11 @@
 namespace shardline {
 
 struct EvalResult {
-  double loss = 0;      // mean cross-entropy over the split
-  double accuracy = 0;  // fraction of examples classified correctly
-  int64_t count = 0;
+  double loss = 0;      // mean cross-entropy over the split's targets (nats)
+  double accuracy = 0;  // fraction of targets predicted correctly (argmax)
+  int64_t count = 0;    // targets
+  // Text: loss / ln 2, the bits per byte of a byte-level model; 0 otherwise.
+  double bits_per_byte = 0;
 };
 
 // `batch_size` bounds memory only; results do not depend on it.

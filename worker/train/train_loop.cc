@@ -45,6 +45,7 @@ metrics::MetricRecord EvalLine(const EvalPoint& e) {
   m.set_loss(static_cast<float>(e.loss));
   m.set_accuracy(static_cast<float>(e.accuracy));
   m.set_train_seconds(static_cast<float>(e.train_seconds));
+  if (e.bits_per_byte > 0) m.set_bits_per_byte(static_cast<float>(e.bits_per_byte));
   return m;
 }
 
@@ -61,7 +62,9 @@ const char* OverheadName(Overhead kind) {
 }
 
 InputShape InputOf(const Dataset& train) {
-  return InputShape{1, train.height, train.width, train.num_classes};
+  InputShape s{1, train.height, train.width, train.num_classes};
+  if (train.is_text()) s.sequence = train.context;
+  return s;
 }
 
 absl::StatusOr<int64_t> ParameterCount(const config::JobConfig& config, const Dataset& train) {
@@ -83,7 +86,7 @@ int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples) {
   return config.train().epochs() * (num_examples / config.data().global_batch_size());
 }
 
-absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const FashionMnist& data,
+absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const TrainingData& data,
                                         Collectives& comm, const TrainOptions& options) {
   const int global_batch = config.data().global_batch_size();
   if (global_batch > data.train.num_examples) {
@@ -152,7 +155,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
     SLOG(INFO) << absl::StrFormat(
         "training %d steps (%d per epoch, global batch %d) of %s with %d parameters, "
         "%d training FLOPs per example, world size %d",
-        total_steps, pipeline.steps_per_epoch(), global_batch, config.model().has_cnn() ? "a CNN" : "an MLP",
+        total_steps, pipeline.steps_per_epoch(), global_batch, config.model().has_gpt() ? "a GPT" : config.model().has_cnn() ? "a CNN" : "an MLP",
         model.layout().total_size(), model.TrainFlopsPerExample(), comm.world_size());
   }
   if (observer != nullptr) {
@@ -301,15 +304,18 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
       // Every rank has the same eval numbers and the same best so far (it
       // is restored with the checkpoint), so all agree on a new best.
       // Kept as BEST only when checkpoint.best_metric is set.
-      new_best = best.Offer(state.next_step, {e.loss, e.accuracy}) && !config.checkpoint().best_metric().empty();
-      const EvalPoint point{state.next_step, e.loss, e.accuracy, result.train_seconds};
+      new_best = best.Offer(state.next_step, {e.loss, e.accuracy, e.bits_per_byte}) &&
+                 !config.checkpoint().best_metric().empty();
+      const EvalPoint point{state.next_step, e.loss, e.accuracy, result.train_seconds, e.bits_per_byte};
       result.evals.push_back(point);
       if (lead && options.metrics != nullptr) RETURN_IF_ERROR(options.metrics->Write(EvalLine(point)));
       if (show) {
-        SLOG(INFO) << absl::StrFormat("eval at step %d (epoch %.2f): test loss %.4f, accuracy %.4f",
-                                      point.step,
+        SLOG(INFO) << absl::StrFormat("eval at step %d (epoch %.2f): %s loss %.4f%s, accuracy %.4f", point.step,
                                       static_cast<double>(point.step) / pipeline.steps_per_epoch(),
-                                      e.loss, e.accuracy);
+                                      data.test.is_text() ? "validation" : "test", e.loss,
+                                      e.bits_per_byte > 0 ? absl::StrFormat(" (%.3f bits per byte)", e.bits_per_byte)
+                                                          : std::string(),
+                                      e.accuracy);
       }
     }
     if (!options.checkpoint_root.empty() && (due.save || new_best) && state.next_step != last_saved) {
@@ -347,7 +353,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const F
   if (result.evals.empty()) {  // restored a finished run: report where it stands
     ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
                                             config.data().eval_batch_size(), world, eval_ws.get()));
-    result.evals.push_back(EvalPoint{state.next_step, e.loss, e.accuracy, 0});
+    result.evals.push_back(EvalPoint{state.next_step, e.loss, e.accuracy, 0, e.bits_per_byte});
   }
   result.steps = state.next_step;
   result.samples_per_second =

@@ -116,6 +116,7 @@ struct EvalPoint {
   double loss = 0;
   double accuracy = 0;
   double train_seconds = 0;  // training time up to this point, evaluation excluded
+  double bits_per_byte = 0;  // text models; 0 otherwise
 };
 
 struct TrainResult {
@@ -157,7 +158,7 @@ std::vector<Range> GradientBuckets(const config::JobConfig& config, const FlatLa
 // checkpoint to restore fails verification; FAILED_PRECONDITION when the
 // loss stops being finite (NanGuard); what a collective returns when the
 // world breaks (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED).
-absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const FashionMnist& data,
+absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const TrainingData& data,
                                         Collectives& comm, const TrainOptions& options);
 
 }  // namespace shardline

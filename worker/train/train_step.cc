@@ -42,22 +42,19 @@ bool PiecesFinite(const std::vector<float>& v, absl::Span<const Range> pieces, R
 
 }  // namespace
 
-BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step,
-                            StepBuffers* b, double* data_seconds, const LayerHooks* hooks) {
-  PhaseTimer timer(ctx.env, b->spans);
-  int64_t begin = timer.Mark();
+BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step, StepBuffers* b,
+                            PhaseTimer* timer, double* data_seconds, const LayerHooks* hooks) {
+  int64_t begin = timer->Mark();
   const int world = ctx.comm.world_size();
   const int accum = ctx.config.train().grad_accum_steps();
   const int global_batch = ctx.config.data().global_batch_size();
-  const int dim = ctx.train.feature_dim;
   ctx.pipeline.RankSlice(step, ctx.comm.rank(), world, &b->indices);
   // The slice in accum micro-batches of sizes differing by at most one;
-  // every example's gradient is scaled by 1/global_batch, so the sum over
-  // ranks is the mean over the global batch however it was split.
+  // every target's gradient is scaled by 1/(global_batch * targets per
+  // example), so the sum over ranks is the mean over the global batch's
+  // targets however it was split.
   const int64_t slice = static_cast<int64_t>(b->indices.size());
-  const int64_t largest = (slice + accum - 1) / accum;
-  b->x.resize(static_cast<size_t>(largest) * dim);
-  b->y.resize(static_cast<size_t>(largest));
+  const float grad_scale = 1.0f / static_cast<float>(int64_t{global_batch} * ctx.train.targets_per_example());
   b->grads.resize(static_cast<size_t>(ctx.model.layout().total_size()));
   if (b->workspace == nullptr) b->workspace = ctx.model.NewWorkspace();
   // Every forward may wait for parameters; only the last backward finishes
@@ -71,16 +68,16 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
     const int micro = static_cast<int>(part.size());
     const absl::Span<const int32_t> rows =
         absl::MakeConstSpan(b->indices).subspan(static_cast<size_t>(part.begin), static_cast<size_t>(micro));
-    GatherBatch(ctx.train, rows, b->x.data(), b->y.data());
-    *data_seconds += timer.Since("data", begin);
-    begin = timer.Mark();
-    const BatchStats s = ctx.model.Forward(params, b->x.data(), b->y.data(), micro, b->workspace.get());
-    timer.Since("forward", begin);
-    begin = timer.Mark();
-    ctx.model.Backward(params, b->x.data(), b->y.data(), micro, 1.0f / global_batch, /*accumulate=*/m > 0,
-                       b->grads.data(), b->workspace.get());
-    timer.Since("backward", begin);
-    begin = timer.Mark();
+    GatherBatch(ctx.train, rows, &b->batch);
+    const Examples examples = ExamplesOf(b->batch, micro);
+    *data_seconds += timer->Since("data", begin);
+    begin = timer->Mark();
+    const BatchStats s = ctx.model.Forward(params, examples, b->workspace.get());
+    timer->Since("forward", begin);
+    begin = timer->Mark();
+    ctx.model.Backward(params, examples, grad_scale, /*accumulate=*/m > 0, b->grads.data(), b->workspace.get());
+    timer->Since("backward", begin);
+    begin = timer->Mark();
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.count += s.count;
@@ -137,7 +134,7 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   };
   hooks.after_backward = [&](Range layer) { exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step); };
   exchange.BeginReduce();
-  const BatchStats stats = ComputeGradients(ctx, state->params.data(), r.step, b, &r.times.data, &hooks);
+  const BatchStats stats = ComputeGradients(ctx, state->params.data(), r.step, b, &timer, &r.times.data, &hooks);
   if (!gathered.ok()) {
     static_cast<void>(exchange.FinishReduce(&b->grads, &seen, rank, r.step));  // the buffers are ours again
     return gathered;
@@ -175,7 +172,8 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
     r.loss = std::numeric_limits<double>::quiet_NaN();
     return r;  // diverged: not applied
   }
-  r.loss = agreed.loss_sum / ctx.config.data().global_batch_size();
+  r.loss = agreed.loss_sum / (static_cast<double>(ctx.config.data().global_batch_size()) *
+                              ctx.train.targets_per_example());
   r.agreed_stop = agreed.stop_vote;
   r.agreed_checkpoint = agreed.checkpoint_vote;
   r.agreed_eval = agreed.eval_vote;

@@ -71,12 +71,16 @@ struct TrainState {
   NonFiniteObservation nonfinite;
 };
 
+// The first n examples of a gathered batch, as a model reads them.
+inline Examples ExamplesOf(const BatchData& b, int n) {
+  return Examples{n, b.x.empty() ? nullptr : b.x.data(), b.tokens.empty() ? nullptr : b.tokens.data(), b.y.data()};
+}
+
 // Per-step scratch, reused.
 struct StepBuffers {
   std::vector<float> grads;
   std::vector<int32_t> indices;
-  std::vector<float> x;
-  std::vector<int32_t> y;
+  BatchData batch;
   std::unique_ptr<ModelWorkspace> workspace;  // made by model.NewWorkspace() on first use
   // Set (non-null) for a step that is traced (train.trace_steps): the step
   // appends its phases to it.
@@ -156,12 +160,13 @@ inline bool Reached(int64_t agreed, int64_t steps_done) { return agreed != kNoSt
 
 // Forward/backward over this rank's slice of step `step`'s global batch, in
 // grad_accum micro-batches, writing into grads the sum over the slice of
-// d(loss)/d(params) / global_batch_size. Returns the slice's loss sums and
-// adds the time spent gathering batches to *data_seconds.
+// d(loss)/d(params) / (global_batch_size * targets per example). Returns
+// the slice's loss sums and adds the time spent gathering batches to
+// *data_seconds; its phases are timed by the step's `timer`.
 // `hooks` (may be null) are given to every forward, and to the last
 // micro-batch's backward (model.h: LayerHooks).
-BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step,
-                            StepBuffers* buffers, double* data_seconds, const LayerHooks* hooks = nullptr);
+BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step, StepBuffers* buffers,
+                            PhaseTimer* timer, double* data_seconds, const LayerHooks* hooks = nullptr);
 
 // The votes of this rank, each a step count or kNoStep; the minimum over
 // the ranks' requests (kNoStep if no rank has one) of each comes back in

@@ -33,7 +33,7 @@ std::string Be32(uint32_t v) {
 }
 
 TEST(IdxTest, ReadsTheRealFashionMnist) {
-  absl::StatusOr<FashionMnist> data = LoadFashionMnist(Env::Default(), kDir);
+  absl::StatusOr<TrainingData> data = LoadFashionMnist(Env::Default(), kDir);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->train.num_examples, 60000);
   EXPECT_EQ(data->test.num_examples, 10000);
@@ -131,7 +131,7 @@ TEST(IdxTest, OutOfRangeLabelIsNamed) {
 }
 
 TEST(IdxTest, MissingFileIsNotFoundNamingPath) {
-  absl::StatusOr<FashionMnist> d = LoadFashionMnist(Env::Default(), "/nonexistent/fmnist");
+  absl::StatusOr<TrainingData> d = LoadFashionMnist(Env::Default(), "/nonexistent/fmnist");
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(absl::StrContains(d.status().message(), "/nonexistent/fmnist/train-images-idx3-ubyte.gz"));

@@ -131,9 +131,9 @@ TEST(InflateCacheTest, AnUnwritableCacheOnlyCostsTheInflateAndErrorsNameTheSourc
 TEST(InflateCacheTest, FashionMnistFromTheCopiesIsTheSameDataSet) {
   const std::string cache = Fresh("fmnist");
   const std::string data = "/usr/share/datasets/fashion-mnist";
-  absl::StatusOr<FashionMnist> plain = LoadFashionMnist(Env::Default(), data);
-  absl::StatusOr<FashionMnist> filling = LoadFashionMnist(Env::Default(), data, cache);
-  absl::StatusOr<FashionMnist> cached = LoadFashionMnist(Env::Default(), data, cache);
+  absl::StatusOr<TrainingData> plain = LoadFashionMnist(Env::Default(), data);
+  absl::StatusOr<TrainingData> filling = LoadFashionMnist(Env::Default(), data, cache);
+  absl::StatusOr<TrainingData> cached = LoadFashionMnist(Env::Default(), data, cache);
   ASSERT_TRUE(plain.ok() && filling.ok() && cached.ok());
   EXPECT_EQ(Children(cache).size(), 4u);
   EXPECT_EQ(cached->train.pixels, plain->train.pixels);

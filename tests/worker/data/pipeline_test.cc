@@ -86,12 +86,12 @@ TEST(PipelineTest, GatherCopiesRowsAndLabels) {
   d.num_classes = 3;
   d.pixels = {0, 1, 10, 11, 20, 21};
   d.labels = {0, 1, 2};
-  std::vector<float> x(4);
-  std::vector<int32_t> y(2);
+  BatchData b;
   const std::vector<int32_t> rows = {2, 0};
-  GatherBatch(d, rows, x.data(), y.data());
-  EXPECT_EQ(x, (std::vector<float>{20, 21, 0, 1}));
-  EXPECT_EQ(y, (std::vector<int32_t>{2, 0}));
+  GatherBatch(d, rows, &b);
+  EXPECT_EQ(b.x, (std::vector<float>{20, 21, 0, 1}));
+  EXPECT_EQ(b.y, (std::vector<int32_t>{2, 0}));
+  EXPECT_TRUE(b.tokens.empty());
 }
 
 }  // namespace

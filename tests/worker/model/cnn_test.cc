@@ -258,9 +258,9 @@ TEST(CnnTest, AccumulateAddsToExistingGradients) {
   const std::vector<float> params = InitParams(*cnn, 5);
   const std::unique_ptr<ModelWorkspace> ws = cnn->NewWorkspace();
   std::vector<float> once(params.size()), twice(params.size());
-  cnn->ForwardBackward(params.data(), prob.x.data(), prob.y.data(), prob.n, 1.0f, false, once.data(), ws.get());
-  cnn->ForwardBackward(params.data(), prob.x.data(), prob.y.data(), prob.n, 1.0f, false, twice.data(), ws.get());
-  cnn->ForwardBackward(params.data(), prob.x.data(), prob.y.data(), prob.n, 1.0f, true, twice.data(), ws.get());
+  cnn->ForwardBackward(params.data(), Images(prob.x.data(), prob.y.data(), prob.n), 1.0f, false, once.data(), ws.get());
+  cnn->ForwardBackward(params.data(), Images(prob.x.data(), prob.y.data(), prob.n), 1.0f, false, twice.data(), ws.get());
+  cnn->ForwardBackward(params.data(), Images(prob.x.data(), prob.y.data(), prob.n), 1.0f, true, twice.data(), ws.get());
   for (size_t i = 0; i < params.size(); ++i) EXPECT_NEAR(twice[i], 2 * once[i], 1e-5 + 1e-5 * std::fabs(once[i])) << i;
 }
 
@@ -304,8 +304,8 @@ TEST(CnnTest, EvaluateInChunksMatchesOneForward) {
   const Problem prob = ImageProblem(cnn->input(), n, 4);
   const std::vector<float> params = InitParams(*cnn, 6);
   const std::unique_ptr<ModelWorkspace> ws = cnn->NewWorkspace();
-  const BatchStats whole = cnn->Forward(params.data(), prob.x.data(), prob.y.data(), n, ws.get());
-  const BatchStats chunked = cnn->Evaluate(params.data(), prob.x.data(), prob.y.data(), n, ws.get());
+  const BatchStats whole = cnn->Forward(params.data(), Images(prob.x.data(), prob.y.data(), n), ws.get());
+  const BatchStats chunked = cnn->Evaluate(params.data(), Images(prob.x.data(), prob.y.data(), n), ws.get());
   EXPECT_EQ(chunked.count, n);
   EXPECT_EQ(chunked.correct, whole.correct);
   EXPECT_NEAR(chunked.loss_sum, whole.loss_sum, 1e-4 * whole.loss_sum);

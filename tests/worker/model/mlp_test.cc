@@ -74,10 +74,10 @@ TEST(MlpTest, AccumulateAddsToExistingGradients) {
   std::vector<float> params = InitParams(mlp, 1);
   std::vector<float> ga(params.size()), gb(params.size()), gab(params.size());
   MlpWorkspace ws;
-  mlp.ForwardBackward(params.data(), a.x.data(), a.y.data(), 4, 0.5f, false, ga.data(), &ws);
-  mlp.ForwardBackward(params.data(), b.x.data(), b.y.data(), 4, 0.5f, false, gb.data(), &ws);
-  mlp.ForwardBackward(params.data(), a.x.data(), a.y.data(), 4, 0.5f, false, gab.data(), &ws);
-  mlp.ForwardBackward(params.data(), b.x.data(), b.y.data(), 4, 0.5f, true, gab.data(), &ws);
+  mlp.ForwardBackward(params.data(), Images(a.x.data(), a.y.data(), 4), 0.5f, false, ga.data(), &ws);
+  mlp.ForwardBackward(params.data(), Images(b.x.data(), b.y.data(), 4), 0.5f, false, gb.data(), &ws);
+  mlp.ForwardBackward(params.data(), Images(a.x.data(), a.y.data(), 4), 0.5f, false, gab.data(), &ws);
+  mlp.ForwardBackward(params.data(), Images(b.x.data(), b.y.data(), 4), 0.5f, true, gab.data(), &ws);
   for (size_t i = 0; i < params.size(); ++i) EXPECT_NEAR(gab[i], ga[i] + gb[i], 1e-6);
 }
 
@@ -92,7 +92,7 @@ TEST(MlpTest, EvaluateCountsCorrectPredictions) {
   const std::vector<float> x = {3, 1, 0, 0, 2, 1, 1, 0, 5};
   const std::vector<int32_t> y = {0, 1, 1};
   MlpWorkspace ws;
-  const BatchStats s = mlp.Evaluate(params.data(), x.data(), y.data(), 3, &ws);
+  const BatchStats s = mlp.Evaluate(params.data(), Images(x.data(), y.data(), 3), &ws);
   EXPECT_EQ(s.count, 3);
   EXPECT_EQ(s.correct, 2);
   EXPECT_GT(s.loss_sum, 0);

@@ -18,10 +18,26 @@
 namespace shardline {
 
 struct Problem {
-  std::vector<float> x;  // [n, features] in [-1, 1)
+  std::vector<float> x;        // images: [n, features] in [-1, 1)
+  std::vector<int32_t> tokens;  // sequences: [n, sequence]
   std::vector<int32_t> y;
   int n = 0;
+  Examples examples() const {
+    return tokens.empty() ? Images(x.data(), y.data(), n) : Sequences(tokens.data(), y.data(), n);
+  }
 };
+
+// n random sequences of `seq` tokens below `vocab`, and random targets.
+inline Problem RandomSequences(int n, int seq, int vocab, uint64_t seed) {
+  Problem p;
+  p.n = n;
+  const RandomStream rng(seed, Purpose::kDropout, 1, 0);
+  for (int i = 0; i < n * seq; ++i) {
+    p.tokens.push_back(static_cast<int32_t>(rng.UniformInt(static_cast<uint64_t>(i), static_cast<uint64_t>(vocab))));
+    p.y.push_back(static_cast<int32_t>(rng.UniformInt(static_cast<uint64_t>(1000000 + i), static_cast<uint64_t>(vocab))));
+  }
+  return p;
+}
 
 inline Problem RandomProblem(int n, int features, int classes, uint64_t seed) {
   Problem p;
@@ -58,8 +74,8 @@ inline size_t CheckGradients(const Model& model, const Problem& prob, std::vecto
   std::vector<float> grads(params.size());
   const std::unique_ptr<ModelWorkspace> ws = model.NewWorkspace();
   const float scale = 1.0f / prob.n;
-  model.ForwardBackward(params.data(), prob.x.data(), prob.y.data(), prob.n, scale, false, grads.data(), ws.get());
-  auto loss = [&] { return model.Forward(params.data(), prob.x.data(), prob.y.data(), prob.n, ws.get()).loss_sum * scale; };
+  model.ForwardBackward(params.data(), prob.examples(), scale, false, grads.data(), ws.get());
+  auto loss = [&] { return model.Forward(params.data(), prob.examples(), ws.get()).loss_sum * scale; };
   const double center = loss();
   const float eps = 1e-3f;
   size_t checked = 0;
@@ -96,8 +112,8 @@ inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::
   };
   std::unique_ptr<ModelWorkspace> ws = model.NewWorkspace();
   ws->hooks = &hooks;
-  model.Forward(params.data(), prob.x.data(), prob.y.data(), prob.n, ws.get());
-  model.Backward(params.data(), prob.x.data(), prob.y.data(), prob.n, 0.25f, /*accumulate=*/true, grads.data(),
+  model.Forward(params.data(), prob.examples(), ws.get());
+  model.Backward(params.data(), prob.examples(), 0.25f, /*accumulate=*/true, grads.data(),
                  ws.get());
   auto tiles = [&](std::vector<Range> layers, const char* pass) {
     std::sort(layers.begin(), layers.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });

@@ -23,7 +23,7 @@ class FashionMnistSuite : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     SetBlasThreads(1);
-    data_ = new FashionMnist(*LoadFashionMnist(Env::Default(), "/usr/share/datasets/fashion-mnist"));
+    data_ = new TrainingData(*LoadFashionMnist(Env::Default(), "/usr/share/datasets/fashion-mnist"));
   }
   static void TearDownTestSuite() {
     delete data_;
@@ -46,7 +46,7 @@ class FashionMnistSuite : public ::testing::Test {
     return c;
   }
 
-  inline static FashionMnist* data_ = nullptr;
+  inline static TrainingData* data_ = nullptr;
 };
 
 }  // namespace shardline

@@ -1,0 +1,139 @@
+#include "worker/model/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "worker/model/init.h"
+#include "worker/model/softmax_xent.h"
+#include "worker/model/transformer_ops.h"
+
+namespace shardline {
+namespace {
+
+// Sequences per forward in Evaluate.
+constexpr int kEvalChunk = 16;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> Gpt::Create(const GptSpec& spec) {
+  auto positive = [](const char* field, int v) -> absl::Status {
+    if (v > 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("config field model.gpt.", field, ": must be positive, got ", v));
+  };
+  for (const auto& [field, v] : {std::pair<const char*, int>{"context", spec.context}, {"layers", spec.layers},
+                                 {"d_model", spec.d_model}, {"heads", spec.heads}, {"mlp_ratio", spec.mlp_ratio}}) {
+    if (absl::Status s = positive(field, v); !s.ok()) return s;
+  }
+  if (spec.d_model % spec.heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config field model.gpt.heads: ", spec.heads, " does not divide d_model ", spec.d_model));
+  }
+  if (spec.vocab <= 0) return absl::InvalidArgumentError(absl::StrCat("a vocabulary of ", spec.vocab));
+  return std::unique_ptr<Model>(new Gpt(spec));
+}
+
+Gpt::Gpt(const GptSpec& spec) : spec_(spec) {
+  shape_ = BlockShape{spec.d_model, spec.heads, spec.mlp_ratio * spec.d_model, /*causal=*/true};
+  input_.height = 1;
+  input_.width = spec.context;
+  input_.num_classes = spec.vocab;
+  input_.sequence = spec.context;
+  const int64_t d = spec.d_model;
+  wte_ = layout_.Add("transformer.wte.weight", {spec.vocab, d});
+  wpe_ = layout_.Add("transformer.wpe.weight", {spec.context, d});
+  for (int l = 0; l < spec.layers; ++l) {
+    blocks_.push_back(AddBlock(&layout_, absl::StrCat("transformer.h.", l, "."), shape_));
+  }
+  ln_f_w_ = layout_.Add("transformer.ln_f.weight", {d});
+  ln_f_b_ = layout_.Add("transformer.ln_f.bias", {d});
+}
+
+int64_t Gpt::TrainFlopsPerExample() const {
+  const int64_t d = spec_.d_model, f = shape_.hidden, t = spec_.context;
+  const int64_t per_layer = 2 * (3 * d * d + d * d + 2 * d * f) + 4 * t * d;
+  const int64_t per_position = spec_.layers * per_layer + 2 * d * spec_.vocab;
+  return 3 * per_position * t;
+}
+
+void Gpt::InitRange(uint64_t seed, Range range, float* out) const {
+  const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec_.layers));
+  InitByTensor(layout_, seed, range, out, [&](const TensorInfo& t) {
+    if (t.shape.size() == 2) {
+      const bool residual = absl::EndsWith(t.name, "c_proj.weight");
+      return TensorInit{TensorInit::kNormal, residual ? residual_std : 0.02f};
+    }
+    const bool gain = absl::StrContains(t.name, "ln_") && absl::EndsWith(t.name, ".weight");
+    return TensorInit{gain ? TensorInit::kOne : TensorInit::kZero, 0};
+  });
+}
+
+BatchStats Gpt::Forward(const float* params, const Examples& batch, ModelWorkspace* model_ws) const {
+  auto* ws = static_cast<GptWorkspace*>(model_ws);
+  const int n = batch.n, seq = spec_.context, d = spec_.d_model, vocab = spec_.vocab;
+  const int rows = n * seq;
+  ws->batch = n;
+  ws->blocks.resize(blocks_.size());
+  ws->stream.resize(static_cast<size_t>(rows) * d);
+  ws->final_x.resize(ws->stream.size());
+  ws->BeforeForward(Range{layout_.tensor(wte_).offset, layout_.tensor(wpe_).range().end});
+  EmbeddingForward(batch.tokens, params + layout_.tensor(wte_).offset, params + layout_.tensor(wpe_).offset, n, seq,
+                   d, ws->stream.data());
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    ws->BeforeForward(blocks_[l].range);
+    float* out = l + 1 == blocks_.size() ? ws->final_x.data() : ws->stream.data();
+    BlockForward(params, layout_, blocks_[l], shape_, n, seq, ws->stream.data(), &ws->blocks[l], out);
+  }
+  if (blocks_.empty()) ws->final_x = ws->stream;
+  ws->BeforeForward(Range{layout_.tensor(ln_f_w_).offset, layout_.tensor(ln_f_b_).range().end});
+  ws->ln_f.resize(ws->stream.size());
+  ws->mean_f.resize(static_cast<size_t>(rows));
+  ws->rstd_f.resize(static_cast<size_t>(rows));
+  LayerNormForward(ws->final_x.data(), params + layout_.tensor(ln_f_w_).offset, params + layout_.tensor(ln_f_b_).offset,
+                   rows, d, ws->ln_f.data(), ws->mean_f.data(), ws->rstd_f.data());
+  ws->probs.resize(static_cast<size_t>(rows) * vocab);
+  LinearForward(ws->ln_f.data(), params + layout_.tensor(wte_).offset, nullptr, rows, d, vocab, ws->probs.data());
+  return SoftmaxCrossEntropy(ws->probs.data(), batch.y, rows, vocab);
+}
+
+void Gpt::Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
+                   ModelWorkspace* model_ws) const {
+  auto* ws = static_cast<GptWorkspace*>(model_ws);
+  const int n = batch.n, seq = spec_.context, d = spec_.d_model, vocab = spec_.vocab;
+  const int rows = n * seq;
+  ws->d_logits.resize(ws->probs.size());
+  ws->d_ln.resize(static_cast<size_t>(rows) * d);
+  ws->dx.resize(static_cast<size_t>(rows) * d);
+  SoftmaxCrossEntropyGrad(ws->probs.data(), batch.y, rows, vocab, grad_scale, ws->d_logits.data());
+  // The tied head: the first part of wte's gradient (the embedding adds the rest).
+  float* dwte = grads + layout_.tensor(wte_).offset;
+  LinearBackward(ws->d_logits.data(), ws->ln_f.data(), params + layout_.tensor(wte_).offset, rows, d, vocab,
+                 accumulate, ws->d_ln.data(), dwte, nullptr);
+  LayerNormBackward(ws->d_ln.data(), ws->final_x.data(), ws->mean_f.data(), ws->rstd_f.data(),
+                    params + layout_.tensor(ln_f_w_).offset, rows, d, accumulate, ws->dx.data(),
+                    grads + layout_.tensor(ln_f_w_).offset, grads + layout_.tensor(ln_f_b_).offset);
+  ws->AfterBackward(Range{layout_.tensor(ln_f_w_).offset, layout_.tensor(ln_f_b_).range().end});
+  for (size_t l = blocks_.size(); l-- > 0;) {
+    BlockBackward(params, layout_, blocks_[l], shape_, n, seq, ws->blocks[l], accumulate, grads, &ws->scratch,
+                  ws->dx.data());
+    ws->AfterBackward(blocks_[l].range);
+  }
+  EmbeddingBackward(ws->dx.data(), batch.tokens, n, seq, d, accumulate, dwte, grads + layout_.tensor(wpe_).offset);
+  ws->AfterBackward(Range{layout_.tensor(wte_).offset, layout_.tensor(wpe_).range().end});
+}
+
+BatchStats Gpt::Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {
+  BatchStats total;
+  const int64_t seq = spec_.context;
+  for (int begin = 0; begin < batch.n; begin += kEvalChunk) {
+    const int count = std::min(kEvalChunk, batch.n - begin);
+    const BatchStats s = Forward(params, Sequences(batch.tokens + begin * seq, batch.y + begin * seq, count), ws);
+    total.loss_sum += s.loss_sum;
+    total.correct += s.correct;
+    total.count += s.count;
+  }
+  return total;
+}
+
+}  // namespace shardline

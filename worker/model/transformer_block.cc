@@ -1,0 +1,111 @@
+#include "worker/model/transformer_block.h"
+
+#include <algorithm>
+
+#include "worker/model/transformer_ops.h"
+
+namespace shardline {
+
+BlockTensors AddBlock(FlatLayout* layout, const std::string& prefix, const BlockShape& s) {
+  const int64_t d = s.d, f = s.hidden;
+  BlockTensors t;
+  t.ln1_w = layout->Add(prefix + "ln_1.weight", {d});
+  t.ln1_b = layout->Add(prefix + "ln_1.bias", {d});
+  t.attn_w = layout->Add(prefix + "attn.c_attn.weight", {3 * d, d});
+  t.attn_b = layout->Add(prefix + "attn.c_attn.bias", {3 * d});
+  t.proj_w = layout->Add(prefix + "attn.c_proj.weight", {d, d});
+  t.proj_b = layout->Add(prefix + "attn.c_proj.bias", {d});
+  t.ln2_w = layout->Add(prefix + "ln_2.weight", {d});
+  t.ln2_b = layout->Add(prefix + "ln_2.bias", {d});
+  t.fc_w = layout->Add(prefix + "mlp.c_fc.weight", {f, d});
+  t.fc_b = layout->Add(prefix + "mlp.c_fc.bias", {f});
+  t.out_w = layout->Add(prefix + "mlp.c_proj.weight", {d, f});
+  t.out_b = layout->Add(prefix + "mlp.c_proj.bias", {d});
+  t.range = Range{layout->tensor(t.ln1_w).offset, layout->tensor(t.out_b).range().end};
+  return t;
+}
+
+void BlockActivations::Resize(const BlockShape& s, int batch, int seq) {
+  const size_t rows = static_cast<size_t>(batch) * seq, d = static_cast<size_t>(s.d), f = static_cast<size_t>(s.hidden);
+  x.resize(rows * d);
+  ln1.resize(rows * d);
+  mean1.resize(rows);
+  rstd1.resize(rows);
+  qkv.resize(rows * 3 * d);
+  probs.resize(static_cast<size_t>(batch) * s.heads * seq * seq);
+  attn.resize(rows * d);
+  x_mid.resize(rows * d);
+  ln2.resize(rows * d);
+  mean2.resize(rows);
+  rstd2.resize(rows);
+  hidden.resize(rows * f);
+  gelu.resize(rows * f);
+}
+
+void BlockScratch::Resize(const BlockShape& s, int batch, int seq) {
+  const size_t rows = static_cast<size_t>(batch) * seq, d = static_cast<size_t>(s.d), f = static_cast<size_t>(s.hidden);
+  d_mid.resize(rows * d);
+  d_hidden.resize(rows * f);
+  d_attn.resize(rows * d);
+  d_qkv.resize(rows * 3 * d);
+  d_ln.resize(rows * d);
+  scores.resize(static_cast<size_t>(seq) * seq);
+}
+
+namespace {
+
+const float* P(const float* params, const FlatLayout& layout, int tensor) { return params + layout.tensor(tensor).offset; }
+float* G(float* grads, const FlatLayout& layout, int tensor) { return grads + layout.tensor(tensor).offset; }
+
+}  // namespace
+
+void BlockForward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& s,
+                  int batch, int seq, const float* x, BlockActivations* a, float* out) {
+  const int rows = batch * seq, d = s.d, f = s.hidden;
+  a->Resize(s, batch, seq);
+  // `out` may be `x`: from here on the input is read from the copy.
+  std::copy(x, x + static_cast<int64_t>(rows) * d, a->x.begin());
+  LayerNormForward(a->x.data(), P(params, layout, t.ln1_w), P(params, layout, t.ln1_b), rows, d, a->ln1.data(), a->mean1.data(),
+                   a->rstd1.data());
+  LinearForward(a->ln1.data(), P(params, layout, t.attn_w), P(params, layout, t.attn_b), rows, d, 3 * d,
+                a->qkv.data());
+  AttentionForward(a->qkv.data(), batch, seq, d, s.heads, s.causal, a->probs.data(), a->attn.data());
+  LinearForward(a->attn.data(), P(params, layout, t.proj_w), P(params, layout, t.proj_b), rows, d, d,
+                a->x_mid.data());
+  for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) a->x_mid[i] += a->x[i];
+  LayerNormForward(a->x_mid.data(), P(params, layout, t.ln2_w), P(params, layout, t.ln2_b), rows, d, a->ln2.data(),
+                   a->mean2.data(), a->rstd2.data());
+  LinearForward(a->ln2.data(), P(params, layout, t.fc_w), P(params, layout, t.fc_b), rows, d, f, a->hidden.data());
+  GeluForward(a->hidden.data(), static_cast<int64_t>(rows) * f, a->gelu.data());
+  LinearForward(a->gelu.data(), P(params, layout, t.out_w), P(params, layout, t.out_b), rows, f, d, out);
+  for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) out[i] += a->x_mid[i];
+}
+
+void BlockBackward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& s,
+                   int batch, int seq, const BlockActivations& a, bool accumulate, float* grads, BlockScratch* sc,
+                   float* dx) {
+  const int rows = batch * seq, d = s.d, f = s.hidden;
+  const int64_t n = static_cast<int64_t>(rows) * d;
+  sc->Resize(s, batch, seq);
+  // The MLP branch: dx is d(out), which also flows straight to x_mid.
+  LinearBackward(dx, a.gelu.data(), P(params, layout, t.out_w), rows, f, d, accumulate, sc->d_hidden.data(),
+                 G(grads, layout, t.out_w), G(grads, layout, t.out_b));
+  GeluBackward(sc->d_hidden.data(), a.hidden.data(), static_cast<int64_t>(rows) * f, sc->d_hidden.data());
+  LinearBackward(sc->d_hidden.data(), a.ln2.data(), P(params, layout, t.fc_w), rows, d, f, accumulate,
+                 sc->d_ln.data(), G(grads, layout, t.fc_w), G(grads, layout, t.fc_b));
+  LayerNormBackward(sc->d_ln.data(), a.x_mid.data(), a.mean2.data(), a.rstd2.data(), P(params, layout, t.ln2_w), rows,
+                    d, accumulate, sc->d_mid.data(), G(grads, layout, t.ln2_w), G(grads, layout, t.ln2_b));
+  for (int64_t i = 0; i < n; ++i) sc->d_mid[i] += dx[i];
+  // The attention branch: d_mid is d(x_mid), which also flows straight to x.
+  LinearBackward(sc->d_mid.data(), a.attn.data(), P(params, layout, t.proj_w), rows, d, d, accumulate,
+                 sc->d_attn.data(), G(grads, layout, t.proj_w), G(grads, layout, t.proj_b));
+  AttentionBackward(sc->d_attn.data(), a.qkv.data(), a.probs.data(), batch, seq, d, s.heads, sc->d_qkv.data(),
+                    sc->scores.data());
+  LinearBackward(sc->d_qkv.data(), a.ln1.data(), P(params, layout, t.attn_w), rows, d, 3 * d, accumulate,
+                 sc->d_ln.data(), G(grads, layout, t.attn_w), G(grads, layout, t.attn_b));
+  LayerNormBackward(sc->d_ln.data(), a.x.data(), a.mean1.data(), a.rstd1.data(), P(params, layout, t.ln1_w), rows, d,
+                    accumulate, dx, G(grads, layout, t.ln1_w), G(grads, layout, t.ln1_b));
+  for (int64_t i = 0; i < n; ++i) dx[i] += sc->d_mid[i];
+}
+
+}  // namespace shardline

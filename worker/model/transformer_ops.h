@@ -1,0 +1,61 @@
+// The operations of a transformer block, forward and backward, on row-major
+// float buffers, the matmuls through Sgemm (gemm.h). Every op is a plain
+// function of its inputs with a fixed order of summation, so the same
+// inputs give the same bits. Backward functions with `accumulate` add
+// parameter gradients to what the buffers hold; without, they overwrite.
+// Input gradients (dx) are always overwritten.
+//
+// Shapes: R rows (examples x positions), d features; a Linear's weight is
+// [out, in] (PyTorch's nn.Linear), y = x W^T + b.
+#ifndef SHARDLINE_WORKER_MODEL_TRANSFORMER_OPS_H_
+#define SHARDLINE_WORKER_MODEL_TRANSFORMER_OPS_H_
+
+#include <cstdint>
+
+namespace shardline {
+
+// PyTorch's LayerNorm default.
+inline constexpr float kLayerNormEps = 1e-5f;
+
+// y = (x - mean) * rstd * gamma + beta per row of x [rows, d], with the
+// biased variance; saves mean and rstd [rows] for backward.
+void LayerNormForward(const float* x, const float* gamma, const float* beta, int rows, int d, float* y,
+                      float* mean, float* rstd);
+// dx [rows, d] from dy; dgamma, dbeta [d].
+void LayerNormBackward(const float* dy, const float* x, const float* mean, const float* rstd, const float* gamma,
+                       int rows, int d, bool accumulate, float* dx, float* dgamma, float* dbeta);
+
+// y = x W^T + b: x [rows, in], w [out, in], b [out] (null: none), y [rows, out].
+void LinearForward(const float* x, const float* w, const float* b, int rows, int in, int out, float* y);
+// dx [rows, in] (null: not wanted) = dy W; dw [out, in] (+)= dy^T x;
+// db [out] (+)= column sums of dy (null: no bias).
+void LinearBackward(const float* dy, const float* x, const float* w, int rows, int in, int out, bool accumulate,
+                    float* dx, float* dw, float* db);
+
+// GELU with the tanh approximation (PyTorch's approximate="tanh"), elementwise.
+void GeluForward(const float* x, int64_t n, float* y);
+// dx = dy * GELU'(x).
+void GeluBackward(const float* dy, const float* x, int64_t n, float* dx);
+
+// Multi-head self-attention on qkv [batch * seq, 3 * d] (each row q | k | v,
+// heads side by side within each): for each example and head, scores
+// Q K^T / sqrt(d / heads), masked to j <= i if causal, a softmax that
+// subtracts each row's maximum, then P V into y [batch * seq, d]. Saves the
+// probabilities P [batch, heads, seq, seq] (zero where masked).
+void AttentionForward(const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y);
+// dqkv [batch * seq, 3 * d] from dy [batch * seq, d]; `scratch` holds
+// seq * seq floats.
+void AttentionBackward(const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
+                       float* dqkv, float* scratch);
+
+// x [batch * seq, d] = wte[tokens] + wpe[position].
+void EmbeddingForward(const int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int d, float* x);
+// dwte[tokens] += dx rows and dwpe[position] += dx rows, in row order; with
+// accumulate false, dwpe is overwritten first (dwte is not touched but
+// added to: the tied head has written it already).
+void EmbeddingBackward(const float* dx, const int32_t* tokens, int batch, int seq, int d, bool accumulate_wpe,
+                       float* dwte, float* dwpe);
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_MODEL_TRANSFORMER_OPS_H_
