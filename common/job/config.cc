@@ -265,8 +265,22 @@ void ValidateModel(const config::ModelConfig& model, Problems* p) {
     if (gpt.heads() > 0 && gpt.d_model() % gpt.heads() != 0) {
       p->Add("model.gpt.heads", absl::StrCat(gpt.heads(), " does not divide d_model ", gpt.d_model()));
     }
+  } else if (model.has_vit()) {
+    const config::VitConfig& vit = model.vit();
+    auto positive = [&](const char* field, int v) {
+      if (v <= 0) p->Add(absl::StrCat("model.vit.", field), absl::StrCat("must be positive, got ", v));
+    };
+    positive("patch", vit.patch());
+    positive("layers", vit.layers());
+    positive("d_model", vit.d_model());
+    positive("heads", vit.heads());
+    positive("mlp_ratio", vit.mlp_ratio());
+    if (vit.heads() > 0 && vit.d_model() % vit.heads() != 0) {
+      p->Add("model.vit.heads", absl::StrCat(vit.heads(), " does not divide d_model ", vit.d_model()));
+    }
+    if (vit.pool() == config::VitConfig::POOL_UNSPECIFIED) p->Add("model.vit.pool", "must be CLASS_TOKEN or MEAN");
   } else {
-    p->Add("model", "set model.mlp, model.cnn or model.gpt");
+    p->Add("model", "set model.mlp, model.cnn, model.gpt or model.vit");
   }
 }
 

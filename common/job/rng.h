@@ -23,6 +23,7 @@ enum class Purpose : uint32_t {
   kInit = 1,
   kShuffle = 2,
   kDropout = 3,  // reserved for stochastic layers
+  kSample = 4,   // drawing generated text (gpt_sampler.h)
 };
 
 // One stream of 2^34 uint32 draws identified by (seed, purpose, step, rank).

@@ -10,6 +10,7 @@
 #include "common/platform/env.h"
 #include "common/platform/status_macros.h"
 #include "common/encoding/text_escape.h"
+#include "worker/checkpoint/full_params.h"
 #include "worker/checkpoint/safetensors.h"
 #include "common/checkpoint/buffer_names.h"
 #include "common/checkpoint/verify.h"
@@ -36,15 +37,7 @@ constexpr char kHelp[] =
 std::string Root(const std::string& workdir) { return CheckpointRoot(workdir); }
 
 absl::StatusOr<int64_t> PickStep(Env* env, const std::string& root, const std::string& want) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, root));
-  if (steps.empty()) return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", root));
-  if (want == "latest" || want.empty()) return steps.back();
-  int64_t s;
-  if (!absl::SimpleAtoi(want, &s)) return absl::InvalidArgumentError(absl::StrCat("--step: '", want, "' is not a step or 'latest'"));
-  if (std::find(steps.begin(), steps.end(), s) == steps.end()) {
-    return absl::NotFoundError(absl::StrCat("no committed checkpoint at step ", s, " in ", root));
-  }
-  return s;
+  return PickCommittedStep(env, root, want);
 }
 
 absl::Status List(Env* env, const std::string& workdir) {
@@ -113,19 +106,9 @@ absl::Status Export(Env* env, const std::string& workdir, const std::string& ste
   if (out.empty()) return absl::InvalidArgumentError("--out is required");
   const std::string root = Root(workdir);
   ASSIGN_OR_RETURN(int64_t s, PickStep(env, root, step.empty() ? "latest" : step));
-  std::vector<float> params;
-  VerifyOptions read_params;
-  read_params.on_header = [&](const state::ShardHeader& h) {
-    params.resize(static_cast<size_t>(h.total_size()));  // VerifyCheckpoint checks every shard agrees
-    return absl::OkStatus();
-  };
-  read_params.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
-    if (b.name() != kParamsBuffer) return Placements{};
-    return PlacePiecesAt(h, params.data());
-  };
-  ASSIGN_OR_RETURN(VerifiedCheckpoint v, VerifyCheckpoint(env, StepDir(root, s), read_params));
-  const state::ShardHeader& h = v.headers[0];
-  const std::vector<state::TensorEntry> tensors(h.tensors().begin(), h.tensors().end());
+  ASSIGN_OR_RETURN(FullParams full, ReadFullParams(env, StepDir(root, s)));
+  const std::vector<state::TensorEntry>& tensors = full.tensors;
+  const std::vector<float>& params = full.params;
   RETURN_IF_ERROR(WriteFileAtomically(env, out, SafetensorsBytes(tensors, params, {{"format", "pt"}, {"step", absl::StrCat(s)}}),
                                       /*durable=*/true));
   printf("exported step %ld: %zu tensors, %zu parameters to %s\n", static_cast<long>(s), tensors.size(), params.size(),

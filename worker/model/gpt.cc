@@ -94,6 +94,7 @@ BatchStats Gpt::Forward(const float* params, const Examples& batch, ModelWorkspa
                    rows, d, ws->ln_f.data(), ws->mean_f.data(), ws->rstd_f.data());
   ws->probs.resize(static_cast<size_t>(rows) * vocab);
   LinearForward(ws->ln_f.data(), params + layout_.tensor(wte_).offset, nullptr, rows, d, vocab, ws->probs.data());
+  if (ws->keep_logits) ws->logits = ws->probs;
   return SoftmaxCrossEntropy(ws->probs.data(), batch.y, rows, vocab);
 }
 

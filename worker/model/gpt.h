@@ -39,6 +39,9 @@ struct GptSpec {
 };
 
 struct GptWorkspace : ModelWorkspace {
+  // Set to keep a copy of the logits (before the softmax) in `logits`.
+  bool keep_logits = false;
+  std::vector<float> logits;
   int batch = 0;
   std::vector<BlockActivations> blocks;
   std::vector<float> stream;  // the residual stream between blocks [rows, d]
@@ -56,6 +59,13 @@ class Gpt : public Model {
   const FlatLayout& layout() const override { return layout_; }
   const InputShape& input() const override { return input_; }
   const GptSpec& spec() const { return spec_; }
+  // Tensor indices, for inference outside Forward (gpt_sampler.h).
+  int wte() const { return wte_; }
+  int wpe() const { return wpe_; }
+  int ln_f_weight() const { return ln_f_w_; }
+  int ln_f_bias() const { return ln_f_b_; }
+  const std::vector<BlockTensors>& blocks() const { return blocks_; }
+  const BlockShape& block_shape() const { return shape_; }
 
   // Matmul FLOPs per example (context positions): per position and layer
   // 2 * (3d*d + d*d + 2*d*F) for the linears and 4 * context * d for the

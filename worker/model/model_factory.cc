@@ -3,13 +3,26 @@
 #include "common/platform/status_macros.h"
 #include "worker/model/cnn.h"
 #include "worker/model/gpt.h"
+#include "worker/model/vit.h"
 #include "worker/model/mlp.h"
 
 namespace shardline {
 
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& config, const InputShape& input) {
-  if ((config.has_mlp() || config.has_cnn()) && input.is_sequence()) {
-    return absl::InvalidArgumentError("config field model: model.mlp and model.cnn read images, not text (data.text)");
+  if ((config.has_mlp() || config.has_cnn() || config.has_vit()) && input.is_sequence()) {
+    return absl::InvalidArgumentError(
+        "config field model: model.mlp, model.cnn and model.vit read images, not text (data.text)");
+  }
+  if (config.has_vit()) {
+    VitSpec spec;
+    spec.input = input;
+    spec.patch = config.vit().patch();
+    spec.layers = config.vit().layers();
+    spec.d_model = config.vit().d_model();
+    spec.heads = config.vit().heads();
+    spec.mlp_ratio = config.vit().mlp_ratio();
+    spec.class_token = config.vit().pool() != config::VitConfig::MEAN;
+    return Vit::Create(spec);
   }
   if (config.has_gpt()) {
     if (!input.is_sequence()) return absl::InvalidArgumentError("config field model.gpt: reads text; set data.text");
@@ -40,7 +53,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& co
     ASSIGN_OR_RETURN(std::unique_ptr<Cnn> cnn, Cnn::Create(std::move(spec)));
     return std::unique_ptr<Model>(std::move(cnn));
   }
-  return absl::InvalidArgumentError("config field model: set model.mlp, model.cnn or model.gpt");
+  return absl::InvalidArgumentError("config field model: set model.mlp, model.cnn, model.gpt or model.vit");
 }
 
 }  // namespace shardline

@@ -155,7 +155,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
     SLOG(INFO) << absl::StrFormat(
         "training %d steps (%d per epoch, global batch %d) of %s with %d parameters, "
         "%d training FLOPs per example, world size %d",
-        total_steps, pipeline.steps_per_epoch(), global_batch, config.model().has_gpt() ? "a GPT" : config.model().has_cnn() ? "a CNN" : "an MLP",
+        total_steps, pipeline.steps_per_epoch(), global_batch, config.model().has_gpt() ? "a GPT" : config.model().has_vit() ? "a ViT" : config.model().has_cnn() ? "a CNN" : "an MLP",
         model.layout().total_size(), model.TrainFlopsPerExample(), comm.world_size());
   }
   if (observer != nullptr) {

@@ -140,7 +140,7 @@ TEST(ConfigTest, ModelIsOneFamilyChosenByItsFields) {
   ASSERT_TRUE(ApplyOverride("model.cnn={conv: [{channels: 8}, {channels: 0, kernel_size: 4}]}", &c).ok());
   ExpectError(ValidateConfig(c), {"model.cnn.conv[1].channels: must be positive", "model.cnn.conv[1].kernel_size"});
   c.mutable_model()->clear_kind();
-  ExpectError(ValidateConfig(c), {"config field model: set model.mlp, model.cnn or model.gpt"});
+  ExpectError(ValidateConfig(c), {"config field model: set model.mlp, model.cnn, model.gpt or model.vit"});
   absl::StatusOr<config::JobConfig> cnn =
       LoadConfig(Env::Default(), absl::StrCat(SHARDLINE_SOURCE_DIR, "/deploy/configs/fmnist_cnn.textproto"), {});
   ASSERT_TRUE(cnn.ok()) << cnn.status();

@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""PyTorch peer of shardline's GPT (model.gpt; docs/models.md): the same
+architecture with nanoGPT's module names, so shardline's safetensors export
+loads with load_state_dict.
+
+  torch_gpt.py check --ref DIR --metrics WORKDIR/metrics.jsonl
+
+DIR is what shardline-gpt-reference wrote (the initial parameters exactly as
+`shardline train` makes them, the first steps' batches as its pipeline draws
+them, and shardline's logits of the first batch). The check:
+  1. loads init.safetensors and compares its logits of the first batch with
+     shardline's (the largest difference over the largest logit, goal 1e-4);
+  2. trains from the same weights on the same batches with AdamW (torch's,
+     weight decay on 2-D parameters as shardline does), the lr of each step
+     read from shardline's metrics.jsonl (train.log_every=1), gradient
+     clipping at grad_clip_norm, and compares each step's loss with
+     shardline's (goal 1e-3 relative).
+Prints one JSON line with the errors; exits 1 past the goals.
+"""
+import argparse, json, math, sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from torch_cnn import load_safetensors
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d, heads, causal=True):
+        super().__init__()
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.heads, self.causal = heads, causal
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.c_attn(x).split(d, dim=2)
+        shape = (b, t, self.heads, d // self.heads)
+        q, k, v = (z.view(shape).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.heads))
+        if self.causal:
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            att = att.masked_fill(~mask, float("-inf"))
+        y = F.softmax(att, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, d))
+
+
+class Mlp(nn.Module):
+    def __init__(self, d, hidden):
+        super().__init__()
+        self.c_fc, self.c_proj = nn.Linear(d, hidden), nn.Linear(hidden, d)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, mlp_ratio, causal=True):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(d, heads, causal)
+        self.mlp = Mlp(d, mlp_ratio * d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, context, layers, d_model, heads, mlp_ratio, vocab=256):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, d_model), wpe=nn.Embedding(context, d_model),
+            h=nn.ModuleList([Block(d_model, heads, mlp_ratio) for _ in range(layers)]),
+            ln_f=nn.LayerNorm(d_model)))
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # tied
+
+    def forward(self, tokens):
+        t = tokens.shape[1]
+        x = self.transformer.wte(tokens) + self.transformer.wpe(torch.arange(t))
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))
+
+
+def load_gpt(meta, safetensors):
+    model = GPT(meta["context"], meta["layers"], meta["d_model"], meta["heads"], meta["mlp_ratio"])
+    state = load_safetensors(safetensors)
+    state["lm_head.weight"] = state["transformer.wte.weight"]
+    model.load_state_dict(state)
+    return model
+
+
+def check(args):
+    torch.set_num_threads(1)
+    meta = json.load(open(f"{args.ref}/meta.json"))
+    b, t, steps = meta["batch"], meta["context"], meta["steps"]
+    batches = np.fromfile(f"{args.ref}/batches.bin", dtype=np.int32).reshape(steps, 2, b, t)
+    model = load_gpt(meta, f"{args.ref}/init.safetensors")
+    # 1. Logits of the first batch at initialisation.
+    theirs = torch.from_numpy(np.fromfile(f"{args.ref}/logits.bin", dtype=np.float32).reshape(b * t, 256))
+    with torch.no_grad():
+        ours = model(torch.from_numpy(batches[0, 0]).long()).reshape(b * t, 256)
+    # Relative to the largest logit: a logit near zero has no relative error to speak of.
+    logits_rel = float((ours - theirs).abs().max() / theirs.abs().max())
+    # 2. The first steps' losses.
+    lines = [json.loads(l) for l in open(args.metrics)]
+    train = {int(l["step"]): l for l in lines if l.get("split") == "train"}
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    rest = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": meta["weight_decay"]},
+                             {"params": rest, "weight_decay": 0.0}],
+                            lr=1.0, betas=(meta["b1"], meta["b2"]), eps=meta["eps"])
+    loss_rel, pairs = 0.0, []
+    for s in range(steps):
+        if s + 1 not in train:
+            sys.exit(f"{args.metrics} has no train line for step {s + 1}: run with train.log_every=1")
+        tokens, targets = (torch.from_numpy(batches[s, i]).long() for i in (0, 1))
+        loss = F.cross_entropy(model(tokens).reshape(-1, 256), targets.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        if meta["grad_clip_norm"] > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), meta["grad_clip_norm"])
+        for group in opt.param_groups:
+            group["lr"] = float(train[s + 1]["lr"])
+        opt.step()
+        theirs_loss = float(train[s + 1]["loss"])
+        pairs.append((round(loss.item(), 6), theirs_loss))
+        loss_rel = max(loss_rel, abs(loss.item() - theirs_loss) / abs(theirs_loss))
+    ok = logits_rel <= 1e-4 and loss_rel <= 1e-3
+    print(json.dumps({"logits_max_rel_error": logits_rel, "loss_max_rel_error": loss_rel, "steps": steps,
+                      "losses_torch_shardline": pairs, "ok": ok}))
+    return 0 if ok else 1
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check")
+    c.add_argument("--ref", required=True)
+    c.add_argument("--metrics", required=True)
+    args = p.parse_args()
+    return check(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

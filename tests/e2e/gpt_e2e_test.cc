@@ -1,0 +1,103 @@
+// The GPT end to end, as a user runs it: the Austen corpus written by
+// `shardline data austen`, deploy/configs/austen_gpt.textproto shrunk to a
+// few seconds' model on two workers; it learns, a SIGKILLed worker resumes
+// bit for bit, its two-worker checkpoint restores onto one process, the
+// export has nanoGPT's names, and `shardline sample` gives the same bytes
+// for the same arguments. (The full config's result is in bench/RESULTS.md.)
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "common/platform/env.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/final_state.h"
+#include "tests/e2e/subprocess.h"
+#include "worker/checkpoint/safetensors.h"
+
+namespace shardline {
+namespace {
+
+std::vector<std::string> SmallRun(const std::string& text_dir) {
+  return {"data.text.train_path=" + text_dir + "/train.txt", "data.text.val_path=" + text_dir + "/val.txt",
+          "model.gpt.context=32", "model.gpt.layers=2", "model.gpt.d_model=32", "model.gpt.heads=2",
+          "model.gpt.mlp_ratio=2", "data.global_batch_size=16", "train.total_steps=120",
+          "checkpoint.every_steps=40", "train.log_every=40", "train.eval_every=0", "schedule.warmup_steps=20"};
+}
+
+std::string Sample(const std::string& workdir, const std::string& seed) {
+  Subprocess s({BinPath("shardline"), "sample", "--workdir", workdir, "--prompt", "It is a truth", "--tokens", "40",
+                "--seed", seed});
+  EXPECT_EQ(s.Wait(absl::Seconds(60)), 0) << s.Output();
+  return s.Output();
+}
+
+TEST(GptE2eTest, LearnsOnTwoWorkersResumesBitForBitReshardsExportsAndSamples) {
+  const std::string text = FreshDir("gpt_text");
+  Subprocess data({BinPath("shardline"), "data", "austen", "--out", text});
+  ASSERT_EQ(data.Wait(absl::Seconds(60)), 0) << data.Output();
+  const std::string config = ConfigPath("austen_gpt");
+  const std::vector<std::string> run = SmallRun(text);
+
+  const std::string clean = FreshDir("gpt_clean");
+  Subprocess a(LaunchArgv(clean, 2, run, 0, config));
+  ASSERT_EQ(a.Wait(absl::Seconds(300)), 0) << a.Output();
+  const std::vector<std::string> evals = SplitLines(clean + "/metrics.jsonl", "eval");
+  ASSERT_FALSE(evals.empty());
+  // Uniform over bytes is 8 bits per byte; 120 small steps already learn the
+  // letters' frequencies and more.
+  EXPECT_LT(JsonField(evals.back(), "bits_per_byte"), 4.5) << evals.back();
+  const std::vector<float> want = FinalState(clean, 120, 2);
+  ASSERT_FALSE(want.empty());
+
+  // A worker killed (SIGKILL, by its own crash point: the run is too short to
+  // aim a kill from outside) while saving step 80: the world restores and
+  // ends with the uninterrupted run's bits.
+  const std::string killed = FreshDir("gpt_killed");
+  Subprocess b(LaunchArgv(killed, 2, run, /*max_restarts=*/2, config),
+               {"SHARDLINE_CRASH_AT=before_shard_rename:80:" + killed + "/crashed"});
+  ASSERT_EQ(b.Wait(absl::Seconds(300)), 0) << b.Output();
+  EXPECT_TRUE(Env::Default()->FileExists(killed + "/crashed")) << "the crash point never fired";
+  EXPECT_TRUE(absl::StrContains(ReadAll(killed + "/logs/worker-0.log"), "restored step")) << b.Output();
+  EXPECT_TRUE(SameBits(FinalState(killed, 120, 2), want)) << "a killed GPT run ends with other bits";
+
+  // 2 -> 1: the two-worker checkpoint onto one process.
+  const std::string one = FreshDir("gpt_one");
+  std::vector<std::string> argv = {BinPath("shardline"), "train", "--config", config, "--workdir", one};
+  for (const std::string& s : run) argv.insert(argv.end(), {"--set", s});
+  argv.insert(argv.end(), {"--set", "runtime.num_workers=1", "--set", "train.total_steps=130", "--set",
+                           "checkpoint.resume_from=" + clean});
+  Subprocess c(argv);
+  ASSERT_EQ(c.Wait(absl::Seconds(300)), 0) << c.Output();
+  EXPECT_TRUE(absl::StrContains(c.Output(), "restored step 120")) << c.Output();
+
+  // Export: nanoGPT's names and shapes (docs/models.md).
+  const std::string out = clean + "/gpt.safetensors";
+  Subprocess e({BinPath("shardline"), "ckpt", "export", clean, "--step", "latest", "--out", out});
+  ASSERT_EQ(e.Wait(absl::Seconds(60)), 0) << e.Output();
+  absl::StatusOr<SafetensorsHeader> header = ParseSafetensors(ReadAll(out), out);
+  ASSERT_TRUE(header.ok()) << header.status();
+  EXPECT_EQ(header->tensors.at("transformer.wte.weight").shape, (std::vector<int64_t>{256, 32}));
+  EXPECT_EQ(header->tensors.at("transformer.wpe.weight").shape, (std::vector<int64_t>{32, 32}));
+  EXPECT_EQ(header->tensors.at("transformer.h.1.attn.c_attn.weight").shape, (std::vector<int64_t>{96, 32}));
+  EXPECT_EQ(header->tensors.at("transformer.h.1.mlp.c_proj.weight").shape, (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(header->tensors.at("transformer.ln_f.bias").shape, (std::vector<int64_t>{32}));
+
+  // Sampling: the same arguments, the same bytes; another seed, others.
+  const std::string s1 = Sample(clean, "3"), s2 = Sample(clean, "3"), s3 = Sample(clean, "4");
+  EXPECT_TRUE(absl::StartsWith(s1, "It is a truth")) << s1;
+  EXPECT_EQ(s1.size(), std::string("It is a truth").size() + 40 + 1) << s1;
+  EXPECT_EQ(s1, s2);
+  EXPECT_NE(s1, s3);
+  // From the export with the job's config: the same bytes as from the checkpoint.
+  Subprocess f({BinPath("shardline"), "sample", "--safetensors", out, "--config", clean + "/config.textproto",
+                "--prompt", "It is a truth", "--tokens", "40", "--seed", "3"});
+  ASSERT_EQ(f.Wait(absl::Seconds(60)), 0) << f.Output();
+  EXPECT_EQ(f.Output(), s1);
+  // A workdir without a GPT is refused, naming it.
+  Subprocess g({BinPath("shardline"), "sample", "--workdir", text});
+  EXPECT_EQ(g.Wait(absl::Seconds(60)), 1);
+  EXPECT_TRUE(absl::StrContains(g.Output(), text + "/config.textproto")) << g.Output();
+}
+
+}  // namespace
+}  // namespace shardline
