@@ -336,17 +336,7 @@ void Cnn::Backward(const float* params, const Examples& batch, float grad_scale,
 }
 
 BatchStats Cnn::Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {
-  const int n = batch.n;
-  BatchStats total;
-  const int features = spec_.input.features();
-  for (int begin = 0; begin < n; begin += kEvalChunk) {
-    const int count = std::min(kEvalChunk, n - begin);
-    const BatchStats s = Forward(params, Images(batch.x + static_cast<int64_t>(begin) * features, batch.y + begin, count), ws);
-    total.loss_sum += s.loss_sum;
-    total.correct += s.correct;
-    total.count += s.count;
-  }
-  return total;
+  return ForwardInChunks(*this, params, batch, kEvalChunk, ws);
 }
 
 }  // namespace shardline

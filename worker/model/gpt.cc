@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "worker/model/init.h"
 #include "worker/model/softmax_xent.h"
@@ -58,15 +57,7 @@ int64_t Gpt::TrainFlopsPerExample() const {
 }
 
 void Gpt::InitRange(uint64_t seed, Range range, float* out) const {
-  const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec_.layers));
-  InitByTensor(layout_, seed, range, out, [&](const TensorInfo& t) {
-    if (t.shape.size() == 2) {
-      const bool residual = absl::EndsWith(t.name, "c_proj.weight");
-      return TensorInit{TensorInit::kNormal, residual ? residual_std : 0.02f};
-    }
-    const bool gain = absl::StrContains(t.name, "ln_") && absl::EndsWith(t.name, ".weight");
-    return TensorInit{gain ? TensorInit::kOne : TensorInit::kZero, 0};
-  });
+  InitByTensor(layout_, seed, range, out, [&](const TensorInfo& t) { return Gpt2Init(t, spec_.layers); });
 }
 
 BatchStats Gpt::Forward(const float* params, const Examples& batch, ModelWorkspace* model_ws) const {
@@ -125,16 +116,7 @@ void Gpt::Backward(const float* params, const Examples& batch, float grad_scale,
 }
 
 BatchStats Gpt::Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {
-  BatchStats total;
-  const int64_t seq = spec_.context;
-  for (int begin = 0; begin < batch.n; begin += kEvalChunk) {
-    const int count = std::min(kEvalChunk, batch.n - begin);
-    const BatchStats s = Forward(params, Sequences(batch.tokens + begin * seq, batch.y + begin * seq, count), ws);
-    total.loss_sum += s.loss_sum;
-    total.correct += s.correct;
-    total.count += s.count;
-  }
-  return total;
+  return ForwardInChunks(*this, params, batch, kEvalChunk, ws);
 }
 
 }  // namespace shardline

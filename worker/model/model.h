@@ -11,6 +11,7 @@
 #ifndef SHARDLINE_WORKER_MODEL_MODEL_H_
 #define SHARDLINE_WORKER_MODEL_MODEL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -132,6 +133,26 @@ class Model {
     return stats;
   }
 };
+
+// model.Forward over `batch` in slices of at most `chunk` examples, their
+// sums added in order: an Evaluate whose memory does not grow with n.
+inline BatchStats ForwardInChunks(const Model& model, const float* params, const Examples& batch, int chunk,
+                                  ModelWorkspace* ws) {
+  const InputShape& in = model.input();
+  BatchStats total;
+  for (int begin = 0; begin < batch.n; begin += chunk) {
+    Examples part;
+    part.n = std::min(chunk, batch.n - begin);
+    if (batch.x != nullptr) part.x = batch.x + static_cast<int64_t>(begin) * in.features();
+    if (batch.tokens != nullptr) part.tokens = batch.tokens + static_cast<int64_t>(begin) * in.sequence;
+    part.y = batch.y + static_cast<int64_t>(begin) * in.targets();
+    const BatchStats s = model.Forward(params, part, ws);
+    total.loss_sum += s.loss_sum;
+    total.correct += s.correct;
+    total.count += s.count;
+  }
+  return total;
+}
 
 }  // namespace shardline
 

@@ -1,10 +1,23 @@
 #include "worker/model/transformer_block.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
 
 #include "worker/model/transformer_ops.h"
 
 namespace shardline {
+
+TensorInit Gpt2Init(const TensorInfo& t, int layers) {
+  if (t.shape.size() == 2) {
+    const bool residual = absl::EndsWith(t.name, "c_proj.weight");
+    return TensorInit{TensorInit::kNormal, residual ? 0.02f / std::sqrt(2.0f * static_cast<float>(layers)) : 0.02f};
+  }
+  const bool gain = absl::EndsWith(t.name, ".weight") &&
+                    (absl::StrContains(t.name, "ln_") || absl::StartsWith(t.name, "norm."));
+  return TensorInit{gain ? TensorInit::kOne : TensorInit::kZero, 0};
+}
 
 BlockTensors AddBlock(FlatLayout* layout, const std::string& prefix, const BlockShape& s) {
   const int64_t d = s.d, f = s.hidden;

@@ -17,6 +17,7 @@
 
 #include "common/job/shard.h"
 #include "worker/model/flat_layout.h"
+#include "worker/model/init.h"
 
 namespace shardline {
 
@@ -32,6 +33,13 @@ struct BlockTensors {
   int ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, out_w, out_b;
   Range range;  // every tensor of the block: one layer for the LayerHooks
 };
+
+// The GPT-2 initialisation of a transformer's tensor, shared by the GPT and
+// the ViT: matrices and embeddings normal(0, 0.02), the residual
+// projections (names ending "c_proj.weight") normal(0, 0.02 / sqrt(2 *
+// layers)), LayerNorm weights 1 (ln_1, ln_2, ln_f, norm), everything else
+// (biases) 0.
+TensorInit Gpt2Init(const TensorInfo& tensor, int layers);
 
 // Appends a block's tensors to `layout`.
 BlockTensors AddBlock(FlatLayout* layout, const std::string& prefix, const BlockShape& shape);

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "worker/model/init.h"
 #include "worker/model/softmax_xent.h"
@@ -63,16 +62,7 @@ int64_t Vit::TrainFlopsPerExample() const {
 }
 
 void Vit::InitRange(uint64_t seed, Range range, float* out) const {
-  const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec_.layers));
-  InitByTensor(layout_, seed, range, out, [&](const TensorInfo& t) {
-    if (t.shape.size() == 2) {
-      const bool residual = absl::EndsWith(t.name, "c_proj.weight");
-      return TensorInit{TensorInit::kNormal, residual ? residual_std : 0.02f};
-    }
-    const bool gain = (absl::StrContains(t.name, "ln_") || absl::StartsWith(t.name, "norm.")) &&
-                      absl::EndsWith(t.name, ".weight");
-    return TensorInit{gain ? TensorInit::kOne : TensorInit::kZero, 0};
-  });
+  InitByTensor(layout_, seed, range, out, [&](const TensorInfo& t) { return Gpt2Init(t, spec_.layers); });
 }
 
 void Vit::Patchify(const float* x, float* patches) const {
@@ -198,16 +188,7 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
 }
 
 BatchStats Vit::Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {
-  BatchStats total;
-  const int64_t features = spec_.input.features();
-  for (int begin = 0; begin < batch.n; begin += kEvalChunk) {
-    const int count = std::min(kEvalChunk, batch.n - begin);
-    const BatchStats s = Forward(params, Images(batch.x + begin * features, batch.y + begin, count), ws);
-    total.loss_sum += s.loss_sum;
-    total.correct += s.correct;
-    total.count += s.count;
-  }
-  return total;
+  return ForwardInChunks(*this, params, batch, kEvalChunk, ws);
 }
 
 }  // namespace shardline
