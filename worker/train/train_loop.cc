@@ -86,41 +86,51 @@ int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples) {
   return config.train().epochs() * (num_examples / config.data().global_batch_size());
 }
 
-absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const TrainingData& data,
-                                        Collectives& comm, const TrainOptions& options) {
+namespace {
+
+// What RunTraining builds before its first step: the model, the optimizer of
+// this rank's pieces, the pipeline and schedule, and the state initialised
+// (a pure function of the seed) or restored.
+struct Prepared {
+  std::unique_ptr<Model> model;
+  int64_t total_steps = 0;
+  std::vector<Range> buckets;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<BatchPipeline> pipeline;
+  std::unique_ptr<LrSchedule> schedule;
+  TrainState state;
+  std::unique_ptr<BestEval> best;  // with a checkpoint.best_metric, saved in every shard and kept as BEST
+};
+
+absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const TrainingData& data, Collectives& comm,
+                                 const TrainOptions& options) {
   const int global_batch = config.data().global_batch_size();
   if (global_batch > data.train.num_examples) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "config field data.global_batch_size: %d exceeds the %d training examples",
-        global_batch, data.train.num_examples));
+        "config field data.global_batch_size: %d exceeds the %d training examples", global_batch,
+        data.train.num_examples));
   }
-  ASSIGN_OR_RETURN(const std::unique_ptr<Model> built, CreateModel(config.model(), InputOf(data.train)));
-  const Model& model = *built;
-  const int64_t total_steps = TotalSteps(config, data.train.num_examples);
-  if (total_steps > std::numeric_limits<int32_t>::max()) {
+  Prepared p;
+  ASSIGN_OR_RETURN(p.model, CreateModel(config.model(), InputOf(data.train)));
+  const FlatLayout& layout = p.model->layout();
+  p.total_steps = TotalSteps(config, data.train.num_examples);
+  if (p.total_steps > std::numeric_limits<int32_t>::max()) {
     // metrics.jsonl writes steps as JSON numbers through an int32 field.
     return absl::InvalidArgumentError(absl::StrFormat(
-        "config fields train.total_steps / train.epochs: %d steps is more than the %d a run may have", total_steps,
+        "config fields train.total_steps / train.epochs: %d steps is more than the %d a run may have", p.total_steps,
         std::numeric_limits<int32_t>::max()));
   }
-  const std::vector<Range> buckets = GradientBuckets(config, model.layout());
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
-                   Optimizer::Create(config.optimizer(), model.layout(),
-                                     OwnedPieces(buckets, comm.rank(), comm.world_size())));
-  BatchPipeline pipeline(data.train.num_examples, global_batch, config.data().shuffle_seed());
-  const LrSchedule schedule(config.schedule(), total_steps);
-  TrainState state;
-  state.params.resize(static_cast<size_t>(model.layout().total_size()));
+  p.buckets = GradientBuckets(config, layout);
+  ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,
+                                                  OwnedPieces(p.buckets, comm.rank(), comm.world_size())));
+  p.pipeline = std::make_unique<BatchPipeline>(data.train.num_examples, global_batch, config.data().shuffle_seed());
+  p.schedule = std::make_unique<LrSchedule>(config.schedule(), p.total_steps);
+  p.best = std::make_unique<BestEval>(config.checkpoint());
+  p.state.params.resize(static_cast<size_t>(layout.total_size()));
   // A restore from memory writes every parameter (own pieces, then the
   // all-gather of every bucket): initialising them first would only add
   // seconds to a recovery at large models.
-  if (options.memory_restore_step <= 0) {
-    model.InitRange(config.seed(), Range{0, model.layout().total_size()}, state.params.data());
-  }
-  // The best eval so far (with a checkpoint.best_metric, saved in every
-  // shard and kept as BEST).
-  BestEval best(config.checkpoint());
-  StepObserver* const observer = options.observer;
+  if (options.memory_restore_step <= 0) p.model->InitRange(config.seed(), Range{0, layout.total_size()}, p.state.params.data());
   RestoreSource source;
   source.env = options.env;
   source.memory_step = options.memory_restore_step;
@@ -128,50 +138,141 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   source.memory = options.memory;
   source.disk_dir = options.restore_dir;
   source.init_from = config.checkpoint().init_from();
-  ASSIGN_OR_RETURN(RestoredState restored, RestoreState(source, model.layout(), buckets, comm,
-                                                        absl::MakeSpan(state.params), optimizer.get()));
+  ASSIGN_OR_RETURN(RestoredState restored, RestoreState(source, layout, p.buckets, comm,
+                                                        absl::MakeSpan(p.state.params), p.optimizer.get()));
   if (restored.restored.has_value()) {
     const Restored& r = *restored.restored;
-    ASSIGN_OR_RETURN(state.next_step, pipeline.Restore(r.position));
-    if (state.next_step != r.step) {
+    ASSIGN_OR_RETURN(p.state.next_step, p.pipeline->Restore(r.position));
+    if (p.state.next_step != r.step) {
       return absl::DataLossError(
           restored.from_memory
               ? absl::StrFormat("in-memory snapshot of step %d has the data position of step %d", r.step,
-                                state.next_step)
+                                p.state.next_step)
               : absl::StrFormat("%s: saved at step %d but its data position is step %d", options.restore_dir, r.step,
-                                state.next_step));
+                                p.state.next_step));
     }
-    best.Reset(r.best.step, r.best.value);
-    if (observer != nullptr) observer->OnOverhead(Overhead::kRestore, restored.seconds);
+    p.best->Reset(r.best.step, r.best.value);
+    if (options.observer != nullptr) options.observer->OnOverhead(Overhead::kRestore, restored.seconds);
   }
-  const int64_t start_step = state.next_step;
-  // Declared after everything a background save reads (params, optimizer),
-  // so on every return it is destroyed, and waits for its thread, first.
-  ShardSaver saver(options.env, options.checkpoint_root, options.checkpoint_sink, config.checkpoint().async());
+  return p;
+}
 
-  const bool lead = comm.rank() == 0;
-  const bool show = options.show_progress && lead;
+const char* FamilyName(const config::ModelConfig& m) {
+  return m.has_gpt() ? "a GPT" : m.has_vit() ? "a ViT" : m.has_cnn() ? "a CNN" : "an MLP";
+}
+
+// Says what the run is: in the log (rank 0) and to the observer.
+void Announce(const config::JobConfig& config, const Prepared& p, const Collectives& comm, bool show,
+              StepObserver* observer) {
+  const Model& model = *p.model;
   if (show) {
     SLOG(INFO) << absl::StrFormat(
         "training %d steps (%d per epoch, global batch %d) of %s with %d parameters, "
         "%d training FLOPs per example, world size %d",
-        total_steps, pipeline.steps_per_epoch(), global_batch, config.model().has_gpt() ? "a GPT" : config.model().has_vit() ? "a ViT" : config.model().has_cnn() ? "a CNN" : "an MLP",
+        p.total_steps, p.pipeline->steps_per_epoch(), config.data().global_batch_size(), FamilyName(config.model()),
         model.layout().total_size(), model.TrainFlopsPerExample(), comm.world_size());
   }
-  if (observer != nullptr) {
-    RunInfo info;
-    info.rank = comm.rank();
-    info.world_size = comm.world_size();
-    info.total_steps = total_steps;
-    info.parameters = model.layout().total_size();
-    info.owned_parameters = optimizer->size();
-    for (const StateBuffer* b : optimizer->state()) info.optimizer_state_floats += static_cast<int64_t>(b->values.size());
-    info.flops_per_example = model.TrainFlopsPerExample();
-    info.global_batch_size = global_batch;
-    observer->OnStart(info);
+  if (observer == nullptr) return;
+  RunInfo info;
+  info.rank = comm.rank();
+  info.world_size = comm.world_size();
+  info.total_steps = p.total_steps;
+  info.parameters = model.layout().total_size();
+  info.owned_parameters = p.optimizer->size();
+  for (const StateBuffer* b : p.optimizer->state()) info.optimizer_state_floats += static_cast<int64_t>(b->values.size());
+  info.flops_per_example = model.TrainFlopsPerExample();
+  info.global_batch_size = config.data().global_batch_size();
+  observer->OnStart(info);
+}
+
+// The requests this rank votes on before `step` (train_step.h: Votes): a
+// stop, a checkpoint (asked by the coordinator, or due by
+// checkpoint.every_seconds in a world of one, which decides alone), an eval.
+// Requests already served (at or before last_saved / last_eval) are not
+// voted again.
+Votes VotesBefore(const TrainOptions& options, int64_t step, int64_t last_saved, int64_t last_eval,
+                  double save_seconds, const Stopwatch& since_save) {
+  Votes v{kNoStep, kNoStep, kNoStep};
+  if (options.stop_request != nullptr) v.stop = options.stop_request->load();
+  if (options.checkpoint_request != nullptr) {
+    const int64_t asked = options.checkpoint_request->load();
+    if (asked > last_saved) v.checkpoint = asked;
+  } else if (save_seconds > 0 && since_save.ElapsedSeconds() >= save_seconds) {
+    v.checkpoint = step + 1;
   }
-  Progress progress(total_steps, pipeline.steps_per_epoch(), global_batch,
-                    config.train().log_every());
+  if (options.eval_request != nullptr && options.eval_request->load() > last_eval) v.eval = options.eval_request->load();
+  return v;
+}
+
+// Samples per second over the steps since the last train line.
+class RateWindow {
+ public:
+  void Add(double seconds) {
+    seconds_ += seconds;
+    ++steps_;
+  }
+  double Take(int global_batch) {
+    const double rate = seconds_ > 0 ? static_cast<double>(steps_) * global_batch / seconds_ : 0;
+    seconds_ = 0;
+    steps_ = 0;
+    return rate;
+  }
+
+ private:
+  double seconds_ = 0;
+  int64_t steps_ = 0;
+};
+
+// One evaluation on the test split at `step` (every rank gets the same
+// numbers), offered to `best`; rank 0 writes its line, and logs it when
+// `show`. Returns the point and whether it is a new best that
+// checkpoint.best_metric keeps.
+struct Evaluated {
+  EvalPoint point;
+  bool new_best = false;
+};
+absl::StatusOr<Evaluated> EvaluateAt(const config::JobConfig& config, const Model& model, const Dataset& test,
+                                     const float* params, int64_t step, double train_seconds, int64_t steps_per_epoch,
+                                     Collectives& world, ModelWorkspace* ws, BestEval* best,
+                                     const TrainOptions& options, bool lead, bool show) {
+  const Stopwatch watch(options.env);
+  ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, params, test, config.data().eval_batch_size(), world, ws));
+  if (options.observer != nullptr) options.observer->OnOverhead(Overhead::kEvaluation, watch.ElapsedSeconds());
+  Evaluated out;
+  // Every rank has the same numbers and the same best so far (it is
+  // restored with the checkpoint), so all agree on a new best.
+  out.new_best = best->Offer(step, {e.loss, e.accuracy, e.bits_per_byte}) && !config.checkpoint().best_metric().empty();
+  out.point = EvalPoint{step, e.loss, e.accuracy, train_seconds, e.bits_per_byte};
+  if (lead && options.metrics != nullptr) RETURN_IF_ERROR(options.metrics->Write(EvalLine(out.point)));
+  if (show) {
+    SLOG(INFO) << absl::StrFormat("eval at step %d (epoch %.2f): %s loss %.4f%s, accuracy %.4f", step,
+                                  static_cast<double>(step) / steps_per_epoch, test.is_text() ? "validation" : "test",
+                                  e.loss,
+                                  e.bits_per_byte > 0 ? absl::StrFormat(" (%.3f bits per byte)", e.bits_per_byte)
+                                                      : std::string(),
+                                  e.accuracy);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const TrainingData& data,
+                                        Collectives& comm, const TrainOptions& options) {
+  ASSIGN_OR_RETURN(Prepared p, Prepare(config, data, comm, options));
+  const Model& model = *p.model;
+  TrainState& state = p.state;
+  BatchPipeline& pipeline = *p.pipeline;
+  const int global_batch = config.data().global_batch_size();
+  const int64_t start_step = state.next_step;
+  // Declared after everything a background save reads (params, optimizer),
+  // so on every return it is destroyed, and waits for its thread, first.
+  ShardSaver saver(options.env, options.checkpoint_root, options.checkpoint_sink, config.checkpoint().async());
+  StepObserver* const observer = options.observer;
+  const bool lead = comm.rank() == 0;
+  const bool show = options.show_progress && lead;
+  Announce(config, p, comm, show, observer);
+  Progress progress(p.total_steps, pipeline.steps_per_epoch(), global_batch, config.train().log_every());
   NanGuard guard;
   StepBuffers buffers;
   // With one bucket there is nothing to overlap: its reduce-scatter can only
@@ -179,7 +280,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   // its whole all-gather. The background thread would add only its
   // hand-offs (W1: 6-9% of samples/s, bench/RESULTS.md), so the
   // collectives stay on the training thread: the same ops, the same bits.
-  const bool overlapped = config.collective().overlap() && comm.world_size() > 1 && buckets.size() > 1;
+  const bool overlapped = config.collective().overlap() && comm.world_size() > 1 && p.buckets.size() > 1;
   if (show && config.collective().overlap() && comm.world_size() > 1 && !overlapped) {
     SLOG(INFO) << "collective.overlap: the gradients are one bucket (collective.bucket_cap_mb), so the "
                   "collectives run on the training thread";
@@ -190,20 +291,19 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   std::unique_ptr<OverlapCollectives> overlap;
   if (overlapped) overlap = std::make_unique<OverlapCollectives>(&comm);
   Collectives& world = overlap != nullptr ? static_cast<Collectives&>(*overlap) : comm;
-  GradientExchange exchange(buckets, world, overlap.get());
-  const StepContext ctx{config, model, data.train, pipeline, exchange, *optimizer, schedule, world, &saver, options.env};
+  GradientExchange exchange(p.buckets, world, overlap.get());
+  const StepContext ctx{config, model, data.train, pipeline, exchange, *p.optimizer, *p.schedule, world, &saver,
+                        options.env};
   const std::unique_ptr<ModelWorkspace> eval_ws = model.NewWorkspace();
   TrainResult result;
   result.flops_per_example = model.TrainFlopsPerExample();
+  result.start_step = start_step;
   const CadenceOptions cadence =
-      CadenceFromConfig(config, total_steps, /*memory_snapshots=*/options.memory != nullptr && comm.world_size() > 1);
+      CadenceFromConfig(config, p.total_steps, /*memory_snapshots=*/options.memory != nullptr && comm.world_size() > 1);
   int64_t last_saved = start_step;
   int64_t last_eval = start_step;
-  result.start_step = start_step;
-  const double save_seconds = config.checkpoint().every_seconds();
   Stopwatch since_save(options.env);
-  double window_seconds = 0;
-  int64_t window_steps = 0;
+  RateWindow window;
   const std::set<int64_t> trace_steps(config.train().trace_steps().begin(), config.train().trace_steps().end());
   std::vector<PhaseSpan> spans;
   double stall_seen = 0;
@@ -215,11 +315,11 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
     source.world = comm.world_size();
     source.layout = &model.layout();
     source.params = state.params.data();
-    source.optimizer = optimizer.get();
+    source.optimizer = p.optimizer.get();
     source.position = pipeline.Position(state.next_step);
     source.job_id = options.job_id;
     // Saved (and so BEST kept) only by a checkpoint.best_metric.
-    if (!config.checkpoint().best_metric().empty()) source.best = BestSoFar{best.step(), best.value()};
+    if (!config.checkpoint().best_metric().empty()) source.best = BestSoFar{p.best->step(), p.best->value()};
     return source;
   };
   auto report_stall = [&] {
@@ -228,51 +328,29 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
     stall_seen = saver.stall_seconds();
   };
 
-  while (state.next_step < total_steps) {
+  while (state.next_step < p.total_steps) {
+    // 1. The step, with this rank's votes.
     const int64_t step = state.next_step;
-    const int64_t stop_vote = options.stop_request != nullptr ? options.stop_request->load() : kNoStep;
-    int64_t checkpoint_vote = kNoStep;
-    if (options.checkpoint_request != nullptr) {
-      const int64_t asked = options.checkpoint_request->load();
-      if (asked > last_saved) checkpoint_vote = asked;  // older requests were served
-    } else if (save_seconds > 0 && since_save.ElapsedSeconds() >= save_seconds) {
-      checkpoint_vote = step + 1;  // a world of one decides alone
-    }
-    int64_t eval_vote = kNoStep;
-    if (options.eval_request != nullptr && options.eval_request->load() > last_eval) {
-      eval_vote = options.eval_request->load();
-    }
+    const Votes votes =
+        VotesBefore(options, step, last_saved, last_eval, config.checkpoint().every_seconds(), since_save);
     const Stopwatch step_watch(options.env);
-    const bool log_due = LogDue(cadence, step + 1);
     const bool traced = observer != nullptr && trace_steps.count(step + 1) > 0;
     spans.clear();
     buffers.spans = traced ? &spans : nullptr;
-    ASSIGN_OR_RETURN(StepResult r,
-                     TrainStep(ctx, log_due, Votes{stop_vote, checkpoint_vote, eval_vote}, &state, &buffers));
+    ASSIGN_OR_RETURN(StepResult r, TrainStep(ctx, LogDue(cadence, step + 1), votes, &state, &buffers));
     if (r.nonfinite.kind == NonFiniteVerdict::Kind::kDiverged) {
       return guard.Diverged(r.step, absl::StrCat("rank ", r.nonfinite.rank, "'s ",
                                                  DescribeSource(r.nonfinite.evidence.source)));
     }
-    // The parameters are read beyond the next step only after every rank
-    // agrees they are finite (what the last update and all-gather saw is
-    // otherwise judged in the next step). Agreed: all ranks evaluate and
-    // save at the same steps.
-    bool settled = false;
-    auto settle = [&]() -> absl::Status {
-      if (settled) return absl::OkStatus();
-      settled = true;
-      RETURN_IF_ERROR(exchange.FinishGathers(&state.nonfinite));
-      return SettleNonFinite(world, state.nonfinite);
-    };
+    // 2. What is due after it: every rank got the same agreed requests in
+    // this step, so all do the same below (and stop here alike).
     const double seconds = step_watch.ElapsedSeconds();
-    // Every rank got the same agreed requests in this step, so all do the
-    // same below (and stop here alike).
     const Due due = DueAfter(cadence, state.next_step, {r.agreed_stop, r.agreed_checkpoint, r.agreed_eval});
     if (due.stop) CrashPoint("stopping", state.next_step);  // before the final eval and save
+    // 3. Accounting: times, the NaN guard, observers, progress.
     result.train_seconds += seconds;
     result.phase_seconds += r.times;
-    window_seconds += seconds;
-    ++window_steps;
+    window.Add(seconds);
     result.losses.push_back(r.loss);
     RETURN_IF_ERROR(guard.Check(r.step, r.loss, r.grad_norm));
     if (observer != nullptr) {
@@ -282,41 +360,30 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
     report_stall();
     if (options.steps_done != nullptr) options.steps_done->store(state.next_step);
     if (show) progress.Step(state.next_step, r.loss, result.train_seconds);
-
+    // The parameters are read beyond the next step only after every rank
+    // agrees they are finite (what the last update and all-gather saw is
+    // otherwise judged in the next step).
+    bool settled = false;
+    auto settle = [&]() -> absl::Status {
+      if (settled) return absl::OkStatus();
+      settled = true;
+      RETURN_IF_ERROR(exchange.FinishGathers(&state.nonfinite));
+      return SettleNonFinite(world, state.nonfinite);
+    };
+    // 4. Log, eval, save, snapshot, stop: in that order.
     if (due.log) {
-      const double rate = window_seconds > 0
-                              ? static_cast<double>(window_steps) * global_batch / window_seconds
-                              : 0;
-      if (lead && options.metrics != nullptr) {
-        RETURN_IF_ERROR(options.metrics->Write(TrainLine(r, rate)));
-      }
-      window_seconds = 0;
-      window_steps = 0;
+      const double rate = window.Take(global_batch);
+      if (lead && options.metrics != nullptr) RETURN_IF_ERROR(options.metrics->Write(TrainLine(r, rate)));
     }
     bool new_best = false;
     if (due.eval) {
       last_eval = state.next_step;
       RETURN_IF_ERROR(settle());
-      const Stopwatch eval_watch(options.env);
-      ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
-                                              config.data().eval_batch_size(), world, eval_ws.get()));
-      if (observer != nullptr) observer->OnOverhead(Overhead::kEvaluation, eval_watch.ElapsedSeconds());
-      // Every rank has the same eval numbers and the same best so far (it
-      // is restored with the checkpoint), so all agree on a new best.
-      // Kept as BEST only when checkpoint.best_metric is set.
-      new_best = best.Offer(state.next_step, {e.loss, e.accuracy, e.bits_per_byte}) &&
-                 !config.checkpoint().best_metric().empty();
-      const EvalPoint point{state.next_step, e.loss, e.accuracy, result.train_seconds, e.bits_per_byte};
-      result.evals.push_back(point);
-      if (lead && options.metrics != nullptr) RETURN_IF_ERROR(options.metrics->Write(EvalLine(point)));
-      if (show) {
-        SLOG(INFO) << absl::StrFormat("eval at step %d (epoch %.2f): %s loss %.4f%s, accuracy %.4f", point.step,
-                                      static_cast<double>(point.step) / pipeline.steps_per_epoch(),
-                                      data.test.is_text() ? "validation" : "test", e.loss,
-                                      e.bits_per_byte > 0 ? absl::StrFormat(" (%.3f bits per byte)", e.bits_per_byte)
-                                                          : std::string(),
-                                      e.accuracy);
-      }
+      ASSIGN_OR_RETURN(Evaluated e, EvaluateAt(config, model, data.test, state.params.data(), state.next_step,
+                                               result.train_seconds, pipeline.steps_per_epoch(), world, eval_ws.get(),
+                                               p.best.get(), options, lead, show));
+      result.evals.push_back(e.point);
+      new_best = e.new_best;
     }
     if (!options.checkpoint_root.empty() && (due.save || new_best) && state.next_step != last_saved) {
       // Snapshot, write and report happen in the background; the next
@@ -357,9 +424,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   }
   result.steps = state.next_step;
   result.samples_per_second =
-      result.train_seconds > 0
-          ? static_cast<double>(result.steps - start_step) * global_batch / result.train_seconds
-          : 0;
+      result.train_seconds > 0 ? static_cast<double>(result.steps - start_step) * global_batch / result.train_seconds
+                               : 0;
   result.params = std::move(state.params);
   return result;
 }
