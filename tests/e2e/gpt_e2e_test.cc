@@ -1,7 +1,7 @@
 // The GPT end to end, as a user runs it: the Austen corpus written by
 // `shardline data austen`, deploy/configs/austen_gpt.textproto shrunk to a
 // few seconds' model on two workers; it learns, a SIGKILLed worker resumes
-// bit for bit, its two-worker checkpoint restores onto one process, the
+// bit for bit (from disk, and from the survivors' in-memory snapshots), its two-worker checkpoint restores onto one process, the
 // export has nanoGPT's names, and `shardline sample` gives the same bytes
 // for the same arguments. (The full config's result is in bench/RESULTS.md.)
 #include <gtest/gtest.h>
@@ -59,6 +59,20 @@ TEST(GptE2eTest, LearnsOnTwoWorkersResumesBitForBitReshardsExportsAndSamples) {
   EXPECT_TRUE(Env::Default()->FileExists(killed + "/crashed")) << "the crash point never fired";
   EXPECT_TRUE(absl::StrContains(ReadAll(killed + "/logs/worker-0.log"), "restored step")) << b.Output();
   EXPECT_TRUE(SameBits(FinalState(killed, 120, 2), want)) << "a killed GPT run ends with other bits";
+
+  // The same kill with in-memory snapshots every 20 steps: the world
+  // restores step 60 from the survivors' memory (newer than disk's 40), no
+  // checkpoint read, and still ends with the uninterrupted run's bits.
+  const std::string memory = FreshDir("gpt_memory");
+  std::vector<std::string> with_snapshots = run;
+  with_snapshots.push_back("checkpoint.memory_every_steps=20");
+  Subprocess m(LaunchArgv(memory, 2, with_snapshots, /*max_restarts=*/2, config),
+               {"SHARDLINE_CRASH_AT=before_shard_rename:80:" + memory + "/crashed"});
+  ASSERT_EQ(m.Wait(absl::Seconds(300)), 0) << m.Output();
+  EXPECT_TRUE(Env::Default()->FileExists(memory + "/crashed")) << "the crash point never fired";
+  EXPECT_TRUE(absl::StrContains(ReadAll(memory + "/logs/worker-0.log"), "restored step 60 from memory"))
+      << ReadAll(memory + "/logs/worker-0.log");
+  EXPECT_TRUE(SameBits(FinalState(memory, 120, 2), want)) << "a GPT restored from memory ends with other bits";
 
   // 2 -> 1: the two-worker checkpoint onto one process.
   const std::string one = FreshDir("gpt_one");
