@@ -95,10 +95,7 @@ class ElasticJobTest : public ::testing::Test {
   // The report of rank `rank` of `world` saying it saved its shard of `step`.
   coordinator::WorkerReport Saved(const coordinator::RegisterResponse& world, int64_t step) {
     EXPECT_TRUE(env_.CreateDirs(StepDir(root_, step)).ok());
-    coordinator::WorkerReport r;
-    r.set_member_secret(world.member_secret());
-    r.set_rank(world.rank());
-    r.set_generation(world.generation());
+    coordinator::WorkerReport r = MemberReport(world);
     r.set_steps_done(step + 3);
     r.set_total_steps(1000);
     coordinator::SavedShard* s = r.add_saved();

@@ -1,4 +1,5 @@
-// The Register calls the Job tests make for their simulated workers.
+// The Register calls, and the plainest report, the Job tests make for
+// their simulated workers.
 #ifndef SHARDLINE_TESTS_COORDINATOR_REGISTER_REQUEST_H_
 #define SHARDLINE_TESTS_COORDINATOR_REGISTER_REQUEST_H_
 
@@ -17,6 +18,16 @@ inline coordinator::RegisterRequest RegisterReq(int slot, uint64_t incarnation, 
   r.set_requested_rank(slot);
   r.set_incarnation(incarnation);
   r.set_previous_generation(previous);
+  return r;
+}
+
+// A report from the member `world` answered (its rank, generation and
+// secret), carrying nothing else yet.
+inline coordinator::WorkerReport MemberReport(const coordinator::RegisterResponse& world) {
+  coordinator::WorkerReport r;
+  r.set_rank(world.rank());
+  r.set_generation(world.generation());
+  r.set_member_secret(world.member_secret());
   return r;
 }
 

@@ -22,6 +22,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "common/net/rpc_auth.h"
 #include "tests/util/pki.h"
+#include "tests/coordinator/register_request.h"
 #include "tests/util/fault_env.h"
 #include "tests/util/proof.h"
 #include "common/status/progress_line.h"
@@ -418,10 +419,7 @@ TEST(CoordinatorServiceTest, ABrokenHeartbeatStreamBreaksTheWorldAtOnce) {
   ASSERT_EQ(served.job->Snapshot().generation(), 1u);
   grpc::ClientContext ctx;
   auto stream = stub->Heartbeat(&ctx);
-  coordinator::WorkerReport report;
-  report.set_rank(world.rank());
-  report.set_generation(world.generation());
-  report.set_member_secret(world.member_secret());
+  coordinator::WorkerReport report = MemberReport(world);
   ASSERT_TRUE(stream->Write(report));
   const absl::Time until = absl::Now() + absl::Seconds(20);
   while (served.job->Snapshot().workers_alive() != 1 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
@@ -461,10 +459,7 @@ TEST(CoordinatorServiceTest, ACommitStalledOnDiskHoldsUpNoRpc) {
   env.StallDisk();
   grpc::ClientContext ctx;
   auto stream = stub->Heartbeat(&ctx);
-  coordinator::WorkerReport report;
-  report.set_rank(world.rank());
-  report.set_generation(world.generation());
-  report.set_member_secret(world.member_secret());
+  coordinator::WorkerReport report = MemberReport(world);
   report.set_steps_done(5);
   report.set_total_steps(10);
   coordinator::SavedShard* saved = report.add_saved();
