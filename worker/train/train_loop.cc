@@ -18,6 +18,7 @@
 #include "worker/train/evaluator.h"
 #include "worker/train/nan_guard.h"
 #include "worker/train/nonfinite.h"
+#include "worker/train/prepare.h"
 #include "worker/train/progress.h"
 #include "worker/train/train_step.h"
 #include "common/platform/clock.h"
@@ -87,103 +88,6 @@ int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples) {
 }
 
 namespace {
-
-// What RunTraining builds before its first step: the model, the optimizer of
-// this rank's pieces, the pipeline and schedule, and the state initialised
-// (a pure function of the seed) or restored.
-struct Prepared {
-  std::unique_ptr<Model> model;
-  int64_t total_steps = 0;
-  std::vector<Range> buckets;
-  std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<BatchPipeline> pipeline;
-  std::unique_ptr<LrSchedule> schedule;
-  TrainState state;
-  std::unique_ptr<BestEval> best;  // with a checkpoint.best_metric, saved in every shard and kept as BEST
-};
-
-absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const TrainingData& data, Collectives& comm,
-                                 const TrainOptions& options) {
-  const int global_batch = config.data().global_batch_size();
-  if (global_batch > data.train.num_examples) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "config field data.global_batch_size: %d exceeds the %d training examples", global_batch,
-        data.train.num_examples));
-  }
-  Prepared p;
-  ASSIGN_OR_RETURN(p.model, CreateModel(config.model(), InputOf(data.train)));
-  const FlatLayout& layout = p.model->layout();
-  p.total_steps = TotalSteps(config, data.train.num_examples);
-  if (p.total_steps > std::numeric_limits<int32_t>::max()) {
-    // metrics.jsonl writes steps as JSON numbers through an int32 field.
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "config fields train.total_steps / train.epochs: %d steps is more than the %d a run may have", p.total_steps,
-        std::numeric_limits<int32_t>::max()));
-  }
-  p.buckets = GradientBuckets(config, layout);
-  ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,
-                                                  OwnedPieces(p.buckets, comm.rank(), comm.world_size())));
-  p.pipeline = std::make_unique<BatchPipeline>(data.train.num_examples, global_batch, config.data().shuffle_seed());
-  p.schedule = std::make_unique<LrSchedule>(config.schedule(), p.total_steps);
-  p.best = std::make_unique<BestEval>(config.checkpoint());
-  p.state.params.resize(static_cast<size_t>(layout.total_size()));
-  // A restore from memory writes every parameter (own pieces, then the
-  // all-gather of every bucket): initialising them first would only add
-  // seconds to a recovery at large models.
-  if (options.memory_restore_step <= 0) p.model->InitRange(config.seed(), Range{0, layout.total_size()}, p.state.params.data());
-  RestoreSource source;
-  source.env = options.env;
-  source.memory_step = options.memory_restore_step;
-  source.memory_world = options.memory_restore_world;
-  source.memory = options.memory;
-  source.disk_dir = options.restore_dir;
-  source.init_from = config.checkpoint().init_from();
-  ASSIGN_OR_RETURN(RestoredState restored, RestoreState(source, layout, p.buckets, comm,
-                                                        absl::MakeSpan(p.state.params), p.optimizer.get()));
-  if (restored.restored.has_value()) {
-    const Restored& r = *restored.restored;
-    ASSIGN_OR_RETURN(p.state.next_step, p.pipeline->Restore(r.position));
-    if (p.state.next_step != r.step) {
-      return absl::DataLossError(
-          restored.from_memory
-              ? absl::StrFormat("in-memory snapshot of step %d has the data position of step %d", r.step,
-                                p.state.next_step)
-              : absl::StrFormat("%s: saved at step %d but its data position is step %d", options.restore_dir, r.step,
-                                p.state.next_step));
-    }
-    p.best->Reset(r.best.step, r.best.value);
-    if (options.observer != nullptr) options.observer->OnOverhead(Overhead::kRestore, restored.seconds);
-  }
-  return p;
-}
-
-const char* FamilyName(const config::ModelConfig& m) {
-  return m.has_gpt() ? "a GPT" : m.has_vit() ? "a ViT" : m.has_cnn() ? "a CNN" : "an MLP";
-}
-
-// Says what the run is: in the log (rank 0) and to the observer.
-void Announce(const config::JobConfig& config, const Prepared& p, const Collectives& comm, bool show,
-              StepObserver* observer) {
-  const Model& model = *p.model;
-  if (show) {
-    SLOG(INFO) << absl::StrFormat(
-        "training %d steps (%d per epoch, global batch %d) of %s with %d parameters, "
-        "%d training FLOPs per example, world size %d",
-        p.total_steps, p.pipeline->steps_per_epoch(), config.data().global_batch_size(), FamilyName(config.model()),
-        model.layout().total_size(), model.TrainFlopsPerExample(), comm.world_size());
-  }
-  if (observer == nullptr) return;
-  RunInfo info;
-  info.rank = comm.rank();
-  info.world_size = comm.world_size();
-  info.total_steps = p.total_steps;
-  info.parameters = model.layout().total_size();
-  info.owned_parameters = p.optimizer->size();
-  for (const StateBuffer* b : p.optimizer->state()) info.optimizer_state_floats += static_cast<int64_t>(b->values.size());
-  info.flops_per_example = model.TrainFlopsPerExample();
-  info.global_batch_size = config.data().global_batch_size();
-  observer->OnStart(info);
-}
 
 // The requests this rank votes on before `step` (train_step.h: Votes): a
 // stop, a checkpoint (asked by the coordinator, or due by
@@ -257,84 +161,219 @@ absl::StatusOr<Evaluated> EvaluateAt(const config::JobConfig& config, const Mode
 
 }  // namespace
 
+namespace {
+
+// What the loop's parts share in one run. RunTraining builds the objects
+// it points to in dependency order; the parts below read and update it.
+struct Loop {
+  const config::JobConfig& config;
+  const TrainOptions& options;
+  const TrainingData& data;
+  Prepared& p;
+  Collectives& world;  // the overlapped world when there is one
+  GradientExchange& exchange;
+  ShardSaver& saver;
+  ModelWorkspace* eval_ws;
+  const bool lead;
+  const bool show;
+  TrainResult& result;
+  int64_t last_saved;
+  int64_t last_eval;
+  Stopwatch since_save;
+  RateWindow window;
+  double stall_seen = 0;
+};
+
+// With one bucket there is nothing to overlap: its reduce-scatter can only
+// start when backward ends, and the next forward's first layer waits for
+// its whole all-gather. The background thread would add only its
+// hand-offs (W1: 6-9% of samples/s, bench/RESULTS.md), so the
+// collectives stay on the training thread: the same ops, the same bits.
+bool Overlapped(const config::JobConfig& config, const Collectives& comm, const Prepared& p, bool show) {
+  const bool wanted = config.collective().overlap() && comm.world_size() > 1;
+  const bool overlapped = wanted && p.buckets.size() > 1;
+  if (show && wanted && !overlapped) {
+    SLOG(INFO) << "collective.overlap: the gradients are one bucket (collective.bucket_cap_mb), so the "
+                  "collectives run on the training thread";
+  }
+  return overlapped;
+}
+
+// This rank's shard of the state as it stands between steps.
+ShardSource ShardNow(const Loop& l) {
+  ShardSource source;
+  source.step = l.p.state.next_step;
+  source.rank = l.world.rank();
+  source.world = l.world.world_size();
+  source.layout = &l.p.model->layout();
+  source.params = l.p.state.params.data();
+  source.optimizer = l.p.optimizer.get();
+  source.position = l.p.pipeline->Position(l.p.state.next_step);
+  source.job_id = l.options.job_id;
+  // Saved (and so BEST kept) only by a checkpoint.best_metric.
+  if (!l.config.checkpoint().best_metric().empty()) source.best = BestSoFar{l.p.best->step(), l.p.best->value()};
+  return source;
+}
+
+void ReportStall(Loop& l) {
+  if (l.options.observer == nullptr || l.saver.stall_seconds() <= l.stall_seen) return;
+  l.options.observer->OnOverhead(Overhead::kCheckpointStall, l.saver.stall_seconds() - l.stall_seen);
+  l.stall_seen = l.saver.stall_seconds();
+}
+
+// The parameters are read beyond the next step only after every rank agrees
+// they are finite (what the last update and all-gather saw is otherwise
+// judged in the next step). Once per step, however many readers.
+class Settle {
+ public:
+  explicit Settle(Loop& l) : l_(l) {}
+  absl::Status operator()() {
+    if (settled_) return absl::OkStatus();
+    settled_ = true;
+    RETURN_IF_ERROR(l_.exchange.FinishGathers(&l_.p.state.nonfinite));
+    return SettleNonFinite(l_.world, l_.p.state.nonfinite);
+  }
+
+ private:
+  Loop& l_;
+  bool settled_ = false;
+};
+
+// After a step: the times, the NaN guard, observers and progress.
+absl::Status Account(Loop& l, const StepResult& r, double seconds, const std::vector<PhaseSpan>* traced,
+                     Progress& progress, NanGuard& guard) {
+  l.result.train_seconds += seconds;
+  l.result.phase_seconds += r.times;
+  l.window.Add(seconds);
+  l.result.losses.push_back(r.loss);
+  RETURN_IF_ERROR(guard.Check(r.step, r.loss, r.grad_norm));
+  if (StepObserver* observer = l.options.observer; observer != nullptr) {
+    observer->OnStep(r, seconds);
+    if (traced != nullptr) observer->OnTrace(r.step + 1, *traced);
+  }
+  ReportStall(l);
+  if (l.options.steps_done != nullptr) l.options.steps_done->store(l.p.state.next_step);
+  if (l.show) progress.Step(l.p.state.next_step, r.loss, l.result.train_seconds);
+  return absl::OkStatus();
+}
+
+// A save (due, or a new best): snapshot, write and report happen in the
+// background; the next step waits for the snapshot before its update.
+absl::Status SaveNow(Loop& l, Settle& settle) {
+  RETURN_IF_ERROR(settle());
+  RETURN_IF_ERROR(l.saver.Save(ShardNow(l)));
+  ReportStall(l);
+  l.last_saved = l.p.state.next_step;
+  l.since_save.Reset();
+  return absl::OkStatus();
+}
+
+// Synchronous, at the step boundary, on every rank alike: the copy is
+// memcpy-speed and the ring shift one shard (bench/RESULTS.md).
+absl::Status SnapshotNow(Loop& l, Settle& settle) {
+  RETURN_IF_ERROR(settle());
+  const Stopwatch watch(l.options.env);
+  RETURN_IF_ERROR(l.options.memory->TakeAndReplicate(ShardNow(l), l.config.checkpoint().memory_copies(), l.world));
+  const double took = watch.ElapsedSeconds();
+  ++l.result.memory_snapshots;
+  l.result.memory_snapshot_seconds += took;
+  if (l.options.observer != nullptr) l.options.observer->OnOverhead(Overhead::kMemorySnapshot, took);
+  return absl::OkStatus();
+}
+
+// What is due after a step, in order: log, eval, save, snapshot. Every rank
+// got the same agreed requests in the step, so all do the same here.
+absl::Status ActOn(Loop& l, const Due& due, const StepResult& r) {
+  Settle settle(l);
+  const int64_t at = l.p.state.next_step;
+  if (due.log) {
+    const double rate = l.window.Take(l.config.data().global_batch_size());
+    if (l.lead && l.options.metrics != nullptr) RETURN_IF_ERROR(l.options.metrics->Write(TrainLine(r, rate)));
+  }
+  bool new_best = false;
+  if (due.eval) {
+    l.last_eval = at;
+    RETURN_IF_ERROR(settle());
+    ASSIGN_OR_RETURN(Evaluated e, EvaluateAt(l.config, *l.p.model, l.data.test, l.p.state.params.data(), at,
+                                             l.result.train_seconds, l.p.pipeline->steps_per_epoch(), l.world,
+                                             l.eval_ws, l.p.best.get(), l.options, l.lead, l.show));
+    l.result.evals.push_back(e.point);
+    new_best = e.new_best;
+  }
+  if (!l.options.checkpoint_root.empty() && (due.save || new_best) && at != l.last_saved) {
+    RETURN_IF_ERROR(SaveNow(l, settle));
+  }
+  if (due.snapshot) RETURN_IF_ERROR(SnapshotNow(l, settle));
+  return absl::OkStatus();
+}
+
+// After the last step: the gathers settled, the final save durable and
+// reported, and an eval for a run that was restored already finished.
+absl::Status Finish(Loop& l, int64_t start_step) {
+  TrainState& state = l.p.state;
+  RETURN_IF_ERROR(l.exchange.FinishGathers(&state.nonfinite));
+  RETURN_IF_ERROR(SettleNonFinite(l.world, state.nonfinite));
+  RETURN_IF_ERROR(l.saver.Wait());
+  TrainResult& result = l.result;
+  result.checkpoint_seconds = l.saver.stall_seconds();
+  if (result.evals.empty()) {
+    ASSIGN_OR_RETURN(EvalResult e, Evaluate(*l.p.model, state.params.data(), l.data.test,
+                                            l.config.data().eval_batch_size(), l.world, l.eval_ws));
+    result.evals.push_back(EvalPoint{state.next_step, e.loss, e.accuracy, 0, e.bits_per_byte});
+  }
+  result.steps = state.next_step;
+  const int global_batch = l.config.data().global_batch_size();
+  result.samples_per_second =
+      result.train_seconds > 0 ? static_cast<double>(result.steps - start_step) * global_batch / result.train_seconds
+                               : 0;
+  result.params = std::move(state.params);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const TrainingData& data,
                                         Collectives& comm, const TrainOptions& options) {
   ASSIGN_OR_RETURN(Prepared p, Prepare(config, data, comm, options));
-  const Model& model = *p.model;
   TrainState& state = p.state;
-  BatchPipeline& pipeline = *p.pipeline;
-  const int global_batch = config.data().global_batch_size();
   const int64_t start_step = state.next_step;
   // Declared after everything a background save reads (params, optimizer),
   // so on every return it is destroyed, and waits for its thread, first.
   ShardSaver saver(options.env, options.checkpoint_root, options.checkpoint_sink, config.checkpoint().async());
-  StepObserver* const observer = options.observer;
   const bool lead = comm.rank() == 0;
   const bool show = options.show_progress && lead;
-  Announce(config, p, comm, show, observer);
-  Progress progress(p.total_steps, pipeline.steps_per_epoch(), global_batch, config.train().log_every());
+  Announce(config, p, comm, show, options.observer);
+  Progress progress(p.total_steps, p.pipeline->steps_per_epoch(), config.data().global_batch_size(),
+                    config.train().log_every());
   NanGuard guard;
   StepBuffers buffers;
-  // With one bucket there is nothing to overlap: its reduce-scatter can only
-  // start when backward ends, and the next forward's first layer waits for
-  // its whole all-gather. The background thread would add only its
-  // hand-offs (W1: 6-9% of samples/s, bench/RESULTS.md), so the
-  // collectives stay on the training thread: the same ops, the same bits.
-  const bool overlapped = config.collective().overlap() && comm.world_size() > 1 && p.buckets.size() > 1;
-  if (show && config.collective().overlap() && comm.world_size() > 1 && !overlapped) {
-    SLOG(INFO) << "collective.overlap: the gradients are one bucket (collective.bucket_cap_mb), so the "
-                  "collectives run on the training thread";
-  }
   // Declared after the state and buffers its background collectives use, so
   // destroyed (waiting for them) first. From here on everything talks to
   // the world through `world`: its plain calls wait for those collectives.
   std::unique_ptr<OverlapCollectives> overlap;
-  if (overlapped) overlap = std::make_unique<OverlapCollectives>(&comm);
+  if (Overlapped(config, comm, p, show)) overlap = std::make_unique<OverlapCollectives>(&comm);
   Collectives& world = overlap != nullptr ? static_cast<Collectives&>(*overlap) : comm;
   GradientExchange exchange(p.buckets, world, overlap.get());
-  const StepContext ctx{config, model, data.train, pipeline, exchange, *p.optimizer, *p.schedule, world, &saver,
-                        options.env};
-  const std::unique_ptr<ModelWorkspace> eval_ws = model.NewWorkspace();
+  const StepContext ctx{config, *p.model, data.train, *p.pipeline, exchange, *p.optimizer, *p.schedule, world,
+                        &saver, options.env};
+  const std::unique_ptr<ModelWorkspace> eval_ws = p.model->NewWorkspace();
   TrainResult result;
-  result.flops_per_example = model.TrainFlopsPerExample();
+  result.flops_per_example = p.model->TrainFlopsPerExample();
   result.start_step = start_step;
+  Loop l{config, options, data, p, world, exchange, saver, eval_ws.get(), lead, show, result,
+         start_step, start_step, Stopwatch(options.env), RateWindow()};
   const CadenceOptions cadence =
       CadenceFromConfig(config, p.total_steps, /*memory_snapshots=*/options.memory != nullptr && comm.world_size() > 1);
-  int64_t last_saved = start_step;
-  int64_t last_eval = start_step;
-  Stopwatch since_save(options.env);
-  RateWindow window;
   const std::set<int64_t> trace_steps(config.train().trace_steps().begin(), config.train().trace_steps().end());
   std::vector<PhaseSpan> spans;
-  double stall_seen = 0;
-  // This rank's shard of the state as it stands between steps.
-  auto shard_now = [&] {
-    ShardSource source;
-    source.step = state.next_step;
-    source.rank = comm.rank();
-    source.world = comm.world_size();
-    source.layout = &model.layout();
-    source.params = state.params.data();
-    source.optimizer = p.optimizer.get();
-    source.position = pipeline.Position(state.next_step);
-    source.job_id = options.job_id;
-    // Saved (and so BEST kept) only by a checkpoint.best_metric.
-    if (!config.checkpoint().best_metric().empty()) source.best = BestSoFar{p.best->step(), p.best->value()};
-    return source;
-  };
-  auto report_stall = [&] {
-    if (observer == nullptr || saver.stall_seconds() <= stall_seen) return;
-    observer->OnOverhead(Overhead::kCheckpointStall, saver.stall_seconds() - stall_seen);
-    stall_seen = saver.stall_seconds();
-  };
 
   while (state.next_step < p.total_steps) {
     // 1. The step, with this rank's votes.
     const int64_t step = state.next_step;
     const Votes votes =
-        VotesBefore(options, step, last_saved, last_eval, config.checkpoint().every_seconds(), since_save);
+        VotesBefore(options, step, l.last_saved, l.last_eval, config.checkpoint().every_seconds(), l.since_save);
     const Stopwatch step_watch(options.env);
-    const bool traced = observer != nullptr && trace_steps.count(step + 1) > 0;
+    const bool traced = options.observer != nullptr && trace_steps.count(step + 1) > 0;
     spans.clear();
     buffers.spans = traced ? &spans : nullptr;
     ASSIGN_OR_RETURN(StepResult r, TrainStep(ctx, LogDue(cadence, step + 1), votes, &state, &buffers));
@@ -342,69 +381,13 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
       return guard.Diverged(r.step, absl::StrCat("rank ", r.nonfinite.rank, "'s ",
                                                  DescribeSource(r.nonfinite.evidence.source)));
     }
-    // 2. What is due after it: every rank got the same agreed requests in
-    // this step, so all do the same below (and stop here alike).
+    // 2. What is due after it (the same on every rank), then accounting.
     const double seconds = step_watch.ElapsedSeconds();
     const Due due = DueAfter(cadence, state.next_step, {r.agreed_stop, r.agreed_checkpoint, r.agreed_eval});
     if (due.stop) CrashPoint("stopping", state.next_step);  // before the final eval and save
-    // 3. Accounting: times, the NaN guard, observers, progress.
-    result.train_seconds += seconds;
-    result.phase_seconds += r.times;
-    window.Add(seconds);
-    result.losses.push_back(r.loss);
-    RETURN_IF_ERROR(guard.Check(r.step, r.loss, r.grad_norm));
-    if (observer != nullptr) {
-      observer->OnStep(r, seconds);
-      if (traced) observer->OnTrace(step + 1, spans);
-    }
-    report_stall();
-    if (options.steps_done != nullptr) options.steps_done->store(state.next_step);
-    if (show) progress.Step(state.next_step, r.loss, result.train_seconds);
-    // The parameters are read beyond the next step only after every rank
-    // agrees they are finite (what the last update and all-gather saw is
-    // otherwise judged in the next step).
-    bool settled = false;
-    auto settle = [&]() -> absl::Status {
-      if (settled) return absl::OkStatus();
-      settled = true;
-      RETURN_IF_ERROR(exchange.FinishGathers(&state.nonfinite));
-      return SettleNonFinite(world, state.nonfinite);
-    };
-    // 4. Log, eval, save, snapshot, stop: in that order.
-    if (due.log) {
-      const double rate = window.Take(global_batch);
-      if (lead && options.metrics != nullptr) RETURN_IF_ERROR(options.metrics->Write(TrainLine(r, rate)));
-    }
-    bool new_best = false;
-    if (due.eval) {
-      last_eval = state.next_step;
-      RETURN_IF_ERROR(settle());
-      ASSIGN_OR_RETURN(Evaluated e, EvaluateAt(config, model, data.test, state.params.data(), state.next_step,
-                                               result.train_seconds, pipeline.steps_per_epoch(), world, eval_ws.get(),
-                                               p.best.get(), options, lead, show));
-      result.evals.push_back(e.point);
-      new_best = e.new_best;
-    }
-    if (!options.checkpoint_root.empty() && (due.save || new_best) && state.next_step != last_saved) {
-      // Snapshot, write and report happen in the background; the next
-      // step waits for the snapshot before its optimizer update.
-      RETURN_IF_ERROR(settle());
-      RETURN_IF_ERROR(saver.Save(shard_now()));
-      report_stall();
-      last_saved = state.next_step;
-      since_save.Reset();
-    }
-    if (due.snapshot) {
-      // Synchronous, at the step boundary, on every rank alike: the copy is
-      // memcpy-speed and the ring shift one shard (bench/RESULTS.md).
-      RETURN_IF_ERROR(settle());
-      const Stopwatch snapshot_watch(options.env);
-      RETURN_IF_ERROR(options.memory->TakeAndReplicate(shard_now(), config.checkpoint().memory_copies(), world));
-      const double took = snapshot_watch.ElapsedSeconds();
-      ++result.memory_snapshots;
-      result.memory_snapshot_seconds += took;
-      if (observer != nullptr) observer->OnOverhead(Overhead::kMemorySnapshot, took);
-    }
+    RETURN_IF_ERROR(Account(l, r, seconds, traced ? &spans : nullptr, progress, guard));
+    // 3. Log, eval, save, snapshot; then stop if asked.
+    RETURN_IF_ERROR(ActOn(l, due, r));
     if (due.stop) {
       result.stopped_early = true;
       if (show) SLOG(INFO) << "stopping at step " << state.next_step << " as requested";
@@ -412,21 +395,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
     }
   }
   if (show) progress.Finish();
-  // Before the final parameters are read.
-  RETURN_IF_ERROR(exchange.FinishGathers(&state.nonfinite));
-  RETURN_IF_ERROR(SettleNonFinite(world, state.nonfinite));
-  RETURN_IF_ERROR(saver.Wait());  // the final save is durable and reported before we return
-  result.checkpoint_seconds = saver.stall_seconds();
-  if (result.evals.empty()) {  // restored a finished run: report where it stands
-    ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, state.params.data(), data.test,
-                                            config.data().eval_batch_size(), world, eval_ws.get()));
-    result.evals.push_back(EvalPoint{state.next_step, e.loss, e.accuracy, 0, e.bits_per_byte});
-  }
-  result.steps = state.next_step;
-  result.samples_per_second =
-      result.train_seconds > 0 ? static_cast<double>(result.steps - start_step) * global_batch / result.train_seconds
-                               : 0;
-  result.params = std::move(state.params);
+  RETURN_IF_ERROR(Finish(l, start_step));
   return result;
 }
 

@@ -1,0 +1,99 @@
+#include "worker/train/prepare.h"
+
+#include <limits>
+
+#include "absl/strings/str_format.h"
+#include "common/platform/logging.h"
+#include "common/platform/status_macros.h"
+#include "worker/checkpoint/restore_state.h"
+#include "worker/model/model_factory.h"
+
+namespace shardline {
+
+absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const TrainingData& data, Collectives& comm,
+                                 const TrainOptions& options) {
+  const int global_batch = config.data().global_batch_size();
+  if (global_batch > data.train.num_examples) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "config field data.global_batch_size: %d exceeds the %d training examples", global_batch,
+        data.train.num_examples));
+  }
+  Prepared p;
+  ASSIGN_OR_RETURN(p.model, CreateModel(config.model(), InputOf(data.train)));
+  const FlatLayout& layout = p.model->layout();
+  p.total_steps = TotalSteps(config, data.train.num_examples);
+  if (p.total_steps > std::numeric_limits<int32_t>::max()) {
+    // metrics.jsonl writes steps as JSON numbers through an int32 field.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "config fields train.total_steps / train.epochs: %d steps is more than the %d a run may have", p.total_steps,
+        std::numeric_limits<int32_t>::max()));
+  }
+  p.buckets = GradientBuckets(config, layout);
+  ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,
+                                                  OwnedPieces(p.buckets, comm.rank(), comm.world_size())));
+  p.pipeline = std::make_unique<BatchPipeline>(data.train.num_examples, global_batch, config.data().shuffle_seed());
+  p.schedule = std::make_unique<LrSchedule>(config.schedule(), p.total_steps);
+  p.best = std::make_unique<BestEval>(config.checkpoint());
+  p.state.params.resize(static_cast<size_t>(layout.total_size()));
+  // A restore from memory writes every parameter (own pieces, then the
+  // all-gather of every bucket): initialising them first would only add
+  // seconds to a recovery at large models.
+  if (options.memory_restore_step <= 0) p.model->InitRange(config.seed(), Range{0, layout.total_size()}, p.state.params.data());
+  RestoreSource source;
+  source.env = options.env;
+  source.memory_step = options.memory_restore_step;
+  source.memory_world = options.memory_restore_world;
+  source.memory = options.memory;
+  source.disk_dir = options.restore_dir;
+  source.init_from = config.checkpoint().init_from();
+  ASSIGN_OR_RETURN(RestoredState restored, RestoreState(source, layout, p.buckets, comm,
+                                                        absl::MakeSpan(p.state.params), p.optimizer.get()));
+  if (restored.restored.has_value()) {
+    const Restored& r = *restored.restored;
+    ASSIGN_OR_RETURN(p.state.next_step, p.pipeline->Restore(r.position));
+    if (p.state.next_step != r.step) {
+      return absl::DataLossError(
+          restored.from_memory
+              ? absl::StrFormat("in-memory snapshot of step %d has the data position of step %d", r.step,
+                                p.state.next_step)
+              : absl::StrFormat("%s: saved at step %d but its data position is step %d", options.restore_dir, r.step,
+                                p.state.next_step));
+    }
+    p.best->Reset(r.best.step, r.best.value);
+    if (options.observer != nullptr) options.observer->OnOverhead(Overhead::kRestore, restored.seconds);
+  }
+  return p;
+}
+
+namespace {
+
+const char* FamilyName(const config::ModelConfig& m) {
+  return m.has_gpt() ? "a GPT" : m.has_vit() ? "a ViT" : m.has_cnn() ? "a CNN" : "an MLP";
+}
+
+}  // namespace
+
+void Announce(const config::JobConfig& config, const Prepared& p, const Collectives& comm, bool show,
+              StepObserver* observer) {
+  const Model& model = *p.model;
+  if (show) {
+    SLOG(INFO) << absl::StrFormat(
+        "training %d steps (%d per epoch, global batch %d) of %s with %d parameters, "
+        "%d training FLOPs per example, world size %d",
+        p.total_steps, p.pipeline->steps_per_epoch(), config.data().global_batch_size(), FamilyName(config.model()),
+        model.layout().total_size(), model.TrainFlopsPerExample(), comm.world_size());
+  }
+  if (observer == nullptr) return;
+  RunInfo info;
+  info.rank = comm.rank();
+  info.world_size = comm.world_size();
+  info.total_steps = p.total_steps;
+  info.parameters = model.layout().total_size();
+  info.owned_parameters = p.optimizer->size();
+  for (const StateBuffer* b : p.optimizer->state()) info.optimizer_state_floats += static_cast<int64_t>(b->values.size());
+  info.flops_per_example = model.TrainFlopsPerExample();
+  info.global_batch_size = config.data().global_batch_size();
+  observer->OnStart(info);
+}
+
+}  // namespace shardline
