@@ -25,7 +25,7 @@
 #include "coordinator/metrics_history.h"
 #include "coordinator/status_page.h"
 #include "coordinator/trace_log.h"
-#include "coordinator/straggler.h"
+#include "coordinator/status_views.h"
 #include "common/status/progress_line.h"
 #include "coordinator/report_check.h"
 #include "coordinator/service.h"
@@ -104,170 +104,100 @@ void InstallStopHandler() {
   sigaction(SIGUSR2, &sa, nullptr);
 }
 
-absl::Status Run(const Args& args) {
-  Env* env = DefaultEnvWithFaults();  // SHARDLINE_SLOW_DISK_FILE: fault-injection runs only
+// The coordinator's flags, checked.
+struct CoordinatorFlags {
+  std::string config;
+  std::string listen;
+  std::string workdir;
+  std::string metrics_listen = "127.0.0.1:0";
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  StatusViewsOptions views;
+  int rpc_threads = 1;
+  bool stop_requested = false;
+};
+
+absl::StatusOr<CoordinatorFlags> ParseFlags(const Args& args) {
   for (const char* f : {"config", "listen", "workdir"}) {
     if (args.Get(f).empty()) return absl::InvalidArgumentError(absl::StrCat("--", f, " is required"));
   }
-  ASSIGN_OR_RETURN(config::JobConfig cfg, LoadConfig(env, args.Get("config"), args.GetAll("set"),
-                                                     /*check_paths=*/false));
-  const std::string workdir = args.Get("workdir");
-  auto registry = std::make_shared<prometheus::Registry>();
-  ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth,
-                   LoadRpcAuth(env, args, args.Get("listen"), RejectedRpcCounter(*registry)));
-  if (auth->credential().rank >= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--token_file holds rank ", auth->credential().rank,
-                                                   "'s credential; the coordinator needs the job token itself"));
-  }
-  // One owner per workdir, taken before anything in it changes (the lock of
-  // the `launch` that started us, if it did).
-  ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(workdir, "shardline-coordinator"));
-  RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
-  // The workers write their shards there and the coordinator commits them:
-  // found now, not at the first save after minutes of training.
-  RETURN_IF_ERROR(CheckWritableDir(env, CheckpointRoot(workdir)));
-  RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
-  ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(workdir + "/coordinator_db"));
-  // The curves so far (a restarted coordinator shows the whole run), then
-  // every new record to the file and to the page's view of it.
-  MetricsHistory history;
-  if (absl::Status loaded = history.Load(env, workdir + "/metrics.jsonl"); !loaded.ok()) {
-    SLOG(WARNING) << "the status page's curves start empty: " << loaded;  // a view; the file stays as it is
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics_file, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
-  ASSIGN_OR_RETURN(std::unique_ptr<CsvMetricsWriter> csv, CsvMetricsWriter::Open(env, workdir + "/metrics.csv"));
-  ASSIGN_OR_RETURN(std::unique_ptr<TensorBoardWriter> tensorboard,
-                   TensorBoardWriter::Open(env, workdir + "/tensorboard"));
-  MetricsTee records({metrics_file.get(), csv.get(), tensorboard.get(), &history});
-
-  CoordinatorOptions options;
-  options.world_size = cfg.runtime().num_workers();
-  options.checkpoint_root = CheckpointRoot(workdir);
-  options.trace_dir = workdir + "/traces";
-  options.token = auth->token();
-  options.stop_requested = args.Has("stop_requested");
-  options.disk_thread = true;  // no RPC thread ever waits on the disk
+  CoordinatorFlags f;
+  f.config = args.Get("config");
+  f.listen = args.Get("listen");
+  f.workdir = args.Get("workdir");
+  if (args.Has("metrics_listen")) f.metrics_listen = args.Get("metrics_listen");
+  f.stop_requested = args.Has("stop_requested");
   int64_t timeout_ms = 5000;
   if (args.Has("heartbeat_timeout_ms") && !absl::SimpleAtoi(args.Get("heartbeat_timeout_ms"), &timeout_ms)) {
     return absl::InvalidArgumentError("--heartbeat_timeout_ms must be an integer");
   }
-  options.heartbeat_timeout = absl::Milliseconds(timeout_ms);
-  double progress_every = 1;
+  f.heartbeat_timeout = absl::Milliseconds(timeout_ms);
+  double& progress_every = f.views.progress_every_seconds;
   if (args.Has("progress_every_seconds") &&
       (!absl::SimpleAtod(args.Get("progress_every_seconds"), &progress_every) || progress_every < 0)) {
     return absl::InvalidArgumentError("--progress_every_seconds must be a non-negative number");
   }
-  double straggler_threshold = 0.7;
+  double& threshold = f.views.stragglers.threshold;
   if (args.Has("straggler_threshold") &&
-      (!absl::SimpleAtod(args.Get("straggler_threshold"), &straggler_threshold) || straggler_threshold <= 0 ||
-       straggler_threshold > 1)) {
+      (!absl::SimpleAtod(args.Get("straggler_threshold"), &threshold) || threshold <= 0 || threshold > 1)) {
     return absl::InvalidArgumentError("--straggler_threshold must be a number in (0, 1]");
   }
-  Job job(cfg, store.get(), &records, options);
-  RETURN_IF_ERROR(job.Init());
-  // A coordinator restarted after every worker finished (killed at the very
-  // end, or its supervisor restarting it) has no workers to wait for. It
-  // answers any that come back to register "the job is over" for
-  // kFinishedLinger, then exits 0.
-  const int64_t finished_at = job.FinishedAtStart();
-  if (finished_at > 0) {
-    SLOG(INFO) << "job " << job.job_id() << " already finished at step " << finished_at
-               << " with this config; nothing to run. Answering returning workers for "
-               << absl::FormatDuration(kFinishedLinger) << ", then exiting";
+  ASSIGN_OR_RETURN(const int64_t rpc_threads, IntFlag(args, "rpc_threads", 1));
+  if (rpc_threads < 1 || rpc_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("--rpc_threads: ", rpc_threads, " is not between 1 and 64"));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<GoodputLedger> goodput, GoodputLedger::Load(store.get(), WallNow()));
-  // The job's status with its goodput account: the Status RPC, metrics and
-  // the progress line all read this.
-  auto status = [&job, &goodput] {
-    coordinator::JobStatus s = job.Snapshot();
-    *s.mutable_goodput() = goodput->Snapshot();
-    return s;
-  };
-  // The loop's status: one snapshot of the job, which the goodput account
-  // advances on before its own snapshot is attached.
-  auto advance = [&job, &goodput](absl::Time now) {
-    coordinator::JobStatus s = job.Snapshot();
-    goodput->Advance(s, now);
-    *s.mutable_goodput() = goodput->Snapshot();
-    return s;
-  };
-  StragglerWatch stragglers(StragglerOptions{straggler_threshold});
-  // With train.trace_steps, the coordinator's track and the ranks' clock
-  // offsets go beside the workers' traces.
-  std::unique_ptr<TraceLog> trace;
-  if (cfg.train().trace_steps_size() > 0) {
-    ASSIGN_OR_RETURN(trace, TraceLog::Open(env, options.trace_dir));
+  f.rpc_threads = static_cast<int>(rpc_threads);
+  return f;
+}
+
+// Where the job's metric records go: metrics.jsonl, metrics.csv,
+// TensorBoard, and the status page's curves (loaded with the run so far, so
+// a restarted coordinator shows the whole run).
+struct Records {
+  MetricsHistory history;
+  std::unique_ptr<MetricsWriter> jsonl;
+  std::unique_ptr<CsvMetricsWriter> csv;
+  std::unique_ptr<TensorBoardWriter> tensorboard;
+  std::unique_ptr<MetricsTee> tee;
+};
+
+absl::StatusOr<std::unique_ptr<Records>> OpenRecords(Env* env, const std::string& workdir) {
+  auto r = std::make_unique<Records>();
+  if (absl::Status loaded = r->history.Load(env, workdir + "/metrics.jsonl"); !loaded.ok()) {
+    SLOG(WARNING) << "the status page's curves start empty: " << loaded;  // a view; the file stays as it is
   }
-  auto log_trace = [&trace](const coordinator::JobStatus& s, absl::Time now) {
-    if (trace == nullptr) return;
-    if (absl::Status written = trace->Observe(s, now); !written.ok()) {
-      SLOG(WARNING) << "trace: " << written << "; the coordinator's track stops here";
-      trace.reset();  // a diagnostic: training goes on without it
-    }
-  };
+  ASSIGN_OR_RETURN(r->jsonl, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
+  ASSIGN_OR_RETURN(r->csv, CsvMetricsWriter::Open(env, workdir + "/metrics.csv"));
+  ASSIGN_OR_RETURN(r->tensorboard, TensorBoardWriter::Open(env, workdir + "/tensorboard"));
+  r->tee = std::make_unique<MetricsTee>(
+      std::vector<MetricsSink*>{r->jsonl.get(), r->csv.get(), r->tensorboard.get(), &r->history});
+  return r;
+}
 
-  CoordinatorMetrics metrics(*registry);
-  metrics.Update(status());  // a restarted coordinator's counters continue from the persisted totals
-  const std::string metrics_listen = args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0";
-  if (const std::string warning = MetricsListenWarning(metrics_listen); !warning.empty()) SLOG(WARNING) << warning;
-  ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
-                   MetricsExposer::Start(metrics_listen, registry,
-                                         [&job] {
-                                           const coordinator::JobStatus s = job.Snapshot();
-                                           return Health{s.state() != coordinator::JobStatus::FAILED,
-                                                         absl::StrCat("job ", s.job_id(), " ",
-                                                                      coordinator::JobStatus::State_Name(s.state()),
-                                                                      ", generation ", s.generation(), ", step ",
-                                                                      s.global_step())};
-                                         }));
+// /healthz: healthy unless the job failed.
+Health HealthOf(Job& job) {
+  const coordinator::JobStatus s = job.Snapshot();
+  return Health{s.state() != coordinator::JobStatus::FAILED,
+                absl::StrCat("job ", s.job_id(), " ", coordinator::JobStatus::State_Name(s.state()), ", generation ",
+                             s.generation(), ", step ", s.global_step())};
+}
 
-  // The live status page; it shows no secrets (the token never leaves the
-  // RPC layer), like /metrics beside it.
-  exposer->AddPage("/status", "text/html; charset=utf-8",
-                   [&status, &history] { return StatusPageHtml(status(), history.Train(), history.Eval(), WallNow()); });
-  absl::StatusOr<int64_t> rpc_threads = IntFlag(args, "rpc_threads", 1);
-  if (!rpc_threads.ok()) return rpc_threads.status();
-  if (*rpc_threads < 1 || *rpc_threads > 64) {
-    return absl::InvalidArgumentError(absl::StrCat("--rpc_threads: ", *rpc_threads, " is not between 1 and 64"));
-  }
-  CoordinatorServiceOptions service_options;
-  service_options.queues.threads = static_cast<int>(*rpc_threads);
-  CoordinatorService service(&job, auth.get(), status, service_options);
-  // Registrations and reports are bounded field by field; the limit is the
-  // largest one those bounds allow (coordinator/report_check.h).
-  GrpcServerOptions server_options;
-  server_options.int_args = ControlServerArguments();
-  server_options.max_receive_bytes = kMaxControlMessageBytes;
-  server_options.credentials = auth->ServerCredentials();
-  ASSIGN_OR_RETURN(GrpcServer server, service.Listen(args.Get("listen"), server_options));
-  // However Run returns, calls get at most 2 s to end (a server shut down
-  // without a deadline would wait for every worker's stream), then the
-  // service's threads stop. Both are no-ops after the orderly end below.
-  auto stop_serving = absl::MakeCleanup([&server, &service] {
-    server.server->Shutdown(DeadlineIn(absl::Seconds(2)));
-    service.Stop();
-  });
-  const std::string listen = args.Get("listen");
-  const std::string address = absl::StrCat(ListenHost(listen), ":", server.port);
-  RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.address", address));
-  RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.metrics_address",
-                                      absl::StrCat("127.0.0.1:", exposer->port())));
-  SLOG(INFO) << "coordinator of job " << job.job_id() << " listening on " << address << ", metrics on port "
-             << exposer->port() << ", waiting for " << options.world_size << " workers"
-             << (auth->enabled()           ? "; every call must carry the job token"
-                 : auth->tls()             ? "; mutual TLS, no job token"
-                 : IsLoopbackListen(listen) ? "; no job token (loopback only)"
-                                            : "; no job token and no TLS: INSECURE, reachable beyond this host");
+const char* SecurityNote(const RpcAuth& auth, const std::string& listen) {
+  return auth.enabled()               ? "; every call must carry the job token"
+         : auth.tls()                 ? "; mutual TLS, no job token"
+         : IsLoopbackListen(listen)   ? "; no job token (loopback only)"
+                                      : "; no job token and no TLS: INSECURE, reachable beyond this host";
+}
 
-  int signals_seen = 0, evals_seen = 0, checkpoints_seen = 0;
-  absl::Time last_progress = absl::InfinitePast();
-  // This loop wakes every 10 ms for signals and heartbeat deadlines (so a
-  // stop or "eval now" is decided, and a silent worker found, within about
-  // 10 ms), and every 100 ms for the status, metrics and progress work. A
-  // gap of a second means the process did not run (SIGSTOP, a stalled
-  // host) and could not read reports meanwhile.
+// Signals, heartbeat deadlines and the views until the job ends. This loop
+// wakes every 10 ms for signals and heartbeat deadlines (so a stop or "eval
+// now" is decided, and a silent worker found, within about 10 ms), and every
+// 100 ms for the status, metrics and progress work. A gap of a second means
+// the process did not run (SIGSTOP, a stalled host) and could not read
+// reports meanwhile. Fails only on a second signal.
+absl::Status Serve(Job& job, StatusViews& views) {
   constexpr absl::Duration kStalled = absl::Seconds(1);
   constexpr absl::Duration kStatusEvery = absl::Milliseconds(100);
+  int signals_seen = 0, evals_seen = 0, checkpoints_seen = 0;
   absl::Time last_tick = WallNow();
   absl::Time last_status = absl::InfinitePast();
   absl::Time first_signal = absl::InfinitePast();
@@ -278,8 +208,7 @@ absl::Status Run(const Args& args) {
     // Schedulers often signal a wrapper and its children at once (Slurm's
     // scancel, a shell that forwards SIGTERM): signals within a second of
     // the first are the same request. A later one means "exit now".
-    const int signals = g_signals.load();
-    if (signals > signals_seen) {
+    if (const int signals = g_signals.load(); signals > signals_seen) {
       if (signals_seen == 0) {
         first_signal = tick;
         job.RequestStop("signal received");
@@ -300,35 +229,120 @@ absl::Status Run(const Args& args) {
     if (tick - last_status < kStatusEvery) continue;
     last_status = tick;
     job.MaybeRequestCheckpoint();
-    const coordinator::JobStatus snap = advance(tick);
-    if (absl::Status persisted = goodput->MaybePersist(tick); !persisted.ok()) {
-      SLOG(WARNING) << persisted;  // the account is a diagnostic: training goes on
-    }
-    stragglers.Observe(snap, tick);
-    log_trace(snap, tick);
-    metrics.Update(snap);
-    if (progress_every > 0 && WallNow() - last_progress >= absl::Seconds(progress_every)) {
-      SLOG(INFO) << ProgressLine(snap);
-      last_progress = WallNow();
-    }
+    views.Tick(tick);
   }
-  if (finished_at > 0) absl::SleepFor(kFinishedLinger);
-  if (job.final_status().ok()) HangPoint("coordinator_after_job_end");
-  const coordinator::JobStatus snap = advance(WallNow());
-  if (absl::Status persisted = goodput->MaybePersist(WallNow(), /*force=*/true); !persisted.ok()) {
-    SLOG(WARNING) << persisted;
-  }
-  metrics.Update(snap);
-  log_trace(snap, WallNow());
-  SLOG(INFO) << ProgressLine(snap);
-  SLOG(INFO) << GoodputLine(snap.goodput());
-  // Let the workers hear the job's end on their streams, and their last
-  // reports and stream ends go through (bounded: 2 s in all).
+  return absl::OkStatus();
+}
+
+// One owner per workdir, taken before anything in it changes (the lock of
+// the `launch` that started us, if it did); the checkpoint directory checked
+// (the workers write their shards there and the coordinator commits them:
+// found now, not at the first save after minutes of training), and the
+// config the job runs with written beside them.
+absl::StatusOr<std::unique_ptr<WorkdirLock>> TakeWorkdir(Env* env, const std::string& workdir,
+                                                         const config::JobConfig& cfg) {
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(workdir, "shardline-coordinator"));
+  RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
+  RETURN_IF_ERROR(CheckWritableDir(env, CheckpointRoot(workdir)));
+  RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
+  return lock;
+}
+
+// The orderly end: the workers hear the job's end on their streams, and
+// their last reports and stream ends go through (bounded: 2 s in all); every
+// record and commit decided so far is on disk before the server stops.
+void EndServing(Job& job, CoordinatorService& service, GrpcServer& server) {
   const absl::Time drain_by = WallNow() + absl::Seconds(2);
   while (service.open_streams() > 0 && WallNow() < drain_by) absl::SleepFor(absl::Milliseconds(10));
-  job.FlushDisk();  // every record and commit decided so far, on disk
+  job.FlushDisk();
   server.server->Shutdown(absl::ToChronoTime(drain_by));
   service.Stop();
+}
+
+absl::Status Run(const Args& args) {
+  Env* env = DefaultEnvWithFaults();  // SHARDLINE_SLOW_DISK_FILE: fault-injection runs only
+  ASSIGN_OR_RETURN(const CoordinatorFlags flags, ParseFlags(args));
+  ASSIGN_OR_RETURN(config::JobConfig cfg, LoadConfig(env, flags.config, args.GetAll("set"), /*check_paths=*/false));
+  const std::string& workdir = flags.workdir;
+  auto registry = std::make_shared<prometheus::Registry>();
+  ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth, LoadRpcAuth(env, args, flags.listen, RejectedRpcCounter(*registry)));
+  if (auth->credential().rank >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--token_file holds rank ", auth->credential().rank,
+                                                   "'s credential; the coordinator needs the job token itself"));
+  }
+  ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, TakeWorkdir(env, workdir, cfg));
+  ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(workdir + "/coordinator_db"));
+  ASSIGN_OR_RETURN(std::unique_ptr<Records> records, OpenRecords(env, workdir));
+
+  CoordinatorOptions options;
+  options.world_size = cfg.runtime().num_workers();
+  options.checkpoint_root = CheckpointRoot(workdir);
+  options.trace_dir = workdir + "/traces";
+  options.token = auth->token();
+  options.stop_requested = flags.stop_requested;
+  options.disk_thread = true;  // no RPC thread ever waits on the disk
+  options.heartbeat_timeout = flags.heartbeat_timeout;
+  Job job(cfg, store.get(), records->tee.get(), options);
+  RETURN_IF_ERROR(job.Init());
+  // A coordinator restarted after every worker finished (killed at the very
+  // end, or its supervisor restarting it) has no workers to wait for. It
+  // answers any that come back to register "the job is over" for
+  // kFinishedLinger, then exits 0.
+  const int64_t finished_at = job.FinishedAtStart();
+  if (finished_at > 0) {
+    SLOG(INFO) << "job " << job.job_id() << " already finished at step " << finished_at
+               << " with this config; nothing to run. Answering returning workers for "
+               << absl::FormatDuration(kFinishedLinger) << ", then exiting";
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<GoodputLedger> goodput, GoodputLedger::Load(store.get(), WallNow()));
+  // With train.trace_steps, the coordinator's track and the ranks' clock
+  // offsets go beside the workers' traces.
+  std::unique_ptr<TraceLog> trace;
+  if (cfg.train().trace_steps_size() > 0) {
+    ASSIGN_OR_RETURN(trace, TraceLog::Open(env, options.trace_dir));
+  }
+  CoordinatorMetrics metrics(*registry);
+  StatusViews views(&job, goodput.get(), &metrics, std::move(trace), flags.views);
+  metrics.Update(views.Status());  // a restarted coordinator's counters continue from the persisted totals
+  if (const std::string warning = MetricsListenWarning(flags.metrics_listen); !warning.empty()) SLOG(WARNING) << warning;
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
+                   MetricsExposer::Start(flags.metrics_listen, registry, [&job] { return HealthOf(job); }));
+  // The live status page; it shows no secrets (the token never leaves the
+  // RPC layer), like /metrics beside it.
+  MetricsHistory& history = records->history;
+  exposer->AddPage("/status", "text/html; charset=utf-8", [&views, &history] {
+    return StatusPageHtml(views.Status(), history.Train(), history.Eval(), WallNow());
+  });
+  CoordinatorServiceOptions service_options;
+  service_options.queues.threads = flags.rpc_threads;
+  CoordinatorService service(&job, auth.get(), [&views] { return views.Status(); }, service_options);
+  // Registrations and reports are bounded field by field; the limit is the
+  // largest one those bounds allow (coordinator/report_check.h).
+  GrpcServerOptions server_options;
+  server_options.int_args = ControlServerArguments();
+  server_options.max_receive_bytes = kMaxControlMessageBytes;
+  server_options.credentials = auth->ServerCredentials();
+  ASSIGN_OR_RETURN(GrpcServer server, service.Listen(flags.listen, server_options));
+  // However Run returns, calls get at most 2 s to end (a server shut down
+  // without a deadline would wait for every worker's stream), then the
+  // service's threads stop. Both are no-ops after the orderly end below.
+  auto stop_serving = absl::MakeCleanup([&server, &service] {
+    server.server->Shutdown(DeadlineIn(absl::Seconds(2)));
+    service.Stop();
+  });
+  const std::string address = absl::StrCat(ListenHost(flags.listen), ":", server.port);
+  RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.address", address));
+  RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/coordinator.metrics_address",
+                                      absl::StrCat("127.0.0.1:", exposer->port())));
+  SLOG(INFO) << "coordinator of job " << job.job_id() << " listening on " << address << ", metrics on port "
+             << exposer->port() << ", waiting for " << options.world_size << " workers"
+             << SecurityNote(*auth, flags.listen);
+
+  RETURN_IF_ERROR(Serve(job, views));
+  if (finished_at > 0) absl::SleepFor(kFinishedLinger);
+  if (job.final_status().ok()) HangPoint("coordinator_after_job_end");
+  views.Final(WallNow());
+  EndServing(job, service, server);
   RETURN_IF_ERROR(job.final_status());
   SLOG(INFO) << "job finished";
   return absl::OkStatus();
