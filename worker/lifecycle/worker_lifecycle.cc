@@ -117,16 +117,10 @@ void DefaultStillStuck() {
   _exit(3);
 }
 
-Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, CoordinatorClient& client,
-                      const coordinator::RegisterResponse& world, Carried& carried) {
-  const int rank = world.rank();
-  // The heartbeat starts at once: the coordinator sees this worker alive
-  // while it loads data, and notices at once if it dies meanwhile. The
-  // transport is declared first so it outlives the heartbeat's threads.
-  Mutex transport_mu;
-  std::unique_ptr<Transport> transport;
+HeartbeatOptions HeartbeatFor(const WorkerOptions& options, CoordinatorClient& client,
+                              const coordinator::RegisterResponse& world) {
   HeartbeatOptions hb;
-  hb.rank = rank;
+  hb.rank = world.rank();
   hb.generation = world.generation();
   hb.stop_at = world.stop_at();
   hb.interval = options.heartbeat_interval;
@@ -134,78 +128,90 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   // Register has just made the session: no call is needed.
   hb.proof = client.Proof(WallNow() + options.connect_timeout).value_or("");
   hb.member_secret = world.member_secret();
-  hb.on_abandon = [&](const std::string&) {
-    MutexLock lock(&transport_mu);
-    if (transport != nullptr) transport->Shutdown();
-  };
-  Heartbeat heartbeat(client.stub(), hb);
+  return hb;
+}
 
-  absl::StatusOr<config::JobConfig> cfg = ParseConfigText(world.config_text(), "the coordinator's config");
-  if (!cfg.ok()) return Done(cfg.status());
-  absl::Status usable = ValidateConfig(*cfg);
-  if (usable.ok()) usable = CheckConfigPaths(options.env, *cfg);
-  if (!usable.ok()) return Done(usable);
-  SetBlasThreads(cfg->runtime().blas_threads());
-  // What the loaded splits depend on: kept across generations while it holds.
-  const std::string data_key = absl::StrCat(cfg->data().dir(), "\n", cfg->data().text().train_path(), "\n",
-                                            cfg->data().text().val_path(), "\n", cfg->model().gpt().context());
+// What a generation trains: the coordinator's config (checked here too),
+// the data (kept across generations while the config's data fields hold)
+// and the model's size and bucket plan.
+struct Plan {
+  config::JobConfig cfg;
+  const TrainingData* data = nullptr;
+  int64_t parameters = 0;
+  std::vector<Range> buckets;
+};
+
+absl::StatusOr<Plan> PlanGeneration(const WorkerOptions& options, const coordinator::RegisterResponse& world,
+                                    Carried& carried) {
+  Plan p;
+  ASSIGN_OR_RETURN(p.cfg, ParseConfigText(world.config_text(), "the coordinator's config"));
+  RETURN_IF_ERROR(ValidateConfig(p.cfg));
+  RETURN_IF_ERROR(CheckConfigPaths(options.env, p.cfg));
+  SetBlasThreads(p.cfg.runtime().blas_threads());
+  const std::string data_key = absl::StrCat(p.cfg.data().dir(), "\n", p.cfg.data().text().train_path(), "\n",
+                                            p.cfg.data().text().val_path(), "\n", p.cfg.model().gpt().context());
   if (!carried.data.has_value() || carried.data_key != data_key) {
-    absl::StatusOr<TrainingData> loaded = LoadTrainingData(options.env, *cfg);
-    if (!loaded.ok()) return Done(loaded.status());
-    carried.data = std::move(*loaded);
+    ASSIGN_OR_RETURN(TrainingData loaded, LoadTrainingData(options.env, p.cfg));
+    carried.data = std::move(loaded);
     carried.data_key = data_key;
   }
-  const TrainingData& data = *carried.data;
-  const absl::StatusOr<int64_t> parameters = ParameterCount(*cfg, data.train);
-  if (!parameters.ok()) return Done(parameters.status());
-  const absl::StatusOr<std::vector<Range>> buckets = GradientBuckets(*cfg, data.train);
-  if (!buckets.ok()) return Done(buckets.status());
+  p.data = &*carried.data;
+  ASSIGN_OR_RETURN(p.parameters, ParameterCount(p.cfg, p.data->train));
+  ASSIGN_OR_RETURN(p.buckets, GradientBuckets(p.cfg, p.data->train));
+  return p;
+}
 
-  absl::StatusOr<PeerDirectory> directory = ReadPeerDirectory(world);
-  if (!directory.ok()) return Done(directory.status());
-  std::vector<std::string> peers = std::move(directory->addresses);
-  {
-    ConnectOptions connect;
-    connect.keys.secret = world.member_secret();
-    connect.keys.peer_tags = std::move(directory->tags);
-    connect.keys.park_tags = std::move(directory->park_tags);
-    // A peer runs at most about one collective (the model's bytes) ahead.
-    connect.max_unclaimed_bytes_per_peer = 2 * *parameters * int64_t{sizeof(float)} + (64 << 20);
-    absl::StatusOr<std::unique_ptr<Transport>> connected =
-        server->Connect(world.generation(), rank, peers, std::move(connect));
-    if (!connected.ok()) return Done(connected.status());
-    MutexLock lock(&transport_mu);
-    transport = options.net_fault_file.empty() ? std::move(*connected)
-                                               : NewFaultyTransport(std::move(*connected), options.net_fault_file);
-    if (!heartbeat.abandoned().empty()) transport->Shutdown();  // the world moved on while we loaded
-  }
+// This rank's transport of the generation, checked against its directory.
+absl::StatusOr<std::unique_ptr<Transport>> ConnectGeneration(const WorkerOptions& options, TransportServer* server,
+                                                             const coordinator::RegisterResponse& world,
+                                                             int64_t parameters) {
+  ASSIGN_OR_RETURN(PeerDirectory directory, ReadPeerDirectory(world));
+  ConnectOptions connect;
+  connect.keys.secret = world.member_secret();
+  connect.keys.peer_tags = std::move(directory.tags);
+  connect.keys.park_tags = std::move(directory.park_tags);
+  // A peer runs at most about one collective (the model's bytes) ahead.
+  connect.max_unclaimed_bytes_per_peer = 2 * parameters * int64_t{sizeof(float)} + (64 << 20);
+  ASSIGN_OR_RETURN(std::unique_ptr<Transport> connected,
+                   server->Connect(world.generation(), world.rank(), std::move(directory.addresses),
+                                   std::move(connect)));
+  if (options.net_fault_file.empty()) return connected;
+  return NewFaultyTransport(std::move(connected), options.net_fault_file);
+}
+
+CollectiveOptions CollectivesFor(const config::JobConfig& cfg, int64_t parameters) {
   CollectiveOptions copts;
-  copts.timeout = absl::Seconds(cfg->runtime().collective_timeout_seconds());
-  copts.bf16_reduce_scatter = cfg->collective().bf16_gradients();
+  copts.timeout = absl::Seconds(cfg.runtime().collective_timeout_seconds());
+  copts.bf16_reduce_scatter = cfg.collective().bf16_gradients();
   // A snapshot shard: parameters and at most three optimizer buffers of
   // them, plus the shard file's header and names.
-  copts.max_message_bytes = static_cast<uint64_t>(4 * *parameters) * sizeof(float) + (16 << 20);
-  RingCollectives ring(transport.get(), copts);
-  heartbeat.set_total_steps(TotalSteps(*cfg, data.train.num_examples));
-  std::unique_ptr<TraceWriter> traces;
-  if (cfg->train().trace_steps_size() > 0 && !world.trace_dir().empty()) {
-    absl::StatusOr<std::unique_ptr<TraceWriter>> opened =
-        TraceWriter::Open(options.env, world.trace_dir(), rank, world.generation());
-    if (opened.ok()) {
-      traces = std::move(*opened);
-    } else {  // a diagnostic: training goes on without it
-      SLOG(WARNING) << "step traces off: " << opened.status();
-    }
-  }
-  GenerationObserver observer(options.metrics, &ring, &heartbeat, traces.get());
+  copts.max_message_bytes = static_cast<uint64_t>(4 * parameters) * sizeof(float) + (16 << 20);
+  return copts;
+}
+
+// Step traces when train.trace_steps asks for them; a diagnostic: training
+// goes on without them if the file cannot be opened.
+std::unique_ptr<TraceWriter> OpenTraces(const WorkerOptions& options, const config::JobConfig& cfg,
+                                        const coordinator::RegisterResponse& world) {
+  if (cfg.train().trace_steps_size() == 0 || world.trace_dir().empty()) return nullptr;
+  absl::StatusOr<std::unique_ptr<TraceWriter>> opened =
+      TraceWriter::Open(options.env, world.trace_dir(), world.rank(), world.generation());
+  if (opened.ok()) return std::move(*opened);
+  SLOG(WARNING) << "step traces off: " << opened.status();
+  return nullptr;
+}
+
+TrainOptions TrainOptionsFor(const WorkerOptions& options, const coordinator::RegisterResponse& world,
+                             Heartbeat& heartbeat, StepObserver* observer, const Carried& carried) {
   TrainOptions train;
-  train.metrics = rank == 0 ? heartbeat.outbox() : nullptr;
-  train.show_progress = rank == 0;
+  const bool lead = world.rank() == 0;
+  train.metrics = lead ? heartbeat.outbox() : nullptr;
+  train.show_progress = lead;
   train.stop_request = heartbeat.stop_request();
   train.checkpoint_request = heartbeat.checkpoint_request();
   train.eval_request = heartbeat.eval_request();
   train.steps_done = heartbeat.steps_done();
-  train.observer = &observer;
+  train.observer = observer;
   train.checkpoint_root = world.checkpoint_root();
   train.checkpoint_sink = heartbeat.outbox();
   train.job_id = world.job_id();
@@ -214,33 +220,45 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   train.memory = carried.memory.get();
   train.memory_restore_step = world.memory_step();
   train.memory_restore_world = world.memory_world_size();
+  return train;
+}
 
-  absl::StatusOr<TrainResult> result;
-  {
-    WatchdogOptions w;
-    w.timeout = absl::Seconds(cfg->runtime().watchdog_timeout_seconds());
-    w.rank = rank;
-    w.env = options.env;
-    w.on_stuck = [&heartbeat, &options](const std::string& what) {
-      if (options.metrics != nullptr) options.metrics->SetStuck(what);
-      const std::string left = heartbeat.abandoned();
-      SLOG(ERROR) << "watchdog: " << what << "; threads: training thread inside step "
-                  << heartbeat.steps_done()->load() + 1
-                  << " (compute or a collective); heartbeat thread: " << (left.empty() ? "reporting" : left);
-      heartbeat.ReportStuck(what);
-    };
-    w.on_still_stuck = options.on_still_stuck ? options.on_still_stuck : DefaultStillStuck;
-    Watchdog watchdog(heartbeat.steps_done(), std::move(w));
-    const absl::Status moved =
-        world.memory_step() > 0 ? MoveMemoryShards(world, *buckets, ring, *carried.memory)
-                                : absl::OkStatus();
-    result = moved.ok() ? RunTraining(*cfg, data, ring, train) : absl::StatusOr<TrainResult>(moved);
-  }
+WatchdogOptions WatchdogFor(const WorkerOptions& options, const config::JobConfig& cfg, int rank,
+                            Heartbeat& heartbeat) {
+  WatchdogOptions w;
+  w.timeout = absl::Seconds(cfg.runtime().watchdog_timeout_seconds());
+  w.rank = rank;
+  w.env = options.env;
+  w.on_stuck = [&heartbeat, &options](const std::string& what) {
+    if (options.metrics != nullptr) options.metrics->SetStuck(what);
+    const std::string left = heartbeat.abandoned();
+    SLOG(ERROR) << "watchdog: " << what << "; threads: training thread inside step "
+                << heartbeat.steps_done()->load() + 1
+                << " (compute or a collective); heartbeat thread: " << (left.empty() ? "reporting" : left);
+    heartbeat.ReportStuck(what);
+  };
+  w.on_still_stuck = options.on_still_stuck ? options.on_still_stuck : DefaultStillStuck;
+  return w;
+}
 
+std::string FinishedLine(const TrainResult& r) {
+  return absl::StrCat(
+      "finished ", r.steps, " steps", r.stopped_early ? " (stopped early)" : "", "; final test accuracy ",
+      r.evals.back().accuracy, "; ", r.checkpoint_seconds, " s of training lost to checkpoints; ",
+      absl::StrFormat("%d in-memory snapshots took %.3f s (%.2f%% of %.2f s of training); ", r.memory_snapshots,
+                      r.memory_snapshot_seconds,
+                      r.train_seconds > 0 ? 100 * r.memory_snapshot_seconds / r.train_seconds : 0.0, r.train_seconds),
+      "per step: ", PhasesPerStep(r.phase_seconds, r.steps - r.start_step));
+}
+
+// Tells the coordinator how the generation ended (the heartbeat's last
+// report) and says what the worker does next.
+Outcome EndGeneration(const absl::StatusOr<TrainResult>& result, const coordinator::RegisterResponse& world,
+                      Heartbeat& heartbeat, Carried& carried) {
   const absl::Status status = result.status();
+  LastReport last;
   switch (ClassifyGenerationEnd(status, !world.restore_dir().empty() || world.memory_step() > 0)) {
     case GenerationEnd::kFinished: {
-      LastReport last;
       last.finished = true;
       // Done only once the coordinator says every worker is: a coordinator
       // that was paused or cut off, or a world that broke before everyone
@@ -256,21 +274,10 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
         carried.finished_report = heartbeat.FinishedReportToResend();
         return {};
       }
-      SLOG(INFO) << "finished " << result->steps << " steps" << (result->stopped_early ? " (stopped early)" : "")
-                 << "; final test accuracy " << result->evals.back().accuracy << "; "
-                 << result->checkpoint_seconds << " s of training lost to checkpoints; "
-                 << absl::StrFormat("%d in-memory snapshots took %.3f s (%.2f%% of %.2f s of training); ",
-                                    result->memory_snapshots, result->memory_snapshot_seconds,
-                                    result->train_seconds > 0
-                                        ? 100 * result->memory_snapshot_seconds / result->train_seconds
-                                        : 0.0,
-                                    result->train_seconds)
-                 << "per step: "
-                 << PhasesPerStep(result->phase_seconds, result->steps - result->start_step);
+      SLOG(INFO) << FinishedLine(*result);
       return Done(absl::OkStatus());
     }
-    case GenerationEnd::kBadCheckpoint: {
-      LastReport last;
+    case GenerationEnd::kBadCheckpoint:
       if (world.memory_step() > 0) {
         SLOG(ERROR) << "the in-memory snapshot of step " << world.memory_step() << " cannot be restored here: "
                     << status.message();
@@ -282,37 +289,68 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
       }
       heartbeat.Close(last).IgnoreError();
       break;
-    }
-    case GenerationEnd::kSaveFailed: {
+    case GenerationEnd::kSaveFailed:
       SLOG(ERROR) << "saving the checkpoint at step " << SaveFailedStep(status) << " failed: " << status.message()
                   << "; registering again";
-      LastReport last;
       last.save_failed_step = SaveFailedStep(status);
       last.save_failure = std::string(status.message());
       heartbeat.Close(last).IgnoreError();
       break;
-    }
-    case GenerationEnd::kFatal: {
-      LastReport last;
+    case GenerationEnd::kFatal:
       last.fatal_error = std::string(status.message());
       last.diverged_step = IntPayload(status, NanGuard::kDivergedStepUrl, 0);
       heartbeat.Close(last).IgnoreError();
       return Done(status);
-    }
-    case GenerationEnd::kRejoin: {
+    case GenerationEnd::kRejoin:
       SLOG(WARNING) << "generation " << world.generation() << " ended: " << status.message()
                     << "; registering again";
       // Said, so the coordinator does not take this live worker for the
       // one lost; at most a second's wait on a coordinator cut off.
-      LastReport last;
       last.left_reason = std::string(status.message());
       heartbeat.Close(last, absl::Seconds(1)).IgnoreError();
       break;
-    }
   }
   carried.previous_generation = world.generation();
   carried.left_because = std::string(status.message());
   return {};
+}
+
+Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, CoordinatorClient& client,
+                      const coordinator::RegisterResponse& world, Carried& carried) {
+  // The heartbeat starts at once: the coordinator sees this worker alive
+  // while it loads data, and notices at once if it dies meanwhile. The
+  // transport is declared first so it outlives the heartbeat's threads.
+  Mutex transport_mu;
+  std::unique_ptr<Transport> transport;
+  HeartbeatOptions hb = HeartbeatFor(options, client, world);
+  hb.on_abandon = [&](const std::string&) {
+    MutexLock lock(&transport_mu);
+    if (transport != nullptr) transport->Shutdown();
+  };
+  Heartbeat heartbeat(client.stub(), hb);
+  absl::StatusOr<Plan> plan = PlanGeneration(options, world, carried);
+  if (!plan.ok()) return Done(plan.status());
+  {
+    absl::StatusOr<std::unique_ptr<Transport>> connected = ConnectGeneration(options, server, world, plan->parameters);
+    if (!connected.ok()) return Done(connected.status());
+    MutexLock lock(&transport_mu);
+    transport = std::move(*connected);
+    if (!heartbeat.abandoned().empty()) transport->Shutdown();  // the world moved on while we loaded
+  }
+  RingCollectives ring(transport.get(), CollectivesFor(plan->cfg, plan->parameters));
+  heartbeat.set_total_steps(TotalSteps(plan->cfg, plan->data->train.num_examples));
+  const std::unique_ptr<TraceWriter> traces = OpenTraces(options, plan->cfg, world);
+  GenerationObserver observer(options.metrics, &ring, &heartbeat, traces.get());
+  const TrainOptions train = TrainOptionsFor(options, world, heartbeat, &observer, carried);
+  absl::StatusOr<TrainResult> result;
+  {
+    Watchdog watchdog(heartbeat.steps_done(), WatchdogFor(options, plan->cfg, world.rank(), heartbeat));
+    const absl::Status moved = world.memory_step() > 0
+                                   ? MoveMemoryShards(world, plan->buckets, ring, *carried.memory)
+                                   : absl::OkStatus();
+    result = moved.ok() ? RunTraining(plan->cfg, *plan->data, ring, train) : absl::StatusOr<TrainResult>(moved);
+  }
+  return EndGeneration(result, world, heartbeat, carried);
 }
 
 }  // namespace
