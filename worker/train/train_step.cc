@@ -107,22 +107,19 @@ double FiniteOrZero(double v) { return std::isfinite(v) ? v : 0.0; }
 
 }  // namespace
 
-absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, const Votes& votes,
-                                     TrainState* state, StepBuffers* b) {
-  StepResult r;
-  r.step = state->next_step;
-  PhaseTimer timer(ctx.env, b->spans);
-  const int64_t step_begin = timer.Mark();
-  int64_t begin = step_begin;
-  const int rank = ctx.comm.rank();
-  NonFiniteObservation& seen = state->nonfinite;
+namespace {
 
+// 1. Forward and backward of this rank's slice. The forward of each layer
+// waits for the last step's gathers of it; the backward of the last
+// micro-batch starts each bucket's reduce-scatter as soon as its layers are
+// done (both only with collective.overlap). Returns the loss sum.
+absl::StatusOr<double> ForwardBackward(const StepContext& ctx, TrainState* state, StepBuffers* b, PhaseTimer& timer,
+                                       StepResult& r) {
   GradientExchange& exchange = ctx.exchange;
+  NonFiniteObservation& seen = state->nonfinite;
+  const int rank = ctx.comm.rank();
+  const int64_t begin = timer.Mark();
   const double gather_waited = exchange.gather_wait_seconds();
-  const double comm_busy = exchange.comm_busy_seconds();
-  // The forward of each layer waits for the last step's gathers of it; the
-  // backward of the last micro-batch starts each bucket's reduce-scatter as
-  // soon as its layers are done (both only with collective.overlap).
   absl::Status gathered;
   LayerHooks hooks;
   hooks.before_forward = [&](Range layer) {
@@ -142,89 +139,133 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   if (!std::isfinite(stats.loss_sum)) seen.Note(NonFiniteSource::kOwnGradients, rank, r.step);
   r.times.all_gather = exchange.gather_wait_seconds() - gather_waited;  // in this step's forward
   r.times.compute = timer.Since("compute", begin) - r.times.all_gather;
-  begin = timer.Mark();
+  return stats.loss_sum;
+}
 
-  // Every bucket reduced; own gradients are checked as each is sent.
-  RETURN_IF_ERROR(exchange.FinishReduce(&b->grads, &seen, rank, r.step));
-  r.times.reduce_scatter = timer.Since("reduce_scatter", begin);
-  begin = timer.Mark();
-  int64_t sub_begin = begin;
-
-  const std::vector<Range>& mine = ctx.optimizer.pieces();
+// 3. One all-reduce of this rank's scalars: the loss, the gradient norm, the
+// votes and whether anything non-finite was seen. False when the step
+// diverged (r says how; nothing is applied); else r holds the agreed loss,
+// requests and norm, and *clip_scale the clipping factor.
+absl::StatusOr<bool> Agree(const StepContext& ctx, const Votes& votes, bool with_norms, double loss_sum,
+                           TrainState* state, StepBuffers* b, PhaseTimer& timer, StepResult& r, float* clip_scale) {
+  NonFiniteObservation& seen = state->nonfinite;
+  int64_t begin = timer.Mark();
   const float clip = ctx.config.train().grad_clip_norm();
   const bool need_grad_norm = with_norms || clip > 0;
-  StepScalars mine_scalars;
-  mine_scalars.loss_sum = FiniteOrZero(stats.loss_sum);
-  mine_scalars.grad_sq = need_grad_norm ? FiniteOrZero(SumSquares(b->grads.data(), mine)) : 0.0;
-  mine_scalars.stop_vote = votes.stop;
-  mine_scalars.checkpoint_vote = votes.checkpoint;
-  mine_scalars.eval_vote = votes.eval;
-  mine_scalars.nonfinite_seen = seen.seen();
-  std::array<double, StepScalars::kCount> packed = mine_scalars.Pack();
-  timer.Since("clip", sub_begin);
-  sub_begin = timer.Mark();
+  StepScalars mine;
+  mine.loss_sum = FiniteOrZero(loss_sum);
+  mine.grad_sq = need_grad_norm ? FiniteOrZero(SumSquares(b->grads.data(), ctx.optimizer.pieces())) : 0.0;
+  mine.stop_vote = votes.stop;
+  mine.checkpoint_vote = votes.checkpoint;
+  mine.eval_vote = votes.eval;
+  mine.nonfinite_seen = seen.seen();
+  std::array<double, StepScalars::kCount> packed = mine.Pack();
+  timer.Since("clip", begin);
+  begin = timer.Mark();
   RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(packed), StepScalars::kOps));
   const StepScalars agreed = StepScalars::Unpack(packed);
-  r.times.wait_peers = timer.Since("wait_peers", sub_begin);
+  r.times.wait_peers = timer.Since("wait_peers", begin);
   if (agreed.nonfinite_seen) {  // some rank saw a non-finite number: judge it together
     ASSIGN_OR_RETURN(r.nonfinite, ExchangeObservations(ctx.comm, seen));
     if (r.nonfinite.kind == NonFiniteVerdict::Kind::kPeerFault) return VerdictStatus(r.nonfinite);
     r.loss = std::numeric_limits<double>::quiet_NaN();
-    return r;  // diverged: not applied
+    return false;
   }
   r.loss = agreed.loss_sum / (static_cast<double>(ctx.config.data().global_batch_size()) *
                               ctx.train.targets_per_example());
   r.agreed_stop = agreed.stop_vote;
   r.agreed_checkpoint = agreed.checkpoint_vote;
   r.agreed_eval = agreed.eval_vote;
-  float clip_scale = 1.0f;
+  *clip_scale = 1.0f;
   if (need_grad_norm) {
     r.grad_norm = std::sqrt(agreed.grad_sq);
-    if (clip > 0 && r.grad_norm > clip) clip_scale = static_cast<float>(clip / r.grad_norm);
+    if (clip > 0 && r.grad_norm > clip) *clip_scale = static_cast<float>(clip / r.grad_norm);
   }
+  return true;
+}
 
+// Squares summed while updating, for the norms.
+struct UpdateSquares {
+  double update = 0;
+  double params = 0;
+};
+
+// 4. The update of this rank's pieces, bucket by bucket, the first first:
+// each bucket's gather starts (with overlap: runs) as soon as its pieces are
+// updated. Nothing here reads a bucket's pieces once its gather has started
+// (the gather sends them): the parameter norm is summed bucket by bucket too.
+// The "optimizer" phase runs from `begin` (the end of the reduce-scatter:
+// it holds the scalars' agreement too).
+absl::StatusOr<UpdateSquares> UpdateAndGather(const StepContext& ctx, bool with_norms, float clip_scale,
+                                              int64_t begin, TrainState* state, StepBuffers* b, PhaseTimer& timer,
+                                              StepResult& r) {
+  GradientExchange& exchange = ctx.exchange;
+  NonFiniteObservation& seen = state->nonfinite;
+  const std::vector<Range>& mine = ctx.optimizer.pieces();
   r.lr = ctx.schedule(r.step);
   if (ctx.saver != nullptr) {
-    sub_begin = timer.Mark();
+    const int64_t at = timer.Mark();
     ctx.saver->AwaitSnapshot();
-    r.times.snapshot_wait = timer.Since("checkpoint_snapshot", sub_begin);
+    r.times.snapshot_wait = timer.Since("checkpoint_snapshot", at);
   }
-  sub_begin = timer.Mark();
-  // Bucket by bucket, the first first: each bucket's gather starts (with
-  // overlap: runs) as soon as its pieces are updated.
-  // Nothing here reads a bucket's pieces once its gather has started (the
-  // gather sends them): the parameter norm is summed bucket by bucket too.
-  double update_sq = 0, param_sq = 0;
+  const int64_t update_begin = timer.Mark();
+  UpdateSquares sq;
   const double gathering = exchange.gather_wait_seconds();
   for (size_t k = 0; k < exchange.buckets().size(); ++k) {
     const Range bucket = exchange.buckets()[k];
-    update_sq += ctx.optimizer.Update(r.step + 1, r.lr, clip_scale, state->params.data(), b->grads.data(),
+    sq.update += ctx.optimizer.Update(r.step + 1, r.lr, clip_scale, state->params.data(), b->grads.data(),
                                       with_norms, bucket);
-    if (!PiecesFinite(state->params, mine, bucket)) seen.Note(NonFiniteSource::kOwnUpdate, rank, r.step);
-    if (with_norms) AddSquares(state->params.data(), mine, bucket, &param_sq);
+    if (!PiecesFinite(state->params, mine, bucket)) seen.Note(NonFiniteSource::kOwnUpdate, ctx.comm.rank(), r.step);
+    if (with_norms) AddSquares(state->params.data(), mine, bucket, &sq.params);
     const int64_t at = timer.Mark();
     RETURN_IF_ERROR(exchange.Gather(k, &state->params, &seen, r.step));
     if (!exchange.overlapped()) timer.Since("all_gather", at);
   }
   const double gather_in_update = exchange.gather_wait_seconds() - gathering;  // without overlap
-  timer.Since("update", sub_begin);
+  timer.Since("update", update_begin);
   r.times.optimizer = timer.Since("optimizer", begin) - gather_in_update;
   r.times.all_gather += gather_in_update;
+  return sq;
+}
 
+// 5. The update and parameter norms, agreed. Non-finite norms come from
+// what this step noted; the next step (or SettleNonFinite) judges it, and
+// they are reported as NaN meanwhile.
+absl::Status Norms(const StepContext& ctx, const UpdateSquares& sq, PhaseTimer& timer, StepResult& r) {
+  const int64_t begin = timer.Mark();
+  double norms[3] = {FiniteOrZero(sq.update), FiniteOrZero(sq.params),
+                     std::isfinite(sq.update) && std::isfinite(sq.params) ? 0.0 : 1.0};
+  static constexpr ReduceOp kNormOps[3] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMax};
+  RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(norms), kNormOps));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r.update_norm = norms[2] > 0 ? nan : std::sqrt(norms[0]);
+  r.param_norm = norms[2] > 0 ? nan : std::sqrt(norms[1]);
+  timer.Since("norms", begin);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, const Votes& votes,
+                                     TrainState* state, StepBuffers* b) {
+  StepResult r;
+  r.step = state->next_step;
+  PhaseTimer timer(ctx.env, b->spans);
+  const int64_t step_begin = timer.Mark();
+  GradientExchange& exchange = ctx.exchange;
+  const double comm_busy = exchange.comm_busy_seconds();
+  ASSIGN_OR_RETURN(const double loss_sum, ForwardBackward(ctx, state, b, timer, r));
+  // 2. Every bucket reduced; own gradients are checked as each is sent.
+  const int64_t reduce_begin = timer.Mark();
+  RETURN_IF_ERROR(exchange.FinishReduce(&b->grads, &state->nonfinite, ctx.comm.rank(), r.step));
+  r.times.reduce_scatter = timer.Since("reduce_scatter", reduce_begin);
+  const int64_t optimizer_begin = timer.Mark();
+  float clip_scale = 1.0f;
+  ASSIGN_OR_RETURN(const bool applied, Agree(ctx, votes, with_norms, loss_sum, state, b, timer, r, &clip_scale));
+  if (!applied) return r;  // diverged
+  ASSIGN_OR_RETURN(const UpdateSquares sq, UpdateAndGather(ctx, with_norms, clip_scale, optimizer_begin, state, b, timer, r));
   r.times.comm_busy = exchange.comm_busy_seconds() - comm_busy;
-  if (with_norms) {
-    begin = timer.Mark();
-    // Non-finite norms come from what this step noted; the next step (or
-    // SettleNonFinite) judges it, and they are reported as NaN meanwhile.
-    double norms[3] = {FiniteOrZero(update_sq), FiniteOrZero(param_sq),
-                       std::isfinite(update_sq) && std::isfinite(param_sq) ? 0.0 : 1.0};
-    static constexpr ReduceOp kNormOps[3] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMax};
-    RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(norms), kNormOps));
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    r.update_norm = norms[2] > 0 ? nan : std::sqrt(norms[0]);
-    r.param_norm = norms[2] > 0 ? nan : std::sqrt(norms[1]);
-    timer.Since("norms", begin);
-  }
+  if (with_norms) RETURN_IF_ERROR(Norms(ctx, sq, timer, r));
   timer.Since("step", step_begin);
   state->next_step = r.step + 1;
   return r;
