@@ -9,7 +9,7 @@
 //   for (int r : a.restart_workers) children[r]->Start();
 //   if (s.done()) return s.outcome();
 //
-// The rules (docs/operations.md, "shardline launch"):
+// The rules (docs/operations.md, "Failure modes"; docs/architecture.md):
 //  - A worker that exits 0 has finished; when every worker that is still
 //    counted has, the job is over whatever the coordinator does next.
 //  - A worker that dies (a signal, or any exit code but 0 and 1) is
