@@ -87,14 +87,14 @@ constexpr float kGeluC = 0.044715f;
 void GeluForward(const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + std::tanh(kGeluK * (v + kGeluC * v * v * v)));
+    y[i] = 0.5f * v * (1.0f + FastTanh(kGeluK * (v + kGeluC * v * v * v)));
   }
 }
 
 void GeluBackward(const float* dy, const float* x, int64_t n, float* dx) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
+    const float t = FastTanh(kGeluK * (v + kGeluC * v * v * v));
     const float dt = kGeluK * (1.0f + 3.0f * kGeluC * v * v);
     dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
   }

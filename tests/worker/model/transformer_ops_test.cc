@@ -93,6 +93,23 @@ TEST(TransformerOpsTest, LinearGradientsMatchFiniteDifferences) {
   CheckFd(&b, loss, db, "db");
 }
 
+TEST(TransformerOpsTest, FastTanhIsWithinFourTenthsOfAMillionthOfTanh) {
+  double worst = 0;
+  float worst_at = 0;
+  for (float x = -12.0f; x <= 12.0f; x += 1.0f / 4096) {
+    const double err = std::abs(static_cast<double>(FastTanh(x)) - std::tanh(static_cast<double>(x)));
+    if (err > worst) {
+      worst = err;
+      worst_at = x;
+    }
+  }
+  EXPECT_LT(worst, 4e-7) << "at " << worst_at;
+  EXPECT_EQ(FastTanh(0.0f), 0.0f);
+  EXPECT_EQ(FastTanh(-3.0f), -FastTanh(3.0f));  // odd
+  EXPECT_NEAR(FastTanh(1e-5f), 1e-5f, 1e-11);   // no cancellation near 0
+  EXPECT_EQ(FastTanh(100.0f), FastTanh(7.90531110763549805f));
+}
+
 TEST(TransformerOpsTest, GeluIsTheTanhApproximationAndItsGradientMatches) {
   std::vector<float> x = Random(40, 9, 4.0f);
   const std::vector<float> w = Random(40, 10);
