@@ -4,6 +4,8 @@ architecture with nanoGPT's module names, so shardline's safetensors export
 loads with load_state_dict.
 
   torch_gpt.py check --ref DIR --metrics WORKDIR/metrics.jsonl
+  torch_gpt.py train --train train.txt --val val.txt [--steps S ...]   # 1 process
+  torchrun --nproc_per_node=2 torch_gpt.py train ...                  # DDP (gloo)
 
 DIR is what shardline-gpt-reference wrote (the initial parameters exactly as
 `shardline train` makes them, the first steps' batches as its pipeline draws
@@ -16,13 +18,22 @@ them, and shardline's logits of the first batch). The check:
      clipping at grad_clip_norm, and compares each step's loss with
      shardline's (goal 1e-3 relative).
 Prints one JSON line with the errors; exits 1 past the goals.
+
+`train` is the speed peer: austen_gpt's config (the defaults below) trained
+from GPT-2's initialisation on random windows of the training text (the
+same distribution shardline's per-epoch permutation visits), AdamW with
+shardline's warmup + cosine schedule and clipping. It prints an eval line
+(validation loss and bits per byte over windows tiling the validation file,
+as shardline's are) every --eval_every steps and at the end, with the
+training seconds so far, then a summary with tokens/s.
 """
-import argparse, json, math, sys
+import argparse, json, math, os, sys, time
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.distributed as dist
 
 from torch_cnn import load_safetensors
 
@@ -136,14 +147,113 @@ def check(args):
     return 0 if ok else 1
 
 
+def gpt2_init(model, layers):
+    """GPT-2's: normal(0.02) weights, zero biases, residual projections / sqrt(2 L)."""
+    for name, p in model.named_parameters():
+        if name.endswith("bias"):
+            nn.init.zeros_(p)
+        elif "ln" in name:
+            nn.init.ones_(p)
+        else:
+            std = 0.02 / math.sqrt(2 * layers) if name.endswith("c_proj.weight") else 0.02
+            nn.init.normal_(p, 0.0, std)
+
+
+def cosine(base, warmup, total, end_ratio=0.0):
+    """shardline's LrSchedule (worker/optim/lr_schedule.cc), COSINE."""
+    def lr_at(step):
+        if step < warmup:
+            return base * (step + 1) / warmup
+        span = max(1, total - 1 - warmup)
+        progress = min(1.0, (step - warmup) / span)
+        end = base * end_ratio
+        return end + (base - end) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return lr_at
+
+
+def val_loss(model, val, context, batch=256):
+    n = (len(val) - 1 - context) // context + 1
+    total = 0.0
+    with torch.no_grad():
+        for b in range(0, n, batch):
+            starts = torch.arange(b, min(n, b + batch)) * context
+            idx = starts[:, None] + torch.arange(context + 1)[None, :]
+            w = val[idx].long()
+            logits = model(w[:, :-1])
+            total += F.cross_entropy(logits.reshape(-1, 256), w[:, 1:].reshape(-1), reduction="sum").item()
+    return total / (n * context)
+
+
+def train(a):
+    torch.set_num_threads(1)
+    distributed = "WORLD_SIZE" in os.environ
+    if distributed:
+        dist.init_process_group("gloo")
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    torch.manual_seed(a.seed)
+    text = torch.from_numpy(np.fromfile(a.train, dtype=np.uint8))
+    val = torch.from_numpy(np.fromfile(a.val, dtype=np.uint8))
+    net = GPT(a.context, a.layers, a.d_model, a.heads, a.mlp_ratio)
+    gpt2_init(net, a.layers)
+    model = torch.nn.parallel.DistributedDataParallel(net) if distributed else net
+    decay = [p for n, p in net.named_parameters() if p.dim() >= 2]
+    rest = [p for n, p in net.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                             {"params": rest, "weight_decay": 0.0}], lr=a.lr, betas=(a.b1, a.b2), eps=a.eps)
+    lr_at = cosine(a.lr, a.warmup, a.steps)
+    gen = torch.Generator().manual_seed(a.seed)
+    lo, hi = rank * a.batch // world, (rank + 1) * a.batch // world
+    offsets = torch.arange(a.context + 1)[None, :]
+    train_seconds, step_times = 0.0, []
+    for s in range(a.steps):
+        starts = torch.randint(0, len(text) - a.context, (a.batch,), generator=gen)[lo:hi]
+        t0 = time.perf_counter()
+        w = text[starts[:, None] + offsets].long()
+        for g in opt.param_groups:
+            g["lr"] = lr_at(s)
+        opt.zero_grad(set_to_none=True)
+        # The global mean per token: DDP averages the ranks' gradients.
+        loss = F.cross_entropy(model(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1), reduction="sum")
+        (loss * (world / (a.batch * a.context))).backward()
+        if a.grad_clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), a.grad_clip_norm)
+        opt.step()
+        dt = time.perf_counter() - t0
+        train_seconds += dt
+        step_times.append(dt)
+        if rank == 0 and a.eval_every > 0 and ((s + 1) % a.eval_every == 0 or s + 1 == a.steps):
+            v = val_loss(net, val, a.context)
+            print(json.dumps({"step": s + 1, "split": "eval", "loss": v, "bits_per_byte": v / math.log(2),
+                              "train_seconds": train_seconds}), flush=True)
+    if rank == 0:
+        steady = sorted(step_times[len(step_times) // 10:])
+        tokens = a.batch * a.context
+        print(json.dumps({"summary": True, "world": world, "steps": a.steps, "train_seconds": train_seconds,
+                          "tokens_per_second": a.steps * tokens / train_seconds,
+                          "steady_tokens_per_second": tokens / steady[len(steady) // 2],
+                          "torch": torch.__version__}), flush=True)
+    if distributed:
+        dist.destroy_process_group()
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check")
     c.add_argument("--ref", required=True)
     c.add_argument("--metrics", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("--train", required=True)
+    t.add_argument("--val", required=True)
+    for name, default in [("steps", 3000), ("batch", 32), ("context", 128), ("layers", 4), ("d_model", 128),
+                          ("heads", 4), ("mlp_ratio", 4), ("warmup", 100), ("eval_every", 500), ("seed", 0)]:
+        t.add_argument(f"--{name}", type=int, default=default)
+    for name, default in [("lr", 3e-3), ("weight_decay", 0.1), ("b1", 0.9), ("b2", 0.99), ("eps", 1e-8),
+                          ("grad_clip_norm", 1.0)]:
+        t.add_argument(f"--{name}", type=float, default=default)
     args = p.parse_args()
-    return check(args)
+    return check(args) if args.cmd == "check" else train(args)
 
 
 if __name__ == "__main__":
