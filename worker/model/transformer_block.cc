@@ -112,8 +112,8 @@ void BlockBackward(const float* params, const FlatLayout& layout, const BlockTen
   // The attention branch: d_mid is d(x_mid), which also flows straight to x.
   LinearBackward(sc->d_mid.data(), a.attn.data(), P(params, layout, t.proj_w), rows, d, d, accumulate,
                  sc->d_attn.data(), G(grads, layout, t.proj_w), G(grads, layout, t.proj_b));
-  AttentionBackward(sc->d_attn.data(), a.qkv.data(), a.probs.data(), batch, seq, d, s.heads, sc->d_qkv.data(),
-                    sc->scores.data());
+  AttentionBackward(sc->d_attn.data(), a.qkv.data(), a.probs.data(), batch, seq, d, s.heads, s.causal,
+                    sc->d_qkv.data(), sc->scores.data());
   LinearBackward(sc->d_qkv.data(), a.ln1.data(), P(params, layout, t.attn_w), rows, d, 3 * d, accumulate,
                  sc->d_ln.data(), G(grads, layout, t.attn_w), G(grads, layout, t.attn_b));
   LayerNormBackward(sc->d_ln.data(), a.x.data(), a.mean1.data(), a.rstd1.data(), P(params, layout, t.ln1_w), rows, d,

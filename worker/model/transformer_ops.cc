@@ -100,10 +100,23 @@ void GeluBackward(const float* dy, const float* x, int64_t n, float* dx) {
   }
 }
 
+namespace {
+
+// Causal attention in row blocks of kCausalBlock queries: block [i0, i1)
+// attends to keys [0, i1) only, so the score and value products skip the
+// masked upper blocks (with seq = 4 blocks, 10 of 16 block products are
+// computed). Without a mask: one block of every row.
+constexpr int kCausalBlock = 32;
+
+int BlockRows(bool causal, int seq) { return causal ? std::min(kCausalBlock, seq) : seq; }
+
+}  // namespace
+
 void AttentionForward(const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y) {
   const int hd = d / heads;
   const int ld = 3 * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int rows_per_block = BlockRows(causal, seq);
   for (int b = 0; b < batch; ++b) {
     const float* base = qkv + static_cast<int64_t>(b) * seq * ld;
     for (int h = 0; h < heads; ++h) {
@@ -111,31 +124,38 @@ void AttentionForward(const float* qkv, int batch, int seq, int d, int heads, bo
       const float* k = q + d;
       const float* v = q + 2 * d;
       float* p = probs + (static_cast<int64_t>(b) * heads + h) * seq * seq;
-      Sgemm(false, true, seq, seq, hd, scale, q, ld, k, ld, 0.0f, p, seq);
-      for (int i = 0; i < seq; ++i) {
-        float* row = p + static_cast<int64_t>(i) * seq;
-        const int last = causal ? i : seq - 1;  // the last position attended to
-        float max = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j <= last; ++j) max = std::max(max, row[j]);
-        float sum = 0;
-        for (int j = 0; j <= last; ++j) {
-          row[j] = std::exp(row[j] - max);
-          sum += row[j];
+      float* out = y + static_cast<int64_t>(b) * seq * d + h * hd;
+      for (int i0 = 0; i0 < seq; i0 += rows_per_block) {
+        const int i1 = std::min(seq, i0 + rows_per_block);
+        const int keys = causal ? i1 : seq;  // the block's rows attend to keys [0, keys)
+        float* pb = p + static_cast<int64_t>(i0) * seq;
+        Sgemm(false, true, i1 - i0, keys, hd, scale, q + static_cast<int64_t>(i0) * ld, ld, k, ld, 0.0f, pb, seq);
+        for (int i = i0; i < i1; ++i) {
+          float* row = p + static_cast<int64_t>(i) * seq;
+          const int last = causal ? i : seq - 1;  // the last position attended to
+          float max = -std::numeric_limits<float>::infinity();
+          for (int j = 0; j <= last; ++j) max = std::max(max, row[j]);
+          float sum = 0;
+          for (int j = 0; j <= last; ++j) {
+            row[j] = std::exp(row[j] - max);
+            sum += row[j];
+          }
+          const float inv = 1.0f / sum;
+          for (int j = 0; j <= last; ++j) row[j] *= inv;
+          for (int j = last + 1; j < seq; ++j) row[j] = 0.0f;
         }
-        const float inv = 1.0f / sum;
-        for (int j = 0; j <= last; ++j) row[j] *= inv;
-        for (int j = last + 1; j < seq; ++j) row[j] = 0.0f;
+        Sgemm(false, false, i1 - i0, hd, keys, 1.0f, pb, seq, v, ld, 0.0f, out + static_cast<int64_t>(i0) * d, d);
       }
-      Sgemm(false, false, seq, hd, seq, 1.0f, p, seq, v, ld, 0.0f, y + static_cast<int64_t>(b) * seq * d + h * hd, d);
     }
   }
 }
 
 void AttentionBackward(const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
-                       float* dqkv, float* scratch) {
+                       bool causal, float* dqkv, float* scratch) {
   const int hd = d / heads;
   const int ld = 3 * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int rows_per_block = BlockRows(causal, seq);
   for (int b = 0; b < batch; ++b) {
     const float* base = qkv + static_cast<int64_t>(b) * seq * ld;
     float* dbase = dqkv + static_cast<int64_t>(b) * seq * ld;
@@ -145,21 +165,35 @@ void AttentionBackward(const float* dy, const float* qkv, const float* probs, in
       const float* v = q + 2 * d;
       const float* p = probs + (static_cast<int64_t>(b) * heads + h) * seq * seq;
       const float* dout = dy + static_cast<int64_t>(b) * seq * d + h * hd;
-      float* ds = scratch;
-      // dP = dO V^T; dV = P^T dO.
-      Sgemm(false, true, seq, seq, hd, 1.0f, dout, d, v, ld, 0.0f, ds, seq);
-      Sgemm(true, false, seq, hd, seq, 1.0f, p, seq, dout, d, 0.0f, dbase + 2 * d + h * hd, ld);
-      // Through the softmax: dS = P * (dP - rowsum(dP * P)); zero where masked.
-      for (int i = 0; i < seq; ++i) {
-        const float* pr = p + static_cast<int64_t>(i) * seq;
-        float* dr = ds + static_cast<int64_t>(i) * seq;
-        float dot = 0;
-        for (int j = 0; j < seq; ++j) dot += dr[j] * pr[j];
-        for (int j = 0; j < seq; ++j) dr[j] = pr[j] * (dr[j] - dot);
+      float* dq = dbase + h * hd;
+      float* dk = dbase + d + h * hd;
+      float* dv = dbase + 2 * d + h * hd;
+      // The last block first: it reaches every key, so its products
+      // initialise all of dV and dK (beta 0) and the others add to them.
+      const int last_block = (seq - 1) / rows_per_block * rows_per_block;
+      for (int i0 = last_block; i0 >= 0; i0 -= rows_per_block) {
+        const int i1 = std::min(seq, i0 + rows_per_block);
+        const int keys = causal ? i1 : seq;
+        const int rows = i1 - i0;
+        const float beta = i0 == last_block ? 0.0f : 1.0f;
+        const float* pb = p + static_cast<int64_t>(i0) * seq;
+        const float* doutb = dout + static_cast<int64_t>(i0) * d;
+        float* ds = scratch + static_cast<int64_t>(i0) * seq;
+        // dP = dO V^T; dV (+)= P^T dO.
+        Sgemm(false, true, rows, keys, hd, 1.0f, doutb, d, v, ld, 0.0f, ds, seq);
+        Sgemm(true, false, keys, hd, rows, 1.0f, pb, seq, doutb, d, beta, dv, ld);
+        // Through the softmax: dS = P * (dP - rowsum(dP * P)); zero where masked.
+        for (int i = i0; i < i1; ++i) {
+          const float* pr = p + static_cast<int64_t>(i) * seq;
+          float* dr = scratch + static_cast<int64_t>(i) * seq;
+          float dot = 0;
+          for (int j = 0; j < keys; ++j) dot += dr[j] * pr[j];
+          for (int j = 0; j < keys; ++j) dr[j] = pr[j] * (dr[j] - dot);
+        }
+        // dQ = scale dS K; dK (+)= scale dS^T Q.
+        Sgemm(false, false, rows, hd, keys, scale, ds, seq, k, ld, 0.0f, dq + static_cast<int64_t>(i0) * ld, ld);
+        Sgemm(true, false, keys, hd, rows, scale, ds, seq, q + static_cast<int64_t>(i0) * ld, ld, beta, dk, ld);
       }
-      // dQ = scale dS K; dK = scale dS^T Q.
-      Sgemm(false, false, seq, hd, seq, scale, ds, seq, k, ld, 0.0f, dbase + h * hd, ld);
-      Sgemm(true, false, seq, hd, seq, scale, ds, seq, q, ld, 0.0f, dbase + d + h * hd, ld);
     }
   }
 }

@@ -67,10 +67,13 @@ void GeluBackward(const float* dy, const float* x, int64_t n, float* dx);
 // subtracts each row's maximum, then P V into y [batch * seq, d]. Saves the
 // probabilities P [batch, heads, seq, seq] (zero where masked).
 void AttentionForward(const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y);
-// dqkv [batch * seq, 3 * d] from dy [batch * seq, d]; `scratch` holds
-// seq * seq floats.
+// Causal attention works in row blocks of 32 queries, each against only the
+// keys up to its last row: the masked products are not computed.
+//
+// dqkv [batch * seq, 3 * d] from dy [batch * seq, d], with the forward's
+// `causal`; `scratch` holds seq * seq floats.
 void AttentionBackward(const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
-                       float* dqkv, float* scratch);
+                       bool causal, float* dqkv, float* scratch);
 
 // x [batch * seq, d] = wte[tokens] + wpe[position].
 void EmbeddingForward(const int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int d, float* x);
