@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -153,6 +154,16 @@ double PromValue(const std::string& page, const std::string& name) {
     }
   }
   return NAN;
+}
+
+int64_t WorldChangeStep(const std::string& coordinator_log, int from, int to) {
+  const std::string mark = absl::StrCat("the world changed size: ", from, " -> ", to, " workers at step ");
+  const size_t at = coordinator_log.find(mark);
+  if (at == std::string::npos) return -1;
+  const size_t begin = at + mark.size();
+  int64_t step = -1;
+  return absl::SimpleAtoi(coordinator_log.substr(begin, coordinator_log.find(' ', begin) - begin), &step) ? step
+                                                                                                          : -1;
 }
 
 }  // namespace shardline

@@ -32,6 +32,10 @@ std::vector<std::string> ReadLines(const std::string& path);
 double JsonField(const std::string& line, const std::string& key);
 // Lines of metrics.jsonl with "split":"<split>".
 std::vector<std::string> SplitLines(const std::string& metrics_path, const std::string& split);
+
+// The step of the coordinator log's "the world changed size: FROM -> TO
+// workers at step S" (-1: none).
+int64_t WorldChangeStep(const std::string& coordinator_log, int from, int to);
 // The furthest step of a train line in DIR/metrics.jsonl (0: none yet).
 int64_t LoggedStep(const std::string& dir);
 // Waits until LoggedStep(dir) >= step.

@@ -19,17 +19,6 @@
 namespace shardline {
 namespace {
 
-// The step of the coordinator log's "the world changed size: FROM -> TO
-// workers at step S" (-1: none).
-int64_t WorldChangeStep(const std::string& log, int from, int to) {
-  const std::string mark = absl::StrCat("the world changed size: ", from, " -> ", to, " workers at step ");
-  const size_t at = log.find(mark);
-  if (at == std::string::npos) return -1;
-  const size_t begin = at + mark.size();
-  int64_t step = -1;
-  return absl::SimpleAtoi(log.substr(begin, log.find(' ', begin) - begin), &step) ? step : -1;
-}
-
 constexpr int kSteps = 1500;
 
 // Both kinds of run: disk checkpoints and in-memory snapshots every 100

@@ -3,10 +3,13 @@
 // few seconds' model on two workers; it learns, a SIGKILLed worker resumes
 // bit for bit (from disk, and from the survivors' in-memory snapshots), its two-worker checkpoint restores onto one process, the
 // export has nanoGPT's names, and `shardline sample` gives the same bytes
-// for the same arguments. (The full config's result is in bench/RESULTS.md.)
+// for the same arguments; and an elastic world of three that loses a worker
+// finishes as two with its schedule's bits. (The full config's result is in
+// bench/RESULTS.md.)
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/platform/env.h"
 #include "tests/e2e/e2e_util.h"
@@ -111,6 +114,54 @@ TEST(GptE2eTest, LearnsOnTwoWorkersResumesBitForBitReshardsExportsAndSamples) {
   Subprocess g({BinPath("shardline"), "sample", "--workdir", text});
   EXPECT_EQ(g.Wait(absl::Seconds(60)), 1);
   EXPECT_TRUE(absl::StrContains(g.Output(), text + "/config.textproto")) << g.Output();
+}
+
+// Elastic: three workers with runtime.min_workers=2 and no restarts; one
+// dies (SIGKILL, by its own crash point) as the snapshot of step 300 starts
+// to replicate, before it has sent its shard. The two survivors re-form from
+// their in-memory snapshots of step 200 (the last complete one; resharded
+// from a world of three) and finish - with the bits of a 2-worker run
+// resumed from the 3-worker checkpoint of step 200: the same schedule of
+// world sizes, the same result. Checkpoints and snapshots every 100 steps,
+// so the step restored from memory was committed on disk 100 steps before
+// the crash (a kill from outside could land between a snapshot and its
+// commit, when memory is newer than disk).
+TEST(GptE2eTest, AnElasticWorldShrinksFromMemoryAndEndsWithItsSchedulesBits) {
+  const std::string text = FreshDir("gpt_elastic_text");
+  Subprocess data({BinPath("shardline"), "data", "austen", "--out", text});
+  ASSERT_EQ(data.Wait(absl::Seconds(60)), 0) << data.Output();
+  const std::string config = ConfigPath("austen_gpt");
+  constexpr int kSteps = 600;
+  std::vector<std::string> run = SmallRun(text);
+  run.insert(run.end(), {absl::StrCat("train.total_steps=", kSteps), "checkpoint.every_steps=100",
+                         "checkpoint.keep_last=0", "checkpoint.memory_every_steps=100", "train.log_every=50"});
+  std::vector<std::string> elastic = run;
+  elastic.insert(elastic.end(), {"runtime.min_workers=2", "runtime.replace_timeout_seconds=1"});
+
+  const std::string dir = FreshDir("gpt_elastic");
+  Subprocess job(LaunchArgv(dir, 3, elastic, /*max_restarts=*/0, config),
+                 {"SHARDLINE_CRASH_AT=snapshot_replication:300:" + dir + "/crashed"});
+  ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
+  EXPECT_TRUE(Env::Default()->FileExists(dir + "/crashed")) << "the crash point never fired";
+  const std::string coord = ReadAll(dir + "/logs/coordinator.log");
+  const int64_t shrunk_at = WorldChangeStep(coord, 3, 2);
+  ASSERT_EQ(shrunk_at, 200) << coord;
+  EXPECT_TRUE(absl::StrContains(coord, absl::StrCat("restores step ", shrunk_at,
+                                                    " from the workers' memory (resharded from a world of 3")))
+      << coord;
+  const std::vector<std::string> evals = SplitLines(dir + "/metrics.jsonl", "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(JsonField(evals.back(), "step"), kSteps);
+  const std::vector<float> got = FinalState(dir, kSteps, 2);
+  ASSERT_FALSE(got.empty());
+
+  std::vector<std::string> resumed = run;
+  resumed.insert(resumed.end(), {"checkpoint.resume_from=" + dir, absl::StrCat("checkpoint.resume_step=", shrunk_at)});
+  const std::string ref = FreshDir("gpt_elastic_ref");
+  Subprocess again(LaunchArgv(ref, 2, resumed, 0, config));
+  ASSERT_EQ(again.Wait(absl::Seconds(300)), 0) << again.Output();
+  EXPECT_TRUE(SameBits(got, FinalState(ref, kSteps, 2)))
+      << "the elastic GPT run's final state differs from a 2-worker resume of its step " << shrunk_at;
 }
 
 }  // namespace
