@@ -7,7 +7,9 @@
 # 2. Speed, deploy/configs/austen_gpt.textproto for STEPS steps (default:
 #    the config's 3000; its schedule is scaled to STEPS): tokens/s at N=1
 #    (`shardline train` vs a PyTorch loop, both pinned to one core) and at
-#    N=2 (`shardline launch --workers 2` vs DDP over gloo), validation loss
+#    N=2 (`shardline launch --workers 2` vs DDP over gloo), PyTorch from
+#    shardline's initial parameters on shardline's batches (the same
+#    tokens in the same order), validation loss
 #    every STEPS/6 steps and the time each reaches the PyTorch run's final
 #    validation loss, MFU against the one-thread sgemm peak of the same run.
 # One command (the full runs take about 2 hours here):
@@ -43,8 +45,11 @@ CFG=deploy/configs/austen_gpt.textproto
 RUN=(--set "data.text.train_path=$out/text/train.txt" --set "data.text.val_path=$out/text/val.txt"
      --set "train.total_steps=$STEPS" --set "train.eval_every=$EVAL" --set checkpoint.every_steps=0
      --set "schedule.warmup_steps=$((STEPS < 3000 ? STEPS / 30 : 100))")
+# PyTorch starts from shardline's initial parameters and sees shardline's
+# batches, step by step: the same config and the same tokens.
+./build/bin/shardline-gpt-reference --config $CFG --steps "$STEPS" --out "$out/ref_speed" "${RUN[@]}" >&2
 TORCH=(--train "$out/text/train.txt" --val "$out/text/val.txt" --steps "$STEPS" --eval_every "$EVAL"
-       --warmup "$((STEPS < 3000 ? STEPS / 30 : 100))")
+       --warmup "$((STEPS < 3000 ? STEPS / 30 : 100))" --ref "$out/ref_speed")
 PIN="taskset -c $CORE"
 . bench/lib/ddp_local.sh
 echo "== sgemm peak (1 thread, core $CORE)" >&2

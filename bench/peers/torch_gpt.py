@@ -19,10 +19,14 @@ them, and shardline's logits of the first batch). The check:
      shardline's (goal 1e-3 relative).
 Prints one JSON line with the errors; exits 1 past the goals.
 
-`train` is the speed peer: austen_gpt's config (the defaults below) trained
-from GPT-2's initialisation on random windows of the training text (the
-same distribution shardline's per-epoch permutation visits), AdamW with
-shardline's warmup + cosine schedule and clipping. It prints an eval line
+`train` is the speed peer: austen_gpt's config (the defaults below), AdamW
+with shardline's warmup + cosine schedule and clipping. With --ref DIR (what
+shardline-gpt-reference wrote for --steps S) it starts from shardline's
+initial parameters and trains on shardline's batches, so both see the same
+tokens in the same order; without, from GPT-2's initialisation on random
+windows of the training text (the distribution shardline's per-epoch
+permutation visits). Under DDP each rank takes its slice of every global
+batch. It prints an eval line
 (validation loss and bits per byte over windows tiling the validation file,
 as shardline's are) every --eval_every steps and at the end, with the
 training seconds so far, then a summary with tokens/s.
@@ -193,8 +197,16 @@ def train(a):
     torch.manual_seed(a.seed)
     text = torch.from_numpy(np.fromfile(a.train, dtype=np.uint8))
     val = torch.from_numpy(np.fromfile(a.val, dtype=np.uint8))
-    net = GPT(a.context, a.layers, a.d_model, a.heads, a.mlp_ratio)
-    gpt2_init(net, a.layers)
+    batches = None
+    if a.ref:
+        meta = json.load(open(f"{a.ref}/meta.json"))
+        if (meta["steps"], meta["batch"], meta["context"]) != (a.steps, a.batch, a.context):
+            sys.exit(f"{a.ref}: written for {meta['steps']} steps of {meta['batch']} x {meta['context']}")
+        net = load_gpt(meta, f"{a.ref}/init.safetensors")
+        batches = np.memmap(f"{a.ref}/batches.bin", dtype=np.int32, mode="r").reshape(a.steps, 2, a.batch, a.context)
+    else:
+        net = GPT(a.context, a.layers, a.d_model, a.heads, a.mlp_ratio)
+        gpt2_init(net, a.layers)
     model = torch.nn.parallel.DistributedDataParallel(net) if distributed else net
     decay = [p for n, p in net.named_parameters() if p.dim() >= 2]
     rest = [p for n, p in net.named_parameters() if p.dim() < 2]
@@ -206,9 +218,15 @@ def train(a):
     offsets = torch.arange(a.context + 1)[None, :]
     train_seconds, step_times = 0.0, []
     for s in range(a.steps):
-        starts = torch.randint(0, len(text) - a.context, (a.batch,), generator=gen)[lo:hi]
+        if batches is None:
+            starts = torch.randint(0, len(text) - a.context, (a.batch,), generator=gen)[lo:hi]
+        else:
+            step_batch = torch.from_numpy(np.array(batches[s, :, lo:hi]))
         t0 = time.perf_counter()
-        w = text[starts[:, None] + offsets].long()
+        if batches is None:
+            w = text[starts[:, None] + offsets].long()
+        else:  # tokens then targets: the window is the tokens plus the last target
+            w = torch.cat([step_batch[0], step_batch[1][:, -1:]], dim=1).long()
         for g in opt.param_groups:
             g["lr"] = lr_at(s)
         opt.zero_grad(set_to_none=True)
@@ -246,6 +264,7 @@ def main():
     t = sub.add_parser("train")
     t.add_argument("--train", required=True)
     t.add_argument("--val", required=True)
+    t.add_argument("--ref", default="", help="shardline-gpt-reference's DIR: its init and batches")
     for name, default in [("steps", 3000), ("batch", 32), ("context", 128), ("layers", 4), ("d_model", 128),
                           ("heads", 4), ("mlp_ratio", 4), ("warmup", 100), ("eval_every", 500), ("seed", 0)]:
         t.add_argument(f"--{name}", type=int, default=default)
