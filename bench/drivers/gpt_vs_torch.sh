@@ -15,6 +15,7 @@
 # One command (the full runs take about 2 hours here):
 #   bench/drivers/gpt_vs_torch.sh
 #   STEPS=120 bench/drivers/gpt_vs_torch.sh      # the speed part in ~15 minutes
+#   NS=2 bench/drivers/gpt_vs_torch.sh            # only N=2 (the full config: ~30 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ./deploy/install-deps.sh --test
@@ -55,13 +56,18 @@ PIN="taskset -c $CORE"
 echo "== sgemm peak (1 thread, core $CORE)" >&2
 $PIN build/bench/sgemm_bench --benchmark_filter='BM_Sgemm/1024' --benchmark_format=json \
   --benchmark_repetitions=3 > "$OUT/sgemm.json"
-echo "== N=1 shardline" >&2
-$PIN build/bin/shardline train --config $CFG --workdir "$OUT/n1_shardline" --set runtime.num_workers=1 "${RUN[@]}" \
-  2> "$OUT/n1_shardline.log"
-echo "== N=1 torch" >&2
-$PIN /usr/bin/python3 bench/peers/torch_gpt.py train "${TORCH[@]}" > "$OUT/n1_torch.jsonl"
-echo "== N=2 shardline" >&2
-build/bin/shardline launch --config $CFG --workers 2 --workdir "$OUT/n2_shardline" "${RUN[@]}" 2> "$OUT/n2_shardline.log"
-echo "== N=2 DDP" >&2
-ddp_local bench/peers/torch_gpt.py 2 train "${TORCH[@]}" > "$OUT/n2_ddp.jsonl"
+NS=${NS:-1 2}
+if [[ " $NS " == *" 1 "* ]]; then
+  echo "== N=1 shardline" >&2
+  $PIN build/bin/shardline train --config $CFG --workdir "$OUT/n1_shardline" --set runtime.num_workers=1 "${RUN[@]}" \
+    2> "$OUT/n1_shardline.log"
+  echo "== N=1 torch" >&2
+  $PIN /usr/bin/python3 bench/peers/torch_gpt.py train "${TORCH[@]}" > "$OUT/n1_torch.jsonl"
+fi
+if [[ " $NS " == *" 2 "* ]]; then
+  echo "== N=2 shardline" >&2
+  build/bin/shardline launch --config $CFG --workers 2 --workdir "$OUT/n2_shardline" "${RUN[@]}" 2> "$OUT/n2_shardline.log"
+  echo "== N=2 DDP" >&2
+  ddp_local bench/peers/torch_gpt.py 2 train "${TORCH[@]}" > "$OUT/n2_ddp.jsonl"
+fi
 /usr/bin/python3 bench/lib/summarize_gpt.py "$OUT"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Summarises bench/drivers/gpt_vs_torch.sh's speed part as markdown: tokens/s,
 validation loss, time to the PyTorch run's final validation loss, MFU."""
-import json, re, sys
+import json, os, re, sys
 
 out = sys.argv[1]
 CONTEXT, BATCH = 128, 32
@@ -31,11 +31,14 @@ def torch(name):
 
 peak = max(b["GFLOPs"] / 1e9 for b in json.load(open(f"{out}/sgemm.json"))["benchmarks"]
            if b.get("run_type") == "iteration")
-flops = int(re.search(r"(\d+) training FLOPs per example", open(f"{out}/n1_shardline.log").read()).group(1))
+logs = [f"{out}/{n}_shardline.log" for n in ("n1", "n2") if os.path.exists(f"{out}/{n}_shardline.log")]
+flops = int(re.search(r"(\d+) training FLOPs per example", open(logs[0]).read()).group(1))
 fmt = lambda t: "not reached" if t is None else f"{t:.1f} s"
 print("| N | metric | shardline | PyTorch | shardline / PyTorch |")
 print("| --- | --- | --- | --- | --- |")
 for n, s_name, t_name, peer in ((1, "n1_shardline", "n1_torch", "PyTorch"), (2, "n2_shardline", "n2_ddp", "DDP gloo")):
+    if not os.path.exists(f"{out}/{t_name}.jsonl"):
+        continue
     s_ev, s_rate = shardline(s_name)
     t_ev, t_rate = torch(t_name)
     print(f"| {n} | tokens/s (eval excluded) | {s_rate:,.0f} | {t_rate:,.0f} ({peer}) | {s_rate / t_rate:.2f}x |")
@@ -45,9 +48,11 @@ for n, s_name, t_name, peer in ((1, "n1_shardline", "n1_torch", "PyTorch"), (2, 
     a, b = reach(s_ev, t_loss), reach(t_ev, t_loss)
     ratio = "" if a is None or b is None else f"{a / b:.2f}x the time"
     print(f"| {n} | time to PyTorch's final validation loss | {fmt(a)} | {fmt(b)} | {ratio} |")
-    if n == 1:
-        print(f"| 1 | MFU (sgemm peak {peak:.1f} GFLOP/s, 1 thread) | {s_rate / CONTEXT * flops / 1e9 / peak * 100:.1f}% "
-              f"| {t_rate / CONTEXT * flops / 1e9 / peak * 100:.1f}% | |")
+    print(f"| {n} | validation loss at each eval (shardline / PyTorch) | "
+          + ", ".join(f"{a['step']}: {a['loss']:.4f} / {b['loss']:.4f}" for a, b in zip(s_ev, t_ev)) + " | | |")
+    mfu = lambda rate: rate / CONTEXT * flops / 1e9 / (n * peak) * 100
+    print(f"| {n} | MFU ({n} x the sgemm peak of {peak:.1f} GFLOP/s, 1 thread) | {mfu(s_rate):.1f}% "
+          f"| {mfu(t_rate):.1f}% | |")
 check = jsonl(f"{out}/check.json")[0]
 print()
 print(f"Correctness (same weights, same batches): logits within {check['logits_max_rel_error']:.2e} of the largest, "
