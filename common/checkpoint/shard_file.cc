@@ -289,15 +289,26 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
   return out;
 }
 
-absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& path, const PlaceFn& place,
-                                                 uint32_t* checksum, const ShardReadOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
+namespace {
+
+// A shard file's header, checked against the file: the format version, the
+// header's CRC, pieces in order inside the model, and a payload of exactly
+// the buffers the header names.
+struct CheckedHeader {
+  state::ShardHeader h;
+  uint32_t crc = 0;
+  int64_t floats = 0;      // per buffer
+  int64_t payload_at = 0;  // file offset
+  int64_t payload = 0;     // bytes
+};
+
+absl::StatusOr<CheckedHeader> ReadCheckedHeader(RandomAccessFile& file, const std::string& path) {
   auto bad = [&](const std::string& what) { return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", what)); };
-  const int64_t file_size = file->size();
+  const int64_t file_size = file.size();
   if (file_size == 0) return bad("empty (zero-byte) file");
   if (file_size < static_cast<int64_t>(kPrefixBytes)) return bad(absl::StrCat("truncated: ", file_size, " bytes"));
   char prefix[kPrefixBytes];
-  RETURN_IF_ERROR(file->ReadExactly(0, kPrefixBytes, prefix));
+  RETURN_IF_ERROR(file.ReadExactly(0, kPrefixBytes, prefix));
   if (std::memcmp(prefix, kMagic, 8) != 0) return bad("not a shardline checkpoint shard (bad magic)");
   const uint32_t version = GetU32(prefix + 8);
   if (version != kVersion && version != kOneRangeVersion) {
@@ -306,12 +317,12 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
   const uint32_t header_len = GetU32(prefix + 12);
   if (file_size < static_cast<int64_t>(kPrefixBytes + header_len)) return bad("truncated inside the header");
   std::string header(header_len, '\0');
-  RETURN_IF_ERROR(file->ReadExactly(kPrefixBytes, header_len, header.data()));
-  const uint32_t header_crc = crc32c::Value(header.data(), header_len);
-  if (crc32c::Unmask(GetU32(prefix + 16)) != header_crc) return bad("header checksum mismatch");
-  state::ShardHeader h;
+  RETURN_IF_ERROR(file.ReadExactly(kPrefixBytes, header_len, header.data()));
+  CheckedHeader c;
+  c.crc = crc32c::Value(header.data(), header_len);
+  if (crc32c::Unmask(GetU32(prefix + 16)) != c.crc) return bad("header checksum mismatch");
+  state::ShardHeader& h = c.h;
   if (!h.ParseFromString(header)) return bad("header does not parse");
-  if (checksum != nullptr) *checksum = header_crc;
   if (version == kOneRangeVersion) {
     h.clear_pieces();
     if (h.begin() < h.end()) SetShardPieces({Range{h.begin(), h.end()}}, &h);
@@ -319,39 +330,48 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
     return bad("a version 2 header with a version 1 range");
   }
   if (h.pieces_size() % 2 != 0) return bad("pieces are not begin, end pairs");
-  int64_t floats = 0;
   for (int i = 0; i < h.pieces_size(); i += 2) {
     const int64_t begin = h.pieces(i), end = h.pieces(i + 1);
     if (begin < 0 || begin >= end || end > h.total_size() || (i > 0 && begin < h.pieces(i - 1))) {
       return bad(absl::StrCat("piece [", begin, ", ", end, ") is empty, out of order or not inside the model's ",
                               h.total_size(), " parameters"));
     }
-    floats += end - begin;
+    c.floats += end - begin;
   }
-  const int64_t payload_at = static_cast<int64_t>(kPrefixBytes + header_len);
-  const int64_t payload = file_size - payload_at;
-  if (payload != h.payload_bytes()) {
-    return bad(absl::StrCat("payload is ", payload, " bytes; the header says ", h.payload_bytes(),
-                            payload < h.payload_bytes() ? " (truncated file)" : ""));
+  c.payload_at = static_cast<int64_t>(kPrefixBytes + header_len);
+  c.payload = file_size - c.payload_at;
+  if (c.payload != h.payload_bytes()) {
+    return bad(absl::StrCat("payload is ", c.payload, " bytes; the header says ", h.payload_bytes(),
+                            c.payload < h.payload_bytes() ? " (truncated file)" : ""));
   }
   if (h.block_size() <= 0) return bad("block size is not positive");
-  const int64_t nblocks = (payload + h.block_size() - 1) / h.block_size();
+  const int64_t nblocks = (c.payload + h.block_size() - 1) / h.block_size();
   if (nblocks != h.block_crc_size()) return bad("block checksum count does not match the payload");
-  const int64_t buffer_bytes = floats * static_cast<int64_t>(sizeof(float));
-  if (buffer_bytes * h.buffers_size() != payload) return bad("buffers do not add up to the payload");
+  if (c.floats * static_cast<int64_t>(sizeof(float)) * h.buffers_size() != c.payload) {
+    return bad("buffers do not add up to the payload");
+  }
+  return c;
+}
 
-  // Where each buffer's placed bytes go, as payload byte ranges.
-  struct Target {
-    int64_t begin, end;  // payload bytes
-    char* dst;
-  };
+// Where each buffer's placed bytes go, as payload byte ranges.
+struct Target {
+  int64_t begin, end;  // payload bytes
+  char* dst;
+};
+
+absl::StatusOr<std::vector<Target>> PlaceBuffers(const CheckedHeader& c, const PlaceFn& place,
+                                                 const std::string& path) {
+  const int64_t buffer_bytes = c.floats * static_cast<int64_t>(sizeof(float));
   std::vector<Target> targets;
-  for (int i = 0; i < h.buffers_size(); ++i) {
-    const state::BufferEntry& e = h.buffers(i);
-    if (e.floats() != floats) return bad(absl::StrCat("buffer ", e.name(), " does not cover the shard's range"));
-    ASSIGN_OR_RETURN(Placements places, place(h, e));
+  for (int i = 0; i < c.h.buffers_size(); ++i) {
+    const state::BufferEntry& e = c.h.buffers(i);
+    if (e.floats() != c.floats) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint shard ", path, ": buffer ", e.name(), " does not cover the shard's range"));
+    }
+    ASSIGN_OR_RETURN(Placements places, place(c.h, e));
     for (const Placement& p : places) {
-      if (p.begin < 0 || p.end > floats || p.begin > p.end || (p.begin < p.end && p.dst == nullptr)) {
+      if (p.begin < 0 || p.end > c.floats || p.begin > p.end || (p.begin < p.end && p.dst == nullptr)) {
         return absl::InternalError(absl::StrCat("bad placement of buffer ", e.name(), " of ", path));
       }
       if (p.begin == p.end) continue;
@@ -360,12 +380,19 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
                          at + p.end * static_cast<int64_t>(sizeof(float)), reinterpret_cast<char*>(p.dst)});
     }
   }
+  return targets;
+}
 
-  // Block by block: read straight into the destination when the block lies
-  // inside one target, else through a scratch block; then check the block's
-  // CRC on the bytes just read (still in cache). The kernel's readahead (or,
-  // for large payloads, Prefetch a window ahead) keeps the disk busy
-  // meanwhile.
+// Block by block: read straight into the destination when the block lies
+// inside one target, else through a scratch block; then check the block's
+// CRC on the bytes just read (still in cache). The kernel's readahead (or,
+// for large payloads, Prefetch a window ahead) keeps the disk busy
+// meanwhile.
+absl::Status ReadBlocks(RandomAccessFile& file, const CheckedHeader& c, const std::vector<Target>& targets,
+                        const ShardReadOptions& options, const std::string& path) {
+  const state::ShardHeader& h = c.h;
+  const int64_t payload = c.payload;
+  const int64_t nblocks = h.block_crc_size();
   std::vector<char> scratch;
   const bool prefetch = payload >= options.prefetch_min_bytes;
   const int64_t window = options.prefetch_window;
@@ -376,7 +403,7 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
     if (prefetch && prefetched < std::min(payload, begin + window)) {
       // Keep the device a window ahead of the reads, in quarter-window asks.
       const int64_t until = std::min(payload, begin + window + window / 4);
-      file->Prefetch(payload_at + prefetched, until - prefetched);
+      file.Prefetch(c.payload_at + prefetched, until - prefetched);
       prefetched = until;
     }
     char* into = nullptr;
@@ -387,10 +414,11 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
       scratch.resize(static_cast<size_t>(h.block_size()));
       into = scratch.data();
     }
-    RETURN_IF_ERROR(Annotate(file->ReadExactly(payload_at + begin, static_cast<size_t>(n), into),
+    RETURN_IF_ERROR(Annotate(file.ReadExactly(c.payload_at + begin, static_cast<size_t>(n), into),
                              absl::StrCat("checkpoint shard ", path)));
     if (crc32c::Mask(crc32c::Value(into, static_cast<size_t>(n))) != h.block_crc(static_cast<int>(b))) {
-      return bad(absl::StrCat("checksum mismatch in block ", b, " (payload bytes ", begin, "..", begin + n, ")"));
+      return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": checksum mismatch in block ", b,
+                                              " (payload bytes ", begin, "..", begin + n, ")"));
     }
     if (into != scratch.data()) continue;
     for (const Target& t : targets) {
@@ -398,7 +426,19 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
       if (lo < hi) std::memcpy(t.dst + (lo - t.begin), into + (lo - begin), static_cast<size_t>(hi - lo));
     }
   }
-  return h;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& path, const PlaceFn& place,
+                                                 uint32_t* checksum, const ShardReadOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
+  ASSIGN_OR_RETURN(CheckedHeader c, ReadCheckedHeader(*file, path));
+  if (checksum != nullptr) *checksum = c.crc;
+  ASSIGN_OR_RETURN(const std::vector<Target> targets, PlaceBuffers(c, place, path));
+  RETURN_IF_ERROR(ReadBlocks(*file, c, targets, options, path));
+  return std::move(c.h);
 }
 
 absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path) {
