@@ -39,6 +39,32 @@ std::string FieldNames(const pb::Descriptor* d) {
   return absl::StrJoin(names, ", ");
 }
 
+// An enum's value names but the 0th (UNSPECIFIED), comma-separated.
+std::string EnumNames(const pb::EnumDescriptor* e) {
+  std::vector<std::string> names;
+  for (int i = 1; i < e->value_count(); ++i) names.push_back(e->value(i)->name());
+  return absl::StrJoin(names, ", ");
+}
+
+// A message field from text: "{}" or "{a: 1 b: 2}" (or the fields bare).
+absl::Status SetMessage(const pb::FieldDescriptor* f, absl::string_view text, pb::Message* msg,
+                        const std::string& path) {
+  absl::string_view body = text;
+  if (absl::ConsumePrefix(&body, "{") && !absl::ConsumeSuffix(&body, "}")) {
+    return absl::InvalidArgumentError(absl::StrCat("--set ", path, ": '", text,
+                                                   "' is not a message in braces, e.g. {} or {a: 1} (field type ",
+                                                   f->type_name(), ")"));
+  }
+  const pb::Reflection* r = msg->GetReflection();
+  pb::Message* sub = f->is_repeated() ? r->AddMessage(msg, f) : r->MutableMessage(msg, f);
+  pb::TextFormat::Parser parser;
+  CollectErrors errors(absl::StrCat("--set ", path));
+  parser.RecordErrorsTo(&errors);
+  sub->Clear();
+  if (!parser.ParseFromString(std::string(body), sub)) return absl::InvalidArgumentError(errors.Joined());
+  return absl::OkStatus();
+}
+
 absl::Status SetScalar(const pb::FieldDescriptor* f, absl::string_view text,
                        pb::Message* msg, const std::string& path) {
   const pb::Reflection* r = msg->GetReflection();
@@ -102,31 +128,12 @@ absl::Status SetScalar(const pb::FieldDescriptor* f, absl::string_view text,
     case pb::FieldDescriptor::CPPTYPE_ENUM: {
       const pb::EnumValueDescriptor* v =
           f->enum_type()->FindValueByName(absl::AsciiStrToUpper(text));
-      if (v == nullptr || v->number() == 0) {
-        std::vector<std::string> names;
-        for (int i = 1; i < f->enum_type()->value_count(); ++i) {
-          names.push_back(f->enum_type()->value(i)->name());
-        }
-        return bad(absl::StrCat("one of ", absl::StrJoin(names, ", ")));
-      }
+      if (v == nullptr || v->number() == 0) return bad(absl::StrCat("one of ", EnumNames(f->enum_type())));
       rep ? r->AddEnum(msg, f, v) : r->SetEnum(msg, f, v);
       break;
     }
-    case pb::FieldDescriptor::CPPTYPE_MESSAGE: {
-      absl::string_view body = text;
-      if (absl::ConsumePrefix(&body, "{") && !absl::ConsumeSuffix(&body, "}")) {
-        return bad("a message in braces, e.g. {} or {a: 1}");
-      }
-      pb::Message* sub = rep ? r->AddMessage(msg, f) : r->MutableMessage(msg, f);
-      pb::TextFormat::Parser parser;
-      CollectErrors errors(absl::StrCat("--set ", path));
-      parser.RecordErrorsTo(&errors);
-      sub->Clear();
-      if (!parser.ParseFromString(std::string(body), sub)) {
-        return absl::InvalidArgumentError(errors.Joined());
-      }
-      break;
-    }
+    case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+      return SetMessage(f, text, msg, path);
   }
   return absl::OkStatus();
 }
@@ -286,46 +293,53 @@ void ValidateModel(const config::ModelConfig& model, Problems* p) {
 
 }  // namespace
 
-absl::Status ValidateConfig(const config::JobConfig& c) {
-  Problems p;
-  ValidateModel(c.model(), &p);
+namespace {
 
+void ValidateData(const config::JobConfig& c, Problems* p) {
   const auto& data = c.data();
   if (data.has_text()) {
-    if (data.text().train_path().empty()) p.Add("data.text.train_path", "must name the training text file");
-    if (data.text().val_path().empty()) p.Add("data.text.val_path", "must name the validation text file");
-    if (!c.model().has_gpt()) p.Add("data.text", "is read by a sequence model: set model.gpt");
+    if (data.text().train_path().empty()) p->Add("data.text.train_path", "must name the training text file");
+    if (data.text().val_path().empty()) p->Add("data.text.val_path", "must name the validation text file");
+    if (!c.model().has_gpt()) p->Add("data.text", "is read by a sequence model: set model.gpt");
   } else {
-    if (data.dir().empty()) p.Add("data.dir", "must name the data set directory");
-    if (c.model().has_gpt()) p.Add("model.gpt", "reads text: set data.text.train_path and data.text.val_path");
+    if (data.dir().empty()) p->Add("data.dir", "must name the data set directory");
+    if (c.model().has_gpt()) p->Add("model.gpt", "reads text: set data.text.train_path and data.text.val_path");
   }
-  p.Positive("data.global_batch_size", data.global_batch_size());
-  p.Positive("data.eval_batch_size", data.eval_batch_size());
+  p->Positive("data.global_batch_size", data.global_batch_size());
+  p->Positive("data.eval_batch_size", data.eval_batch_size());
+}
 
+void ValidateRuntime(const config::JobConfig& c, Problems* p) {
   const auto& rt = c.runtime();
-  p.Positive("runtime.num_workers", rt.num_workers());
-  p.Positive("runtime.blas_threads", rt.blas_threads());
-  p.Positive("runtime.watchdog_timeout_seconds", rt.watchdog_timeout_seconds());
-  p.Positive("runtime.collective_timeout_seconds", rt.collective_timeout_seconds());
+  p->Positive("runtime.num_workers", rt.num_workers());
+  p->Positive("runtime.blas_threads", rt.blas_threads());
+  p->Positive("runtime.watchdog_timeout_seconds", rt.watchdog_timeout_seconds());
+  p->Positive("runtime.collective_timeout_seconds", rt.collective_timeout_seconds());
   if (rt.min_workers() < 0 || (rt.num_workers() > 0 && rt.min_workers() > rt.num_workers())) {
-    p.Add("runtime.min_workers", absl::StrCat("must be 0 (no elastic worlds) or between 1 and runtime.num_workers (",
+    p->Add("runtime.min_workers", absl::StrCat("must be 0 (no elastic worlds) or between 1 and runtime.num_workers (",
                                               rt.num_workers(), "), got ", rt.min_workers()));
   }
-  p.Positive("runtime.replace_timeout_seconds", rt.replace_timeout_seconds());
+  p->Positive("runtime.replace_timeout_seconds", rt.replace_timeout_seconds());
+}
 
+void ValidateCollective(const config::JobConfig& c, Problems* p) {
   const double cap = c.collective().bucket_cap_mb();
   if (!(cap >= 0 && cap <= 1 << 20)) {  // also NaN
-    p.Add("collective.bucket_cap_mb", absl::StrCat("must be between 0 (one bucket) and 1048576 MiB, got ", cap));
+    p->Add("collective.bucket_cap_mb", absl::StrCat("must be between 0 (one bucket) and 1048576 MiB, got ", cap));
   }
+}
 
+void ValidateTrain(const config::JobConfig& c, Problems* p) {
+  const auto& data = c.data();
+  const auto& rt = c.runtime();
   const auto& train = c.train();
-  p.Positive("train.grad_accum_steps", train.grad_accum_steps());
+  p->Positive("train.grad_accum_steps", train.grad_accum_steps());
   if (data.global_batch_size() > 0 && rt.num_workers() > 0 && train.grad_accum_steps() > 0) {
     // Any world size takes any batch (ranks' slices differ by at most one
     // example), as long as every micro-batch of every rank has one.
     const int64_t parts = static_cast<int64_t>(rt.num_workers()) * train.grad_accum_steps();
     if (data.global_batch_size() < parts) {
-      p.Add("data.global_batch_size",
+      p->Add("data.global_batch_size",
             absl::StrCat(data.global_batch_size(),
                          " is smaller than runtime.num_workers * train.grad_accum_steps (",
                          rt.num_workers(), " * ", train.grad_accum_steps(), " = ", parts,
@@ -333,60 +347,80 @@ absl::Status ValidateConfig(const config::JobConfig& c) {
     }
   }
   if (!train.has_total_steps() && !train.has_epochs()) {
-    p.Add("train", "set total_steps or epochs");
+    p->Add("train", "set total_steps or epochs");
   } else if (train.has_total_steps()) {
-    p.Positive("train.total_steps", static_cast<double>(train.total_steps()));
+    p->Positive("train.total_steps", static_cast<double>(train.total_steps()));
   } else {
-    p.Positive("train.epochs", train.epochs());
+    p->Positive("train.epochs", train.epochs());
   }
-  p.NonNegative("train.grad_clip_norm", train.grad_clip_norm());
-  p.Positive("train.log_every", static_cast<double>(train.log_every()));
-  p.NonNegative("train.eval_every", static_cast<double>(train.eval_every()));
+  p->NonNegative("train.grad_clip_norm", train.grad_clip_norm());
+  p->Positive("train.log_every", static_cast<double>(train.log_every()));
+  p->NonNegative("train.eval_every", static_cast<double>(train.eval_every()));
   for (int i = 0; i < train.trace_steps_size(); ++i) {
     if (train.trace_steps(i) <= 0) {
-      p.Add(absl::StrCat("train.trace_steps[", i, "]"),
+      p->Add(absl::StrCat("train.trace_steps[", i, "]"),
             absl::StrCat("must be a positive step count (1 is the first step), got ", train.trace_steps(i)));
     }
   }
+}
 
+void ValidateOptimizer(const config::JobConfig& c, Problems* p) {
   const auto& opt = c.optimizer();
   if (opt.has_adamw()) {
-    p.InUnit("optimizer.adamw.b1", opt.adamw().b1(), false);
-    p.InUnit("optimizer.adamw.b2", opt.adamw().b2(), false);
-    p.Positive("optimizer.adamw.eps", opt.adamw().eps());
-    p.NonNegative("optimizer.adamw.weight_decay", opt.adamw().weight_decay());
+    p->InUnit("optimizer.adamw.b1", opt.adamw().b1(), false);
+    p->InUnit("optimizer.adamw.b2", opt.adamw().b2(), false);
+    p->Positive("optimizer.adamw.eps", opt.adamw().eps());
+    p->NonNegative("optimizer.adamw.weight_decay", opt.adamw().weight_decay());
   } else {
-    p.InUnit("optimizer.sgd.momentum", opt.sgd().momentum(), false);
-    p.NonNegative("optimizer.sgd.weight_decay", opt.sgd().weight_decay());
+    p->InUnit("optimizer.sgd.momentum", opt.sgd().momentum(), false);
+    p->NonNegative("optimizer.sgd.weight_decay", opt.sgd().weight_decay());
   }
+}
 
+void ValidateSchedule(const config::JobConfig& c, Problems* p) {
   const auto& s = c.schedule();
-  p.Positive("schedule.base_lr", s.base_lr());
-  p.NonNegative("schedule.warmup_steps", static_cast<double>(s.warmup_steps()));
+  p->Positive("schedule.base_lr", s.base_lr());
+  p->NonNegative("schedule.warmup_steps", static_cast<double>(s.warmup_steps()));
   if (s.decay() == config::DECAY_UNSPECIFIED) {
-    p.Add("schedule.decay", "must be CONSTANT, COSINE or LINEAR");
+    p->Add("schedule.decay", "must be CONSTANT, COSINE or LINEAR");
   }
-  p.InUnit("schedule.end_lr_ratio", s.end_lr_ratio(), true);
+  p->InUnit("schedule.end_lr_ratio", s.end_lr_ratio(), true);
+}
 
+void ValidateCheckpoint(const config::JobConfig& c, Problems* p) {
   const auto& ck = c.checkpoint();
-  p.NonNegative("checkpoint.every_steps", static_cast<double>(ck.every_steps()));
-  p.NonNegative("checkpoint.every_seconds", ck.every_seconds());
-  p.NonNegative("checkpoint.keep_last", ck.keep_last());
-  p.NonNegative("checkpoint.keep_every", static_cast<double>(ck.keep_every()));
-  p.NonNegative("checkpoint.memory_every_steps", static_cast<double>(ck.memory_every_steps()));
-  p.Positive("checkpoint.memory_copies", ck.memory_copies());
+  p->NonNegative("checkpoint.every_steps", static_cast<double>(ck.every_steps()));
+  p->NonNegative("checkpoint.every_seconds", ck.every_seconds());
+  p->NonNegative("checkpoint.keep_last", ck.keep_last());
+  p->NonNegative("checkpoint.keep_every", static_cast<double>(ck.keep_every()));
+  p->NonNegative("checkpoint.memory_every_steps", static_cast<double>(ck.memory_every_steps()));
+  p->Positive("checkpoint.memory_copies", ck.memory_copies());
   if (!ck.best_metric().empty() && ck.best_metric() != "accuracy" && ck.best_metric() != "loss" &&
       ck.best_metric() != "bits_per_byte") {
-    p.Add("checkpoint.best_metric",
+    p->Add("checkpoint.best_metric",
           absl::StrCat("must be \"accuracy\", \"loss\" or \"bits_per_byte\", got \"", ck.best_metric(), "\""));
   }
   if (ck.best_mode() == config::BEST_MODE_UNSPECIFIED) {
-    p.Add("checkpoint.best_mode", "must be MAX or MIN");
+    p->Add("checkpoint.best_mode", "must be MAX or MIN");
   }
   if (ck.resume_step() < -1) {
-    p.Add("checkpoint.resume_step", absl::StrCat("must be -1 (latest) or a step, got ",
+    p->Add("checkpoint.resume_step", absl::StrCat("must be -1 (latest) or a step, got ",
                                                  ck.resume_step()));
   }
+}
+
+}  // namespace
+
+absl::Status ValidateConfig(const config::JobConfig& c) {
+  Problems p;
+  ValidateModel(c.model(), &p);
+  ValidateData(c, &p);
+  ValidateRuntime(c, &p);
+  ValidateCollective(c, &p);
+  ValidateTrain(c, &p);
+  ValidateOptimizer(c, &p);
+  ValidateSchedule(c, &p);
+  ValidateCheckpoint(c, &p);
   return p.ToStatus();
 }
 
