@@ -228,6 +228,13 @@ class Job {
   absl::Time Now() const;  // options_.env's clock
 
   absl::Status ReportLocked(const coordinator::WorkerReport& r, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ReportLocked's parts: whether the report may act (its member, secret,
+  // bounds and checkpoint), the member's progress and clock, a checkpoint
+  // it found bad, and its metric records.
+  absl::Status CheckReportLocked(const coordinator::WorkerReport& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteProgressLocked(const coordinator::WorkerReport& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BadCheckpointLocked(const coordinator::WorkerReport& r, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteMetricsLocked(const coordinator::WorkerReport& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A registration that waits: for the world it joins to be formed and
   // durable (slot >= 0), or, a member that finished, for its world to move
   // on (waits_for_end).

@@ -59,7 +59,7 @@ absl::Status Job::Report(const coordinator::WorkerReport& r) {
   return accepted;
 }
 
-absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* later) {
+absl::Status Job::CheckReportLocked(const coordinator::WorkerReport& r) {
   if (r.generation() != m_.generation || m_.members.count(r.rank()) == 0) {
     return absl::FailedPreconditionError(absl::StrCat("report from rank ", r.rank(), " of generation ",
                                                       r.generation(), "; the job is at generation ",
@@ -76,6 +76,10 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
     return absl::InvalidArgumentError(absl::StrCat("report from rank ", r.rank(), " refused: bad_checkpoint_step ",
                                                    r.bad_checkpoint_step(), " is not a checkpoint handed out"));
   }
+  return absl::OkStatus();
+}
+
+void Job::NoteProgressLocked(const coordinator::WorkerReport& r) {
   StepLocked(membership_event::Heard{r.rank(), r.steps_done()});
   WorldMember& m = m_.members[r.rank()];  // a report changes no membership but this member's
   furthest_step_ = std::max(furthest_step_, m.steps_done);
@@ -95,27 +99,31 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
       rate_time_ = now;
     }
   }
-  for (const coordinator::SavedShard& saved : r.saved()) ShardSaved(r.rank(), saved, later);
-  // Memory first, so the next world is handed the fallback; the mark is made
-  // durable after the lock is released. Only the first report of a step acts.
-  if (r.bad_checkpoint_step() > 0 && catalog_.NoteBad(r.bad_checkpoint_step())) {
-    const int64_t bad_step = r.bad_checkpoint_step();
-    const RestorePoint fallback = catalog_.Restore();
-    later->bad_step = bad_step;
-    later->bad_reason = r.bad_checkpoint_reason();
-    if (fallback.dir.empty()) {
-      // Checkpoints existed and none is usable: starting from scratch would
-      // silently throw the run away (and overwrite them in time).
-      Fail(absl::FailedPreconditionError(absl::StrCat(
-          "no checkpoint of this job can be restored: the last one tried, step ", bad_step, ", failed verification on rank ",
-          r.rank(), " (", r.bad_checkpoint_reason(), "), and every newer one was marked bad before it; not training "
-          "from scratch over them. Move ", catalog_.root(), " aside to start anew, or set checkpoint.init_from")));
-    } else {
-      SLOG(ERROR) << "checkpoint at step " << bad_step << " failed verification on rank " << r.rank() << ": "
-                  << r.bad_checkpoint_reason() << "; marked bad, falling back to step " << fallback.step;
-      StepLocked(membership_event::Break{absl::StrCat("its checkpoint at step ", bad_step, " is bad")});
-    }
+}
+
+// Memory first, so the next world is handed the fallback; the mark is made
+// durable after the lock is released. Only the first report of a step acts.
+void Job::BadCheckpointLocked(const coordinator::WorkerReport& r, Deferred* later) {
+  if (r.bad_checkpoint_step() <= 0 || !catalog_.NoteBad(r.bad_checkpoint_step())) return;
+  const int64_t bad_step = r.bad_checkpoint_step();
+  const RestorePoint fallback = catalog_.Restore();
+  later->bad_step = bad_step;
+  later->bad_reason = r.bad_checkpoint_reason();
+  if (fallback.dir.empty()) {
+    // Checkpoints existed and none is usable: starting from scratch would
+    // silently throw the run away (and overwrite them in time).
+    Fail(absl::FailedPreconditionError(absl::StrCat(
+        "no checkpoint of this job can be restored: the last one tried, step ", bad_step, ", failed verification on rank ",
+        r.rank(), " (", r.bad_checkpoint_reason(), "), and every newer one was marked bad before it; not training "
+        "from scratch over them. Move ", catalog_.root(), " aside to start anew, or set checkpoint.init_from")));
+  } else {
+    SLOG(ERROR) << "checkpoint at step " << bad_step << " failed verification on rank " << r.rank() << ": "
+                << r.bad_checkpoint_reason() << "; marked bad, falling back to step " << fallback.step;
+    StepLocked(membership_event::Break{absl::StrCat("its checkpoint at step ", bad_step, " is bad")});
   }
+}
+
+void Job::NoteMetricsLocked(const coordinator::WorkerReport& r) {
   for (const metrics::MetricRecord& record : r.metrics()) {
     if (metrics_ != nullptr) pending_records_.push_back(record);  // written after mu_, in order
     if (record.split() == metrics::MetricRecord::train) last_train_ = record;
@@ -124,6 +132,14 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
       if (IsBetterEval(record, best_eval_, config_.checkpoint())) best_eval_ = record;
     }
   }
+}
+
+absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* later) {
+  RETURN_IF_ERROR(CheckReportLocked(r));
+  NoteProgressLocked(r);
+  for (const coordinator::SavedShard& saved : r.saved()) ShardSaved(r.rank(), saved, later);
+  BadCheckpointLocked(r, later);
+  NoteMetricsLocked(r);
   if (r.save_failed_step() > 0) SaveFailed(r);
   if (r.bad_memory_step() > 0 && r.bad_memory_step() == memory_step_ && bad_memory_steps_.insert(memory_step_).second) {
     SLOG(ERROR) << "the in-memory snapshot of step " << memory_step_ << " could not be restored on rank " << r.rank()

@@ -111,87 +111,100 @@ void MaybeGrow(const MembershipConfig& c, Membership& s, Effects& out, absl::Tim
   s.form_target = target;
 }
 
-void On(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now, const ev::Claim& e) {
+// A claim while a world runs. A running world takes no one, unless a
+// member says the world broke - or a member that finished and did not hear
+// the job's end (its stream timed out) asks again: it waits for that end,
+// breaking nothing. A smaller elastic world takes newcomers for its next,
+// larger generation: they wait until the next committed checkpoint. False
+// when the claim has been answered here (refused, or told to wait).
+bool AdmitWhileRunning(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now, const ev::Claim& e) {
   const int n = c.slots;
-  if (s.Over()) {
-    out.claim_refused = absl::FailedPreconditionError("the job is over");
-    return;
-  }
-  if (e.requested_slot < -1 || e.requested_slot >= n) {
-    out.claim_refused =
-        absl::InvalidArgumentError(absl::StrCat("requested rank ", e.requested_slot, " is not in a world of ", n));
-    return;
-  }
-  if (s.Running()) {
-    // A running world takes no one, unless a member says the world broke -
-    // or a member that finished and did not hear the job's end (its stream
-    // timed out) asks again: it waits for that end, breaking nothing.
-    for (const auto& [rank, m] : s.members) {
-      if (m.incarnation != e.incarnation || e.previous_generation != s.generation) continue;
-      if (m.finished) {
-        out.claim_waits_for_end = true;
-        return;
-      }
-      BreakWorld(s, out, now,
-                 absl::StrCat("worker rank ", rank, " left it: ", e.reason.empty() ? "a collective failed" : e.reason));
-      break;
+  for (const auto& [rank, m] : s.members) {
+    if (m.incarnation != e.incarnation || e.previous_generation != s.generation) continue;
+    if (m.finished) {
+      out.claim_waits_for_end = true;
+      return false;
     }
-    if (s.state != JobState::kForming) {
-      if (e.requested_slot >= 0 && s.SlotHeld(e.requested_slot)) {
-        // The refusal names no member's address: the caller may be anyone
-        // with the token.
-        out.claim_refused = absl::AlreadyExistsError(absl::StrCat("rank ", e.requested_slot,
-                                                                  " is held by a live worker (generation ",
-                                                                  s.generation, "); a second worker may not claim it"));
-        return;
-      }
-      // A smaller elastic world takes newcomers for its next, larger
-      // generation: they wait until the next committed checkpoint.
-      const bool joins = c.min_workers > 0 && s.state == JobState::kRunning && s.world_size < n &&
-                         static_cast<int>(s.members.size() + s.pending.size()) < n;
-      if (!joins) {
-        out.claim_refused = absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
-        return;
-      }
-    }
+    BreakWorld(s, out, now,
+               absl::StrCat("worker rank ", rank, " left it: ", e.reason.empty() ? "a collective failed" : e.reason));
+    break;
   }
-  // A claim while a world runs is for the next, larger one.
-  const bool joining = s.state != JobState::kForming;
-  // The slot: the one asked for, else the one this worker claimed before,
-  // else the lowest one free.
+  if (s.state == JobState::kForming) return true;
+  if (e.requested_slot >= 0 && s.SlotHeld(e.requested_slot)) {
+    // The refusal names no member's address: the caller may be anyone with
+    // the token.
+    out.claim_refused = absl::AlreadyExistsError(absl::StrCat("rank ", e.requested_slot,
+                                                              " is held by a live worker (generation ", s.generation,
+                                                              "); a second worker may not claim it"));
+    return false;
+  }
+  const bool joins = c.min_workers > 0 && s.state == JobState::kRunning && s.world_size < n &&
+                     static_cast<int>(s.members.size() + s.pending.size()) < n;
+  if (!joins) {
+    out.claim_refused = absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
+    return false;
+  }
+  return true;
+}
+
+// The claim's slot: the one asked for, else the one this worker claimed
+// before, else the lowest one free (for a joiner: not held by a member).
+// -1 with out.claim_refused set when there is none.
+int PickSlot(const MembershipConfig& c, const Membership& s, Effects& out, const ev::Claim& e, bool joining) {
+  const int n = c.slots;
   int slot = e.requested_slot;
   if (slot >= 0) {
     auto it = s.pending.find(slot);
     if (it != s.pending.end() && it->second.incarnation != e.incarnation) {
       out.claim_refused = absl::AlreadyExistsError(absl::StrCat(
           "rank ", slot, " was already claimed by another worker for generation ", s.generation + 1));
-      return;
+      return -1;
     }
-  } else {
-    for (const auto& [p, m] : s.pending) {
-      if (m.incarnation == e.incarnation) slot = p;
-    }
-    for (int p = 0; p < n && slot < 0; ++p) {
-      if (s.pending.count(p) == 0 && !(joining && s.SlotHeld(p))) slot = p;
-    }
-    if (slot < 0) {
-      out.claim_refused = absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
-      return;
-    }
+    return slot;
   }
+  for (const auto& [p, m] : s.pending) {
+    if (m.incarnation == e.incarnation) slot = p;
+  }
+  for (int p = 0; p < n && slot < 0; ++p) {
+    if (s.pending.count(p) == 0 && !(joining && s.SlotHeld(p))) slot = p;
+  }
+  if (slot < 0) out.claim_refused = absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
+  return slot;
+}
+
+// The claimant as a pending member of `slot`, with the snapshots it holds
+// (bounded and sane, or ignored: a bad list can only cost a disk restore).
+void AddPending(const MembershipConfig& c, Membership& s, int slot, const ev::Claim& e) {
   WorldMember& m = s.pending[slot];
   m = WorldMember{};
   m.address = e.address;
   m.incarnation = e.incarnation;
   m.secret = e.secret;
   for (const coordinator::HeldSnapshot& h : e.held) {
-    // Bounded and sane, or ignored: a bad list can only cost a disk restore.
-    if (m.held.size() >= c.max_held_snapshots || h.world_size() < 1 || h.world_size() > n || h.rank() < 0 ||
+    if (m.held.size() >= c.max_held_snapshots || h.world_size() < 1 || h.world_size() > c.slots || h.rank() < 0 ||
         h.rank() >= h.world_size() || h.step() <= 0) {
       continue;
     }
     m.held.push_back(h);
   }
+}
+
+void On(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now, const ev::Claim& e) {
+  if (s.Over()) {
+    out.claim_refused = absl::FailedPreconditionError("the job is over");
+    return;
+  }
+  if (e.requested_slot < -1 || e.requested_slot >= c.slots) {
+    out.claim_refused = absl::InvalidArgumentError(
+        absl::StrCat("requested rank ", e.requested_slot, " is not in a world of ", c.slots));
+    return;
+  }
+  if (s.Running() && !AdmitWhileRunning(c, s, out, now, e)) return;
+  // A claim while a world runs is for the next, larger one.
+  const bool joining = s.state != JobState::kForming;
+  const int slot = PickSlot(c, s, out, e, joining);
+  if (slot < 0) return;
+  AddPending(c, s, slot, e);
   out.claim_taken = Effects::ClaimTaken{slot, s.generation + 1, joining, static_cast<int>(s.pending.size())};
   if (joining) {
     if (!c.saves_checkpoints) {
