@@ -64,6 +64,68 @@ bool AsCount(const Json& v, uint64_t* out) {
   return true;
 }
 
+// One tensor's entry: a known dtype, a shape of non-negative integers, and
+// data_offsets inside the data section covering exactly dtype x shape.
+absl::StatusOr<SafetensorsTensor> ParseTensorEntry(const std::string& name, const Json& entry, uint64_t data_bytes,
+                                                   const std::string& path) {
+  auto bad_tensor = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat(path, ": tensor ", name, ": ", what));
+  };
+  if (!entry.is_object()) return bad_tensor("entry is not an object");
+  SafetensorsTensor t;
+  const auto dtype = entry.find("dtype");
+  if (dtype == entry.end() || !dtype->is_string()) return bad_tensor("no dtype string");
+  t.dtype = dtype->get<std::string>();
+  const int elem_bytes = DtypeBytes(t.dtype);
+  if (elem_bytes == 0) return bad_tensor(absl::StrCat("unknown dtype '", t.dtype, "'"));
+  const auto shape = entry.find("shape");
+  if (shape == entry.end() || !shape->is_array()) return bad_tensor("no shape array");
+  uint64_t elems = 1;
+  for (const Json& d : *shape) {
+    uint64_t dim;
+    if (!AsCount(d, &dim)) return bad_tensor("shape holds something other than a non-negative integer");
+    if (dim > data_bytes) return bad_tensor(absl::StrCat("dimension ", dim, " is larger than the file's data"));
+    t.shape.push_back(static_cast<int64_t>(dim));
+    // Every factor is <= data_bytes, so the product stays below 2^64 as
+    // long as it stays <= data_bytes, which is checked each time.
+    elems *= dim;
+    if (elems > data_bytes) return bad_tensor("more elements than the file has bytes");
+  }
+  const auto offsets = entry.find("data_offsets");
+  if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2 ||
+      !AsCount((*offsets)[0], &t.data_begin) || !AsCount((*offsets)[1], &t.data_end)) {
+    return bad_tensor("data_offsets is not two non-negative integers");
+  }
+  if (t.data_begin > t.data_end || t.data_end > data_bytes) {
+    return bad_tensor(absl::StrCat("data_offsets [", t.data_begin, ", ", t.data_end, "] are outside the ",
+                                   data_bytes, " data bytes"));
+  }
+  if (t.data_end - t.data_begin != elems * static_cast<uint64_t>(elem_bytes)) {
+    return bad_tensor(absl::StrCat("data_offsets cover ", t.data_end - t.data_begin, " bytes; dtype ", t.dtype,
+                                   " and the shape need ", elems * static_cast<uint64_t>(elem_bytes)));
+  }
+  return t;
+}
+
+// The tensors' byte ranges, in order, must tile the data section.
+absl::Status CheckTiling(const SafetensorsHeader& h, uint64_t data_bytes, const std::string& path) {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& [name, t] : h.tensors) ranges.emplace_back(t.data_begin, t.data_end);
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t covered = 0;
+  for (const auto& [begin, end] : ranges) {
+    if (begin < covered) return absl::DataLossError(absl::StrCat(path, ": tensors overlap at data byte ", begin));
+    if (begin > covered) {
+      return absl::DataLossError(absl::StrCat(path, ": data bytes [", covered, ", ", begin, ") belong to no tensor"));
+    }
+    covered = end;
+  }
+  if (covered != data_bytes) {
+    return absl::DataLossError(absl::StrCat(path, ": data bytes [", covered, ", ", data_bytes, ") belong to no tensor"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SafetensorsHeader> ParseSafetensors(absl::string_view bytes, const std::string& path) {
@@ -102,54 +164,10 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(absl::string_view bytes, cons
       }
       continue;
     }
-    const std::string& tensor = name;  // C++17 lambdas cannot capture a structured binding
-    auto bad_tensor = [&](absl::string_view what) { return bad(absl::StrCat("tensor ", tensor, ": ", what)); };
-    if (!entry.is_object()) return bad_tensor("entry is not an object");
-    SafetensorsTensor t;
-    const auto dtype = entry.find("dtype");
-    if (dtype == entry.end() || !dtype->is_string()) return bad_tensor("no dtype string");
-    t.dtype = dtype->get<std::string>();
-    const int elem_bytes = DtypeBytes(t.dtype);
-    if (elem_bytes == 0) return bad_tensor(absl::StrCat("unknown dtype '", t.dtype, "'"));
-    const auto shape = entry.find("shape");
-    if (shape == entry.end() || !shape->is_array()) return bad_tensor("no shape array");
-    uint64_t elems = 1;
-    for (const Json& d : *shape) {
-      uint64_t dim;
-      if (!AsCount(d, &dim)) return bad_tensor("shape holds something other than a non-negative integer");
-      if (dim > data_bytes) return bad_tensor(absl::StrCat("dimension ", dim, " is larger than the file's data"));
-      t.shape.push_back(static_cast<int64_t>(dim));
-      // Every factor is <= data_bytes, so the product stays below 2^64 as
-      // long as it stays <= data_bytes, which is checked each time.
-      elems *= dim;
-      if (elems > data_bytes) return bad_tensor("more elements than the file has bytes");
-    }
-    const auto offsets = entry.find("data_offsets");
-    if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2 ||
-        !AsCount((*offsets)[0], &t.data_begin) || !AsCount((*offsets)[1], &t.data_end)) {
-      return bad_tensor("data_offsets is not two non-negative integers");
-    }
-    if (t.data_begin > t.data_end || t.data_end > data_bytes) {
-      return bad_tensor(absl::StrCat("data_offsets [", t.data_begin, ", ", t.data_end, "] are outside the ",
-                                     data_bytes, " data bytes"));
-    }
-    if (t.data_end - t.data_begin != elems * static_cast<uint64_t>(elem_bytes)) {
-      return bad_tensor(absl::StrCat("data_offsets cover ", t.data_end - t.data_begin, " bytes; dtype ", t.dtype,
-                                     " and the shape need ", elems * static_cast<uint64_t>(elem_bytes)));
-    }
+    ASSIGN_OR_RETURN(SafetensorsTensor t, ParseTensorEntry(name, entry, data_bytes, path));
     out.tensors[name] = std::move(t);
   }
-  // The byte ranges, in order, must tile the data section.
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (const auto& [name, t] : out.tensors) ranges.emplace_back(t.data_begin, t.data_end);
-  std::sort(ranges.begin(), ranges.end());
-  uint64_t covered = 0;
-  for (const auto& [begin, end] : ranges) {
-    if (begin < covered) return bad(absl::StrCat("tensors overlap at data byte ", begin));
-    if (begin > covered) return bad(absl::StrCat("data bytes [", covered, ", ", begin, ") belong to no tensor"));
-    covered = end;
-  }
-  if (covered != data_bytes) return bad(absl::StrCat("data bytes [", covered, ", ", data_bytes, ") belong to no tensor"));
+  RETURN_IF_ERROR(CheckTiling(out, data_bytes, path));
   return out;
 }
 
