@@ -125,82 +125,74 @@ void Cnn::InitRange(uint64_t seed, Range range, float* out) const {
   });
 }
 
-BatchStats Cnn::Forward(const float* params, const Examples& batch, ModelWorkspace* model_ws) const {
-  const float* x = batch.x;
-  const int32_t* y = batch.y;
-  const int n = batch.n;
-  auto* ws = static_cast<CnnWorkspace*>(model_ws);
-  const size_t layers = conv_.size();
-  ws->padded.resize(layers);
-  ws->conv_out.resize(layers);
-  ws->pooled.resize(layers);
-  ws->argmax.resize(layers);
+const float* Cnn::ChannelsFirst(const float* x, int n, CnnWorkspace* ws) const {
   // x is [n, C, H, W]; with one channel that is already [C, n, H, W].
-  const float* in = x;
-  if (spec_.input.channels > 1) {
-    const int64_t plane = static_cast<int64_t>(spec_.input.height) * spec_.input.width;
-    float* dst = Grow(&ws->input, static_cast<size_t>(n) * spec_.input.features());
-    for (int c = 0; c < spec_.input.channels; ++c) {
-      for (int b = 0; b < n; ++b) {
-        std::memcpy(dst + (static_cast<int64_t>(c) * n + b) * plane,
-                    x + (static_cast<int64_t>(b) * spec_.input.channels + c) * plane, sizeof(float) * plane);
-      }
-    }
-    in = dst;
-  }
-  for (size_t l = 0; l < layers; ++l) {
-    const ConvLayer& layer = conv_[l];
-    const ConvGeometry& g = layer.geometry;
-    ws->BeforeForward(LayerRange(layer.weight, layer.bias));
-    const int64_t out_n = n * g.pixels();
-    const float* weight = params + layout_.tensor(layer.weight).offset;
-    const float* bias = params + layout_.tensor(layer.bias).offset;
-    const int k = static_cast<int>(g.col_rows());
-    const int chunk = ConvChunk(g, n);
-    float* cols = Grow(&ws->cols, static_cast<size_t>(g.col_rows() * chunk * g.pixels()));
-    float* padded = Grow(&ws->padded[l], static_cast<size_t>(g.in_channels * n * g.padded_pixels()));
-    PadImages(g, n, in, padded);  // kept: backward redoes im2col from it
-    // A pooled layer pools each chunk's GEMM output while it is in cache,
-    // then adds bias and ReLU to a quarter of the values: the same result,
-    // as both are monotonic (max(relu(v + b)) = relu(max(v) + b)). Where a
-    // whole window ends below zero the recorded winner may differ, but the
-    // ReLU then passes no gradient through it. Backward needs only the
-    // pooled values and winners, so the full-size output is never stored.
-    // An unpooled layer's GEMM writes straight into its output.
-    const int64_t quarter = g.pixels() / 4;  // pooled pixels per image
-    float* out = layer.pool ? Grow(&ws->chunk_out, static_cast<size_t>(g.out_channels * chunk * g.pixels()))
-                            : Grow(&ws->conv_out[l], static_cast<size_t>(g.out_channels * out_n));
-    float* pooled = nullptr;
-    uint8_t* argmax = nullptr;
-    if (layer.pool) {
-      const size_t pooled_size = static_cast<size_t>(g.out_channels * n * quarter);
-      pooled = Grow(&ws->pooled[l], pooled_size);
-      argmax = Grow(&ws->argmax[l], pooled_size);
-    }
-    for (int first = 0; first < n; first += chunk) {
-      const int count = std::min(chunk, n - first);
-      const int m = static_cast<int>(count * g.pixels());
-      Im2Col(g, n, first, count, padded, cols);
-      // out[:, chunk] = W [O, C*k*k] * cols.
-      if (!layer.pool) {
-        Sgemm(false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out + first * g.pixels(),
-              static_cast<int>(out_n));
-        continue;
-      }
-      Sgemm(false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out, m);
-      for (int o = 0; o < g.out_channels; ++o) {
-        const int64_t at = (static_cast<int64_t>(o) * n + first) * quarter;
-        MaxPool2x2(count, g.height, g.width, out + static_cast<int64_t>(o) * m, pooled + at, argmax + at);
-      }
-    }
-    if (layer.pool) {
-      AddBiasRelu(g.out_channels, n * quarter, bias, pooled);
-      in = pooled;
-    } else {
-      AddBiasRelu(g.out_channels, out_n, bias, out);
-      in = out;
+  if (spec_.input.channels == 1) return x;
+  const int64_t plane = static_cast<int64_t>(spec_.input.height) * spec_.input.width;
+  float* dst = Grow(&ws->input, static_cast<size_t>(n) * spec_.input.features());
+  for (int c = 0; c < spec_.input.channels; ++c) {
+    for (int b = 0; b < n; ++b) {
+      std::memcpy(dst + (static_cast<int64_t>(c) * n + b) * plane,
+                  x + (static_cast<int64_t>(b) * spec_.input.channels + c) * plane, sizeof(float) * plane);
     }
   }
+  return dst;
+}
+
+const float* Cnn::ConvForward(size_t l, const float* params, int n, const float* in, CnnWorkspace* ws) const {
+  const ConvLayer& layer = conv_[l];
+  const ConvGeometry& g = layer.geometry;
+  ws->BeforeForward(LayerRange(layer.weight, layer.bias));
+  const int64_t out_n = n * g.pixels();
+  const float* weight = params + layout_.tensor(layer.weight).offset;
+  const float* bias = params + layout_.tensor(layer.bias).offset;
+  const int k = static_cast<int>(g.col_rows());
+  const int chunk = ConvChunk(g, n);
+  float* cols = Grow(&ws->cols, static_cast<size_t>(g.col_rows() * chunk * g.pixels()));
+  float* padded = Grow(&ws->padded[l], static_cast<size_t>(g.in_channels * n * g.padded_pixels()));
+  PadImages(g, n, in, padded);  // kept: backward redoes im2col from it
+  // A pooled layer pools each chunk's GEMM output while it is in cache,
+  // then adds bias and ReLU to a quarter of the values: the same result,
+  // as both are monotonic (max(relu(v + b)) = relu(max(v) + b)). Where a
+  // whole window ends below zero the recorded winner may differ, but the
+  // ReLU then passes no gradient through it. Backward needs only the
+  // pooled values and winners, so the full-size output is never stored.
+  // An unpooled layer's GEMM writes straight into its output.
+  const int64_t quarter = g.pixels() / 4;  // pooled pixels per image
+  float* out = layer.pool ? Grow(&ws->chunk_out, static_cast<size_t>(g.out_channels * chunk * g.pixels()))
+                          : Grow(&ws->conv_out[l], static_cast<size_t>(g.out_channels * out_n));
+  float* pooled = nullptr;
+  uint8_t* argmax = nullptr;
+  if (layer.pool) {
+    const size_t pooled_size = static_cast<size_t>(g.out_channels * n * quarter);
+    pooled = Grow(&ws->pooled[l], pooled_size);
+    argmax = Grow(&ws->argmax[l], pooled_size);
+  }
+  for (int first = 0; first < n; first += chunk) {
+    const int count = std::min(chunk, n - first);
+    const int m = static_cast<int>(count * g.pixels());
+    Im2Col(g, n, first, count, padded, cols);
+    // out[:, chunk] = W [O, C*k*k] * cols.
+    if (!layer.pool) {
+      Sgemm(false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out + first * g.pixels(),
+            static_cast<int>(out_n));
+      continue;
+    }
+    Sgemm(false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out, m);
+    for (int o = 0; o < g.out_channels; ++o) {
+      const int64_t at = (static_cast<int64_t>(o) * n + first) * quarter;
+      MaxPool2x2(count, g.height, g.width, out + static_cast<int64_t>(o) * m, pooled + at, argmax + at);
+    }
+  }
+  if (layer.pool) {
+    AddBiasRelu(g.out_channels, n * quarter, bias, pooled);
+    return pooled;
+  }
+  AddBiasRelu(g.out_channels, out_n, bias, out);
+  return out;
+}
+
+const float* Cnn::Flatten(const float* in, int n, CnnWorkspace* ws) const {
   // [C, n, h, w] -> [n, C*h*w], PyTorch's Flatten order.
   const int64_t plane = static_cast<int64_t>(flat_height_) * flat_width_;
   const int64_t features = flat_channels_ * plane;
@@ -211,6 +203,10 @@ BatchStats Cnn::Forward(const float* params, const Examples& batch, ModelWorkspa
                   sizeof(float) * static_cast<size_t>(plane));
     }
   }
+  return flat;
+}
+
+void Cnn::DenseForward(const float* params, int n, const float* flat, CnnWorkspace* ws) const {
   ws->dense_out.resize(dense_.size());
   const float* act = flat;
   for (size_t j = 0; j < dense_.size(); ++j) {
@@ -231,23 +227,31 @@ BatchStats Cnn::Forward(const float* params, const Examples& batch, ModelWorkspa
     }
     act = out;
   }
-  return SoftmaxCrossEntropy(ws->dense_out.back().data(), y, n, spec_.input.num_classes);
 }
 
-void Cnn::Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
-                   ModelWorkspace* model_ws) const {
-  const float* x = batch.x;
-  const int32_t* y = batch.y;
+BatchStats Cnn::Forward(const float* params, const Examples& batch, ModelWorkspace* model_ws) const {
   const int n = batch.n;
-  (void)x;  // the first layer's input gradient is not needed; its padded copy is kept
   auto* ws = static_cast<CnnWorkspace*>(model_ws);
+  const size_t layers = conv_.size();
+  ws->padded.resize(layers);
+  ws->conv_out.resize(layers);
+  ws->pooled.resize(layers);
+  ws->argmax.resize(layers);
+  const float* in = ChannelsFirst(batch.x, n, ws);
+  for (size_t l = 0; l < layers; ++l) in = ConvForward(l, params, n, in, ws);
+  DenseForward(params, n, Flatten(in, n, ws), ws);
+  return SoftmaxCrossEntropy(ws->dense_out.back().data(), batch.y, n, spec_.input.num_classes);
+}
+
+float* Cnn::DenseBackward(const float* params, const Examples& batch, float grad_scale, bool accumulate,
+                          float* grads, CnnWorkspace* ws) const {
+  const int n = batch.n;
   const float beta = accumulate ? 1.0f : 0.0f;
   int max_width = 0;
   for (const DenseLayer& d : dense_) max_width = std::max({max_width, d.in, d.out});
   float* delta = Grow(&ws->delta, static_cast<size_t>(n) * max_width);
   float* prev = Grow(&ws->delta_prev, static_cast<size_t>(n) * max_width);
-  SoftmaxCrossEntropyGrad(ws->dense_out.back().data(), y, n, spec_.input.num_classes, grad_scale, delta);
-
+  SoftmaxCrossEntropyGrad(ws->dense_out.back().data(), batch.y, n, spec_.input.num_classes, grad_scale, delta);
   for (size_t j = dense_.size(); j-- > 0;) {
     const DenseLayer& d = dense_[j];
     const float* in = j == 0 ? ws->flat.data() : ws->dense_out[j - 1].data();
@@ -268,7 +272,10 @@ void Cnn::Backward(const float* params, const Examples& batch, float grad_scale,
     if (j > 0) ReluMask(static_cast<int64_t>(n) * d.in, in, prev);
     std::swap(delta, prev);
   }
+  return delta;
+}
 
+float* Cnn::Unflatten(const float* delta, int n, CnnWorkspace* ws) const {
   // delta is d(flat) [n, C*h*w]: back to [C, n, h, w].
   const int64_t plane = static_cast<int64_t>(flat_height_) * flat_width_;
   const int64_t features = flat_channels_ * plane;
@@ -279,60 +286,71 @@ void Cnn::Backward(const float* params, const Examples& batch, float grad_scale,
                   sizeof(float) * static_cast<size_t>(plane));
     }
   }
+  return dact;
+}
 
-  for (size_t l = conv_.size(); l-- > 0;) {
-    const ConvLayer& layer = conv_[l];
-    const ConvGeometry& g = layer.geometry;
-    const int64_t out_n = n * g.pixels();
-    const int64_t quarter = g.pixels() / 4;
-    const float* weight = params + layout_.tensor(layer.weight).offset;
-    float* gw = grads + layout_.tensor(layer.weight).offset;
-    float* gb = grads + layout_.tensor(layer.bias).offset;
-    const int k = static_cast<int>(g.col_rows());
-    const int chunk = ConvChunk(g, n);
-    float* cols = Grow(&ws->cols, static_cast<size_t>(g.col_rows() * chunk * g.pixels()));
-    float* dconv = Grow(&ws->dconv, static_cast<size_t>(g.out_channels * chunk * g.pixels()));
-    float* dcols = l > 0 ? Grow(&ws->dcols, static_cast<size_t>(g.col_rows() * chunk * g.pixels())) : nullptr;
-    float* dpadded = nullptr;
-    if (l > 0) {
-      const size_t size = static_cast<size_t>(g.in_channels * n * g.padded_pixels());
-      dpadded = Grow(&ws->dpadded, size);
-      std::fill(dpadded, dpadded + size, 0.0f);
-    }
-    // Chunk by chunk (the forward's chunks), all in cache:
-    //   dconv = d(output)[chunk] through the pooling and the ReLU
-    //   db += row sums of dconv;  dW += dconv * cols^T (cols redone)
-    //   d(cols) = W^T [C*k*k, O] * dconv;  Col2Im -> d(input)[chunk]
-    // Every sum runs in this fixed order.
-    for (int first = 0; first < n; first += chunk) {
-      const int count = std::min(chunk, n - first);
-      const int m = static_cast<int>(count * g.pixels());
-      for (int o = 0; o < g.out_channels; ++o) {
-        float* row = dconv + static_cast<int64_t>(o) * m;
-        if (layer.pool) {
-          const int64_t at = (static_cast<int64_t>(o) * n + first) * quarter;
-          ReluMaxPool2x2Backward(count, g.height, g.width, dact + at, ws->pooled[l].data() + at,
-                                 ws->argmax[l].data() + at, row);
-        } else {
-          const int64_t at = static_cast<int64_t>(o) * out_n + first * g.pixels();
-          const float* a = ws->conv_out[l].data() + at;
-          const float* d = dact + at;
-          for (int i = 0; i < m; ++i) row[i] = a[i] > 0.0f ? d[i] : 0.0f;
-        }
-      }
-      const bool add = accumulate || first > 0;
-      RowSums(g.out_channels, m, dconv, add, gb);
-      Im2Col(g, n, first, count, ws->padded[l].data(), cols);
-      Sgemm(false, true, g.out_channels, k, m, 1.0f, dconv, m, cols, m, add ? 1.0f : 0.0f, gw, k);
-      if (l == 0) continue;  // the data needs no gradient
-      Sgemm(true, false, k, m, g.out_channels, 1.0f, weight, k, dconv, m, 0.0f, dcols, m);
-      Col2Im(g, n, first, count, dcols, dpadded);
-    }
-    ws->AfterBackward(LayerRange(layer.weight, layer.bias));
-    if (l == 0) break;
-    dact = Grow(&ws->dinput, static_cast<size_t>(g.in_channels * out_n));
-    UnpadImages(g, n, dpadded, dact);
+float* Cnn::ConvBackward(size_t l, const float* params, int n, bool accumulate, const float* dact, float* grads,
+                         CnnWorkspace* ws) const {
+  const ConvLayer& layer = conv_[l];
+  const ConvGeometry& g = layer.geometry;
+  const int64_t out_n = n * g.pixels();
+  const int64_t quarter = g.pixels() / 4;
+  const float* weight = params + layout_.tensor(layer.weight).offset;
+  float* gw = grads + layout_.tensor(layer.weight).offset;
+  float* gb = grads + layout_.tensor(layer.bias).offset;
+  const int k = static_cast<int>(g.col_rows());
+  const int chunk = ConvChunk(g, n);
+  float* cols = Grow(&ws->cols, static_cast<size_t>(g.col_rows() * chunk * g.pixels()));
+  float* dconv = Grow(&ws->dconv, static_cast<size_t>(g.out_channels * chunk * g.pixels()));
+  float* dcols = l > 0 ? Grow(&ws->dcols, static_cast<size_t>(g.col_rows() * chunk * g.pixels())) : nullptr;
+  float* dpadded = nullptr;
+  if (l > 0) {
+    const size_t size = static_cast<size_t>(g.in_channels * n * g.padded_pixels());
+    dpadded = Grow(&ws->dpadded, size);
+    std::fill(dpadded, dpadded + size, 0.0f);
   }
+  // Chunk by chunk (the forward's chunks), all in cache:
+  //   dconv = d(output)[chunk] through the pooling and the ReLU
+  //   db += row sums of dconv;  dW += dconv * cols^T (cols redone)
+  //   d(cols) = W^T [C*k*k, O] * dconv;  Col2Im -> d(input)[chunk]
+  // Every sum runs in this fixed order.
+  for (int first = 0; first < n; first += chunk) {
+    const int count = std::min(chunk, n - first);
+    const int m = static_cast<int>(count * g.pixels());
+    for (int o = 0; o < g.out_channels; ++o) {
+      float* row = dconv + static_cast<int64_t>(o) * m;
+      if (layer.pool) {
+        const int64_t at = (static_cast<int64_t>(o) * n + first) * quarter;
+        ReluMaxPool2x2Backward(count, g.height, g.width, dact + at, ws->pooled[l].data() + at,
+                               ws->argmax[l].data() + at, row);
+      } else {
+        const int64_t at = static_cast<int64_t>(o) * out_n + first * g.pixels();
+        const float* a = ws->conv_out[l].data() + at;
+        const float* d = dact + at;
+        for (int i = 0; i < m; ++i) row[i] = a[i] > 0.0f ? d[i] : 0.0f;
+      }
+    }
+    const bool add = accumulate || first > 0;
+    RowSums(g.out_channels, m, dconv, add, gb);
+    Im2Col(g, n, first, count, ws->padded[l].data(), cols);
+    Sgemm(false, true, g.out_channels, k, m, 1.0f, dconv, m, cols, m, add ? 1.0f : 0.0f, gw, k);
+    if (l == 0) continue;  // the data needs no gradient
+    Sgemm(true, false, k, m, g.out_channels, 1.0f, weight, k, dconv, m, 0.0f, dcols, m);
+    Col2Im(g, n, first, count, dcols, dpadded);
+  }
+  ws->AfterBackward(LayerRange(layer.weight, layer.bias));
+  if (l == 0) return nullptr;
+  float* below = Grow(&ws->dinput, static_cast<size_t>(g.in_channels * out_n));
+  UnpadImages(g, n, dpadded, below);
+  return below;
+}
+
+void Cnn::Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
+                   ModelWorkspace* model_ws) const {
+  // The first layer's input gradient is not needed; its padded copy is kept.
+  auto* ws = static_cast<CnnWorkspace*>(model_ws);
+  const float* dact = Unflatten(DenseBackward(params, batch, grad_scale, accumulate, grads, ws), batch.n, ws);
+  for (size_t l = conv_.size(); l-- > 0;) dact = ConvBackward(l, params, batch.n, accumulate, dact, grads, ws);
 }
 
 BatchStats Cnn::Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {

@@ -80,6 +80,21 @@ class Cnn : public Model {
  private:
   explicit Cnn(CnnSpec spec);
 
+  // Forward's stages: the input as [C, n, H, W]; conv layer l (returns its
+  // output, pooled if the layer pools); [C, n, h, w] -> [n, C*h*w]; the
+  // dense layers into ws->dense_out.
+  const float* ChannelsFirst(const float* x, int n, CnnWorkspace* ws) const;
+  const float* ConvForward(size_t l, const float* params, int n, const float* in, CnnWorkspace* ws) const;
+  const float* Flatten(const float* in, int n, CnnWorkspace* ws) const;
+  void DenseForward(const float* params, int n, const float* flat, CnnWorkspace* ws) const;
+  // Backward's stages, in reverse: the dense layers (returns d(flat)); back
+  // to [C, n, h, w]; conv layer l (returns d(its input), null for the first).
+  float* DenseBackward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
+                       CnnWorkspace* ws) const;
+  float* Unflatten(const float* delta, int n, CnnWorkspace* ws) const;
+  float* ConvBackward(size_t l, const float* params, int n, bool accumulate, const float* dact, float* grads,
+                      CnnWorkspace* ws) const;
+
   // A layer's weights and biases (tensor indices), as one flat range.
   Range LayerRange(int weight, int bias) const {
     return Range{layout_.tensor(weight).offset, layout_.tensor(bias).range().end};
