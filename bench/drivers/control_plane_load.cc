@@ -576,6 +576,247 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
+// The run's phases, in order, against one coordinator: formation, steady
+// heartbeats, silent workers, a dead worker, checkpoints, commands and the
+// stop. Each prints its JSON line; a phase that fails ends the process
+// (Finish) with 3 after naming what did not happen.
+class Phases {
+ public:
+  struct Options {
+    int n = 0;
+    int pid = 0;
+    int hz = 10;
+    absl::Duration deadline;
+    int silences = 0;
+    int commands = 0;
+    absl::Duration steady;
+    int checkpoints = 0;
+    int64_t shard_bytes = 0;
+  };
+  Phases(Load* load, std::vector<std::unique_ptr<SimWorker>>* workers, std::atomic<bool>* run, Options o)
+      : load_(*load), workers_(*workers), run_(*run), o_(o), rng_(1) {}
+
+  int All() {
+    if (const int code = Formation(); code != 0) return code;
+    Steady();
+    if (const int code = Silences(); code != 0) return code;
+    if (const int code = Death(); code != 0) return code;
+    if (const int code = Checkpoints(); code != 0) return code;
+    return Finish(CommandsAndStop());
+  }
+
+ private:
+  int Registered() {
+    MutexLock lock(&load_.mu_);
+    return load_.registered_;
+  }
+  int Fail(const std::string& what) {
+    MutexLock lock(&load_.mu_);
+    fprintf(stderr, "control_plane_load: %s (registered %d of %d, refused %d, told the job is done %d%s%s)\n",
+            what.c_str(), load_.registered_, o_.n, load_.refused_, load_.done_, load_.refused_ > 0 ? ": " : "",
+            load_.last_refusal_.c_str());
+    return 3;
+  }
+  int Finish(int code) {
+    run_ = false;
+    for (auto& w : workers_) w->Die();
+    absl::SleepFor(absl::Milliseconds(200));
+    _exit(code);  // streams may still be closing; the process is done
+    return code;
+  }
+  bool Reformed() {
+    return WaitFor([&] { return Registered() == o_.n; }, absl::Seconds(120));
+  }
+
+  int Formation() {
+    const ProcSample idle = Sample(o_.pid);
+    const absl::Time t0 = absl::Now();
+    for (auto& w : workers_) w->Register(0);
+    if (!Reformed()) return Finish(Fail("the world did not form"));
+    const double formation = absl::ToDoubleSeconds(absl::Now() - t0);
+    printf("{\"phase\":\"formation\",\"workers\":%d,\"seconds\":%.4f,\"threads_idle\":%d}\n", o_.n, formation,
+           idle.threads);
+    fflush(stdout);
+    return 0;
+  }
+
+  void Steady() {
+    absl::SleepFor(absl::Seconds(1));
+    const ProcSample a = Sample(o_.pid);
+    const absl::Time ta = absl::Now();
+    load_.RecordWrites(true);
+    int max_threads = a.threads;
+    int64_t max_rss = a.rss_bytes;
+    while (absl::Now() - ta < o_.steady) {
+      absl::SleepFor(absl::Milliseconds(250));
+      const ProcSample s = Sample(o_.pid);
+      max_threads = std::max(max_threads, s.threads);
+      max_rss = std::max(max_rss, s.rss_bytes);
+    }
+    const ProcSample b = Sample(o_.pid);
+    const double cpu = (b.cpu_seconds - a.cpu_seconds) / absl::ToDoubleSeconds(absl::Now() - ta);
+    load_.RecordWrites(false);
+    std::vector<double> writes;
+    {
+      MutexLock lock(&load_.mu_);
+      writes.swap(load_.write_micros_);
+    }
+    printf("{\"phase\":\"steady\",\"workers\":%d,\"hz\":%d,\"coordinator_cpu_cores\":%.4f,\"threads\":%d,"
+           "\"rss_bytes\":%ld,\"reports_per_second\":%.0f,\"report_write_ms_p50\":%.1f,\"report_write_ms_p99\":%.1f}\n",
+           o_.n, o_.hz, cpu, max_threads, static_cast<long>(max_rss),
+           static_cast<double>(writes.size()) / absl::ToDoubleSeconds(o_.steady), Percentile(writes, 0.5) / 1e3,
+           Percentile(writes, 0.99) / 1e3);
+    fflush(stdout);
+  }
+
+  // Silent workers: detection latency past the deadline.
+  int Silences() {
+    std::vector<double> over_ms;
+    for (int i = 0; i < o_.silences; ++i) {
+      SimWorker* w = workers_[rng_() % static_cast<unsigned>(o_.n)].get();
+      load_.ExpectBreak();
+      w->GoSilent();
+      const int64_t broke = load_.AwaitMark(&Load::first_break_us_, o_.deadline + absl::Seconds(30));
+      if (broke == 0) return Finish(Fail("a silent worker was never declared lost"));
+      // From when its last report left for the coordinator: with thousands
+      // of simulated workers on shared cores, this process's own queue can
+      // hold a report back (the steady phase's report_write_ms).
+      const int64_t last = w->last_written_us();
+      over_ms.push_back(static_cast<double>(broke - last) / 1e3 - absl::ToDoubleMilliseconds(o_.deadline));
+      // For lining up with the coordinator's log ("was lost" and its time).
+      fprintf(stderr, "silence %d: worker %d's last report queued at %.6f, written at %.6f, first worker told at %.6f\n",
+              i, w->slot(), static_cast<double>(w->last_report_us()) / 1e6, static_cast<double>(last) / 1e6,
+              static_cast<double>(broke) / 1e6);
+      // The silent one comes back with everyone else: it registers again too.
+      w->Register(0);
+      if (!Reformed()) return Finish(Fail("the world did not re-form"));
+      absl::SleepFor(absl::Milliseconds(500));
+    }
+    if (o_.silences > 0) {
+      printf("{\"phase\":\"silence\",\"workers\":%d,\"deadline_ms\":%.0f,\"trials\":%d,\"over_deadline_ms_p50\":%.1f,"
+             "\"over_deadline_ms_p99\":%.1f,\"over_deadline_ms_max\":%.1f}\n",
+             o_.n, absl::ToDoubleMilliseconds(o_.deadline), o_.silences, Percentile(over_ms, 0.5),
+             Percentile(over_ms, 0.99), Percentile(over_ms, 1.0));
+      fflush(stdout);
+    }
+    return 0;
+  }
+
+  // A worker that dies: its stream breaks.
+  int Death() {
+    SimWorker* w = workers_[rng_() % static_cast<unsigned>(o_.n)].get();
+    // Its stream must have said who it is (a report read) before it dies:
+    // a stream that breaks before its first report names no member, and
+    // the coordinator then finds the member by its silence, not the break.
+    const int64_t since = NowMicros();
+    if (!WaitFor([&] { return w->last_written_us() > since; }, absl::Seconds(30))) {
+      return Finish(Fail("the worker to kill never reported"));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+    load_.ExpectBreak();
+    const int64_t died = NowMicros();
+    w->Die();
+    const int64_t broke = load_.AwaitMark(&Load::first_break_us_, absl::Seconds(30));
+    if (broke == 0) return Finish(Fail("a dead worker was never declared lost"));
+    w->Register(0);
+    if (!Reformed()) return Finish(Fail("the world did not re-form"));
+    printf("{\"phase\":\"death\",\"workers\":%d,\"detected_ms\":%.1f}\n", o_.n,
+           static_cast<double>(broke - died) / 1e3);
+    fflush(stdout);
+    absl::SleepFor(absl::Milliseconds(500));
+    return 0;
+  }
+
+  // Checkpoints: SIGUSR2, every worker saves its shard, the coordinator
+  // checks N files and commits.
+  int Checkpoints() {
+    std::vector<double> told_ms, committed_ms, commit_ms;
+    for (int i = 0; i < o_.checkpoints; ++i) {
+      load_.ClearMark(&Load::checkpoint_told_us_);
+      load_.ClearMark(&Load::last_save_written_us_);
+      const int64_t sent = NowMicros();
+      kill(o_.pid, SIGUSR2);
+      const int64_t told = load_.AwaitMark(&Load::checkpoint_told_us_, absl::Seconds(30));
+      if (told == 0) return Finish(Fail("a checkpoint request did not reach every worker"));
+      int64_t step;
+      std::string root;
+      {
+        MutexLock lock(&load_.mu_);
+        step = load_.checkpoint_step_;
+        root = load_.checkpoint_root_;
+      }
+      if (root.empty()) return Finish(Fail("the coordinator handed out no checkpoint directory"));
+      const std::string committed_file = StepDir(root, step) + "/" + kCommittedFile;
+      int64_t committed = 0;
+      WaitFor(
+          [&] {
+            if (access(committed_file.c_str(), F_OK) != 0) return false;
+            committed = NowMicros();
+            return true;
+          },
+          absl::Seconds(60));
+      if (committed == 0) return Finish(Fail("checkpoint at step " + std::to_string(step) + " was not committed"));
+      const int64_t last_written = load_.AwaitMark(&Load::last_save_written_us_, absl::Seconds(1));
+      told_ms.push_back(static_cast<double>(told - sent) / 1e3);
+      committed_ms.push_back(static_cast<double>(committed - sent) / 1e3);
+      if (last_written > 0) commit_ms.push_back(static_cast<double>(committed - last_written) / 1e3);
+      absl::SleepFor(absl::Milliseconds(300));
+    }
+    if (o_.checkpoints > 0) {
+      printf("{\"phase\":\"checkpoint\",\"workers\":%d,\"shard_bytes\":%ld,\"trials\":%d,\"told_all_ms_p50\":%.1f,"
+             "\"committed_ms_p50\":%.1f,\"committed_ms_max\":%.1f,\"after_last_report_ms_p50\":%.1f}\n",
+             o_.n, static_cast<long>(o_.shard_bytes), o_.checkpoints, Percentile(told_ms, 0.5),
+             Percentile(committed_ms, 0.5), Percentile(committed_ms, 1.0), Percentile(commit_ms, 0.5));
+      fflush(stdout);
+    }
+    return 0;
+  }
+
+  // Commands: "eval now" to every worker; then the stop: SIGTERM, and
+  // every worker reports finished at the stop step. Returns the exit code.
+  int CommandsAndStop() {
+    std::vector<double> command_ms;
+    for (int i = 0; i < o_.commands; ++i) {
+      load_.ClearMark(&Load::eval_done_us_);
+      const int64_t sent = NowMicros();
+      kill(o_.pid, SIGUSR1);
+      const int64_t reached = load_.AwaitMark(&Load::eval_done_us_, absl::Seconds(30));
+      if (reached == 0) return Fail("an eval command did not reach every worker");
+      command_ms.push_back(static_cast<double>(reached - sent) / 1e3);
+      absl::SleepFor(absl::Milliseconds(300));  // the workers' steps move on: the next eval step is new
+    }
+    const int64_t sent = NowMicros();
+    kill(o_.pid, SIGTERM);
+    const int64_t stop_done = load_.AwaitMark(&Load::stop_done_us_, absl::Seconds(30));
+    if (stop_done == 0) return Fail("the stop command did not reach every worker");
+    int64_t stop_at;
+    {
+      MutexLock lock(&load_.mu_);
+      stop_at = load_.stop_at_;
+    }
+    printf("{\"phase\":\"commands\",\"workers\":%d,\"eval_to_all_ms_p50\":%.1f,\"eval_to_all_ms_max\":%.1f,"
+           "\"stop_to_all_ms\":%.1f}\n",
+           o_.n, Percentile(command_ms, 0.5), Percentile(command_ms, 1.0),
+           static_cast<double>(stop_done - sent) / 1e3);
+    fflush(stdout);
+    for (auto& w : workers_) w->set_finished(stop_at);
+    if (!WaitFor([&] {
+          MutexLock lock(&load_.mu_);
+          return load_.done_ == o_.n;
+        },
+                 absl::Seconds(60))) {
+      return Fail("the job did not end");
+    }
+    return 0;
+  }
+
+  Load& load_;
+  std::vector<std::unique_ptr<SimWorker>>& workers_;
+  std::atomic<bool>& run_;
+  const Options o_;
+  std::mt19937 rng_;
+};
+
 int Main(int argc, char** argv) {
   InitProcess(argv[0]);
   Args args;
@@ -663,193 +904,17 @@ int Main(int argc, char** argv) {
     }
   });
   io.detach();
-  auto registered = [&] {
-    MutexLock lock(&load.mu_);
-    return load.registered_;
-  };
-  auto fail = [&](const std::string& what) {
-    MutexLock lock(&load.mu_);
-    fprintf(stderr, "control_plane_load: %s (registered %d of %d, refused %d, told the job is done %d%s%s)\n",
-            what.c_str(), load.registered_, n, load.refused_, load.done_, load.refused_ > 0 ? ": " : "",
-            load.last_refusal_.c_str());
-    return 3;
-  };
-  int exit_code = 0;
-  auto finish = [&](int code) {
-    run = false;
-    for (auto& w : workers) w->Die();
-    absl::SleepFor(absl::Milliseconds(200));
-    _exit(code);  // streams may still be closing; the process is done
-    return code;
-  };
-
-  // Formation.
-  const ProcSample idle = Sample(pid);
-  const absl::Time t0 = absl::Now();
-  for (auto& w : workers) w->Register(0);
-  if (!WaitFor([&] { return registered() == n; }, absl::Seconds(120))) return finish(fail("the world did not form"));
-  const double formation = absl::ToDoubleSeconds(absl::Now() - t0);
-  printf("{\"phase\":\"formation\",\"workers\":%d,\"seconds\":%.4f,\"threads_idle\":%d}\n", n, formation, idle.threads);
-  fflush(stdout);
-
-  // Steady heartbeats.
-  absl::SleepFor(absl::Seconds(1));
-  const ProcSample a = Sample(pid);
-  const absl::Time ta = absl::Now();
-  load.RecordWrites(true);
-  int max_threads = a.threads;
-  int64_t max_rss = a.rss_bytes;
-  while (absl::Now() - ta < steady) {
-    absl::SleepFor(absl::Milliseconds(250));
-    const ProcSample s = Sample(pid);
-    max_threads = std::max(max_threads, s.threads);
-    max_rss = std::max(max_rss, s.rss_bytes);
-  }
-  const ProcSample b = Sample(pid);
-  const double cpu = (b.cpu_seconds - a.cpu_seconds) / absl::ToDoubleSeconds(absl::Now() - ta);
-  load.RecordWrites(false);
-  std::vector<double> writes;
-  {
-    MutexLock lock(&load.mu_);
-    writes.swap(load.write_micros_);
-  }
-  printf("{\"phase\":\"steady\",\"workers\":%d,\"hz\":%d,\"coordinator_cpu_cores\":%.4f,\"threads\":%d,"
-         "\"rss_bytes\":%ld,\"reports_per_second\":%.0f,\"report_write_ms_p50\":%.1f,\"report_write_ms_p99\":%.1f}\n",
-         n, hz, cpu, max_threads, static_cast<long>(max_rss),
-         static_cast<double>(writes.size()) / absl::ToDoubleSeconds(steady), Percentile(writes, 0.5) / 1e3,
-         Percentile(writes, 0.99) / 1e3);
-  fflush(stdout);
-
-  // Silent workers: detection latency past the deadline.
-  std::mt19937 rng(1);
-  std::vector<double> over_ms;
-  for (int i = 0; i < silences; ++i) {
-    SimWorker* w = workers[rng() % static_cast<unsigned>(n)].get();
-    load.ExpectBreak();
-    w->GoSilent();
-    const int64_t broke = load.AwaitMark(&Load::first_break_us_, deadline + absl::Seconds(30));
-    if (broke == 0) return finish(fail("a silent worker was never declared lost"));
-    // From when its last report left for the coordinator: with thousands
-    // of simulated workers on shared cores, this process's own queue can
-    // hold a report back (the steady phase's report_write_ms).
-    const int64_t last = w->last_written_us();
-    over_ms.push_back(static_cast<double>(broke - last) / 1e3 - absl::ToDoubleMilliseconds(deadline));
-    // For lining up with the coordinator's log ("was lost" and its time).
-    fprintf(stderr, "silence %d: worker %d's last report queued at %.6f, written at %.6f, first worker told at %.6f\n",
-            i, w->slot(), static_cast<double>(w->last_report_us()) / 1e6, static_cast<double>(last) / 1e6,
-            static_cast<double>(broke) / 1e6);
-    // The silent one comes back with everyone else: it registers again too.
-    w->Register(0);
-    if (!WaitFor([&] { return registered() == n; }, absl::Seconds(120))) return finish(fail("the world did not re-form"));
-    absl::SleepFor(absl::Milliseconds(500));
-  }
-  if (silences > 0) {
-    printf("{\"phase\":\"silence\",\"workers\":%d,\"deadline_ms\":%.0f,\"trials\":%d,\"over_deadline_ms_p50\":%.1f,"
-           "\"over_deadline_ms_p99\":%.1f,\"over_deadline_ms_max\":%.1f}\n",
-           n, absl::ToDoubleMilliseconds(deadline), silences, Percentile(over_ms, 0.5), Percentile(over_ms, 0.99),
-           Percentile(over_ms, 1.0));
-    fflush(stdout);
-  }
-
-  // A worker that dies: its stream breaks.
-  {
-    SimWorker* w = workers[rng() % static_cast<unsigned>(n)].get();
-    // Its stream must have said who it is (a report read) before it dies:
-    // a stream that breaks before its first report names no member, and
-    // the coordinator then finds the member by its silence, not the break.
-    const int64_t since = NowMicros();
-    if (!WaitFor([&] { return w->last_written_us() > since; }, absl::Seconds(30))) {
-      return finish(fail("the worker to kill never reported"));
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-    load.ExpectBreak();
-    const int64_t died = NowMicros();
-    w->Die();
-    const int64_t broke = load.AwaitMark(&Load::first_break_us_, absl::Seconds(30));
-    if (broke == 0) return finish(fail("a dead worker was never declared lost"));
-    w->Register(0);
-    if (!WaitFor([&] { return registered() == n; }, absl::Seconds(120))) return finish(fail("the world did not re-form"));
-    printf("{\"phase\":\"death\",\"workers\":%d,\"detected_ms\":%.1f}\n", n, static_cast<double>(broke - died) / 1e3);
-    fflush(stdout);
-    absl::SleepFor(absl::Milliseconds(500));
-  }
-
-  // Checkpoints: SIGUSR2, every worker saves its shard, the coordinator
-  // checks N files and commits.
-  std::vector<double> told_ms, committed_ms, commit_ms;
-  for (int i = 0; i < checkpoints; ++i) {
-    load.ClearMark(&Load::checkpoint_told_us_);
-    load.ClearMark(&Load::last_save_written_us_);
-    const int64_t sent = NowMicros();
-    kill(pid, SIGUSR2);
-    const int64_t told = load.AwaitMark(&Load::checkpoint_told_us_, absl::Seconds(30));
-    if (told == 0) return finish(fail("a checkpoint request did not reach every worker"));
-    int64_t step;
-    std::string root;
-    {
-      MutexLock lock(&load.mu_);
-      step = load.checkpoint_step_;
-      root = load.checkpoint_root_;
-    }
-    if (root.empty()) return finish(fail("the coordinator handed out no checkpoint directory"));
-    const std::string committed_file = StepDir(root, step) + "/" + kCommittedFile;
-    int64_t committed = 0;
-    WaitFor(
-        [&] {
-          if (access(committed_file.c_str(), F_OK) != 0) return false;
-          committed = NowMicros();
-          return true;
-        },
-        absl::Seconds(60));
-    if (committed == 0) return finish(fail("checkpoint at step " + std::to_string(step) + " was not committed"));
-    const int64_t last_written = load.AwaitMark(&Load::last_save_written_us_, absl::Seconds(1));
-    told_ms.push_back(static_cast<double>(told - sent) / 1e3);
-    committed_ms.push_back(static_cast<double>(committed - sent) / 1e3);
-    if (last_written > 0) commit_ms.push_back(static_cast<double>(committed - last_written) / 1e3);
-    absl::SleepFor(absl::Milliseconds(300));
-  }
-  if (checkpoints > 0) {
-    printf("{\"phase\":\"checkpoint\",\"workers\":%d,\"shard_bytes\":%ld,\"trials\":%d,\"told_all_ms_p50\":%.1f,"
-           "\"committed_ms_p50\":%.1f,\"committed_ms_max\":%.1f,\"after_last_report_ms_p50\":%.1f}\n",
-           n, static_cast<long>(shard_bytes), checkpoints, Percentile(told_ms, 0.5), Percentile(committed_ms, 0.5),
-           Percentile(committed_ms, 1.0), Percentile(commit_ms, 0.5));
-    fflush(stdout);
-  }
-
-  // Commands: "eval now" to every worker.
-  std::vector<double> command_ms;
-  for (int i = 0; i < commands; ++i) {
-    load.ClearMark(&Load::eval_done_us_);
-    const int64_t sent = NowMicros();
-    kill(pid, SIGUSR1);
-    const int64_t reached = load.AwaitMark(&Load::eval_done_us_, absl::Seconds(30));
-    if (reached == 0) return finish(fail("an eval command did not reach every worker"));
-    command_ms.push_back(static_cast<double>(reached - sent) / 1e3);
-    absl::SleepFor(absl::Milliseconds(300));  // the workers' steps move on: the next eval step is new
-  }
-  // Stop: SIGTERM, then every worker reports finished at the stop step.
-  const int64_t sent = NowMicros();
-  kill(pid, SIGTERM);
-  const int64_t stop_done = load.AwaitMark(&Load::stop_done_us_, absl::Seconds(30));
-  if (stop_done == 0) return finish(fail("the stop command did not reach every worker"));
-  int64_t stop_at;
-  {
-    MutexLock lock(&load.mu_);
-    stop_at = load.stop_at_;
-  }
-  printf("{\"phase\":\"commands\",\"workers\":%d,\"eval_to_all_ms_p50\":%.1f,\"eval_to_all_ms_max\":%.1f,"
-         "\"stop_to_all_ms\":%.1f}\n",
-         n, Percentile(command_ms, 0.5), Percentile(command_ms, 1.0), static_cast<double>(stop_done - sent) / 1e3);
-  fflush(stdout);
-  for (auto& w : workers) w->set_finished(stop_at);
-  if (!WaitFor([&] {
-        MutexLock lock(&load.mu_);
-        return load.done_ == n;
-      },
-               absl::Seconds(60))) {
-    exit_code = fail("the job did not end");
-  }
-  return finish(exit_code);
+  Phases::Options o;
+  o.n = n;
+  o.pid = pid;
+  o.hz = hz;
+  o.deadline = deadline;
+  o.silences = silences;
+  o.commands = commands;
+  o.steady = steady;
+  o.checkpoints = checkpoints;
+  o.shard_bytes = shard_bytes;
+  return Phases(&load, &workers, &run, o).All();
 }
 
 }  // namespace
