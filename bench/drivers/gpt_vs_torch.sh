@@ -9,9 +9,10 @@
 #    (`shardline train` vs a PyTorch loop, both pinned to one core) and at
 #    N=2 (`shardline launch --workers 2` vs DDP over gloo), PyTorch from
 #    shardline's initial parameters on shardline's batches (the same
-#    tokens in the same order), validation loss
-#    every STEPS/6 steps and the time each reaches the PyTorch run's final
-#    validation loss, MFU against the one-thread sgemm peak of the same run.
+#    tokens in the same order), validation loss every STEPS/6 steps, the
+#    time each reaches the worse of the two final losses (and 2.2 bits per
+#    byte, when both do), MFU against the one-thread sgemm peak of the
+#    same run.
 # One command (the full runs take about 2 hours here):
 #   bench/drivers/gpt_vs_torch.sh
 #   STEPS=120 bench/drivers/gpt_vs_torch.sh      # the speed part in ~15 minutes
