@@ -234,6 +234,20 @@ absl::Status Serve(Job& job, StatusViews& views) {
   return absl::OkStatus();
 }
 
+// /metrics, /healthz and the live status page, which shows no secrets (the
+// token never leaves the RPC layer), like /metrics beside it.
+absl::StatusOr<std::unique_ptr<MetricsExposer>> StartExposer(const std::string& listen,
+                                                             std::shared_ptr<prometheus::Registry> registry, Job& job,
+                                                             StatusViews& views, MetricsHistory& history) {
+  if (const std::string warning = MetricsListenWarning(listen); !warning.empty()) SLOG(WARNING) << warning;
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
+                   MetricsExposer::Start(listen, std::move(registry), [&job] { return HealthOf(job); }));
+  exposer->AddPage("/status", "text/html; charset=utf-8", [&views, &history] {
+    return StatusPageHtml(views.Status(), history.Train(), history.Eval(), WallNow());
+  });
+  return exposer;
+}
+
 // One owner per workdir, taken before anything in it changes (the lock of
 // the `launch` that started us, if it did); the checkpoint directory checked
 // (the workers write their shards there and the coordinator commits them:
@@ -304,15 +318,8 @@ absl::Status Run(const Args& args) {
   CoordinatorMetrics metrics(*registry);
   StatusViews views(&job, goodput.get(), &metrics, std::move(trace), flags.views);
   metrics.Update(views.Status());  // a restarted coordinator's counters continue from the persisted totals
-  if (const std::string warning = MetricsListenWarning(flags.metrics_listen); !warning.empty()) SLOG(WARNING) << warning;
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
-                   MetricsExposer::Start(flags.metrics_listen, registry, [&job] { return HealthOf(job); }));
-  // The live status page; it shows no secrets (the token never leaves the
-  // RPC layer), like /metrics beside it.
-  MetricsHistory& history = records->history;
-  exposer->AddPage("/status", "text/html; charset=utf-8", [&views, &history] {
-    return StatusPageHtml(views.Status(), history.Train(), history.Eval(), WallNow());
-  });
+                   StartExposer(flags.metrics_listen, registry, job, views, records->history));
   CoordinatorServiceOptions service_options;
   service_options.queues.threads = flags.rpc_threads;
   CoordinatorService service(&job, auth.get(), [&views] { return views.Status(); }, service_options);
