@@ -2,17 +2,13 @@
 // host, with their output prefixed and kept in <workdir>/logs/, dead workers
 // restarted (up to --max_restarts), Ctrl-C / SIGTERM turned into the
 // coordinator's graceful stop, and every child killed if the launcher dies.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <thread>
 
