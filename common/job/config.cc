@@ -46,14 +46,20 @@ std::string EnumNames(const pb::EnumDescriptor* e) {
   return absl::StrJoin(names, ", ");
 }
 
+// "--set PATH: 'TEXT' is not WANT (field type T)": a value that does not
+// fit its field.
+absl::Status NotA(const pb::FieldDescriptor* f, absl::string_view text, const std::string& path,
+                  absl::string_view want) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--set ", path, ": '", text, "' is not ", want, " (field type ", f->type_name(), ")"));
+}
+
 // A message field from text: "{}" or "{a: 1 b: 2}" (or the fields bare).
 absl::Status SetMessage(const pb::FieldDescriptor* f, absl::string_view text, pb::Message* msg,
                         const std::string& path) {
   absl::string_view body = text;
   if (absl::ConsumePrefix(&body, "{") && !absl::ConsumeSuffix(&body, "}")) {
-    return absl::InvalidArgumentError(absl::StrCat("--set ", path, ": '", text,
-                                                   "' is not a message in braces, e.g. {} or {a: 1} (field type ",
-                                                   f->type_name(), ")"));
+    return NotA(f, text, path, "a message in braces, e.g. {} or {a: 1}");
   }
   const pb::Reflection* r = msg->GetReflection();
   pb::Message* sub = f->is_repeated() ? r->AddMessage(msg, f) : r->MutableMessage(msg, f);
@@ -69,11 +75,8 @@ absl::Status SetScalar(const pb::FieldDescriptor* f, absl::string_view text,
                        pb::Message* msg, const std::string& path) {
   const pb::Reflection* r = msg->GetReflection();
   const bool rep = f->is_repeated();
-  auto bad = [&](absl::string_view want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--set ", path, ": '", text, "' is not ", want, " (field type ", f->type_name(), ")"));
-  };
   text = absl::StripAsciiWhitespace(text);
+  auto bad = [&](absl::string_view want) { return NotA(f, text, path, want); };
   switch (f->cpp_type()) {
     case pb::FieldDescriptor::CPPTYPE_INT32: {
       int32_t v;

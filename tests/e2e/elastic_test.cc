@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/platform/env.h"

@@ -84,8 +84,6 @@ class Supervisor {
 
   // OK while the job may still succeed; then why it failed.
   const absl::Status& outcome() const { return outcome_; }
-  int restarts() const { return restarts_; }
-  int coordinator_restarts() const { return coordinator_restarts_; }
   int workers_gone() const { return workers_gone_; }
 
  private:

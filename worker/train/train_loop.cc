@@ -159,10 +159,6 @@ absl::StatusOr<Evaluated> EvaluateAt(const config::JobConfig& config, const Mode
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // What the loop's parts share in one run. RunTraining builds the objects
 // it points to in dependency order; the parts below read and update it.
 struct Loop {
@@ -309,10 +305,10 @@ absl::Status ActOn(Loop& l, const Due& due, const StepResult& r) {
 
 // After the last step: the gathers settled, the final save durable and
 // reported, and an eval for a run that was restored already finished.
-absl::Status Finish(Loop& l, int64_t start_step) {
+absl::Status Finish(Loop& l) {
   TrainState& state = l.p.state;
-  RETURN_IF_ERROR(l.exchange.FinishGathers(&state.nonfinite));
-  RETURN_IF_ERROR(SettleNonFinite(l.world, state.nonfinite));
+  Settle settle(l);
+  RETURN_IF_ERROR(settle());
   RETURN_IF_ERROR(l.saver.Wait());
   TrainResult& result = l.result;
   result.checkpoint_seconds = l.saver.stall_seconds();
@@ -324,7 +320,8 @@ absl::Status Finish(Loop& l, int64_t start_step) {
   result.steps = state.next_step;
   const int global_batch = l.config.data().global_batch_size();
   result.samples_per_second =
-      result.train_seconds > 0 ? static_cast<double>(result.steps - start_step) * global_batch / result.train_seconds
+      result.train_seconds > 0
+          ? static_cast<double>(result.steps - result.start_step) * global_batch / result.train_seconds
                                : 0;
   result.params = std::move(state.params);
   return absl::OkStatus();
@@ -395,7 +392,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
     }
   }
   if (show) progress.Finish();
-  RETURN_IF_ERROR(Finish(l, start_step));
+  RETURN_IF_ERROR(Finish(l));
   return result;
 }
 

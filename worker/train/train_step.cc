@@ -105,10 +105,6 @@ namespace {
 // as 0 (its rank has noted it; the world judges it in the same step).
 double FiniteOrZero(double v) { return std::isfinite(v) ? v : 0.0; }
 
-}  // namespace
-
-namespace {
-
 // 1. Forward and backward of this rank's slice. The forward of each layer
 // waits for the last step's gathers of it; the backward of the last
 // micro-batch starts each bucket's reduce-scatter as soon as its layers are
