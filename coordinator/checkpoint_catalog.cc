@@ -28,16 +28,24 @@ absl::Status CheckpointCatalog::Init(const std::string& job_id) {
   Env* env = options_.env;
   RETURN_IF_ERROR(env->CreateDirs(options_.root));
   // The RocksDB record is written first: finish a commit whose COMMITTED
-  // file a crash prevented.
+  // file a crash prevented. A record is dropped last, though, when
+  // retention removes a step (COMMITTED, then the files, then the record):
+  // a step whose shards are no longer all there was being removed, not
+  // committed, and DeleteUncommitted below finishes removing it.
   ASSIGN_OR_RETURN(auto records, store_->List(kCheckpointPrefix));
   for (const auto& [key, value] : records) {
     state::CheckpointManifest m;
     if (!m.ParseFromString(value)) return absl::DataLossError(absl::StrCat("job store: bad record ", key));
     const std::string dir = StepDir(options_.root, m.step());
-    if (env->IsDirectory(dir) && !env->FileExists(dir + "/" + kCommittedFile)) {
-      SLOG(INFO) << "finishing the interrupted commit of step " << m.step();
-      RETURN_IF_ERROR(WriteCommitted(env, dir, m));
+    if (!env->IsDirectory(dir) || env->FileExists(dir + "/" + kCommittedFile)) continue;
+    if (const absl::Status whole = CheckShardFiles(env, dir, m); !whole.ok()) {
+      SLOG(INFO) << "step " << m.step() << " was being removed when the last coordinator stopped (" << whole.message()
+                 << "); finishing its removal";
+      RETURN_IF_ERROR(store_->Delete(key, /*sync=*/true));
+      continue;
     }
+    SLOG(INFO) << "finishing the interrupted commit of step " << m.step();
+    RETURN_IF_ERROR(WriteCommitted(env, dir, m));
   }
   RETURN_IF_ERROR(DeleteUncommitted(env, options_.root));
   std::set<int64_t> bad;
