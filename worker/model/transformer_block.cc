@@ -53,6 +53,7 @@ void BlockActivations::Resize(const BlockShape& s, int batch, int seq) {
   rstd2.resize(rows);
   hidden.resize(rows * f);
   gelu.resize(rows * f);
+  gelu_tanh.resize(rows * f);
 }
 
 void BlockScratch::Resize(const BlockShape& s, int batch, int seq) {
@@ -89,7 +90,7 @@ void BlockForward(const float* params, const FlatLayout& layout, const BlockTens
   LayerNormForward(a->x_mid.data(), P(params, layout, t.ln2_w), P(params, layout, t.ln2_b), rows, d, a->ln2.data(),
                    a->mean2.data(), a->rstd2.data());
   LinearForward(a->ln2.data(), P(params, layout, t.fc_w), P(params, layout, t.fc_b), rows, d, f, a->hidden.data());
-  GeluForward(a->hidden.data(), static_cast<int64_t>(rows) * f, a->gelu.data());
+  GeluForward(a->hidden.data(), static_cast<int64_t>(rows) * f, a->gelu.data(), a->gelu_tanh.data());
   LinearForward(a->gelu.data(), P(params, layout, t.out_w), P(params, layout, t.out_b), rows, f, d, out);
   for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) out[i] += a->x_mid[i];
 }
@@ -103,7 +104,8 @@ void BlockBackward(const float* params, const FlatLayout& layout, const BlockTen
   // The MLP branch: dx is d(out), which also flows straight to x_mid.
   LinearBackward(dx, a.gelu.data(), P(params, layout, t.out_w), rows, f, d, accumulate, sc->d_hidden.data(),
                  G(grads, layout, t.out_w), G(grads, layout, t.out_b));
-  GeluBackward(sc->d_hidden.data(), a.hidden.data(), static_cast<int64_t>(rows) * f, sc->d_hidden.data());
+  GeluBackward(sc->d_hidden.data(), a.hidden.data(), a.gelu_tanh.data(), static_cast<int64_t>(rows) * f,
+               sc->d_hidden.data());
   LinearBackward(sc->d_hidden.data(), a.ln2.data(), P(params, layout, t.fc_w), rows, d, f, accumulate,
                  sc->d_ln.data(), G(grads, layout, t.fc_w), G(grads, layout, t.fc_b));
   LayerNormBackward(sc->d_ln.data(), a.x_mid.data(), a.mean2.data(), a.rstd2.data(), P(params, layout, t.ln2_w), rows,

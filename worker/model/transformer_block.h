@@ -48,7 +48,8 @@ BlockTensors AddBlock(FlatLayout* layout, const std::string& prefix, const Block
 // `batch` sequences of `seq`.
 struct BlockActivations {
   std::vector<float> x;     // the block's input [rows, d]
-  std::vector<float> ln1, mean1, rstd1, qkv, probs, attn, x_mid, ln2, mean2, rstd2, hidden, gelu;
+  std::vector<float> ln1, mean1, rstd1, qkv, probs, attn, x_mid, ln2, mean2, rstd2, hidden, gelu,
+      gelu_tanh;  // GELU's tanh of each hidden element, for its backward
   void Resize(const BlockShape& shape, int batch, int seq);
 };
 

@@ -84,17 +84,26 @@ constexpr float kGeluC = 0.044715f;
 
 }  // namespace
 
-void GeluForward(const float* x, int64_t n, float* y) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + FastTanh(kGeluK * (v + kGeluC * v * v * v)));
+void GeluForward(const float* x, int64_t n, float* y, float* tanh_out) {
+  if (tanh_out == nullptr) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i];
+      y[i] = 0.5f * v * (1.0f + FastTanh(kGeluK * (v + kGeluC * v * v * v)));
+    }
+    return;
   }
-}
-
-void GeluBackward(const float* dy, const float* x, int64_t n, float* dx) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float t = FastTanh(kGeluK * (v + kGeluC * v * v * v));
+    tanh_out[i] = t;
+    y[i] = 0.5f * v * (1.0f + t);
+  }
+}
+
+void GeluBackward(const float* dy, const float* x, const float* tanh_in, int64_t n, float* dx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float t = tanh_in[i];
     const float dt = kGeluK * (1.0f + 3.0f * kGeluC * v * v);
     dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
   }
