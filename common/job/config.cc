@@ -330,6 +330,14 @@ void ValidateCollective(const config::JobConfig& c, Problems* p) {
   if (!(cap >= 0 && cap <= 1 << 20)) {  // also NaN
     p->Add("collective.bucket_cap_mb", absl::StrCat("must be between 0 (one bucket) and 1048576 MiB, got ", cap));
   }
+  const int stage = c.collective().zero_stage();
+  if (stage != 2 && stage != 3) {
+    p->Add("collective.zero_stage", absl::StrCat("must be 2 (parameters whole on every worker) or 3 (sharded), got ",
+                                                 stage));
+  }
+  if (c.collective().prefetch_buckets() < 0) {
+    p->Add("collective.prefetch_buckets", absl::StrCat("must be 0 or more, got ", c.collective().prefetch_buckets()));
+  }
 }
 
 void ValidateTrain(const config::JobConfig& c, Problems* p) {

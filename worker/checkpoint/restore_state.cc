@@ -1,6 +1,8 @@
 #include "worker/checkpoint/restore_state.h"
 
 
+#include <vector>
+
 #include "absl/strings/str_format.h"
 #include "common/faults/fault_injection.h"
 #include "common/platform/logging.h"
@@ -24,7 +26,7 @@ absl::StatusOr<RestoredState> RestoreState(const RestoreSource& source, const Fl
     const int from = source.memory_world > 0 ? source.memory_world : comm.world_size();
     ASSIGN_OR_RETURN(Restored restored,
                      source.memory->Restore(source.memory_step, from, layout, params.data(), optimizer));
-    for (const Range& bucket : buckets) {
+    for (const Range& bucket : source.gather_params ? buckets : std::vector<Range>()) {
       RETURN_IF_ERROR(
           comm.AllGather(params.subspan(static_cast<size_t>(bucket.begin), static_cast<size_t>(bucket.size()))));
     }

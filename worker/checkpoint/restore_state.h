@@ -33,6 +33,9 @@ struct RestoreSource {
   MemorySnapshots* memory = nullptr;
   std::string disk_dir;   // a committed step directory; empty: none
   std::string init_from;  // a safetensors file; empty: none
+  // After a restore from memory, all-gather every bucket so the parameters
+  // are whole. false (ZeRO stage 3): this rank's pieces only.
+  bool gather_params = true;
 };
 
 struct RestoredState {

@@ -46,7 +46,13 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
           "Time gradient and parameter collectives ran in the background (collective.overlap), hidden behind "
           "compute or waited for in the reduce_scatter and all_gather phases")),
       sent_bytes_(NewCounter(r, "shardline_transport_sent_bytes_total", "Collective payload bytes sent")),
-      received_bytes_(NewCounter(r, "shardline_transport_received_bytes_total", "Collective payload bytes received")) {
+      received_bytes_(NewCounter(r, "shardline_transport_received_bytes_total", "Collective payload bytes received")),
+      memory_bytes_(prometheus::BuildGauge()
+                        .Name("shardline_worker_memory_bytes")
+                        .Help("Bytes this worker holds, by kind: parameters and gradients resident after the last "
+                              "step, parameters_peak during it (ZeRO-3: own pieces and the buckets gathered at "
+                              "once), optimizer state, activations (the model's workspace), peak_rss of the process")
+                        .Register(r)) {
   peak_flops_gauge_.Set(peak_flops);
   for (const char* phase : {"compute", "reduce_scatter", "optimizer", "all_gather"}) {
     phase_seconds_.Add({{"phase", phase}});
@@ -76,6 +82,15 @@ void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
   phase_seconds_.Add({{"phase", "optimizer"}}).Increment(r.times.optimizer);
   phase_seconds_.Add({{"phase", "all_gather"}}).Increment(r.times.all_gather);
   busy_seconds_.Increment(std::max(0.0, r.times.busy()));
+  const MemoryHeld& m = r.memory;
+  for (const auto& [kind, bytes] : {std::pair<const char*, int64_t>{"parameters", m.parameters},
+                                    {"parameters_peak", m.parameters_peak},
+                                    {"gradients", m.gradients},
+                                    {"optimizer", m.optimizer},
+                                    {"activations", m.activations},
+                                    {"peak_rss", PeakRssBytes()}}) {
+    memory_bytes_.Add({{"kind", kind}}).Set(static_cast<double>(bytes));
+  }
   wait_peers_seconds_.Increment(r.times.wait_peers);
   collective_background_seconds_.Increment(r.times.comm_busy);
   if (seconds > 0) {

@@ -66,6 +66,7 @@ class WorkerMetrics : public StepObserver {
   prometheus::Counter& collective_background_seconds_;
   prometheus::Counter& sent_bytes_;
   prometheus::Counter& received_bytes_;
+  prometheus::Family<prometheus::Gauge>& memory_bytes_;
 };
 
 }  // namespace shardline

@@ -254,6 +254,7 @@ float* Cnn::DenseBackward(const float* params, const Examples& batch, float grad
   SoftmaxCrossEntropyGrad(ws->dense_out.back().data(), batch.y, n, spec_.input.num_classes, grad_scale, delta);
   for (size_t j = dense_.size(); j-- > 0;) {
     const DenseLayer& d = dense_[j];
+    ws->BeforeBackward(LayerRange(d.weight, d.bias));
     const float* in = j == 0 ? ws->flat.data() : ws->dense_out[j - 1].data();
     float* gw = grads + layout_.tensor(d.weight).offset;
     float* gb = grads + layout_.tensor(d.bias).offset;
@@ -292,6 +293,7 @@ float* Cnn::Unflatten(const float* delta, int n, CnnWorkspace* ws) const {
 float* Cnn::ConvBackward(size_t l, const float* params, int n, bool accumulate, const float* dact, float* grads,
                          CnnWorkspace* ws) const {
   const ConvLayer& layer = conv_[l];
+  ws->BeforeBackward(LayerRange(layer.weight, layer.bias));
   const ConvGeometry& g = layer.geometry;
   const int64_t out_n = n * g.pixels();
   const int64_t quarter = g.pixels() / 4;

@@ -52,6 +52,10 @@ struct CnnWorkspace : ModelWorkspace {
   std::vector<float> dinput;                  // d(a conv layer's input) [C, n, H, W]
   std::vector<float> dpadded;                 // [C, n, H+2p, W+2p]
   std::vector<float> dcols;                   // one chunk's [C*k*k, chunk*H*W]
+  int64_t bytes() const override {
+    return HeldBytes(input, padded, cols, conv_out, chunk_out, pooled, argmax, flat, dense_out, delta, delta_prev,
+                     dconv, dinput, dpadded, dcols);
+  }
 };
 
 class Cnn : public Model {

@@ -65,25 +65,26 @@ BatchStats Gpt::Forward(const float* params, const Examples& batch, ModelWorkspa
   const int n = batch.n, seq = spec_.context, d = spec_.d_model, vocab = spec_.vocab;
   const int rows = n * seq;
   ws->batch = n;
-  ws->blocks.resize(blocks_.size());
+  ws->stack.remat = spec_.remat;
   ws->stream.resize(static_cast<size_t>(rows) * d);
   ws->final_x.resize(ws->stream.size());
-  ws->BeforeForward(Range{layout_.tensor(wte_).offset, layout_.tensor(wpe_).range().end});
+  ws->BeforeForward(Embeddings());
   EmbeddingForward(batch.tokens, params + layout_.tensor(wte_).offset, params + layout_.tensor(wpe_).offset, n, seq,
                    d, ws->stream.data());
   for (size_t l = 0; l < blocks_.size(); ++l) {
     ws->BeforeForward(blocks_[l].range);
     float* out = l + 1 == blocks_.size() ? ws->final_x.data() : ws->stream.data();
-    BlockForward(params, layout_, blocks_[l], shape_, n, seq, ws->stream.data(), &ws->blocks[l], out);
+    StackForward(params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), ws->stream.data(), &ws->stack, out);
   }
   if (blocks_.empty()) ws->final_x = ws->stream;
-  ws->BeforeForward(Range{layout_.tensor(ln_f_w_).offset, layout_.tensor(ln_f_b_).range().end});
+  ws->BeforeForward(FinalNorm());
   ws->ln_f.resize(ws->stream.size());
   ws->mean_f.resize(static_cast<size_t>(rows));
   ws->rstd_f.resize(static_cast<size_t>(rows));
   LayerNormForward(ws->final_x.data(), params + layout_.tensor(ln_f_w_).offset, params + layout_.tensor(ln_f_b_).offset,
                    rows, d, ws->ln_f.data(), ws->mean_f.data(), ws->rstd_f.data());
   ws->probs.resize(static_cast<size_t>(rows) * vocab);
+  ws->BeforeForward(Embeddings());  // the head is tied to the token embedding
   LinearForward(ws->ln_f.data(), params + layout_.tensor(wte_).offset, nullptr, rows, d, vocab, ws->probs.data());
   if (ws->keep_logits) ws->logits = ws->probs;
   return SoftmaxCrossEntropy(ws->probs.data(), batch.y, rows, vocab);
@@ -99,20 +100,23 @@ void Gpt::Backward(const float* params, const Examples& batch, float grad_scale,
   ws->dx.resize(static_cast<size_t>(rows) * d);
   SoftmaxCrossEntropyGrad(ws->probs.data(), batch.y, rows, vocab, grad_scale, ws->d_logits.data());
   // The tied head: the first part of wte's gradient (the embedding adds the rest).
+  ws->BeforeBackward(Embeddings());
   float* dwte = grads + layout_.tensor(wte_).offset;
   LinearBackward(ws->d_logits.data(), ws->ln_f.data(), params + layout_.tensor(wte_).offset, rows, d, vocab,
                  accumulate, ws->d_ln.data(), dwte, nullptr);
+  ws->BeforeBackward(FinalNorm());
   LayerNormBackward(ws->d_ln.data(), ws->final_x.data(), ws->mean_f.data(), ws->rstd_f.data(),
                     params + layout_.tensor(ln_f_w_).offset, rows, d, accumulate, ws->dx.data(),
                     grads + layout_.tensor(ln_f_w_).offset, grads + layout_.tensor(ln_f_b_).offset);
-  ws->AfterBackward(Range{layout_.tensor(ln_f_w_).offset, layout_.tensor(ln_f_b_).range().end});
+  ws->AfterBackward(FinalNorm());
   for (size_t l = blocks_.size(); l-- > 0;) {
-    BlockBackward(params, layout_, blocks_[l], shape_, n, seq, ws->blocks[l], accumulate, grads, &ws->scratch,
-                  ws->dx.data());
+    ws->BeforeBackward(blocks_[l].range);
+    StackBackward(params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), accumulate, grads, &ws->scratch,
+                  &ws->stack, ws->dx.data());
     ws->AfterBackward(blocks_[l].range);
   }
   EmbeddingBackward(ws->dx.data(), batch.tokens, n, seq, d, accumulate, dwte, grads + layout_.tensor(wpe_).offset);
-  ws->AfterBackward(Range{layout_.tensor(wte_).offset, layout_.tensor(wpe_).range().end});
+  ws->AfterBackward(Embeddings());
 }
 
 BatchStats Gpt::Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {

@@ -36,6 +36,7 @@ struct GptSpec {
   int d_model = 128;
   int heads = 4;
   int mlp_ratio = 4;
+  bool remat = false;  // recompute each block's activations in backward (config train.remat)
 };
 
 struct GptWorkspace : ModelWorkspace {
@@ -43,12 +44,16 @@ struct GptWorkspace : ModelWorkspace {
   bool keep_logits = false;
   std::vector<float> logits;
   int batch = 0;
-  std::vector<BlockActivations> blocks;
+  BlockStack stack;  // what the blocks keep for backward
   std::vector<float> stream;  // the residual stream between blocks [rows, d]
   std::vector<float> final_x, ln_f, mean_f, rstd_f;
   std::vector<float> probs;  // [rows, vocab]: logits, then softmax
   std::vector<float> d_logits, d_ln, dx;
   BlockScratch scratch;
+  int64_t bytes() const override {
+    return stack.bytes() + scratch.bytes() +
+           HeldBytes(logits, stream, final_x, ln_f, mean_f, rstd_f, probs, d_logits, d_ln, dx);
+  }
 };
 
 class Gpt : public Model {
@@ -86,6 +91,9 @@ class Gpt : public Model {
 
  private:
   explicit Gpt(const GptSpec& spec);
+  // The layers (model.h: LayerHooks) outside the blocks.
+  Range Embeddings() const { return Range{layout_.tensor(wte_).offset, layout_.tensor(wpe_).range().end}; }
+  Range FinalNorm() const { return Range{layout_.tensor(ln_f_w_).offset, layout_.tensor(ln_f_b_).range().end}; }
 
   GptSpec spec_;
   BlockShape shape_;

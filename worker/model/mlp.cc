@@ -99,6 +99,7 @@ void Mlp::Backward(const float* params, const Examples& batch, float grad_scale,
 
   const float beta = accumulate ? 1.0f : 0.0f;
   for (int l = layers - 1; l >= 0; --l) {
+    ws->BeforeBackward(LayerRange(l));
     const int fan_in = widths_[l], fan_out = widths_[l + 1];
     const float* in = l == 0 ? x : ws->activations[static_cast<size_t>(l - 1)].data();
     float* gw = grads + layout_.tensor(2 * l).offset;

@@ -35,6 +35,7 @@ struct MlpSpec {
 struct MlpWorkspace : ModelWorkspace {
   std::vector<std::vector<float>> activations;  // per layer output, [n, width]
   std::vector<float> delta, delta_prev;          // [n, max width]
+  int64_t bytes() const override { return HeldBytes(activations, delta, delta_prev); }
 };
 
 class Mlp : public Model {

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <type_traits>
+#include <vector>
 
 #include "common/job/shard.h"
 #include "worker/model/flat_layout.h"
@@ -60,16 +62,30 @@ inline Examples Images(const float* x, const int32_t* y, int n) { return Example
 // n sequences of tokens with targets y.
 inline Examples Sequences(const int32_t* tokens, const int32_t* y, int n) { return Examples{n, nullptr, tokens, y}; }
 
-// What lets a caller overlap communication with a pass over the layers (the
-// train step's bucketed collectives: docs/collectives.md, "Overlap"). A
+// What lets a caller overlap communication with a pass over the layers, and
+// hold only some layers' parameters at a time (the train step's bucketed
+// collectives and ZeRO-3: docs/collectives.md, "Overlap" and "Stage 3"). A
 // layer is a range of whole tensors of the flat layout (its weights and
-// biases); every tensor is in exactly one. Forward calls
-// before_forward(layer) before it first reads that layer's parameters, the
-// layers in forward order; Backward calls after_backward(layer) once that
-// layer's gradients are final for the call and will not be touched again by
-// it, the layers in backward order. Either may be empty.
+// biases); every tensor is in exactly one.
+//
+// - before_forward(layer): Forward calls it before it reads that layer's
+//   parameters, the layers in forward order. A layer read again later in
+//   the same Forward (a tied weight: the GPT's head reads the token
+//   embedding) is announced again before that read.
+// - before_backward(layer): Backward calls it before it reads that layer's
+//   parameters, the layers in backward order, with the same rule for a
+//   layer read again.
+// - after_backward(layer): Backward calls it once that layer's gradients
+//   are final for the call and will not be touched again by it, the layers
+//   in backward order.
+//
+// Between two before_ calls a model reads the parameters of the layer
+// announced last only: the caller may drop any other layer's (the hooks
+// test in tests/worker/model holds every model to this). Any hook may be
+// empty.
 struct LayerHooks {
   std::function<void(Range)> before_forward;
+  std::function<void(Range)> before_backward;
   std::function<void(Range)> after_backward;
 };
 
@@ -86,10 +102,33 @@ class ModelWorkspace {
   void BeforeForward(Range layer) const {
     if (hooks != nullptr && hooks->before_forward) hooks->before_forward(layer);
   }
+  void BeforeBackward(Range layer) const {
+    if (hooks != nullptr && hooks->before_backward) hooks->before_backward(layer);
+  }
   void AfterBackward(Range layer) const {
     if (hooks != nullptr && hooks->after_backward) hooks->after_backward(layer);
   }
+
+  // Bytes its buffers hold now (capacity): the activations a forward keeps
+  // for its backward and the scratch of both (the memory gauges).
+  virtual int64_t bytes() const { return 0; }
 };
+
+// Bytes held (capacity) by vectors, and vectors of vectors, of plain values.
+template <typename T>
+int64_t HeldBytes(const std::vector<T>& v) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    return static_cast<int64_t>(v.capacity() * sizeof(T));
+  } else {
+    int64_t sum = 0;
+    for (const auto& inner : v) sum += HeldBytes(inner);
+    return sum;
+  }
+}
+template <typename... V>
+int64_t HeldBytes(const V&... v) {
+  return (int64_t{0} + ... + HeldBytes(v));
+}
 
 class Model {
  public:

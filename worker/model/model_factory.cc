@@ -8,7 +8,8 @@
 
 namespace shardline {
 
-absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& config, const InputShape& input) {
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& config, const InputShape& input,
+                                                   const ModelOptions& options) {
   if ((config.has_mlp() || config.has_cnn() || config.has_vit()) && input.is_sequence()) {
     return absl::InvalidArgumentError(
         "config field model: model.mlp, model.cnn and model.vit read images, not text (data.text)");
@@ -22,6 +23,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& co
     spec.heads = config.vit().heads();
     spec.mlp_ratio = config.vit().mlp_ratio();
     spec.class_token = config.vit().pool() != config::VitConfig::MEAN;
+    spec.remat = options.remat;
     return Vit::Create(spec);
   }
   if (config.has_gpt()) {
@@ -33,6 +35,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& co
     spec.d_model = config.gpt().d_model();
     spec.heads = config.gpt().heads();
     spec.mlp_ratio = config.gpt().mlp_ratio();
+    spec.remat = options.remat;
     return Gpt::Create(spec);
   }
   if (config.has_mlp()) {

@@ -1,4 +1,4 @@
-// Builds the model a config names (model.mlp or model.cnn) for the data
+// Builds the model a config names (model.mlp, cnn, gpt or vit) for the data
 // set's input shape.
 #ifndef SHARDLINE_WORKER_MODEL_MODEL_FACTORY_H_
 #define SHARDLINE_WORKER_MODEL_MODEL_FACTORY_H_
@@ -11,9 +11,17 @@
 
 namespace shardline {
 
+// How a model runs, beside what it is.
+struct ModelOptions {
+  // Transformers: recompute each block's activations in backward (config
+  // train.remat). The same bits.
+  bool remat = false;
+};
+
 // kInvalidArgument naming the config field when no family is set or the
 // layers do not fit `input` (e.g. pooling an odd-sized image).
-absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& config, const InputShape& input);
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& config, const InputShape& input,
+                                                   const ModelOptions& options = {});
 
 }  // namespace shardline
 

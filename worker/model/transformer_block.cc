@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 
+#include "worker/model/model.h"
 #include "worker/model/transformer_ops.h"
 
 namespace shardline {
@@ -121,6 +122,45 @@ void BlockBackward(const float* params, const FlatLayout& layout, const BlockTen
   LayerNormBackward(sc->d_ln.data(), a.x.data(), a.mean1.data(), a.rstd1.data(), P(params, layout, t.ln1_w), rows, d,
                     accumulate, dx, G(grads, layout, t.ln1_w), G(grads, layout, t.ln1_b));
   for (int64_t i = 0; i < n; ++i) dx[i] += sc->d_mid[i];
+}
+
+int64_t BlockScratch::bytes() const { return HeldBytes(d_mid, d_hidden, d_attn, d_qkv, d_ln, scores); }
+
+int64_t BlockStack::bytes() const {
+  int64_t sum = HeldBytes(recomputed, inputs);
+  for (const BlockActivations& a : acts) {
+    sum += HeldBytes(a.x, a.ln1, a.mean1, a.rstd1, a.qkv, a.probs, a.attn, a.x_mid, a.ln2, a.mean2, a.rstd2, a.hidden,
+                     a.gelu, a.gelu_tanh);
+  }
+  return sum;
+}
+
+void StackForward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& s,
+                  int batch, int seq, size_t l, size_t count, const float* x, BlockStack* stack, float* out) {
+  if (!stack->remat) {
+    stack->acts.resize(count);
+    stack->inputs.clear();
+    BlockForward(params, layout, t, s, batch, seq, x, &stack->acts[l], out);
+    return;
+  }
+  stack->acts.resize(1);
+  stack->inputs.resize(count);
+  stack->inputs[l].assign(x, x + static_cast<int64_t>(batch) * seq * s.d);
+  BlockForward(params, layout, t, s, batch, seq, x, &stack->acts[0], out);
+}
+
+void StackBackward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& s,
+                   int batch, int seq, size_t l, size_t count, bool accumulate, float* grads, BlockScratch* scratch,
+                   BlockStack* stack, float* dx) {
+  if (!stack->remat) {
+    BlockBackward(params, layout, t, s, batch, seq, stack->acts[l], accumulate, grads, scratch, dx);
+    return;
+  }
+  if (l + 1 < count) {  // the last block's activations are the forward's own
+    stack->recomputed.resize(stack->inputs[l].size());
+    BlockForward(params, layout, t, s, batch, seq, stack->inputs[l].data(), &stack->acts[0], stack->recomputed.data());
+  }
+  BlockBackward(params, layout, t, s, batch, seq, stack->acts[0], accumulate, grads, scratch, dx);
 }
 
 }  // namespace shardline

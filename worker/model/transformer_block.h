@@ -57,6 +57,7 @@ struct BlockActivations {
 struct BlockScratch {
   std::vector<float> d_mid, d_hidden, d_attn, d_qkv, d_ln, scores;
   void Resize(const BlockShape& shape, int batch, int seq);
+  int64_t bytes() const;
 };
 
 // out [rows, d] from x [rows, d] (copied into acts->x).
@@ -68,6 +69,30 @@ void BlockForward(const float* params, const FlatLayout& layout, const BlockTens
 void BlockBackward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& shape,
                    int batch, int seq, const BlockActivations& acts, bool accumulate, float* grads,
                    BlockScratch* scratch, float* dx);
+
+// What a stack of blocks keeps from its forward for its backward: every
+// block's activations, or with remat (config train.remat) every block's
+// input and one block's activations, recomputed in the backward from that
+// input (the same bits: BlockForward is a pure function of its inputs).
+struct BlockStack {
+  bool remat = false;
+  std::vector<BlockActivations> acts;         // one per block; one in all with remat
+  std::vector<std::vector<float>> inputs;     // remat: each block's input [rows, d]
+  std::vector<float> recomputed;              // remat: a recomputed block's output, unused
+  int64_t bytes() const;                      // held by all of the above
+};
+
+// Block l of `count` in the forward: out [rows, d] from x, as BlockForward.
+void StackForward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& shape,
+                  int batch, int seq, size_t l, size_t count, const float* x, BlockStack* stack, float* out);
+
+// Block l's backward, as BlockBackward, after StackForward of every block
+// (in the backward's order: l = count - 1 first). With remat it first
+// recomputes block l's activations from its input (the last block's are
+// still there), reading its parameters.
+void StackBackward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& shape,
+                   int batch, int seq, size_t l, size_t count, bool accumulate, float* grads, BlockScratch* scratch,
+                   BlockStack* stack, float* dx);
 
 }  // namespace shardline
 

@@ -103,12 +103,12 @@ BatchStats Vit::Forward(const float* params, const Examples& batch, ModelWorkspa
     const float* pos = p(pos_);
     for (int64_t i = 0; i < static_cast<int64_t>(t) * d; ++i) seq[i] += pos[i];
   }
-  ws->blocks.resize(blocks_.size());
+  ws->stack.remat = spec_.remat;
   ws->final_x.resize(ws->stream.size());
   for (size_t l = 0; l < blocks_.size(); ++l) {
     ws->BeforeForward(blocks_[l].range);
     float* out = l + 1 == blocks_.size() ? ws->final_x.data() : ws->stream.data();
-    BlockForward(params, layout_, blocks_[l], shape_, n, t, ws->stream.data(), &ws->blocks[l], out);
+    StackForward(params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), ws->stream.data(), &ws->stack, out);
   }
   ws->BeforeForward(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
   ws->norm.resize(ws->stream.size());
@@ -141,6 +141,7 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
   const int rows = n * t;
   auto p = [&](int tensor) { return params + layout_.tensor(tensor).offset; };
   auto g = [&](int tensor) { return grads + layout_.tensor(tensor).offset; };
+  ws->BeforeBackward(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
   ws->d_logits.resize(ws->probs.size());
   SoftmaxCrossEntropyGrad(ws->probs.data(), batch.y, n, classes, grad_scale, ws->d_logits.data());
   ws->d_pooled.resize(static_cast<size_t>(n) * d);
@@ -163,10 +164,12 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
                     accumulate, ws->dx.data(), g(norm_w_), g(norm_b_));
   ws->AfterBackward(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
   for (size_t l = blocks_.size(); l-- > 0;) {
-    BlockBackward(params, layout_, blocks_[l], shape_, n, t, ws->blocks[l], accumulate, grads, &ws->scratch,
-                  ws->dx.data());
+    ws->BeforeBackward(blocks_[l].range);
+    StackBackward(params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), accumulate, grads, &ws->scratch,
+                  &ws->stack, ws->dx.data());
     ws->AfterBackward(blocks_[l].range);
   }
+  // The embeddings' backward reads no parameters (no input gradient).
   // The stream's input: class token, position embeddings, patch embeddings.
   float* dpos = g(pos_);
   if (!accumulate) std::fill(dpos, dpos + static_cast<int64_t>(t) * d, 0.0f);

@@ -35,15 +35,21 @@ struct VitSpec {
   int heads = 4;
   int mlp_ratio = 4;
   bool class_token = true;  // false: mean pooling
+  bool remat = false;       // recompute each block's activations in backward (config train.remat)
 };
 
 struct VitWorkspace : ModelWorkspace {
   std::vector<float> patches;  // [n * grid, patch_dim]
   std::vector<float> stream;   // [n * tokens, d]
-  std::vector<BlockActivations> blocks;
+  BlockStack stack;  // what the blocks keep for backward
   std::vector<float> final_x, norm, mean_f, rstd_f, pooled, probs;
   std::vector<float> d_logits, d_pooled, d_norm, dx, d_embed;
   BlockScratch scratch;
+  int64_t bytes() const override {
+    return stack.bytes() + scratch.bytes() +
+           HeldBytes(patches, stream, final_x, norm, mean_f, rstd_f, pooled, probs, d_logits, d_pooled, d_norm, dx,
+                     d_embed);
+  }
 };
 
 class Vit : public Model {

@@ -1,5 +1,6 @@
 #include "worker/train/exchange.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/job/finite.h"
@@ -8,7 +9,7 @@
 namespace shardline {
 namespace {
 
-absl::Span<float> BucketOf(std::vector<float>* v, const Range& bucket) {
+absl::Span<float> BucketOf(PagedFloats* v, const Range& bucket) {
   return absl::MakeSpan(v->data() + bucket.begin, static_cast<size_t>(bucket.size()));
 }
 
@@ -16,43 +17,112 @@ double SecondsSince(const Stopwatch& t) { return t.ElapsedSeconds(); }
 
 }  // namespace
 
-GradientExchange::GradientExchange(std::vector<Range> buckets, Collectives& comm, OverlapCollectives* overlap)
-    : buckets_(std::move(buckets)), comm_(comm), overlap_(overlap) {}
+GradientExchange::GradientExchange(std::vector<Range> buckets, Collectives& comm, OverlapCollectives* overlap,
+                                   const ExchangeOptions& options)
+    : buckets_(std::move(buckets)), comm_(comm), overlap_(overlap), options_(options) {
+  for (const Range& b : buckets_) {
+    const Range piece = ShardRange(b.size(), comm_.rank(), comm_.world_size());
+    own_.push_back(Range{b.begin + piece.begin, b.begin + piece.end});
+  }
+  residency_.assign(buckets_.size(), Residency::kWhole);
+  gathering_.assign(buckets_.size(), 0);
+}
 
-void GradientExchange::BeginReduce() {
+void GradientExchange::BindParams(PagedFloats* params) {
+  params_ = params;
+  if (!sharded_params()) return;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    KeepOwnPiece(k, params_);
+    residency_[k] = Residency::kSharded;
+  }
+  CountWhole();
+}
+
+void GradientExchange::BeginStep(int64_t step) {
+  step_ = step;
+  last_pass_ = 0;
   unfinished_.clear();
   for (const Range& b : buckets_) unfinished_.push_back(b.size());
   reducing_.assign(buckets_.size(), 0);
+  reduce_order_.clear();
 }
 
-absl::Span<float> GradientExchange::CheckedBucket(size_t k, std::vector<float>* grads, NonFiniteObservation* seen,
+absl::Span<float> GradientExchange::CheckedBucket(size_t k, PagedFloats* grads, NonFiniteObservation* seen,
                                                   int rank, int64_t step) const {
   const absl::Span<float> bucket = BucketOf(grads, buckets_[k]);
   if (!AllFinite(absl::Span<const float>(bucket))) seen->Note(NonFiniteSource::kOwnGradients, rank, step);
   return bucket;
 }
 
-void GradientExchange::StartReduce(size_t k, std::vector<float>* grads, NonFiniteObservation* seen, int rank,
+void GradientExchange::StartReduce(size_t k, PagedFloats* grads, NonFiniteObservation* seen, int rank,
                                    int64_t step) {
   reducing_[k] = overlap_->StartReduceScatter(CheckedBucket(k, grads, seen, rank, step));
+  reduce_order_.push_back(k);
 }
 
-void GradientExchange::GradientsReady(Range layer, std::vector<float>* grads, NonFiniteObservation* seen, int rank,
-                                      int64_t step) {
-  if (overlap_ == nullptr) return;
+absl::Status GradientExchange::WaitReduce(size_t k, NonFiniteObservation* seen, int64_t step) {
+  if (reducing_[k] <= 0) return absl::OkStatus();
+  const OpResult r = overlap_->Wait(reducing_[k]);
+  reducing_[k] = -1;  // waited for
+  if (r.nonfinite_source >= 0) seen->Note(NonFiniteSource::kReducedFromPeer, r.nonfinite_source, step);
+  return r.status;
+}
+
+absl::Status GradientExchange::GradientsReady(Range layer, PagedFloats* grads, NonFiniteObservation* seen, int rank,
+                                              int64_t step) {
+  const bool stage3 = sharded_params();
+  if (overlap_ == nullptr && !stage3) return absl::OkStatus();
+  absl::Status status;
   for (size_t k = buckets_.size(); k-- > 0;) {
     const Range both = Overlap(buckets_[k], layer);
     if (both.empty() || reducing_[k] != 0) continue;
     unfinished_[k] -= both.size();
-    if (unfinished_[k] == 0) StartReduce(k, grads, seen, rank, step);
+    if (unfinished_[k] != 0) continue;
+    if (overlap_ != nullptr) {
+      StartReduce(k, grads, seen, rank, step);
+      continue;
+    }
+    // Stage 3 on the training thread: reduced now, kept for this rank's piece.
+    const Stopwatch start;
+    reducing_[k] = -1;
+    status = comm_.ReduceScatter(CheckedBucket(k, grads, seen, rank, step));
+    if (const int from = comm_.nonfinite_source(); status.ok() && from >= 0) {
+      seen->Note(NonFiniteSource::kReducedFromPeer, from, step);
+    }
+    KeepOwnPiece(k, grads);
+    reduce_wait_seconds_ += SecondsSince(start);
+    if (!status.ok()) return status;
   }
+  // Stage 3 with overlap: at most 1 + prefetch_buckets reduce-scatters under
+  // way; the oldest beyond that are waited for and their gradients given back.
+  while (stage3 && overlap_ != nullptr &&
+         reduce_order_.size() > static_cast<size_t>(1 + options_.prefetch_buckets)) {
+    const size_t k = reduce_order_.front();
+    reduce_order_.erase(reduce_order_.begin());
+    const Stopwatch start;
+    const absl::Status s = WaitReduce(k, seen, step);
+    reduce_wait_seconds_ += SecondsSince(start);
+    KeepOwnPiece(k, grads);
+    if (status.ok()) status = s;
+  }
+  return status;
 }
 
-absl::Status GradientExchange::FinishReduce(std::vector<float>* grads, NonFiniteObservation* seen, int rank,
+absl::Status GradientExchange::FinishReduce(PagedFloats* grads, NonFiniteObservation* seen, int rank,
                                             int64_t step) {
   const Stopwatch start;
   absl::Status status;
-  if (overlap_ == nullptr) {
+  if (overlap_ == nullptr && sharded_params()) {
+    // Buckets of a model that announced no layers, reduced now.
+    for (size_t k = buckets_.size(); k-- > 0 && status.ok();) {
+      if (reducing_[k] != 0) continue;
+      reducing_[k] = -1;
+      status = comm_.ReduceScatter(CheckedBucket(k, grads, seen, rank, step));
+      if (const int from = comm_.nonfinite_source(); status.ok() && from >= 0) {
+        seen->Note(NonFiniteSource::kReducedFromPeer, from, step);
+      }
+    }
+  } else if (overlap_ == nullptr) {
     // The last layers first: the order backward finishes them.
     for (size_t k = buckets_.size(); k-- > 0;) {
       status = comm_.ReduceScatter(CheckedBucket(k, grads, seen, rank, step));
@@ -65,16 +135,27 @@ absl::Status GradientExchange::FinishReduce(std::vector<float>* grads, NonFinite
     }
     // Every one waited for, even after a failure: the buffers are ours again.
     for (size_t k = buckets_.size(); k-- > 0;) {
-      const OpResult r = overlap_->Wait(reducing_[k]);
-      if (status.ok()) status = r.status;
-      if (r.nonfinite_source >= 0) seen->Note(NonFiniteSource::kReducedFromPeer, r.nonfinite_source, step);
+      const absl::Status s = WaitReduce(k, seen, step);
+      if (status.ok()) status = s;
     }
   }
   reduce_wait_seconds_ += SecondsSince(start);
+  if (sharded_params()) {
+    for (size_t k = 0; k < buckets_.size(); ++k) KeepOwnPiece(k, grads);
+    // The gathers still under way are waited for before their buckets go.
+    for (size_t k = 0; k < buckets_.size(); ++k) {
+      const absl::Status s = ReleaseParams(k, seen);
+      if (status.ok()) status = s;
+    }
+  }
   return status;
 }
 
-absl::Status GradientExchange::Gather(size_t k, std::vector<float>* params, NonFiniteObservation* seen, int64_t step) {
+absl::Status GradientExchange::Gather(size_t k, PagedFloats* params, NonFiniteObservation* seen, int64_t step) {
+  if (sharded_params()) {
+    KeepOwnPiece(k, params);  // already so, after FinishReduce: kept sharded until the next forward
+    return absl::OkStatus();
+  }
   if (overlap_ != nullptr) {
     gathers_.push_back(Pending{k, overlap_->StartAllGather(BucketOf(params, buckets_[k])), step});
     return absl::OkStatus();
@@ -95,6 +176,7 @@ absl::Status GradientExchange::WaitGather(const Pending& p, NonFiniteObservation
 }
 
 absl::Status GradientExchange::AwaitParams(Range layer, NonFiniteObservation* seen) {
+  if (sharded_params()) return NeedParams(layer, /*forward=*/true, seen);
   if (gathers_.empty()) return absl::OkStatus();
   const Stopwatch start;
   absl::Status status;
@@ -112,7 +194,146 @@ absl::Status GradientExchange::AwaitParams(Range layer, NonFiniteObservation* se
 }
 
 absl::Status GradientExchange::FinishGathers(NonFiniteObservation* seen) {
+  if (sharded_params()) {
+    absl::Status status;
+    for (size_t k = 0; k < buckets_.size(); ++k) {
+      const absl::Status s = ReleaseParams(k, seen);
+      if (status.ok()) status = s;
+    }
+    return status;
+  }
   return AwaitParams(Range{0, INT64_MAX}, seen);
+}
+
+// Stage 3 ---------------------------------------------------------------
+
+std::pair<size_t, size_t> GradientExchange::BucketsOf(Range layer) const {
+  size_t lo = 0;
+  while (lo + 1 < buckets_.size() && buckets_[lo].end <= layer.begin) ++lo;
+  size_t hi = lo;
+  while (hi + 1 < buckets_.size() && buckets_[hi + 1].begin < layer.end) ++hi;
+  return {lo, hi};
+}
+
+void GradientExchange::KeepOwnPiece(size_t k, PagedFloats* v) const {
+  const Range b = buckets_[k], own = own_[k];
+  float* base = v->data();
+  ReleasePages(base + b.begin, static_cast<size_t>(own.begin - b.begin) * sizeof(float));
+  ReleasePages(base + own.end, static_cast<size_t>(b.end - own.end) * sizeof(float));
+}
+
+void GradientExchange::CountWhole() {
+  int64_t whole = 0;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    if (residency_[k] != Residency::kSharded) whole += buckets_[k].size() - own_[k].size();
+  }
+  whole_floats_ = whole;
+  peak_whole_floats_ = std::max(peak_whole_floats_, whole);
+}
+
+int64_t GradientExchange::TakePeakWholeFloats() {
+  const int64_t peak = peak_whole_floats_;
+  peak_whole_floats_ = whole_floats_;
+  return peak;
+}
+
+void GradientExchange::StartParamGather(size_t k) {
+  if (residency_[k] != Residency::kSharded || overlap_ == nullptr) return;
+  gathering_[k] = overlap_->StartAllGather(BucketOf(params_, buckets_[k]));
+  residency_[k] = Residency::kGathering;
+  CountWhole();
+}
+
+absl::Status GradientExchange::WaitParamGather(size_t k, NonFiniteObservation* seen) {
+  if (residency_[k] == Residency::kWhole) return absl::OkStatus();
+  const Stopwatch start;
+  absl::Status status;
+  if (residency_[k] == Residency::kGathering) {
+    status = WaitGather(Pending{k, gathering_[k], step_}, seen);
+  } else {  // sharded: gathered now, on this thread
+    status = (overlap_ != nullptr ? static_cast<Collectives&>(*overlap_) : comm_)
+                 .AllGather(BucketOf(params_, buckets_[k]));
+    if (const int from = comm_.nonfinite_source(); status.ok() && from >= 0) {
+      seen->Note(NonFiniteSource::kGatheredFromPeer, from, step_);
+    }
+  }
+  residency_[k] = Residency::kWhole;
+  CountWhole();
+  gather_wait_seconds_ += SecondsSince(start);
+  return status;
+}
+
+absl::Status GradientExchange::ReleaseParams(size_t k, NonFiniteObservation* seen) {
+  if (!sharded_params() || residency_[k] == Residency::kSharded) return absl::OkStatus();
+  absl::Status status;
+  if (residency_[k] == Residency::kGathering) status = WaitParamGather(k, seen);  // it writes the bucket
+  KeepOwnPiece(k, params_);
+  residency_[k] = Residency::kSharded;
+  CountWhole();
+  return status;
+}
+
+absl::Status GradientExchange::NeedParams(Range layer, bool forward, NonFiniteObservation* seen) {
+  const auto [lo, hi] = BucketsOf(layer);
+  const int pass = forward ? 1 : -1;
+  const bool first_of_pass = last_pass_ != pass;
+  if (first_of_pass) {
+    last_pass_ = pass;
+    has_frontier_ = false;
+  }
+  // In order: beyond every layer the pass has reached so far, in its
+  // direction. The pass's first announcement sets no frontier (the GPT's
+  // backward starts at its tied head, on the token embedding).
+  const bool in_order = !first_of_pass && (!has_frontier_ || (forward ? layer.begin > frontier_ : layer.begin < frontier_));
+  if (in_order) {
+    frontier_ = layer.begin;
+    has_frontier_ = true;
+  }
+  const int64_t ahead = overlap_ != nullptr && (in_order || first_of_pass) ? options_.prefetch_buckets : 0;
+  const int64_t n = static_cast<int64_t>(buckets_.size());
+  // The window of buckets to prefetch: the next ones in the pass's order.
+  const int64_t first = forward ? static_cast<int64_t>(hi) + 1 : static_cast<int64_t>(lo) - ahead;
+  const int64_t last = forward ? static_cast<int64_t>(hi) + ahead : static_cast<int64_t>(lo) - 1;
+  absl::Status status;
+  // 1. What the pass has left behind goes back to the kernel.
+  if (in_order && (!forward || options_.reshard_after_forward)) {
+    for (int64_t k = 0; k < n; ++k) {
+      const bool wanted = (k >= static_cast<int64_t>(lo) && k <= static_cast<int64_t>(hi)) || (k >= first && k <= last);
+      if (wanted) continue;
+      const absl::Status s = ReleaseParams(static_cast<size_t>(k), seen);
+      if (status.ok()) status = s;
+    }
+  }
+  // 2. The layer's buckets, whole; 3. the next ones started.
+  for (size_t k = lo; k <= hi; ++k) StartParamGather(k);
+  for (size_t k = lo; k <= hi; ++k) {
+    const absl::Status s = WaitParamGather(k, seen);
+    if (status.ok()) status = s;
+  }
+  for (int64_t k = std::max<int64_t>(first, 0); k <= std::min(last, n - 1); ++k) StartParamGather(static_cast<size_t>(k));
+  return status;
+}
+
+absl::Status GradientExchange::AwaitParamsForBackward(Range layer, NonFiniteObservation* seen) {
+  if (!sharded_params()) return absl::OkStatus();
+  return NeedParams(layer, /*forward=*/false, seen);
+}
+
+absl::Status GradientExchange::GatherAll(NonFiniteObservation* seen) {
+  if (!sharded_params()) return absl::OkStatus();
+  for (size_t k = 0; k < buckets_.size(); ++k) StartParamGather(k);
+  absl::Status status;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const absl::Status s = WaitParamGather(k, seen);
+    if (status.ok()) status = s;
+  }
+  return status;
+}
+
+void GradientExchange::ReleaseAll() {
+  if (!sharded_params()) return;
+  NonFiniteObservation ignored;  // every gather was waited for by GatherAll's caller
+  for (size_t k = 0; k < buckets_.size(); ++k) static_cast<void>(ReleaseParams(k, &ignored));
 }
 
 }  // namespace shardline

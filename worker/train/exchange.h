@@ -16,6 +16,22 @@
 // reduces every bucket in turn and Gather gathers at once: the same ops in
 // the same order on the same bytes, so the two modes give the same bits.
 //
+// At ZeRO stage 3 (collective.zero_stage, docs/collectives.md "Stage 3")
+// the parameters are whole only while a pass over the layers needs them:
+//
+//   the forward or backward reads a  -> AwaitParams / AwaitParamsForBackward:
+//   layer                               its buckets gathered (the next ones
+//                                       started, with overlap), those left
+//                                       behind given back to the kernel
+//   a bucket's reduce-scatter is done-> its gradients kept for this rank's
+//                                       piece only
+//   the update of a bucket's pieces  -> Gather: nothing sent; the bucket
+//                                       stays sharded until the next forward
+//   a reader of every parameter      -> GatherAll, then ReleaseAll
+//
+// The gathers and reduce-scatters are the same ops on the same bytes as at
+// stage 2, in another order: the same bits.
+//
 // Non-finite values are noted where a rank first sees them (nonfinite.h):
 // its own gradients as each bucket is about to be reduced, what a reduce or
 // a gather brought from a peer as that op is waited for.
@@ -23,42 +39,79 @@
 #define SHARDLINE_WORKER_TRAIN_EXCHANGE_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "common/job/shard.h"
+#include "common/platform/page_memory.h"
 #include "worker/collective/collectives.h"
 #include "worker/collective/overlap.h"
 #include "worker/train/nonfinite.h"
 
 namespace shardline {
 
+struct ExchangeOptions {
+  int zero_stage = 2;                 // 2 or 3 (collective.zero_stage)
+  bool reshard_after_forward = true;  // stage 3 (collective.reshard_after_forward)
+  int prefetch_buckets = 1;           // stage 3 with overlap (collective.prefetch_buckets)
+};
+
 class GradientExchange {
  public:
   // `buckets` tile the flat buffers in ascending order. `overlap` (may be
   // null: no overlap) wraps `comm`; both outlive this object, and so do the
   // buffers given to its calls until FinishReduce / FinishGathers return.
-  GradientExchange(std::vector<Range> buckets, Collectives& comm, OverlapCollectives* overlap);
+  GradientExchange(std::vector<Range> buckets, Collectives& comm, OverlapCollectives* overlap,
+                   const ExchangeOptions& options = {});
 
   const std::vector<Range>& buckets() const { return buckets_; }
   bool overlapped() const { return overlap_ != nullptr; }
+  // Stage 3: parameters are sharded between passes.
+  bool sharded_params() const { return options_.zero_stage == 3; }
 
-  // Starts a step's reduction: every bucket still to be reduced.
-  void BeginReduce();
+  // Stage 3: the parameters the passes read and gather into, whole when
+  // this is called (after a restore or an init); every bucket is given back
+  // but for this rank's pieces. Outlives this object's use of it.
+  void BindParams(PagedFloats* params);
+
+  // Starts step `step`: every bucket still to be reduced.
+  void BeginStep(int64_t step);
   // Backward has finished `layer` (a range of whole tensors) of `grads`:
   // with overlap, each bucket now complete starts its reduce-scatter.
-  void GradientsReady(Range layer, std::vector<float>* grads, NonFiniteObservation* seen, int rank, int64_t step);
+  // At stage 3, a reduce-scatter
+  // started here is waited for (and its bucket's gradients given back but
+  // for this rank's piece) once more than 1 + prefetch_buckets are under
+  // way; without overlap it runs here, at once.
+  absl::Status GradientsReady(Range layer, PagedFloats* grads, NonFiniteObservation* seen, int rank, int64_t step);
   // Every bucket of `grads` reduce-scattered (those not yet started are
-  // started now, last first) and waited for.
-  absl::Status FinishReduce(std::vector<float>* grads, NonFiniteObservation* seen, int rank, int64_t step);
+  // started now, last first) and waited for. At stage 3 every bucket's
+  // gradients are then kept for this rank's piece only, and its
+  // parameters too.
+  absl::Status FinishReduce(PagedFloats* grads, NonFiniteObservation* seen, int rank, int64_t step);
 
-  // The update of bucket k's pieces of `params` is done: gather the bucket.
-  absl::Status Gather(size_t k, std::vector<float>* params, NonFiniteObservation* seen, int64_t step);
-  // Before reading `layer` of the parameters: the gathers of its buckets
-  // are done.
+  // The update of bucket k's pieces of `params` is done: gather the bucket
+  // (stage 3: nothing to send; the bucket stays sharded).
+  absl::Status Gather(size_t k, PagedFloats* params, NonFiniteObservation* seen, int64_t step);
+  // Before the forward reads `layer` of the parameters: the gathers of its
+  // buckets are done (stage 3: started if they were not, the next
+  // prefetch_buckets started, and with reshard_after_forward the buckets
+  // the forward has left given back).
   absl::Status AwaitParams(Range layer, NonFiniteObservation* seen);
-  // Every gather done: the parameters are whole.
+  // The same before the backward reads `layer` (stage 3 only: at stage 2
+  // the forward left every parameter whole).
+  absl::Status AwaitParamsForBackward(Range layer, NonFiniteObservation* seen);
+  // Every gather started is done. At stage 2 the parameters are then whole;
+  // at stage 3, sharded.
   absl::Status FinishGathers(NonFiniteObservation* seen);
+  // Stage 3: every bucket gathered, for a reader of all the parameters (an
+  // evaluation, the final result), until ReleaseAll. No-ops at stage 2.
+  absl::Status GatherAll(NonFiniteObservation* seen);
+  void ReleaseAll();
+  // Stage 3: floats of the parameters whole beyond this rank's pieces now,
+  // and the most there have been since the last call.
+  int64_t whole_floats() const { return whole_floats_; }
+  int64_t TakePeakWholeFloats();
   // Gathers started and not yet waited for (AwaitParams, FinishGathers).
   size_t gathers_pending() const { return gathers_.size(); }
 
@@ -75,18 +128,47 @@ class GradientExchange {
     Ticket ticket;
     int64_t step;  // of the gather
   };
+  // Stage 3: where each bucket's parameters are.
+  enum class Residency { kSharded, kGathering, kWhole };
   // Bucket k of grads, noting first whether this rank's own gradients in it
   // are finite.
-  absl::Span<float> CheckedBucket(size_t k, std::vector<float>* grads, NonFiniteObservation* seen, int rank,
+  absl::Span<float> CheckedBucket(size_t k, PagedFloats* grads, NonFiniteObservation* seen, int rank,
                                   int64_t step) const;
-  void StartReduce(size_t k, std::vector<float>* grads, NonFiniteObservation* seen, int rank, int64_t step);
+  void StartReduce(size_t k, PagedFloats* grads, NonFiniteObservation* seen, int rank, int64_t step);
+  // Waits for bucket k's reduce-scatter, if started and not yet waited for.
+  absl::Status WaitReduce(size_t k, NonFiniteObservation* seen, int64_t step);
   absl::Status WaitGather(const Pending& p, NonFiniteObservation* seen);
+  // Stage 3. The buckets [lo, hi] that `layer` lies in.
+  std::pair<size_t, size_t> BucketsOf(Range layer) const;
+  absl::Status NeedParams(Range layer, bool forward, NonFiniteObservation* seen);
+  void StartParamGather(size_t k);
+  absl::Status WaitParamGather(size_t k, NonFiniteObservation* seen);
+  // Gives back bucket k of `v` but for this rank's piece.
+  void KeepOwnPiece(size_t k, PagedFloats* v) const;
+  absl::Status ReleaseParams(size_t k, NonFiniteObservation* seen);
+  void CountWhole();
 
   const std::vector<Range> buckets_;
   Collectives& comm_;
   OverlapCollectives* const overlap_;
+  const ExchangeOptions options_;
+  std::vector<Range> own_;  // per bucket: this rank's piece (may be empty)
+  // Stage 3.
+  PagedFloats* params_ = nullptr;
+  std::vector<Residency> residency_;
+  std::vector<Ticket> gathering_;   // per bucket: its gather while kGathering
+  std::vector<size_t> reduce_order_;  // buckets whose reduce-scatter is under way, oldest first
+  int64_t step_ = 0;
+  // Which pass announced last, and how far it has come: a pass's first
+  // announcement and a layer read again behind the frontier (a tied
+  // weight) gather without giving anything back.
+  int last_pass_ = 0;  // 0 none, 1 forward, -1 backward
+  bool has_frontier_ = false;
+  int64_t frontier_ = 0;
+  int64_t whole_floats_ = 0;
+  int64_t peak_whole_floats_ = 0;
   std::vector<int64_t> unfinished_;  // per bucket: gradient elements backward has not finished
-  std::vector<Ticket> reducing_;     // per bucket: its reduce-scatter, 0 if not started
+  std::vector<Ticket> reducing_;     // per bucket: its reduce-scatter; 0 not started, -1 waited for
   std::vector<Pending> gathers_;     // started, not yet waited for; ascending buckets
   double reduce_wait_seconds_ = 0;
   double gather_wait_seconds_ = 0;

@@ -19,7 +19,9 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
         data.train.num_examples));
   }
   Prepared p;
-  ASSIGN_OR_RETURN(p.model, CreateModel(config.model(), InputOf(data.train)));
+  ModelOptions model_options;
+  model_options.remat = config.train().remat();
+  ASSIGN_OR_RETURN(p.model, CreateModel(config.model(), InputOf(data.train), model_options));
   const FlatLayout& layout = p.model->layout();
   p.total_steps = TotalSteps(config, data.train.num_examples);
   if (p.total_steps > std::numeric_limits<int32_t>::max()) {
@@ -34,11 +36,18 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   p.pipeline = std::make_unique<BatchPipeline>(data.train.num_examples, global_batch, config.data().shuffle_seed());
   p.schedule = std::make_unique<LrSchedule>(config.schedule(), p.total_steps);
   p.best = std::make_unique<BestEval>(config.checkpoint());
+  // Laid out whole but charged only where written: at ZeRO stage 3 a rank
+  // writes its own pieces only (init is a pure function of each element).
+  const bool stage3 = config.collective().zero_stage() == 3;
   p.state.params.resize(static_cast<size_t>(layout.total_size()));
   // A restore from memory writes every parameter (own pieces, then the
   // all-gather of every bucket): initialising them first would only add
   // seconds to a recovery at large models.
-  if (options.memory_restore_step <= 0) p.model->InitRange(config.seed(), Range{0, layout.total_size()}, p.state.params.data());
+  if (options.memory_restore_step <= 0) {
+    const std::vector<Range> mine =
+        stage3 ? p.optimizer->pieces() : std::vector<Range>{Range{0, layout.total_size()}};
+    for (const Range& r : mine) p.model->InitRange(config.seed(), r, p.state.params.data() + r.begin);
+  }
   RestoreSource source;
   source.env = options.env;
   source.memory_step = options.memory_restore_step;
@@ -46,6 +55,7 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   source.memory = options.memory;
   source.disk_dir = options.restore_dir;
   source.init_from = config.checkpoint().init_from();
+  source.gather_params = !stage3;
   ASSIGN_OR_RETURN(RestoredState restored, RestoreState(source, layout, p.buckets, comm,
                                                         absl::MakeSpan(p.state.params), p.optimizer.get()));
   if (restored.restored.has_value()) {

@@ -242,6 +242,7 @@ absl::Status Account(Loop& l, const StepResult& r, double seconds, const std::ve
   l.result.phase_seconds += r.times;
   l.window.Add(seconds);
   l.result.losses.push_back(r.loss);
+  l.result.memory = r.memory;
   RETURN_IF_ERROR(guard.Check(r.step, r.loss, r.grad_norm));
   if (StepObserver* observer = l.options.observer; observer != nullptr) {
     observer->OnStep(r, seconds);
@@ -290,9 +291,12 @@ absl::Status ActOn(Loop& l, const Due& due, const StepResult& r) {
   if (due.eval) {
     l.last_eval = at;
     RETURN_IF_ERROR(settle());
-    ASSIGN_OR_RETURN(Evaluated e, EvaluateAt(l.config, *l.p.model, l.data.test, l.p.state.params.data(), at,
-                                             l.result.train_seconds, l.p.pipeline->steps_per_epoch(), l.world,
-                                             l.eval_ws, l.p.best.get(), l.options, l.lead, l.show));
+    RETURN_IF_ERROR(l.exchange.GatherAll(&l.p.state.nonfinite));  // stage 3: whole for the evaluation
+    absl::StatusOr<Evaluated> evaluated =
+        EvaluateAt(l.config, *l.p.model, l.data.test, l.p.state.params.data(), at, l.result.train_seconds,
+                   l.p.pipeline->steps_per_epoch(), l.world, l.eval_ws, l.p.best.get(), l.options, l.lead, l.show);
+    l.exchange.ReleaseAll();
+    ASSIGN_OR_RETURN(Evaluated e, std::move(evaluated));
     l.result.evals.push_back(e.point);
     new_best = e.new_best;
   }
@@ -313,9 +317,12 @@ absl::Status Finish(Loop& l) {
   TrainResult& result = l.result;
   result.checkpoint_seconds = l.saver.stall_seconds();
   if (result.evals.empty()) {
-    ASSIGN_OR_RETURN(EvalResult e, Evaluate(*l.p.model, state.params.data(), l.data.test,
-                                            l.config.data().eval_batch_size(), l.world, l.eval_ws));
-    result.evals.push_back(EvalPoint{state.next_step, e.loss, e.accuracy, 0, e.bits_per_byte});
+    RETURN_IF_ERROR(l.exchange.GatherAll(&state.nonfinite));  // stage 3: whole for the evaluation
+    absl::StatusOr<EvalResult> e = Evaluate(*l.p.model, state.params.data(), l.data.test,
+                                            l.config.data().eval_batch_size(), l.world, l.eval_ws);
+    l.exchange.ReleaseAll();
+    RETURN_IF_ERROR(e.status());
+    result.evals.push_back(EvalPoint{state.next_step, e->loss, e->accuracy, 0, e->bits_per_byte});
   }
   result.steps = state.next_step;
   const int global_batch = l.config.data().global_batch_size();
@@ -323,7 +330,10 @@ absl::Status Finish(Loop& l) {
       result.train_seconds > 0
           ? static_cast<double>(result.steps - result.start_step) * global_batch / result.train_seconds
                                : 0;
-  result.params = std::move(state.params);
+  // At stage 3 this rank holds its pieces only: the whole is in the checkpoints.
+  if (!l.exchange.sharded_params()) result.params.assign(state.params.begin(), state.params.end());
+  state.params = PagedFloats();
+  result.peak_rss_bytes = PeakRssBytes();
   return absl::OkStatus();
 }
 
@@ -350,7 +360,12 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   std::unique_ptr<OverlapCollectives> overlap;
   if (Overlapped(config, comm, p, show)) overlap = std::make_unique<OverlapCollectives>(&comm);
   Collectives& world = overlap != nullptr ? static_cast<Collectives&>(*overlap) : comm;
-  GradientExchange exchange(p.buckets, world, overlap.get());
+  ExchangeOptions exchange_options;
+  exchange_options.zero_stage = config.collective().zero_stage();
+  exchange_options.reshard_after_forward = config.collective().reshard_after_forward();
+  exchange_options.prefetch_buckets = config.collective().prefetch_buckets();
+  GradientExchange exchange(p.buckets, world, overlap.get(), exchange_options);
+  exchange.BindParams(&state.params);  // at stage 3: this rank's pieces from here on
   const StepContext ctx{config, *p.model, data.train, *p.pipeline, exchange, *p.optimizer, *p.schedule, world,
                         &saver, options.env};
   const std::unique_ptr<ModelWorkspace> eval_ws = p.model->NewWorkspace();

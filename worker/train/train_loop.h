@@ -125,7 +125,7 @@ struct TrainResult {
   double samples_per_second = 0;  // global examples per training second
   int64_t flops_per_example = 0;  // TrainFlopsPerExample of the model
   std::vector<EvalPoint> evals;   // in order; the last is at the final step
-  std::vector<float> params;      // final parameters (full copy)
+  std::vector<float> params;      // final parameters (full copy; empty at ZeRO stage 3)
   std::vector<double> losses;     // training loss of every step
   bool stopped_early = false;     // ended at an agreed stop request
   int64_t start_step = 0;         // 0, or the restored checkpoint's step
@@ -133,6 +133,8 @@ struct TrainResult {
   int64_t memory_snapshots = 0;    // in-memory snapshots taken (and replicated)
   double memory_snapshot_seconds = 0;  // training time they took
   PhaseTimes phase_seconds;       // summed over this run's steps (steps - start_step of them)
+  MemoryHeld memory;              // of the last step
+  int64_t peak_rss_bytes = 0;     // the process's largest resident set, at the end
 };
 
 // Number of steps the config asks for on a training split of `num_examples`.

@@ -31,7 +31,7 @@ double SumSquares(const float* v, absl::Span<const Range> pieces) {
 }
 
 // Whether v is finite in every piece's overlap with `within`.
-bool PiecesFinite(const std::vector<float>& v, absl::Span<const Range> pieces, Range within) {
+bool PiecesFinite(const PagedFloats& v, absl::Span<const Range> pieces, Range within) {
   for (const Range& p : pieces) {
     const Range both = Overlap(p, within);
     if (both.empty()) continue;
@@ -57,10 +57,13 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
   const float grad_scale = 1.0f / static_cast<float>(int64_t{global_batch} * ctx.train.targets_per_example());
   b->grads.resize(static_cast<size_t>(ctx.model.layout().total_size()));
   if (b->workspace == nullptr) b->workspace = ctx.model.NewWorkspace();
-  // Every forward may wait for parameters; only the last backward finishes
+  // Every pass may wait for parameters; only the last backward finishes
   // gradients.
-  LayerHooks forward_only;
-  if (hooks != nullptr) forward_only.before_forward = hooks->before_forward;
+  LayerHooks forward_only;  // with every parameter read announced, but no gradient final
+  if (hooks != nullptr) {
+    forward_only.before_forward = hooks->before_forward;
+    forward_only.before_backward = hooks->before_backward;
+  }
   BatchStats total;
   for (int m = 0; m < accum; ++m) {
     b->workspace->hooks = hooks == nullptr ? nullptr : m + 1 == accum ? hooks : &forward_only;
@@ -84,6 +87,14 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
   }
   b->workspace->hooks = nullptr;
   return total;
+}
+
+std::string DescribeMemory(const MemoryHeld& m) {
+  auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  return absl::StrFormat(
+      "parameters %.1f MiB (%.1f MiB at the step's peak), gradients %.1f MiB, optimizer %.1f MiB, activations %.1f "
+      "MiB (ZeRO stage %d)",
+      mib(m.parameters), mib(m.parameters_peak), mib(m.gradients), mib(m.optimizer), mib(m.activations), m.zero_stage);
 }
 
 std::string PhasesPerStep(const PhaseTimes& total, int64_t steps) {
@@ -116,21 +127,32 @@ absl::StatusOr<double> ForwardBackward(const StepContext& ctx, TrainState* state
   const int rank = ctx.comm.rank();
   const int64_t begin = timer.Mark();
   const double gather_waited = exchange.gather_wait_seconds();
-  absl::Status gathered;
+  absl::Status failed;  // the first collective that failed in a hook
+  auto note = [&failed](const absl::Status& s) {
+    if (failed.ok()) failed = s;
+  };
   LayerHooks hooks;
   hooks.before_forward = [&](Range layer) {
     const int64_t at = timer.Mark();
     const size_t pending = exchange.gathers_pending();
-    const absl::Status s = exchange.AwaitParams(layer, &seen);
-    if (exchange.gathers_pending() < pending) timer.Since("all_gather", at);  // inside "forward"
-    if (gathered.ok()) gathered = s;
+    const double waited = exchange.gather_wait_seconds();
+    note(exchange.AwaitParams(layer, &seen));
+    if (exchange.gathers_pending() < pending || exchange.gather_wait_seconds() > waited) {
+      timer.Since("all_gather", at);  // inside "forward"
+    }
   };
-  hooks.after_backward = [&](Range layer) { exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step); };
-  exchange.BeginReduce();
+  hooks.before_backward = [&](Range layer) {
+    const int64_t at = timer.Mark();
+    const double waited = exchange.gather_wait_seconds();
+    note(exchange.AwaitParamsForBackward(layer, &seen));
+    if (exchange.gather_wait_seconds() > waited) timer.Since("all_gather", at);  // inside "backward"
+  };
+  hooks.after_backward = [&](Range layer) { note(exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step)); };
+  exchange.BeginStep(r.step);
   const BatchStats stats = ComputeGradients(ctx, state->params.data(), r.step, b, &timer, &r.times.data, &hooks);
-  if (!gathered.ok()) {
+  if (!failed.ok()) {
     static_cast<void>(exchange.FinishReduce(&b->grads, &seen, rank, r.step));  // the buffers are ours again
-    return gathered;
+    return failed;
   }
   if (!std::isfinite(stats.loss_sum)) seen.Note(NonFiniteSource::kOwnGradients, rank, r.step);
   r.times.all_gather = exchange.gather_wait_seconds() - gather_waited;  // in this step's forward
@@ -240,6 +262,23 @@ absl::Status Norms(const StepContext& ctx, const UpdateSquares& sq, PhaseTimer& 
   return absl::OkStatus();
 }
 
+// What this rank holds after the step (resident pages of the parameters and
+// gradients: at stage 3, the pieces it owns).
+MemoryHeld Held(const StepContext& ctx, const TrainState& state, const StepBuffers& b) {
+  MemoryHeld m;
+  GradientExchange& exchange = ctx.exchange;
+  m.zero_stage = exchange.sharded_params() ? 3 : 2;
+  m.parameters = ResidentBytes(state.params.data(), state.params.size() * sizeof(float));
+  m.gradients = ResidentBytes(b.grads.data(), b.grads.size() * sizeof(float));
+  const int64_t peak_floats = exchange.sharded_params()
+                                  ? PiecesSize(ctx.optimizer.pieces()) + exchange.TakePeakWholeFloats()
+                                  : static_cast<int64_t>(state.params.size());
+  m.parameters_peak = peak_floats * static_cast<int64_t>(sizeof(float));
+  for (const StateBuffer* s : ctx.optimizer.state()) m.optimizer += HeldBytes(s->values);
+  if (b.workspace != nullptr) m.activations = b.workspace->bytes();
+  return m;
+}
+
 }  // namespace
 
 absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, const Votes& votes,
@@ -262,6 +301,7 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   ASSIGN_OR_RETURN(const UpdateSquares sq, UpdateAndGather(ctx, with_norms, clip_scale, optimizer_begin, state, b, timer, r));
   r.times.comm_busy = exchange.comm_busy_seconds() - comm_busy;
   if (with_norms) RETURN_IF_ERROR(Norms(ctx, sq, timer, r));
+  r.memory = Held(ctx, *state, *b);
   timer.Since("step", step_begin);
   state->next_step = r.step + 1;
   return r;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/platform/page_memory.h"
 #include "proto/config.pb.h"
 #include "worker/checkpoint/save_restore.h"
 #include "worker/collective/collectives.h"
@@ -63,7 +64,9 @@ struct StepContext {
 // optimizer's pieces of it are authoritative between all-gathers.
 struct TrainState {
   int64_t next_step = 0;  // 0-based index of the next step to run
-  std::vector<float> params;
+  // Laid out whole; at ZeRO stage 3 only this rank's pieces are held
+  // between steps (the rest given back to the kernel: exchange.h).
+  PagedFloats params;
   // The first non-finite number this rank has seen and the world has not
   // yet judged (nonfinite.h); never checkpointed. A step's own observations
   // are judged in that step; its update's and all-gather's in the next one,
@@ -78,7 +81,7 @@ inline Examples ExamplesOf(const BatchData& b, int n) {
 
 // Per-step scratch, reused.
 struct StepBuffers {
-  std::vector<float> grads;
+  PagedFloats grads;  // at stage 3, this rank's pieces only once reduced
   std::vector<int32_t> indices;
   BatchData batch;
   std::unique_ptr<ModelWorkspace> workspace;  // made by model.NewWorkspace() on first use
@@ -127,6 +130,21 @@ struct PhaseTimes {
 // also ", collectives 9.1 ms in the background (7.3 ms hidden)".
 std::string PhasesPerStep(const PhaseTimes& total, int64_t steps);
 
+// Bytes this rank held for a step, by what for (the memory gauges,
+// docs/operations.md; the model in docs/collectives.md, "Stage 3").
+struct MemoryHeld {
+  int zero_stage = 2;
+  int64_t parameters = 0;       // resident parameter bytes after the step
+  int64_t parameters_peak = 0;  // the most during it: all (stage 2); own pieces + buckets gathered at once (3)
+  int64_t gradients = 0;        // resident gradient bytes after the step
+  int64_t optimizer = 0;        // optimizer state (AdamW moments): this rank's pieces
+  int64_t activations = 0;      // the model's workspace: activations kept for backward, and scratch
+};
+
+// "parameters 3.2 MiB (3.2 MiB at the step's peak), gradients 3.2 MiB,
+// optimizer 6.4 MiB, activations 67.1 MiB (ZeRO stage 2)".
+std::string DescribeMemory(const MemoryHeld& m);
+
 struct StepResult {
   int64_t step = 0;
   double loss = 0;         // mean over the global batch
@@ -147,6 +165,7 @@ struct StepResult {
   // Otherwise kClean.
   NonFiniteVerdict nonfinite;
   PhaseTimes times;
+  MemoryHeld memory;
 };
 
 // "None" for every step-valued request and decision (stop, checkpoint,

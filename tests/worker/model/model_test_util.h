@@ -95,24 +95,35 @@ inline size_t CheckGradients(const Model& model, const Problem& prob, std::vecto
   return checked;
 }
 
-// The LayerHooks contract (model.h): forward announces layers in ascending
-// order, backward in descending order, each covering whole tensors and
-// together every tensor once; and what backward announced as final is what
-// it returns (nothing touched afterwards). With accumulate too.
+// The layer hooks' contract (model.h: LayerHooks): forward announces layers
+// in ascending order, backward in descending order, each covering whole
+// tensors and together every tensor once (a tied layer may be announced
+// again later in a pass); what backward announced as final is what it
+// returns (nothing touched afterwards). And a model reads only the layer
+// it announced last: run again with every other layer's parameters NaN (as
+// ZeRO-3 drops them), it gives the same loss and gradients, bit for bit.
+// With accumulate too.
 inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::vector<float>& params) {
   const FlatLayout& layout = model.layout();
   const int64_t total = layout.total_size();
-  std::vector<Range> forward, backward;
+  std::vector<Range> forward, before_backward, backward;
   std::vector<float> grads(static_cast<size_t>(total), 0.5f), announced(grads.size(), -9.0f);
+  auto first_time = [](std::vector<Range>* seen, Range r) {
+    for (const Range& s : *seen) {
+      if (s.begin == r.begin && s.end == r.end) return;
+    }
+    seen->push_back(r);
+  };
   LayerHooks hooks;
-  hooks.before_forward = [&](Range r) { forward.push_back(r); };
+  hooks.before_forward = [&](Range r) { first_time(&forward, r); };
+  hooks.before_backward = [&](Range r) { first_time(&before_backward, r); };
   hooks.after_backward = [&](Range r) {
     backward.push_back(r);
     std::copy(grads.begin() + r.begin, grads.begin() + r.end, announced.begin() + r.begin);
   };
   std::unique_ptr<ModelWorkspace> ws = model.NewWorkspace();
   ws->hooks = &hooks;
-  model.Forward(params.data(), prob.examples(), ws.get());
+  const BatchStats want = model.Forward(params.data(), prob.examples(), ws.get());
   model.Backward(params.data(), prob.examples(), 0.25f, /*accumulate=*/true, grads.data(),
                  ws.get());
   auto tiles = [&](std::vector<Range> layers, const char* pass) {
@@ -136,6 +147,25 @@ inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::
   for (size_t i = 1; i < backward.size(); ++i) EXPECT_GT(backward[i - 1].begin, backward[i].begin) << "backward order";
   EXPECT_EQ(std::memcmp(announced.data(), grads.data(), grads.size() * sizeof(float)), 0)
       << "a gradient changed after its layer was announced final";
+
+  // Only the layer announced last is there; everything else is NaN.
+  std::vector<float> present(params.size(), std::nanf("")), strict_grads(grads.size(), 0.5f);
+  auto only = [&](Range r) {
+    std::fill(present.begin(), present.end(), std::nanf(""));
+    std::copy(params.begin() + r.begin, params.begin() + r.end, present.begin() + r.begin);
+  };
+  LayerHooks strict;
+  strict.before_forward = only;
+  strict.before_backward = only;
+  ws->hooks = &strict;
+  const BatchStats got = model.Forward(present.data(), prob.examples(), ws.get());
+  model.Backward(present.data(), prob.examples(), 0.25f, /*accumulate=*/true, strict_grads.data(), ws.get());
+  EXPECT_EQ(got.loss_sum, want.loss_sum) << "the forward read a layer it had not announced last";
+  EXPECT_EQ(got.correct, want.correct);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&strict_grads[i], &grads[i], sizeof(float)), 0)
+        << "gradient " << i << ": the backward read a layer it had not announced last";
+  }
 }
 
 }  // namespace shardline

@@ -2,6 +2,7 @@
 // the layer hooks' contract, and its tensors.
 #include "worker/model/vit.h"
 
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,26 @@ TEST_P(VitTest, LayerHooksAnnounceEveryLayerInOrder) {
   absl::StatusOr<std::unique_ptr<Model>> vit = Vit::Create(Tiny(GetParam()));
   ASSERT_TRUE(vit.ok());
   CheckLayerHooks(**vit, RandomProblem(2, 24, 3, 3), InitParams(**vit, 4));
+}
+
+TEST_P(VitTest, RematReadsOnlyWhatItAnnouncesAndGivesTheSameBits) {
+  VitSpec spec = Tiny(GetParam());
+  absl::StatusOr<std::unique_ptr<Model>> plain = Vit::Create(spec);
+  spec.remat = true;
+  absl::StatusOr<std::unique_ptr<Model>> remat = Vit::Create(spec);
+  ASSERT_TRUE(plain.ok() && remat.ok());
+  const std::vector<float> params = InitParams(**plain, 4);
+  CheckLayerHooks(**remat, RandomProblem(2, 24, 3, 3), params);
+  const Problem prob = RandomProblem(3, 24, 3, 9);
+  std::vector<float> g_plain(params.size()), g_remat(params.size());
+  std::unique_ptr<ModelWorkspace> ws_plain = (*plain)->NewWorkspace(), ws_remat = (*remat)->NewWorkspace();
+  const BatchStats a = (*plain)->ForwardBackward(params.data(), prob.examples(), 0.5f, false, g_plain.data(),
+                                                 ws_plain.get());
+  const BatchStats b = (*remat)->ForwardBackward(params.data(), prob.examples(), 0.5f, false, g_remat.data(),
+                                                 ws_remat.get());
+  EXPECT_EQ(a.loss_sum, b.loss_sum);
+  EXPECT_EQ(std::memcmp(g_plain.data(), g_remat.data(), g_plain.size() * sizeof(float)), 0)
+      << "remat changed the gradients";
 }
 
 INSTANTIATE_TEST_SUITE_P(ClassTokenAndMean, VitTest, testing::Bool());

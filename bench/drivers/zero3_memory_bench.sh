@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# ZeRO stage 3 and remat, measured (docs/collectives.md, "Stage 3"):
+# 1. Peak RSS per worker (the final log line's, the largest of the workers)
+#    for N = 1, 2, 4 at stage 2 and 3, with and without remat, for the GPT
+#    at two sizes: deploy/configs/austen_gpt.textproto (0.84M parameters)
+#    and one of 50.6M (d_model 512, 16 layers, 8 heads; batch 8), each a
+#    few steps, beside the model's prediction: the state (stage 2: 8P + 8P/N
+#    bytes; stage 3: 16P/N) plus the buckets gathered at once (the log's
+#    "at the step's peak" beyond the own pieces, twice: parameters and their
+#    gradients), the activations the log reports, and the process baseline
+#    (the peak RSS of a 1-layer, d=32 GPT). Drawn with gnuplot into
+#    bench/zero3_memory.png.
+# 2. A model that does not fit: the 50.6M GPT, whose training state is
+#    16 bytes x 50.6M = 809 MB, on 4 workers each in its own cgroup v1 memory
+#    group capped at CAP_MB (default 520; /sys/fs/cgroup/memory/<group>/
+#    memory.limit_in_bytes, the worker's PID written to its cgroup.procs;
+#    created and removed here): at stage 3 it trains; at stage 2 the kernel
+#    kills a worker for memory (the group's oom_kill count), and the run is
+#    stopped. Both with remat.
+# 3. Step time of stage 3 over stage 2 at N = 2 and 4 (loopback), both
+#    sizes, from the workers' training seconds.
+# One command (about 40 minutes here; root for part 2):
+#   bench/drivers/zero3_memory_bench.sh
+#   PARTS="1 3" bench/drivers/zero3_memory_bench.sh   # no cgroups
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build build -j2 --target shardline_cli shardline_worker_bin shardline_coordinator_bin > /dev/null
+OUT=bench/out/zero3
+PARTS=${PARTS:-1 2 3}
+CAP_MB=${CAP_MB:-520}
+rm -rf "$OUT" && mkdir -p "$OUT"
+tmp="$(mktemp -d /tmp/zero3_bench.XXXXXX)"
+groups=()
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done
+  sleep 1
+  for g in "${groups[@]}"; do rmdir "$g" 2> /dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+./build/bin/shardline data austen --out "$tmp/text" > /dev/null
+# A short validation file: the final evaluation of the 50M model stays small.
+head -c 8192 "$tmp/text/val.txt" > "$tmp/text/val_small.txt"
+CFG=deploy/configs/austen_gpt.textproto
+COMMON=(--set "data.text.train_path=$tmp/text/train.txt" --set train.eval_every=0 --set checkpoint.every_steps=0
+        --set checkpoint.save_final=false --set train.log_every=1000 --set runtime.watchdog_timeout_seconds=600)
+SMALL=(--set "data.text.val_path=$tmp/text/val_small.txt" --set train.total_steps=40 --set schedule.warmup_steps=4)
+BIG=(--set "data.text.val_path=$tmp/text/val_small.txt" --set model.gpt.d_model=512 --set model.gpt.layers=16
+     --set model.gpt.heads=8 --set data.global_batch_size=8 --set train.total_steps=4 --set schedule.warmup_steps=1
+     --set collective.bucket_cap_mb=8)
+TINY=(--set "data.text.val_path=$tmp/text/val_small.txt" --set model.gpt.d_model=32 --set model.gpt.layers=1
+      --set model.gpt.heads=2 --set train.total_steps=4 --set schedule.warmup_steps=1)
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+# One launch; prints "<peak RSS MiB> <activations MiB> <gathered MiB> <train s>" (largest over workers).
+run() {
+  local dir=$1 n=$2
+  shift 2
+  build/bin/shardline launch --config $CFG --workers "$n" --workdir "$dir" "${COMMON[@]}" "$@" > "$dir.log" 2>&1 \
+    || { tail -20 "$dir.log" >&2; return 1; }
+  /usr/bin/python3 - "$dir" "$n" << 'EOF'
+import re, sys
+d, n = sys.argv[1], int(sys.argv[2])
+rss = act = gathered = secs = 0.0
+for r in range(n):
+    t = open(f"{d}/logs/worker-{r}.log").read()
+    line = [l for l in t.splitlines() if "finished" in l and "peak RSS" in l][-1]
+    rss = max(rss, float(re.search(r"peak RSS ([\d.]+) MiB", line).group(1)))
+    act = max(act, float(re.search(r"activations ([\d.]+) MiB", line).group(1)))
+    p, peak = map(float, re.search(r"parameters ([\d.]+) MiB \(([\d.]+) MiB at the step's peak\)", line).groups())
+    gathered = max(gathered, peak - p)
+    secs = max(secs, float(re.search(r"of ([\d.]+) s of training\)", line).group(1)))
+print(f"{rss:.1f} {act:.1f} {gathered:.1f} {secs:.2f}")
+EOF
+}
+
+params_of() {  # parameter count from a run's log
+  grep -o "with [0-9]* parameters" "$1/logs/worker-0.log" | head -1 | grep -o "[0-9]*"
+}
+
+if [[ " $PARTS " == *" 1 "* || " $PARTS " == *" 3 "* ]]; then
+  echo "== baseline: a 1-layer, d=32 GPT" >&2
+  read -r base _ _ _ < <(run "$OUT/tiny" 1 "${TINY[@]}")
+  echo "baseline $base" > "$OUT/baseline.txt"
+  printf "size N stage remat peak_rss_mib predicted_mib state_mib gathered_mib activations_mib train_s\n" > "$OUT/memory.dat"
+  for size in small big; do
+    if [[ $size == small ]]; then sets=("${SMALL[@]}"); else sets=("${BIG[@]}"); fi
+    for n in 1 2 4; do
+      for stage in 2 3; do
+        for remat in false true; do
+          name="${size}_n${n}_s${stage}_$remat"
+          echo "== $name" >&2
+          read -r rss act gathered secs < <(run "$OUT/$name" "$n" "${sets[@]}" --set "collective.zero_stage=$stage" \
+                                              --set "train.remat=$remat")
+          p=$(params_of "$OUT/$name")
+          state=$(/usr/bin/python3 -c "p,n,s=$p,$n,$stage; print(f'{(16*p/n if s==3 else 8*p+8*p/n)/2**20:.1f}')")
+          pred=$(/usr/bin/python3 -c "print(f'{$state + 2*$gathered + $act + $base:.1f}')")
+          echo "$size $n $stage $remat $rss $pred $state $gathered $act $secs" >> "$OUT/memory.dat"
+        done
+      done
+    done
+  done
+  /usr/bin/python3 bench/lib/summarize_zero3.py "$OUT" > "$OUT/summary.md"
+  gnuplot -e "dat='$OUT/memory.dat'; out='bench/zero3_memory.png'" bench/lib/zero3_memory.gp
+  cat "$OUT/summary.md"
+fi
+
+if [[ " $PARTS " == *" 2 "* ]]; then
+  root=/sys/fs/cgroup/memory
+  [[ -w $root ]] || { echo "part 2 needs cgroup v1's memory controller writable at $root (root)" >&2; exit 1; }
+  # One job of 4 workers, each in its own capped group; prints the outcome.
+  capped() {
+    local stage=$1 dir="$OUT/capped_s$1"
+    rm -rf "$dir" && mkdir -p "$dir/logs"
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/token"
+    chmod 600 "$dir/token"
+    local port
+    port=$(build/bin/shardline port)
+    build/bin/shardline-coordinator --config $CFG --listen "127.0.0.1:$port" --workdir "$dir/work" \
+      --metrics_listen 127.0.0.1:0 --token_file "$dir/token" "${COMMON[@]}" "${BIG[@]}" \
+      --set runtime.num_workers=4 --set "collective.zero_stage=$stage" --set train.remat=true \
+      > "$dir/logs/coordinator.log" 2>&1 &
+    local coordinator=$!
+    pids+=("$coordinator")
+    local workers=()
+    for r in 0 1 2 3; do
+      local g="$root/shardline_zero3_$$_s${stage}_r$r"
+      mkdir "$g" && groups+=("$g")
+      echo $((CAP_MB * 1024 * 1024)) > "$g/memory.limit_in_bytes"
+      build/bin/shardline credential --rank "$r" --out "$dir/rank-$r" --token_file "$dir/token" > /dev/null
+      # The worker's own PID goes into its group before it execs, so every
+      # byte it allocates is charged there.
+      bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$g" build/bin/shardline-worker \
+        --coordinator "127.0.0.1:$port" --listen 127.0.0.1:0 --metrics_listen 127.0.0.1:0 --rank "$r" \
+        --token_file "$dir/rank-$r" > "$dir/logs/worker-$r.log" 2>&1 &
+      workers+=($!)
+      pids+=($!)
+    done
+    # Bounded: the job ends, or a group's OOM killer fires (then the rest
+    # is stopped: nothing restarts a killed worker here), or 20 minutes.
+    local outcome="timeout" killed=""
+    for _ in $(seq 1 1200); do
+      for r in 0 1 2 3; do
+        local g="$root/shardline_zero3_$$_s${stage}_r$r"
+        if grep -q "oom_kill [1-9]" "$g/memory.oom_control" 2> /dev/null; then killed="$killed $r"; fi
+      done
+      if [[ -n $killed ]]; then outcome="killed for memory (worker$killed)"; break; fi
+      if ! kill -0 "$coordinator" 2> /dev/null; then
+        wait "$coordinator" && outcome="trained" || outcome="coordinator exited $?"
+        break
+      fi
+      sleep 1
+    done
+    for p in "$coordinator" "${workers[@]}"; do kill -9 "$p" 2> /dev/null || true; done
+    wait 2> /dev/null || true
+    local peaks=""
+    for r in 0 1 2 3; do
+      local g="$root/shardline_zero3_$$_s${stage}_r$r"
+      peaks="$peaks $(($(cat "$g/memory.max_usage_in_bytes") / 1048576))"
+      rmdir "$g"
+    done
+    echo "| $stage | $CAP_MB MiB | $outcome | $peaks |"
+  }
+  {
+    echo "| ZeRO stage | cap per worker | outcome | each worker's peak charge, MiB |"
+    echo "| --- | --- | --- | --- |"
+    capped 3
+    capped 2
+  } | tee "$OUT/capped.md"
+fi

@@ -1,0 +1,146 @@
+// ZeRO stage 3 (collective.zero_stage=3) and remat (train.remat) end to
+// end, with real processes and checkpoints on disk, against stage 2's bits:
+// for the same world size and bucket plan every run below ends with the
+// same parameters and optimizer state as stage 2 - the MLP with overlap on
+// and off; the GPT (Austen, shrunk to seconds) with overlap on and off, with
+// remat, without resharding after forward and without prefetch; a stage-3
+// GPT worker killed (SIGKILL, by its crash point) restored from the
+// survivors' memory; its checkpoint resharded from 2 workers onto 3; and an
+// elastic stage-3 world of three that loses a worker, which ends with the
+// bits of a stage-2 two-worker resume of its step 200. Each stage-3 worker
+// reports what it held (the memory gauges' numbers) in its final log line.
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/platform/env.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/final_state.h"
+#include "tests/e2e/subprocess.h"
+
+namespace shardline {
+namespace {
+
+// Runs `sets` on `workers` and returns the final state at `steps`.
+std::vector<float> RunJob(const std::string& name, int workers, std::vector<std::string> sets, int64_t steps,
+                       const std::string& config = "", std::vector<std::string> env = {}, int max_restarts = 0) {
+  const std::string dir = FreshDir(name);
+  Subprocess job(LaunchArgv(dir, workers, sets, max_restarts, config), env);
+  EXPECT_EQ(job.Wait(absl::Seconds(300)), 0) << name << "\n" << job.Output();
+  return FinalState(dir, steps, workers);
+}
+
+std::vector<std::string> With(std::vector<std::string> sets, std::initializer_list<std::string> more) {
+  sets.insert(sets.end(), more);
+  return sets;
+}
+
+TEST(Zero3Test, TheMlpAtStageThreeHasStageTwosBitsWithOverlapOnAndOff) {
+  // Three buckets of the default MLP (0.1 MiB: one per layer), two workers.
+  const std::vector<std::string> run = {"train.total_steps=200", "checkpoint.every_steps=100", "train.log_every=100",
+                                        "train.eval_every=100", "collective.bucket_cap_mb=0.1"};
+  const std::vector<float> want = RunJob("zero3_mlp_stage2", 2, run, 200);
+  ASSERT_FALSE(want.empty());
+  for (const char* overlap : {"true", "false"}) {
+    const std::string dir = FreshDir(absl::StrCat("zero3_mlp_overlap_", overlap));
+    Subprocess job(LaunchArgv(dir, 2, With(run, {"collective.zero_stage=3", absl::StrCat("collective.overlap=", overlap)})));
+    ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
+    EXPECT_TRUE(SameBits(FinalState(dir, 200, 2), want)) << dir << ": stage 3 changed the bits";
+    const std::string log = ReadAll(dir + "/logs/worker-1.log");
+    EXPECT_TRUE(absl::StrContains(log, "ZeRO stage 3")) << log;
+    EXPECT_TRUE(absl::StrContains(log, "peak RSS")) << log;
+  }
+}
+
+std::vector<std::string> SmallGpt(const std::string& text_dir) {
+  // About 35,000 parameters; 0.02 MiB buckets cut them into several.
+  return {"data.text.train_path=" + text_dir + "/train.txt", "data.text.val_path=" + text_dir + "/val.txt",
+          "model.gpt.context=32", "model.gpt.layers=2", "model.gpt.d_model=32", "model.gpt.heads=2",
+          "model.gpt.mlp_ratio=2", "data.global_batch_size=16", "train.total_steps=120",
+          "checkpoint.every_steps=40", "train.log_every=40", "train.eval_every=60", "schedule.warmup_steps=20",
+          "collective.bucket_cap_mb=0.02"};
+}
+
+TEST(Zero3Test, TheGptAtStageThreeWithRematHasStageTwosBitsAndResumesReshardsAndShrinks) {
+  const std::string text = FreshDir("zero3_text");
+  Subprocess data({BinPath("shardline"), "data", "austen", "--out", text});
+  ASSERT_EQ(data.Wait(absl::Seconds(60)), 0) << data.Output();
+  const std::string config = ConfigPath("austen_gpt");
+  const std::vector<std::string> run = SmallGpt(text);
+  const std::string stage2 = FreshDir("zero3_gpt_stage2");
+  {
+    Subprocess job(LaunchArgv(stage2, 2, run, 0, config));
+    ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
+  }
+  const std::vector<float> want = FinalState(stage2, 120, 2);
+  ASSERT_FALSE(want.empty());
+
+  const std::vector<std::string> stage3 = With(run, {"collective.zero_stage=3"});
+  EXPECT_TRUE(SameBits(RunJob("zero3_gpt", 2, stage3, 120, config), want)) << "stage 3 changed the GPT's bits";
+  EXPECT_TRUE(SameBits(RunJob("zero3_gpt_remat_sequential", 2,
+                           With(stage3, {"train.remat=true", "collective.overlap=false"}), 120, config),
+                       want))
+      << "stage 3 with remat, on the training thread, changed the bits";
+  EXPECT_TRUE(SameBits(RunJob("zero3_gpt_keep", 2,
+                           With(stage3, {"collective.reshard_after_forward=false", "collective.prefetch_buckets=0",
+                                         "train.remat=true"}),
+                           120, config),
+                       want))
+      << "stage 3 without resharding after forward or prefetch changed the bits";
+
+  // Killed while saving step 80, with snapshots every 20 steps: restored
+  // from the survivors' memory (step 60) and the same bits.
+  const std::string killed = FreshDir("zero3_gpt_killed");
+  {
+    Subprocess job(LaunchArgv(killed, 2, With(stage3, {"checkpoint.memory_every_steps=20"}), 2, config),
+                   {"SHARDLINE_CRASH_AT=before_shard_rename:80:" + killed + "/crashed"});
+    ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
+  }
+  EXPECT_TRUE(Env::Default()->FileExists(killed + "/crashed")) << "the crash point never fired";
+  EXPECT_TRUE(absl::StrContains(ReadAll(killed + "/logs/worker-0.log"), "restored step 60 from memory"))
+      << ReadAll(killed + "/logs/worker-0.log");
+  EXPECT_TRUE(SameBits(FinalState(killed, 120, 2), want)) << "a killed stage-3 run ends with other bits";
+
+  // 2 -> 3 from the stage-2 run's step 80, at stage 3 and at stage 2: the
+  // same bits.
+  const std::vector<std::string> resume = With(run, {"checkpoint.resume_from=" + stage2, "checkpoint.resume_step=80"});
+  const std::vector<float> three = RunJob("zero3_gpt_three_stage2", 3, resume, 120, config);
+  ASSERT_FALSE(three.empty());
+  EXPECT_TRUE(SameBits(RunJob("zero3_gpt_three", 3, With(resume, {"collective.zero_stage=3"}), 120, config), three))
+      << "a stage-3 resume onto 3 workers differs from stage 2's";
+}
+
+// The elastic run of gpt_e2e_test at stage 3 with remat: three workers, one
+// dies as the snapshot of step 300 replicates, the two survivors re-form
+// from memory at step 200, resharded; the result has the bits of a stage-2
+// two-worker resume of that step.
+TEST(Zero3Test, AnElasticStageThreeWorldShrinksWithStageTwosBits) {
+  const std::string text = FreshDir("zero3_elastic_text");
+  Subprocess data({BinPath("shardline"), "data", "austen", "--out", text});
+  ASSERT_EQ(data.Wait(absl::Seconds(60)), 0) << data.Output();
+  const std::string config = ConfigPath("austen_gpt");
+  constexpr int kSteps = 600;
+  std::vector<std::string> run = With(SmallGpt(text), {absl::StrCat("train.total_steps=", kSteps),
+                                                       "checkpoint.every_steps=100", "checkpoint.keep_last=0",
+                                                       "checkpoint.memory_every_steps=100", "train.log_every=50",
+                                                       "train.eval_every=0"});
+  const std::string dir = FreshDir("zero3_elastic");
+  Subprocess job(LaunchArgv(dir, 3,
+                            With(run, {"runtime.min_workers=2", "runtime.replace_timeout_seconds=1",
+                                       "collective.zero_stage=3", "train.remat=true"}),
+                            /*max_restarts=*/0, config),
+                 {"SHARDLINE_CRASH_AT=snapshot_replication:300:" + dir + "/crashed"});
+  ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
+  EXPECT_TRUE(Env::Default()->FileExists(dir + "/crashed")) << "the crash point never fired";
+  const std::string coord = ReadAll(dir + "/logs/coordinator.log");
+  ASSERT_EQ(WorldChangeStep(coord, 3, 2), 200) << coord;
+  const std::vector<float> got = FinalState(dir, kSteps, 2);
+  ASSERT_FALSE(got.empty());
+  const std::vector<float> want =
+      RunJob("zero3_elastic_ref", 2, With(run, {"checkpoint.resume_from=" + dir, "checkpoint.resume_step=200"}), kSteps,
+          config);
+  EXPECT_TRUE(SameBits(got, want)) << "the elastic stage-3 run differs from a stage-2 two-worker resume of step 200";
+}
+
+}  // namespace
+}  // namespace shardline
