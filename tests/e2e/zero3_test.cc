@@ -5,7 +5,8 @@
 // and off; the GPT (Austen, shrunk to seconds) with overlap on and off, with
 // remat, without resharding after forward and without prefetch; a stage-3
 // GPT worker killed (SIGKILL, by its crash point) restored from the
-// survivors' memory; its checkpoint resharded from 2 workers onto 3; and an
+// survivors' memory, whose export is stage 2's; a checkpoint resharded from
+// 2 workers onto 3 at stage 3 and at stage 2; and an
 // elastic stage-3 world of three that loses a worker, which ends with the
 // bits of a stage-2 two-worker resume of its step 200. Each stage-3 worker
 // reports what it held (the memory gauges' numbers) in its final log line.
@@ -100,6 +101,15 @@ TEST(Zero3Test, TheGptAtStageThreeWithRematHasStageTwosBitsAndResumesReshardsAnd
   EXPECT_TRUE(absl::StrContains(ReadAll(killed + "/logs/worker-0.log"), "restored step 60 from memory"))
       << ReadAll(killed + "/logs/worker-0.log");
   EXPECT_TRUE(SameBits(FinalState(killed, 120, 2), want)) << "a killed stage-3 run ends with other bits";
+  // Its export is stage 2's, byte for byte.
+  std::vector<std::string> exported;
+  for (const std::string& dir : {stage2, killed}) {
+    Subprocess e({BinPath("shardline"), "ckpt", "export", dir, "--step", "latest", "--out", dir + "/gpt.safetensors"});
+    ASSERT_EQ(e.Wait(absl::Seconds(60)), 0) << e.Output();
+    exported.push_back(ReadAll(dir + "/gpt.safetensors"));
+  }
+  EXPECT_FALSE(exported[0].empty());
+  EXPECT_EQ(exported[0], exported[1]) << "the stage-3 export differs from stage 2's";
 
   // 2 -> 3 from the stage-2 run's step 80, at stage 3 and at stage 2: the
   // same bits.

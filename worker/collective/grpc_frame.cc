@@ -40,7 +40,7 @@ void PutVarint(uint64_t v, std::string* out) {
 class SlicePayload : public Payload {
  public:
   SlicePayload(std::vector<grpc::Slice> slices, size_t first, size_t offset, size_t size)
-      : slices_(std::move(slices)), first_(first), offset_(offset), size_(size) {}
+      : Payload(size), slices_(std::move(slices)), first_(first), offset_(offset), size_(size) {}
   size_t size() const override { return size_; }
   void ForEachPiece(const std::function<void(absl::Span<const char>)>& fn) const override {
     size_t left = size_, offset = offset_;

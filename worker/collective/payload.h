@@ -18,16 +18,29 @@ namespace shardline {
 
 class Payload {
  public:
-  virtual ~Payload() = default;
+  virtual ~Payload();
   virtual size_t size() const = 0;
   // Calls fn(piece) for each contiguous piece, in order. Pieces may have any
   // length and alignment.
   virtual void ForEachPiece(const std::function<void(absl::Span<const char>)>& fn) const = 0;
+
+ protected:
+  // `held_bytes`: what the payload holds, counted in the process's live
+  // payload bytes (TakePeakPayloadBytes) until it is destroyed.
+  explicit Payload(size_t held_bytes);
+
+ private:
+  const size_t held_bytes_;
 };
+
+// The most bytes received payloads held at once, in this process, since the
+// last call (the communication buffers of the memory gauges: messages
+// waiting for their receive or being consumed). Thread-safe.
+int64_t TakePeakPayloadBytes();
 
 class StringPayload : public Payload {
  public:
-  explicit StringPayload(std::string bytes) : bytes_(std::move(bytes)) {}
+  explicit StringPayload(std::string bytes) : Payload(bytes.size()), bytes_(std::move(bytes)) {}
   size_t size() const override { return bytes_.size(); }
   void ForEachPiece(const std::function<void(absl::Span<const char>)>& fn) const override {
     fn(absl::Span<const char>(bytes_.data(), bytes_.size()));

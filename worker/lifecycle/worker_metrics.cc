@@ -51,7 +51,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
                         .Name("shardline_worker_memory_bytes")
                         .Help("Bytes this worker holds, by kind: parameters and gradients resident after the last "
                               "step, parameters_peak during it (ZeRO-3: own pieces and the buckets gathered at "
-                              "once), optimizer state, activations (the model's workspace), peak_rss of the process")
+                              "once), optimizer state, activations (the model's workspace), evaluation (the evaluation's workspace), "
+                              "communication (received messages held at once, at most, in the step), peak_rss of "
+                              "the process")
                         .Register(r)) {
   peak_flops_gauge_.Set(peak_flops);
   for (const char* phase : {"compute", "reduce_scatter", "optimizer", "all_gather"}) {
@@ -88,6 +90,8 @@ void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
                                     {"gradients", m.gradients},
                                     {"optimizer", m.optimizer},
                                     {"activations", m.activations},
+                                    {"evaluation", m.evaluation},
+                                    {"communication", m.communication},
                                     {"peak_rss", PeakRssBytes()}}) {
     memory_bytes_.Add({{"kind", kind}}).Set(static_cast<double>(bytes));
   }

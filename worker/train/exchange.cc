@@ -60,6 +60,16 @@ void GradientExchange::StartReduce(size_t k, PagedFloats* grads, NonFiniteObserv
   reduce_order_.push_back(k);
 }
 
+absl::Status GradientExchange::ReduceNow(size_t k, PagedFloats* grads, NonFiniteObservation* seen, int rank,
+                                         int64_t step) {
+  reducing_[k] = -1;
+  const absl::Status status = comm_.ReduceScatter(CheckedBucket(k, grads, seen, rank, step));
+  if (const int from = comm_.nonfinite_source(); status.ok() && from >= 0) {
+    seen->Note(NonFiniteSource::kReducedFromPeer, from, step);
+  }
+  return status;
+}
+
 absl::Status GradientExchange::WaitReduce(size_t k, NonFiniteObservation* seen, int64_t step) {
   if (reducing_[k] <= 0) return absl::OkStatus();
   const OpResult r = overlap_->Wait(reducing_[k]);
@@ -84,11 +94,7 @@ absl::Status GradientExchange::GradientsReady(Range layer, PagedFloats* grads, N
     }
     // Stage 3 on the training thread: reduced now, kept for this rank's piece.
     const Stopwatch start;
-    reducing_[k] = -1;
-    status = comm_.ReduceScatter(CheckedBucket(k, grads, seen, rank, step));
-    if (const int from = comm_.nonfinite_source(); status.ok() && from >= 0) {
-      seen->Note(NonFiniteSource::kReducedFromPeer, from, step);
-    }
+    status = ReduceNow(k, grads, seen, rank, step);
     KeepOwnPiece(k, grads);
     reduce_wait_seconds_ += SecondsSince(start);
     if (!status.ok()) return status;
@@ -112,22 +118,11 @@ absl::Status GradientExchange::FinishReduce(PagedFloats* grads, NonFiniteObserva
                                             int64_t step) {
   const Stopwatch start;
   absl::Status status;
-  if (overlap_ == nullptr && sharded_params()) {
-    // Buckets of a model that announced no layers, reduced now.
+  if (overlap_ == nullptr) {
+    // The last layers first: the order backward finishes them (at stage 3,
+    // the buckets of a model that announced no layers; the others are done).
     for (size_t k = buckets_.size(); k-- > 0 && status.ok();) {
-      if (reducing_[k] != 0) continue;
-      reducing_[k] = -1;
-      status = comm_.ReduceScatter(CheckedBucket(k, grads, seen, rank, step));
-      if (const int from = comm_.nonfinite_source(); status.ok() && from >= 0) {
-        seen->Note(NonFiniteSource::kReducedFromPeer, from, step);
-      }
-    }
-  } else if (overlap_ == nullptr) {
-    // The last layers first: the order backward finishes them.
-    for (size_t k = buckets_.size(); k-- > 0;) {
-      status = comm_.ReduceScatter(CheckedBucket(k, grads, seen, rank, step));
-      if (!status.ok()) break;
-      if (const int from = comm_.nonfinite_source(); from >= 0) seen->Note(NonFiniteSource::kReducedFromPeer, from, step);
+      if (reducing_[k] == 0) status = ReduceNow(k, grads, seen, rank, step);
     }
   } else {
     for (size_t k = buckets_.size(); k-- > 0;) {
@@ -142,11 +137,8 @@ absl::Status GradientExchange::FinishReduce(PagedFloats* grads, NonFiniteObserva
   reduce_wait_seconds_ += SecondsSince(start);
   if (sharded_params()) {
     for (size_t k = 0; k < buckets_.size(); ++k) KeepOwnPiece(k, grads);
-    // The gathers still under way are waited for before their buckets go.
-    for (size_t k = 0; k < buckets_.size(); ++k) {
-      const absl::Status s = ReleaseParams(k, seen);
-      if (status.ok()) status = s;
-    }
+    const absl::Status s = FinishGathers(seen);  // the parameters sharded again
+    if (status.ok()) status = s;
   }
   return status;
 }
@@ -332,8 +324,8 @@ absl::Status GradientExchange::GatherAll(NonFiniteObservation* seen) {
 
 void GradientExchange::ReleaseAll() {
   if (!sharded_params()) return;
-  NonFiniteObservation ignored;  // every gather was waited for by GatherAll's caller
-  for (size_t k = 0; k < buckets_.size(); ++k) static_cast<void>(ReleaseParams(k, &ignored));
+  NonFiniteObservation ignored;  // GatherAll waited for every gather
+  static_cast<void>(FinishGathers(&ignored));
 }
 
 }  // namespace shardline

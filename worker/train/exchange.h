@@ -135,6 +135,8 @@ class GradientExchange {
   absl::Span<float> CheckedBucket(size_t k, PagedFloats* grads, NonFiniteObservation* seen, int rank,
                                   int64_t step) const;
   void StartReduce(size_t k, PagedFloats* grads, NonFiniteObservation* seen, int rank, int64_t step);
+  // Bucket k reduce-scattered on this thread, now (no overlap).
+  absl::Status ReduceNow(size_t k, PagedFloats* grads, NonFiniteObservation* seen, int rank, int64_t step);
   // Waits for bucket k's reduce-scatter, if started and not yet waited for.
   absl::Status WaitReduce(size_t k, NonFiniteObservation* seen, int64_t step);
   absl::Status WaitGather(const Pending& p, NonFiniteObservation* seen);

@@ -243,6 +243,7 @@ absl::Status Account(Loop& l, const StepResult& r, double seconds, const std::ve
   l.window.Add(seconds);
   l.result.losses.push_back(r.loss);
   l.result.memory = r.memory;
+  l.result.memory.evaluation = l.eval_ws->bytes();
   RETURN_IF_ERROR(guard.Check(r.step, r.loss, r.grad_norm));
   if (StepObserver* observer = l.options.observer; observer != nullptr) {
     observer->OnStep(r, seconds);
@@ -333,6 +334,7 @@ absl::Status Finish(Loop& l) {
   // At stage 3 this rank holds its pieces only: the whole is in the checkpoints.
   if (!l.exchange.sharded_params()) result.params.assign(state.params.begin(), state.params.end());
   state.params = PagedFloats();
+  result.memory.evaluation = l.eval_ws->bytes();
   result.peak_rss_bytes = PeakRssBytes();
   return absl::OkStatus();
 }

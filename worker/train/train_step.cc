@@ -9,6 +9,7 @@
 #include "common/job/finite.h"
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
+#include "worker/collective/payload.h"
 #include "worker/train/exchange.h"
 #include "worker/train/step_scalars.h"
 
@@ -93,8 +94,9 @@ std::string DescribeMemory(const MemoryHeld& m) {
   auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
   return absl::StrFormat(
       "parameters %.1f MiB (%.1f MiB at the step's peak), gradients %.1f MiB, optimizer %.1f MiB, activations %.1f "
-      "MiB (ZeRO stage %d)",
-      mib(m.parameters), mib(m.parameters_peak), mib(m.gradients), mib(m.optimizer), mib(m.activations), m.zero_stage);
+      "MiB, evaluation %.1f MiB, communication %.1f MiB (ZeRO stage %d)",
+      mib(m.parameters), mib(m.parameters_peak), mib(m.gradients), mib(m.optimizer), mib(m.activations),
+      mib(m.evaluation), mib(m.communication), m.zero_stage);
 }
 
 std::string PhasesPerStep(const PhaseTimes& total, int64_t steps) {
@@ -276,6 +278,7 @@ MemoryHeld Held(const StepContext& ctx, const TrainState& state, const StepBuffe
   m.parameters_peak = peak_floats * static_cast<int64_t>(sizeof(float));
   for (const StateBuffer* s : ctx.optimizer.state()) m.optimizer += HeldBytes(s->values);
   if (b.workspace != nullptr) m.activations = b.workspace->bytes();
+  m.communication = TakePeakPayloadBytes();
   return m;
 }
 

@@ -139,10 +139,13 @@ struct MemoryHeld {
   int64_t gradients = 0;        // resident gradient bytes after the step
   int64_t optimizer = 0;        // optimizer state (AdamW moments): this rank's pieces
   int64_t activations = 0;      // the model's workspace: activations kept for backward, and scratch
+  int64_t evaluation = 0;       // the evaluation's workspace (its own activations), once it has run
+  int64_t communication = 0;    // the most bytes received messages held at once during the step
 };
 
 // "parameters 3.2 MiB (3.2 MiB at the step's peak), gradients 3.2 MiB,
-// optimizer 6.4 MiB, activations 67.1 MiB (ZeRO stage 2)".
+// optimizer 6.4 MiB, activations 67.1 MiB, evaluation 30.2 MiB,
+// communication 2.0 MiB (ZeRO stage 2)".
 std::string DescribeMemory(const MemoryHeld& m);
 
 struct StepResult {

@@ -20,7 +20,7 @@ namespace {
 // The bytes cut into pieces of `piece` bytes (the last may be shorter).
 class CutPayload : public Payload {
  public:
-  CutPayload(std::string bytes, size_t piece) : bytes_(std::move(bytes)), piece_(piece) {}
+  CutPayload(std::string bytes, size_t piece) : Payload(bytes.size()), bytes_(std::move(bytes)), piece_(piece) {}
   size_t size() const override { return bytes_.size(); }
   void ForEachPiece(const std::function<void(absl::Span<const char>)>& fn) const override {
     for (size_t at = 0; at < bytes_.size(); at += piece_) {
@@ -137,6 +137,21 @@ TEST(PayloadTest, ASizeMismatchIsAnErrorNamingBothSizes) {
   const absl::Status s = AddFloatsInto(p, absl::MakeSpan(out), &nonfinite);
   EXPECT_TRUE(absl::IsInternal(s)) << s;
   EXPECT_NE(s.message().find("12 bytes; expected 16"), absl::string_view::npos) << s;
+}
+
+TEST(PayloadTest, LiveBytesAreCountedAndTheirPeakTaken) {
+  TakePeakPayloadBytes();  // from here on
+  {
+    StringPayload a(std::string(1000, 'a'));
+    {
+      StringPayload b(std::string(500, 'b'));
+    }
+    StringPayload c(std::string(200, 'c'));
+    EXPECT_EQ(TakePeakPayloadBytes(), 1500);  // a and b at once
+    EXPECT_EQ(TakePeakPayloadBytes(), 1200);  // since then: a and c, held now
+  }
+  EXPECT_EQ(TakePeakPayloadBytes(), 1200);
+  EXPECT_EQ(TakePeakPayloadBytes(), 0);
 }
 
 }  // namespace

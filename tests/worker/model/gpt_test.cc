@@ -53,19 +53,7 @@ TEST(GptTest, RematReadsOnlyWhatItAnnouncesAndGivesTheSameBits) {
   ASSERT_TRUE(plain.ok() && remat.ok());
   const std::vector<float> params = InitParams(**plain, 4);
   CheckLayerHooks(**remat, RandomSequences(2, 5, 11, 3), params);
-  const Problem prob = RandomSequences(3, 5, 11, 8);
-  std::vector<float> g_plain(params.size()), g_remat(params.size());
-  std::unique_ptr<ModelWorkspace> ws_plain = (*plain)->NewWorkspace(), ws_remat = (*remat)->NewWorkspace();
-  const BatchStats a = (*plain)->ForwardBackward(params.data(), prob.examples(), 0.5f, false, g_plain.data(),
-                                                 ws_plain.get());
-  const BatchStats b = (*remat)->ForwardBackward(params.data(), prob.examples(), 0.5f, false, g_remat.data(),
-                                                 ws_remat.get());
-  EXPECT_EQ(a.loss_sum, b.loss_sum);
-  EXPECT_EQ(std::memcmp(g_plain.data(), g_remat.data(), g_plain.size() * sizeof(float)), 0)
-      << "remat changed the gradients";
-  // Remat keeps each block's input and one block's activations.
-  EXPECT_LT(static_cast<GptWorkspace*>(ws_remat.get())->stack.bytes(),
-            static_cast<GptWorkspace*>(ws_plain.get())->stack.bytes());
+  CheckRematGivesTheSameBits(**plain, **remat, RandomSequences(3, 5, 11, 8), params);
 }
 
 TEST(GptTest, AccumulatingTwoBatchesSumsTheirGradients) {

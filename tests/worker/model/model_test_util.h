@@ -168,6 +168,23 @@ inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::
   }
 }
 
+// The same model built without and with remat (train.remat): the same loss
+// and gradients, bit for bit, from the same parameters and batch.
+inline void CheckRematGivesTheSameBits(const Model& plain, const Model& remat, const Problem& prob,
+                                       const std::vector<float>& params) {
+  std::vector<float> g_plain(params.size()), g_remat(params.size());
+  std::unique_ptr<ModelWorkspace> ws_plain = plain.NewWorkspace(), ws_remat = remat.NewWorkspace();
+  const BatchStats a = plain.ForwardBackward(params.data(), prob.examples(), 0.5f, false, g_plain.data(),
+                                             ws_plain.get());
+  const BatchStats b = remat.ForwardBackward(params.data(), prob.examples(), 0.5f, false, g_remat.data(),
+                                             ws_remat.get());
+  EXPECT_EQ(a.loss_sum, b.loss_sum);
+  EXPECT_EQ(std::memcmp(g_plain.data(), g_remat.data(), g_plain.size() * sizeof(float)), 0)
+      << "remat changed the gradients";
+  // Remat keeps each block's input and one block's activations.
+  EXPECT_LT(ws_remat->bytes(), ws_plain->bytes());
+}
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_TESTS_WORKER_MODEL_MODEL_TEST_UTIL_H_

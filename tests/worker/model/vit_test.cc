@@ -51,16 +51,7 @@ TEST_P(VitTest, RematReadsOnlyWhatItAnnouncesAndGivesTheSameBits) {
   ASSERT_TRUE(plain.ok() && remat.ok());
   const std::vector<float> params = InitParams(**plain, 4);
   CheckLayerHooks(**remat, RandomProblem(2, 24, 3, 3), params);
-  const Problem prob = RandomProblem(3, 24, 3, 9);
-  std::vector<float> g_plain(params.size()), g_remat(params.size());
-  std::unique_ptr<ModelWorkspace> ws_plain = (*plain)->NewWorkspace(), ws_remat = (*remat)->NewWorkspace();
-  const BatchStats a = (*plain)->ForwardBackward(params.data(), prob.examples(), 0.5f, false, g_plain.data(),
-                                                 ws_plain.get());
-  const BatchStats b = (*remat)->ForwardBackward(params.data(), prob.examples(), 0.5f, false, g_remat.data(),
-                                                 ws_remat.get());
-  EXPECT_EQ(a.loss_sum, b.loss_sum);
-  EXPECT_EQ(std::memcmp(g_plain.data(), g_remat.data(), g_plain.size() * sizeof(float)), 0)
-      << "remat changed the gradients";
+  CheckRematGivesTheSameBits(**plain, **remat, RandomProblem(3, 24, 3, 9), params);
 }
 
 INSTANTIATE_TEST_SUITE_P(ClassTokenAndMean, VitTest, testing::Bool());
