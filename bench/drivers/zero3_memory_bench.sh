@@ -7,8 +7,14 @@
 #    few steps, beside the model's prediction: the state (stage 2: 8P + 8P/N
 #    bytes; stage 3: 16P/N) plus the buckets gathered at once (the log's
 #    "at the step's peak" beyond the own pieces, twice: parameters and their
-#    gradients), the activations the log reports, and the process baseline
-#    (the peak RSS of a 1-layer, d=32 GPT). Drawn with gnuplot into
+#    gradients) or, if more, what the run's end adds (its evaluation's
+#    workspace, as the log reports; at stage 3 the parameters it gathers,
+#    4P (1 - 1/N); at stage 2 the result's copy of the parameters, 4P),
+#    the training activations the log reports, and the
+#    process baseline (the peak RSS of a 1-layer, d=32 GPT). No checkpoint
+#    saves and no in-memory snapshots (each holds a copy of the rank's
+#    shard: docs/operations.md); the validation text is 1 KiB, so the final
+#    evaluation's chunk stays small. Drawn with gnuplot into
 #    bench/zero3_memory.png.
 # 2. A model that does not fit: the 50.6M GPT, whose training state is
 #    16 bytes x 50.6M = 809 MB, on 4 workers each in its own cgroup v1 memory
@@ -19,7 +25,7 @@
 #    stopped. Both with remat.
 # 3. Step time of stage 3 over stage 2 at N = 2 and 4 (loopback), both
 #    sizes, from the workers' training seconds.
-# One command (about 40 minutes here; root for part 2):
+# One command (about 12 minutes here; root for part 2):
 #   bench/drivers/zero3_memory_bench.sh
 #   PARTS="1 3" bench/drivers/zero3_memory_bench.sh   # no cgroups
 set -euo pipefail
@@ -41,11 +47,14 @@ cleanup() {
 }
 trap cleanup EXIT
 ./build/bin/shardline data austen --out "$tmp/text" > /dev/null
-# A short validation file: the final evaluation of the 50M model stays small.
-head -c 8192 "$tmp/text/val.txt" > "$tmp/text/val_small.txt"
+# A short validation file: the final evaluation (the whole parameters, and
+# one chunk's activations) of the 50M model stays small.
+head -c 1024 "$tmp/text/val.txt" > "$tmp/text/val_small.txt"
 CFG=deploy/configs/austen_gpt.textproto
 COMMON=(--set "data.text.train_path=$tmp/text/train.txt" --set train.eval_every=0 --set checkpoint.every_steps=0
-        --set checkpoint.save_final=false --set train.log_every=1000 --set runtime.watchdog_timeout_seconds=600)
+        --set checkpoint.save_final=false --set checkpoint.memory_every_steps=0 --set checkpoint.best_metric=
+        --set train.log_every=1000
+        --set runtime.watchdog_timeout_seconds=600)
 SMALL=(--set "data.text.val_path=$tmp/text/val_small.txt" --set train.total_steps=40 --set schedule.warmup_steps=4)
 BIG=(--set "data.text.val_path=$tmp/text/val_small.txt" --set model.gpt.d_model=512 --set model.gpt.layers=16
      --set model.gpt.heads=8 --set data.global_batch_size=8 --set train.total_steps=4 --set schedule.warmup_steps=1
@@ -54,7 +63,7 @@ TINY=(--set "data.text.val_path=$tmp/text/val_small.txt" --set model.gpt.d_model
       --set model.gpt.heads=2 --set train.total_steps=4 --set schedule.warmup_steps=1)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
-# One launch; prints "<peak RSS MiB> <activations MiB> <gathered MiB> <train s>" (largest over workers).
+# One launch; prints "<peak RSS MiB> <activations MiB> <gathered MiB> <train s> <evaluation MiB>" (largest over workers).
 run() {
   local dir=$1 n=$2
   shift 2
@@ -63,16 +72,17 @@ run() {
   /usr/bin/python3 - "$dir" "$n" << 'EOF'
 import re, sys
 d, n = sys.argv[1], int(sys.argv[2])
-rss = act = gathered = secs = 0.0
+rss = act = gathered = secs = ev = 0.0
 for r in range(n):
     t = open(f"{d}/logs/worker-{r}.log").read()
     line = [l for l in t.splitlines() if "finished" in l and "peak RSS" in l][-1]
     rss = max(rss, float(re.search(r"peak RSS ([\d.]+) MiB", line).group(1)))
     act = max(act, float(re.search(r"activations ([\d.]+) MiB", line).group(1)))
+    ev = max(ev, float(re.search(r"evaluation ([\d.]+) MiB", line).group(1)))
     p, peak = map(float, re.search(r"parameters ([\d.]+) MiB \(([\d.]+) MiB at the step's peak\)", line).groups())
     gathered = max(gathered, peak - p)
     secs = max(secs, float(re.search(r"of ([\d.]+) s of training\)", line).group(1)))
-print(f"{rss:.1f} {act:.1f} {gathered:.1f} {secs:.2f}")
+print(f"{rss:.1f} {act:.1f} {gathered:.1f} {secs:.2f} {ev:.1f}")
 EOF
 }
 
@@ -82,9 +92,9 @@ params_of() {  # parameter count from a run's log
 
 if [[ " $PARTS " == *" 1 "* || " $PARTS " == *" 3 "* ]]; then
   echo "== baseline: a 1-layer, d=32 GPT" >&2
-  read -r base _ _ _ < <(run "$OUT/tiny" 1 "${TINY[@]}")
+  read -r base _ _ _ _ < <(run "$OUT/tiny" 1 "${TINY[@]}")
   echo "baseline $base" > "$OUT/baseline.txt"
-  printf "size N stage remat peak_rss_mib predicted_mib state_mib gathered_mib activations_mib train_s\n" > "$OUT/memory.dat"
+  printf "size N stage remat peak_rss_mib predicted_mib state_mib gathered_mib activations_mib train_s evaluation_mib\n" > "$OUT/memory.dat"
   for size in small big; do
     if [[ $size == small ]]; then sets=("${SMALL[@]}"); else sets=("${BIG[@]}"); fi
     for n in 1 2 4; do
@@ -92,12 +102,12 @@ if [[ " $PARTS " == *" 1 "* || " $PARTS " == *" 3 "* ]]; then
         for remat in false true; do
           name="${size}_n${n}_s${stage}_$remat"
           echo "== $name" >&2
-          read -r rss act gathered secs < <(run "$OUT/$name" "$n" "${sets[@]}" --set "collective.zero_stage=$stage" \
+          read -r rss act gathered secs evact < <(run "$OUT/$name" "$n" "${sets[@]}" --set "collective.zero_stage=$stage" \
                                               --set "train.remat=$remat")
           p=$(params_of "$OUT/$name")
           state=$(/usr/bin/python3 -c "p,n,s=$p,$n,$stage; print(f'{(16*p/n if s==3 else 8*p+8*p/n)/2**20:.1f}')")
-          pred=$(/usr/bin/python3 -c "print(f'{$state + 2*$gathered + $act + $base:.1f}')")
-          echo "$size $n $stage $remat $rss $pred $state $gathered $act $secs" >> "$OUT/memory.dat"
+          pred=$(/usr/bin/python3 -c "p,n,s=$p,$n,$stage; ev=(4*p*(1-1/n)/2**20 if s==3 else 4*p/2**20)+$evact; print(f'{$state + max(2*$gathered, ev) + $act + $base:.1f}')")
+          echo "$size $n $stage $remat $rss $pred $state $gathered $act $secs $evact" >> "$OUT/memory.dat"
         done
       done
     done
@@ -151,6 +161,13 @@ if [[ " $PARTS " == *" 2 "* ]]; then
         wait "$coordinator" && outcome="trained" || outcome="coordinator exited $?"
         break
       fi
+      sleep 1
+    done
+    # Workers leave once the coordinator says the job is over: given 30 s.
+    for _ in $(seq 1 30); do
+      local alive=0
+      for p in "${workers[@]}"; do kill -0 "$p" 2> /dev/null && alive=1; done
+      [[ $alive == 0 || $outcome != trained ]] && break
       sleep 1
     done
     for p in "$coordinator" "${workers[@]}"; do kill -9 "$p" 2> /dev/null || true; done
