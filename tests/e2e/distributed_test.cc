@@ -225,6 +225,17 @@ TEST(DistributedTest, MetricsMoveAndSigtermStopsEveryWorkerAtTheSameStep) {
   EXPECT_NEAR(owned, 4.0 * 235146 / 2, 4);
   EXPECT_EQ(PromValue(w2, "shardline_owned_optimizer_state_bytes"), owned);
   EXPECT_TRUE(absl::StrContains(w2, "shardline_phase_seconds_total{phase=\"reduce_scatter\"}")) << w2;
+  // What the worker holds: at ZeRO stage 2 every parameter and gradient
+  // (resident, to the page), its optimizer state, activations.
+  auto held = [&w2](const char* kind) {
+    return PromValue(w2, absl::StrCat("shardline_worker_memory_bytes{kind=\"", kind, "\"}"));
+  };
+  EXPECT_NEAR(held("parameters"), 4.0 * 235146, 4096);
+  EXPECT_NEAR(held("gradients"), 4.0 * 235146, 4096);
+  EXPECT_EQ(held("parameters_peak"), 4.0 * 235146);
+  EXPECT_EQ(held("optimizer"), owned);
+  EXPECT_GT(held("activations"), 0);
+  EXPECT_GT(held("peak_rss"), held("parameters") + held("gradients") + held("optimizer"));
 
   launch.Signal(SIGTERM);
   EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();

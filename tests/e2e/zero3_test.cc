@@ -10,6 +10,8 @@
 // elastic stage-3 world of three that loses a worker, which ends with the
 // bits of a stage-2 two-worker resume of its step 200. Each stage-3 worker
 // reports what it held (the memory gauges' numbers) in its final log line.
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
@@ -31,6 +33,16 @@ std::vector<float> RunJob(const std::string& name, int workers, std::vector<std:
   return FinalState(dir, steps, workers);
 }
 
+// The parameters a worker's final log line says it held after its last step.
+double HeldParameterMiB(const std::string& log) {
+  const std::string mark = "held after the last step: parameters ";
+  const size_t at = log.rfind(mark);
+  return at == std::string::npos ? -1 : std::strtod(log.c_str() + at + mark.size(), nullptr);
+}
+
+// Where FreshDir(name) put a run.
+std::string FreshDirPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
 std::vector<std::string> With(std::vector<std::string> sets, std::initializer_list<std::string> more) {
   sets.insert(sets.end(), more);
   return sets;
@@ -42,6 +54,8 @@ TEST(Zero3Test, TheMlpAtStageThreeHasStageTwosBitsWithOverlapOnAndOff) {
                                         "train.eval_every=100", "collective.bucket_cap_mb=0.1"};
   const std::vector<float> want = RunJob("zero3_mlp_stage2", 2, run, 200);
   ASSERT_FALSE(want.empty());
+  const double stage2_held = HeldParameterMiB(ReadAll(FreshDirPath("zero3_mlp_stage2") + "/logs/worker-1.log"));
+  ASSERT_GT(stage2_held, 0.8);  // 235,146 floats: 0.9 MiB
   for (const char* overlap : {"true", "false"}) {
     const std::string dir = FreshDir(absl::StrCat("zero3_mlp_overlap_", overlap));
     Subprocess job(LaunchArgv(dir, 2, With(run, {"collective.zero_stage=3", absl::StrCat("collective.overlap=", overlap)})));
@@ -50,6 +64,8 @@ TEST(Zero3Test, TheMlpAtStageThreeHasStageTwosBitsWithOverlapOnAndOff) {
     const std::string log = ReadAll(dir + "/logs/worker-1.log");
     EXPECT_TRUE(absl::StrContains(log, "ZeRO stage 3")) << log;
     EXPECT_TRUE(absl::StrContains(log, "peak RSS")) << log;
+    // Half the parameters given back between steps (to the page: 0.45 of 0.9 MiB).
+    EXPECT_LT(HeldParameterMiB(log), 0.6 * stage2_held) << log;
   }
 }
 
