@@ -5,8 +5,8 @@ namespace shardline {
 std::vector<Range> OwnedPieces(absl::Span<const Range> buckets, int rank, int world) {
   std::vector<Range> pieces;
   for (const Range& b : buckets) {
-    const Range chunk = ShardRange(b.size(), rank, world);
-    if (!chunk.empty()) pieces.push_back(Range{b.begin + chunk.begin, b.begin + chunk.end});
+    const Range piece = OwnedPiece(b, rank, world);
+    if (!piece.empty()) pieces.push_back(piece);
   }
   return pieces;
 }

@@ -40,6 +40,13 @@ inline Range ShardRange(int64_t total, int rank, int world) {
   return Range{total * rank / world, total * (rank + 1) / world};
 }
 
+// Rank `rank`'s piece of one bucket: ShardRange of its size, shifted to its
+// start (may be empty).
+inline Range OwnedPiece(const Range& bucket, int rank, int world) {
+  const Range chunk = ShardRange(bucket.size(), rank, world);
+  return Range{bucket.begin + chunk.begin, bucket.begin + chunk.end};
+}
+
 // The pieces rank `rank` of `world` owns: ShardRange of each bucket, in
 // bucket order, empty ones left out. `buckets` tile a range in order.
 std::vector<Range> OwnedPieces(absl::Span<const Range> buckets, int rank, int world);

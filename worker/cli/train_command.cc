@@ -148,11 +148,10 @@ absl::Status Train(const Args& args) {
   const EvalPoint& final_eval = r.evals.back();
   SLOG(INFO) << absl::StrFormat(
       "done: %d steps in %s (%.1f s training, %.3f s lost to checkpoints), %.0f samples/s; final test "
-      "accuracy %.4f, loss %.4f; metrics in %s/metrics.jsonl; per step: %s; held after the last step: %s; peak RSS "
-      "%.1f MiB",
+      "accuracy %.4f, loss %.4f; metrics in %s/metrics.jsonl; per step: %s; %s",
       r.steps, FormatDuration(r.train_seconds), r.train_seconds, r.checkpoint_seconds, r.samples_per_second,
       final_eval.accuracy, final_eval.loss, workdir, PhasesPerStep(r.phase_seconds, r.steps - r.start_step),
-      DescribeMemory(r.memory), static_cast<double>(r.peak_rss_bytes) / (1 << 20));
+      DescribeHeld(r));
   return absl::OkStatus();
 }
 

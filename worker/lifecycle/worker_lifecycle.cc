@@ -248,8 +248,7 @@ std::string FinishedLine(const TrainResult& r) {
       absl::StrFormat("%d in-memory snapshots took %.3f s (%.2f%% of %.2f s of training); ", r.memory_snapshots,
                       r.memory_snapshot_seconds,
                       r.train_seconds > 0 ? 100 * r.memory_snapshot_seconds / r.train_seconds : 0.0, r.train_seconds),
-      "per step: ", PhasesPerStep(r.phase_seconds, r.steps - r.start_step), "; held after the last step: ",
-      DescribeMemory(r.memory), absl::StrFormat("; peak RSS %.1f MiB", static_cast<double>(r.peak_rss_bytes) / (1 << 20)));
+      "per step: ", PhasesPerStep(r.phase_seconds, r.steps - r.start_step), "; ", DescribeHeld(r));
 }
 
 // Tells the coordinator how the generation ended (the heartbeat's last

@@ -20,10 +20,7 @@ double SecondsSince(const Stopwatch& t) { return t.ElapsedSeconds(); }
 GradientExchange::GradientExchange(std::vector<Range> buckets, Collectives& comm, OverlapCollectives* overlap,
                                    const ExchangeOptions& options)
     : buckets_(std::move(buckets)), comm_(comm), overlap_(overlap), options_(options) {
-  for (const Range& b : buckets_) {
-    const Range piece = ShardRange(b.size(), comm_.rank(), comm_.world_size());
-    own_.push_back(Range{b.begin + piece.begin, b.begin + piece.end});
-  }
+  for (const Range& b : buckets_) own_.push_back(OwnedPiece(b, comm_.rank(), comm_.world_size()));
   residency_.assign(buckets_.size(), Residency::kWhole);
   gathering_.assign(buckets_.size(), 0);
 }
@@ -242,9 +239,8 @@ absl::Status GradientExchange::WaitParamGather(size_t k, NonFiniteObservation* s
   absl::Status status;
   if (residency_[k] == Residency::kGathering) {
     status = WaitGather(Pending{k, gathering_[k], step_}, seen);
-  } else {  // sharded: gathered now, on this thread
-    status = (overlap_ != nullptr ? static_cast<Collectives&>(*overlap_) : comm_)
-                 .AllGather(BucketOf(params_, buckets_[k]));
+  } else {  // sharded, without overlap: gathered now, on this thread
+    status = comm_.AllGather(BucketOf(params_, buckets_[k]));
     if (const int from = comm_.nonfinite_source(); status.ok() && from >= 0) {
       seen->Note(NonFiniteSource::kGatheredFromPeer, from, step_);
     }

@@ -108,9 +108,8 @@ class GradientExchange {
   // evaluation, the final result), until ReleaseAll. No-ops at stage 2.
   absl::Status GatherAll(NonFiniteObservation* seen);
   void ReleaseAll();
-  // Stage 3: floats of the parameters whole beyond this rank's pieces now,
-  // and the most there have been since the last call.
-  int64_t whole_floats() const { return whole_floats_; }
+  // Stage 3: the most floats of the parameters whole beyond this rank's
+  // pieces at once since the last call.
   int64_t TakePeakWholeFloats();
   // Gathers started and not yet waited for (AwaitParams, FinishGathers).
   size_t gathers_pending() const { return gathers_.size(); }

@@ -341,6 +341,11 @@ absl::Status Finish(Loop& l) {
 
 }  // namespace
 
+std::string DescribeHeld(const TrainResult& r) {
+  return absl::StrFormat("held after the last step: %s; peak RSS %.1f MiB", DescribeMemory(r.memory),
+                         static_cast<double>(r.peak_rss_bytes) / (1 << 20));
+}
+
 absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const TrainingData& data,
                                         Collectives& comm, const TrainOptions& options) {
   ASSIGN_OR_RETURN(Prepared p, Prepare(config, data, comm, options));

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -136,6 +137,10 @@ struct TrainResult {
   MemoryHeld memory;              // of the last step
   int64_t peak_rss_bytes = 0;     // the process's largest resident set, at the end
 };
+
+// "held after the last step: <DescribeMemory>; peak RSS 412.0 MiB": the
+// memory part of a run's final log line.
+std::string DescribeHeld(const TrainResult& result);
 
 // Number of steps the config asks for on a training split of `num_examples`.
 int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples);
