@@ -8,9 +8,8 @@
 #    bytes; stage 3: 16P/N) plus the buckets gathered at once (the log's
 #    "at the step's peak" beyond the own pieces, twice: parameters and their
 #    gradients) or, if more, what the run's end adds (its evaluation's
-#    workspace, as the log reports; at stage 3 the parameters it gathers,
-#    4P (1 - 1/N); at stage 2 the result's copy of the parameters, 4P),
-#    the training activations the log reports, and the
+#    workspace, as the log reports, and at stage 3 the parameters it
+#    gathers, 4P (1 - 1/N)), the training activations the log reports, and the
 #    process baseline (the peak RSS of a 1-layer, d=32 GPT). No checkpoint
 #    saves and no in-memory snapshots (each holds a copy of the rank's
 #    shard: docs/operations.md); the validation text is 1 KiB, so the final
@@ -24,8 +23,13 @@
 #    kills a worker for memory (the group's oom_kill count), and the run is
 #    stopped. Both with remat.
 # 3. Step time of stage 3 over stage 2 at N = 2 and 4 (loopback), both
-#    sizes, from the workers' training seconds.
-# One command (about 12 minutes here; root for part 2):
+#    sizes, with and without remat, from longer runs than part 1's: the
+#    50.6M GPT for STEPS_BIG steps (default 24) and austen_gpt for
+#    STEPS_SMALL (default 160), the rate logged every sixth of the run; a
+#    run's step time is the median of its windows after the first (which
+#    holds start-up). Stage 2 and stage 3 run alternately, REPS times
+#    (default 1), and each ratio is of the medians over the reps.
+# One command (about 28 minutes here; root for part 2):
 #   bench/drivers/zero3_memory_bench.sh
 #   PARTS="1 3" bench/drivers/zero3_memory_bench.sh   # no cgroups
 set -euo pipefail
@@ -35,7 +39,7 @@ cmake --build build -j2 --target shardline_cli shardline_worker_bin shardline_co
 OUT=bench/out/zero3
 PARTS=${PARTS:-1 2 3}
 CAP_MB=${CAP_MB:-520}
-rm -rf "$OUT" && mkdir -p "$OUT"
+mkdir -p "$OUT"  # each part replaces its own outputs; the summary reads both parts'
 tmp="$(mktemp -d /tmp/zero3_bench.XXXXXX)"
 groups=()
 pids=()
@@ -67,6 +71,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 run() {
   local dir=$1 n=$2
   shift 2
+  rm -rf "$dir"
   build/bin/shardline launch --config $CFG --workers "$n" --workdir "$dir" "${COMMON[@]}" "$@" > "$dir.log" 2>&1 \
     || { tail -20 "$dir.log" >&2; return 1; }
   /usr/bin/python3 - "$dir" "$n" << 'EOF'
@@ -90,7 +95,7 @@ params_of() {  # parameter count from a run's log
   grep -o "with [0-9]* parameters" "$1/logs/worker-0.log" | head -1 | grep -o "[0-9]*"
 }
 
-if [[ " $PARTS " == *" 1 "* || " $PARTS " == *" 3 "* ]]; then
+if [[ " $PARTS " == *" 1 "* ]]; then
   echo "== baseline: a 1-layer, d=32 GPT" >&2
   read -r base _ _ _ _ < <(run "$OUT/tiny" 1 "${TINY[@]}")
   echo "baseline $base" > "$OUT/baseline.txt"
@@ -106,15 +111,13 @@ if [[ " $PARTS " == *" 1 "* || " $PARTS " == *" 3 "* ]]; then
                                               --set "train.remat=$remat")
           p=$(params_of "$OUT/$name")
           state=$(/usr/bin/python3 -c "p,n,s=$p,$n,$stage; print(f'{(16*p/n if s==3 else 8*p+8*p/n)/2**20:.1f}')")
-          pred=$(/usr/bin/python3 -c "p,n,s=$p,$n,$stage; ev=(4*p*(1-1/n)/2**20 if s==3 else 4*p/2**20)+$evact; print(f'{$state + max(2*$gathered, ev) + $act + $base:.1f}')")
+          pred=$(/usr/bin/python3 -c "p,n,s=$p,$n,$stage; ev=(4*p*(1-1/n)/2**20 if s==3 else 0)+$evact; print(f'{$state + max(2*$gathered, ev) + $act + $base:.1f}')")
           echo "$size $n $stage $remat $rss $pred $state $gathered $act $secs $evact" >> "$OUT/memory.dat"
         done
       done
     done
   done
-  /usr/bin/python3 bench/lib/summarize_zero3.py "$OUT" > "$OUT/summary.md"
   gnuplot -e "dat='$OUT/memory.dat'; out='bench/zero3_memory.png'" bench/lib/zero3_memory.gp
-  cat "$OUT/summary.md"
 fi
 
 if [[ " $PARTS " == *" 2 "* ]]; then
@@ -186,4 +189,39 @@ if [[ " $PARTS " == *" 2 "* ]]; then
     capped 3
     capped 2
   } | tee "$OUT/capped.md"
+fi
+
+if [[ " $PARTS " == *" 3 "* ]]; then
+  STEPS_BIG=${STEPS_BIG:-24}
+  STEPS_SMALL=${STEPS_SMALL:-160}
+  REPS=${REPS:-1}
+  echo "size N remat stage rep step_ms compute_ms reduce_scatter_ms allgather_ms background_ms hidden_ms" \
+    > "$OUT/step_time.dat"
+  for size in small big; do
+    if [[ $size == small ]]; then
+      sets=("${SMALL[@]}" --set "train.total_steps=$STEPS_SMALL" --set "train.log_every=$((STEPS_SMALL / 6))")
+    else
+      sets=("${BIG[@]}" --set "train.total_steps=$STEPS_BIG" --set "train.log_every=$((STEPS_BIG / 6))")
+    fi
+    for n in 2 4; do
+      for remat in false true; do
+        for rep in $(seq 1 "$REPS"); do
+          for stage in 2 3; do
+            name="time_${size}_n${n}_${remat}_s${stage}_r$rep"
+            echo "== $name" >&2
+            rm -rf "${OUT:?}/$name"
+            build/bin/shardline launch --config $CFG --workers "$n" --workdir "$OUT/$name" "${COMMON[@]}" "${sets[@]}" \
+              --set "collective.zero_stage=$stage" --set "train.remat=$remat" > "$OUT/$name.log" 2>&1 \
+              || { tail -20 "$OUT/$name.log" >&2; exit 1; }
+            /usr/bin/python3 bench/lib/zero3_step_time.py "$OUT/$name" "$n" "$size $n $remat $stage $rep" \
+              | tee -a "$OUT/step_time.dat" >&2
+          done
+        done
+      done
+    done
+  done
+fi
+
+if [[ -f $OUT/memory.dat || -f $OUT/step_time.dat ]]; then
+  /usr/bin/python3 bench/lib/summarize_zero3.py "$OUT" | tee "$OUT/summary.md"
 fi

@@ -24,7 +24,10 @@
 // (a graceful stop's step chosen, no worker told; the step is the stop's);
 // (worker): "restored_after_shrink" / "restored_after_grow" (restored from
 // the memory of a larger / smaller world, no step trained), "stopping" (the
-// agreed stop step reached, before the final eval and save).
+// agreed stop step reached, before the final eval and save),
+// "backward_gather" (ZeRO stage 3: the backward past its first layer, about
+// to gather the next layer's parameters, earlier buckets' reduce-scatters
+// and prefetched gathers possibly in flight).
 #ifndef SHARDLINE_COMMON_FAULTS_FAULT_INJECTION_H_
 #define SHARDLINE_COMMON_FAULTS_FAULT_INJECTION_H_
 

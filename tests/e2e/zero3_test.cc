@@ -4,8 +4,9 @@
 // same parameters and optimizer state as stage 2 - the MLP with overlap on
 // and off; the GPT (Austen, shrunk to seconds) with overlap on and off, with
 // remat, without resharding after forward and without prefetch; a stage-3
-// GPT worker killed (SIGKILL, by its crash point) restored from the
-// survivors' memory, whose export is stage 2's; a checkpoint resharded from
+// GPT worker killed (SIGKILL, by its crash points: saving a checkpoint, and
+// in the middle of a backward's gathers) restored from the survivors'
+// memory, whose export is stage 2's; a checkpoint resharded from
 // 2 workers onto 3 at stage 3 and at stage 2; and an
 // elastic stage-3 world of three that loses a worker, which ends with the
 // bits of a stage-2 two-worker resume of its step 200. Each stage-3 worker
@@ -117,6 +118,20 @@ TEST(Zero3Test, TheGptAtStageThreeWithRematHasStageTwosBitsAndResumesReshardsAnd
   EXPECT_TRUE(absl::StrContains(ReadAll(killed + "/logs/worker-0.log"), "restored step 60 from memory"))
       << ReadAll(killed + "/logs/worker-0.log");
   EXPECT_TRUE(SameBits(FinalState(killed, 120, 2), want)) << "a killed stage-3 run ends with other bits";
+  // Killed in the middle of step 90's backward, as it is about to gather a
+  // layer's parameters with reduce-scatters and gathers in flight: the
+  // survivor's waits fail (none hangs), and both resume from the snapshot
+  // of step 80 with the same bits.
+  const std::string mid = FreshDir("zero3_gpt_killed_mid_backward");
+  {
+    Subprocess job(LaunchArgv(mid, 2, With(stage3, {"checkpoint.memory_every_steps=20"}), 2, config),
+                   {"SHARDLINE_CRASH_AT=backward_gather:90:" + mid + "/crashed"});
+    ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
+  }
+  EXPECT_TRUE(Env::Default()->FileExists(mid + "/crashed")) << "the crash point never fired";
+  EXPECT_TRUE(absl::StrContains(ReadAll(mid + "/logs/worker-0.log"), "restored step 80 from memory"))
+      << ReadAll(mid + "/logs/worker-0.log");
+  EXPECT_TRUE(SameBits(FinalState(mid, 120, 2), want)) << "a stage-3 run killed mid-backward ends with other bits";
   // Its export is stage 2's, byte for byte.
   std::vector<std::string> exported;
   for (const std::string& dir : {stage2, killed}) {

@@ -1,6 +1,9 @@
 #include "worker/collective/grpc_frame.h"
 
+#include <cstring>
 #include <vector>
+
+#include "worker/collective/comm_memory.h"
 
 namespace shardline {
 
@@ -134,9 +137,21 @@ Status SerializationTraits<shardline::OutFrame, void>::Serialize(const shardline
   // the caller's memory, released by a destroy callback, would save that
   // copy, but gRPC 1.51 keeps payloads of 128 KiB and less referenced until
   // the stream ends - measured: see docs/collectives.md - so the memory
-  // could not be handed back at the end of an operation.)
-  Slice slices[2] = {Slice(header.data(), header.size()), Slice(payload.data(), payload.size())};
-  *buffer = ByteBuffer(slices, payload.empty() ? 1 : 2);
+  // could not be handed back at the end of an operation.) The copy is
+  // counted in the process's communication memory until gRPC lets go of it.
+  if (payload.empty()) {
+    Slice slice(header.data(), header.size());
+    *buffer = ByteBuffer(&slice, 1);
+  } else {
+    char* copy = new char[payload.size()];
+    std::memcpy(copy, payload.data(), payload.size());
+    AddCommMemory(static_cast<int64_t>(payload.size()));
+    Slice slices[2] = {Slice(header.data(), header.size()), Slice(copy, payload.size(), [](void* p, size_t n) {
+                         delete[] static_cast<char*>(p);
+                         AddCommMemory(-static_cast<int64_t>(n));
+                       })};
+    *buffer = ByteBuffer(slices, 2);
+  }
   *own_buffer = true;
   return Status::OK;
 }

@@ -1,7 +1,6 @@
 #include "worker/collective/payload.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -17,23 +16,7 @@ absl::Status SizeMismatch(size_t got, size_t want) {
 
 }  // namespace
 
-namespace {
-
-std::atomic<int64_t> live_payload_bytes{0};
-std::atomic<int64_t> peak_payload_bytes{0};
-
-}  // namespace
-
-Payload::Payload(size_t held_bytes) : held_bytes_(held_bytes) {
-  const int64_t now = live_payload_bytes.fetch_add(static_cast<int64_t>(held_bytes)) + static_cast<int64_t>(held_bytes);
-  int64_t peak = peak_payload_bytes.load();
-  while (now > peak && !peak_payload_bytes.compare_exchange_weak(peak, now)) {
-  }
-}
-
-Payload::~Payload() { live_payload_bytes.fetch_sub(static_cast<int64_t>(held_bytes_)); }
-
-int64_t TakePeakPayloadBytes() { return peak_payload_bytes.exchange(live_payload_bytes.load()); }
+Payload::~Payload() = default;
 
 absl::Status CopyPayloadInto(const Payload& payload, absl::Span<char> out) {
   if (payload.size() != out.size()) return SizeMismatch(payload.size(), out.size());

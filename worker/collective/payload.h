@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "worker/collective/comm_memory.h"
 
 namespace shardline {
 
@@ -25,18 +26,13 @@ class Payload {
   virtual void ForEachPiece(const std::function<void(absl::Span<const char>)>& fn) const = 0;
 
  protected:
-  // `held_bytes`: what the payload holds, counted in the process's live
-  // payload bytes (TakePeakPayloadBytes) until it is destroyed.
-  explicit Payload(size_t held_bytes);
+  // `held_bytes`: what the payload holds, counted in the process's
+  // communication memory (comm_memory.h) until it is destroyed.
+  explicit Payload(size_t held_bytes) : held_(held_bytes) {}
 
  private:
-  const size_t held_bytes_;
+  CommMemoryCharge held_;
 };
-
-// The most bytes received payloads held at once, in this process, since the
-// last call (the communication buffers of the memory gauges: messages
-// waiting for their receive or being consumed). Thread-safe.
-int64_t TakePeakPayloadBytes();
 
 class StringPayload : public Payload {
  public:

@@ -153,7 +153,10 @@ absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
   if (world_ == 1) return absl::OkStatus();
   const absl::Time deadline = WallNow() + options_.timeout;
   wire_bf16_ = options_.bf16_reduce_scatter;
-  if (wire_bf16_ && wire_.size() < buffer.size()) wire_.resize(buffer.size());
+  if (wire_bf16_ && wire_.size() < buffer.size()) {
+    wire_.resize(buffer.size());
+    wire_held_.Reset(wire_.capacity() * sizeof(uint16_t));
+  }
   absl::Status s = ExpectReduceScatter(buffer);
   if (s.ok()) s = ReduceScatterSteps(buffer, /*then_gather=*/false, deadline);
   s = Finish(s, deadline);

@@ -44,6 +44,7 @@
 
 #include "absl/time/time.h"
 #include "worker/collective/collectives.h"
+#include "worker/collective/comm_memory.h"
 #include "worker/collective/transport.h"
 
 namespace shardline {
@@ -165,6 +166,7 @@ class RingCollectives : public Collectives {
   // wire_, which mirrors the buffer and stays put until the op's Finish.
   bool wire_bf16_ = false;
   std::vector<uint16_t> wire_;
+  CommMemoryCharge wire_held_;  // wire_, in the process's communication memory
   int64_t bytes_sent_ = 0;
   std::atomic<int64_t> bytes_received_{0};  // also counted on delivering threads
   // The first peer this op received a non-finite float from, or -1; set on

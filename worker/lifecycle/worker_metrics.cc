@@ -51,9 +51,10 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
                         .Name("shardline_worker_memory_bytes")
                         .Help("Bytes this worker holds, by kind: parameters and gradients resident after the last "
                               "step, parameters_peak during it (ZeRO-3: own pieces and the buckets gathered at "
-                              "once), optimizer state, activations (the model's workspace), evaluation (the evaluation's workspace), "
-                              "communication (received messages held at once, at most, in the step), peak_rss of "
-                              "the process")
+                              "once), optimizer state, activations (the model's workspace), evaluation (the "
+                              "evaluation's workspace), communication (the most the collectives held at once in "
+                              "the step: received messages, gRPC's copies of sent ones, the bf16 wire buffer), "
+                              "peak_rss of the process")
                         .Register(r)) {
   peak_flops_gauge_.Set(peak_flops);
   for (const char* phase : {"compute", "reduce_scatter", "optimizer", "all_gather"}) {

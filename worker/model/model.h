@@ -73,8 +73,8 @@ inline Examples Sequences(const int32_t* tokens, const int32_t* y, int n) { retu
 //   the same Forward (a tied weight: the GPT's head reads the token
 //   embedding) is announced again before that read.
 // - before_backward(layer): Backward calls it before it reads that layer's
-//   parameters, the layers in backward order, with the same rule for a
-//   layer read again.
+//   parameters or writes any of its gradients, the layers in backward
+//   order, with the same rule for a layer read again.
 // - after_backward(layer): Backward calls it once that layer's gradients
 //   are final for the call and will not be touched again by it, the layers
 //   in backward order.

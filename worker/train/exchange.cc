@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/faults/fault_injection.h"
 #include "common/job/finite.h"
 #include "common/platform/clock.h"
+#include "common/platform/logging.h"
 
 namespace shardline {
 namespace {
@@ -23,6 +25,19 @@ GradientExchange::GradientExchange(std::vector<Range> buckets, Collectives& comm
   for (const Range& b : buckets_) own_.push_back(OwnedPiece(b, comm_.rank(), comm_.world_size()));
   residency_.assign(buckets_.size(), Residency::kWhole);
   gathering_.assign(buckets_.size(), 0);
+  param_pages_.assign(buckets_.size(), {PagePool::kNone, PagePool::kNone});
+  grad_pages_ = param_pages_;
+  grad_taken_.assign(buckets_.size(), false);
+  if (sharded_params()) {
+    int64_t largest = 0;
+    for (const Range& b : buckets_) largest = std::max(largest, b.size());
+    absl::StatusOr<std::unique_ptr<PagePool>> pool = PagePool::Create(static_cast<size_t>(largest) * sizeof(float));
+    if (pool.ok()) {
+      pool_ = *std::move(pool);
+    } else {
+      SLOG(WARNING) << "ZeRO stage 3 gathers into fresh pages: " << pool.status();
+    }
+  }
 }
 
 void GradientExchange::BindParams(PagedFloats* params) {
@@ -35,8 +50,9 @@ void GradientExchange::BindParams(PagedFloats* params) {
   CountWhole();
 }
 
-void GradientExchange::BeginStep(int64_t step) {
+void GradientExchange::BeginStep(int64_t step, PagedFloats* grads) {
   step_ = step;
+  grads_ = grads;
   last_pass_ = 0;
   unfinished_.clear();
   for (const Range& b : buckets_) unfinished_.push_back(b.size());
@@ -92,7 +108,7 @@ absl::Status GradientExchange::GradientsReady(Range layer, PagedFloats* grads, N
     // Stage 3 on the training thread: reduced now, kept for this rank's piece.
     const Stopwatch start;
     status = ReduceNow(k, grads, seen, rank, step);
-    KeepOwnPiece(k, grads);
+    ReleaseGrads(k, grads);
     reduce_wait_seconds_ += SecondsSince(start);
     if (!status.ok()) return status;
   }
@@ -105,7 +121,7 @@ absl::Status GradientExchange::GradientsReady(Range layer, PagedFloats* grads, N
     const Stopwatch start;
     const absl::Status s = WaitReduce(k, seen, step);
     reduce_wait_seconds_ += SecondsSince(start);
-    KeepOwnPiece(k, grads);
+    ReleaseGrads(k, grads);
     if (status.ok()) status = s;
   }
   return status;
@@ -133,9 +149,10 @@ absl::Status GradientExchange::FinishReduce(PagedFloats* grads, NonFiniteObserva
   }
   reduce_wait_seconds_ += SecondsSince(start);
   if (sharded_params()) {
-    for (size_t k = 0; k < buckets_.size(); ++k) KeepOwnPiece(k, grads);
+    for (size_t k = 0; k < buckets_.size(); ++k) ReleaseGrads(k, grads);
     const absl::Status s = FinishGathers(seen);  // the parameters sharded again
     if (status.ok()) status = s;
+    if (pool_ != nullptr) pool_->Trim();  // between steps a rank holds its pieces only
   }
   return status;
 }
@@ -226,8 +243,44 @@ int64_t GradientExchange::TakePeakWholeFloats() {
   return peak;
 }
 
+void GradientExchange::TakePages(size_t k, PagedFloats* v, std::array<PagePool::Handle, 2>* pages) {
+  if (pool_ == nullptr) return;
+  const Range b = buckets_[k], own = own_[k];
+  const Range parts[2] = {{b.begin, own.begin}, {own.end, b.end}};
+  for (size_t i = 0; i < 2; ++i) {
+    absl::StatusOr<PagePool::Handle> h =
+        pool_->Take(v->data() + parts[i].begin, static_cast<size_t>(parts[i].size()) * sizeof(float));
+    if (!h.ok() && !pool_warned_) {
+      SLOG(WARNING) << "bucket " << k << " is written into fresh pages (warned once): " << h.status();
+      pool_warned_ = true;
+    }
+    (*pages)[i] = h.ok() ? *h : PagePool::kNone;
+  }
+}
+
+void GradientExchange::GivePages(size_t k, std::array<PagePool::Handle, 2>* pages) {
+  if (pool_ == nullptr) return;
+  for (PagePool::Handle& h : *pages) {
+    const absl::Status s = pool_->Give(h);
+    if (!s.ok() && !pool_warned_) {
+      SLOG(WARNING) << "bucket " << k << " (warned once): " << s;
+      pool_warned_ = true;
+    }
+    h = PagePool::kNone;
+  }
+}
+
+void GradientExchange::ReleaseGrads(size_t k, PagedFloats* grads) {
+  if (grad_taken_[k]) {
+    GivePages(k, &grad_pages_[k]);
+    grad_taken_[k] = false;
+  }
+  KeepOwnPiece(k, grads);
+}
+
 void GradientExchange::StartParamGather(size_t k) {
   if (residency_[k] != Residency::kSharded || overlap_ == nullptr) return;
+  TakePages(k, params_, &param_pages_[k]);
   gathering_[k] = overlap_->StartAllGather(BucketOf(params_, buckets_[k]));
   residency_[k] = Residency::kGathering;
   CountWhole();
@@ -240,6 +293,7 @@ absl::Status GradientExchange::WaitParamGather(size_t k, NonFiniteObservation* s
   if (residency_[k] == Residency::kGathering) {
     status = WaitGather(Pending{k, gathering_[k], step_}, seen);
   } else {  // sharded, without overlap: gathered now, on this thread
+    TakePages(k, params_, &param_pages_[k]);
     status = comm_.AllGather(BucketOf(params_, buckets_[k]));
     if (const int from = comm_.nonfinite_source(); status.ok() && from >= 0) {
       seen->Note(NonFiniteSource::kGatheredFromPeer, from, step_);
@@ -255,6 +309,7 @@ absl::Status GradientExchange::ReleaseParams(size_t k, NonFiniteObservation* see
   if (!sharded_params() || residency_[k] == Residency::kSharded) return absl::OkStatus();
   absl::Status status;
   if (residency_[k] == Residency::kGathering) status = WaitParamGather(k, seen);  // it writes the bucket
+  GivePages(k, &param_pages_[k]);
   KeepOwnPiece(k, params_);
   residency_[k] = Residency::kSharded;
   CountWhole();
@@ -265,6 +320,7 @@ absl::Status GradientExchange::NeedParams(Range layer, bool forward, NonFiniteOb
   const auto [lo, hi] = BucketsOf(layer);
   const int pass = forward ? 1 : -1;
   const bool first_of_pass = last_pass_ != pass;
+  const bool past_first_layer = !first_of_pass && has_frontier_;
   if (first_of_pass) {
     last_pass_ = pass;
     has_frontier_ = false;
@@ -293,6 +349,17 @@ absl::Status GradientExchange::NeedParams(Range layer, bool forward, NonFiniteOb
     }
   }
   // 2. The layer's buckets, whole; 3. the next ones started.
+  if (!forward && in_order && past_first_layer) CrashPoint("backward_gather", step_);
+  // The backward writes the layer's gradients next: the pool's pages under
+  // them, once a step (a model writes a gradient only after announcing its
+  // layer: model_test_util.h's CheckLayerHooks).
+  if (!forward && grads_ != nullptr) {
+    for (size_t k = lo; k <= hi; ++k) {
+      if (grad_taken_[k]) continue;
+      TakePages(k, grads_, &grad_pages_[k]);
+      grad_taken_[k] = true;
+    }
+  }
   for (size_t k = lo; k <= hi; ++k) StartParamGather(k);
   for (size_t k = lo; k <= hi; ++k) {
     const absl::Status s = WaitParamGather(k, seen);
@@ -322,6 +389,7 @@ void GradientExchange::ReleaseAll() {
   if (!sharded_params()) return;
   NonFiniteObservation ignored;  // GatherAll waited for every gather
   static_cast<void>(FinishGathers(&ignored));
+  if (pool_ != nullptr) pool_->Trim();
 }
 
 }  // namespace shardline

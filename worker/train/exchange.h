@@ -38,13 +38,16 @@
 #ifndef SHARDLINE_WORKER_TRAIN_EXCHANGE_H_
 #define SHARDLINE_WORKER_TRAIN_EXCHANGE_H_
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "common/job/shard.h"
 #include "common/platform/page_memory.h"
+#include "common/platform/page_pool.h"
 #include "worker/collective/collectives.h"
 #include "worker/collective/overlap.h"
 #include "worker/train/nonfinite.h"
@@ -75,8 +78,10 @@ class GradientExchange {
   // but for this rank's pieces. Outlives this object's use of it.
   void BindParams(PagedFloats* params);
 
-  // Starts step `step`: every bucket still to be reduced.
-  void BeginStep(int64_t step);
+  // Starts step `step`: every bucket still to be reduced. At stage 3,
+  // `grads` (the buffer GradientsReady and FinishReduce will be given)
+  // lets the backward write each bucket's gradients into reused pages.
+  void BeginStep(int64_t step, PagedFloats* grads = nullptr);
   // Backward has finished `layer` (a range of whole tensors) of `grads`:
   // with overlap, each bucket now complete starts its reduce-scatter.
   // At stage 3, a reduce-scatter
@@ -146,6 +151,13 @@ class GradientExchange {
   absl::Status WaitParamGather(size_t k, NonFiniteObservation* seen);
   // Gives back bucket k of `v` but for this rank's piece.
   void KeepOwnPiece(size_t k, PagedFloats* v) const;
+  // Stage 3: the pool's pages mapped over bucket k of `v` outside this
+  // rank's piece, before a gather or the backward writes there (without a
+  // pool, or if the kernel refuses, fresh pages fault in); and given back.
+  void TakePages(size_t k, PagedFloats* v, std::array<PagePool::Handle, 2>* pages);
+  void GivePages(size_t k, std::array<PagePool::Handle, 2>* pages);
+  // Bucket k of `grads` given back but for this rank's piece.
+  void ReleaseGrads(size_t k, PagedFloats* grads);
   absl::Status ReleaseParams(size_t k, NonFiniteObservation* seen);
   void CountWhole();
 
@@ -158,6 +170,18 @@ class GradientExchange {
   PagedFloats* params_ = nullptr;
   std::vector<Residency> residency_;
   std::vector<Ticket> gathering_;   // per bucket: its gather while kGathering
+  // Pages reused from gather to gather (page_pool.h; null: the kernel gave
+  // none, and gathers fault fresh pages in) and, per bucket, the pool
+  // ranges over its parameters before and after this rank's piece.
+  std::unique_ptr<PagePool> pool_;
+  std::vector<std::array<PagePool::Handle, 2>> param_pages_;
+  // The same for the gradients, taken at the bucket's first backward
+  // announcement of the step (grad_taken_) and given back after its
+  // reduce-scatter.
+  PagedFloats* grads_ = nullptr;
+  std::vector<std::array<PagePool::Handle, 2>> grad_pages_;
+  std::vector<bool> grad_taken_;
+  bool pool_warned_ = false;  // a refusal of the kernel is logged once
   std::vector<size_t> reduce_order_;  // buckets whose reduce-scatter is under way, oldest first
   int64_t step_ = 0;
   // Which pass announced last, and how far it has come: a pass's first

@@ -332,7 +332,9 @@ absl::Status Finish(Loop& l) {
           ? static_cast<double>(result.steps - result.start_step) * global_batch / result.train_seconds
                                : 0;
   // At stage 3 this rank holds its pieces only: the whole is in the checkpoints.
-  if (!l.exchange.sharded_params()) result.params.assign(state.params.begin(), state.params.end());
+  if (l.options.keep_params && !l.exchange.sharded_params()) {
+    result.params.assign(state.params.begin(), state.params.end());
+  }
   state.params = PagedFloats();
   result.memory.evaluation = l.eval_ws->bytes();
   result.peak_rss_bytes = PeakRssBytes();

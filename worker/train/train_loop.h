@@ -110,6 +110,11 @@ struct TrainOptions {
   // The world the snapshot was taken in; 0: this one.
   int memory_restore_world = 0;
   Env* env = Env::Default();
+  // Copy the final parameters into TrainResult::params (ZeRO stage 2 only:
+  // a stage-3 rank holds its pieces). Costs 4 bytes a parameter at the run's
+  // end, so only for callers that read them in process (tests, references);
+  // the worker and `shardline train` export from the checkpoints.
+  bool keep_params = false;
 };
 
 struct EvalPoint {
@@ -126,7 +131,7 @@ struct TrainResult {
   double samples_per_second = 0;  // global examples per training second
   int64_t flops_per_example = 0;  // TrainFlopsPerExample of the model
   std::vector<EvalPoint> evals;   // in order; the last is at the final step
-  std::vector<float> params;      // final parameters (full copy; empty at ZeRO stage 3)
+  std::vector<float> params;      // final parameters with TrainOptions::keep_params (never at stage 3)
   std::vector<double> losses;     // training loss of every step
   bool stopped_early = false;     // ended at an agreed stop request
   int64_t start_step = 0;         // 0, or the restored checkpoint's step

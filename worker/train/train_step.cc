@@ -9,7 +9,7 @@
 #include "common/job/finite.h"
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
-#include "worker/collective/payload.h"
+#include "worker/collective/comm_memory.h"
 #include "worker/train/exchange.h"
 #include "worker/train/step_scalars.h"
 
@@ -150,7 +150,7 @@ absl::StatusOr<double> ForwardBackward(const StepContext& ctx, TrainState* state
     if (exchange.gather_wait_seconds() > waited) timer.Since("all_gather", at);  // inside "backward"
   };
   hooks.after_backward = [&](Range layer) { note(exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step)); };
-  exchange.BeginStep(r.step);
+  exchange.BeginStep(r.step, &b->grads);
   const BatchStats stats = ComputeGradients(ctx, state->params.data(), r.step, b, &timer, &r.times.data, &hooks);
   if (!failed.ok()) {
     static_cast<void>(exchange.FinishReduce(&b->grads, &seen, rank, r.step));  // the buffers are ours again
@@ -278,7 +278,7 @@ MemoryHeld Held(const StepContext& ctx, const TrainState& state, const StepBuffe
   m.parameters_peak = peak_floats * static_cast<int64_t>(sizeof(float));
   for (const StateBuffer* s : ctx.optimizer.state()) m.optimizer += HeldBytes(s->values);
   if (b.workspace != nullptr) m.activations = b.workspace->bytes();
-  m.communication = TakePeakPayloadBytes();
+  m.communication = TakePeakCommMemory();
   return m;
 }
 

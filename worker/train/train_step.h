@@ -140,7 +140,7 @@ struct MemoryHeld {
   int64_t optimizer = 0;        // optimizer state (AdamW moments): this rank's pieces
   int64_t activations = 0;      // the model's workspace: activations kept for backward, and scratch
   int64_t evaluation = 0;       // the evaluation's workspace (its own activations), once it has run
-  int64_t communication = 0;    // the most bytes received messages held at once during the step
+  int64_t communication = 0;    // the most bytes the collectives held at once during the step (comm_memory.h)
 };
 
 // "parameters 3.2 MiB (3.2 MiB at the step's peak), gradients 3.2 MiB,

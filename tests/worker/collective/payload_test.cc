@@ -139,20 +139,5 @@ TEST(PayloadTest, ASizeMismatchIsAnErrorNamingBothSizes) {
   EXPECT_NE(s.message().find("12 bytes; expected 16"), absl::string_view::npos) << s;
 }
 
-TEST(PayloadTest, LiveBytesAreCountedAndTheirPeakTaken) {
-  TakePeakPayloadBytes();  // from here on
-  {
-    StringPayload a(std::string(1000, 'a'));
-    {
-      StringPayload b(std::string(500, 'b'));
-    }
-    StringPayload c(std::string(200, 'c'));
-    EXPECT_EQ(TakePeakPayloadBytes(), 1500);  // a and b at once
-    EXPECT_EQ(TakePeakPayloadBytes(), 1200);  // since then: a and c, held now
-  }
-  EXPECT_EQ(TakePeakPayloadBytes(), 1200);
-  EXPECT_EQ(TakePeakPayloadBytes(), 0);
-}
-
 }  // namespace
 }  // namespace shardline

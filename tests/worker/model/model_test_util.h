@@ -114,9 +114,19 @@ inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::
     }
     seen->push_back(r);
   };
+  // No gradient is written before the backward announces its layer (ZeRO-3
+  // maps the pool's pages under a bucket's gradients then, discarding what
+  // was there: worker/train/exchange.h): whenever a layer is announced,
+  // every gradient outside the layers announced so far is untouched.
+  std::vector<char> grad_announced(grads.size(), 0);
+  int64_t written_early = 0;
   LayerHooks hooks;
   hooks.before_forward = [&](Range r) { first_time(&forward, r); };
-  hooks.before_backward = [&](Range r) { first_time(&before_backward, r); };
+  hooks.before_backward = [&](Range r) {
+    first_time(&before_backward, r);
+    for (size_t i = 0; i < grads.size(); ++i) written_early += !grad_announced[i] && grads[i] != 0.5f;
+    std::fill(grad_announced.begin() + r.begin, grad_announced.begin() + r.end, 1);
+  };
   hooks.after_backward = [&](Range r) {
     backward.push_back(r);
     std::copy(grads.begin() + r.begin, grads.begin() + r.end, announced.begin() + r.begin);
@@ -141,6 +151,7 @@ inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::
     }
     EXPECT_EQ(at, total) << pass;
   };
+  EXPECT_EQ(written_early, 0) << "the backward wrote gradients of a layer it had not announced yet";
   tiles(forward, "forward");
   tiles(backward, "backward");
   for (size_t i = 1; i < forward.size(); ++i) EXPECT_LT(forward[i - 1].begin, forward[i].begin) << "forward order";

@@ -40,6 +40,7 @@ class TrainLoopTest : public FashionMnistSuite {
   static TrainOptions Saving(const std::string& root, CheckpointSink* sink) {
     TrainOptions o;
     o.show_progress = false;
+    o.keep_params = true;
     o.checkpoint_root = root;
     o.checkpoint_sink = sink;
     return o;
@@ -60,6 +61,7 @@ class TrainLoopTest : public FashionMnistSuite {
     LocalCollectives comm;
     TrainOptions o;
     o.show_progress = false;
+    o.keep_params = true;
     o.restore_dir = step_dir;
     return RunTraining(c, *data_, comm, o);
   }
@@ -69,6 +71,7 @@ class TrainLoopTest : public FashionMnistSuite {
     TrainOptions options;
     options.metrics = sink;
     options.show_progress = false;
+    options.keep_params = true;
     return RunTraining(c, *data_, comm, options);
   }
 
@@ -83,6 +86,7 @@ class TrainLoopTest : public FashionMnistSuite {
       RingCollectives comm(t, CollectiveOptions{});
       TrainOptions o;
       o.show_progress = false;
+      o.keep_params = true;
       if (setup) setup(rank, &o);
       results[static_cast<size_t>(rank)] = RunTraining(c, *data_, comm, o);
       return results[static_cast<size_t>(rank)].status();
@@ -175,6 +179,7 @@ TEST_F(TrainLoopTest, StopRequestEndsTheRunAfterThatStepWithAnEval) {
   LocalCollectives comm;
   TrainOptions options;
   options.show_progress = false;
+  options.keep_params = true;
   options.stop_request = &stop;
   options.steps_done = &done;
   absl::StatusOr<TrainResult> r = RunTraining(Config({}), *data_, comm, options);
