@@ -29,6 +29,7 @@
 #    run's step time is the median of its windows after the first (which
 #    holds start-up). Stage 2 and stage 3 run alternately, REPS times
 #    (default 1), and each ratio is of the medians over the reps.
+#    STEP_SIZES="big" times the 50.6M GPT only.
 # One command (about 28 minutes here; root for part 2):
 #   bench/drivers/zero3_memory_bench.sh
 #   PARTS="1 3" bench/drivers/zero3_memory_bench.sh   # no cgroups
@@ -195,9 +196,10 @@ if [[ " $PARTS " == *" 3 "* ]]; then
   STEPS_BIG=${STEPS_BIG:-24}
   STEPS_SMALL=${STEPS_SMALL:-160}
   REPS=${REPS:-1}
+  STEP_SIZES=${STEP_SIZES:-small big}
   echo "size N remat stage rep step_ms compute_ms reduce_scatter_ms allgather_ms background_ms hidden_ms" \
     > "$OUT/step_time.dat"
-  for size in small big; do
+  for size in $STEP_SIZES; do
     if [[ $size == small ]]; then
       sets=("${SMALL[@]}" --set "train.total_steps=$STEPS_SMALL" --set "train.log_every=$((STEPS_SMALL / 6))")
     else
