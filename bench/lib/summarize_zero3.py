@@ -33,6 +33,8 @@ def step_time(out):
     runs = {}
     for size, n, remat, stage, _rep, step_ms, comp, rs, ag, bg, hidden in rows:
         runs.setdefault((size, n, remat, stage), []).append([float(x) for x in (step_ms, comp, rs, ag, bg, hidden)])
+    if not runs:
+        return
     reps = max(len(v) for v in runs.values())
     print(f"Step time, stage 3 over stage 2 (ms per step: the global batch over the median logged training rate "
           f"after the first window; the median of {reps} alternating run(s) each; loopback). Beside it the slowest "

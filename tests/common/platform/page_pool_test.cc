@@ -8,7 +8,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -88,6 +92,33 @@ TEST(PagePoolTest, RangesAtOnceGetTheirOwnPagesAndOversizedOnesAreRefused) {
   EXPECT_TRUE((*pool)->Give(PagePool::kNone).ok());
   ASSERT_TRUE((*pool)->Give(*a).ok());
   ASSERT_TRUE((*pool)->Give(*b).ok());
+}
+
+int MappingCount() {
+  std::ifstream maps("/proc/self/maps");
+  return static_cast<int>(std::count(std::istreambuf_iterator<char>(maps), std::istreambuf_iterator<char>(), '\n'));
+}
+
+// A step takes and gives back ranges over and over: the mappings they
+// split the buffer into merge again, so the process's mapping count (a
+// kernel limit, vm.max_map_count) does not grow with the steps.
+TEST(PagePoolTest, TakingAndGivingBackDoesNotAccumulateMappings) {
+  absl::StatusOr<std::unique_ptr<PagePool>> pool = PagePool::Create(8 * kPage);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  PagedFloats v(256 * kPerPage);
+  for (size_t i = 0; i < v.size(); i += kPerPage) v[i] = 1.0f;
+  const int before = MappingCount();
+  for (int step = 0; step < 200; ++step) {
+    std::vector<PagePool::Handle> held;
+    for (size_t at = (step % 3) * kPerPage; at + 8 * kPerPage <= v.size(); at += 24 * kPerPage) {
+      absl::StatusOr<PagePool::Handle> h = (*pool)->Take(v.data() + at, 8 * kPage);
+      ASSERT_TRUE(h.ok()) << h.status();
+      held.push_back(*h);
+    }
+    for (PagePool::Handle h : held) ASSERT_TRUE((*pool)->Give(h).ok());
+    (*pool)->Trim();
+  }
+  EXPECT_LE(MappingCount(), before + 4) << "mappings pile up";
 }
 
 }  // namespace
