@@ -106,32 +106,29 @@ TEST(Zero3Test, TheGptAtStageThreeWithRematHasStageTwosBitsAndResumesReshardsAnd
                        want))
       << "stage 3 without resharding after forward or prefetch changed the bits";
 
-  // Killed while saving step 80, with snapshots every 20 steps: restored
-  // from the survivors' memory (step 60) and the same bits.
-  const std::string killed = FreshDir("zero3_gpt_killed");
-  {
-    Subprocess job(LaunchArgv(killed, 2, With(stage3, {"checkpoint.memory_every_steps=20"}), 2, config),
-                   {"SHARDLINE_CRASH_AT=before_shard_rename:80:" + killed + "/crashed"});
-    ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
-  }
-  EXPECT_TRUE(Env::Default()->FileExists(killed + "/crashed")) << "the crash point never fired";
-  EXPECT_TRUE(absl::StrContains(ReadAll(killed + "/logs/worker-0.log"), "restored step 60 from memory"))
-      << ReadAll(killed + "/logs/worker-0.log");
-  EXPECT_TRUE(SameBits(FinalState(killed, 120, 2), want)) << "a killed stage-3 run ends with other bits";
+  // A stage-3 run of 2 workers with snapshots every 20 steps, one worker
+  // SIGKILLed at `crash` ("<point>:<step>"): restored from the survivor's
+  // memory at `restored` and ends with stage 2's bits. Returns its dir.
+  auto killed_at = [&](const std::string& name, const std::string& crash, int restored) {
+    const std::string dir = FreshDir(name);
+    {
+      Subprocess job(LaunchArgv(dir, 2, With(stage3, {"checkpoint.memory_every_steps=20"}), 2, config),
+                     {"SHARDLINE_CRASH_AT=" + crash + ":" + dir + "/crashed"});
+      EXPECT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
+    }
+    EXPECT_TRUE(Env::Default()->FileExists(dir + "/crashed")) << crash << ": the crash point never fired";
+    const std::string log = ReadAll(dir + "/logs/worker-0.log");
+    EXPECT_TRUE(absl::StrContains(log, absl::StrCat("restored step ", restored, " from memory"))) << crash << log;
+    EXPECT_TRUE(SameBits(FinalState(dir, 120, 2), want)) << crash << ": a killed stage-3 run ends with other bits";
+    return dir;
+  };
+  // Killed while saving step 80: restored from step 60.
+  const std::string killed = killed_at("zero3_gpt_killed", "before_shard_rename:80", 60);
   // Killed in the middle of step 90's backward, as it is about to gather a
   // layer's parameters with reduce-scatters and gathers in flight: the
-  // survivor's waits fail (none hangs), and both resume from the snapshot
-  // of step 80 with the same bits.
-  const std::string mid = FreshDir("zero3_gpt_killed_mid_backward");
-  {
-    Subprocess job(LaunchArgv(mid, 2, With(stage3, {"checkpoint.memory_every_steps=20"}), 2, config),
-                   {"SHARDLINE_CRASH_AT=backward_gather:90:" + mid + "/crashed"});
-    ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
-  }
-  EXPECT_TRUE(Env::Default()->FileExists(mid + "/crashed")) << "the crash point never fired";
-  EXPECT_TRUE(absl::StrContains(ReadAll(mid + "/logs/worker-0.log"), "restored step 80 from memory"))
-      << ReadAll(mid + "/logs/worker-0.log");
-  EXPECT_TRUE(SameBits(FinalState(mid, 120, 2), want)) << "a stage-3 run killed mid-backward ends with other bits";
+  // survivor's waits fail at once (its peer's connection breaks; none
+  // waits for a timeout), and both resume from the snapshot of step 80.
+  killed_at("zero3_gpt_killed_mid_backward", "backward_gather:90", 80);
   // Its export is stage 2's, byte for byte.
   std::vector<std::string> exported;
   for (const std::string& dir : {stage2, killed}) {
