@@ -6,22 +6,34 @@
 
 #include <vector>
 
-
 namespace shardline {
 namespace {
+
+constexpr int kZeroPageFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+
+}  // namespace
 
 size_t PageSize() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
 }
 
-}  // namespace
+PageSpan InteriorPages(const void* p, size_t bytes) {
+  const size_t page = PageSize();
+  return PageSpan{(reinterpret_cast<uintptr_t>(p) + page - 1) / page * page,
+                  (reinterpret_cast<uintptr_t>(p) + bytes) / page * page};
+}
 
 void* MapZeroPages(size_t bytes) {
   if (bytes == 0) bytes = 1;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, kZeroPageFlags, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   return p;
+}
+
+bool MapZeroPagesOver(PageSpan span) {
+  return mmap(reinterpret_cast<void*>(span.begin), span.size(), PROT_READ | PROT_WRITE, kZeroPageFlags | MAP_FIXED,
+              -1, 0) != MAP_FAILED;
 }
 
 void UnmapPages(void* p, size_t bytes) {
@@ -29,13 +41,11 @@ void UnmapPages(void* p, size_t bytes) {
 }
 
 void ReleasePages(void* p, size_t bytes) {
-  const size_t page = PageSize();
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-  if (end <= begin) return;
+  const PageSpan span = InteriorPages(p, bytes);
+  if (span.empty()) return;
   // Advice on our own private anonymous memory: it cannot fail but for a
   // bad range, which would be a bug above; the memory then stays charged.
-  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  madvise(reinterpret_cast<void*>(span.begin), span.size(), MADV_DONTNEED);
 }
 
 int64_t ResidentBytes(const void* p, size_t bytes) {

@@ -19,6 +19,24 @@ namespace shardline {
 void* MapZeroPages(size_t bytes);
 void UnmapPages(void* p, size_t bytes);
 
+// The system's page size.
+size_t PageSize();
+
+// The pages wholly inside [p, p + bytes): page-aligned [begin, end), empty
+// (end <= begin) if no page lies wholly inside.
+struct PageSpan {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+  bool empty() const { return end <= begin; }
+  size_t size() const { return empty() ? 0 : end - begin; }
+};
+PageSpan InteriorPages(const void* p, size_t bytes);
+
+// Fresh pages as MapZeroPages gives (the same flags, so they merge with
+// their neighbours into one mapping again) over `span`, replacing whatever
+// was mapped there. False if the kernel refuses (errno says why).
+bool MapZeroPagesOver(PageSpan span);
+
 // Gives back to the kernel every page wholly inside [p, p + bytes)
 // (madvise MADV_DONTNEED): they read as zero afterwards and no longer count
 // in the process's memory. Bytes sharing a page with anything outside the

@@ -9,24 +9,13 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/platform/page_memory.h"
 
 namespace shardline {
 namespace {
 
-size_t PageSize() {
-  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return page;
-}
-
 absl::Status Errno(const char* call, int error) {
   return absl::InternalError(absl::StrCat("page pool: ", call, ": ", std::strerror(error)));
-}
-
-// Fresh private zero pages over [begin, begin + length), as MapZeroPages
-// gives.
-bool MapZero(uintptr_t begin, size_t length) {
-  return mmap(reinterpret_cast<void*>(begin), length, PROT_READ | PROT_WRITE,
-              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED;
 }
 
 }  // namespace
@@ -45,10 +34,8 @@ absl::StatusOr<PagePool::Handle> PagePool::Take(void* p, size_t bytes) {
   if (bytes > slot_bytes_) {
     return absl::InvalidArgumentError(absl::StrCat("page pool: a range of ", bytes, " bytes; at most ", slot_bytes_));
   }
-  const size_t page = PageSize();
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-  if (end <= begin) return kNone;
+  const PageSpan span = InteriorPages(p, bytes);
+  if (span.empty()) return kNone;
   Handle h;
   if (!free_.empty()) {
     h = free_.back();
@@ -59,16 +46,16 @@ absl::StatusOr<PagePool::Handle> PagePool::Take(void* p, size_t bytes) {
     slots_.emplace_back();
   }
   const off_t offset = static_cast<off_t>(static_cast<size_t>(h) * slot_bytes_);
-  if (mmap(reinterpret_cast<void*>(begin), end - begin, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
-           fd_, offset) == MAP_FAILED) {
+  if (mmap(reinterpret_cast<void*>(span.begin), span.size(), PROT_READ | PROT_WRITE,
+           MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_, offset) == MAP_FAILED) {
     const int error = errno;
     free_.push_back(h);
     // A failed MAP_FIXED may have unmapped the range: zero pages again.
-    MapZero(begin, end - begin);
+    MapZeroPagesOver(span);
     return Errno("mmap", error);
   }
-  slots_[static_cast<size_t>(h)] = Slot{begin, end - begin, false};
-  mapped_bytes_ += static_cast<int64_t>(end - begin);
+  slots_[static_cast<size_t>(h)] = Slot{span, false};
+  mapped_bytes_ += static_cast<int64_t>(span.size());
   return h;
 }
 
@@ -77,9 +64,9 @@ absl::Status PagePool::Give(Handle h) {
   Slot& s = slots_[static_cast<size_t>(h)];
   // A slot still mapped somewhere is never handed out again: on failure it
   // stays in use (its pages lost to the pool) rather than aliased.
-  if (!MapZero(s.begin, s.length)) return Errno("mmap", errno);
-  mapped_bytes_ -= static_cast<int64_t>(s.length);
-  s = Slot{0, 0, true};
+  if (!MapZeroPagesOver(s.span)) return Errno("mmap", errno);
+  mapped_bytes_ -= static_cast<int64_t>(s.span.size());
+  s = Slot{PageSpan{}, true};
   free_.push_back(h);
   return absl::OkStatus();
 }

@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/platform/page_memory.h"
 
 namespace shardline {
 
@@ -66,9 +67,8 @@ class PagePool {
 
  private:
   struct Slot {
-    uintptr_t begin = 0;  // the mapped range while in use; 0 when free
-    size_t length = 0;
-    bool dirty = false;   // given back since the last Trim
+    PageSpan span;       // the mapped range while in use; empty when free
+    bool dirty = false;  // given back since the last Trim
   };
   PagePool(int fd, size_t slot_bytes) : fd_(fd), slot_bytes_(slot_bytes) {}
 

@@ -16,8 +16,6 @@ absl::Status SizeMismatch(size_t got, size_t want) {
 
 }  // namespace
 
-Payload::~Payload() = default;
-
 absl::Status CopyPayloadInto(const Payload& payload, absl::Span<char> out) {
   if (payload.size() != out.size()) return SizeMismatch(payload.size(), out.size());
   size_t at = 0;

@@ -19,7 +19,7 @@ namespace shardline {
 
 class Payload {
  public:
-  virtual ~Payload();
+  virtual ~Payload() = default;
   virtual size_t size() const = 0;
   // Calls fn(piece) for each contiguous piece, in order. Pieces may have any
   // length and alignment.
