@@ -501,7 +501,7 @@ TEST(CoordinatorServiceTest, AWorldOnThreeRpcThreadsFormsAndEveryStreamIsServed)
   Served served("threads", nullptr, kWorld, /*rpc_threads=*/3);
   auto stub = served.Stub();
   std::vector<coordinator::RegisterResponse> worlds(kWorld);
-  std::vector<bool> joined(kWorld, false);
+  std::vector<char> joined(kWorld, 0);  // not vector<bool>: its elements share bytes, and 24 threads write them
   {
     std::vector<std::thread> joiners;
     for (int i = 0; i < kWorld; ++i) {
