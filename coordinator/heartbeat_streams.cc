@@ -72,7 +72,8 @@ class HeartbeatStream : public AsyncCall {
     // (gRPC then never returns the done tag).
     if (!ok) return;
     owner_->Ready(cq_);
-    const grpc::Status token = CheckToken(owner_->auth_, ctx_);
+    const grpc::Status token =
+        CheckToken(owner_->auth_, ctx_, coordinator::WorkerReport::descriptor()->full_name(), CallAccess::kMember);
     MutexLock lock(&mu_);
     ++pending_;  // the done tag
     if (!token.ok()) {

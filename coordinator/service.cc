@@ -110,6 +110,8 @@ class StatusCall : public UnaryCall<coordinator::StatusRequest, coordinator::Job
   void ReadyAnother(grpc::ServerCompletionQueue* cq) override { ReadyOn(rpc_, status_, auth(), queues(), cq); }
 
   void Start() override { Answer((*status_)(), grpc::Status::OK); }
+  // Reading the job's status changes nothing: a reader's credential may.
+  CallAccess Access() const override { return CallAccess::kRead; }
 
   CoordinatorService::RpcService* const rpc_;
   const StatusFn* const status_;

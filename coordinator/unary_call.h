@@ -61,7 +61,8 @@ class UnaryCall : public AsyncCall {
             MutexLock lock(&mu_);
             pending_ += 2;  // the done tag and the answer
           }
-          if (grpc::Status token = CheckToken(auth_, ctx_, &caller_rank_); !token.ok()) {
+          if (grpc::Status token = CheckToken(auth_, ctx_, Request::descriptor()->full_name(), Access(), &caller_rank_);
+              !token.ok()) {
             raw_request_.Clear();
             Answer({}, token);
           } else if (raw_request_.Length() > MaxRequestBytes()) {
@@ -101,6 +102,10 @@ class UnaryCall : public AsyncCall {
   virtual void Cancelled() {}
   // Readies a fresh call of the same kind on `cq`.
   virtual void ReadyAnother(grpc::ServerCompletionQueue* cq) = 0;
+
+  // Which credentials may make the call: kRead only for calls that change
+  // nothing.
+  virtual CallAccess Access() const { return CallAccess::kMember; }
 
   // Requests longer than this are refused unparsed (a call that needs no
   // token is bounded well below the server's receive limit).

@@ -231,11 +231,16 @@ bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout) {
 // Everything the simulated workers share, and what the phases wait on.
 class Load {
  public:
-  // `token`: the proof header every call carries ("" for none).
-  Load(std::string token, int hz, int64_t shard_bytes)
-      : token_(std::move(token)), period_us_(1000000 / std::max(1, hz)), shard_bytes_(shard_bytes) {}
+  // `client` (null: no token) makes the proof header each call carries.
+  Load(CoordinatorClient* client, int hz, int64_t shard_bytes)
+      : client_(client), period_us_(1000000 / std::max(1, hz)), shard_bytes_(shard_bytes) {}
   int64_t shard_bytes() const { return shard_bytes_; }
-  const std::string& token() const { return token_; }
+  // The proof header for one call of `method` (each is good once); "" for
+  // none.
+  std::string Proof(absl::string_view method) const {
+    if (client_ == nullptr) return "";
+    return client_->Proof(method, absl::Now() + absl::Seconds(30)).value_or("");
+  }
   // Runs `write` on the writer thread, after those before it.
   void Write(std::function<void()> write) {
     MutexLock lock(&writes_mu_);
@@ -366,7 +371,7 @@ class Load {
     }
   }
 
-  const std::string token_;
+  CoordinatorClient* const client_;
   const int64_t period_us_;
   const int64_t shard_bytes_;
   Mutex writes_mu_;
@@ -381,7 +386,10 @@ void SimWorker::Register(uint64_t previous_generation) {
   if (registering_) return;
   registering_ = true;
   register_ctx_ = std::make_unique<grpc::ClientContext>();
-  if (!load_->token().empty()) register_ctx_->AddMetadata(kProofMetadataKey, load_->token());
+  if (const std::string proof = load_->Proof(coordinator::RegisterRequest::descriptor()->full_name());
+      !proof.empty()) {
+    register_ctx_->AddMetadata(kProofMetadataKey, proof);
+  }
   register_ctx_->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   request_.Clear();
   request_.set_transport_address(absl::StrCat("10.9.", slot_ / 256, ".", slot_ % 256, ":7001"));
@@ -420,7 +428,7 @@ void SimWorker::OpenStream(const coordinator::RegisterResponse& r) {
   next_due_us_ = started_us_;  // the first report at once: it attaches the stream
   silent_ = false;
   writing_ = true;  // until the call has started
-  call_ = new StreamCall(this, stub_, load_->token(), cq_);
+  call_ = new StreamCall(this, stub_, load_->Proof(coordinator::WorkerReport::descriptor()->full_name()), cq_);
 }
 
 void SimWorker::WriteDone(StreamCall* call) {
@@ -845,20 +853,22 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "%s\n", std::string(token.status().message()).c_str());
     return 2;
   }
-  // Every simulated worker proves the token with one session's header
-  // (common/net/proof_client.h), as a real one does after its Hello.
-  std::string proof;
+  // Every simulated worker proves the token with one session's headers, a
+  // fresh one per call (common/net/proof_client.h), as a real one does after
+  // its Hello.
+  std::unique_ptr<RpcAuth> auth;
+  std::unique_ptr<CoordinatorClient> client;
   if (!token->empty()) {
-    RpcAuth auth(*token);
-    CoordinatorClient client(args.Get("coordinator"), &auth);
-    absl::StatusOr<std::string> header = client.Proof(absl::Now() + absl::Seconds(30));
+    auth = std::make_unique<RpcAuth>(*token);
+    client = std::make_unique<CoordinatorClient>(args.Get("coordinator"), auth.get());
+    absl::StatusOr<std::string> header =
+        client->Proof(coordinator::StatusRequest::descriptor()->full_name(), absl::Now() + absl::Seconds(30));
     if (!header.ok()) {
       fprintf(stderr, "%s\n", std::string(header.status().message()).c_str());
       return 2;
     }
-    proof = *header;
   }
-  Load load(proof, hz, shard_bytes);
+  Load load(client.get(), hz, shard_bytes);
   {
     MutexLock lock(&load.mu_);
     load.workers_ = n;

@@ -19,6 +19,7 @@ namespace shardline {
 namespace {
 
 constexpr char kRankPrefix[] = "shardline-rank/";
+constexpr char kReaderPrefix[] = "shardline-reader/";
 constexpr int64_t kClockStepMicros = int64_t{60} * 1'000'000;
 
 bool IsHex(absl::string_view s, size_t min, size_t max) {
@@ -47,6 +48,7 @@ std::string HmacSha256Hex(absl::string_view key, absl::string_view message) {
 }
 
 std::string KeyFor(absl::string_view token, int rank) {
+  if (rank == kReaderRank) return HmacSha256Hex(token, "shardline-reader");
   if (rank < 0) return std::string(token);
   return HmacSha256Hex(token, absl::StrCat(kRankPrefix, rank));
 }
@@ -55,7 +57,20 @@ std::string RankCredentialText(absl::string_view token, int rank) {
   return absl::StrCat(kRankPrefix, rank, "/", KeyFor(token, rank));
 }
 
+std::string ReaderCredentialText(absl::string_view token) {
+  return absl::StrCat(kReaderPrefix, KeyFor(token, kReaderRank));
+}
+
 absl::StatusOr<Credential> ParseCredential(absl::string_view text) {
+  if (absl::StartsWith(text, kReaderPrefix)) {
+    const absl::string_view key = text.substr(sizeof(kReaderPrefix) - 1);
+    if (!IsHex(key, 64, 64)) {
+      return absl::InvalidArgumentError(
+          "a reader credential has the form shardline-reader/<64 hex digits> (made by `shardline credential "
+          "--reader`)");
+    }
+    return Credential{kReaderRank, std::string(key)};
+  }
   if (!absl::StartsWith(text, kRankPrefix)) return Credential{-1, std::string(text)};
   const std::vector<absl::string_view> parts = absl::StrSplit(text.substr(sizeof(kRankPrefix) - 1), '/');
   int rank = -1;
@@ -103,35 +118,47 @@ std::string ServerProof(absl::string_view key, absl::string_view client_nonce, a
   return HmacSha256Hex(key, absl::StrCat("shardline-server/", client_nonce, "/", server_nonce));
 }
 
-std::string ClientProof(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce) {
-  return HmacSha256Hex(key, absl::StrCat("shardline-client/", client_nonce, "/", server_nonce));
+std::string ClientProof(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce,
+                        absl::string_view method, uint64_t seq) {
+  return HmacSha256Hex(key, absl::StrCat("shardline-call/", client_nonce, "/", server_nonce, "/", method, "/", seq));
 }
 
 std::string FormatCallProof(const CallProof& p) {
-  return absl::StrCat(p.rank, ".", p.client_nonce, ".", p.server_nonce, ".", p.proof);
+  return absl::StrCat(p.rank, ".", p.client_nonce, ".", p.server_nonce, ".", p.seq, ".", p.proof);
 }
 
 absl::StatusOr<CallProof> ParseCallProof(absl::string_view text) {
   const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
   CallProof p;
-  if (text.size() > 256 || parts.size() != 4 || !absl::SimpleAtoi(parts[0], &p.rank) || p.rank < -1 ||
-      p.rank > kMaxCredentialRank || !IsClientNonce(parts[1]) || parts[2].size() > 96 || !IsHex(parts[3], 64, 64)) {
+  if (text.size() > 300 || parts.size() != 5 || !absl::SimpleAtoi(parts[0], &p.rank) || p.rank < kReaderRank ||
+      p.rank > kMaxCredentialRank || !IsClientNonce(parts[1]) || parts[2].size() > 96 || parts[3].size() > 20 ||
+      !absl::SimpleAtoi(parts[3], &p.seq) || !IsHex(parts[4], 64, 64)) {
     return absl::InvalidArgumentError("malformed call proof");
   }
   p.client_nonce = std::string(parts[1]);
   p.server_nonce = std::string(parts[2]);
-  p.proof = std::string(parts[3]);
+  p.proof = std::string(parts[4]);
   return p;
 }
 
-ProofVerdict CheckCallProof(absl::string_view token, absl::string_view header, int64_t now_micros, int* rank) {
+ProofVerdict CheckCallProof(absl::string_view token, absl::string_view header, absl::string_view method,
+                            int64_t now_micros, CallProof* parsed) {
   absl::StatusOr<CallProof> p = ParseCallProof(header);
   if (!p.ok()) return ProofVerdict::kMalformed;
   const std::string key = KeyFor(token, p->rank);
   if (!ServerNonceFresh(key, p->client_nonce, p->server_nonce, now_micros)) return ProofVerdict::kStale;
-  if (!SecretEquals(p->proof, ClientProof(key, p->client_nonce, p->server_nonce))) return ProofVerdict::kWrong;
-  if (rank != nullptr) *rank = p->rank;
+  if (!SecretEquals(p->proof, ClientProof(key, p->client_nonce, p->server_nonce, method, p->seq))) {
+    return ProofVerdict::kWrong;
+  }
+  if (parsed != nullptr) *parsed = *std::move(p);
   return ProofVerdict::kOk;
+}
+
+int64_t ServerNonceExpiry(absl::string_view server_nonce) {
+  int64_t made = 0;
+  const size_t dash = server_nonce.find('-');
+  if (dash == absl::string_view::npos || !absl::SimpleAtoi(server_nonce.substr(0, dash), &made)) return 0;
+  return made + kProofSessionMaxAgeMicros;
 }
 
 std::string ParkTag(absl::string_view receiver_key, uint64_t generation, int sender) {

@@ -5,7 +5,10 @@
 // Credentials. The job token T is the root secret; the coordinator and the
 // operator's tools hold it. A worker may instead hold only its rank's
 // credential, "shardline-rank/<r>/<key>" with key = HMAC(T,
-// "shardline-rank/<r>"): it proves it may act as rank r and no other.
+// "shardline-rank/<r>"): it proves it may act as rank r and no other. A
+// reader's credential, "shardline-reader/<key>" with key = HMAC(T,
+// "shardline-reader") (rank kReaderRank), may only read (`shardline
+// status`): the server refuses it every call that changes anything.
 //
 // Handshake (one round trip per session, then one header per call):
 //   client -> server  Hello{rank, client_nonce}            (nothing secret)
@@ -13,10 +16,15 @@
 //                     ServerProof(K, cn, sn)                (proves K)
 //   client            checks the server proof; a server that cannot give it
 //                     learns nothing more than a random nonce
-//   client -> server  on every call: "<rank>.<cn>.<sn>.<ClientProof(K, cn, sn)>"
+//   client -> server  on call number `seq` of the session, for method M:
+//                     "<rank>.<cn>.<sn>.<seq>.<ClientProof(K, cn, sn, M, seq)>"
 // where K is the key of the credential the client named (T for rank -1).
-// The server keeps no state: its nonce carries its time and a MAC, and a
-// session is good for kProofSessionMaxAge after the server made it.
+// A proof is bound to the server's own challenge (sn carries its MAC), to
+// one method (a proof made for Status never passes for Register) and to one
+// use (the server remembers the (sn, seq) it accepted until sn expires), so
+// a relay that sees a call's proof can at most deliver that one call. The
+// server's nonce carries its time and a MAC: a session is good for
+// kProofSessionMaxAge after the server made it.
 //
 //   ASSIGN_OR_RETURN(Credential c, ParseCredential(text));
 //   std::string sn = ServerNonce(KeyFor(token, c.rank), cn, now_micros);
@@ -38,9 +46,11 @@ inline constexpr char kProofMetadataKey[] = "shardline-proof";
 inline constexpr int64_t kProofSessionMaxAgeMicros = int64_t{600} * 1'000'000;
 // The largest rank a credential may name.
 inline constexpr int kMaxCredentialRank = 1 << 20;
+// The rank a reader's credential names: read-only calls only.
+inline constexpr int kReaderRank = -2;
 
-// What a process holds: the job token (rank -1, may act as any rank) or one
-// rank's credential.
+// What a process holds: the job token (rank -1, may act as any rank), one
+// rank's credential, or a reader's (kReaderRank).
 struct Credential {
   int rank = -1;
   std::string key;  // the token itself for rank -1
@@ -53,15 +63,18 @@ bool SecretEquals(absl::string_view a, absl::string_view b);
 std::string HmacSha256Hex(absl::string_view key, absl::string_view message);
 
 // The key of rank `rank`'s credential: HMAC(token, "shardline-rank/<rank>");
-// the token itself for rank -1.
+// the token itself for rank -1; HMAC(token, "shardline-reader") for
+// kReaderRank.
 std::string KeyFor(absl::string_view token, int rank);
 
 // The text of rank `rank`'s credential, as a credential file holds it.
 std::string RankCredentialText(absl::string_view token, int rank);
+// The text of the reader's credential: "shardline-reader/<key>".
+std::string ReaderCredentialText(absl::string_view token);
 
 // A credential file's text (surrounding whitespace already dropped): a rank
-// credential if it has that form, else the job token. INVALID_ARGUMENT for a
-// text that starts like a rank credential but is not one.
+// or reader credential if it has that form, else the job token.
+// INVALID_ARGUMENT for a text that starts like one but is not one.
 absl::StatusOr<Credential> ParseCredential(absl::string_view text);
 
 // `bytes` random bytes from /dev/urandom, as 2 * bytes hex digits; `what`
@@ -81,13 +94,18 @@ bool ServerNonceFresh(absl::string_view key, absl::string_view client_nonce, abs
                       int64_t now_micros);
 
 std::string ServerProof(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce);
-std::string ClientProof(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce);
+// The proof of call `seq` of a session for `method` (the call's request
+// message type, e.g. "shardline.coordinator.RegisterRequest": each method
+// of the service has its own).
+std::string ClientProof(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce,
+                        absl::string_view method, uint64_t seq);
 
 // The per-call header value and its parts.
 struct CallProof {
   int rank = -1;
   std::string client_nonce;
   std::string server_nonce;
+  uint64_t seq = 0;
   std::string proof;
 };
 std::string FormatCallProof(const CallProof& p);
@@ -97,9 +115,15 @@ absl::StatusOr<CallProof> ParseCallProof(absl::string_view text);
 // Why a call proof is refused, or kOk.
 enum class ProofVerdict { kOk, kMalformed, kStale, kWrong };
 // Checks a call's header against the job token: the right key for the rank
-// it names, a fresh server nonce, the right client proof.
-ProofVerdict CheckCallProof(absl::string_view token, absl::string_view header, int64_t now_micros,
-                            int* rank);
+// it names, a fresh server nonce, the right client proof for `method`. On
+// kOk, *parsed (if given) holds the header's parts: single use is the
+// caller's to enforce (it keeps state; this does not).
+ProofVerdict CheckCallProof(absl::string_view token, absl::string_view header, absl::string_view method,
+                            int64_t now_micros, CallProof* parsed);
+// When `server_nonce` (ServerNonce's form) stops being accepted, in Unix
+// microseconds (0 if it is not of that form): how long a server must
+// remember the proofs it accepted under it.
+int64_t ServerNonceExpiry(absl::string_view server_nonce);
 
 // Data plane: what a sender in generation `generation` shows receiver
 // `receiver` so that a stream arriving before the receiver has joined that

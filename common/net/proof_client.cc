@@ -9,16 +9,19 @@ namespace shardline {
 ProofClient::ProofClient(const RpcAuth* auth, std::string server, HelloFn hello)
     : auth_(auth), server_(std::move(server)), hello_(std::move(hello)) {}
 
-absl::StatusOr<std::string> ProofClient::Header(absl::Time deadline) {
+absl::StatusOr<std::string> ProofClient::Header(absl::string_view method, absl::Time deadline) {
   if (auth_ == nullptr || !auth_->enabled()) return std::string();
+  const Credential& credential = auth_->credential();
   {
     MutexLock lock(&mu_);
-    if (!header_.empty() && WallNow() - made_ < absl::Microseconds(kProofSessionMaxAgeMicros / 2)) {
+    if (!session_.client_nonce.empty() && WallNow() - made_ < absl::Microseconds(kProofSessionMaxAgeMicros / 2)) {
       reused_ = true;
-      return header_;
+      CallProof p = session_;
+      p.seq = next_seq_++;
+      p.proof = ClientProof(credential.key, p.client_nonce, p.server_nonce, method, p.seq);
+      return FormatCallProof(p);
     }
   }
-  const Credential& credential = auth_->credential();
   ASSIGN_OR_RETURN(const std::string client_nonce, NewNonce());
   const absl::Time started = WallNow();
   absl::StatusOr<HelloAnswer> answer = hello_(credential.rank, client_nonce, deadline);
@@ -37,24 +40,26 @@ absl::StatusOr<std::string> ProofClient::Header(absl::Time deadline) {
   p.rank = credential.rank;
   p.client_nonce = client_nonce;
   p.server_nonce = answer->server_nonce;
-  p.proof = ClientProof(credential.key, client_nonce, answer->server_nonce);
+  p.seq = 0;
+  p.proof = ClientProof(credential.key, client_nonce, answer->server_nonce, method, p.seq);
   MutexLock lock(&mu_);
-  header_ = FormatCallProof(p);
+  session_ = p;
+  next_seq_ = 1;
   made_ = started;
   reused_ = false;
-  return header_;
+  return FormatCallProof(p);
 }
 
-absl::Status ProofClient::Attach(grpc::ClientContext* ctx, absl::Time deadline) {
-  ASSIGN_OR_RETURN(const std::string header, Header(deadline));
+absl::Status ProofClient::Attach(grpc::ClientContext* ctx, absl::string_view method, absl::Time deadline) {
+  ASSIGN_OR_RETURN(const std::string header, Header(method, deadline));
   if (!header.empty()) ctx->AddMetadata(kProofMetadataKey, header);
   return absl::OkStatus();
 }
 
 bool ProofClient::Forget() {
   MutexLock lock(&mu_);
-  const bool worth_retrying = reused_ && !header_.empty();
-  header_.clear();
+  const bool worth_retrying = reused_ && !session_.client_nonce.empty();
+  session_ = CallProof();
   reused_ = false;
   return worth_retrying;
 }

@@ -5,7 +5,7 @@
 //   ProofClient proof(&auth, "the coordinator at " + address,
 //                     [&](int rank, const std::string& nonce, absl::Time deadline) { ...Hello RPC... });
 //   grpc::ClientContext ctx;
-//   RETURN_IF_ERROR(proof.Attach(&ctx, deadline));
+//   RETURN_IF_ERROR(proof.Attach(&ctx, coordinator::StatusRequest::descriptor()->full_name(), deadline));
 //   ... call; on UNAUTHENTICATED: if (proof.Forget()) retry once ...
 #ifndef SHARDLINE_COMMON_NET_PROOF_CLIENT_H_
 #define SHARDLINE_COMMON_NET_PROOF_CLIENT_H_
@@ -34,13 +34,15 @@ class ProofClient {
   // `server` names the server in errors ("the coordinator at HOST:PORT").
   ProofClient(const RpcAuth* auth, std::string server, HelloFn hello);
 
-  // The header for a call, starting a session first if there is none or it
-  // is half-way to kProofSessionMaxAge. "" without auth. UNAVAILABLE (and
-  // the like) if the Hello fails; UNAUTHENTICATED naming the server if its
-  // answer does not prove it holds our credential: then nothing was sent.
-  absl::StatusOr<std::string> Header(absl::Time deadline);
-  // Adds Header() to `ctx`.
-  absl::Status Attach(grpc::ClientContext* ctx, absl::Time deadline);
+  // The header for one call of `method` (its request message's full name),
+  // starting a session first if there is none or it is half-way to
+  // kProofSessionMaxAge. Each header is good for one call only (the server
+  // refuses it a second time). "" without auth. UNAVAILABLE (and the like)
+  // if the Hello fails; UNAUTHENTICATED naming the server if its answer does
+  // not prove it holds our credential: then nothing was sent.
+  absl::StatusOr<std::string> Header(absl::string_view method, absl::Time deadline);
+  // Adds Header(method, deadline) to `ctx`.
+  absl::Status Attach(grpc::ClientContext* ctx, absl::string_view method, absl::Time deadline);
 
   // Drops the session after a call was refused (UNAUTHENTICATED), so the
   // next Header() starts a new one. True if there was a session made before
@@ -53,7 +55,9 @@ class ProofClient {
   const std::string server_;
   const HelloFn hello_;
   Mutex mu_;
-  std::string header_ ABSL_GUARDED_BY(mu_);
+  // The session: empty client_nonce while there is none.
+  CallProof session_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time made_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool reused_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -42,7 +43,7 @@ absl::StatusOr<std::string> LoadToken(Env* env, const std::string& token_file) {
         "token file %s is accessible by other users (mode %o); make it private: chmod 600 %s", token_file,
         st.st_mode & 0777, token_file));
   }
-  absl::StatusOr<std::string> text = env->ReadFile(token_file);
+  absl::StatusOr<std::string> text = env->ReadFile(token_file, kMaxSmallFileBytes);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("token file ", token_file, ": ", text.status().message()));
   const std::string token(absl::StripAsciiWhitespace(*text));
   if (token.empty()) return absl::InvalidArgumentError(absl::StrCat("token file ", token_file, " is empty"));
@@ -129,6 +130,10 @@ const char* RejectReasonLabel(RejectReason reason) {
       return "stale_session";
     case RejectReason::kWrongRank:
       return "wrong_rank";
+    case RejectReason::kReplayedProof:
+      return "replayed_proof";
+    case RejectReason::kReadOnly:
+      return "read_only";
   }
   return "unknown";
 }
@@ -164,7 +169,7 @@ absl::StatusOr<std::optional<TlsPem>> LoadTls(Env* env, const std::string& cert_
                                             "--tls_cert", &cert_file, &pem.cert_chain},
                                         {"--tls_key", &key_file, &pem.private_key},
                                         {"--tls_ca", &ca_file, &pem.ca}}) {
-    absl::StatusOr<std::string> text = env->ReadFile(*file);
+    absl::StatusOr<std::string> text = env->ReadFile(*file, kMaxSmallFileBytes);
     if (!text.ok()) return absl::NotFoundError(absl::StrCat(flag, " ", *file, ": ", text.status().message()));
     if (text->find("-----BEGIN ") == std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(flag, " ", *file, " is not a PEM file"));
@@ -210,7 +215,7 @@ std::shared_ptr<grpc::ServerCredentials> RpcAuth::ServerCredentials() const {
 
 absl::StatusOr<HelloAnswer> RpcAuth::AnswerHello(int rank, absl::string_view client_nonce) const {
   if (token().empty()) return absl::FailedPreconditionError("this server holds no job token");
-  if (rank < -1 || rank > kMaxCredentialRank) {
+  if (rank < kReaderRank || rank > kMaxCredentialRank) {
     return absl::InvalidArgumentError(absl::StrCat("Hello for rank ", rank, ", out of range"));
   }
   if (!IsClientNonce(client_nonce)) return absl::InvalidArgumentError("Hello's client nonce must be 16 to 64 hex digits");
@@ -221,7 +226,28 @@ absl::StatusOr<HelloAnswer> RpcAuth::AnswerHello(int rank, absl::string_view cli
   return answer;
 }
 
-grpc::Status RpcAuth::Check(const grpc::ServerContextBase& ctx, int* caller_rank) {
+bool RpcAuth::FirstUse(const CallProof& p, int64_t now_micros) {
+  const int64_t expiry = ServerNonceExpiry(p.server_nonce);
+  std::string key = absl::StrCat(p.server_nonce, "/", p.seq);
+  MutexLock lock(&used_mu_);
+  while (!used_by_expiry_.empty() && used_by_expiry_.begin()->first < now_micros) {
+    used_.erase(used_by_expiry_.begin()->second);
+    used_by_expiry_.erase(used_by_expiry_.begin());
+  }
+  if (expiry <= forgotten_until_ || !used_.insert(key).second) return false;
+  used_by_expiry_.emplace(expiry, std::move(key));
+  while (used_.size() > kMaxRememberedProofs) {
+    // Forget the oldest session's proofs, and refuse that session from now
+    // on: what is forgotten can never be accepted again.
+    forgotten_until_ = std::max(forgotten_until_, used_by_expiry_.begin()->first);
+    used_.erase(used_by_expiry_.begin()->second);
+    used_by_expiry_.erase(used_by_expiry_.begin());
+  }
+  return true;
+}
+
+grpc::Status RpcAuth::Check(const grpc::ServerContextBase& ctx, absl::string_view method, CallAccess access,
+                            int* caller_rank) {
   if (!enabled()) return grpc::Status::OK;
   if (token().empty()) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "this server holds no job token to check calls with");
@@ -230,9 +256,21 @@ grpc::Status RpcAuth::Check(const grpc::ServerContextBase& ctx, int* caller_rank
   const auto it = metadata.find(kProofMetadataKey);
   RejectReason reason = RejectReason::kMissingToken;
   if (it != metadata.end()) {
-    switch (CheckCallProof(token(), absl::string_view(it->second.data(), it->second.size()),
-                           absl::ToUnixMicros(WallNow()), caller_rank)) {
+    const int64_t now = absl::ToUnixMicros(WallNow());
+    CallProof proof;
+    switch (CheckCallProof(token(), absl::string_view(it->second.data(), it->second.size()), method, now, &proof)) {
       case ProofVerdict::kOk:
+        if (proof.rank == kReaderRank && access != CallAccess::kRead) {
+          Refused(RejectReason::kReadOnly, ctx.peer());
+          return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                              "a reader's credential may only read (shardline status); this call needs the job "
+                              "token or a rank's credential");
+        }
+        if (!FirstUse(proof, now)) {
+          reason = RejectReason::kReplayedProof;
+          break;
+        }
+        if (caller_rank != nullptr) *caller_rank = proof.rank;
         return grpc::Status::OK;
       case ProofVerdict::kStale:
         reason = RejectReason::kStaleSession;

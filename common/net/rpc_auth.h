@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <optional>
 #include <string>
 
@@ -85,9 +87,29 @@ absl::StatusOr<std::optional<TlsPem>> LoadTls(Env* env, const std::string& cert_
                                               const std::string& ca_file);
 
 // Why a call was refused; the label of shardline_rpc_rejected_total.
-enum class RejectReason { kMissingToken, kWrongToken, kNotAMember, kStaleSession, kWrongRank };
-// "missing_token", "wrong_token", "not_a_member", "stale_session", "wrong_rank"
+enum class RejectReason {
+  kMissingToken,
+  kWrongToken,
+  kNotAMember,
+  kStaleSession,
+  kWrongRank,
+  kReplayedProof,  // a proof already used once (a relay or a replay)
+  kReadOnly,       // a reader's credential on a call that changes something
+};
+// "missing_token", "wrong_token", "not_a_member", "stale_session",
+// "wrong_rank", "replayed_proof", "read_only"
 const char* RejectReasonLabel(RejectReason reason);
+
+// Which credentials a method admits.
+enum class CallAccess {
+  kMember,  // the token or a rank's credential
+  kRead,    // those, or a reader's (kReaderRank): calls that change nothing
+};
+
+// How many accepted proofs a server remembers (to refuse their reuse)
+// before it forgets the oldest sessions' and refuses those sessions from
+// then on (their clients start new ones).
+inline constexpr size_t kMaxRememberedProofs = size_t{1} << 16;
 
 // What a server answers a Hello (common/net/auth_proof.h).
 struct HelloAnswer {
@@ -125,12 +147,15 @@ class RpcAuth {
   // nonce out of range; FAILED_PRECONDITION without the token.
   absl::StatusOr<HelloAnswer> AnswerHello(int rank, absl::string_view client_nonce) const;
 
-  // OK if the call carries a valid proof (kProofMetadataKey) of the token or
-  // of a rank's credential; then *caller_rank (if given) is that rank, -1
-  // for the token. Else UNAUTHENTICATED; a refusal is counted and logged
-  // with the caller's address, at most once a second (the rest are summed
-  // into the next line). Nothing of the request is read.
-  grpc::Status Check(const grpc::ServerContextBase& ctx, int* caller_rank = nullptr);
+  // OK if the call carries a valid proof (kProofMetadataKey) for `method`
+  // (the request message's full name), not used before, of a credential
+  // `access` admits; then *caller_rank (if given) is its rank, -1 for the
+  // token. Else UNAUTHENTICATED (PERMISSION_DENIED for a reader on a call
+  // that changes something); a refusal is counted and logged with the
+  // caller's address, at most once a second (the rest are summed into the
+  // next line). Nothing of the request is read.
+  grpc::Status Check(const grpc::ServerContextBase& ctx, absl::string_view method, CallAccess access,
+                     int* caller_rank = nullptr);
 
   // Counts and logs (rate-limited) a refusal decided elsewhere, e.g. a
   // stream whose member tag is wrong.
@@ -140,14 +165,25 @@ class RpcAuth {
   const Credential credential_;
   const std::function<void(RejectReason)> on_reject_;
   std::optional<TlsPem> tls_;
+  // True the first time (server nonce, seq) is seen while its session
+  // lives (single use), false after.
+  bool FirstUse(const CallProof& p, int64_t now_micros);
+
   Mutex mu_;
   int64_t last_log_micros_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t unlogged_ ABSL_GUARDED_BY(mu_) = 0;
+  Mutex used_mu_;
+  // "server nonce/seq" of accepted proofs, and when each may be forgotten.
+  std::set<std::string> used_ ABSL_GUARDED_BY(used_mu_);
+  std::multimap<int64_t, std::string> used_by_expiry_ ABSL_GUARDED_BY(used_mu_);
+  // Sessions expiring at or before this were forgotten early: refused.
+  int64_t forgotten_until_ ABSL_GUARDED_BY(used_mu_) = 0;
 };
 
-// auth->Check(ctx), or OK when there is no auth (a server without a token).
-inline grpc::Status CheckToken(RpcAuth* auth, const grpc::ServerContextBase& ctx, int* caller_rank = nullptr) {
-  return auth != nullptr ? auth->Check(ctx, caller_rank) : grpc::Status::OK;
+// auth->Check(...), or OK when there is no auth (a server without a token).
+inline grpc::Status CheckToken(RpcAuth* auth, const grpc::ServerContextBase& ctx, absl::string_view method,
+                               CallAccess access, int* caller_rank = nullptr) {
+  return auth != nullptr ? auth->Check(ctx, method, access, caller_rank) : grpc::Status::OK;
 }
 
 // A server process's RpcAuth from its flags: --token_file (else

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <set>
 #include <chrono>
 #include <functional>
@@ -21,6 +22,7 @@
 #include "common/net/grpc_util.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "common/net/rpc_auth.h"
+#include "common/platform/mutex.h"
 #include "tests/util/pki.h"
 #include "tests/coordinator/register_request.h"
 #include "tests/util/fault_env.h"
@@ -153,20 +155,20 @@ TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
   for (const char* caller : {"", "s3cret-tokem"}) {
     {
       grpc::ClientContext ctx;
-      AddProof(&ctx, served.address, caller);
+      AddProof(&ctx, served.address, caller, StatusMethod());
       coordinator::JobStatus st;
       EXPECT_EQ(stub->Status(&ctx, coordinator::StatusRequest(), &st).error_code(), grpc::StatusCode::UNAUTHENTICATED);
     }
     {
       grpc::ClientContext ctx;
-      AddProof(&ctx, served.address, caller);
+      AddProof(&ctx, served.address, caller, RegisterMethod());
       coordinator::RegisterResponse world;
       EXPECT_EQ(stub->Register(&ctx, req, &world).error_code(), grpc::StatusCode::UNAUTHENTICATED);
       EXPECT_TRUE(world.config_text().empty());  // nothing about the job leaks
     }
     {
       grpc::ClientContext ctx;
-      AddProof(&ctx, served.address, caller);
+      AddProof(&ctx, served.address, caller, HeartbeatMethod());
       auto stream = stub->Heartbeat(&ctx);
       coordinator::WorkerReport report;
       report.set_rank(0);
@@ -182,11 +184,71 @@ TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
   // No forged call changed the job; the real member still joins.
   EXPECT_EQ(job.Snapshot().state(), coordinator::JobStatus::FORMING);
   grpc::ClientContext ctx;
-  AddProof(&ctx, served.address, "s3cret-token");
+  AddProof(&ctx, served.address, "s3cret-token", RegisterMethod());
   coordinator::RegisterResponse world;
   ASSERT_TRUE(stub->Register(&ctx, req, &world).ok());
   EXPECT_EQ(world.generation(), 1u);
   EXPECT_EQ(job.Snapshot().state(), coordinator::JobStatus::RUNNING);
+}
+
+// Issue 46: a squatter on a stale coordinator.address relayed `shardline
+// status`'s Hello to the real coordinator, kept the proof the status call
+// carried, and registered with it (rank 1, the member secret, the peers).
+// Now a proof is bound to its method and used once, and status proves only
+// a reader's credential, which may read and nothing else.
+TEST(CoordinatorServiceTest, ARelayedProofCanNeitherRegisterNorBeUsedTwice) {
+  std::map<RejectReason, int> refused;
+  Mutex refused_mu;
+  RpcAuth auth("s3cret-token", [&](RejectReason r) {
+    MutexLock lock(&refused_mu);
+    ++refused[r];
+  });
+  Served served("relay", &auth);
+  Job& job = *served.job;
+  auto stub = served.Stub();
+  coordinator::RegisterRequest req;
+  req.set_transport_address("127.0.0.1:1");
+  req.set_requested_rank(-1);
+  req.set_incarnation(7);
+  auto call_register = [&](const std::string& header) {
+    grpc::ClientContext ctx;
+    if (!header.empty()) ctx.AddMetadata(kProofMetadataKey, header);
+    coordinator::RegisterResponse world;
+    const grpc::Status s = stub->Register(&ctx, req, &world);
+    EXPECT_TRUE(s.ok() || world.member_secret().empty());
+    return s.error_code();
+  };
+  auto call_status = [&](const std::string& header) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(kProofMetadataKey, header);
+    coordinator::JobStatus st;
+    return stub->Status(&ctx, coordinator::StatusRequest(), &st).error_code();
+  };
+  // What the relay keeps: the header of a status call, with the token's
+  // key (an old `status`) and with the reader's (today's).
+  const std::string token_status = ProofHeader(served.address, "s3cret-token", StatusMethod());
+  const std::string reader_status =
+      ProofHeader(served.address, ReaderCredentialText("s3cret-token"), StatusMethod());
+  ASSERT_FALSE(token_status.empty());
+  ASSERT_FALSE(reader_status.empty());
+  EXPECT_EQ(call_register(token_status), grpc::StatusCode::UNAUTHENTICATED);  // bound to Status
+  EXPECT_EQ(call_register(reader_status), grpc::StatusCode::UNAUTHENTICATED);
+  // A reader's proof made for Register is refused for what it is.
+  EXPECT_EQ(call_register(ProofHeader(served.address, ReaderCredentialText("s3cret-token"), RegisterMethod())),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // The reader reads; its proof then is spent, as is every proof.
+  EXPECT_EQ(call_status(reader_status), grpc::StatusCode::OK);
+  EXPECT_EQ(call_status(reader_status), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(job.Snapshot().state(), coordinator::JobStatus::FORMING) << "nothing registered";
+  // The honest worker's Register proof works once; its replay does not.
+  const std::string honest = ProofHeader(served.address, "s3cret-token", RegisterMethod());
+  EXPECT_EQ(call_register(honest), grpc::StatusCode::OK);
+  EXPECT_EQ(job.Snapshot().state(), coordinator::JobStatus::RUNNING);
+  EXPECT_EQ(call_register(honest), grpc::StatusCode::UNAUTHENTICATED);
+  MutexLock lock(&refused_mu);
+  EXPECT_EQ(refused[RejectReason::kWrongToken], 2);
+  EXPECT_EQ(refused[RejectReason::kReadOnly], 1);
+  EXPECT_EQ(refused[RejectReason::kReplayedProof], 2);
 }
 
 // Sends `bytes` as the request of the unary `method` ("/pkg.Service/Name")
@@ -197,7 +259,7 @@ grpc::Status RawUnary(const std::string& address, const std::string& method, con
                                                    DefaultChannelArguments()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  AddProof(&ctx, address, secret);
+  AddProof(&ctx, address, secret, MethodOfPath(method));
   grpc::Slice slice(bytes);
   grpc::ByteBuffer request(&slice, 1);
   grpc::CompletionQueue cq;
@@ -272,7 +334,7 @@ TEST(CoordinatorServiceTest, ARankCredentialRegistersOnlyItsOwnRankEvenWhileTheW
   auto register_as = [&](const std::string& secret, int rank, uint64_t incarnation) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    AddProof(&ctx, served.address, secret);
+    AddProof(&ctx, served.address, secret, RegisterMethod());
     coordinator::RegisterRequest req;
     req.set_transport_address("127.0.0.1:1");
     req.set_requested_rank(rank);

@@ -182,14 +182,14 @@ TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
   for (const char* attacker : {"", "0123456789abcdef"}) {
     {  // read the job
       grpc::ClientContext ctx;
-      AddProof(&ctx, coordinator, attacker);
+      AddProof(&ctx, coordinator, attacker, StatusMethod());
       coordinator::JobStatus status;
       EXPECT_EQ(stub->Status(&ctx, coordinator::StatusRequest(), &status).error_code(),
                 grpc::StatusCode::UNAUTHENTICATED);
     }
     {  // take rank 0 (and with it the gradients, the config and the peers)
       grpc::ClientContext ctx;
-      AddProof(&ctx, coordinator, attacker);
+      AddProof(&ctx, coordinator, attacker, RegisterMethod());
       coordinator::RegisterRequest req;
       req.set_transport_address("127.0.0.1:1");
       req.set_requested_rank(0);
@@ -201,7 +201,7 @@ TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
     }
     {  // steer it: fail the job, fake the end, mark checkpoints bad, plant a path
       grpc::ClientContext ctx;
-      AddProof(&ctx, coordinator, attacker);
+      AddProof(&ctx, coordinator, attacker, HeartbeatMethod());
       auto stream = stub->Heartbeat(&ctx);
       coordinator::WorkerReport forged;
       forged.set_rank(0);
@@ -261,7 +261,7 @@ TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
       grpc::CreateCustomChannel(coordinator, grpc::InsecureChannelCredentials(), DefaultChannelArguments()));
   {  // take rank 0 with rank 1's credential: refused for the rank
     grpc::ClientContext ctx;
-    AddProof(&ctx, coordinator, *rank1);
+    AddProof(&ctx, coordinator, *rank1, RegisterMethod());
     coordinator::RegisterRequest req;
     req.set_transport_address("127.0.0.1:1");
     req.set_requested_rank(0);
@@ -272,7 +272,7 @@ TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
   }
   {  // take rank 0: refused, and the refusal names no member's address
     grpc::ClientContext ctx;
-    AddProof(&ctx, coordinator, *token);
+    AddProof(&ctx, coordinator, *token, RegisterMethod());
     coordinator::RegisterRequest req;
     req.set_transport_address("127.0.0.1:1");
     req.set_requested_rank(0);
@@ -285,7 +285,7 @@ TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
   }
   {  // speak for rank 0 on the heartbeat: fail the job
     grpc::ClientContext ctx;
-    AddProof(&ctx, coordinator, *rank1);
+    AddProof(&ctx, coordinator, *rank1, HeartbeatMethod());
     auto stream = stub->Heartbeat(&ctx);
     coordinator::WorkerReport forged;
     forged.set_rank(0);

@@ -16,17 +16,22 @@ namespace {
 
 constexpr char kHelp[] =
     "usage: shardline credential --rank R --out FILE [--token_file F]\n"
+    "       shardline credential --reader --out FILE [--token_file F]\n"
     "\n"
     "Writes rank R's credential, derived from the job token, to FILE (mode 0600,\n"
     "replaced atomically). A worker given it (--token_file FILE) can register\n"
-    "as rank R and no other; it never holds the token. The token comes from\n"
+    "as rank R and no other; it never holds the token. With --reader, a\n"
+    "credential that can only read the job (`shardline status --token_file\n"
+    "FILE`): the coordinator refuses it every other call. The token comes from\n"
     "--token_file or $SHARDLINE_TOKEN.\n"
     "\n"
     "Exit 0 once FILE is written; 1 with a message naming the flag or file.\n";
 
 absl::Status WriteCredential(const Args& args) {
+  const bool reader = args.Get("reader") == "true";
+  if (reader == args.Has("rank")) return absl::InvalidArgumentError("give --rank R or --reader (see --help)");
   ASSIGN_OR_RETURN(const int64_t rank, IntFlag(args, "rank", -1));
-  if (rank < 0 || rank > kMaxCredentialRank) {
+  if (!reader && (rank < 0 || rank > kMaxCredentialRank)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--rank must be an integer from 0 to ", kMaxCredentialRank, ", got '", args.Get("rank"), "'"));
   }
@@ -34,11 +39,13 @@ absl::Status WriteCredential(const Args& args) {
   ASSIGN_OR_RETURN(const std::string token, LoadToken(Env::Default(), args.Get("token_file")));
   if (token.empty()) return absl::InvalidArgumentError("no job token: give --token_file F or $SHARDLINE_TOKEN");
   ASSIGN_OR_RETURN(const Credential held, ParseCredential(token));
-  if (held.rank >= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the token given is rank ", held.rank, "'s credential; credentials are made from the job token"));
+  if (held.rank != -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the token given is ", held.rank == kReaderRank ? std::string("a reader's") : absl::StrCat("rank ", held.rank, "'s"),
+        " credential; credentials are made from the job token"));
   }
-  return WritePrivateFile(args.Get("out"), RankCredentialText(token, static_cast<int>(rank)));
+  return WritePrivateFile(args.Get("out"),
+                          reader ? ReaderCredentialText(token) : RankCredentialText(token, static_cast<int>(rank)));
 }
 
 }  // namespace
@@ -46,7 +53,7 @@ absl::Status WriteCredential(const Args& args) {
 int CredentialCommand(int argc, char** argv) {
   Args args;
   absl::Status parsed =
-      ParseArgs(argc, argv, 2, {"rank", "out", "token_file"}, {}, "shardline credential", &args);
+      ParseArgs(argc, argv, 2, {"rank", "out", "token_file"}, {}, "shardline credential", &args, {"reader"});
   return RunCommand(parsed, args, kHelp, "shardline credential", WriteCredential);
 }
 

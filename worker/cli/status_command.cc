@@ -8,6 +8,7 @@
 #include "common/platform/args.h"
 #include "common/platform/env.h"
 #include "common/net/grpc_util.h"
+#include "common/net/auth_proof.h"
 #include "common/net/rpc_auth.h"
 #include "common/platform/status_macros.h"
 #include "common/status/status_report.h"
@@ -49,7 +50,7 @@ absl::Status Status(const Args& args) {
   }
   if (!args.Get("workdir").empty()) {
     const std::string dir = args.Get("workdir");
-    absl::StatusOr<std::string> text = env->ReadFile(dir + "/coordinator.address");
+    absl::StatusOr<std::string> text = env->ReadFile(dir + "/coordinator.address", kMaxSmallFileBytes);
     if (!text.ok()) {
       return absl::NotFoundError(absl::StrCat(dir, "/coordinator.address cannot be read (", text.status().message(),
                                               "); is a coordinator running on that workdir?"));
@@ -66,7 +67,11 @@ absl::Status Status(const Args& args) {
   ASSIGN_OR_RETURN(const std::string token, LoadToken(env, token_file));
   ASSIGN_OR_RETURN(std::optional<TlsPem> tls,
                    LoadTls(env, args.Get("tls_cert"), args.Get("tls_key"), args.Get("tls_ca")));
-  RpcAuth auth(token);
+  // Holding the token, status proves only the reader's credential derived
+  // from it: whatever a relay between here and the coordinator sees can at
+  // most read the job (docs/security.md).
+  ASSIGN_OR_RETURN(const Credential held, ParseCredential(token));
+  RpcAuth auth(!token.empty() && held.rank == -1 ? ReaderCredentialText(token) : token);
   if (tls.has_value()) auth.set_tls(std::move(*tls));
   // A coordinator still starting answers within the deadline. One that
   // cannot prove it holds the token is told nothing (not even a proof).

@@ -46,7 +46,8 @@ absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
     coordinator::RegisterResponse response;
     // The handshake waits at most a few seconds, so an unreachable
     // coordinator is retried (and logged) below like a failed Register.
-    if (absl::StatusOr<std::string> header = proof_.Header(std::min(give_up, WallNow() + absl::Seconds(5)));
+    if (absl::StatusOr<std::string> header = proof_.Header(coordinator::RegisterRequest::descriptor()->full_name(),
+                                                                  std::min(give_up, WallNow() + absl::Seconds(5)));
         !header.ok()) {
       s = header.status();
     } else {
@@ -83,7 +84,7 @@ absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
 absl::StatusOr<coordinator::JobStatus> CoordinatorClient::Status(absl::Duration timeout, bool wait_for_ready) {
   const absl::Time deadline = WallNow() + timeout;
   for (int attempt = 0;; ++attempt) {
-    absl::StatusOr<std::string> header = proof_.Header(deadline);
+    absl::StatusOr<std::string> header = proof_.Header(coordinator::StatusRequest::descriptor()->full_name(), deadline);
     if (!header.ok()) return header.status();
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(deadline));

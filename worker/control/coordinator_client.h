@@ -31,9 +31,12 @@ class CoordinatorClient {
   const std::string& address() const { return address_; }
   coordinator::Coordinator::Stub* stub() { return stub_.get(); }
 
-  // The proof header for a call made by hand (a heartbeat stream), from the
-  // current session or a new one; "" without a token.
-  absl::StatusOr<std::string> Proof(absl::Time deadline) { return proof_.Header(deadline); }
+  // The proof header for one call of `method` made by hand (a heartbeat
+  // stream: coordinator::WorkerReport's full name), from the current
+  // session or a new one; "" without a token.
+  absl::StatusOr<std::string> Proof(absl::string_view method, absl::Time deadline) {
+    return proof_.Header(method, deadline);
+  }
 
   // Registers, retrying with backoff (100 ms doubling to 1 s) while the
   // coordinator is unreachable, the requested rank is still held by a

@@ -87,7 +87,8 @@ TEST_F(RpcAuthTest, ARankCredentialIsItsOwnKindOfSecret) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->server_proof, ServerProof(worker.credential().key, "0123456789abcdef", a->server_nonce));
   EXPECT_FALSE(coordinator.AnswerHello(3, "not hex!").ok());
-  EXPECT_FALSE(coordinator.AnswerHello(-2, "0123456789abcdef").ok());
+  EXPECT_TRUE(coordinator.AnswerHello(kReaderRank, "0123456789abcdef").ok());  // a reader
+  EXPECT_FALSE(coordinator.AnswerHello(-3, "0123456789abcdef").ok());
   EXPECT_EQ(worker.AnswerHello(3, "0123456789abcdef").status().code(), absl::StatusCode::kFailedPrecondition);
   // A token file that looks like a credential but is not one is refused,
   // naming the file.
