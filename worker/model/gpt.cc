@@ -90,6 +90,31 @@ BatchStats Gpt::Forward(const float* params, const Examples& batch, ModelWorkspa
   return SoftmaxCrossEntropy(ws->probs.data(), batch.y, rows, vocab);
 }
 
+GptKvCache Gpt::NewKvCache() const {
+  GptKvCache c;
+  c.blocks.resize(blocks_.size());
+  for (BlockKvCache& b : c.blocks) b.Resize(shape_, spec_.context);
+  c.x.resize(static_cast<size_t>(spec_.d_model));
+  c.ln.resize(c.x.size());
+  c.mean.resize(1);
+  c.rstd.resize(1);
+  c.logits.resize(static_cast<size_t>(spec_.vocab));
+  return c;
+}
+
+void Gpt::ForwardCached(const float* params, int32_t token, int pos, GptKvCache* c) const {
+  const int d = spec_.d_model;
+  const float* e = params + layout_.tensor(wte_).offset + static_cast<int64_t>(token) * d;
+  const float* w = params + layout_.tensor(wpe_).offset + static_cast<int64_t>(pos) * d;
+  for (int i = 0; i < d; ++i) c->x[i] = e[i] + w[i];
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    BlockForwardCached(params, layout_, blocks_[l], shape_, pos, &c->blocks[l], c->x.data());
+  }
+  LayerNormForward(c->x.data(), params + layout_.tensor(ln_f_w_).offset, params + layout_.tensor(ln_f_b_).offset, 1,
+                   d, c->ln.data(), c->mean.data(), c->rstd.data());
+  LinearForward(c->ln.data(), params + layout_.tensor(wte_).offset, nullptr, 1, d, spec_.vocab, c->logits.data());
+}
+
 void Gpt::Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
                    ModelWorkspace* model_ws) const {
   auto* ws = static_cast<GptWorkspace*>(model_ws);

@@ -56,6 +56,14 @@ struct GptWorkspace : ModelWorkspace {
   }
 };
 
+// What sampling's forward keeps (Gpt::ForwardCached): every block's keys
+// and values of the positions run so far, and one position's scratch.
+struct GptKvCache {
+  std::vector<BlockKvCache> blocks;
+  std::vector<float> x, ln, mean, rstd;
+  std::vector<float> logits;  // [vocab]: of the byte after the last position run
+};
+
 class Gpt : public Model {
  public:
   // Fails naming the field if the spec cannot make a model.
@@ -64,13 +72,6 @@ class Gpt : public Model {
   const FlatLayout& layout() const override { return layout_; }
   const InputShape& input() const override { return input_; }
   const GptSpec& spec() const { return spec_; }
-  // Tensor indices, for inference outside Forward (gpt_sampler.h).
-  int wte() const { return wte_; }
-  int wpe() const { return wpe_; }
-  int ln_f_weight() const { return ln_f_w_; }
-  int ln_f_bias() const { return ln_f_b_; }
-  const std::vector<BlockTensors>& blocks() const { return blocks_; }
-  const BlockShape& block_shape() const { return shape_; }
 
   // Matmul FLOPs per example (context positions): per position and layer
   // 2 * (3d*d + d*d + 2*d*F) for the linears and 4 * context * d for the
@@ -88,6 +89,15 @@ class Gpt : public Model {
                 ModelWorkspace* ws) const override;
   // In chunks of a few sequences, to bound the attention probabilities kept.
   BatchStats Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
+
+  // Sampling's forward, one position at a time (gpt_sampler.h): `token` at
+  // position `pos` < context of one sequence, after positions 0..pos-1 went
+  // through with the same cache; leaves the logits of the byte after it in
+  // cache->logits. The same ops as Forward's on that position, attention
+  // reading the cached keys and values (BlockForwardCached).
+  void ForwardCached(const float* params, int32_t token, int pos, GptKvCache* cache) const;
+  // An empty cache for up to context positions.
+  GptKvCache NewKvCache() const;
 
  private:
   explicit Gpt(const GptSpec& spec);

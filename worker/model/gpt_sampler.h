@@ -50,12 +50,9 @@ class GptSampler {
  private:
   const Gpt& gpt_;
   const float* params_;
-  int d_, heads_, hidden_, context_, vocab_;
+  const int context_, vocab_;
   int position_ = 0;
-  // Per layer: keys and values of every cached position, [context, d].
-  std::vector<std::vector<float>> keys_, values_;
-  // Scratch for one position.
-  std::vector<float> x_, ln_, qkv_, attn_, proj_, hidden_act_, gelu_, logits_, scores_, mean_, rstd_;
+  GptKvCache cache_;
 };
 
 }  // namespace shardline

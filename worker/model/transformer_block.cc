@@ -96,6 +96,41 @@ void BlockForward(const float* params, const FlatLayout& layout, const BlockTens
   for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) out[i] += a->x_mid[i];
 }
 
+void BlockKvCache::Resize(const BlockShape& s, int context) {
+  const size_t d = static_cast<size_t>(s.d), f = static_cast<size_t>(s.hidden);
+  keys.resize(static_cast<size_t>(context) * d);
+  values.resize(keys.size());
+  ln.resize(d);
+  qkv.resize(3 * d);
+  attn.resize(d);
+  proj.resize(d);
+  hidden.resize(f);
+  gelu.resize(f);
+  scores.resize(static_cast<size_t>(context));
+  mean.resize(1);
+  rstd.resize(1);
+}
+
+void BlockForwardCached(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& s,
+                        int pos, BlockKvCache* c, float* x) {
+  const int d = s.d, f = s.hidden;
+  LayerNormForward(x, P(params, layout, t.ln1_w), P(params, layout, t.ln1_b), 1, d, c->ln.data(), c->mean.data(),
+                   c->rstd.data());
+  LinearForward(c->ln.data(), P(params, layout, t.attn_w), P(params, layout, t.attn_b), 1, d, 3 * d, c->qkv.data());
+  std::copy(c->qkv.begin() + d, c->qkv.begin() + 2 * d, c->keys.begin() + static_cast<int64_t>(pos) * d);
+  std::copy(c->qkv.begin() + 2 * d, c->qkv.end(), c->values.begin() + static_cast<int64_t>(pos) * d);
+  AttentionForwardOne(c->qkv.data(), c->keys.data(), c->values.data(), pos, d, s.heads, c->scores.data(),
+                      c->attn.data());
+  LinearForward(c->attn.data(), P(params, layout, t.proj_w), P(params, layout, t.proj_b), 1, d, d, c->proj.data());
+  for (int i = 0; i < d; ++i) x[i] += c->proj[i];
+  LayerNormForward(x, P(params, layout, t.ln2_w), P(params, layout, t.ln2_b), 1, d, c->ln.data(), c->mean.data(),
+                   c->rstd.data());
+  LinearForward(c->ln.data(), P(params, layout, t.fc_w), P(params, layout, t.fc_b), 1, d, f, c->hidden.data());
+  GeluForward(c->hidden.data(), f, c->gelu.data());
+  LinearForward(c->gelu.data(), P(params, layout, t.out_w), P(params, layout, t.out_b), 1, f, d, c->proj.data());
+  for (int i = 0; i < d; ++i) x[i] += c->proj[i];
+}
+
 void BlockBackward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& s,
                    int batch, int seq, const BlockActivations& a, bool accumulate, float* grads, BlockScratch* sc,
                    float* dx) {

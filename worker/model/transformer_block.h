@@ -64,6 +64,23 @@ struct BlockScratch {
 void BlockForward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& shape,
                   int batch, int seq, const float* x, BlockActivations* acts, float* out);
 
+// What a block's cached forward keeps of the positions it has run (their
+// keys and values, for later positions to attend to), and its scratch for
+// one position: the KV cache of sampling.
+struct BlockKvCache {
+  std::vector<float> keys, values;  // [context, d]
+  std::vector<float> ln, qkv, attn, proj, hidden, gelu, scores, mean, rstd;
+  void Resize(const BlockShape& shape, int context);
+};
+
+// The causal block's forward for position `pos` of one sequence, given
+// that positions 0..pos-1 went through it before (their keys and values in
+// `cache`): x [d], the block's input at pos, becomes its output; the
+// position's key and value join the cache. The same ops as BlockForward's
+// on that row, one position at a time (attention by AttentionForwardOne).
+void BlockForwardCached(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& shape,
+                        int pos, BlockKvCache* cache, float* x);
+
 // In: dx holds d(loss)/d(out); out: d(loss)/d(x). Parameter gradients
 // into grads (flat layout), added with `accumulate`.
 void BlockBackward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& shape,

@@ -278,4 +278,33 @@ void EmbeddingBackward(const float* dx, const int32_t* tokens, int batch, int se
   }
 }
 
+void AttentionForwardOne(const float* q_all, const float* keys, const float* values, int pos, int d, int heads,
+                         float* scores, float* y) {
+  const int hd = d / heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int h = 0; h < heads; ++h) {
+    const float* q = q_all + h * hd;
+    float max = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j <= pos; ++j) {
+      const float* k = keys + static_cast<int64_t>(j) * d + h * hd;
+      float s = 0;
+      for (int i = 0; i < hd; ++i) s += q[i] * k[i];
+      scores[j] = s * scale;
+      max = std::max(max, scores[j]);
+    }
+    float sum = 0;
+    for (int j = 0; j <= pos; ++j) {
+      scores[j] = std::exp(scores[j] - max);
+      sum += scores[j];
+    }
+    float* out = y + h * hd;
+    std::fill(out, out + hd, 0.0f);
+    for (int j = 0; j <= pos; ++j) {
+      const float pj = scores[j] / sum;
+      const float* v = values + static_cast<int64_t>(j) * d + h * hd;
+      for (int i = 0; i < hd; ++i) out[i] += pj * v[i];
+    }
+  }
+}
+
 }  // namespace shardline

@@ -69,6 +69,12 @@ void GeluBackward(const float* dy, const float* x, const float* tanh_in, int64_t
 // subtracts each row's maximum, then P V into y [batch * seq, d]. Saves the
 // probabilities P [batch, heads, seq, seq] (zero where masked).
 void AttentionForward(const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y);
+// The same attention for one new position `pos` of one sequence (causal,
+// the KV-cached forward of sampling): q [d] (heads side by side) against
+// keys and values [pos + 1, d] (rows 0..pos, row pos its own), into y [d];
+// `scores` holds pos + 1 floats.
+void AttentionForwardOne(const float* q, const float* keys, const float* values, int pos, int d, int heads,
+                         float* scores, float* y);
 // Causal attention works in row blocks of 32 queries, each against only the
 // keys up to its last row: the masked products are not computed.
 //
