@@ -4,6 +4,7 @@ architecture with nanoGPT's module names, so shardline's safetensors export
 loads with load_state_dict.
 
   torch_gpt.py check --ref DIR --metrics WORKDIR/metrics.jsonl
+  torch_gpt.py fixture --out tests/fixtures/gpt_torch                 # ctest's reference
   torch_gpt.py train --train train.txt --val val.txt [--steps S ...]   # 1 process
   torchrun --nproc_per_node=2 torch_gpt.py train ...                  # DDP (gloo)
 
@@ -255,12 +256,73 @@ def train(a):
     return 0
 
 
+# The fixture's model: small enough to commit (a few tens of KB), with every
+# piece whose semantics finite differences cannot pin: the tanh GELU,
+# LayerNorm's eps, the tied head, the causal mask, the position embedding.
+FIXTURE = dict(context=8, layers=2, d_model=8, heads=2, mlp_ratio=4, batch=2, seed=46)
+
+
+def save_safetensors(path, tensors):
+    """{name: tensor} as a safetensors file (F32 / I32), names sorted."""
+    header, blobs, at = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous()
+        dtype = {torch.float32: "F32", torch.int32: "I32"}[t.dtype]
+        raw = t.numpy().tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [at, at + len(raw)]}
+        blobs.append(raw)
+        at += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def fixture(args):
+    """What tests/worker/model/gpt_torch_fixture_test.cc checks shardline's GPT
+    against: parameters (GPT-2's initialisation, seeded), one batch, and
+    PyTorch's logits, mean loss and gradients of that loss."""
+    torch.manual_seed(FIXTURE["seed"])
+    torch.set_num_threads(1)
+    c = FIXTURE
+    model = GPT(c["context"], c["layers"], c["d_model"], c["heads"], c["mlp_ratio"])
+    with torch.no_grad():
+        # Weights large enough that GELU's inputs are of order 1 (where its
+        # tanh and erf forms differ by 1e-3; at GPT-2's 0.02 they agree to
+        # 1e-7), LayerNorm gains and biases away from 1 and 0.
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, 0.0, 0.3)
+            else:
+                nn.init.normal_(p, 1.0 if "ln" in name and name.endswith("weight") else 0.0, 0.1)
+    tokens = torch.randint(0, 256, (c["batch"], c["context"]), dtype=torch.int32)
+    targets = torch.randint(0, 256, (c["batch"], c["context"]), dtype=torch.int32)
+    logits = model(tokens.long())
+    loss = F.cross_entropy(logits.reshape(-1, 256), targets.reshape(-1).long())
+    loss.backward()
+    params = {n: p for n, p in model.state_dict().items() if n != "lm_head.weight"}
+    grads = {n: p.grad for n, p in model.named_parameters()}
+    os.makedirs(args.out, exist_ok=True)
+    save_safetensors(f"{args.out}/params.safetensors", params)
+    save_safetensors(f"{args.out}/grads.safetensors", grads)
+    save_safetensors(f"{args.out}/batch.safetensors",
+                     {"tokens": tokens, "targets": targets, "logits": logits.reshape(-1, 256),
+                      "loss": loss.reshape(1)})
+    with open(f"{args.out}/meta.json", "w") as f:
+        json.dump({**c, "torch": torch.__version__, "loss": loss.item()}, f, indent=1)
+        f.write("\n")
+    print(f"wrote {args.out}: {sum(p.numel() for p in params.values())} parameters, loss {loss.item():.6f}")
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check")
     c.add_argument("--ref", required=True)
     c.add_argument("--metrics", required=True)
+    fx = sub.add_parser("fixture")
+    fx.add_argument("--out", required=True)
     t = sub.add_parser("train")
     t.add_argument("--train", required=True)
     t.add_argument("--val", required=True)
@@ -272,7 +334,7 @@ def main():
                           ("grad_clip_norm", 1.0)]:
         t.add_argument(f"--{name}", type=float, default=default)
     args = p.parse_args()
-    return check(args) if args.cmd == "check" else train(args)
+    return {"check": check, "fixture": fixture, "train": train}[args.cmd](args)
 
 
 if __name__ == "__main__":
