@@ -7,8 +7,11 @@ usage: include_rules_test.py SOURCE_ROOT
 
 A folder may include itself and proto/; "common" in a rule stands for every
 folder under common/; a folder without a rule may include nothing of ours.
-Before checking the tree, it checks itself on a small tree with one
-forbidden include, so it cannot pass by finding nothing.
+The table itself must have no cycle (a folder that may include, through
+others, itself) and may never let worker/ and coordinator/ include each
+other. Before checking the tree, it checks itself on a small tree with one
+forbidden include and on tables with a cycle and with worker -> coordinator,
+so it cannot pass by finding nothing.
 """
 import os
 import re
@@ -46,6 +49,44 @@ def allowed(rules, folder, target):
         if a == target or (a == "common" and target.startswith("common/")):
             return True
     return False
+
+
+def expand(rules, target):
+    """The folders a rule's word names: "common" is every common/ folder."""
+    if target == "common":
+        return sorted(f for f in rules if f.startswith("common/"))
+    return [target]
+
+
+def table_problems(rules):
+    """A cycle in the table, and any rule joining worker/ and coordinator/."""
+    found = []
+    for folder, targets in sorted(rules.items()):
+        for t in sorted(targets):
+            for side, other in (("worker", "coordinator"), ("coordinator", "worker")):
+                if (folder == side or folder.startswith(side + "/")) and (t == other or t.startswith(other + "/")):
+                    found.append(f"include-rules: {folder} may include {t}: worker/ and coordinator/ never include "
+                                 "each other (they meet in proto/ and common/)")
+    graph = {f: [x for t in sorted(ts) for x in expand(rules, t) if x != f] for f, ts in rules.items()}
+    state = {}
+    path = []
+
+    def visit(f):
+        state[f] = "open"
+        path.append(f)
+        for g in graph.get(f, []):
+            if state.get(g) == "open":
+                cycle = path[path.index(g):] + [g]
+                found.append("include-rules: a cycle: " + " -> ".join(cycle))
+            elif g not in state:
+                visit(g)
+        path.pop()
+        state[f] = "done"
+
+    for f in sorted(graph):
+        if f not in state:
+            visit(f)
+    return found
 
 
 def violations(root, rules):
@@ -89,6 +130,16 @@ def self_test():
         want = ["coordinator/job.cc:3: coordinator/ may not include worker/model/mlp.h"]
         if got != want:
             raise SystemExit(f"self-test: expected {want}, got {got}")
+    if table_problems(rules):
+        raise SystemExit(f"self-test: a good table was refused: {table_problems(rules)}")
+    cyclic = parse_rules("```include-rules\ncommon/a: common/b\ncommon/b: common/c\ncommon/c: common\n```\n")
+    got = table_problems(cyclic)
+    if not any("a cycle: common/a -> common/b -> common/c -> common/a" in g for g in got):
+        raise SystemExit(f"self-test: a cycle was not found: {got}")
+    joined = parse_rules("```include-rules\ncommon/a:\nworker/model: common\ncoordinator: common worker/model\n```\n")
+    got = table_problems(joined)
+    if len(got) != 1 or "coordinator may include worker/model" not in got[0]:
+        raise SystemExit(f"self-test: coordinator -> worker was not found: {got}")
 
 
 def main():
@@ -97,11 +148,11 @@ def main():
     root = sys.argv[1]
     self_test()
     rules = parse_rules(open(os.path.join(root, "docs/architecture.md"), encoding="utf-8").read())
-    found = violations(root, rules)
+    found = table_problems(rules) + violations(root, rules)
     for v in found:
         print(v)
     if found:
-        print(f"{len(found)} include(s) break the rules in docs/architecture.md")
+        print(f"{len(found)} problem(s) with the include rules of docs/architecture.md or the includes they govern")
         return 1
     print(f"every include of {', '.join(CHECKED)} follows docs/architecture.md ({len(rules)} rules)")
     return 0
