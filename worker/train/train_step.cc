@@ -118,12 +118,27 @@ namespace {
 // as 0 (its rank has noted it; the world judges it in the same step).
 double FiniteOrZero(double v) { return std::isfinite(v) ? v : 0.0; }
 
+// What the parts of one step below share: the step's context and options,
+// the state and buffers it updates, its timer and its result.
+struct StepRun {
+  const StepContext& ctx;
+  const bool with_norms;
+  TrainState* const state;
+  StepBuffers* const b;
+  PhaseTimer& timer;
+  StepResult& r;
+};
+
 // 1. Forward and backward of this rank's slice. The forward of each layer
 // waits for the last step's gathers of it; the backward of the last
 // micro-batch starts each bucket's reduce-scatter as soon as its layers are
 // done (both only with collective.overlap). Returns the loss sum.
-absl::StatusOr<double> ForwardBackward(const StepContext& ctx, TrainState* state, StepBuffers* b, PhaseTimer& timer,
-                                       StepResult& r) {
+absl::StatusOr<double> ForwardBackward(StepRun& s) {
+  const StepContext& ctx = s.ctx;
+  TrainState* state = s.state;
+  StepBuffers* b = s.b;
+  PhaseTimer& timer = s.timer;
+  StepResult& r = s.r;
   GradientExchange& exchange = ctx.exchange;
   NonFiniteObservation& seen = state->nonfinite;
   const int rank = ctx.comm.rank();
@@ -166,15 +181,18 @@ absl::StatusOr<double> ForwardBackward(const StepContext& ctx, TrainState* state
 // votes and whether anything non-finite was seen. False when the step
 // diverged (r says how; nothing is applied); else r holds the agreed loss,
 // requests and norm, and *clip_scale the clipping factor.
-absl::StatusOr<bool> Agree(const StepContext& ctx, const Votes& votes, bool with_norms, double loss_sum,
-                           TrainState* state, StepBuffers* b, PhaseTimer& timer, StepResult& r, float* clip_scale) {
-  NonFiniteObservation& seen = state->nonfinite;
+absl::StatusOr<bool> Agree(StepRun& s, const Votes& votes, double loss_sum, float* clip_scale) {
+  const StepContext& ctx = s.ctx;
+  PhaseTimer& timer = s.timer;
+  StepResult& r = s.r;
+  const bool with_norms = s.with_norms;
+  NonFiniteObservation& seen = s.state->nonfinite;
   int64_t begin = timer.Mark();
   const float clip = ctx.config.train().grad_clip_norm();
   const bool need_grad_norm = with_norms || clip > 0;
   StepScalars mine;
   mine.loss_sum = FiniteOrZero(loss_sum);
-  mine.grad_sq = need_grad_norm ? FiniteOrZero(SumSquares(b->grads.data(), ctx.optimizer.pieces())) : 0.0;
+  mine.grad_sq = need_grad_norm ? FiniteOrZero(SumSquares(s.b->grads.data(), ctx.optimizer.pieces())) : 0.0;
   mine.stop_vote = votes.stop;
   mine.checkpoint_vote = votes.checkpoint;
   mine.eval_vote = votes.eval;
@@ -216,9 +234,13 @@ struct UpdateSquares {
 // (the gather sends them): the parameter norm is summed bucket by bucket too.
 // The "optimizer" phase runs from `begin` (the end of the reduce-scatter:
 // it holds the scalars' agreement too).
-absl::StatusOr<UpdateSquares> UpdateAndGather(const StepContext& ctx, bool with_norms, float clip_scale,
-                                              int64_t begin, TrainState* state, StepBuffers* b, PhaseTimer& timer,
-                                              StepResult& r) {
+absl::StatusOr<UpdateSquares> UpdateAndGather(StepRun& s, float clip_scale, int64_t begin) {
+  const StepContext& ctx = s.ctx;
+  const bool with_norms = s.with_norms;
+  TrainState* state = s.state;
+  StepBuffers* b = s.b;
+  PhaseTimer& timer = s.timer;
+  StepResult& r = s.r;
   GradientExchange& exchange = ctx.exchange;
   NonFiniteObservation& seen = state->nonfinite;
   const std::vector<Range>& mine = ctx.optimizer.pieces();
@@ -251,7 +273,10 @@ absl::StatusOr<UpdateSquares> UpdateAndGather(const StepContext& ctx, bool with_
 // 5. The update and parameter norms, agreed. Non-finite norms come from
 // what this step noted; the next step (or SettleNonFinite) judges it, and
 // they are reported as NaN meanwhile.
-absl::Status Norms(const StepContext& ctx, const UpdateSquares& sq, PhaseTimer& timer, StepResult& r) {
+absl::Status Norms(StepRun& s, const UpdateSquares& sq) {
+  const StepContext& ctx = s.ctx;
+  PhaseTimer& timer = s.timer;
+  StepResult& r = s.r;
   const int64_t begin = timer.Mark();
   double norms[3] = {FiniteOrZero(sq.update), FiniteOrZero(sq.params),
                      std::isfinite(sq.update) && std::isfinite(sq.params) ? 0.0 : 1.0};
@@ -292,18 +317,19 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   const int64_t step_begin = timer.Mark();
   GradientExchange& exchange = ctx.exchange;
   const double comm_busy = exchange.comm_busy_seconds();
-  ASSIGN_OR_RETURN(const double loss_sum, ForwardBackward(ctx, state, b, timer, r));
+  StepRun run{ctx, with_norms, state, b, timer, r};
+  ASSIGN_OR_RETURN(const double loss_sum, ForwardBackward(run));
   // 2. Every bucket reduced; own gradients are checked as each is sent.
   const int64_t reduce_begin = timer.Mark();
   RETURN_IF_ERROR(exchange.FinishReduce(&b->grads, &state->nonfinite, ctx.comm.rank(), r.step));
   r.times.reduce_scatter = timer.Since("reduce_scatter", reduce_begin);
   const int64_t optimizer_begin = timer.Mark();
   float clip_scale = 1.0f;
-  ASSIGN_OR_RETURN(const bool applied, Agree(ctx, votes, with_norms, loss_sum, state, b, timer, r, &clip_scale));
+  ASSIGN_OR_RETURN(const bool applied, Agree(run, votes, loss_sum, &clip_scale));
   if (!applied) return r;  // diverged
-  ASSIGN_OR_RETURN(const UpdateSquares sq, UpdateAndGather(ctx, with_norms, clip_scale, optimizer_begin, state, b, timer, r));
+  ASSIGN_OR_RETURN(const UpdateSquares sq, UpdateAndGather(run, clip_scale, optimizer_begin));
   r.times.comm_busy = exchange.comm_busy_seconds() - comm_busy;
-  if (with_norms) RETURN_IF_ERROR(Norms(ctx, sq, timer, r));
+  if (with_norms) RETURN_IF_ERROR(Norms(run, sq));
   r.memory = Held(ctx, *state, *b);
   timer.Since("step", step_begin);
   state->next_step = r.step + 1;
