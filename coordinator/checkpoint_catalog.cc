@@ -47,7 +47,8 @@ absl::Status CheckpointCatalog::Init(const std::string& job_id) {
     SLOG(INFO) << "finishing the interrupted commit of step " << m.step();
     RETURN_IF_ERROR(WriteCommitted(env, dir, m));
   }
-  RETURN_IF_ERROR(DeleteUncommitted(env, options_.root));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> removed, DeleteUncommitted(env, options_.root));
+  if (!removed.empty()) SLOG(INFO) << DescribeUncommittedRemoved(options_.root, removed);
   std::set<int64_t> bad;
   ASSIGN_OR_RETURN(auto bad_records, store_->List(kBadPrefix));
   for (const auto& [key, why] : bad_records) {

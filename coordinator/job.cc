@@ -299,12 +299,15 @@ void Job::SaveFailed(const coordinator::WorkerReport& r) {
   }
   // The same save failing again and again (a full or broken disk) would
   // restart the world forever: stop, keeping what was committed.
-  const RestorePoint kept = catalog_.Restore();
-  Fail(absl::ResourceExhaustedError(absl::StrCat(
-      "saving the checkpoint at step ", r.save_failed_step(), " failed in ", attempts,
-      " generations (last on rank ", r.rank(), ": ", r.save_failure(), "); stopping rather than retrying it without "
-      "end. Every committed checkpoint is kept (", kept.dir.empty() ? std::string("none yet") : "newest: " + kept.dir,
-      "); free space in or repair ", catalog_.root(), ", then run again to resume")));
+  SaveGiveUp give_up;
+  give_up.step = r.save_failed_step();
+  give_up.attempts = attempts;
+  give_up.rank = r.rank();
+  give_up.code = static_cast<absl::StatusCode>(r.save_failure_code());
+  give_up.failure = r.save_failure();
+  give_up.kept_dir = catalog_.Restore().dir;
+  give_up.root = catalog_.root();
+  Fail(SaveGiveUpStatus(give_up));
 }
 
 void Job::Fail(absl::Status status) {
@@ -337,6 +340,12 @@ MembershipEffects Job::StepLocked(const MembershipEvent& event) {
     // lag its own finished report (it was "step 0").
     SLOG(INFO) << "every worker finished at step " << furthest_step_;
     CrashPoint("every_worker_finished", furthest_step_);
+  }
+  if (out.stop_gave_up_forming) {
+    SLOG(WARNING) << "a graceful stop was under way and no world formed again within "
+                  << absl::FormatDuration(membership_config_.stop_forming_timeout) << " (the workers are gone): "
+                  << "stopping; " << m_.pending.size() << " of " << options_.world_size
+                  << " workers had registered. Every committed checkpoint is kept; run again to resume";
   }
   if (out.stopped_forming) final_ = absl::OkStatus();
   return out;

@@ -280,6 +280,12 @@ void On(const MembershipConfig&, Membership& s, Effects& out, absl::Time now, co
 }
 
 void On(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now, const ev::Tick&) {
+  if (s.state == JobState::kForming && s.stop_requested && now - s.forming_since >= c.stop_forming_timeout) {
+    s.state = JobState::kDone;
+    out.stopped_forming = true;
+    out.stop_gave_up_forming = true;
+    return;
+  }
   MaybeForm(c, s, out, now);  // an elastic world's replace timeout
   if (!s.Running()) return;
   for (auto& [rank, m] : s.members) {

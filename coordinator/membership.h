@@ -50,6 +50,11 @@ struct MembershipConfig {
   // Held snapshot shards taken from one claim (keep_steps x copies is a
   // handful; the rest is ignored).
   size_t max_held_snapshots = 64;
+  // A graceful stop whose world broke (say the workers were stopped first)
+  // waits this long for a world to form again and save its first step;
+  // then the job stops as it is, its committed checkpoints kept for a new
+  // run to resume from. Never forming forever.
+  absl::Duration stop_forming_timeout = absl::Seconds(15);
 };
 
 struct WorldMember {
@@ -208,6 +213,9 @@ struct MembershipEffects {
   bool every_worker_finished = false;
   bool stop_scheduled = false;   // a running world is stopping: pick the step
   bool stopped_forming = false;  // a stop while no world ran: the job is done
+  // With stopped_forming: it came after waiting stop_forming_timeout for a
+  // world that did not form during a stop (for the log).
+  bool stop_gave_up_forming = false;
   std::optional<ShortOfWorkers> short_of_workers;
   bool deadlines_restarted = false;
   // A member's stream broke while its world was already forming: nothing

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "absl/strings/str_cat.h"
+
 namespace shardline {
 
 MemoryRestorePlan PlanMemoryRestore(const RestorePlanInput& in) {
@@ -39,6 +41,31 @@ int64_t FailedSaveLimit(const std::map<int64_t, std::set<uint64_t>>& failures, i
     if (failed > latest_good) limit = std::min(limit, failed);
   }
   return limit;
+}
+
+absl::Status SaveGiveUpStatus(const SaveGiveUp& s) {
+  absl::StatusCode code;
+  std::string action;
+  switch (s.code) {
+    case absl::StatusCode::kResourceExhausted:
+      code = absl::StatusCode::kResourceExhausted;
+      action = "free space in";
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kPermissionDenied:
+      code = absl::StatusCode::kFailedPrecondition;
+      action = "make writable (or move the workdir off a read-only file system)";
+      break;
+    default:
+      code = absl::StatusCode::kInternal;
+      action = "repair";
+  }
+  return absl::Status(code, absl::StrCat("saving the checkpoint at step ", s.step, " failed in ", s.attempts,
+                                         " generations (last on rank ", s.rank, ": ", s.failure,
+                                         "); stopping rather than retrying it without end. Every committed "
+                                         "checkpoint is kept (",
+                                         s.kept_dir.empty() ? std::string("none yet") : "newest: " + s.kept_dir,
+                                         "); ", action, " ", s.root, ", then run again to resume"));
 }
 
 }  // namespace shardline

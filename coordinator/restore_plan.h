@@ -11,8 +11,10 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "proto/coordinator.pb.h"
 
 namespace shardline {
@@ -48,6 +50,23 @@ MemoryRestorePlan PlanMemoryRestore(const RestorePlanInput& input);
 // and a disk that keeps failing would never stop the job); INT64_MAX if
 // none. `failures`: step -> generations in which saving it failed.
 int64_t FailedSaveLimit(const std::map<int64_t, std::set<uint64_t>>& failures, int64_t latest_good);
+
+// A save that failed in every attempt the job allows: why the job stops.
+struct SaveGiveUp {
+  int64_t step = 0;      // the save that kept failing
+  int attempts = 0;      // generations it failed in
+  int rank = 0;          // the last to fail it
+  absl::StatusCode code = absl::StatusCode::kUnknown;  // its failure's code (WorkerReport.save_failure_code)
+  std::string failure;   // its failure's message
+  std::string kept_dir;  // the newest committed checkpoint, "" if none
+  std::string root;      // the checkpoint directory
+};
+// The job's final status: the code says what the operator must do, by the
+// failure's code, never its wording: RESOURCE_EXHAUSTED (free space) for a
+// full disk or quota, FAILED_PRECONDITION (make it writable) for a
+// read-only file system or a permission, INTERNAL (repair) for any other
+// I/O error.
+absl::Status SaveGiveUpStatus(const SaveGiveUp& s);
 
 }  // namespace shardline
 

@@ -16,7 +16,7 @@ namespace shardline {
 // its size does not change.
 inline absl::Status FlipByte(const std::string& path, int64_t offset, uint8_t mask) {
   Env* env = Env::Default();
-  absl::StatusOr<std::string> bytes = env->ReadFile(path);
+  absl::StatusOr<std::string> bytes = env->ReadFile(path, kMaxDataFileBytes);
   if (!bytes.ok()) return bytes.status();
   const int64_t size = static_cast<int64_t>(bytes->size());
   const int64_t at = offset < 0 ? size + offset : offset;

@@ -33,7 +33,7 @@ absl::Status WriteCommitted(Env* env, const std::string& step_dir, const state::
 
 absl::StatusOr<state::CheckpointManifest> ReadCommitted(Env* env, const std::string& step_dir) {
   const std::string path = step_dir + "/" + kCommittedFile;
-  ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
+  ASSIGN_OR_RETURN(std::string text, env->ReadFile(path, kMaxSmallFileBytes));
   state::CheckpointManifest m;
   if (!google::protobuf::TextFormat::ParseFromString(text, &m)) {
     return absl::DataLossError(absl::StrCat(path, ": manifest does not parse"));
@@ -49,7 +49,7 @@ std::string CheckpointRoot(const std::string& workdir) { return workdir + "/chec
 
 BestRecord ReadBest(Env* env, const std::string& root) {
   BestRecord best;
-  absl::StatusOr<std::string> text = env->ReadFile(root + "/" + kBestFile);
+  absl::StatusOr<std::string> text = env->ReadFile(root + "/" + kBestFile, kMaxSmallFileBytes);
   if (!text.ok()) return best;
   const std::string line = text->substr(0, text->find('\n'));
   const size_t space = line.find(' ');
@@ -91,15 +91,27 @@ absl::Status CheckCheckpointsBelongTo(Env* env, const std::string& root, const s
   return absl::OkStatus();
 }
 
-absl::Status DeleteUncommitted(Env* env, const std::string& root, int64_t below) {
-  if (!env->IsDirectory(root)) return absl::OkStatus();
+absl::StatusOr<std::vector<int64_t>> DeleteUncommitted(Env* env, const std::string& root, int64_t below) {
+  std::vector<int64_t> deleted;
+  if (!env->IsDirectory(root)) return deleted;
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->GetChildren(root));
+  std::sort(names.begin(), names.end());
   for (const std::string& n : names) {
     int64_t step;
     if (!ParseStepDirName(n, &step) || step >= below) continue;
-    if (!env->FileExists(root + "/" + n + "/" + kCommittedFile)) RETURN_IF_ERROR(env->DeleteRecursively(root + "/" + n));
+    if (env->FileExists(root + "/" + n + "/" + kCommittedFile)) continue;
+    RETURN_IF_ERROR(env->DeleteRecursively(root + "/" + n));
+    deleted.push_back(step);
   }
-  return absl::OkStatus();
+  return deleted;
+}
+
+std::string DescribeUncommittedRemoved(const std::string& root, const std::vector<int64_t>& steps) {
+  if (steps.empty()) return "";
+  std::string names;
+  for (int64_t s : steps) absl::StrAppend(&names, names.empty() ? "" : ", ", StepDirName(s));
+  return absl::StrCat("removed ", steps.size(), " uncommitted step director", steps.size() == 1 ? "y" : "ies",
+                      " under ", root, " (saves that never committed; every committed one is kept): ", names);
 }
 
 absl::StatusOr<std::vector<int64_t>> ApplyRetention(Env* env, const std::string& root,
@@ -132,7 +144,7 @@ absl::StatusOr<std::vector<int64_t>> FinishCommit(Env* env, const std::string& r
   std::vector<int64_t> keep = pinned;
   if (best >= 0) keep.push_back(best);
   ASSIGN_OR_RETURN(std::vector<int64_t> deleted, ApplyRetention(env, root, policy, keep));
-  RETURN_IF_ERROR(DeleteUncommitted(env, root, step));
+  RETURN_IF_ERROR(DeleteUncommitted(env, root, step).status());
   return deleted;
 }
 
@@ -156,7 +168,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> QuarantinedSteps(En
   for (const std::string& n : names) {
     int64_t step;
     if (!ParseStepDirName(n, &step)) continue;
-    absl::StatusOr<std::string> why = env->ReadFile(aside + "/" + n + "/" + kBadFile);
+    absl::StatusOr<std::string> why = env->ReadFile(aside + "/" + n + "/" + kBadFile, kMaxSmallFileBytes);
     out.emplace_back(step, why.ok() ? std::string(absl::StripTrailingAsciiWhitespace(*why)) : std::string("?"));
   }
   std::sort(out.begin(), out.end());

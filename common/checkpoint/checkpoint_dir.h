@@ -62,8 +62,14 @@ absl::Status CheckCheckpointsBelongTo(Env* env, const std::string& root, const s
                                       const std::string& job_id);
 
 // Deletes step directories below `below` that have no COMMITTED file
-// (partial saves). Later ones may be saves in progress and are left alone.
-absl::Status DeleteUncommitted(Env* env, const std::string& root, int64_t below = INT64_MAX);
+// (partial saves, and directories a failed save left empty). Later ones may
+// be saves in progress and are left alone. Returns the steps deleted,
+// ascending, for the caller to say so.
+absl::StatusOr<std::vector<int64_t>> DeleteUncommitted(Env* env, const std::string& root, int64_t below = INT64_MAX);
+
+// "removed 2 uncommitted step directories under ROOT (saves that never
+// committed): step_...600, step_...800", or "" for none.
+std::string DescribeUncommittedRemoved(const std::string& root, const std::vector<int64_t>& steps);
 
 // Applies the policy to the committed steps: keeps the newest keep_last
 // (0: all), every step that is a multiple of keep_every, and `also_keep`

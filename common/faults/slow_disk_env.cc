@@ -32,7 +32,7 @@ SlowDiskEnv::SlowDiskEnv(Env* target, std::string control_file)
 
 void SlowDiskEnv::Delay() {
   // A missing or unreadable file is no delay.
-  const std::string text(absl::StripAsciiWhitespace(target()->ReadFile(control_file_).value_or("")));
+  const std::string text(absl::StripAsciiWhitespace(target()->ReadFile(control_file_, kMaxSmallFileBytes).value_or("")));
   int64_t ms = 0;
   if (absl::SimpleAtoi(text, &ms) && ms > 0) target()->SleepForMicros(ms * 1000);
 }

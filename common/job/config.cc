@@ -159,6 +159,7 @@ class Problems {
       Add(field, absl::StrCat("must be in [0, 1", include_one ? "]" : ")", ", got ", v));
     }
   }
+  size_t size() const { return list_.size(); }
   absl::Status ToStatus() const {
     if (list_.empty()) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrJoin(list_, "\n"));
@@ -230,18 +231,50 @@ absl::Status ApplyOverride(absl::string_view assignment, config::JobConfig* cfg)
 
 namespace {
 
+// Sizes past these are mistakes, refused naming the field before anything
+// is allocated (a d_model of 1e6 would otherwise end the process with
+// bad_alloc): a width, a depth, a context, and parameters in all.
+constexpr int kMaxWidth = 1 << 16;
+constexpr int kMaxDepth = 1 << 12;
+constexpr int kMaxContext = 1 << 20;
+constexpr int kMaxMlpRatio = 64;
+constexpr double kMaxModelParameters = double{int64_t{1} << 32};
+
+// Refuses a model whose transformer blocks alone pass kMaxModelParameters:
+// each has about (4 + 2 * mlp_ratio) * d_model^2 weights.
+void CheckTransformerSize(const char* family, int layers, int d_model, int mlp_ratio, Problems* p) {
+  const double per_block = (4.0 + 2.0 * mlp_ratio) * static_cast<double>(d_model) * d_model;
+  const double params = per_block * layers;
+  if (params > kMaxModelParameters) {
+    p->Add(absl::StrCat("model.", family), absl::StrCat("layers ", layers, " x d_model ", d_model, " x mlp_ratio ",
+                                                        mlp_ratio, " is about ", absl::SixDigits(params),
+                                                        " parameters, over the ", kMaxModelParameters,
+                                                        " a worker can hold"));
+  }
+}
+
 // The model's own fields; whether its layers fit the data set's images is
 // checked when the model is built (CreateModel), which knows their size.
 void ValidateModel(const config::ModelConfig& model, Problems* p) {
+  const size_t problems_before = p->size();
+  // Positive and at most `max`.
+  auto in_range = [&](const std::string& field, int64_t v, int64_t max) {
+    if (v <= 0) {
+      p->Add(field, absl::StrCat("must be positive, got ", v));
+    } else if (v > max) {
+      p->Add(field, absl::StrCat(v, " is over the largest allowed, ", max));
+    }
+  };
   if (model.has_mlp()) {
     const config::MlpConfig& mlp = model.mlp();
     if (mlp.hidden_sizes_size() == 0) {
       p->Add("model.mlp.hidden_sizes", "must list at least one hidden layer width");
     }
+    if (mlp.hidden_sizes_size() > kMaxDepth) {
+      p->Add("model.mlp.hidden_sizes", absl::StrCat(mlp.hidden_sizes_size(), " layers is over ", kMaxDepth));
+    }
     for (int i = 0; i < mlp.hidden_sizes_size(); ++i) {
-      if (mlp.hidden_sizes(i) <= 0) {
-        p->Add(absl::StrCat("model.mlp.hidden_sizes[", i, "]"), absl::StrCat("must be positive, got ", mlp.hidden_sizes(i)));
-      }
+      in_range(absl::StrCat("model.mlp.hidden_sizes[", i, "]"), mlp.hidden_sizes(i), kMaxWidth);
     }
     if (mlp.activation() == config::ACTIVATION_UNSPECIFIED) p->Add("model.mlp.activation", "must be RELU or TANH");
   } else if (model.has_cnn()) {
@@ -249,45 +282,40 @@ void ValidateModel(const config::ModelConfig& model, Problems* p) {
     if (cnn.conv_size() == 0) p->Add("model.cnn.conv", "must list at least one convolution layer");
     for (int i = 0; i < cnn.conv_size(); ++i) {
       const config::ConvLayerConfig& conv = cnn.conv(i);
-      if (conv.channels() <= 0) {
-        p->Add(absl::StrCat("model.cnn.conv[", i, "].channels"), absl::StrCat("must be positive, got ", conv.channels()));
-      }
-      if (conv.kernel_size() <= 0 || conv.kernel_size() % 2 == 0) {
+      in_range(absl::StrCat("model.cnn.conv[", i, "].channels"), conv.channels(), kMaxWidth);
+      if (conv.kernel_size() <= 0 || conv.kernel_size() % 2 == 0 || conv.kernel_size() > 63) {
         p->Add(absl::StrCat("model.cnn.conv[", i, "].kernel_size"),
-               absl::StrCat("must be odd and positive (same padding), got ", conv.kernel_size()));
+               absl::StrCat("must be odd, positive and at most 63 (same padding), got ", conv.kernel_size()));
       }
     }
+    if (cnn.conv_size() > kMaxDepth || cnn.dense_sizes_size() > kMaxDepth) {
+      p->Add("model.cnn", absl::StrCat("more than ", kMaxDepth, " layers"));
+    }
     for (int i = 0; i < cnn.dense_sizes_size(); ++i) {
-      if (cnn.dense_sizes(i) <= 0) {
-        p->Add(absl::StrCat("model.cnn.dense_sizes[", i, "]"), absl::StrCat("must be positive, got ", cnn.dense_sizes(i)));
-      }
+      in_range(absl::StrCat("model.cnn.dense_sizes[", i, "]"), cnn.dense_sizes(i), kMaxWidth);
     }
   } else if (model.has_gpt()) {
     const config::GptConfig& gpt = model.gpt();
-    auto positive = [&](const char* field, int v) {
-      if (v <= 0) p->Add(absl::StrCat("model.gpt.", field), absl::StrCat("must be positive, got ", v));
-    };
-    positive("context", gpt.context());
-    positive("layers", gpt.layers());
-    positive("d_model", gpt.d_model());
-    positive("heads", gpt.heads());
-    positive("mlp_ratio", gpt.mlp_ratio());
+    in_range("model.gpt.context", gpt.context(), kMaxContext);
+    in_range("model.gpt.layers", gpt.layers(), kMaxDepth);
+    in_range("model.gpt.d_model", gpt.d_model(), kMaxWidth);
+    in_range("model.gpt.heads", gpt.heads(), kMaxWidth);
+    in_range("model.gpt.mlp_ratio", gpt.mlp_ratio(), kMaxMlpRatio);
     if (gpt.heads() > 0 && gpt.d_model() % gpt.heads() != 0) {
       p->Add("model.gpt.heads", absl::StrCat(gpt.heads(), " does not divide d_model ", gpt.d_model()));
     }
+    if (p->size() == problems_before) CheckTransformerSize("gpt", gpt.layers(), gpt.d_model(), gpt.mlp_ratio(), p);
   } else if (model.has_vit()) {
     const config::VitConfig& vit = model.vit();
-    auto positive = [&](const char* field, int v) {
-      if (v <= 0) p->Add(absl::StrCat("model.vit.", field), absl::StrCat("must be positive, got ", v));
-    };
-    positive("patch", vit.patch());
-    positive("layers", vit.layers());
-    positive("d_model", vit.d_model());
-    positive("heads", vit.heads());
-    positive("mlp_ratio", vit.mlp_ratio());
+    in_range("model.vit.patch", vit.patch(), kMaxWidth);
+    in_range("model.vit.layers", vit.layers(), kMaxDepth);
+    in_range("model.vit.d_model", vit.d_model(), kMaxWidth);
+    in_range("model.vit.heads", vit.heads(), kMaxWidth);
+    in_range("model.vit.mlp_ratio", vit.mlp_ratio(), kMaxMlpRatio);
     if (vit.heads() > 0 && vit.d_model() % vit.heads() != 0) {
       p->Add("model.vit.heads", absl::StrCat(vit.heads(), " does not divide d_model ", vit.d_model()));
     }
+    if (p->size() == problems_before) CheckTransformerSize("vit", vit.layers(), vit.d_model(), vit.mlp_ratio(), p);
     if (vit.pool() == config::VitConfig::POOL_UNSPECIFIED) p->Add("model.vit.pool", "must be CLASS_TOKEN or MEAN");
   } else {
     p->Add("model", "set model.mlp, model.cnn, model.gpt or model.vit");
@@ -459,7 +487,7 @@ absl::Status CheckConfigPaths(Env* env, const config::JobConfig& c) {
 absl::StatusOr<config::JobConfig> LoadConfig(Env* env, const std::string& path,
                                              const std::vector<std::string>& overrides,
                                              bool check_paths) {
-  absl::StatusOr<std::string> text = env->ReadFile(path);
+  absl::StatusOr<std::string> text = env->ReadFile(path, kMaxConfigFileBytes);
   if (!text.ok()) return Annotate(text.status(), "reading config file");
   ASSIGN_OR_RETURN(config::JobConfig cfg, ParseConfigText(*text, path));
   const bool file_valid = overrides.empty() || ValidateConfig(cfg).ok();

@@ -42,7 +42,7 @@ absl::StatusOr<int> PickStablePort(const std::string& host, const StablePortOpti
   }
   // Linux's default when the file cannot be read.
   int low = 32768, high = 60999;
-  if (absl::StatusOr<std::string> range = Env::Default()->ReadFile(options.port_range_file); range.ok()) {
+  if (absl::StatusOr<std::string> range = Env::Default()->ReadFile(options.port_range_file, kMaxSmallFileBytes); range.ok()) {
     std::vector<absl::string_view> two = absl::StrSplit(*range, absl::ByAnyChar(" \t\n"), absl::SkipEmpty());
     int l = 0, h = 0;
     if (two.size() == 2 && absl::SimpleAtoi(two[0], &l) && absl::SimpleAtoi(two[1], &h)) {

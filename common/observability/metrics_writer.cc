@@ -38,7 +38,7 @@ std::string MetricRecordToJson(const metrics::MetricRecord& record) {
 }
 
 absl::StatusOr<std::vector<metrics::MetricRecord>> ReadMetricRecords(Env* env, const std::string& path) {
-  absl::StatusOr<std::string> text = env->ReadFile(path);
+  absl::StatusOr<std::string> text = env->ReadFile(path, kMaxDataFileBytes);
   if (!text.ok()) return text.status();
   std::vector<absl::string_view> lines = absl::StrSplit(*text, '\n');
   std::vector<metrics::MetricRecord> out;

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/encoding/text_escape.h"
 
 namespace shardline {
 
@@ -75,7 +76,7 @@ absl::StatusOr<int64_t> IntFlag(const Args& args, const std::string& name, int64
 int64_t IntFlagOrExit(const Args& args, const std::string& name, int64_t def) {
   absl::StatusOr<int64_t> v = IntFlag(args, name, def);
   if (!v.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(v.status().message()).c_str());
+    std::fprintf(stderr, "%s\n", EscapeControl(v.status().message()).c_str());
     std::exit(2);
   }
   return *v;
@@ -89,7 +90,9 @@ int RunCommand(const absl::Status& parsed, const Args& args, const char* help, c
   }
   const absl::Status status = parsed.ok() ? run(args) : parsed;
   if (status.ok()) return 0;
-  std::fprintf(stderr, "%s: %s\n", command.c_str(), std::string(status.message()).c_str());
+  // A status may carry text from outside (a member's fatal error, a file's
+  // contents): escaped, so it cannot forge a log line or drive the terminal.
+  std::fprintf(stderr, "%s: %s\n", command.c_str(), EscapeControl(status.message()).c_str());
   return 1;
 }
 

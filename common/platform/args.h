@@ -48,7 +48,8 @@ int64_t IntFlagOrExit(const Args& args, const std::string& name, int64_t def);
 
 // The tail every command's entry point shares: with --help, prints `help` to
 // stdout and returns 0; otherwise runs `run(args)` if `parsed` is OK, and on
-// any error prints "<command>: <message>" to stderr and returns 1.
+// any error prints "<command>: <message>" to stderr (the message escaped:
+// EscapeControl) and returns 1.
 //
 //   Args args;
 //   absl::Status parsed = ParseArgs(argc, argv, 2, {...}, {...}, "shardline train", &args);

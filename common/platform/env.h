@@ -64,6 +64,15 @@ class FileLock {
   virtual ~FileLock() = default;
 };
 
+// Bounds for Env::ReadFile, by what a file holds (every whole-file read
+// names one, so no input can grow memory without bound).
+// Addresses, ids, tokens, certificates, markers and control files.
+inline constexpr int64_t kMaxSmallFileBytes = int64_t{1} << 20;
+// A job's config (text format).
+inline constexpr int64_t kMaxConfigFileBytes = int64_t{16} << 20;
+// Data sets, traces and other files read whole into memory.
+inline constexpr int64_t kMaxDataFileBytes = int64_t{4} << 30;
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -71,10 +80,13 @@ class Env {
   // The process-wide POSIX Env. Never destroyed.
   static Env* Default();
 
-  // Reads the whole file. NotFound if it does not exist.
-  virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+  // Reads the whole file. NotFound if it does not exist; FailedPrecondition
+  // naming the path if it is not a regular file (a FIFO, a device: never
+  // opened in a way that blocks or read without end) or holds more than
+  // `max_bytes` (the kMax*FileBytes above, or a format's own bound).
+  virtual absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) = 0;
   // For reads of large files in pieces (checkpoint restore reads each block
-  // straight into its destination).
+  // straight into its destination). Regular files only, as ReadFile.
   virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) = 0;
   virtual bool FileExists(const std::string& path) = 0;
   virtual bool IsDirectory(const std::string& path) = 0;
@@ -119,6 +131,9 @@ class Env {
   virtual int64_t NowUnixMicros() = 0;
   virtual void SleepForMicros(int64_t micros) = 0;
 };
+
+// The error ReadFile returns for a file of `size` bytes over `max_bytes`.
+absl::Status TooLargeError(const std::string& path, int64_t size, int64_t max_bytes);
 
 // Writes `contents` to `path` so readers see the old file or the whole new
 // one, never a part: a temporary file in the same directory, then rename.

@@ -20,7 +20,9 @@ class EnvWrapper : public Env {
   explicit EnvWrapper(Env* target) : target_(target) {}
   Env* target() const { return target_; }
 
-  absl::StatusOr<std::string> ReadFile(const std::string& p) override { return target_->ReadFile(p); }
+  absl::StatusOr<std::string> ReadFile(const std::string& p, int64_t max_bytes) override {
+    return target_->ReadFile(p, max_bytes);
+  }
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p) override {
     return target_->NewRandomAccessFile(p);
   }

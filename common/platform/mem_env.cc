@@ -67,10 +67,11 @@ std::string MemEnv::Normal(const std::string& path) {
   return out;
 }
 
-absl::StatusOr<std::string> MemEnv::ReadFile(const std::string& path) {
+absl::StatusOr<std::string> MemEnv::ReadFile(const std::string& path, int64_t max_bytes) {
   MutexLock lock(&mu_);
   auto it = files_.find(Normal(path));
   if (it == files_.end()) return absl::NotFoundError(absl::StrCat(path, " does not exist (in memory)"));
+  if (static_cast<int64_t>(it->second->size()) > max_bytes) return TooLargeError(path, it->second->size(), max_bytes);
   return *it->second;
 }
 

@@ -27,7 +27,7 @@ class MemEnv : public Env {
  public:
   MemEnv() = default;
 
-  absl::StatusOr<std::string> ReadFile(const std::string& path) override;
+  absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) override;
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override;
   bool FileExists(const std::string& path) override;
   bool IsDirectory(const std::string& path) override;

@@ -27,10 +27,43 @@ absl::Status PosixError(const std::string& context, int err) {
     case EPERM:
       return absl::PermissionDeniedError(msg);
     case ENOSPC:
+    case EDQUOT:
       return absl::ResourceExhaustedError(msg);
+    case EROFS:
+      // Not a resource that frees up: the operator must remount or move the
+      // workdir, so no retry.
+      return absl::FailedPreconditionError(msg);
     default:
       return absl::InternalError(msg);
   }
+}
+
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Opens `path` for reading if it is a regular file. O_NONBLOCK so that a
+// FIFO does not block open() until a writer comes (it is refused next);
+// on a regular file the flag changes nothing.
+absl::StatusOr<int> OpenRegularForRead(const std::string& path, struct stat* st) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return PosixError(absl::StrCat("open ", path), errno);
+  if (fstat(fd, st) != 0) {
+    const int err = errno;
+    close(fd);
+    return PosixError(absl::StrCat("stat ", path), err);
+  }
+  if (!S_ISREG(st->st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is ", FileKind(st->st_mode), ", not a regular file; give a file's path"));
+  }
+  return fd;
 }
 
 // Closes *fd unless it is already closed (-1), and marks it closed.
@@ -192,28 +225,31 @@ class PosixFileLock : public FileLock {
 class PosixEnv : public Env {
  public:
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return PosixError(absl::StrCat("open ", path), errno);
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-      const int err = errno;
-      close(fd);
-      return PosixError(absl::StrCat("stat ", path), err);
-    }
+    ASSIGN_OR_RETURN(const int fd, OpenRegularForRead(path, &st));
     return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd, st.st_size));
   }
 
-  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return PosixError(absl::StrCat("open ", path), errno);
+  absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) override {
     struct stat st;
-    std::string out;
+    ASSIGN_OR_RETURN(const int fd, OpenRegularForRead(path, &st));
+    if (st.st_size > max_bytes) {
+      close(fd);
+      return TooLargeError(path, st.st_size, max_bytes);
+    }
     // Read straight into a buffer of the file's size (large reads, no
-    // regrowing); keep reading in case the file grew meanwhile.
-    if (fstat(fd, &st) == 0 && st.st_size > 0) out.resize(static_cast<size_t>(st.st_size));
+    // regrowing); keep reading in case the file grew meanwhile, up to the
+    // bound.
+    std::string out(static_cast<size_t>(st.st_size), '\0');
     size_t have = 0;
     for (;;) {
-      if (have == out.size()) out.resize(std::max<size_t>(out.size() * 2, 1 << 16));
+      if (have == out.size()) {
+        if (static_cast<int64_t>(have) > max_bytes) {
+          close(fd);
+          return TooLargeError(path, static_cast<int64_t>(have), max_bytes);
+        }
+        out.resize(std::min<size_t>(std::max<size_t>(out.size() * 2, 1 << 16), static_cast<size_t>(std::min<int64_t>(max_bytes, INT64_MAX - 1)) + 1));
+      }
       ssize_t n = read(fd, &out[have], out.size() - have);
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -359,6 +395,11 @@ class PosixEnv : public Env {
 };
 
 }  // namespace
+
+absl::Status TooLargeError(const std::string& path, int64_t size, int64_t max_bytes) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(path, " holds ", size, " bytes or more; at most ", max_bytes, " are read from a file of its kind"));
+}
 
 absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view contents,
                                  bool durable) {

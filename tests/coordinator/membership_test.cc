@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace shardline {
 namespace {
 
@@ -249,6 +251,36 @@ std::vector<Case> Cases() {
                                                                               const MembershipEffects& out) {
                                        ASSERT_TRUE(out.formed.has_value());
                                        EXPECT_EQ(m.state, JobState::kStopping);
+                                     }}})});
+  // Issue 46: SIGTERM to a coordinator whose workers died first left it
+  // forming forever. A stop waits stop_forming_timeout for a world, then
+  // ends by itself.
+  cases.push_back({"AStopWhoseWorkersAreGoneEndsByItself", Fixed(2),
+                   Then(Formed(2), {{absl::ZeroDuration(), ev::Stop{}, nullptr},
+                                    {absl::Seconds(1), ev::StreamEnded{0, 1, true},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       ASSERT_TRUE(out.broken.has_value());
+                                       EXPECT_EQ(m.state, JobState::kForming);
+                                     }},
+                                    {absl::Seconds(1), ev::StreamEnded{1, 1, true}, nullptr},
+                                    {absl::Seconds(15), ev::Tick{},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       EXPECT_FALSE(out.stopped_forming);  // 14 s of forming: still waits
+                                       EXPECT_EQ(m.state, JobState::kForming);
+                                     }},
+                                    {absl::Seconds(16), ev::Tick{},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       EXPECT_TRUE(out.stopped_forming);
+                                       EXPECT_TRUE(out.stop_gave_up_forming);
+                                       EXPECT_EQ(m.state, JobState::kDone);
+                                     }}})});
+  // Without a stop, forming waits for the workers as long as it takes.
+  cases.push_back({"WithoutAStopABrokenWorldWaitsForItsWorkers", Fixed(2),
+                   Then(Formed(2), {{absl::Seconds(1), ev::StreamEnded{0, 1, true}, nullptr},
+                                    {absl::Seconds(3600), ev::Tick{},
+                                     [](const Membership& m, const MembershipEffects& out) {
+                                       EXPECT_FALSE(out.stopped_forming);
+                                       EXPECT_EQ(m.state, JobState::kForming);
                                      }}})});
   cases.push_back({"TheJobIsDoneOnceEveryMemberFinishedAndThenNothingBreaksIt", Fixed(2),
                    Then(Formed(2), {{absl::ZeroDuration(), ev::Finished{0},

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 
 namespace shardline {
@@ -76,6 +77,37 @@ TEST(RestorePlanTest, TheLimitIsTheFirstFailedSaveNotCommittedSince) {
   EXPECT_EQ(FailedSaveLimit({{300, {2}}, {500, {3}}}, 0), 300);
   EXPECT_EQ(FailedSaveLimit({{300, {2}}, {500, {3}}}, 400), 500);  // 300 committed since
   EXPECT_EQ(FailedSaveLimit({{300, {2}}}, 300), INT64_MAX);
+}
+
+// The verdict follows the failure's code, never its wording: a read-only
+// file system is not a full disk.
+TEST(SaveGiveUpStatusTest, TheCodeSaysWhatToDo) {
+  SaveGiveUp s;
+  s.step = 600;
+  s.attempts = 3;
+  s.rank = 1;
+  s.failure = "open /w/checkpoints/step_600/shard: whatever the words";
+  s.kept_dir = "/w/checkpoints/step_400";
+  s.root = "/w/checkpoints";
+  s.code = absl::StatusCode::kResourceExhausted;
+  absl::Status full = SaveGiveUpStatus(s);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(full.message(), "free space in /w/checkpoints")) << full;
+  EXPECT_TRUE(absl::StrContains(full.message(), "step 600 failed in 3 generations (last on rank 1")) << full;
+  EXPECT_TRUE(absl::StrContains(full.message(), "newest: /w/checkpoints/step_400")) << full;
+  s.code = absl::StatusCode::kFailedPrecondition;
+  absl::Status read_only = SaveGiveUpStatus(s);
+  EXPECT_EQ(read_only.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(read_only.message(), "make writable")) << read_only;
+  EXPECT_FALSE(absl::StrContains(read_only.message(), "free space")) << read_only;
+  s.code = absl::StatusCode::kPermissionDenied;
+  EXPECT_EQ(SaveGiveUpStatus(s).code(), absl::StatusCode::kFailedPrecondition);
+  s.code = absl::StatusCode::kInternal;
+  s.kept_dir = "";
+  absl::Status io = SaveGiveUpStatus(s);
+  EXPECT_EQ(io.code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(absl::StrContains(io.message(), "repair /w/checkpoints")) << io;
+  EXPECT_TRUE(absl::StrContains(io.message(), "none yet")) << io;
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ TEST(AustenTest, ShardlineDataAustenWritesTheCheckedFilesAndNamesAMissingOne) {
   Subprocess ok({BinPath("shardline"), "data", "austen", "--out", dir});
   ASSERT_EQ(ok.Wait(absl::Seconds(60)), 0) << ok.Output();
   EXPECT_TRUE(absl::StrContains(ok.Output(), kAustenTrainSha256)) << ok.Output();
-  absl::StatusOr<std::string> val = Env::Default()->ReadFile(dir + "/val.txt");
+  absl::StatusOr<std::string> val = Env::Default()->ReadFile(dir + "/val.txt", kMaxDataFileBytes);
   ASSERT_TRUE(val.ok());
   EXPECT_EQ(val->size(), 466854u);
 

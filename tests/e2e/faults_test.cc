@@ -18,7 +18,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -429,6 +431,40 @@ TEST(WorkdirFaultTest, OneOwnerPerWorkdirAndARefusedCommandChangesNothing) {
   third.Wait(absl::Seconds(30));
 }
 
+// Issue 46: a coordinator sent SIGTERM whose workers died before the stop
+// step logged "every worker stops after step N" and stayed forming until
+// SIGKILL. It now waits 15 s for a world and then stops by itself, exit 0.
+// The workers are paused first, so the stop step cannot be reached before
+// they are killed.
+TEST(CoordinatorFaultTest, ASigtermedCoordinatorWhoseWorkersDieFirstStopsByItself) {
+  const std::string dir = FreshDir("fault_sigterm_workers_gone");
+  const std::string coord_addr = absl::StrCat("127.0.0.1:", FreePort());
+  Subprocess c({BinPath("shardline-coordinator"), "--config", DefaultConfig(), "--listen", coord_addr, "--workdir",
+                dir, "--set", "runtime.num_workers=2", "--set", "train.total_steps=100000", "--set",
+                "train.log_every=10"});
+  std::vector<std::unique_ptr<Subprocess>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<Subprocess>(std::vector<std::string>{
+        BinPath("shardline-worker"), "--coordinator", coord_addr, "--listen", absl::StrCat("127.0.0.1:", FreePort())}));
+  }
+  ASSERT_TRUE(WaitForStep(dir, 20, absl::Seconds(120))) << c.Output();
+  for (auto& w : workers) w->Signal(SIGSTOP);
+  c.Signal(SIGTERM);
+  for (const absl::Time until = absl::Now() + absl::Seconds(30);
+       !absl::StrContains(c.Output(), "every worker stops after step") && absl::Now() < until;) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(absl::StrContains(c.Output(), "every worker stops after step")) << c.Output();
+  for (auto& w : workers) {
+    w->Signal(SIGKILL);
+    w->Wait(absl::Seconds(30));
+  }
+  const int code = c.Wait(absl::Seconds(90));
+  EXPECT_NE(code, -1) << "the coordinator did not stop by itself: " << c.Output();
+  EXPECT_EQ(code, 0) << c.Output();
+  EXPECT_TRUE(absl::StrContains(c.Output(), "no world formed again within 15s")) << c.Output();
+}
+
 // Unmounts `dir` however the test ends.
 class ScopedMount {
  public:
@@ -465,9 +501,16 @@ TEST(WorkdirFaultTest, ADiskThatFillsUpStopsTheJobAfterThreeAttemptsAndKeepsWhat
 
   // Room again: it resumes from 400 and finishes.
   ASSERT_EQ(mount("tmpfs", root.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0) << std::strerror(errno);
+  // What the failed saves left (step 600's partial directory) is removed
+  // by the next run, which says so (issue 46); step 400 is untouched.
+  bool leftover = false;
+  for (int64_t step = 401; step < 1000; ++step) leftover = leftover || Env::Default()->IsDirectory(StepDir(root, step));
+  EXPECT_TRUE(leftover) << "the failed saves left nothing to clean: the check below proves nothing";
   Subprocess resumed(LaunchArgv(dir, 2, run));
   ASSERT_EQ(resumed.Wait(absl::Seconds(120)), 0) << resumed.Output();
   EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), "restored step 400"));
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "uncommitted step director"))
+      << ReadAll(dir + "/logs/coordinator.log");
 }
 
 // Finding 8: a read-only checkpoints/ directory was found only at the first

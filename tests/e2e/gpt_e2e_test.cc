@@ -49,6 +49,11 @@ TEST(GptE2eTest, LearnsOnTwoWorkersResumesBitForBitReshardsExportsAndSamples) {
   // Uniform over bytes is 8 bits per byte; 120 small steps already learn the
   // letters' frequencies and more.
   EXPECT_LT(JsonField(evals.back(), "bits_per_byte"), 4.5) << evals.back();
+  // The last line says what was measured: next-byte accuracy on the
+  // validation text (issue 46: it said "test accuracy").
+  const std::string log0 = ReadAll(clean + "/logs/worker-0.log");
+  EXPECT_TRUE(absl::StrContains(log0, "final validation next-byte accuracy")) << log0;
+  EXPECT_FALSE(absl::StrContains(log0, "final test accuracy")) << log0;
   const std::vector<float> want = FinalState(clean, 120, 2);
   ASSERT_FALSE(want.empty());
 
@@ -114,6 +119,13 @@ TEST(GptE2eTest, LearnsOnTwoWorkersResumesBitForBitReshardsExportsAndSamples) {
   Subprocess g({BinPath("shardline"), "sample", "--workdir", text});
   EXPECT_EQ(g.Wait(absl::Seconds(60)), 1);
   EXPECT_TRUE(absl::StrContains(g.Output(), text + "/config.textproto")) << g.Output();
+  // A job's workdir before its first save: said plainly (issue 46).
+  const std::string early = FreshDir("gpt_before_first_save");
+  ASSERT_TRUE(Env::Default()->CreateDirs(early + "/checkpoints").ok());
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), early + "/config.textproto", ReadAll(clean + "/config.textproto")).ok());
+  Subprocess h({BinPath("shardline"), "sample", "--workdir", early});
+  EXPECT_EQ(h.Wait(absl::Seconds(60)), 1);
+  EXPECT_TRUE(absl::StrContains(h.Output(), "no committed checkpoint in " + early + "/checkpoints yet")) << h.Output();
 }
 
 // Elastic: three workers with runtime.min_workers=2 and no restarts; one

@@ -1,6 +1,8 @@
 // `shardline train` as a user runs it: the real binary, the real data set,
 // files in a fresh workdir.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/shard_file.h"
+#include "common/platform/env.h"
 #include "tests/corruption.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/subprocess.h"
@@ -20,6 +23,7 @@ namespace shardline {
 namespace {
 
 const std::string kConfig = DefaultConfig();
+const std::string kGptConfig = std::string(SHARDLINE_SOURCE_DIR) + "/deploy/configs/austen_gpt.textproto";
 
 double Field(const std::string& line, const std::string& key) {
   const double v = JsonField(line, key);
@@ -72,6 +76,13 @@ TEST(TrainCliTest, BadInputExitsNonzeroNamingTheProblem) {
     std::string expect;
   };
   const std::string dir = FreshDir("train_cli_bad");
+  // A text of exactly one window (context 8 + 1 bytes), a FIFO, a device.
+  const std::string one_window = dir + "-one_window.txt";
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), one_window, "123456789").ok());
+  const std::string fifo = dir + "-config.fifo";
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string gpt = "model.gpt={context: 8, layers: 1, d_model: 8, heads: 1}";
   const std::vector<Case> cases = {
       {TrainArgv(dir, {"data.global_batch_size=-5"}), "data.global_batch_size: must be positive, got -5"},
       {TrainArgv(dir, {"model.widths=3"}), "unknown field 'widths'"},
@@ -82,6 +93,16 @@ TEST(TrainCliTest, BadInputExitsNonzeroNamingTheProblem) {
        "unknown flag --bogus"},
       {{BinPath("shardline"), "train", "--config", kConfig}, "--workdir is required"},
       {{BinPath("shardline"), "frobnicate"}, "unknown command 'frobnicate'"},
+      // Issue 46: the file is named, not only the count.
+      {TrainArgv(dir, {gpt, "data.text.train_path=" + one_window, "data.text.val_path=" + one_window}),
+       "exceeds the 1 training examples of data.text.train_path " + one_window},
+      // Issue 46: inputs are regular files, refused at once (a FIFO blocked
+      // open() forever, /dev/zero grew memory until bad_alloc).
+      {TrainArgv(dir, {gpt, "data.text.train_path=/dev/zero", "data.text.val_path=" + one_window}),
+       "/dev/zero is a character device, not a regular file"},
+      {{BinPath("shardline"), "train", "--config", fifo, "--workdir", dir}, fifo + " is a FIFO, not a regular file"},
+      {{BinPath("shardline"), "sample", "--safetensors", "/dev/zero", "--config", kGptConfig},
+       "/dev/zero is a character device"},
   };
   for (const Case& c : cases) {
     Subprocess p(c.argv);

@@ -88,9 +88,9 @@ absl::StatusOr<std::unique_ptr<WritableFile>> FaultEnv::NewUnbufferedFile(const 
   return Faulty(EnvWrapper::NewUnbufferedFile(path));
 }
 
-absl::StatusOr<std::string> FaultEnv::ReadFile(const std::string& path) {
+absl::StatusOr<std::string> FaultEnv::ReadFile(const std::string& path, int64_t max_bytes) {
   if (!count_reads_of_.empty() && absl::StrContains(path, count_reads_of_)) ++reads_;
-  return EnvWrapper::ReadFile(path);
+  return EnvWrapper::ReadFile(path, max_bytes);
 }
 
 absl::StatusOr<std::unique_ptr<RandomAccessFile>> FaultEnv::NewRandomAccessFile(const std::string& path) {

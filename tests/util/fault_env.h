@@ -60,7 +60,7 @@ class FaultEnv : public EnvWrapper {
   // Whole-file reads (ReadFile) of paths that contain `substring`.
   void CountReadsOf(std::string substring) { count_reads_of_ = std::move(substring); }
   int reads() const { return reads_.load(); }
-  absl::StatusOr<std::string> ReadFile(const std::string& path) override;
+  absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) override;
   // Every ReadExactly and Prefetch on random-access files, in order.
   struct Access {
     bool prefetch;  // else a read

@@ -34,7 +34,7 @@ TestPki::TestPki(const std::string& dir) : dir_(dir) {
 }
 
 TlsPem TestPki::Pem(const std::string& leaf, const std::string& ca) const {
-  auto read = [&](const std::string& name) { return *Env::Default()->ReadFile(File(name)); };
+  auto read = [&](const std::string& name) { return *Env::Default()->ReadFile(File(name), kMaxDataFileBytes); };
   return TlsPem{read(leaf + ".pem"), read(leaf + ".key"), read(ca + ".pem")};
 }
 

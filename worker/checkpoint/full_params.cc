@@ -13,7 +13,10 @@ namespace shardline {
 
 absl::StatusOr<int64_t> PickCommittedStep(Env* env, const std::string& root, const std::string& want) {
   ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, root));
-  if (steps.empty()) return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", root));
+  if (steps.empty()) {
+    return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", root,
+                                            " yet: the job has not finished a save (checkpoint.every_steps)"));
+  }
   if (want == "latest" || want.empty()) return steps.back();
   int64_t s;
   if (!absl::SimpleAtoi(want, &s)) {
@@ -23,6 +26,39 @@ absl::StatusOr<int64_t> PickCommittedStep(Env* env, const std::string& root, con
     return absl::NotFoundError(absl::StrCat("no committed checkpoint at step ", s, " in ", root));
   }
   return s;
+}
+
+bool StillCommitted(Env* env, const std::string& root, int64_t step) {
+  return env->FileExists(StepDir(root, step) + "/" + kCommittedFile);
+}
+
+absl::StatusOr<int64_t> ReadCommitted(Env* env, const std::string& root, const std::string& want,
+                                      const std::function<absl::Status(int64_t step)>& read) {
+  const bool latest = want.empty() || want == "latest";
+  int64_t last_tried = -1;
+  for (int attempt = 1;; ++attempt) {
+    ASSIGN_OR_RETURN(const int64_t step, PickCommittedStep(env, root, want));
+    if (step <= last_tried) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("reading the newest committed checkpoint of ", root, ": step ", step,
+                       " is committed again after it was deleted while being read"));
+    }
+    const absl::Status status = read(step);
+    if (status.ok()) return step;
+    if (StillCommitted(env, root, step)) return status;
+    if (!latest) {
+      return absl::NotFoundError(absl::StrCat("the checkpoint at step ", step, " in ", root,
+                                              " was deleted (checkpoint retention) while it was being read; "
+                                              "read a newer one ('latest' or `shardline ckpt list`)"));
+    }
+    if (attempt == kMaxCommittedReadAttempts) {
+      return absl::UnavailableError(absl::StrCat("reading the newest committed checkpoint of ", root, ": ",
+                                                 attempt, " in a row were deleted by retention while being read "
+                                                 "(the job saves faster than they can be read); try again or "
+                                                 "read a step that is kept (checkpoint.keep_every)"));
+    }
+    last_tried = step;
+  }
 }
 
 absl::StatusOr<FullParams> ReadFullParams(Env* env, const std::string& step_dir) {

@@ -2,12 +2,16 @@
 // rank's shard (each verified as VerifyCheckpoint does): what `shardline
 // ckpt export` writes as safetensors and `shardline sample` generates from.
 //
-//   ASSIGN_OR_RETURN(int64_t step, PickCommittedStep(env, CheckpointRoot(workdir), "latest"));
-//   ASSIGN_OR_RETURN(FullParams p, ReadFullParams(env, StepDir(root, step)));
+//   FullParams p;
+//   ASSIGN_OR_RETURN(int64_t step, ReadCommitted(env, root, "latest", [&](int64_t s) -> absl::Status {
+//     ASSIGN_OR_RETURN(p, ReadFullParams(env, StepDir(root, s)));
+//     return absl::OkStatus();
+//   }));
 #ifndef SHARDLINE_WORKER_CHECKPOINT_FULL_PARAMS_H_
 #define SHARDLINE_WORKER_CHECKPOINT_FULL_PARAMS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,8 +22,25 @@
 namespace shardline {
 
 // `want`: a step number, or "latest" / "" for the newest committed one.
-// NotFound naming `root` when there is none, or not that one.
+// NotFound naming `root` when there is none yet, or not that one.
 absl::StatusOr<int64_t> PickCommittedStep(Env* env, const std::string& root, const std::string& want);
+
+// True while `step`'s COMMITTED file is under `root` (retention deletes it
+// before the step's shards).
+bool StillCommitted(Env* env, const std::string& root, int64_t step);
+
+// How many newer checkpoints ReadCommitted moves on to before it gives up.
+inline constexpr int kMaxCommittedReadAttempts = 8;
+
+// Runs `read(step)` on the committed checkpoint `want` (as PickCommittedStep)
+// and returns the step it read, so that a reader beside a running job sees
+// one committed checkpoint whole or a newer one, never a torn one: when
+// `read` fails because retention deleted the step meanwhile (it is no longer
+// committed), "latest" moves on to the newest committed step by itself (at
+// most kMaxCommittedReadAttempts times, each to a newer step) and a named
+// step fails with NotFound saying so. Any other failure is `read`'s.
+absl::StatusOr<int64_t> ReadCommitted(Env* env, const std::string& root, const std::string& want,
+                                      const std::function<absl::Status(int64_t step)>& read);
 
 struct FullParams {
   std::vector<state::TensorEntry> tensors;  // the layout the checkpoint was saved with

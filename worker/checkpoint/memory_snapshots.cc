@@ -36,7 +36,7 @@ absl::Status MemorySnapshots::TakeAndReplicate(const ShardSource& source, int co
   ASSIGN_OR_RETURN(WrittenShard written,
                    WriteShard(&mem_, StepDir(kRoot, source.step), ShardFileName(rank, world), SnapshotShard(source),
                               in_memory));
-  ASSIGN_OR_RETURN(std::string passing, mem_.ReadFile(written.path));
+  ASSIGN_OR_RETURN(std::string passing, mem_.ReadFile(written.path, INT64_MAX));
   const int shifts = std::min(copies, world) - 1;
   for (int k = 1; k <= shifts; ++k) {
     // Receive shard rank-k from the previous rank, which got it k-1 shifts ago.
@@ -73,7 +73,7 @@ std::vector<SnapshotKey> MemorySnapshots::Held() {
 bool MemorySnapshots::Holds(const SnapshotKey& key) { return mem_.FileExists(Path(key)); }
 
 absl::StatusOr<std::string> MemorySnapshots::Bytes(const SnapshotKey& key) {
-  absl::StatusOr<std::string> bytes = mem_.ReadFile(Path(key));
+  absl::StatusOr<std::string> bytes = mem_.ReadFile(Path(key), INT64_MAX);
   if (!bytes.ok()) return absl::NotFoundError(absl::StrCat(Describe(key), " is not held here"));
   return bytes;
 }

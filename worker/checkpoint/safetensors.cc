@@ -133,6 +133,9 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(absl::string_view bytes, cons
   if (bytes.size() < 8) return bad("too short for a safetensors file (no 8-byte header length)");
   uint64_t len = 0;
   for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[static_cast<size_t>(i)])) << (8 * i);
+  if (len > static_cast<uint64_t>(kMaxSafetensorsHeaderBytes)) {
+    return bad(absl::StrCat("header length ", len, " is over the spec's ", kMaxSafetensorsHeaderBytes, " bytes"));
+  }
   if (len > bytes.size() - 8) {
     return bad(absl::StrCat("header length ", len, " runs past the end of the file (", bytes.size(), " bytes)"));
   }
@@ -172,7 +175,10 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(absl::string_view bytes, cons
 }
 
 absl::Status ReadSafetensorsInto(Env* env, const std::string& path, const FlatLayout& layout, float* params) {
-  ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path));
+  // The spec bounds the header at 100 MB; the data this model needs is 4
+  // bytes a parameter, and room is left for as much again in other tensors.
+  const int64_t max_bytes = 8 + kMaxSafetensorsHeaderBytes + 8 * layout.total_size();
+  ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path, max_bytes));
   ASSIGN_OR_RETURN(SafetensorsHeader header, ParseSafetensors(bytes, path));
   for (const TensorInfo& info : layout.tensors()) {
     auto it = header.tensors.find(info.name);

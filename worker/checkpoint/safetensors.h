@@ -21,6 +21,9 @@
 
 namespace shardline {
 
+// The largest header the safetensors spec allows.
+inline constexpr int64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
 // The file contents for `params` (the whole flat buffer) laid out by
 // `tensors`; `metadata` goes into "__metadata__" (string to string).
 std::string SafetensorsBytes(const std::vector<state::TensorEntry>& tensors, const std::vector<float>& params,
@@ -54,7 +57,8 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(absl::string_view file_bytes,
 // `layout`. The file must pass ParseSafetensors (kDataLoss otherwise); every
 // tensor of the layout must be present, F32 and of the same shape
 // (kFailedPrecondition naming the file and the tensor otherwise). Other
-// tensors in the file are ignored.
+// tensors in the file are ignored, up to a bound: a file over the largest
+// header plus 8 bytes a parameter of `layout` is refused before it is read.
 absl::Status ReadSafetensorsInto(Env* env, const std::string& path, const FlatLayout& layout, float* params);
 
 }  // namespace shardline

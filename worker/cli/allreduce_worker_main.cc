@@ -62,7 +62,7 @@ absl::StatusOr<std::vector<std::string>> Rendezvous(const std::string& dir, int 
   const int64_t deadline = env->NowMicros() + 60 * 1000000LL;
   for (int r = 0; r < world; ++r) {
     for (;;) {
-      absl::StatusOr<std::string> a = env->ReadFile(absl::StrCat(dir, "/rank-", r));
+      absl::StatusOr<std::string> a = env->ReadFile(absl::StrCat(dir, "/rank-", r), kMaxSmallFileBytes);
       if (a.ok()) {
         peers[static_cast<size_t>(r)] = *a;
         break;

@@ -226,7 +226,7 @@ std::vector<std::string> WorkerArgv(const std::string& address, int rank, const 
 absl::StatusOr<std::string> AwaitCoordinator(Env* env, ChildProcess& coordinator, const std::string& workdir) {
   const absl::Time deadline = WallNow() + absl::Seconds(30);
   for (;;) {
-    absl::StatusOr<std::string> a = env->ReadFile(workdir + "/coordinator.address");
+    absl::StatusOr<std::string> a = env->ReadFile(workdir + "/coordinator.address", kMaxSmallFileBytes);
     if (a.ok() && !a->empty()) return *a;
     int status;
     if (waitpid(coordinator.pid(), &status, WNOHANG) == coordinator.pid()) {

@@ -75,9 +75,22 @@ absl::Status Sample(const Args& args) {
   }
   const std::string config_path = from_workdir ? args.Get("workdir") + "/config.textproto" : args.Get("config");
   if (config_path.empty()) return absl::InvalidArgumentError("--safetensors needs --config, the job's config");
-  absl::StatusOr<std::string> config_text = env->ReadFile(config_path);
+  const std::string root = CheckpointRoot(args.Get("workdir"));
+  if (from_workdir) {
+    // Before the first save there is neither a checkpoint nor (with launch)
+    // always a config: say that, not which file is missing.
+    if (!env->FileExists(config_path) && !env->IsDirectory(root)) {
+      return absl::InvalidArgumentError(absl::StrCat(args.Get("workdir"), " is not a job's workdir: ", config_path,
+                                                     " does not exist, nor ", root));
+    }
+    RETURN_IF_ERROR(PickCommittedStep(env, root, args.Get("step")).status());
+  }
+  absl::StatusOr<std::string> config_text = env->ReadFile(config_path, kMaxConfigFileBytes);
   if (!config_text.ok()) return Annotate(config_text.status(), "reading the job's config");
   ASSIGN_OR_RETURN(config::JobConfig config, ParseConfigText(*config_text, config_path));
+  // Sizes are checked before the model is built: an absurd one is a config
+  // error naming the field, never an allocation that ends the process.
+  if (absl::Status valid = ValidateConfig(config); !valid.ok()) return Annotate(valid, config_path);
   if (!config.model().has_gpt()) {
     return absl::InvalidArgumentError(absl::StrCat(config_path, ": the model is not a GPT (model.gpt)"));
   }
@@ -90,11 +103,12 @@ absl::Status Sample(const Args& args) {
   const Gpt& gpt = static_cast<const Gpt&>(*model);  // CreateModel makes a Gpt for model.gpt
   std::vector<float> params(static_cast<size_t>(gpt.layout().total_size()));
   if (from_workdir) {
-    const std::string root = CheckpointRoot(args.Get("workdir"));
-    ASSIGN_OR_RETURN(int64_t step, PickCommittedStep(env, root, args.Get("step")));
-    const std::string dir = StepDir(root, step);
-    ASSIGN_OR_RETURN(FullParams full, ReadFullParams(env, dir));
-    RETURN_IF_ERROR(SameLayout(full.tensors, gpt.layout(), dir));
+    FullParams full;
+    ASSIGN_OR_RETURN(const int64_t step, ReadCommitted(env, root, args.Get("step"), [&](int64_t s) -> absl::Status {
+      ASSIGN_OR_RETURN(full, ReadFullParams(env, StepDir(root, s)));
+      return absl::OkStatus();
+    }));
+    RETURN_IF_ERROR(SameLayout(full.tensors, gpt.layout(), StepDir(root, step)));
     params = std::move(full.params);
   } else {
     RETURN_IF_ERROR(ReadSafetensorsInto(env, args.Get("safetensors"), gpt.layout(), params.data()));

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/platform/process_init.h"
+#include "common/encoding/text_escape.h"
 #include "worker/cli/commands.h"
 
 namespace {
@@ -46,6 +47,6 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "data") == 0) return shardline::DataCommand(argc, argv);
   if (std::strcmp(argv[1], "sample") == 0) return shardline::SampleCommand(argc, argv);
   if (std::strcmp(argv[1], "credential") == 0) return shardline::CredentialCommand(argc, argv);
-  std::fprintf(stderr, "shardline: unknown command '%s'\n\n%s", argv[1], kUsage);
+  std::fprintf(stderr, "shardline: unknown command '%s'\n\n%s", shardline::EscapeControl(argv[1], 200).c_str(), kUsage);
   return 2;
 }

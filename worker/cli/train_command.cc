@@ -72,7 +72,7 @@ absl::StatusOr<std::string> NewestThatVerifies(Env* env, const std::string& root
 absl::StatusOr<std::string> LoadOrCreateJobId(Env* env, const std::string& workdir) {
   const std::string path = workdir + "/job_id";
   if (env->FileExists(path)) {
-    ASSIGN_OR_RETURN(std::string id, env->ReadFile(path));
+    ASSIGN_OR_RETURN(std::string id, env->ReadFile(path, kMaxSmallFileBytes));
     id = std::string(absl::StripAsciiWhitespace(id));
     if (id.empty()) return absl::DataLossError(absl::StrCat(path, " is empty"));
     return id;
@@ -109,7 +109,8 @@ absl::Status Train(const Args& args) {
   // (an error if it has some and none does), then
   // checkpoint.resume_from (another workdir, at resume_step or its latest).
   const std::string root = CheckpointRoot(workdir);
-  RETURN_IF_ERROR(DeleteUncommitted(env, root));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> removed, DeleteUncommitted(env, root));
+  if (!removed.empty()) SLOG(INFO) << DescribeUncommittedRemoved(root, removed);
   ASSIGN_OR_RETURN(std::vector<int64_t> mine, CommittedSteps(env, root));
   ASSIGN_OR_RETURN(const std::string job_id, LoadOrCreateJobId(env, workdir));
   RETURN_IF_ERROR(CheckCheckpointsBelongTo(env, root, mine, job_id));
@@ -147,10 +148,10 @@ absl::Status Train(const Args& args) {
 
   const EvalPoint& final_eval = r.evals.back();
   SLOG(INFO) << absl::StrFormat(
-      "done: %d steps in %s (%.1f s training, %.3f s lost to checkpoints), %.0f samples/s; final test "
-      "accuracy %.4f, loss %.4f; metrics in %s/metrics.jsonl; per step: %s; %s",
+      "done: %d steps in %s (%.1f s training, %.3f s lost to checkpoints), %.0f samples/s; %s, loss %.4f; "
+      "metrics in %s/metrics.jsonl; per step: %s; %s",
       r.steps, FormatDuration(r.train_seconds), r.train_seconds, r.checkpoint_seconds, r.samples_per_second,
-      final_eval.accuracy, final_eval.loss, workdir, PhasesPerStep(r.phase_seconds, r.steps - r.start_step),
+      DescribeFinalEval(final_eval), final_eval.loss, workdir, PhasesPerStep(r.phase_seconds, r.steps - r.start_step),
       DescribeHeld(r));
   return absl::OkStatus();
 }

@@ -108,7 +108,7 @@ class FaultyTransport : public Transport {
     if (now - read_at_ >= absl::Milliseconds(100)) {
       read_at_ = now;
       // A missing file is no faults.
-      const Faults f = ParseFaults(Env::Default()->ReadFile(control_file_).value_or(""));
+      const Faults f = ParseFaults(Env::Default()->ReadFile(control_file_, kMaxSmallFileBytes).value_or(""));
       if (f.seed != faults_.seed || !seeded_) {
         rng_.seed(f.seed + static_cast<uint64_t>(inner_->rank()));
         seeded_ = true;

@@ -5,6 +5,7 @@
 #ifndef SHARDLINE_WORKER_COLLECTIVE_GRPC_GENERATION_H_
 #define SHARDLINE_WORKER_COLLECTIVE_GRPC_GENERATION_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -28,7 +29,8 @@ class Generation {
       : generation_(generation), rank_(rank), peers_(std::move(peers)), keys_(std::move(connect.keys)),
         options_(options), box_(static_cast<int>(peers_.size()), connect.max_unclaimed_bytes_per_peer,
              connect.max_unclaimed_frames_per_peer),
-        streams_(peers_.size()) {}
+        streams_(peers_.size()),
+        max_world_size_(std::max(connect.max_world_size, static_cast<int>(peers_.size()))) {}
 
   // True if `peer` is this rank or one of its data-plane peers: the ranks
   // it has an address (and a tag) for.
@@ -54,6 +56,8 @@ class Generation {
   uint64_t generation() const { return generation_; }
   int rank() const { return rank_; }
   int world_size() const { return static_cast<int>(peers_.size()); }
+  // ConnectOptions::max_world_size, at least world_size().
+  int max_world_size() const { return max_world_size_; }
   Mailbox& box() { return box_; }
 
   // The stream to `peer`, created on first use; null after Shutdown.
@@ -87,6 +91,7 @@ class Generation {
   Mutex mu_;
   std::vector<std::unique_ptr<PeerStream>> streams_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  const int max_world_size_;
 };
 
 

@@ -116,7 +116,8 @@ void PeerStream::Run() {
       queue_.pop_front();
       wrote_ = wrote_ || ok;
       if (!ok) {
-        why = absl::StrCat("the connection to it at ", address_, " broke");
+        why = absl::StrCat("sending to it at ", address_,
+                           " failed: it died, stopped answering (paused, hung or partitioned) or the connection broke");
         broken_ = absl::UnavailableError(absl::StrCat("peer rank ", peer_, " is gone: ", why));
       }
     }

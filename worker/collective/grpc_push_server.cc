@@ -166,8 +166,13 @@ class PushReactor : public grpc::ServerReadReactor<InFrame>, public ParkedStream
   void End() {
     if (gen_ != nullptr) {
       if (ctx_->IsCancelled()) {
-        // The sender died or its connection broke mid-generation.
-        const std::string why = "its connection broke";
+        // The sender died, stopped answering keepalive pings (paused,
+        // hung, partitioned) or its connection broke mid-generation; gRPC
+        // does not say which, so the words name all three.
+        const std::string why = absl::StrCat(
+            "its stream was cut: the process died, or did not answer for ",
+            absl::FormatDuration(server_->options.keepalive_time + server_->options.keepalive_timeout),
+            " (paused, hung or partitioned), or the connection broke");
         gen_->box().MarkGone(src_, why);
         gen_->Fail(absl::StrCat("peer rank ", src_, " is gone: ", why, " (reported by rank ", gen_->rank(), ")"));
       } else {
@@ -205,6 +210,9 @@ TransportServer::Impl::Admission TransportServer::Impl::Admit(uint64_t generatio
     *gen = current_;
     return Admission::kNow;
   }
+  // Only ranks some world of the job can have may wait (before the first
+  // generation nothing says how large the world is).
+  if (src < 0 || (current_ != nullptr && src >= current_->max_world_size())) return Admission::kRefused;
   int from_src = 0;
   for (const auto& [parked, p] : parked_) from_src += p.generation == generation && p.src == src;
   if (may_park && generation > current && (current_ == nullptr || generation - current <= kMaxGenerationsAhead) &&

@@ -95,6 +95,12 @@ struct ConnectOptions {
   // too). A collective sends a few segments per peer; tests with
   // byte-sized segments send thousands.
   int64_t max_unclaimed_frames_per_peer = int64_t{1} << 16;
+  // The largest world the job can have (runtime.num_workers; an elastic
+  // world shrinks and grows back to it). While this generation is current,
+  // a stream for a later one from a rank at or past it is refused, never
+  // parked: a token holder cannot fill the park slots with ranks no world
+  // has. 0: this world's size.
+  int max_world_size = 0;
 };
 
 class TransportServer {

@@ -164,18 +164,22 @@ absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
   return s;
 }
 
+std::string RingCollectives::Hop(const char* op, int k) const {
+  return absl::StrCat(op, ", ring hop ", k + 1, " of ", world_ - 1);
+}
+
 absl::Status RingCollectives::ReduceScatterSteps(absl::Span<float> buffer, bool then_gather, absl::Time deadline) {
   RETURN_IF_ERROR(SendChunk(buffer, Chunk(1), 0, "reduce-scatter", deadline));
   return ForEachReceivedSegment(static_cast<int64_t>(buffer.size()), 2,
                                 [&](int k, size_t j, int64_t begin, int64_t len) -> absl::Status {
     // The posted handler has added the segment into place.
-    RETURN_IF_ERROR(Annotate(Await(prev_, Tag(k, j), deadline), absl::StrCat("reduce-scatter step ", k)));
+    RETURN_IF_ERROR(Annotate(Await(prev_, Tag(k, j), deadline), Hop("reduce-scatter", k)));
     const bool last = k == world_ - 2;
     if (last && !then_gather) return absl::OkStatus();
     // Forwarded at once: the next step, or (our own chunk, now final) the
     // all-gather's first step (never bf16: then_gather is AllReduce's).
     return Annotate(SendFloats(buffer, begin, len, Tag(k + 1, j), deadline),
-                    last ? std::string("all-gather step 0") : absl::StrCat("reduce-scatter step ", k + 1));
+                    last ? Hop("all-gather", 0) : Hop("reduce-scatter", k + 1));
   });
 }
 
@@ -194,10 +198,10 @@ absl::Status RingCollectives::AllGatherSteps(absl::Span<float> buffer, int first
   return ForEachReceivedSegment(static_cast<int64_t>(buffer.size()), 1,
                                 [&](int k, size_t j, int64_t begin, int64_t len) -> absl::Status {
     // The posted handler has copied the segment into place.
-    RETURN_IF_ERROR(Annotate(Await(prev_, Tag(first_step + k, j), deadline), absl::StrCat("all-gather step ", k)));
+    RETURN_IF_ERROR(Annotate(Await(prev_, Tag(first_step + k, j), deadline), Hop("all-gather", k)));
     if (k == world_ - 2) return absl::OkStatus();
     return Annotate(Send(next_, Tag(first_step + k + 1, j), Bytes(buffer.data() + begin, len), deadline),
-                    absl::StrCat("all-gather step ", k + 1));
+                    Hop("all-gather", k + 1));
   });
 }
 

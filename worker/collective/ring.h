@@ -126,6 +126,9 @@ class RingCollectives : public Collectives {
   absl::Status AllGatherSteps(absl::Span<float> buffer, int first_step, absl::Time deadline);
   // The chunk rank r handles in step k: (r - k) mod N.
   int Chunk(int k) const;
+  // "reduce-scatter, ring hop 1 of 3" for step k = 0 of a world of 4: the
+  // ring's hop, in words that cannot be read as a training step.
+  std::string Hop(const char* op, int k) const;
   // Calls fn(k, j, begin, len) for each segment j of the chunk received in
   // step k = 0..N-2, chunk Chunk(k + chunk_offset) (2 for the
   // reduce-scatter, 1 for the all-gather), in order; stops at an error.

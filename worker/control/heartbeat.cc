@@ -73,6 +73,7 @@ bool Heartbeat::SendReport(const LastReport& last) {
   r.set_bad_checkpoint_reason(last.bad_checkpoint_reason);
   r.set_save_failed_step(last.save_failed_step);
   r.set_save_failure(last.save_failure);
+  r.set_save_failure_code(static_cast<int32_t>(last.save_failure_code));
   r.set_left_reason(last.left_reason);
   outbox_.DrainInto(&r);
   {

@@ -64,6 +64,7 @@ struct LastReport {
   std::string bad_checkpoint_reason;
   int64_t save_failed_step = 0;      // > 0: writing this rank's shard of that step failed
   std::string save_failure;
+  absl::StatusCode save_failure_code = absl::StatusCode::kOk;
   std::string left_reason;           // non-empty: leaving because the world broke around it
 };
 

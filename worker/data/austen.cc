@@ -34,7 +34,7 @@ absl::StatusOr<std::string> FindAustenRdata(Env* env) {
 }
 
 absl::StatusOr<AustenText> ReadAusten(Env* env, const std::string& path) {
-  ASSIGN_OR_RETURN(std::string rdb, env->ReadFile(path));
+  ASSIGN_OR_RETURN(std::string rdb, env->ReadFile(path, kMaxDataFileBytes));
   ASSIGN_OR_RETURN(std::vector<RStrings> objects, ReadRdataStrings(rdb, path));
   std::map<std::string, std::string> by_title;
   for (const RStrings& novel : objects) {

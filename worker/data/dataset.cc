@@ -17,6 +17,7 @@ absl::StatusOr<Dataset> LoadIdxSplit(Env* env, const std::string& images_path,
                                             labels_path, " has ", labels.dims[0], " labels"));
   }
   Dataset ds;
+  ds.source = absl::StrCat("data.dir ", images_path);
   ds.num_examples = images.dims[0];
   ds.feature_dim = static_cast<int>(images.dims[1] * images.dims[2]);
   ds.height = static_cast<int>(images.dims[1]);
@@ -55,7 +56,7 @@ namespace {
 absl::StatusOr<Dataset> LoadTextSplit(Env* env, const std::string& path, int context, int64_t stride,
                                       const char* field) {
   Dataset ds;
-  absl::StatusOr<std::string> text = env->ReadFile(path);
+  absl::StatusOr<std::string> text = env->ReadFile(path, kMaxDataFileBytes);
   if (!text.ok()) return Annotate(text.status(), absl::StrCat("config field data.text.", field));
   ds.text = std::move(*text);
   const int64_t window = int64_t{context} + 1;
@@ -64,6 +65,8 @@ absl::StatusOr<Dataset> LoadTextSplit(Env* env, const std::string& path, int con
         "data.text.", field, ": ", path, ds.text.empty() ? " is empty" : absl::StrCat(" has ", ds.text.size(), " bytes"),
         "; a window of the model's context + 1 = ", window, " bytes is the least it can hold"));
   }
+  ds.source = absl::StrCat("data.text.", field, " ", path, " (", ds.text.size(), " bytes: windows of context + 1 = ",
+                           window, " bytes, one every ", stride, ")");
   ds.context = context;
   ds.stride = stride;
   ds.num_examples = (static_cast<int64_t>(ds.text.size()) - 1 - context) / stride + 1;

@@ -24,8 +24,13 @@ namespace shardline {
 // the window of context + 1 bytes at offset i * stride: its first context
 // bytes are the tokens, its last context the targets (each position's next
 // byte). Training text has stride 1 (a window at every offset), validation
-// text stride context (windows that tile it, each byte predicted once).
+// text stride context (whole windows that tile it from its start: each
+// byte predicted once except the first and the last (size - 1) mod
+// context, which fill no window).
 struct Dataset {
+  // Where it came from, for errors: "data.text.train_path /d/train.txt" or
+  // "data.dir /usr/share/.../train-images-idx3-ubyte.gz".
+  std::string source;
   int64_t num_examples = 0;
   int feature_dim = 0;           // height * width
   int height = 0;                // of each image; a flat (non-image) set has height 1

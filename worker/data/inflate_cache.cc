@@ -36,7 +36,7 @@ bool Sound(std::string* copy) {
 }
 
 absl::StatusOr<std::string> Inflate(Env* env, const std::string& path) {
-  ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
+  ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path, kMaxDataFileBytes));
   return Gunzip(compressed, path);
 }
 
@@ -75,7 +75,7 @@ absl::StatusOr<std::string> InflateCached(Env* env, const std::string& path, con
   // with any byte changed (a flipped bit, another release) never matches
   // an old copy. Checksumming the compressed file costs a few ms next to
   // the 0.25 s of inflating it.
-  ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path));
+  ASSIGN_OR_RETURN(std::string compressed, env->ReadFile(path, kMaxDataFileBytes));
   const std::string copy_path =
       absl::StrFormat("%s/%s.%d-%08x", cache_dir, Basename(path), compressed.size(),
                       crc32c::Value(compressed.data(), compressed.size()));

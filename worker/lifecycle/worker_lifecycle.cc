@@ -126,7 +126,8 @@ HeartbeatOptions HeartbeatFor(const WorkerOptions& options, CoordinatorClient& c
   hb.interval = options.heartbeat_interval;
   hb.close_timeout = options.heartbeat_close_timeout;
   // Register has just made the session: no call is needed.
-  hb.proof = client.Proof(WallNow() + options.connect_timeout).value_or("");
+  hb.proof =
+      client.Proof(coordinator::WorkerReport::descriptor()->full_name(), WallNow() + options.connect_timeout).value_or("");
   hb.member_secret = world.member_secret();
   return hb;
 }
@@ -164,7 +165,7 @@ absl::StatusOr<Plan> PlanGeneration(const WorkerOptions& options, const coordina
 // This rank's transport of the generation, checked against its directory.
 absl::StatusOr<std::unique_ptr<Transport>> ConnectGeneration(const WorkerOptions& options, TransportServer* server,
                                                              const coordinator::RegisterResponse& world,
-                                                             int64_t parameters) {
+                                                             const config::JobConfig& cfg, int64_t parameters) {
   ASSIGN_OR_RETURN(PeerDirectory directory, ReadPeerDirectory(world));
   ConnectOptions connect;
   connect.keys.secret = world.member_secret();
@@ -172,6 +173,7 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectGeneration(const WorkerOptions
   connect.keys.park_tags = std::move(directory.park_tags);
   // A peer runs at most about one collective (the model's bytes) ahead.
   connect.max_unclaimed_bytes_per_peer = 2 * parameters * int64_t{sizeof(float)} + (64 << 20);
+  connect.max_world_size = cfg.runtime().num_workers();
   ASSIGN_OR_RETURN(std::unique_ptr<Transport> connected,
                    server->Connect(world.generation(), world.rank(), std::move(directory.addresses),
                                    std::move(connect)));
@@ -243,8 +245,8 @@ WatchdogOptions WatchdogFor(const WorkerOptions& options, const config::JobConfi
 
 std::string FinishedLine(const TrainResult& r) {
   return absl::StrCat(
-      "finished ", r.steps, " steps", r.stopped_early ? " (stopped early)" : "", "; final test accuracy ",
-      r.evals.back().accuracy, "; ", r.checkpoint_seconds, " s of training lost to checkpoints; ",
+      "finished ", r.steps, " steps", r.stopped_early ? " (stopped early)" : "", "; ", DescribeFinalEval(r.evals.back()),
+      "; ", r.checkpoint_seconds, " s of training lost to checkpoints; ",
       absl::StrFormat("%d in-memory snapshots took %.3f s (%.2f%% of %.2f s of training); ", r.memory_snapshots,
                       r.memory_snapshot_seconds,
                       r.train_seconds > 0 ? 100 * r.memory_snapshot_seconds / r.train_seconds : 0.0, r.train_seconds),
@@ -294,6 +296,7 @@ Outcome EndGeneration(const absl::StatusOr<TrainResult>& result, const coordinat
                   << "; registering again";
       last.save_failed_step = SaveFailedStep(status);
       last.save_failure = std::string(status.message());
+      last.save_failure_code = status.code();
       heartbeat.Close(last).IgnoreError();
       break;
     case GenerationEnd::kFatal:
@@ -331,7 +334,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   absl::StatusOr<Plan> plan = PlanGeneration(options, world, carried);
   if (!plan.ok()) return Done(plan.status());
   {
-    absl::StatusOr<std::unique_ptr<Transport>> connected = ConnectGeneration(options, server, world, plan->parameters);
+    absl::StatusOr<std::unique_ptr<Transport>> connected = ConnectGeneration(options, server, world, plan->cfg, plan->parameters);
     if (!connected.ok()) return Done(connected.status());
     MutexLock lock(&transport_mu);
     transport = std::move(*connected);

@@ -20,7 +20,7 @@ using nlohmann::json;
 // The JSON objects of a .jsonl file. A last line without its newline is a
 // write a killed process did not finish: skipped and counted.
 absl::Status ReadLines(Env* env, const std::string& path, std::vector<json>* out, int* torn) {
-  ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
+  ASSIGN_OR_RETURN(std::string text, env->ReadFile(path, kMaxDataFileBytes));
   std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
   const bool complete = text.empty() || text.back() == '\n';
   for (size_t i = 0; i < lines.size(); ++i) {

@@ -15,8 +15,8 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   const int global_batch = config.data().global_batch_size();
   if (global_batch > data.train.num_examples) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "config field data.global_batch_size: %d exceeds the %d training examples", global_batch,
-        data.train.num_examples));
+        "config field data.global_batch_size: %d exceeds the %d training examples of %s", global_batch,
+        data.train.num_examples, data.train.source));
   }
   Prepared p;
   ModelOptions model_options;

@@ -127,38 +127,6 @@ class RateWindow {
   int64_t steps_ = 0;
 };
 
-// One evaluation on the test split at `step` (every rank gets the same
-// numbers), offered to `best`; rank 0 writes its line, and logs it when
-// `show`. Returns the point and whether it is a new best that
-// checkpoint.best_metric keeps.
-struct Evaluated {
-  EvalPoint point;
-  bool new_best = false;
-};
-absl::StatusOr<Evaluated> EvaluateAt(const config::JobConfig& config, const Model& model, const Dataset& test,
-                                     const float* params, int64_t step, double train_seconds, int64_t steps_per_epoch,
-                                     Collectives& world, ModelWorkspace* ws, BestEval* best,
-                                     const TrainOptions& options, bool lead, bool show) {
-  const Stopwatch watch(options.env);
-  ASSIGN_OR_RETURN(EvalResult e, Evaluate(model, params, test, config.data().eval_batch_size(), world, ws));
-  if (options.observer != nullptr) options.observer->OnOverhead(Overhead::kEvaluation, watch.ElapsedSeconds());
-  Evaluated out;
-  // Every rank has the same numbers and the same best so far (it is
-  // restored with the checkpoint), so all agree on a new best.
-  out.new_best = best->Offer(step, {e.loss, e.accuracy, e.bits_per_byte}) && !config.checkpoint().best_metric().empty();
-  out.point = EvalPoint{step, e.loss, e.accuracy, train_seconds, e.bits_per_byte};
-  if (lead && options.metrics != nullptr) RETURN_IF_ERROR(options.metrics->Write(EvalLine(out.point)));
-  if (show) {
-    SLOG(INFO) << absl::StrFormat("eval at step %d (epoch %.2f): %s loss %.4f%s, accuracy %.4f", step,
-                                  static_cast<double>(step) / steps_per_epoch, test.is_text() ? "validation" : "test",
-                                  e.loss,
-                                  e.bits_per_byte > 0 ? absl::StrFormat(" (%.3f bits per byte)", e.bits_per_byte)
-                                                      : std::string(),
-                                  e.accuracy);
-  }
-  return out;
-}
-
 // What the loop's parts share in one run. RunTraining builds the objects
 // it points to in dependency order; the parts below read and update it.
 struct Loop {
@@ -179,6 +147,38 @@ struct Loop {
   RateWindow window;
   double stall_seen = 0;
 };
+
+// One evaluation on the test split at step `at` (every rank gets the same
+// numbers), offered to the best so far; rank 0 writes its line, and logs it
+// when `show`. Returns the point and whether it is a new best that
+// checkpoint.best_metric keeps.
+struct Evaluated {
+  EvalPoint point;
+  bool new_best = false;
+};
+absl::StatusOr<Evaluated> EvaluateAt(Loop& l, int64_t at) {
+  const Dataset& test = l.data.test;
+  const Stopwatch watch(l.options.env);
+  ASSIGN_OR_RETURN(EvalResult e, Evaluate(*l.p.model, l.p.state.params.data(), test,
+                                          l.config.data().eval_batch_size(), l.world, l.eval_ws));
+  if (l.options.observer != nullptr) l.options.observer->OnOverhead(Overhead::kEvaluation, watch.ElapsedSeconds());
+  Evaluated out;
+  // Every rank has the same numbers and the same best so far (it is
+  // restored with the checkpoint), so all agree on a new best.
+  out.new_best = l.p.best->Offer(at, {e.loss, e.accuracy, e.bits_per_byte}) &&
+                 !l.config.checkpoint().best_metric().empty();
+  out.point = EvalPoint{at, e.loss, e.accuracy, l.result.train_seconds, e.bits_per_byte, test.is_text()};
+  if (l.lead && l.options.metrics != nullptr) RETURN_IF_ERROR(l.options.metrics->Write(EvalLine(out.point)));
+  if (l.show) {
+    SLOG(INFO) << absl::StrFormat("eval at step %d (epoch %.2f): %s loss %.4f%s, accuracy %.4f", at,
+                                  static_cast<double>(at) / l.p.pipeline->steps_per_epoch(),
+                                  test.is_text() ? "validation" : "test", e.loss,
+                                  e.bits_per_byte > 0 ? absl::StrFormat(" (%.3f bits per byte)", e.bits_per_byte)
+                                                      : std::string(),
+                                  e.accuracy);
+  }
+  return out;
+}
 
 // With one bucket there is nothing to overlap: its reduce-scatter can only
 // start when backward ends, and the next forward's first layer waits for
@@ -293,9 +293,7 @@ absl::Status ActOn(Loop& l, const Due& due, const StepResult& r) {
     l.last_eval = at;
     RETURN_IF_ERROR(settle());
     RETURN_IF_ERROR(l.exchange.GatherAll(&l.p.state.nonfinite));  // stage 3: whole for the evaluation
-    absl::StatusOr<Evaluated> evaluated =
-        EvaluateAt(l.config, *l.p.model, l.data.test, l.p.state.params.data(), at, l.result.train_seconds,
-                   l.p.pipeline->steps_per_epoch(), l.world, l.eval_ws, l.p.best.get(), l.options, l.lead, l.show);
+    absl::StatusOr<Evaluated> evaluated = EvaluateAt(l, at);
     l.exchange.ReleaseAll();
     ASSIGN_OR_RETURN(Evaluated e, std::move(evaluated));
     l.result.evals.push_back(e.point);
@@ -323,7 +321,8 @@ absl::Status Finish(Loop& l) {
                                             l.config.data().eval_batch_size(), l.world, l.eval_ws);
     l.exchange.ReleaseAll();
     RETURN_IF_ERROR(e.status());
-    result.evals.push_back(EvalPoint{state.next_step, e->loss, e->accuracy, 0, e->bits_per_byte});
+    result.evals.push_back(
+        EvalPoint{state.next_step, e->loss, e->accuracy, 0, e->bits_per_byte, l.data.test.is_text()});
   }
   result.steps = state.next_step;
   const int global_batch = l.config.data().global_batch_size();
@@ -418,6 +417,14 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   if (show) progress.Finish();
   RETURN_IF_ERROR(Finish(l));
   return result;
+}
+
+std::string DescribeFinalEval(const EvalPoint& e) {
+  if (e.text) {
+    return absl::StrFormat("final validation next-byte accuracy %.4f, %.3f bits per byte", e.accuracy,
+                           e.bits_per_byte);
+  }
+  return absl::StrFormat("final test accuracy %.4f", e.accuracy);
 }
 
 }  // namespace shardline

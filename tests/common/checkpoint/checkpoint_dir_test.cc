@@ -41,10 +41,32 @@ TEST_F(CheckpointDirTest, UncommittedDirectoriesBelowAStepAreDeleted) {
   MakeStep(100, true);
   MakeStep(200, false);
   MakeStep(300, false);  // a save in progress
-  ASSERT_TRUE(DeleteUncommitted(Env::Default(), root_, 300).ok());
+  ASSERT_TRUE(DeleteUncommitted(Env::Default(), root_, 300).status().ok());
   EXPECT_FALSE(Env::Default()->IsDirectory(StepDir(root_, 200)));
   EXPECT_TRUE(Env::Default()->IsDirectory(StepDir(root_, 300)));
   EXPECT_TRUE(Env::Default()->IsDirectory(StepDir(root_, 100)));
+}
+
+// Issue 46: after a disk-full stop, an uncommitted step with a renamed
+// shard and an empty later step directory stayed behind. A new run removes
+// every uncommitted one, says which, and never touches a committed one.
+TEST_F(CheckpointDirTest, ANewRunRemovesWhatNeverCommittedAndSaysSo) {
+  Env* env = Env::Default();
+  MakeStep(400, true);
+  MakeStep(600, false);
+  ASSERT_TRUE(WriteFileAtomically(env, StepDir(root_, 600) + "/shard-00000-of-00002.ckpt", "renamed").ok());
+  ASSERT_TRUE(env->CreateDirs(StepDir(root_, 800)).ok());  // empty
+  absl::StatusOr<std::vector<int64_t>> removed = DeleteUncommitted(env, root_);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, (std::vector<int64_t>{600, 800}));
+  EXPECT_FALSE(env->IsDirectory(StepDir(root_, 600)));
+  EXPECT_FALSE(env->IsDirectory(StepDir(root_, 800)));
+  EXPECT_EQ(*CommittedSteps(env, root_), (std::vector<int64_t>{400}));
+  const std::string said = DescribeUncommittedRemoved(root_, *removed);
+  EXPECT_NE(said.find("removed 2 uncommitted step directories under " + root_), std::string::npos) << said;
+  EXPECT_NE(said.find("step_000000000600, step_000000000800"), std::string::npos) << said;
+  EXPECT_EQ(DescribeUncommittedRemoved(root_, {}), "");
+  EXPECT_TRUE(DeleteUncommitted(env, root_)->empty());
 }
 
 TEST_F(CheckpointDirTest, RetentionKeepsTheLastKEveryMthAndPinnedSteps) {

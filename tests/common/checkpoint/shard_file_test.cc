@@ -56,7 +56,7 @@ TEST(ShardFileTest, RoundTripsBuffersAndHeaderAndReportsSizeAndCrc) {
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ(w->path, dir + "/shard-00001-of-00002.ckpt");
   EXPECT_EQ(*env->GetFileSize(w->path), w->size);
-  const std::string bytes = *env->ReadFile(w->path);
+  const std::string bytes = *env->ReadFile(w->path, kMaxDataFileBytes);
   // The manifest checksum is the header's CRC (the header lists every
   // block's CRC): bytes 20 .. 20 + header_len.
   uint32_t header_len = 0;
@@ -180,7 +180,7 @@ TEST(ShardFileTest, ReadsPiecesAndVersionOneRanges) {
   EXPECT_EQ(ShardPieces(back->header), (std::vector<Range>{{3, 5}, {20, 28}}));
   EXPECT_EQ(back->buffers[0].values, c.buffers[0].values);
 
-  const std::string bytes = *env->ReadFile(w->path);
+  const std::string bytes = *env->ReadFile(w->path, kMaxDataFileBytes);
   const std::string path = dir + "/edited.ckpt";
   auto read = [&](const std::string& file) {
     EXPECT_TRUE(WriteFileAtomically(env, path, file, /*durable=*/false).ok());
@@ -258,7 +258,7 @@ TEST(ShardFileTest, TruncatedZeroByteAndForeignFilesAreRejected) {
   const std::string dir = FreshDir();
   Env* env = Env::Default();
   WrittenShard w = *WriteShard(env, dir, "s.ckpt", Sample(1000));
-  const std::string bytes = *env->ReadFile(w.path);
+  const std::string bytes = *env->ReadFile(w.path, kMaxDataFileBytes);
   struct Case {
     std::string contents;
     std::string expect;
@@ -316,7 +316,7 @@ TEST(ShardFileTest, BothWritePathsGiveTheSameBytes) {
     ASSERT_TRUE(w.ok()) << w.status();
     EXPECT_EQ(*Env::Default()->GetFileSize(w->path), w->size);
     EXPECT_FALSE(Env::Default()->FileExists(w->path + ".tmp"));
-    bytes[unbuffered] = *Env::Default()->ReadFile(w->path);
+    bytes[unbuffered] = *Env::Default()->ReadFile(w->path, kMaxDataFileBytes);
     absl::StatusOr<ShardContents> back = ReadShard(Env::Default(), w->path);
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(back->buffers[1].values, original.buffers[1].values);

@@ -147,6 +147,22 @@ TEST(ConfigTest, ModelIsOneFamilyChosenByItsFields) {
   EXPECT_EQ(cnn->model().cnn().conv_size(), 2);
 }
 
+// Issue 46: a config asking for absurd sizes ended `shardline sample` with
+// bad_alloc; it is a config error naming the field.
+TEST(ConfigTest, AbsurdModelSizesAreRefusedNamingTheField) {
+  config::JobConfig c = Default();
+  ASSERT_TRUE(ApplyOverride("model.gpt={context: 2000000000, layers: 1000, d_model: 1000000, heads: 1}", &c).ok());
+  ExpectError(ValidateConfig(c), {"model.gpt.context: 2000000000 is over the largest allowed",
+                                  "model.gpt.d_model: 1000000 is over the largest allowed"});
+  // Every field in range, the whole too large.
+  ASSERT_TRUE(ApplyOverride("model.gpt={context: 256, layers: 4096, d_model: 65536, heads: 8}", &c).ok());
+  ExpectError(ValidateConfig(c), {"config field model.gpt: layers 4096 x d_model 65536"});
+  ASSERT_TRUE(ApplyOverride("model.vit={patch: 4, layers: 2, d_model: 100000, heads: 1}", &c).ok());
+  ExpectError(ValidateConfig(c), {"model.vit.d_model: 100000 is over the largest allowed"});
+  ASSERT_TRUE(ApplyOverride("model.mlp={hidden_sizes: [300000], activation: RELU}", &c).ok());
+  ExpectError(ValidateConfig(c), {"model.mlp.hidden_sizes[0]: 300000 is over the largest allowed"});
+}
+
 TEST(ConfigTest, MissingDataDirectoryIsNamed) {
   config::JobConfig c = Default();
   c.mutable_data()->set_dir("/nonexistent/fmnist");
@@ -168,7 +184,7 @@ TEST(ConfigTest, ABadValueFromSetIsBlamedOnTheSetNotTheFile) {
 
   // A file that is itself invalid is still the one named.
   const std::string bad = ::testing::TempDir() + "/bad_job.textproto";
-  std::string text = *Env::Default()->ReadFile(kDefaultConfig);
+  std::string text = *Env::Default()->ReadFile(kDefaultConfig, kMaxDataFileBytes);
   const size_t at = text.find("global_batch_size:");
   ASSERT_NE(at, std::string::npos);
   text.replace(at, text.find('\n', at) - at, "global_batch_size: -3");

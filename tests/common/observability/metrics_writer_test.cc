@@ -62,7 +62,7 @@ TEST(MetricsWriterTest, AppendsLinesAcrossOpens) {
     ASSERT_TRUE(w.ok());
     ASSERT_TRUE((*w)->Write(Step(2)).ok());
   }
-  EXPECT_EQ(*env->ReadFile(path), "{\"step\":1}\n{\"step\":2}\n");
+  EXPECT_EQ(*env->ReadFile(path, kMaxDataFileBytes), "{\"step\":1}\n{\"step\":2}\n");
 }
 
 TEST(MetricsWriterTest, UnwritablePathIsAnErrorNamingIt) {

@@ -31,7 +31,7 @@ TEST(TensorBoardWriterTest, WritesAVersionEventThenOneEventPerRecord) {
   auto files = env->GetChildren(dir + "/train");
   ASSERT_TRUE(files.ok());
   ASSERT_EQ(files->size(), 1u);
-  auto blob = env->ReadFile(dir + "/train/" + (*files)[0]);
+  auto blob = env->ReadFile(dir + "/train/" + (*files)[0], kMaxDataFileBytes);
   ASSERT_TRUE(blob.ok());
   // Two records: the version event, then step 7.
   std::vector<tensorboard::Event> events;
@@ -67,7 +67,7 @@ TEST(CsvMetricsWriterTest, HeaderOnceThenRowsWithEmptyCellsForUnsetFields) {
     ASSERT_TRUE(w.ok());
     ASSERT_TRUE((*w)->Write(r).ok());
   }
-  auto text = Env::Default()->ReadFile(path);
+  auto text = Env::Default()->ReadFile(path, kMaxDataFileBytes);
   ASSERT_TRUE(text.ok());
   const std::string row = "3,eval,inf,,,,,,0.5,,,,,\n";
   EXPECT_EQ(*text, CsvMetricsWriter::Header() + "\n" + row + row);

@@ -604,6 +604,39 @@ TEST(GrpcTransportTest, OnlyASenderWithItsParkTagWaitsForAGenerationAndNotForeve
   }
 }
 
+// Issue 46: a token holder could park streams for sender ranks 2..39 in a
+// world of two and fill every slot. Only ranks some world of the job can
+// have (ConnectOptions::max_world_size, runtime.num_workers) may wait.
+TEST(GrpcTransportTest, OnlyRanksOfTheJobsLargestWorldMayWaitForAGeneration) {
+  const std::string token = "job-token";
+  for (const int max_world : {0, 3}) {  // 0: this world's size, 2
+    RpcAuth receiver_auth(token);
+    TransportServerOptions ro;
+    ro.auth = &receiver_auth;
+    ro.generation_wait = absl::Seconds(5);
+    auto receiver = *TransportServer::Start("127.0.0.1:0", ro);
+    const std::string r = "127.0.0.1:" + std::to_string(receiver->port());
+    ConnectOptions rxo;
+    rxo.max_world_size = max_world;
+    std::unique_ptr<Transport> rx1 = *receiver->Connect(1, 0, {r, "127.0.0.1:1"}, rxo);
+    // Rank 2 of a world of three, generation 2, with a valid park tag.
+    auto server = *TransportServer::Start("127.0.0.1:0");
+    ConnectOptions o;
+    o.keys.park_tags = {ParkTag(KeyFor(token, 0), 2, 2), "", ""};
+    std::unique_ptr<Transport> tx = *server->Connect(2, 2, {r, "127.0.0.1:1", "127.0.0.1:2"}, o);
+    const char byte = 1;
+    EXPECT_TRUE(tx->Send(0, 1, absl::MakeConstSpan(&byte, 1), absl::Now() + absl::Seconds(5)).ok());
+    const size_t want = max_world == 3 ? 1 : 0;
+    for (const absl::Time until = absl::Now() + absl::Seconds(3);
+         receiver->parked_streams() != 1 && absl::Now() < until;) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_EQ(receiver->parked_streams(), want) << "max_world_size " << max_world;
+    tx->Shutdown();
+    rx1->Shutdown();
+  }
+}
+
 TEST(GrpcTransportTest, OnlyTheRegisteredMemberCanSpeakForItsRank) {
   // What the coordinator hands out for generation 3 of a world of two.
   const std::string secret0 = "secret-of-rank-0", secret1 = "secret-of-rank-1";

@@ -54,7 +54,7 @@ TEST(IdxTest, ReadsTheRealFashionMnist) {
 }
 
 TEST(IdxTest, TruncatedGzipNamesTheFile) {
-  std::string bytes = *Env::Default()->ReadFile(kDir + "/train-labels-idx1-ubyte.gz");
+  std::string bytes = *Env::Default()->ReadFile(kDir + "/train-labels-idx1-ubyte.gz", kMaxDataFileBytes);
   const std::string path = TempPath("truncated-labels.gz");
   WriteFile(path, bytes.substr(0, bytes.size() / 2));
   absl::StatusOr<IdxArray> a = ReadIdxFile(Env::Default(), path);
@@ -67,7 +67,7 @@ TEST(IdxTest, TruncatedGzipNamesTheFile) {
 // Issue 12 finding 8: a labels file whose magic number says 3 dimensions
 // used to be reported as a size mismatch ("trailing bytes").
 TEST(IdxTest, AMagicNumberWithTheWrongDimensionsIsReportedAsSuch) {
-  std::string raw = *Gunzip(*Env::Default()->ReadFile(kDir + "/train-labels-idx1-ubyte.gz"), "labels");
+  std::string raw = *Gunzip(*Env::Default()->ReadFile(kDir + "/train-labels-idx1-ubyte.gz", kMaxDataFileBytes), "labels");
   raw[3] = 3;  // 0x00000801 -> 0x00000803
   absl::StatusOr<IdxArray> a = ParseIdx(raw, "labels.idx", /*want_dims=*/1);
   ASSERT_FALSE(a.ok());
@@ -78,7 +78,7 @@ TEST(IdxTest, AMagicNumberWithTheWrongDimensionsIsReportedAsSuch) {
 }
 
 TEST(IdxTest, CorruptGzipNamesTheFile) {
-  std::string bytes = *Env::Default()->ReadFile(kDir + "/train-labels-idx1-ubyte.gz");
+  std::string bytes = *Env::Default()->ReadFile(kDir + "/train-labels-idx1-ubyte.gz", kMaxDataFileBytes);
   for (size_t i = 100; i < 200; ++i) bytes[i] = static_cast<char>(bytes[i] ^ 0x5a);
   const std::string path = TempPath("corrupt-labels.gz");
   WriteFile(path, bytes);

@@ -60,13 +60,13 @@ TEST(InflateCacheTest, TheSecondReadComesFromTheCopyAndADamagedCopyIsNeverUsed) 
 
   // A flipped bit in the copy: not used; inflated again and rewritten.
   const std::string copy_path = cache + "/" + copies[0];
-  std::string bytes = *Env::Default()->ReadFile(copy_path);
+  std::string bytes = *Env::Default()->ReadFile(copy_path, kMaxDataFileBytes);
   bytes[bytes.size() / 2] ^= 1;
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), copy_path, bytes).ok());
   absl::StatusOr<std::string> third = InflateCached(&env, gz, cache);
   ASSERT_TRUE(third.ok());
   EXPECT_EQ(*third, raw);
-  EXPECT_NE(*Env::Default()->ReadFile(copy_path), bytes) << "the damaged copy was not replaced";
+  EXPECT_NE(*Env::Default()->ReadFile(copy_path, kMaxDataFileBytes), bytes) << "the damaged copy was not replaced";
 
   // A changed source never matches the old copy.
   std::string other = raw;
@@ -92,7 +92,7 @@ TEST(InflateCacheTest, ASourceWithAByteFlippedInsideIsNeverServedFromTheCopy) {
   WriteGzip(gz, raw);
   const std::string cache = dir + "/cache";
   ASSERT_TRUE(InflateCached(Env::Default(), gz, cache).ok());
-  std::string bytes = *Env::Default()->ReadFile(gz);
+  std::string bytes = *Env::Default()->ReadFile(gz, kMaxDataFileBytes);
   bytes[bytes.size() / 2] ^= 0x10;  // the size and the trailer stay as they were
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), gz, bytes).ok());
   for (const std::string& c : {std::string(), cache}) {

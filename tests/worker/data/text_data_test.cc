@@ -50,6 +50,22 @@ TEST(TextDataTest, TrainingWindowsStartAtEveryOffsetAndValidationWindowsTile) {
   EXPECT_EQ(b.y, (std::vector<int32_t>{255, 'x', 'y', 'z', '1', '2'}));
 }
 
+// docs/models.md: whole windows only; the first byte and the last
+// (S - 1) mod context are never predicted. The source names the file.
+TEST(TextDataTest, ValidationScoresWholeWindowsOnlyAndNamesItsFile) {
+  const std::string dir = Dir("whole_windows");
+  const std::string train = Write(dir, "train.txt", "abcdefghij");
+  for (const int size : {7, 8, 9, 10}) {
+    const std::string val = Write(dir, "val.txt", std::string(static_cast<size_t>(size), 'v'));
+    absl::StatusOr<TrainingData> data = LoadTextSplits(Env::Default(), train, val, /*context=*/3);
+    ASSERT_TRUE(data.ok()) << data.status();
+    const int64_t targets = data->test.num_examples * data->test.targets_per_example();
+    EXPECT_EQ(targets, (size - 1) - (size - 1) % 3) << size;
+    EXPECT_TRUE(absl::StrContains(data->test.source, "data.text.val_path " + val)) << data->test.source;
+    EXPECT_TRUE(absl::StrContains(data->train.source, "data.text.train_path " + train)) << data->train.source;
+  }
+}
+
 TEST(TextDataTest, TheBatchOfAStepIsAPureFunctionOfSeedAndStepForEveryRanksSlice) {
   const std::string dir = Dir("pure");
   std::string text;

@@ -264,7 +264,7 @@ TEST_F(TrainLoopTest, RestoreRefusesAnotherShardAnotherModelAndAnotherOptimizer)
 
   // Step 10's shard, intact, under step 20's manifest.
   const std::string shard = "/shard-00000-of-00001.ckpt";
-  const std::string step10 = *Env::Default()->ReadFile(StepDir(root, 10) + shard);
+  const std::string step10 = *Env::Default()->ReadFile(StepDir(root, 10) + shard, kMaxDataFileBytes);
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), step20 + shard, step10).ok());
   r = Restore(c, step20);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
