@@ -1,8 +1,8 @@
 #include "coordinator/call_queues.h"
 
 #include <algorithm>
+#include <chrono>
 
-#include "common/platform/clock.h"
 #include "grpcpp/alarm.h"
 
 namespace shardline {
@@ -44,7 +44,8 @@ void CallQueues::Stop() {
     barrier_.store(&passed, std::memory_order_release);
     std::vector<grpc::Alarm> alarms(queues_.size());
     for (size_t i = 0; i < queues_.size(); ++i) {
-      alarms[i].Set(queues_[i].get(), DeadlineIn(absl::ZeroDuration()), const_cast<CallTag*>(&barrier_tag_));
+      // A deadline in the past (the epoch): each alarm fires at once.
+      alarms[i].Set(queues_[i].get(), std::chrono::system_clock::time_point(), const_cast<CallTag*>(&barrier_tag_));
     }
     passed.Wait();
   }

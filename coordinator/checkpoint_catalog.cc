@@ -20,7 +20,9 @@ constexpr char kBadPrefix[] = "bad/";
 }  // namespace
 
 CheckpointCatalog::CheckpointCatalog(JobStore* store, CatalogOptions options)
-    : store_(store), options_(std::move(options)) {}
+    : store_(store), options_(std::move(options)) {
+  SCHECK(options_.env != nullptr) << "CatalogOptions.env is required";
+}
 
 absl::Status CheckpointCatalog::Init(const std::string& job_id) {
   if (options_.root.empty()) return absl::OkStatus();

@@ -34,7 +34,7 @@ struct CatalogOptions {
   // <workdir>/checkpoints. Empty: checkpoints are off and every call is a
   // no-op (Restore() is always "from scratch").
   std::string root;
-  Env* env = Env::Default();
+  Env* env = nullptr;  // required
   // Retention (keep_last, keep_every), best_metric, and resume_from /
   // resume_step for a workdir with no checkpoint of its own.
   config::CheckpointConfig policy;

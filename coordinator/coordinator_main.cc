@@ -198,11 +198,14 @@ absl::Status Serve(Job& job, StatusViews& views) {
   constexpr absl::Duration kStalled = absl::Seconds(1);
   constexpr absl::Duration kStatusEvery = absl::Milliseconds(100);
   int signals_seen = 0, evals_seen = 0, checkpoints_seen = 0;
-  absl::Time last_tick = WallNow();
+  // Durations (a stall, the signal window, the status period) on the
+  // monotonic clock: a wall-clock step is not a stall.
+  Env* const env = job.env();
+  absl::Time last_tick = MonotonicNow(env);
   absl::Time last_status = absl::InfinitePast();
   absl::Time first_signal = absl::InfinitePast();
   while (!job.AwaitEnd(absl::Milliseconds(10))) {
-    const absl::Time tick = WallNow();
+    const absl::Time tick = MonotonicNow(env);
     if (tick - last_tick > kStalled) job.RestartHeartbeatDeadlines(tick - last_tick);
     last_tick = tick;
     // Schedulers often signal a wrapper and its children at once (Slurm's
@@ -229,21 +232,21 @@ absl::Status Serve(Job& job, StatusViews& views) {
     if (tick - last_status < kStatusEvery) continue;
     last_status = tick;
     job.MaybeRequestCheckpoint();
-    views.Tick(tick);
+    views.Tick(WallNow(env));
   }
   return absl::OkStatus();
 }
 
 // /metrics, /healthz and the live status page, which shows no secrets (the
 // token never leaves the RPC layer), like /metrics beside it.
-absl::StatusOr<std::unique_ptr<MetricsExposer>> StartExposer(const std::string& listen,
+absl::StatusOr<std::unique_ptr<MetricsExposer>> StartExposer(Env* env, const std::string& listen,
                                                              std::shared_ptr<prometheus::Registry> registry, Job& job,
                                                              StatusViews& views, MetricsHistory& history) {
   if (const std::string warning = MetricsListenWarning(listen); !warning.empty()) SLOG(WARNING) << warning;
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
-                   MetricsExposer::Start(listen, std::move(registry), [&job] { return HealthOf(job); }));
-  exposer->AddPage("/status", "text/html; charset=utf-8", [&views, &history] {
-    return StatusPageHtml(views.Status(), history.Train(), history.Eval(), WallNow());
+                   MetricsExposer::Start(env, listen, std::move(registry), [&job] { return HealthOf(job); }));
+  exposer->AddPage("/status", "text/html; charset=utf-8", [env, &views, &history] {
+    return StatusPageHtml(views.Status(), history.Train(), history.Eval(), WallNow(env));
   });
   return exposer;
 }
@@ -255,7 +258,7 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> StartExposer(const std::string& 
 // config the job runs with written beside them.
 absl::StatusOr<std::unique_ptr<WorkdirLock>> TakeWorkdir(Env* env, const std::string& workdir,
                                                          const config::JobConfig& cfg) {
-  ASSIGN_OR_RETURN(std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(workdir, "shardline-coordinator"));
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(env, workdir, "shardline-coordinator"));
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
   RETURN_IF_ERROR(CheckWritableDir(env, CheckpointRoot(workdir)));
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
@@ -266,10 +269,11 @@ absl::StatusOr<std::unique_ptr<WorkdirLock>> TakeWorkdir(Env* env, const std::st
 // their last reports and stream ends go through (bounded: 2 s in all); every
 // record and commit decided so far is on disk before the server stops.
 void EndServing(Job& job, CoordinatorService& service, GrpcServer& server) {
-  const absl::Time drain_by = WallNow() + absl::Seconds(2);
-  while (service.open_streams() > 0 && WallNow() < drain_by) absl::SleepFor(absl::Milliseconds(10));
+  Env* const env = job.env();
+  const absl::Time drain_by = MonotonicNow(env) + absl::Seconds(2);
+  while (service.open_streams() > 0 && MonotonicNow(env) < drain_by) env->SleepForMicros(10'000);
   job.FlushDisk();
-  server.server->Shutdown(absl::ToChronoTime(drain_by));
+  server.server->Shutdown(DeadlineIn(std::max(drain_by - MonotonicNow(env), absl::ZeroDuration()), env));
   service.Stop();
 }
 
@@ -285,10 +289,11 @@ absl::Status Run(const Args& args) {
                                                    "'s credential; the coordinator needs the job token itself"));
   }
   ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, TakeWorkdir(env, workdir, cfg));
-  ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(workdir + "/coordinator_db"));
+  ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(env, workdir + "/coordinator_db"));
   ASSIGN_OR_RETURN(std::unique_ptr<Records> records, OpenRecords(env, workdir));
 
   CoordinatorOptions options;
+  options.env = env;
   options.world_size = cfg.runtime().num_workers();
   options.checkpoint_root = CheckpointRoot(workdir);
   options.trace_dir = workdir + "/traces";
@@ -308,7 +313,7 @@ absl::Status Run(const Args& args) {
                << " with this config; nothing to run. Answering returning workers for "
                << absl::FormatDuration(kFinishedLinger) << ", then exiting";
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<GoodputLedger> goodput, GoodputLedger::Load(store.get(), WallNow()));
+  ASSIGN_OR_RETURN(std::unique_ptr<GoodputLedger> goodput, GoodputLedger::Load(store.get(), WallNow(env)));
   // With train.trace_steps, the coordinator's track and the ranks' clock
   // offsets go beside the workers' traces.
   std::unique_ptr<TraceLog> trace;
@@ -319,7 +324,7 @@ absl::Status Run(const Args& args) {
   StatusViews views(&job, goodput.get(), &metrics, std::move(trace), flags.views);
   metrics.Update(views.Status());  // a restarted coordinator's counters continue from the persisted totals
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
-                   StartExposer(flags.metrics_listen, registry, job, views, records->history));
+                   StartExposer(env, flags.metrics_listen, registry, job, views, records->history));
   CoordinatorServiceOptions service_options;
   service_options.queues.threads = flags.rpc_threads;
   CoordinatorService service(&job, auth.get(), [&views] { return views.Status(); }, service_options);
@@ -333,8 +338,8 @@ absl::Status Run(const Args& args) {
   // However Run returns, calls get at most 2 s to end (a server shut down
   // without a deadline would wait for every worker's stream), then the
   // service's threads stop. Both are no-ops after the orderly end below.
-  auto stop_serving = absl::MakeCleanup([&server, &service] {
-    server.server->Shutdown(DeadlineIn(absl::Seconds(2)));
+  auto stop_serving = absl::MakeCleanup([env, &server, &service] {
+    server.server->Shutdown(DeadlineIn(absl::Seconds(2), env));
     service.Stop();
   });
   const std::string address = absl::StrCat(ListenHost(flags.listen), ":", server.port);
@@ -346,9 +351,9 @@ absl::Status Run(const Args& args) {
              << SecurityNote(*auth, flags.listen);
 
   RETURN_IF_ERROR(Serve(job, views));
-  if (finished_at > 0) absl::SleepFor(kFinishedLinger);
+  if (finished_at > 0) env->SleepForMicros(absl::ToInt64Microseconds(kFinishedLinger));
   if (job.final_status().ok()) HangPoint("coordinator_after_job_end");
-  views.Final(WallNow());
+  views.Final(WallNow(env));
   EndServing(job, service, server);
   RETURN_IF_ERROR(job.final_status());
   SLOG(INFO) << "job finished";

@@ -270,7 +270,7 @@ void HeartbeatStreams::Pump() {
     const uint64_t before = seen;
     job_->AwaitCommandNews(&seen, absl::Milliseconds(100));
     job_->CompleteRegistrations();
-    const absl::Time now = WallNow();
+    const absl::Time now = MonotonicNow(job_->env());
     if (seen == before && now - last_sweep < absl::Seconds(1)) {
       MutexLock lock(&mu_);
       if (stop_pump_) return;

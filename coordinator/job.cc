@@ -60,7 +60,9 @@ Job::Job(config::JobConfig config, JobStore* store, MetricsSink* metrics, Coordi
       options_(options),
       membership_config_(MembershipConfigFor(config_, options)),
       catalog_(store, CatalogOptions{options.checkpoint_root, options.env, config_.checkpoint()}),
-      writer_(options.disk_thread ? std::make_unique<DiskWriter>(DiskWriterOptions{}) : nullptr) {}
+      writer_(options.disk_thread ? std::make_unique<DiskWriter>(DiskWriterOptions{}) : nullptr) {
+  SCHECK(options_.env != nullptr) << "CoordinatorOptions.env is required";
+}
 
 absl::Status Job::Init() {
   // Read and written before anything can call in, and outside mu_: the
@@ -109,7 +111,7 @@ absl::Status Job::Init() {
     durable_generation_ = m_.generation;
     if (history.changes_size() > 0) m_.size_before_start = history.changes(history.changes_size() - 1).to_size();
     history_ = std::move(history);
-    last_commit_time_ = WallNow();
+    last_commit_time_ = WallNow(options_.env);
     m_.forming_since = Now();
     if (finished_step.has_value()) {
       m_.state = JobState::kDone;  // set before any event: the store says so
@@ -168,7 +170,7 @@ void Job::RunDeferredNow(const Deferred& later) {
       continue;
     }
     last_save_time_ = Now();
-    last_commit_time_ = WallNow();
+    last_commit_time_ = WallNow(options_.env);
     StepLocked(membership_event::Committed{c.step});
   }
   if (later.bad_step > 0) {
@@ -427,7 +429,7 @@ void Job::RecordWorldChangeLocked(int from, const std::string& why) {
   c->set_from_size(from);
   c->set_to_size(m_.world_size);
   c->set_reason(why);
-  c->set_unix_seconds(absl::ToDoubleSeconds(WallNow() - absl::UnixEpoch()));
+  c->set_unix_seconds(absl::ToDoubleSeconds(WallNow(options_.env) - absl::UnixEpoch()));
   if (history_.changes_size() > kMaxWorldChanges) history_.mutable_changes()->DeleteSubrange(0, 1);
   history_dirty_ = true;
   if (from > 0) {

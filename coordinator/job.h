@@ -62,9 +62,9 @@ struct CoordinatorOptions {
   // Where workers save checkpoint shards and the coordinator commits them
   // (<workdir>/checkpoints). Empty: no checkpoints.
   std::string checkpoint_root;
-  // Checkpoint files, and the clock every membership decision reads
-  // (heartbeat deadlines, the checkpoint.every_seconds period).
-  Env* env = Env::Default();
+  // Required: checkpoint files, and the clock every membership decision
+  // reads (heartbeat deadlines, the checkpoint.every_seconds period).
+  Env* env = nullptr;
   // A worker silent for this long is lost. Workers report every 100 ms.
   absl::Duration heartbeat_timeout = absl::Seconds(5);
   // Where workers write traced steps (train.trace_steps); empty: nowhere.
@@ -189,6 +189,9 @@ class Job {
   // A consistent copy of the job's state, for progress lines, metrics and
   // the Status RPC.
   coordinator::JobStatus Snapshot();
+
+  // CoordinatorOptions::env: the job's clock and files.
+  Env* env() const { return options_.env; }
   const std::string& job_id() const { return job_id_; }
 
  private:

@@ -23,7 +23,7 @@ JobStore::JobStore(std::unique_ptr<FileLock> lock, std::unique_ptr<rocksdb::DB> 
 
 JobStore::~JobStore() = default;
 
-absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& dir, Env* env) {
+absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(Env* env, const std::string& dir) {
   // Our own lock, taken first, decides "in use" by its error code; RocksDB's
   // LOCK would say so only in the wording of an IOError.
   RETURN_IF_ERROR(env->CreateDirs(dir));

@@ -32,7 +32,7 @@ class JobStore {
   // `dir`/SHARDLINE_LOCK while open: a second opener (another coordinator on
   // the same workdir, in any process) gets kFailedPrecondition naming the
   // directory.
-  static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& dir, Env* env = Env::Default());
+  static absl::StatusOr<std::unique_ptr<JobStore>> Open(Env* env, const std::string& dir);
   ~JobStore();
 
   // nullopt if the key was never written (or was deleted).

@@ -86,7 +86,7 @@ void Job::NoteProgressLocked(const coordinator::WorkerReport& r) {
   if (r.has_time()) m.time = r.time();
   if (r.busy_seconds_per_step() > 0) m.busy_seconds_per_step = r.busy_seconds_per_step();
   if (r.sent_unix_micros() > 0) {
-    const int64_t offset = r.sent_unix_micros() - absl::ToUnixMicros(WallNow());
+    const int64_t offset = r.sent_unix_micros() - options_.env->NowUnixMicros();
     // sent - received = offset - latency: the largest is the closest.
     if (!m.clock_offset_micros.has_value() || offset > *m.clock_offset_micros) m.clock_offset_micros = offset;
   }

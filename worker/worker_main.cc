@@ -76,9 +76,11 @@ absl::Status Run(const Args& args) {
     return absl::InvalidArgumentError("--connect_timeout_seconds must be a number");
   }
   const std::string listen = args.Has("listen") ? args.Get("listen") : "127.0.0.1:0";
+  // The process's Env, chosen once: everything below is given it.
+  Env* const env = DefaultEnvWithFaults();  // SHARDLINE_SLOW_DISK_FILE: fault-injection runs only
   auto registry = std::make_shared<prometheus::Registry>();
   ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth,
-                   LoadRpcAuth(Env::Default(), args, listen, RejectedRpcCounter(*registry)));
+                   LoadRpcAuth(env, args, listen, RejectedRpcCounter(*registry)));
   // A rank's credential makes this worker that rank and no other.
   if (const int bound = auth->credential().rank; bound >= 0) {
     if (requested_rank >= 0 && requested_rank != bound) {
@@ -90,17 +92,17 @@ absl::Status Run(const Args& args) {
   }
   TransportServerOptions transport_options;
   transport_options.auth = auth.get();
-  ASSIGN_OR_RETURN(std::unique_ptr<TransportServer> server, TransportServer::Start(listen, transport_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<TransportServer> server, TransportServer::Start(env, listen, transport_options));
   const std::string address = absl::StrCat(AdvertiseHost(args, listen), ":", server->port());
 
   SetBlasThreads(1);
   // 50 ms: part of every (re)start's path to its first step.
-  const double sgemm_gflops = MeasureSgemmGflops(512, 0.05);
+  const double sgemm_gflops = MeasureSgemmGflops(env, 512, 0.05);
   WorkerMetrics metrics(*registry, sgemm_gflops * 1e9);
   const std::string metrics_listen = args.Has("metrics_listen") ? args.Get("metrics_listen") : "127.0.0.1:0";
   if (const std::string warning = MetricsListenWarning(metrics_listen); !warning.empty()) SLOG(WARNING) << warning;
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsExposer> exposer,
-                   MetricsExposer::Start(metrics_listen, registry,
+                   MetricsExposer::Start(env, metrics_listen, registry,
                                          [&metrics] { return metrics.health(); }));
   SLOG(INFO) << "worker transport on " << address << ", metrics on port " << exposer->port()
              << ", coordinator " << args.Get("coordinator") << "; OpenBLAS " << BlasCoreName() << " kernels, "
@@ -113,7 +115,7 @@ absl::Status Run(const Args& args) {
   options.connect_timeout = absl::Seconds(connect_timeout);
   options.metrics = &metrics;
   options.auth = auth.get();
-  options.env = DefaultEnvWithFaults();  // SHARDLINE_SLOW_DISK_FILE: fault-injection runs only
+  options.env = env;
   if (const char* f = std::getenv("SHARDLINE_NET_FAULT_FILE")) options.net_fault_file = f;  // likewise
   absl::Status ran = RunWorker(options, server.get());
   if (ran.ok()) HangPoint("worker_after_job_done");

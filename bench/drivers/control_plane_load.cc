@@ -859,8 +859,8 @@ int Main(int argc, char** argv) {
   std::unique_ptr<RpcAuth> auth;
   std::unique_ptr<CoordinatorClient> client;
   if (!token->empty()) {
-    auth = std::make_unique<RpcAuth>(*token);
-    client = std::make_unique<CoordinatorClient>(args.Get("coordinator"), auth.get());
+    auth = std::make_unique<RpcAuth>(Env::Default(), *token);
+    client = std::make_unique<CoordinatorClient>(Env::Default(), args.Get("coordinator"), auth.get());
     absl::StatusOr<std::string> header =
         client->Proof(coordinator::StatusRequest::descriptor()->full_name(), absl::Now() + absl::Seconds(30));
     if (!header.ok()) {

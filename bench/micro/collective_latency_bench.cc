@@ -53,7 +53,7 @@ class World {
     o.keepalive_timeout = absl::Seconds(30);  // 16 ranks on 2 cores
     std::vector<std::string> addresses;
     for (int r = 0; r < n; ++r) {
-      servers_.push_back(*TransportServer::Start("127.0.0.1:0", o));
+      servers_.push_back(*TransportServer::Start(Env::Default(), "127.0.0.1:0", o));
       addresses.push_back("127.0.0.1:" + std::to_string(servers_.back()->port()));
     }
     for (int r = 0; r < n; ++r) transports_.push_back(*servers_[static_cast<size_t>(r)]->Connect(1, r, addresses));
@@ -92,6 +92,7 @@ double Time(World& world, int iters, int64_t doubling_max_bytes,
   std::vector<double> slowest;
   *ok = world.Run([&](int rank, Transport* t) -> absl::Status {
     CollectiveOptions o;
+    o.env = Env::Default();
     o.doubling_max_bytes = doubling_max_bytes;
     RingCollectives ring(t, o);
     for (int it = 0; it < iters + 5; ++it) {

@@ -113,7 +113,7 @@ class HttpServer::Loop {
       int timeout_ms = -1;
       if (next != absl::InfiniteFuture()) {
         timeout_ms = static_cast<int>(std::clamp<int64_t>(
-            absl::ToInt64Milliseconds(next - WallNow()) + 1, 0, 60'000));
+            absl::ToInt64Milliseconds(next - MonotonicNow(s_->env_)) + 1, 0, 60'000));
       }
       const int n = poll(fds.data(), fds.size(), timeout_ms);
       if (n < 0 && errno != EINTR) {
@@ -167,7 +167,7 @@ class HttpServer::Loop {
       Conn c;
       c.fd = fd;
       c.peer = std::move(peer);
-      c.deadline = WallNow() + s_->options_.request_timeout;
+      c.deadline = MonotonicNow(s_->env_) + s_->options_.request_timeout;
       ++per_peer_[c.peer];
       conns_.push_back(std::move(c));
     }
@@ -223,7 +223,7 @@ class HttpServer::Loop {
     c.in.shrink_to_fit();
     c.out = SerializeHttpReply(reply);
     c.state = Conn::State::kWriting;
-    c.deadline = WallNow() + s_->options_.reply_timeout;
+    c.deadline = MonotonicNow(s_->env_) + s_->options_.reply_timeout;
     if (!Write(c)) return Close(it);
     if (c.written == c.out.size()) StartDraining(c);
   }
@@ -238,16 +238,16 @@ class HttpServer::Loop {
     return true;
   }
 
-  static void StartDraining(Conn& c) {
+  void StartDraining(Conn& c) {
     shutdown(c.fd, SHUT_WR);
     c.out.clear();
     c.out.shrink_to_fit();
     c.state = Conn::State::kDraining;
-    c.deadline = WallNow() + kDrainTimeout;
+    c.deadline = MonotonicNow(s_->env_) + kDrainTimeout;
   }
 
   void Expire() {
-    const absl::Time now = WallNow();
+    const absl::Time now = MonotonicNow(s_->env_);
     for (auto it = conns_.begin(); it != conns_.end();) {
       auto next = std::next(it);
       if (it->deadline <= now) Close(it);
@@ -260,9 +260,10 @@ class HttpServer::Loop {
   std::map<std::string, int> per_peer_;
 };
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen, HttpRoutes routes,
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Env* env, const std::string& listen, HttpRoutes routes,
                                                               HttpServerOptions options) {
   std::unique_ptr<HttpServer> s(new HttpServer());
+  s->env_ = env;
   s->options_ = options;
   {
     MutexLock lock(&s->mu_);

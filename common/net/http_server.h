@@ -4,7 +4,7 @@
 //
 //   HttpRoutes routes;
 //   routes["/healthz"] = [](const HttpRequest&) { return HttpReply{200, "text/plain", "ok\n"}; };
-//   ASSIGN_OR_RETURN(auto server, HttpServer::Start("127.0.0.1:0", routes));
+//   ASSIGN_OR_RETURN(auto server, HttpServer::Start(env, "127.0.0.1:0", routes));
 //   SLOG(INFO) << "serving on port " << server->port();
 //
 // Every request gets a status code (common/net/http_request.h decides which) and
@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/net/http_request.h"
+#include "common/platform/env.h"
 #include "common/platform/mutex.h"
 
 namespace shardline {
@@ -56,7 +57,8 @@ class HttpServer {
   // Binds `listen` ("HOST:PORT", IPv4 or a bracketed IPv6 host, port 0 picks
   // a free one; "localhost" is 127.0.0.1) and serves `routes` on a thread of
   // its own. An address in use or unresolvable is kUnavailable naming it.
-  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& listen, HttpRoutes routes,
+  // `env` (its clock: the timeouts) must outlive the server.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(Env* env, const std::string& listen, HttpRoutes routes,
                                                            HttpServerOptions options = {});
   // Stops serving: closes every connection and joins the thread.
   ~HttpServer();
@@ -73,6 +75,7 @@ class HttpServer {
   HttpServer() = default;
   static void* ThreadMain(void* self);
 
+  Env* env_ = nullptr;
   HttpServerOptions options_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;

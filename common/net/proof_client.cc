@@ -14,7 +14,7 @@ absl::StatusOr<std::string> ProofClient::Header(absl::string_view method, absl::
   const Credential& credential = auth_->credential();
   {
     MutexLock lock(&mu_);
-    if (!session_.client_nonce.empty() && WallNow() - made_ < absl::Microseconds(kProofSessionMaxAgeMicros / 2)) {
+    if (!session_.client_nonce.empty() && WallNow(auth_->env()) - made_ < absl::Microseconds(kProofSessionMaxAgeMicros / 2)) {
       reused_ = true;
       CallProof p = session_;
       p.seq = next_seq_++;
@@ -23,7 +23,7 @@ absl::StatusOr<std::string> ProofClient::Header(absl::string_view method, absl::
     }
   }
   ASSIGN_OR_RETURN(const std::string client_nonce, NewNonce());
-  const absl::Time started = WallNow();
+  const absl::Time started = WallNow(auth_->env());
   absl::StatusOr<HelloAnswer> answer = hello_(credential.rank, client_nonce, deadline);
   if (!answer.ok()) {
     return absl::Status(answer.status().code(),

@@ -106,7 +106,7 @@ std::string MetricsListenWarning(const std::string& metrics_listen) {
 void RpcAuth::Refused(RejectReason reason, const std::string& peer) {
   if (on_reject_) on_reject_(reason);
   MutexLock lock(&mu_);
-  const int64_t now = Env::Default()->NowMicros();
+  const int64_t now = env_->NowMicros();
   if (now - last_log_micros_ >= 1'000'000 || last_log_micros_ == 0) {
     SLOG(WARNING) << "refused a call from " << peer << ": " << RejectReasonLabel(reason)
                   << (unlogged_ > 0 ? absl::StrCat(" (and ", unlogged_, " more refused since the last line)")
@@ -149,8 +149,8 @@ Credential CredentialOf(const std::string& secret) {
 
 }  // namespace
 
-RpcAuth::RpcAuth(std::string secret, std::function<void(RejectReason)> on_reject)
-    : credential_(CredentialOf(secret)), on_reject_(std::move(on_reject)) {}
+RpcAuth::RpcAuth(Env* env, std::string secret, std::function<void(RejectReason)> on_reject)
+    : env_(env), credential_(CredentialOf(secret)), on_reject_(std::move(on_reject)) {}
 
 const std::string& RpcAuth::token() const {
   static const std::string* const kNone = new std::string();
@@ -191,7 +191,7 @@ absl::StatusOr<std::unique_ptr<RpcAuth>> LoadRpcAuth(Env* env, const Args& args,
                    LoadTls(env, args.Get("tls_cert"), args.Get("tls_key"), args.Get("tls_ca")));
   RETURN_IF_ERROR(
       CheckListenSecurity("--listen", listen, !token.empty() || tls.has_value(), args.Get("insecure") == "true"));
-  auto auth = std::make_unique<RpcAuth>(token, std::move(on_reject));
+  auto auth = std::make_unique<RpcAuth>(env, token, std::move(on_reject));
   if (tls.has_value()) auth->set_tls(std::move(*tls));
   return auth;
 }
@@ -221,7 +221,7 @@ absl::StatusOr<HelloAnswer> RpcAuth::AnswerHello(int rank, absl::string_view cli
   if (!IsClientNonce(client_nonce)) return absl::InvalidArgumentError("Hello's client nonce must be 16 to 64 hex digits");
   const std::string key = KeyFor(token(), rank);
   HelloAnswer answer;
-  answer.server_nonce = ServerNonce(key, client_nonce, absl::ToUnixMicros(WallNow()));
+  answer.server_nonce = ServerNonce(key, client_nonce, absl::ToUnixMicros(WallNow(env_)));
   answer.server_proof = ServerProof(key, client_nonce, answer.server_nonce);
   return answer;
 }
@@ -256,7 +256,7 @@ grpc::Status RpcAuth::Check(const grpc::ServerContextBase& ctx, absl::string_vie
   const auto it = metadata.find(kProofMetadataKey);
   RejectReason reason = RejectReason::kMissingToken;
   if (it != metadata.end()) {
-    const int64_t now = absl::ToUnixMicros(WallNow());
+    const int64_t now = absl::ToUnixMicros(WallNow(env_));
     CallProof proof;
     switch (CheckCallProof(token(), absl::string_view(it->second.data(), it->second.size()), method, now, &proof)) {
       case ProofVerdict::kOk:

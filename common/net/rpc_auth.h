@@ -126,7 +126,9 @@ class RpcAuth {
   // unparsable credential-like text is treated as a token that matches
   // nothing). `on_reject` (optional) runs for every refused call, e.g. to
   // count it.
-  explicit RpcAuth(std::string secret, std::function<void(RejectReason)> on_reject = {});
+  // `env` (the clock of its nonces and logs) must outlive it.
+  RpcAuth(Env* env, std::string secret, std::function<void(RejectReason)> on_reject = {});
+  Env* env() const { return env_; }
 
   bool enabled() const { return !credential_.key.empty(); }
   // The job token, if this process holds it (a coordinator, an operator's
@@ -162,6 +164,7 @@ class RpcAuth {
   void Refused(RejectReason reason, const std::string& peer);
 
  private:
+  Env* const env_;
   const Credential credential_;
   const std::function<void(RejectReason)> on_reject_;
   std::optional<TlsPem> tls_;

@@ -1,7 +1,7 @@
 // shardline_rpc_rejected_total{reason}: calls refused by RpcAuth, on the
 // process's registry. The coordinator and the worker both export it.
 //
-//   RpcAuth auth(token, RejectedRpcCounter(*registry));
+//   RpcAuth auth(env, token, RejectedRpcCounter(*registry));
 #ifndef SHARDLINE_COMMON_NET_RPC_AUTH_METRICS_H_
 #define SHARDLINE_COMMON_NET_RPC_AUTH_METRICS_H_
 

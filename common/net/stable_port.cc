@@ -35,14 +35,14 @@ bool Free(in_addr addr, int port) {
 
 }  // namespace
 
-absl::StatusOr<int> PickStablePort(const std::string& host, const StablePortOptions& options) {
+absl::StatusOr<int> PickStablePort(Env* env, const std::string& host, const StablePortOptions& options) {
   in_addr addr;
   if (inet_pton(AF_INET, host.c_str(), &addr) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("'", host, "' is not an IPv4 address"));
   }
   // Linux's default when the file cannot be read.
   int low = 32768, high = 60999;
-  if (absl::StatusOr<std::string> range = Env::Default()->ReadFile(options.port_range_file, kMaxSmallFileBytes); range.ok()) {
+  if (absl::StatusOr<std::string> range = env->ReadFile(options.port_range_file, kMaxSmallFileBytes); range.ok()) {
     std::vector<absl::string_view> two = absl::StrSplit(*range, absl::ByAnyChar(" \t\n"), absl::SkipEmpty());
     int l = 0, h = 0;
     if (two.size() == 2 && absl::SimpleAtoi(two[0], &l) && absl::SimpleAtoi(two[1], &h)) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/platform/env.h"
 
 namespace shardline {
 
@@ -29,7 +30,7 @@ struct StablePortOptions {
 // program naming the same port in between is the only race. NotFound when the
 // ephemeral range leaves no room or every candidate tried was taken;
 // InvalidArgument when `host` is not an IPv4 address.
-absl::StatusOr<int> PickStablePort(const std::string& host, const StablePortOptions& options = {});
+absl::StatusOr<int> PickStablePort(Env* env, const std::string& host, const StablePortOptions& options = {});
 
 }  // namespace shardline
 

@@ -8,7 +8,7 @@
 
 namespace shardline {
 
-absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(const std::string& listen,
+absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(Env* env, const std::string& listen,
                                                                       std::shared_ptr<prometheus::Registry> registry,
                                                                       HealthCheck health) {
   HttpRoutes routes;
@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(const std:
     r.body = h.ok ? absl::StrCat("ok: ", h.detail, "\n") : absl::StrCat(h.detail, "\n");
     return r;
   };
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(listen, std::move(routes));
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(env, listen, std::move(routes));
   if (!server.ok()) return server.status();
   return std::unique_ptr<MetricsExposer>(new MetricsExposer(*std::move(server)));
 }

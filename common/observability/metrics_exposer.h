@@ -40,7 +40,8 @@ class MetricsExposer {
   // always ok ("serving"). Every other path is 404, every method but GET
   // and HEAD 405, a malformed request 400; clients that never finish
   // their requests do not delay anyone else's (HttpServerOptions).
-  static absl::StatusOr<std::unique_ptr<MetricsExposer>> Start(const std::string& listen,
+  // `env` (the server's clock) must outlive the exposer.
+  static absl::StatusOr<std::unique_ptr<MetricsExposer>> Start(Env* env, const std::string& listen,
                                                                std::shared_ptr<prometheus::Registry> registry,
                                                                HealthCheck health = nullptr);
   ~MetricsExposer() = default;

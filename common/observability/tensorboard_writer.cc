@@ -20,17 +20,17 @@ namespace {
 
 uint32_t MaskedCrc(absl::string_view data) { return crc32c::Mask(crc32c::Value(data.data(), data.size())); }
 
-double WallTime() { return absl::ToDoubleSeconds(WallNow() - absl::UnixEpoch()); }
+double WallTime(Env* env) { return absl::ToDoubleSeconds(WallNow(env) - absl::UnixEpoch()); }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> NewEventFile(Env* env, const std::string& dir) {
   RETURN_IF_ERROR(env->CreateDirs(dir));
   char host[256] = "localhost";
   gethostname(host, sizeof(host) - 1);
   const std::string path =
-      absl::StrCat(dir, "/events.out.tfevents.", absl::ToUnixSeconds(WallNow()), ".", host, ".", getpid());
+      absl::StrCat(dir, "/events.out.tfevents.", absl::ToUnixSeconds(WallNow(env)), ".", host, ".", getpid());
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewAppendableFile(path));
   tensorboard::Event version;
-  version.set_wall_time(WallTime());
+  version.set_wall_time(WallTime(env));
   version.set_file_version("brain.Event:2");
   RETURN_IF_ERROR(file->Append(TfRecord(version.SerializeAsString())));
   RETURN_IF_ERROR(file->Flush());
@@ -72,7 +72,7 @@ std::string TfRecord(absl::string_view data) {
 absl::StatusOr<std::unique_ptr<TensorBoardWriter>> TensorBoardWriter::Open(Env* env, const std::string& dir) {
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> train, NewEventFile(env, dir + "/train"));
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> eval, NewEventFile(env, dir + "/eval"));
-  return std::unique_ptr<TensorBoardWriter>(new TensorBoardWriter(std::move(train), std::move(eval)));
+  return std::unique_ptr<TensorBoardWriter>(new TensorBoardWriter(env, std::move(train), std::move(eval)));
 }
 
 absl::Status TensorBoardWriter::Write(const metrics::MetricRecord& record) {
@@ -81,7 +81,7 @@ absl::Status TensorBoardWriter::Write(const metrics::MetricRecord& record) {
                                                                        : nullptr;
   if (file == nullptr || !record.has_step()) return absl::OkStatus();
   tensorboard::Event event;
-  event.set_wall_time(WallTime());
+  event.set_wall_time(WallTime(env_));
   event.set_step(record.step());
   for (const auto& [name, value] : Scalars(record)) {
     tensorboard::Summary::Value* v = event.mutable_summary()->add_value();

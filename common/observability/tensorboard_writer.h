@@ -40,8 +40,9 @@ class TensorBoardWriter : public MetricsSink {
   absl::Status Write(const metrics::MetricRecord& record) override;
 
  private:
-  TensorBoardWriter(std::unique_ptr<WritableFile> train, std::unique_ptr<WritableFile> eval)
-      : train_(std::move(train)), eval_(std::move(eval)) {}
+  TensorBoardWriter(Env* env, std::unique_ptr<WritableFile> train, std::unique_ptr<WritableFile> eval)
+      : env_(env), train_(std::move(train)), eval_(std::move(eval)) {}
+  Env* const env_;
   std::unique_ptr<WritableFile> train_;
   std::unique_ptr<WritableFile> eval_;
 };

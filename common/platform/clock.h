@@ -1,6 +1,8 @@
 // The Env's clocks (env.h) as absl types, and a stopwatch on them. Code
 // outside the Env implementations reads time only through these (or the Env
-// itself), so a test's Env can move time.
+// itself), and always of an Env it was given (there is no default: the
+// process's Env is chosen once, where options are made), so a test's Env can
+// move time everywhere.
 //
 //   Stopwatch watch(env);
 //   ... work ...
@@ -18,20 +20,20 @@
 namespace shardline {
 
 // Wall-clock time: for timestamps people read and traces merged across hosts.
-inline absl::Time WallNow(Env* env = Env::Default()) { return absl::FromUnixMicros(env->NowUnixMicros()); }
+inline absl::Time WallNow(Env* env) { return absl::FromUnixMicros(env->NowUnixMicros()); }
 
 // Monotonic time as an absl::Time: only differences between two readings
 // mean anything.
-inline absl::Time MonotonicNow(Env* env = Env::Default()) { return absl::FromUnixMicros(env->NowMicros()); }
+inline absl::Time MonotonicNow(Env* env) { return absl::FromUnixMicros(env->NowMicros()); }
 
 // The wall-clock instant `timeout` from now, in the type gRPC deadlines take.
-inline std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout, Env* env = Env::Default()) {
+inline std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout, Env* env) {
   return absl::ToChronoTime(WallNow(env) + timeout);
 }
 
 class Stopwatch {
  public:
-  explicit Stopwatch(Env* env = Env::Default()) : env_(env), start_(env->NowMicros()), last_(start_) {}
+  explicit Stopwatch(Env* env) : env_(env), start_(env->NowMicros()), last_(start_) {}
   // Seconds since the last Lap (or construction).
   double Lap() {
     const int64_t now = env_->NowMicros();

@@ -6,7 +6,7 @@
 // it. Durability calls (Sync, SyncDir) do nothing: nothing here survives the
 // process. The clock and sleep are the real ones. Thread-safe.
 //
-//   MemEnv mem;
+//   MemEnv mem(env);
 //   ASSIGN_OR_RETURN(WrittenShard w, WriteShard(&mem, "snap/step_000000000500", name, contents));
 //   ASSIGN_OR_RETURN(std::string bytes, mem.ReadFile(w.path));   // send it to a peer
 #ifndef SHARDLINE_COMMON_PLATFORM_MEM_ENV_H_
@@ -25,7 +25,8 @@ namespace shardline {
 
 class MemEnv : public Env {
  public:
-  MemEnv() = default;
+  // `clock` (any Env: its clocks and sleeps are this one's) must outlive it.
+  explicit MemEnv(Env* clock) : clock_(clock) {}
 
   absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) override;
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override;
@@ -41,9 +42,9 @@ class MemEnv : public Env {
   absl::Status DeleteFile(const std::string& path) override;
   absl::Status DeleteRecursively(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path) override;
-  int64_t NowMicros() override { return Env::Default()->NowMicros(); }
-  int64_t NowUnixMicros() override { return Env::Default()->NowUnixMicros(); }
-  void SleepForMicros(int64_t micros) override { Env::Default()->SleepForMicros(micros); }
+  int64_t NowMicros() override { return clock_->NowMicros(); }
+  int64_t NowUnixMicros() override { return clock_->NowUnixMicros(); }
+  void SleepForMicros(int64_t micros) override { clock_->SleepForMicros(micros); }
 
   // Stores `contents` at `path` in one step (a file received whole).
   void PutFile(const std::string& path, std::string contents);
@@ -51,6 +52,7 @@ class MemEnv : public Env {
   int64_t TotalBytes();
 
  private:
+  Env* const clock_;
   class File;
   // The file's contents are shared with open handles; a rename or delete
   // leaves open handles reading what they opened.

@@ -37,8 +37,9 @@ std::string Holder(int fd) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<WorkdirLock>> WorkdirLock::Acquire(const std::string& dir, const std::string& owner) {
-  if (absl::Status made = Env::Default()->CreateDirs(dir); !made.ok()) {
+absl::StatusOr<std::unique_ptr<WorkdirLock>> WorkdirLock::Acquire(Env* env, const std::string& dir,
+                                                                  const std::string& owner) {
+  if (absl::Status made = env->CreateDirs(dir); !made.ok()) {
     return absl::Status(made.code(), absl::StrCat("creating workdir ", dir, ": ", made.message()));
   }
   const std::string path = dir + "/LOCK";
@@ -67,7 +68,7 @@ absl::StatusOr<std::unique_ptr<WorkdirLock>> WorkdirLock::Acquire(const std::str
     return absl::FailedPreconditionError(absl::StrCat("cannot lock ", path, ": ", strerror(err)));
   }
   const std::string record = absl::StrCat(owner, " (pid ", getpid(), " on host ", HostName(), ", since ",
-                                          absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", WallNow(), absl::UTCTimeZone()),
+                                          absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", WallNow(env), absl::UTCTimeZone()),
                                           ")\n");
   if (ftruncate(fd, 0) != 0 || pwrite(fd, record.data(), record.size(), 0) != static_cast<ssize_t>(record.size())) {
     // The lock holds regardless; only the description of it is missing.

@@ -5,7 +5,7 @@
 // stale lock after a crash). `launch` hands its lock to the coordinator it
 // starts: the descriptor is inherited, named by $SHARDLINE_WORKDIR_LOCK_FD.
 //
-//   ASSIGN_OR_RETURN(std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(workdir, "shardline train"));
+//   ASSIGN_OR_RETURN(std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(env, workdir, "shardline train"));
 //   ... write the workdir ...
 #ifndef SHARDLINE_COMMON_PLATFORM_WORKDIR_LOCK_H_
 #define SHARDLINE_COMMON_PLATFORM_WORKDIR_LOCK_H_
@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/platform/env.h"
 
 namespace shardline {
 
@@ -28,7 +29,8 @@ class WorkdirLock {
   // descriptor of that very file, the lock is the parent's, held for us.
   // FAILED_PRECONDITION if another process holds it: "workdir DIR is in use
   // by <owner> (pid P on host H, since T)".
-  static absl::StatusOr<std::unique_ptr<WorkdirLock>> Acquire(const std::string& dir, const std::string& owner);
+  static absl::StatusOr<std::unique_ptr<WorkdirLock>> Acquire(Env* env, const std::string& dir,
+                                                              const std::string& owner);
   ~WorkdirLock();
   WorkdirLock(const WorkdirLock&) = delete;
   WorkdirLock& operator=(const WorkdirLock&) = delete;

@@ -30,12 +30,13 @@ class CheckpointCatalogTest : public ::testing::Test {
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::system(("rm -rf '" + dir_ + "'").c_str());
     root_ = dir_ + "/checkpoints";
-    store_ = *JobStore::Open(dir_ + "/db");
+    store_ = *JobStore::Open(Env::Default(), dir_ + "/db");
   }
 
   std::unique_ptr<CheckpointCatalog> Open() {
     CatalogOptions o;
     o.root = root_;
+    o.env = Env::Default();
     o.policy.set_keep_last(0);  // retention is not what removes anything here
     auto c = std::make_unique<CheckpointCatalog>(store_.get(), o);
     EXPECT_TRUE(c->Init("job").ok());

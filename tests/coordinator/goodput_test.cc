@@ -36,7 +36,7 @@ JobStatus Status(JobStatus::State state, uint64_t generation, int64_t step, coor
 double Bad(const coordinator::Goodput& g, const std::string& kind) { return g.badput_seconds().at(kind); }
 
 TEST(GoodputTest, EverySecondGoesToExactlyOneKind) {
-  auto store = JobStore::Open(FreshDir("kinds"));
+  auto store = JobStore::Open(Env::Default(), FreshDir("kinds"));
   ASSERT_TRUE(store.ok());
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   auto ledger = GoodputLedger::Load(store->get(), t0);
@@ -72,7 +72,7 @@ TEST(GoodputTest, EverySecondGoesToExactlyOneKind) {
 }
 
 TEST(GoodputTest, ReportsAheadOfTheClockAreNotCountedTwice) {
-  auto store = JobStore::Open(FreshDir("ahead"));
+  auto store = JobStore::Open(Env::Default(), FreshDir("ahead"));
   ASSERT_TRUE(store.ok());
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   auto l = GoodputLedger::Load(store->get(), t0);
@@ -90,14 +90,14 @@ TEST(GoodputTest, ARestartedCoordinatorContinuesTheAccountAndCountsItsDowntime) 
   const std::string dir = FreshDir("restart");
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   {
-    auto store = JobStore::Open(dir);
+    auto store = JobStore::Open(Env::Default(), dir);
     ASSERT_TRUE(store.ok());
     auto l = GoodputLedger::Load(store->get(), t0);
     ASSERT_TRUE(l.ok());
     (*l)->Advance(Status(JobStatus::RUNNING, 1, 50), t0 + absl::Seconds(10));
     ASSERT_TRUE((*l)->MaybePersist(t0 + absl::Seconds(10), /*force=*/true).ok());
   }
-  auto store = JobStore::Open(dir);
+  auto store = JobStore::Open(Env::Default(), dir);
   ASSERT_TRUE(store.ok());
   auto l = GoodputLedger::Load(store->get(), t0 + absl::Seconds(17));  // down for 7 s
   ASSERT_TRUE(l.ok());
@@ -112,7 +112,7 @@ TEST(GoodputTest, ARestartedCoordinatorContinuesTheAccountAndCountsItsDowntime) 
 }
 
 TEST(GoodputTest, AWorldPausedPastEveryEarlierStepWastesNothing) {
-  auto store = JobStore::Open(FreshDir("paused"));
+  auto store = JobStore::Open(Env::Default(), FreshDir("paused"));
   ASSERT_TRUE(store.ok());
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   auto l = GoodputLedger::Load(store->get(), t0);
@@ -126,7 +126,7 @@ TEST(GoodputTest, AWorldPausedPastEveryEarlierStepWastesNothing) {
 }
 
 TEST(GoodputTest, AnUnparsableAccountIsDataLoss) {
-  auto store = JobStore::Open(FreshDir("bad"));
+  auto store = JobStore::Open(Env::Default(), FreshDir("bad"));
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE((*store)->Put("goodput", "\xff\xff\xff", true).ok());
   auto l = GoodputLedger::Load(store->get(), absl::Now());

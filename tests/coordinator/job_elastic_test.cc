@@ -59,7 +59,7 @@ class ElasticJobTest : public ::testing::Test {
     dir_ = ::testing::TempDir() + "/job_elastic_test_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     root_ = dir_ + "_ckpt";
     std::system(("rm -rf '" + dir_ + "' '" + root_ + "'").c_str());
-    store_ = *JobStore::Open(dir_);
+    store_ = *JobStore::Open(Env::Default(), dir_);
     config_ = *ParseConfigText(
         "model { mlp { hidden_sizes: 8 } } train { total_steps: 1000 } "
         "runtime { num_workers: 3 min_workers: 2 replace_timeout_seconds: 5 } "
@@ -190,7 +190,7 @@ TEST_F(ElasticJobTest, ALostWorkerNotBackInTimeLeavesASmallerWorldThatGrowsAgain
   // A restarted coordinator knows the history.
   job_.reset();
   store_.reset();
-  store_ = *JobStore::Open(dir_);
+  store_ = *JobStore::Open(Env::Default(), dir_);
   Restart();
   status = job_->Snapshot();
   ASSERT_EQ(status.world_changes_size(), 3);

@@ -18,13 +18,13 @@ std::string FreshDir(const std::string& name) {
 TEST(JobStoreTest, SyncedWritesSurviveReopen) {
   const std::string dir = FreshDir("reopen");
   {
-    auto store = JobStore::Open(dir);
+    auto store = JobStore::Open(Env::Default(), dir);
     ASSERT_TRUE(store.ok()) << store.status();
     ASSERT_TRUE((*store)->Put("generation", "7", /*sync=*/true).ok());
     ASSERT_TRUE((*store)->Put("gone", "x", true).ok());
     ASSERT_TRUE((*store)->Delete("gone", true).ok());
   }
-  auto store = JobStore::Open(dir);
+  auto store = JobStore::Open(Env::Default(), dir);
   ASSERT_TRUE(store.ok()) << store.status();
   auto gen = (*store)->Get("generation");
   ASSERT_TRUE(gen.ok());
@@ -37,9 +37,9 @@ TEST(JobStoreTest, SyncedWritesSurviveReopen) {
 
 TEST(JobStoreTest, SecondOpenerIsRefusedNamingTheDirectory) {
   const std::string dir = FreshDir("locked");
-  auto first = JobStore::Open(dir);
+  auto first = JobStore::Open(Env::Default(), dir);
   ASSERT_TRUE(first.ok());
-  auto second = JobStore::Open(dir);
+  auto second = JobStore::Open(Env::Default(), dir);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
   EXPECT_TRUE(absl::StrContains(second.status().message(), dir)) << second.status();

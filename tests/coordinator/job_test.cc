@@ -35,7 +35,7 @@ class JobTest : public ::testing::Test {
     dir_ = ::testing::TempDir() + "/job_test_" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::system(("rm -rf '" + dir_ + "'").c_str());
-    store_ = *JobStore::Open(dir_);
+    store_ = *JobStore::Open(Env::Default(), dir_);
     config_ = *ParseConfigText("model { mlp { hidden_sizes: 8 } } train { total_steps: 100 }", "test");
     Restart("");
   }
@@ -555,7 +555,7 @@ TEST_F(JobTest, NextGenerationNumberSurvivesARestartOfTheCoordinator) {
   FormWorld(1, 2);
   job_.reset();
   store_.reset();
-  store_ = *JobStore::Open(dir_);
+  store_ = *JobStore::Open(Env::Default(), dir_);
   Restart("");
   EXPECT_EQ(FormWorld(4, 5)[0].generation(), 2u);
 }

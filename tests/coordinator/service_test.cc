@@ -45,8 +45,9 @@ struct Served {
                   const std::function<void(CoordinatorOptions*)>& tweak = nullptr) {
     const std::string dir = ::testing::TempDir() + "/service_test_" + name;
     std::system(("rm -rf '" + dir + "' '" + dir + "_ckpt'").c_str());
-    store = *JobStore::Open(dir);
+    store = *JobStore::Open(Env::Default(), dir);
     CoordinatorOptions o;
+    o.env = Env::Default();
     o.world_size = world_size;
     if (tweak) tweak(&o);
     job = std::make_unique<Job>(*ParseConfigText("train { total_steps: 10 }", "test"), store.get(), &sink, o);
@@ -143,7 +144,7 @@ TEST(CoordinatorServiceTest, StatusAndJobOverAreTypedOnTheWire) {
 
 TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
   std::atomic<int> missing{0}, wrong{0};
-  RpcAuth auth("s3cret-token", [&](RejectReason r) { ++(r == RejectReason::kMissingToken ? missing : wrong); });
+  RpcAuth auth(Env::Default(), "s3cret-token", [&](RejectReason r) { ++(r == RejectReason::kMissingToken ? missing : wrong); });
   Served served("token", &auth);
   Job& job = *served.job;
   auto stub = served.Stub();
@@ -199,7 +200,7 @@ TEST(CoordinatorServiceTest, EveryRpcWithoutTheJobTokenIsRefusedAndCounted) {
 TEST(CoordinatorServiceTest, ARelayedProofCanNeitherRegisterNorBeUsedTwice) {
   std::map<RejectReason, int> refused;
   Mutex refused_mu;
-  RpcAuth auth("s3cret-token", [&](RejectReason r) {
+  RpcAuth auth(Env::Default(), "s3cret-token", [&](RejectReason r) {
     MutexLock lock(&refused_mu);
     ++refused[r];
   });
@@ -300,7 +301,7 @@ int64_t PeakRss(bool reset) {
 // INVALID_ARGUMENT and change nothing.
 TEST(CoordinatorServiceTest, ARequestIsParsedOnlyAfterItsTokenIsChecked) {
   std::atomic<int> refused{0};
-  RpcAuth auth("s3cret-token", [&](RejectReason) { ++refused; });
+  RpcAuth auth(Env::Default(), "s3cret-token", [&](RejectReason) { ++refused; });
   Served served("parse_after_auth", &auth);
   std::string empties;
   empties.reserve(16 << 20);
@@ -327,7 +328,7 @@ TEST(CoordinatorServiceTest, ARequestIsParsedOnlyAfterItsTokenIsChecked) {
 // job token (the operator's) may still register any.
 TEST(CoordinatorServiceTest, ARankCredentialRegistersOnlyItsOwnRankEvenWhileTheWorldForms) {
   std::atomic<int> wrong_rank{0};
-  RpcAuth auth("s3cret-token", [&](RejectReason r) { wrong_rank += r == RejectReason::kWrongRank; });
+  RpcAuth auth(Env::Default(), "s3cret-token", [&](RejectReason r) { wrong_rank += r == RejectReason::kWrongRank; });
   Served served("rank_credential", &auth, /*world_size=*/2);
   auto stub = served.Stub();
   const std::string rank1 = RankCredentialText("s3cret-token", 1);
@@ -362,7 +363,7 @@ TEST(CoordinatorServiceTest, ARankCredentialRegistersOnlyItsOwnRankEvenWhileTheW
 TEST(CoordinatorServiceTest, MutualTlsAcceptsOnlyTheRightChain) {
   TestPki pki(::testing::TempDir() + "/service_test_pki");
   ASSERT_TRUE(pki.ok()) << "openssl failed";
-  RpcAuth server_auth("");
+  RpcAuth server_auth(Env::Default(), "");
   server_auth.set_tls(pki.Pem("server"));
   Served served("tls", &server_auth);
   auto status_with = [&](std::shared_ptr<grpc::ChannelCredentials> creds) {
@@ -373,7 +374,7 @@ TEST(CoordinatorServiceTest, MutualTlsAcceptsOnlyTheRightChain) {
     return stub->Status(&ctx, coordinator::StatusRequest(), &st);
   };
   auto client = [&](const std::string& leaf, const std::string& ca = "ca") {
-    RpcAuth a("");
+    RpcAuth a(Env::Default(), "");
     a.set_tls(pki.Pem(leaf, ca));
     return a.ChannelCredentials();
   };
@@ -407,7 +408,7 @@ coordinator::RegisterRequest Joiner(uint64_t incarnation) {
 // Kubernetes' gRPC probe carries no job token: Check answers without one,
 // as gRPC's own health service did before the coordinator served its own.
 TEST(CoordinatorServiceTest, HealthCheckNeedsNoTokenAndWatchIsRefusedNotLeftHanging) {
-  RpcAuth auth("s3cret-token");
+  RpcAuth auth(Env::Default(), "s3cret-token");
   Served served("health", &auth);
   auto health = grpc::health::v1::Health::NewStub(
       grpc::CreateCustomChannel(served.address, grpc::InsecureChannelCredentials(), DefaultChannelArguments()));

@@ -74,7 +74,7 @@ TEST(CheckpointTest, KilledWorkersAndCoordinatorResumeFromTheLastCommitAndEndBit
   // in-memory snapshots every 100 steps, and the coordinator sees the
   // furthest step only every 100 ms: wasted_progress is tested in
   // tests/coordinator/goodput_test.cc.)
-  auto store = JobStore::Open(dir + "/coordinator_db");
+  auto store = JobStore::Open(Env::Default(), dir + "/coordinator_db");
   ASSERT_TRUE(store.ok()) << store.status();
   auto bytes = (*store)->Get("goodput");
   ASSERT_TRUE(bytes.ok() && bytes->has_value());

@@ -105,7 +105,7 @@ bool WaitForText(const std::string& path, const std::string& needle, absl::Durat
 }
 
 int FreePort() {
-  absl::StatusOr<int> port = PickStablePort("127.0.0.1");
+  absl::StatusOr<int> port = PickStablePort(Env::Default(), "127.0.0.1");
   if (!port.ok()) {
     ADD_FAILURE() << port.status();
     return 0;

@@ -52,7 +52,7 @@ void FeedWorker0(const std::string& dir, RpcAuth* auth, MemberKeys keys) {
   ASSERT_GT(w0_transport, 0);
   TransportServerOptions options;
   options.auth = auth;
-  std::unique_ptr<TransportServer> rogue = *TransportServer::Start("127.0.0.1:0", options);
+  std::unique_ptr<TransportServer> rogue = *TransportServer::Start(Env::Default(), "127.0.0.1:0", options);
   absl::StatusOr<std::unique_ptr<Transport>> feed =
       rogue->Connect(1, 1, {absl::StrCat("127.0.0.1:", w0_transport), absl::StrCat("127.0.0.1:", rogue->port())},
                      ConnectOptions{std::move(keys)});
@@ -251,7 +251,7 @@ TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
   // The insider has the job's token (say, from a leaked environment).
   absl::StatusOr<std::string> token = LoadToken(Env::Default(), dir + "/token");
   ASSERT_TRUE(token.ok()) << token.status();
-  RpcAuth insider(*token);
+  RpcAuth insider(Env::Default(), *token);
   // A worker's stolen credential: rank 1's, from its credential file.
   absl::StatusOr<std::string> rank1 = LoadToken(Env::Default(), dir + "/credentials/rank-1");
   ASSERT_TRUE(rank1.ok()) << rank1.status();
@@ -313,7 +313,7 @@ TEST(SecurityTest, FloodsOfFutureGenerationsAndOversizedFramesNeitherHangNorBloa
   Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=600", "train.eval_every=0"}));
   ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
       << launch.Output();
-  RpcAuth insider(*LoadToken(Env::Default(), dir + "/token"));
+  RpcAuth insider(Env::Default(), *LoadToken(Env::Default(), dir + "/token"));
   const int w0_transport = PortAfter(ReadAll(dir + "/logs/worker-0.log"), "worker transport on 127.0.0.1:");
   ASSERT_GT(w0_transport, 0);
   const std::string w0 = absl::StrCat("127.0.0.1:", w0_transport);
@@ -326,7 +326,7 @@ TEST(SecurityTest, FloodsOfFutureGenerationsAndOversizedFramesNeitherHangNorBloa
   options.max_frame_bytes = 128 << 20;  // the rogue's own limit; the worker's is what counts
   // Forty streams whose first frame names generation 2 (once they held every
   // gRPC thread of the worker and training stopped for good).
-  std::unique_ptr<TransportServer> rogue = *TransportServer::Start("127.0.0.1:0", options);
+  std::unique_ptr<TransportServer> rogue = *TransportServer::Start(Env::Default(), "127.0.0.1:0", options);
   std::vector<std::string> peers = {absl::StrCat("127.0.0.1:", rogue->port())};
   for (int i = 0; i < 40; ++i) peers.push_back(w0);
   std::unique_ptr<Transport> flood = *rogue->Connect(2, 0, peers);
@@ -334,7 +334,7 @@ TEST(SecurityTest, FloodsOfFutureGenerationsAndOversizedFramesNeitherHangNorBloa
   for (int p = 1; p <= 40; ++p) flood->Send(p, 5, absl::MakeConstSpan(&byte, 1), absl::Now() + absl::Seconds(5)).IgnoreError();
   // Six 64 MiB frames of the current generation (once +376 MiB held until
   // the generation ended).
-  std::unique_ptr<TransportServer> rogue2 = *TransportServer::Start("127.0.0.1:0", options);
+  std::unique_ptr<TransportServer> rogue2 = *TransportServer::Start(Env::Default(), "127.0.0.1:0", options);
   std::unique_ptr<Transport> big = *rogue2->Connect(1, 1, {w0, absl::StrCat("127.0.0.1:", rogue2->port())});
   const std::string frame(64 << 20, 'z');
   for (uint64_t tag = 0; tag < 6; ++tag) {

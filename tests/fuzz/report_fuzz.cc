@@ -33,8 +33,9 @@ struct World {
     store.reset();
     const std::string dir = "/tmp/shardline_report_fuzz_" + std::to_string(getpid());
     (void)shardline::Env::Default()->DeleteRecursively(dir);
-    store = *shardline::JobStore::Open(dir + "/db");
+    store = *shardline::JobStore::Open(shardline::Env::Default(), dir + "/db");
     shardline::CoordinatorOptions o;
+    o.env = shardline::Env::Default();
     o.world_size = 1;
     o.checkpoint_root = dir + "/checkpoints";
     job = std::make_unique<shardline::Job>(*shardline::ParseConfigText("train { total_steps: 100 }", "fuzz"),

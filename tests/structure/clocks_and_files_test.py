@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Checks that the product code reads clocks and files only through the Env
 (common/platform/env.h, clock.h): no direct std::chrono clock, absl::Now(),
-iostream file or stdio fopen outside the Env implementations, so a test's
-Env can move time and fail files everywhere.
+absl::SleepFor, iostream file or stdio fopen outside the Env
+implementations, so a test's Env can move time and fail files everywhere;
+and that the Env is chosen once, where a process makes its options (a
+main, a `shardline` command's entry point, the fault-injecting chooser):
+nowhere else names Env::Default(), so no clock or sleep is hidden from a
+test (LevelDB's habit).
 
 usage: clocks_and_files_test.py SOURCE_ROOT
 
@@ -22,7 +26,14 @@ EXEMPT = {
     "common/platform/mutex.h",       # absl::Mutex deadlines are absl::Now()-based by contract
 }
 DIRECT = re.compile(
-    r"std::chrono::(steady|system|high_resolution)_clock::now|absl::Now\(\)|std::[io]?fstream|\bfopen\(")
+    r"std::chrono::(steady|system|high_resolution)_clock::now|absl::Now\(\)|absl::SleepFor\(|std::[io]?fstream|\bfopen\(")
+DEFAULT_ENV = re.compile(r"\bEnv::Default\(\)")
+
+
+def chooses_env(rel):
+    """Where the process's Env may be chosen: entry points and the chooser."""
+    return (rel.endswith("_main.cc") or rel.startswith("worker/cli/") or
+            rel in ("common/platform/posix_env.cc", "common/faults/slow_disk_env.cc"))
 
 
 def violations(root):
@@ -40,6 +51,9 @@ def violations(root):
                     m = DIRECT.search(code)
                     if m:
                         found.append(f"{rel}:{n}: {m.group(0)} outside the Env (use common/platform/clock.h or Env)")
+                    if DEFAULT_ENV.search(code) and not chooses_env(rel):
+                        found.append(f"{rel}:{n}: Env::Default() outside an entry point (take the Env as a "
+                                     "parameter or an option: it is chosen once, where options are made)")
     return found
 
 
@@ -49,12 +63,15 @@ def self_test():
             "common/platform/posix_env.cc": "auto t = std::chrono::steady_clock::now();\n",
             "worker/train/loop.cc": "// absl::Now() in a comment is fine\nStopwatch w;\n",
             "coordinator/job.cc": "  const absl::Time now = absl::Now();\n",
+            "worker/train/exchange.cc": "  // Env::Default() in a comment is fine\n  Stopwatch w(Env::Default());\n",
+            "worker/cli/train_command.cc": "  Env* env = Env::Default();\n",
         }.items():
             os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
             open(os.path.join(root, rel), "w").write(text)
-        got = violations(root)
-        if len(got) != 1 or not got[0].startswith("coordinator/job.cc:1:"):
-            raise SystemExit(f"self-test failed: expected one finding in coordinator/job.cc, got {got}")
+        got = sorted(violations(root))
+        if len(got) != 2 or not got[0].startswith("coordinator/job.cc:1:") or \
+                not got[1].startswith("worker/train/exchange.cc:2: Env::Default()"):
+            raise SystemExit(f"self-test failed: expected coordinator/job.cc:1 and worker/train/exchange.cc:2, got {got}")
 
 
 def main():
@@ -63,9 +80,9 @@ def main():
     for f in found:
         print(f)
     if found:
-        print(f"{len(found)} direct clock or file reads outside the Env")
+        print(f"{len(found)} direct clock, sleep or file calls outside the Env, or Envs not passed in")
         return 1
-    print("every clock and file read of the product code goes through the Env")
+    print("every clock, sleep and file call of the product code goes through an Env it was given")
     return 0
 
 

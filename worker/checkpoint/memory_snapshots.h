@@ -12,7 +12,7 @@
 // (Held()), and the coordinator plans who sends what to whom
 // (docs/checkpoint_format.md, "In-memory snapshots").
 //
-//   MemorySnapshots memory(/*keep_steps=*/2);
+//   MemorySnapshots memory(env, /*keep_steps=*/2);
 //   at a snapshot step, on every rank:
 //     RETURN_IF_ERROR(memory.TakeAndReplicate(source, /*copies=*/2, comm));
 //   after a loss, the new rank r, given the shards overlapping its range
@@ -45,7 +45,9 @@ struct SnapshotKey {
 class MemorySnapshots {
  public:
   // Keeps the newest `keep_steps` snapshot steps (at least 1).
-  explicit MemorySnapshots(int keep_steps = 2) : keep_steps_(keep_steps < 1 ? 1 : keep_steps) {}
+  // `clock` (the in-memory files' clock) must outlive this.
+  explicit MemorySnapshots(Env* clock, int keep_steps = 2)
+      : mem_(clock), keep_steps_(keep_steps < 1 ? 1 : keep_steps) {}
 
   // Snapshots this rank's shard of `source` and replicates it: `copies` - 1
   // ring shifts, each rank forwarding what it last received, so rank r

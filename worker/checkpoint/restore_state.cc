@@ -16,7 +16,7 @@ absl::StatusOr<RestoredState> RestoreState(const RestoreSource& source, const Fl
                                            const std::vector<Range>& buckets, Collectives& comm,
                                            absl::Span<float> params, Optimizer* optimizer) {
   RestoredState out;
-  const Stopwatch start;
+  const Stopwatch start(source.env);
   auto seconds = [&start] { return start.ElapsedSeconds(); };
   const bool lead = comm.rank() == 0;
   if (source.memory_step > 0) {

@@ -25,7 +25,7 @@
 namespace shardline {
 
 struct RestoreSource {
-  Env* env = Env::Default();
+  Env* env = nullptr;  // required: files and clock
   // > 0: this step, from `memory`, as snapshotted in a world of
   // memory_world ranks (0: this world's size).
   int64_t memory_step = 0;

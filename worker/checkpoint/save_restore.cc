@@ -100,7 +100,7 @@ absl::Status ShardSaver::Wait() {
 }
 
 absl::Status ShardSaver::Save(const ShardSource& source) {
-  const Stopwatch start;
+  const Stopwatch start(env_);
   absl::Status previous = Wait();
   if (previous.ok() && !async_) {
     previous = WriteAndReport(SnapshotShard(source));
@@ -123,7 +123,7 @@ absl::Status ShardSaver::Save(const ShardSource& source) {
 }
 
 void ShardSaver::AwaitSnapshot() {
-  const Stopwatch start;
+  const Stopwatch start(env_);
   MutexLock lock(&mu_);
   auto taken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !snapshot_pending_; };
   mu_.Await(absl::Condition(&taken));

@@ -106,7 +106,7 @@ std::unique_ptr<Transport> ConnectOrExit(const Args& args, const Bench& b, int64
     fprintf(stderr, "rank %d: %s\n", b.rank, std::string(s.message()).c_str());
     exit(3);
   };
-  absl::StatusOr<std::unique_ptr<TransportServer>> started = TransportServer::Start(listen, server_options);
+  absl::StatusOr<std::unique_ptr<TransportServer>> started = TransportServer::Start(Env::Default(), listen, server_options);
   if (!started.ok()) die(started.status());
   *server = std::move(*started);
   absl::StatusOr<std::vector<std::string>> peers =
@@ -149,10 +149,10 @@ int MeasureSize(RingCollectives& ring, Transport& transport, const Bench& b, int
     // rank still refilling its buffer counts as time in the others' op.
     double barrier[1] = {0};
     if (absl::Status s = ring.AllReduceScalars(absl::MakeSpan(barrier), ReduceOp::kSum); !s.ok()) fail(s);
-    const absl::Time start = WallNow();
+    const absl::Time start = WallNow(Env::Default());
     absl::Status s = scalar_op ? ring.AllReduceScalars(absl::MakeSpan(scalars), ReduceOp::kSum)
                                : ring.AllReduce(absl::MakeSpan(buf));
-    const double seconds = absl::ToDoubleSeconds(WallNow() - start);
+    const double seconds = absl::ToDoubleSeconds(WallNow(Env::Default()) - start);
     if (!s.ok()) fail(s);
     if (!*announced) {
       fprintf(stderr, "rank %d: ready\n", b.rank);
@@ -217,6 +217,7 @@ int Main(int argc, char** argv) {
   std::unique_ptr<TransportServer> server;
   const std::unique_ptr<Transport> transport = ConnectOrExit(args, b, segment_bytes, &server);
   CollectiveOptions options;
+  options.env = Env::Default();
   options.timeout = absl::Milliseconds(IntFlagOrExit(args, "timeout_ms", 30000));
   options.max_segment_bytes = segment_bytes;
   options.doubling_max_bytes = IntFlagOrExit(args, "doubling_max_bytes", options.doubling_max_bytes);

@@ -81,8 +81,8 @@ std::string SelfDir() {
 // lines of its own (--progress_every_seconds 0), so nothing is shown twice.
 class StatusLine {
  public:
-  StatusLine(const std::string& coordinator_address, const RpcAuth* auth)
-      : client_(coordinator_address, auth), thread_([this] { Run(); }) {}
+  StatusLine(Env* env, const std::string& coordinator_address, const RpcAuth* auth)
+      : client_(env, coordinator_address, auth), thread_([this] { Run(); }) {}
   ~StatusLine() {
     {
       MutexLock lock(&mu_);
@@ -189,17 +189,17 @@ absl::StatusOr<Secrets> MakeSecrets(Env* env, const Args& args, const std::strin
 
 // A restarted coordinator must come back where the workers look for it, so
 // its port is one the kernel hands to nobody else in the meantime.
-std::string CoordinatorListen() {
-  absl::StatusOr<int> port = PickStablePort("127.0.0.1");
+std::string CoordinatorListen(Env* env) {
+  absl::StatusOr<int> port = PickStablePort(env, "127.0.0.1");
   if (port.ok()) return absl::StrCat("127.0.0.1:", *port);
   SLOG(WARNING) << "launch: " << port.status().message()
                 << "; the coordinator listens on a port from the ephemeral range, which a restart may find taken";
   return "127.0.0.1:0";
 }
 
-std::vector<std::string> CoordinatorArgv(const LaunchFlags& f, const Secrets& secrets, bool live_status) {
+std::vector<std::string> CoordinatorArgv(Env* env, const LaunchFlags& f, const Secrets& secrets, bool live_status) {
   std::vector<std::string> argv = {SelfDir() + "/shardline-coordinator", "--config", f.config,
-                                   "--listen", CoordinatorListen(), "--workdir", f.workdir,
+                                   "--listen", CoordinatorListen(env), "--workdir", f.workdir,
                                    "--metrics_listen", "127.0.0.1:0", "--token_file", secrets.token_file};
   argv.insert(argv.end(), secrets.tls_flags.begin(), secrets.tls_flags.end());
   if (live_status) {
@@ -224,7 +224,7 @@ std::vector<std::string> WorkerArgv(const std::string& address, int rank, const 
 
 // The address the coordinator wrote once listening, within 30 s.
 absl::StatusOr<std::string> AwaitCoordinator(Env* env, ChildProcess& coordinator, const std::string& workdir) {
-  const absl::Time deadline = WallNow() + absl::Seconds(30);
+  const absl::Time deadline = MonotonicNow(env) + absl::Seconds(30);
   for (;;) {
     absl::StatusOr<std::string> a = env->ReadFile(workdir + "/coordinator.address", kMaxSmallFileBytes);
     if (a.ok() && !a->empty()) return *a;
@@ -233,11 +233,11 @@ absl::StatusOr<std::string> AwaitCoordinator(Env* env, ChildProcess& coordinator
       coordinator.Exited();
       return absl::InternalError("the coordinator exited before listening; see " + workdir + "/logs/coordinator.log");
     }
-    if (WallNow() > deadline) {
+    if (MonotonicNow(env) > deadline) {
       coordinator.Signal(SIGKILL);
       return absl::DeadlineExceededError("the coordinator did not start listening within 30 s");
     }
-    absl::SleepFor(absl::Milliseconds(20));
+    env->SleepForMicros(20'000);
   }
 }
 
@@ -258,7 +258,8 @@ absl::Status Apply(const Actions& a, ChildProcess& coordinator, std::vector<std:
 }
 
 // Reaps children and applies the supervisor's decisions until none runs.
-absl::Status Supervise(Supervisor& supervisor, ChildProcess& coordinator,
+// The supervisor's times are durations: the monotonic clock.
+absl::Status Supervise(Env* env, Supervisor& supervisor, ChildProcess& coordinator,
                        std::vector<std::unique_ptr<ChildProcess>>& workers) {
   int signals_seen = 0;
   for (;;) {
@@ -271,13 +272,13 @@ absl::Status Supervise(Supervisor& supervisor, ChildProcess& coordinator,
     if (pid > 0) {
       if (pid == coordinator.pid()) {
         coordinator.Exited();
-        RETURN_IF_ERROR(Apply(supervisor.OnCoordinatorExit(ExitOf(status), WallNow()), coordinator, workers));
+        RETURN_IF_ERROR(Apply(supervisor.OnCoordinatorExit(ExitOf(status), MonotonicNow(env)), coordinator, workers));
       }
       for (size_t r = 0; r < workers.size(); ++r) {
         if (pid != workers[r]->pid()) continue;
         workers[r]->Exited();
         RETURN_IF_ERROR(
-            Apply(supervisor.OnWorkerExit(static_cast<int>(r), ExitOf(status), WallNow()), coordinator, workers));
+            Apply(supervisor.OnWorkerExit(static_cast<int>(r), ExitOf(status), MonotonicNow(env)), coordinator, workers));
       }
       continue;
     }
@@ -285,8 +286,8 @@ absl::Status Supervise(Supervisor& supervisor, ChildProcess& coordinator,
     for (auto& w : workers) workers_running = workers_running || w->running();
     if (!coordinator.running() && !workers_running) return absl::OkStatus();
     RETURN_IF_ERROR(
-        Apply(supervisor.OnTick(coordinator.running(), workers_running, WallNow()), coordinator, workers));
-    absl::SleepFor(absl::Milliseconds(20));
+        Apply(supervisor.OnTick(coordinator.running(), workers_running, MonotonicNow(env)), coordinator, workers));
+    env->SleepForMicros(20'000);
   }
 }
 
@@ -299,26 +300,26 @@ absl::Status Launch(const Args& args) {
   // One owner per workdir, taken before anything in it changes (a refused
   // launch leaves the running job's coordinator.address and token alone),
   // and handed to the coordinator it starts.
-  ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(workdir, "shardline launch"));
+  ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(env, workdir, "shardline launch"));
   lock->ShareWithChildren();
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir + "/logs"), "creating --workdir"));
   RETURN_IF_ERROR(CheckWritableDir(env, CheckpointRoot(workdir)));  // here, not at the first save
   std::remove((workdir + "/coordinator.address").c_str());
   ASSIGN_OR_RETURN(Secrets secrets, MakeSecrets(env, args, workdir, flags.workers));
-  RpcAuth auth(secrets.token);
+  RpcAuth auth(env, secrets.token);
   if (secrets.tls.has_value()) auth.set_tls(std::move(*secrets.tls));
 
   const bool live_status = logging::StderrIsTerminal();
-  ChildProcess coordinator("coordinator", CoordinatorArgv(flags, secrets, live_status),
+  ChildProcess coordinator(env, "coordinator", CoordinatorArgv(env, flags, secrets, live_status),
                            workdir + "/logs/coordinator.log");
   RETURN_IF_ERROR(coordinator.Start());
   ASSIGN_OR_RETURN(const std::string address, AwaitCoordinator(env, coordinator, workdir));
   coordinator.SetArg("--listen", address);
   std::unique_ptr<StatusLine> status_line;
-  if (live_status) status_line = std::make_unique<StatusLine>(address, &auth);
+  if (live_status) status_line = std::make_unique<StatusLine>(env, address, &auth);
   std::vector<std::unique_ptr<ChildProcess>> workers;
   for (int r = 0; r < flags.workers; ++r) {
-    workers.push_back(std::make_unique<ChildProcess>(absl::StrCat("worker ", r), WorkerArgv(address, r, secrets),
+    workers.push_back(std::make_unique<ChildProcess>(env, absl::StrCat("worker ", r), WorkerArgv(address, r, secrets),
                                                      absl::StrCat(workdir, "/logs/worker-", r, ".log")));
     RETURN_IF_ERROR(workers.back()->Start());
   }
@@ -330,7 +331,7 @@ absl::Status Launch(const Args& args) {
   options.min_workers = cfg.runtime().min_workers();
   options.workdir = workdir;
   Supervisor supervisor(options);
-  RETURN_IF_ERROR(Supervise(supervisor, coordinator, workers));
+  RETURN_IF_ERROR(Supervise(env, supervisor, coordinator, workers));
   status_line.reset();
   if (supervisor.outcome().ok()) {
     SLOG(INFO) << "job done; metrics in " << workdir << "/metrics.jsonl, logs in " << workdir << "/logs/";

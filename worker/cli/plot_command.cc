@@ -34,7 +34,7 @@ constexpr char kHelp[] =
 constexpr absl::Duration kGnuplotTimeout = absl::Seconds(60);
 
 // Runs argv (no shell) and waits at most `timeout`; then kills it.
-absl::Status RunTool(const std::vector<std::string>& argv, absl::Duration timeout) {
+absl::Status RunTool(Env* env, const std::vector<std::string>& argv, absl::Duration timeout) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -43,15 +43,15 @@ absl::Status RunTool(const std::vector<std::string>& argv, absl::Duration timeou
     return absl::FailedPreconditionError(absl::StrCat("cannot run ", argv[0], " (", std::strerror(err),
                                                       "); install it: apt-get install gnuplot-nox"));
   }
-  const absl::Time deadline = WallNow() + timeout;
+  const absl::Time deadline = MonotonicNow(env) + timeout;
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (WallNow() > deadline) {
+    if (MonotonicNow(env) > deadline) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       return absl::DeadlineExceededError(absl::StrCat(argv[0], " did not finish in ", absl::FormatDuration(timeout)));
     }
-    absl::SleepFor(absl::Milliseconds(20));
+    env->SleepForMicros(20'000);
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return absl::InternalError(absl::StrCat(argv[0], " failed (exit status ", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
@@ -97,7 +97,7 @@ absl::Status Plot(const Args& args) {
       "set title 'learning rate'\nplot ", t, " using 1:3 with lines lw 2\n",
       "set title 'samples/s'\nplot ", t, " using 1:4 with lines lw 2\n", "unset multiplot\n");
   RETURN_IF_ERROR(WriteFileAtomically(env, tmp + "/curves.gp", script));
-  const absl::Status ran = RunTool({"gnuplot", tmp + "/curves.gp"}, kGnuplotTimeout);
+  const absl::Status ran = RunTool(env, {"gnuplot", tmp + "/curves.gp"}, kGnuplotTimeout);
   for (const char* f : {"/train.dat", "/eval.dat", "/curves.gp"}) std::remove((tmp + f).c_str());
   rmdir(tmp.c_str());
   RETURN_IF_ERROR(ran);

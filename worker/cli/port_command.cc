@@ -40,7 +40,7 @@ absl::Status Port(const Args& args) {
       return absl::NotFoundError(absl::StrCat("found only ", ports.size(), " distinct free ports on ", host, " of ",
                                               *count, " asked for"));
     }
-    absl::StatusOr<int> port = PickStablePort(host);
+    absl::StatusOr<int> port = PickStablePort(Env::Default(), host);
     if (!port.ok()) return port.status();
     ports.insert(*port);
   }

@@ -71,11 +71,11 @@ absl::Status Status(const Args& args) {
   // from it: whatever a relay between here and the coordinator sees can at
   // most read the job (docs/security.md).
   ASSIGN_OR_RETURN(const Credential held, ParseCredential(token));
-  RpcAuth auth(!token.empty() && held.rank == -1 ? ReaderCredentialText(token) : token);
+  RpcAuth auth(env, !token.empty() && held.rank == -1 ? ReaderCredentialText(token) : token);
   if (tls.has_value()) auth.set_tls(std::move(*tls));
   // A coordinator still starting answers within the deadline. One that
   // cannot prove it holds the token is told nothing (not even a proof).
-  CoordinatorClient client(address, &auth);
+  CoordinatorClient client(env, address, &auth);
   absl::StatusOr<coordinator::JobStatus> got =
       client.Status(absl::Milliseconds(static_cast<int64_t>(timeout * 1e3)), /*wait_for_ready=*/true);
   if (!got.ok()) {
@@ -91,7 +91,7 @@ absl::Status Status(const Args& args) {
     static_cast<void>(google::protobuf::util::MessageToJsonString(status, &json, o));
     std::fputs(json.c_str(), stdout);
   } else {
-    std::fputs(StatusReport(status, WallNow()).c_str(), stdout);
+    std::fputs(StatusReport(status, WallNow(env)).c_str(), stdout);
   }
   return absl::OkStatus();
 }

@@ -94,7 +94,7 @@ absl::Status Train(const Args& args) {
     cfg.mutable_runtime()->set_num_workers(1);
   }
   // One owner per workdir, taken before anything in it changes.
-  ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(workdir, "shardline train"));
+  ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, WorkdirLock::Acquire(env, workdir, "shardline train"));
   RETURN_IF_ERROR(Annotate(env->CreateDirs(workdir), "creating --workdir"));
   // Found now, not at the first save after minutes of training.
   RETURN_IF_ERROR(CheckWritableDir(env, CheckpointRoot(workdir)));
@@ -139,6 +139,7 @@ absl::Status Train(const Args& args) {
 
   LocalCollectives comm;
   TrainOptions options;
+  options.env = env;
   options.metrics = metrics.get();
   options.checkpoint_root = root;
   options.checkpoint_sink = &committer;

@@ -43,8 +43,8 @@ Faults ParseFaults(const std::string& text) {
 
 class FaultyTransport : public Transport {
  public:
-  FaultyTransport(std::unique_ptr<Transport> inner, std::string control_file)
-      : inner_(std::move(inner)), control_file_(std::move(control_file)) {}
+  FaultyTransport(std::unique_ptr<Transport> inner, std::string control_file, Env* env)
+      : inner_(std::move(inner)), control_file_(std::move(control_file)), env_(env) {}
 
   int rank() const override { return inner_->rank(); }
   int world_size() const override { return inner_->world_size(); }
@@ -60,7 +60,9 @@ class FaultyTransport : public Transport {
       hold = !drop && f.reorder > 0 && held_.count(peer) == 0 &&
              std::uniform_real_distribution<double>(0, 1)(rng_) < f.reorder;
     }
-    if (delay_ms > 0) absl::SleepFor(std::min(absl::Milliseconds(delay_ms), deadline - WallNow()));
+    if (delay_ms > 0) {
+      env_->SleepForMicros(absl::ToInt64Microseconds(std::min(absl::Milliseconds(delay_ms), deadline - WallNow(env_))));
+    }
     if (drop) {
       SLOG(WARNING) << "fault injection: dropped the message with tag " << tag << " to rank " << peer;
       return absl::OkStatus();
@@ -104,11 +106,11 @@ class FaultyTransport : public Transport {
 
   Faults Current() {
     MutexLock lock(&mu_);
-    const absl::Time now = WallNow();
+    const absl::Time now = WallNow(env_);
     if (now - read_at_ >= absl::Milliseconds(100)) {
       read_at_ = now;
       // A missing file is no faults.
-      const Faults f = ParseFaults(Env::Default()->ReadFile(control_file_, kMaxSmallFileBytes).value_or(""));
+      const Faults f = ParseFaults(env_->ReadFile(control_file_, kMaxSmallFileBytes).value_or(""));
       if (f.seed != faults_.seed || !seeded_) {
         rng_.seed(f.seed + static_cast<uint64_t>(inner_->rank()));
         seeded_ = true;
@@ -143,6 +145,7 @@ class FaultyTransport : public Transport {
 
   std::unique_ptr<Transport> inner_;
   const std::string control_file_;
+  Env* const env_;
   Mutex mu_;
   absl::Time read_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Faults faults_ ABSL_GUARDED_BY(mu_);
@@ -153,8 +156,8 @@ class FaultyTransport : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> NewFaultyTransport(std::unique_ptr<Transport> inner, std::string control_file) {
-  return std::make_unique<FaultyTransport>(std::move(inner), std::move(control_file));
+std::unique_ptr<Transport> NewFaultyTransport(std::unique_ptr<Transport> inner, std::string control_file, Env* env) {
+  return std::make_unique<FaultyTransport>(std::move(inner), std::move(control_file), env);
 }
 
 }  // namespace shardline

@@ -22,11 +22,12 @@
 #include <memory>
 #include <string>
 
+#include "common/platform/env.h"
 #include "worker/collective/transport.h"
 
 namespace shardline {
 
-std::unique_ptr<Transport> NewFaultyTransport(std::unique_ptr<Transport> inner, std::string control_file);
+std::unique_ptr<Transport> NewFaultyTransport(std::unique_ptr<Transport> inner, std::string control_file, Env* env);
 
 }  // namespace shardline
 

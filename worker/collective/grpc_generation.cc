@@ -42,7 +42,7 @@ absl::Status Generation::Flush(absl::Time deadline) {
   const std::string why = absl::StrCat("rank ", rank_, " could not hand its data to its peers before the deadline");
   Fail(why);
   CancelAll();
-  while (!tracker_.WaitIdle(WallNow() + absl::Seconds(5))) {
+  while (!tracker_.WaitIdle(WallNow(env_) + absl::Seconds(5))) {
     SLOG(WARNING) << "frames still queued after cancelling the streams; waiting";
   }
   return absl::DeadlineExceededError(why);
@@ -104,7 +104,7 @@ PeerStream* Generation::StreamLocked(int peer, PeerStream::Purpose purpose) {
     const std::string tag = keys_.secret.empty() ? "" : MemberTag(keys_.secret, generation_, peer);
     const std::string park =
         keys_.park_tags.empty() ? "" : absl::StrCat(peer, ".", keys_.park_tags[static_cast<size_t>(peer)]);
-    s = std::make_unique<PeerStream>(peer, peers_[static_cast<size_t>(peer)], options_, tag, park, purpose,
+    s = std::make_unique<PeerStream>(peer, peers_[static_cast<size_t>(peer)], options_, env_, tag, park, purpose,
                                      [this, peer](const std::string& why) {
       box_.MarkGone(peer, why);
       Fail(absl::StrCat("peer rank ", peer, " is gone: ", why, " (reported by rank ", rank_, ")"));

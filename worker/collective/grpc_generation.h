@@ -25,9 +25,9 @@ namespace shardline {
 class Generation {
  public:
   Generation(uint64_t generation, int rank, std::vector<std::string> peers, ConnectOptions connect,
-             const TransportServerOptions& options)
+             const TransportServerOptions& options, Env* env)
       : generation_(generation), rank_(rank), peers_(std::move(peers)), keys_(std::move(connect.keys)),
-        options_(options), box_(static_cast<int>(peers_.size()), connect.max_unclaimed_bytes_per_peer,
+        options_(options), env_(env), box_(static_cast<int>(peers_.size()), connect.max_unclaimed_bytes_per_peer,
              connect.max_unclaimed_frames_per_peer),
         streams_(peers_.size()),
         max_world_size_(std::max(connect.max_world_size, static_cast<int>(peers_.size()))) {}
@@ -86,6 +86,7 @@ class Generation {
   const std::vector<std::string> peers_;
   const MemberKeys keys_;
   const TransportServerOptions options_;
+  Env* const env_;
   Mailbox box_;
   SendTracker tracker_;
   Mutex mu_;

@@ -16,10 +16,11 @@ using grpc_wire::KeepaliveArgs;
 using grpc_wire::kParkTagMetadataKey;
 using grpc_wire::kPushMethod;
 
-PeerStream::PeerStream(int peer, const std::string& address, const TransportServerOptions& options,
+PeerStream::PeerStream(int peer, const std::string& address, const TransportServerOptions& options, Env* env,
                        const std::string& member_tag, const std::string& park_header, Purpose purpose,
                        std::function<void(const std::string&)> on_broken)
-    : peer_(peer), address_(address), drain_timeout_(options.drain_timeout), on_broken_(std::move(on_broken)) {
+    : peer_(peer), address_(address), drain_timeout_(options.drain_timeout), env_(env),
+      on_broken_(std::move(on_broken)) {
   grpc::ChannelArguments args = DefaultChannelArguments();
   for (const auto& [name, value] : KeepaliveArgs(options)) args.SetInt(name, value);
   for (const auto& [name, value] : DataPlaneArgs()) args.SetInt(name, value);
@@ -82,7 +83,7 @@ void PeerStream::BeginClose(absl::Duration budget) {
   MutexLock lock(&mu_);
   if (closed_) return;
   closed_ = true;
-  close_deadline_ = WallNow() + budget;
+  close_deadline_ = WallNow(env_) + budget;
 }
 
 void PeerStream::FinishClose() {
@@ -134,11 +135,11 @@ void PeerStream::Run() {
   absl::Time finish_by;
   {
     MutexLock lock(&mu_);
-    finish_by = closed_ ? close_deadline_ : WallNow() + drain_timeout_;
+    finish_by = closed_ ? close_deadline_ : WallNow(env_) + drain_timeout_;
   }
   Notification finished;
   std::thread canceller([&] {
-    if (!finished.WaitForNotificationWithTimeout(finish_by - WallNow())) ctx_.TryCancel();
+    if (!finished.WaitForNotificationWithTimeout(finish_by - WallNow(env_))) ctx_.TryCancel();
   });
   writer_->Finish();
   finished.Notify();

@@ -33,7 +33,7 @@ class PeerStream {
 
   // Opens the stream to `peer` at `address`, carrying `member_tag` and
   // `park_header` ("" for none) as metadata, and starts its sender thread.
-  PeerStream(int peer, const std::string& address, const TransportServerOptions& options,
+  PeerStream(int peer, const std::string& address, const TransportServerOptions& options, Env* env,
              const std::string& member_tag, const std::string& park_header, Purpose purpose,
              std::function<void(const std::string&)> on_broken);
 
@@ -74,6 +74,7 @@ class PeerStream {
   const int peer_;
   const std::string address_;
   const absl::Duration drain_timeout_;
+  Env* const env_;
   const std::function<void(const std::string&)> on_broken_;
   std::shared_ptr<grpc::Channel> channel_;
   grpc::ClientContext ctx_;

@@ -219,7 +219,7 @@ TransportServer::Impl::Admission TransportServer::Impl::Admit(uint64_t generatio
       parked_.size() < kMaxParkedStreams && from_src < kMaxParkedPerSender) {
     // A process that has joined no generation yet (just started, still
     // loading) cannot tell how far ahead its first one is.
-    parked_[stream] = Parked{generation, src, absl::ToUnixMicros(WallNow())};
+    parked_[stream] = Parked{generation, src, env->NowMicros()};
     return Admission::kParked;
   }
   return Admission::kRefused;
@@ -256,7 +256,7 @@ void TransportServer::Impl::StartReaper() {
         auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return reaper_stop_; };
         mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Milliseconds(100));
         if (reaper_stop_) return;
-        const int64_t now = absl::ToUnixMicros(WallNow());
+        const int64_t now = env->NowMicros();
         for (auto it = parked_.begin(); it != parked_.end();) {
           if (now - it->second.since_micros > absl::ToInt64Microseconds(options.generation_wait)) {
             expired.push_back(it->first);

@@ -36,6 +36,7 @@ class TransportServer::Impl : public grpc::Service {
   ~Impl() override { StopReaper(); }
 
   TransportServerOptions options;  // set once, before the server starts
+  Env* env = nullptr;              // likewise: the clock of every deadline
 
   enum class Admission { kNow, kParked, kRefused };
 

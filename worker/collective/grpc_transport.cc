@@ -86,14 +86,15 @@ TransportServer::TransportServer(std::unique_ptr<Impl> impl) : impl_(std::move(i
 TransportServer::~TransportServer() {
   impl_->StopReaper();
   if (impl_->grpc.server != nullptr) {
-    impl_->grpc.server->Shutdown(DeadlineIn(absl::Seconds(1)));
+    impl_->grpc.server->Shutdown(DeadlineIn(absl::Seconds(1), impl_->env));
   }
 }
 
-absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(const std::string& listen,
+absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(Env* env, const std::string& listen,
                                                                         const TransportServerOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->env = env;
   GrpcServerOptions server_options;
   std::vector<std::pair<std::string, int>>& args = server_options.int_args;
   args = grpc_wire::DataPlaneArgs();
@@ -132,7 +133,8 @@ absl::StatusOr<std::unique_ptr<Transport>> TransportServer::Connect(uint64_t gen
     return absl::InvalidArgumentError(absl::StrCat(options.keys.park_tags.size(), " park tags for a world of ",
                                                    peers.size()));
   }
-  auto gen = std::make_shared<Generation>(generation, rank, std::move(peers), std::move(options), impl_->options);
+  auto gen = std::make_shared<Generation>(generation, rank, std::move(peers), std::move(options), impl_->options,
+                                          impl_->env);
   absl::Status installed = impl_->Install(gen);
   if (!installed.ok()) return installed;
   return std::unique_ptr<Transport>(new GrpcTransport(std::move(gen)));

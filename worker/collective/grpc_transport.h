@@ -107,7 +107,8 @@ class TransportServer {
  public:
   // Listens on `listen` ("HOST:PORT"; port 0 picks one). The options apply
   // to the server and to every connection its transports open.
-  static absl::StatusOr<std::unique_ptr<TransportServer>> Start(const std::string& listen,
+  // `env` (the clock of every deadline) must outlive the server.
+  static absl::StatusOr<std::unique_ptr<TransportServer>> Start(Env* env, const std::string& listen,
                                                                const TransportServerOptions& options = {});
   ~TransportServer();
 

@@ -5,7 +5,8 @@
 
 namespace shardline {
 
-OverlapCollectives::OverlapCollectives(Collectives* inner) : inner_(inner), thread_([this] { Loop(); }) {}
+OverlapCollectives::OverlapCollectives(Collectives* inner, Env* env)
+    : inner_(inner), env_(env), thread_([this] { Loop(); }) {}
 
 OverlapCollectives::~OverlapCollectives() {
   {
@@ -29,7 +30,7 @@ void OverlapCollectives::Loop() {
       failed = failed_;
     }
     OpResult result;
-    Stopwatch watch;
+    Stopwatch watch(env_);
     if (failed.ok()) {
       result.status = op();
       result.nonfinite_source = inner_->nonfinite_source();

@@ -25,6 +25,7 @@
 #include <map>
 #include <thread>
 
+#include "common/platform/env.h"
 #include "common/platform/mutex.h"
 #include "worker/collective/collectives.h"
 
@@ -41,7 +42,8 @@ struct OpResult {
 class OverlapCollectives : public Collectives {
  public:
   // `inner` must outlive this object and is used only through it.
-  explicit OverlapCollectives(Collectives* inner);
+  // `env` (the clock of busy_seconds) must outlive this.
+  OverlapCollectives(Collectives* inner, Env* env);
   // Waits for every started op, then stops the thread.
   ~OverlapCollectives() override;
 
@@ -70,6 +72,7 @@ class OverlapCollectives : public Collectives {
   void Loop();
 
   Collectives* const inner_;
+  Env* const env_;
   Mutex mu_;
   std::deque<std::function<absl::Status()>> queue_ ABSL_GUARDED_BY(mu_);
   Ticket started_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,5 +1,7 @@
 #include "worker/collective/ring.h"
 
+#include "common/platform/logging.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -30,7 +32,9 @@ RingCollectives::RingCollectives(Transport* transport, CollectiveOptions options
       rank_(transport->rank()),
       world_(transport->world_size()),
       next_((transport->rank() + 1) % transport->world_size()),
-      prev_((transport->rank() + transport->world_size() - 1) % transport->world_size()) {}
+      prev_((transport->rank() + transport->world_size() - 1) % transport->world_size()) {
+  SCHECK(options_.env != nullptr) << "CollectiveOptions.env is required";
+}
 
 uint64_t RingCollectives::Tag(uint64_t step, uint64_t segment) const {
   // 24 bits of op, 20 of step, 20 of segment.
@@ -151,7 +155,7 @@ absl::Status RingCollectives::ReduceScatter(absl::Span<float> buffer) {
   ++op_;
   nonfinite_peer_.store(-1, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
-  const absl::Time deadline = WallNow() + options_.timeout;
+  const absl::Time deadline = WallNow(options_.env) + options_.timeout;
   wire_bf16_ = options_.bf16_reduce_scatter;
   if (wire_bf16_ && wire_.size() < buffer.size()) {
     wire_.resize(buffer.size());
@@ -187,7 +191,7 @@ absl::Status RingCollectives::AllGather(absl::Span<float> buffer) {
   ++op_;
   nonfinite_peer_.store(-1, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
-  const absl::Time deadline = WallNow() + options_.timeout;
+  const absl::Time deadline = WallNow(options_.env) + options_.timeout;
   absl::Status s = ExpectAllGather(buffer, /*first_step=*/0);
   if (s.ok()) s = SendChunk(buffer, rank_, 0, "all-gather", deadline);
   if (s.ok()) s = AllGatherSteps(buffer, /*first_step=*/0, deadline);
@@ -209,7 +213,7 @@ absl::Status RingCollectives::AllReduce(absl::Span<float> buffer) {
   ++op_;
   nonfinite_peer_.store(-1, std::memory_order_relaxed);
   if (world_ == 1) return absl::OkStatus();
-  const absl::Time deadline = WallNow() + options_.timeout;
+  const absl::Time deadline = WallNow(options_.env) + options_.timeout;
   if (buffer.empty()) return absl::OkStatus();  // every rank has the same (empty) length: nothing to move
   if (static_cast<int64_t>(buffer.size() * sizeof(float)) <= options_.doubling_max_bytes) {
     std::vector<std::vector<float>> sent;
@@ -246,7 +250,7 @@ absl::Status RingCollectives::Broadcast(absl::Span<float> buffer, int root) {
     return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root, " is not a rank of ", world_));
   }
   if (world_ == 1) return absl::OkStatus();
-  const absl::Time deadline = WallNow() + options_.timeout;
+  const absl::Time deadline = WallNow(options_.env) + options_.timeout;
   return Finish(BroadcastSteps(buffer, root, deadline), deadline);
 }
 
@@ -278,7 +282,7 @@ absl::StatusOr<std::string> RingCollectives::SendRecv(int send_to, absl::string_
     if (send_to != recv_from) return absl::InvalidArgumentError("a rank sends to itself only what it receives");
     return std::string(data);
   }
-  const absl::Time deadline = WallNow() + options_.timeout;
+  const absl::Time deadline = WallNow(options_.env) + options_.timeout;
   const uint64_t length = data.size();
   const int64_t seg = std::max<int64_t>(1, options_.max_segment_bytes);
   std::string received;
@@ -377,7 +381,7 @@ absl::Status RingCollectives::AllReduceScalars(absl::Span<double> values,
                                                absl::Span<const ReduceOp> ops) {
   ++op_;
   if (world_ == 1) return absl::OkStatus();
-  const absl::Time deadline = WallNow() + options_.timeout;
+  const absl::Time deadline = WallNow(options_.env) + options_.timeout;
   if (ops.size() != values.size()) {
     return absl::InvalidArgumentError("scalar all-reduce needs one op per value");
   }

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/platform/env.h"
 #include "worker/collective/collectives.h"
 #include "worker/collective/comm_memory.h"
 #include "worker/collective/transport.h"
@@ -50,6 +51,9 @@
 namespace shardline {
 
 struct CollectiveOptions {
+  // Required: the clock of every operation's deadline (Env::Default() where
+  // the options are made; a test's own to move time).
+  Env* env = nullptr;
   // Every operation finishes within this long or fails, naming the peer
   // that did not deliver.
   absl::Duration timeout = absl::Seconds(30);

@@ -28,8 +28,9 @@ ProofClient::HelloFn HelloOn(coordinator::Coordinator::Stub* stub, bool wait_for
 
 }  // namespace
 
-CoordinatorClient::CoordinatorClient(const std::string& address, const RpcAuth* auth)
-    : address_(address),
+CoordinatorClient::CoordinatorClient(Env* env, const std::string& address, const RpcAuth* auth)
+    : env_(env),
+      address_(address),
       auth_(auth),
       stub_(coordinator::Coordinator::NewStub(grpc::CreateCustomChannel(
           address, auth != nullptr ? auth->ChannelCredentials() : grpc::InsecureChannelCredentials(),
@@ -38,7 +39,7 @@ CoordinatorClient::CoordinatorClient(const std::string& address, const RpcAuth* 
 
 absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
     const coordinator::RegisterRequest& request, absl::Duration give_up_after) {
-  const absl::Time give_up = WallNow() + give_up_after;
+  const absl::Time give_up = WallNow(env_) + give_up_after;
   absl::Duration backoff = absl::Milliseconds(100);
   bool renewed = false;
   for (;;) {
@@ -47,7 +48,7 @@ absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
     // The handshake waits at most a few seconds, so an unreachable
     // coordinator is retried (and logged) below like a failed Register.
     if (absl::StatusOr<std::string> header = proof_.Header(coordinator::RegisterRequest::descriptor()->full_name(),
-                                                                  std::min(give_up, WallNow() + absl::Seconds(5)));
+                                                                  std::min(give_up, WallNow(env_) + absl::Seconds(5)));
         !header.ok()) {
       s = header.status();
     } else {
@@ -67,7 +68,7 @@ absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
                                                      " refused this worker's credential: ", s.message()));
     }
     if (!retry) return s;
-    if (WallNow() + backoff > give_up) {
+    if (WallNow(env_) + backoff > give_up) {
       return absl::Status(s.code(), absl::StrCat("registering with the coordinator at ", address_, " failed for ",
                                                  absl::FormatDuration(give_up_after), ": ", s.message()));
     }
@@ -76,13 +77,13 @@ absl::StatusOr<coordinator::RegisterResponse> CoordinatorClient::Register(
     } else {
       SLOG(INFO) << "registration refused (" << s.message() << "); retrying in " << absl::FormatDuration(backoff);
     }
-    absl::SleepFor(backoff);
+    env_->SleepForMicros(absl::ToInt64Microseconds(backoff));
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }
 }
 
 absl::StatusOr<coordinator::JobStatus> CoordinatorClient::Status(absl::Duration timeout, bool wait_for_ready) {
-  const absl::Time deadline = WallNow() + timeout;
+  const absl::Time deadline = WallNow(env_) + timeout;
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<std::string> header = proof_.Header(coordinator::StatusRequest::descriptor()->full_name(), deadline);
     if (!header.ok()) return header.status();

@@ -5,7 +5,7 @@
 // Each generation's heartbeat stream (control/heartbeat.h) runs on the same
 // channel.
 //
-//   CoordinatorClient client("10.0.0.1:7000", &auth);
+//   CoordinatorClient client(env, "10.0.0.1:7000", &auth);
 //   ASSIGN_OR_RETURN(coordinator::RegisterResponse world, client.Register(request, absl::Seconds(60)));
 //   hb_options.proof = client.proof();  // the session Register just used
 //   Heartbeat hb(client.stub(), hb_options);
@@ -26,7 +26,9 @@ namespace shardline {
 class CoordinatorClient {
  public:
   // `auth` (null: no token) must outlive the client.
-  explicit CoordinatorClient(const std::string& address, const RpcAuth* auth = nullptr);
+  // `env` (the clock of its deadlines and backoff) and `auth` (null: no
+  // token) must outlive the client.
+  CoordinatorClient(Env* env, const std::string& address, const RpcAuth* auth = nullptr);
   const RpcAuth* auth() const { return auth_; }
   const std::string& address() const { return address_; }
   coordinator::Coordinator::Stub* stub() { return stub_.get(); }
@@ -53,6 +55,7 @@ class CoordinatorClient {
   absl::StatusOr<coordinator::JobStatus> Status(absl::Duration timeout, bool wait_for_ready);
 
  private:
+  Env* const env_;
   std::string address_;
   const RpcAuth* auth_;
   std::unique_ptr<coordinator::Coordinator::Stub> stub_;

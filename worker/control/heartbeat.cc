@@ -13,6 +13,7 @@ namespace shardline {
 
 Heartbeat::Heartbeat(coordinator::Coordinator::StubInterface* stub, HeartbeatOptions options)
     : options_(std::move(options)), stop_request_(options_.stop_at) {
+  SCHECK(options_.env != nullptr) << "HeartbeatOptions.env is required";
   if (!options_.proof.empty()) ctx_.AddMetadata(kProofMetadataKey, options_.proof);
   stream_ = stub->Heartbeat(&ctx_);
   SendReport({});  // the coordinator learns of the stream from its first report
@@ -42,7 +43,7 @@ coordinator::WorkerReport Heartbeat::Progress() const {
   r.set_generation(options_.generation);
   r.set_steps_done(steps_done_.load());
   r.set_total_steps(total_steps_.load());
-  r.set_sent_unix_micros(absl::ToUnixMicros(WallNow()));
+  r.set_sent_unix_micros(options_.env->NowUnixMicros());
   MutexLock lock(&time_mu_);
   *r.mutable_time() = time_;
   r.set_busy_seconds_per_step(busy_seconds_per_step_);

@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/platform/env.h"
 #include "common/platform/mutex.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "worker/control/outbox.h"
@@ -30,6 +31,7 @@
 namespace shardline {
 
 struct HeartbeatOptions {
+  Env* env = nullptr;  // required: the clock of the reports' send times
   int rank = 0;
   uint64_t generation = 0;
   // The stop step the coordinator handed out at registration (kNoStep: none).

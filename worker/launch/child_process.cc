@@ -68,7 +68,7 @@ void ChildProcess::SetArg(const std::string& flag, const std::string& value) {
 void ChildProcess::Pump(int fd) {
   // The child's log file; without one (unwritable), its lines still reach
   // launch's own output.
-  absl::StatusOr<std::unique_ptr<WritableFile>> log = Env::Default()->NewAppendableFile(log_path_);
+  absl::StatusOr<std::unique_ptr<WritableFile>> log = env_->NewAppendableFile(log_path_);
   FILE* in = fdopen(fd, "r");
   char* line = nullptr;
   size_t cap = 0;

@@ -12,13 +12,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/platform/env.h"
 
 namespace shardline {
 
 class ChildProcess {
  public:
-  ChildProcess(std::string name, std::vector<std::string> argv, const std::string& log_path)
-      : name_(std::move(name)), argv_(std::move(argv)), log_path_(log_path) {}
+  // `env` (where the log file is written) must outlive it.
+  ChildProcess(Env* env, std::string name, std::vector<std::string> argv, const std::string& log_path)
+      : env_(env), name_(std::move(name)), argv_(std::move(argv)), log_path_(log_path) {}
   ~ChildProcess();
 
   // For the next Start(), once.
@@ -43,6 +45,7 @@ class ChildProcess {
  private:
   void Pump(int fd);
 
+  Env* const env_;
   const std::string name_;
   std::vector<std::string> argv_;
   const std::string log_path_;

@@ -1,11 +1,15 @@
 #include "worker/lifecycle/watchdog.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/platform/logging.h"
 
 namespace shardline {
 
 Watchdog::Watchdog(const std::atomic<int64_t>* steps, WatchdogOptions options)
-    : steps_(steps), options_(std::move(options)), thread_([this] { Run(); }) {}
+    : steps_(steps), options_(std::move(options)), thread_([this] {
+        SCHECK(options_.env != nullptr) << "WatchdogOptions.env is required";
+        Run();
+      }) {}
 
 Watchdog::~Watchdog() {
   stop_ = true;

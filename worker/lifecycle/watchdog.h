@@ -37,7 +37,7 @@ struct WatchdogOptions {
   // Called once, `timeout` after on_stuck, if the counter still has not
   // moved. The watchdog stops watching after it returns.
   std::function<void()> on_still_stuck;
-  Env* env = Env::Default();
+  Env* env = nullptr;  // required: its clock
 };
 
 class Watchdog {

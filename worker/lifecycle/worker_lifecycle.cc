@@ -54,7 +54,7 @@ struct Carried {
   std::optional<coordinator::WorkerReport> finished_report;
   // In-memory snapshots (this rank's and its replicas of peers'): they
   // outlive the generations of this process.
-  std::unique_ptr<MemorySnapshots> memory = std::make_unique<MemorySnapshots>();
+  std::unique_ptr<MemorySnapshots> memory;
 };
 
 // Before a restore from memory: shard s of the snapshot (taken in a world
@@ -120,6 +120,7 @@ void DefaultStillStuck() {
 HeartbeatOptions HeartbeatFor(const WorkerOptions& options, CoordinatorClient& client,
                               const coordinator::RegisterResponse& world) {
   HeartbeatOptions hb;
+  hb.env = options.env;
   hb.rank = world.rank();
   hb.generation = world.generation();
   hb.stop_at = world.stop_at();
@@ -127,7 +128,7 @@ HeartbeatOptions HeartbeatFor(const WorkerOptions& options, CoordinatorClient& c
   hb.close_timeout = options.heartbeat_close_timeout;
   // Register has just made the session: no call is needed.
   hb.proof =
-      client.Proof(coordinator::WorkerReport::descriptor()->full_name(), WallNow() + options.connect_timeout).value_or("");
+      client.Proof(coordinator::WorkerReport::descriptor()->full_name(), WallNow(options.env) + options.connect_timeout).value_or("");
   hb.member_secret = world.member_secret();
   return hb;
 }
@@ -178,11 +179,12 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectGeneration(const WorkerOptions
                    server->Connect(world.generation(), world.rank(), std::move(directory.addresses),
                                    std::move(connect)));
   if (options.net_fault_file.empty()) return connected;
-  return NewFaultyTransport(std::move(connected), options.net_fault_file);
+  return NewFaultyTransport(std::move(connected), options.net_fault_file, options.env);
 }
 
-CollectiveOptions CollectivesFor(const config::JobConfig& cfg, int64_t parameters) {
+CollectiveOptions CollectivesFor(Env* env, const config::JobConfig& cfg, int64_t parameters) {
   CollectiveOptions copts;
+  copts.env = env;
   copts.timeout = absl::Seconds(cfg.runtime().collective_timeout_seconds());
   copts.bf16_reduce_scatter = cfg.collective().bf16_gradients();
   // A snapshot shard: parameters and at most three optimizer buffers of
@@ -340,7 +342,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     transport = std::move(*connected);
     if (!heartbeat.abandoned().empty()) transport->Shutdown();  // the world moved on while we loaded
   }
-  RingCollectives ring(transport.get(), CollectivesFor(plan->cfg, plan->parameters));
+  RingCollectives ring(transport.get(), CollectivesFor(options.env, plan->cfg, plan->parameters));
   heartbeat.set_total_steps(TotalSteps(plan->cfg, plan->data->train.num_examples));
   const std::unique_ptr<TraceWriter> traces = OpenTraces(options, plan->cfg, world);
   GenerationObserver observer(options.metrics, &ring, &heartbeat, traces.get());
@@ -359,11 +361,13 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
 }  // namespace
 
 absl::Status RunWorker(const WorkerOptions& options, TransportServer* server) {
+  SCHECK(options.env != nullptr) << "WorkerOptions.env is required";
   if (options.coordinator.empty()) return absl::InvalidArgumentError("the coordinator's address is required");
-  CoordinatorClient client(options.coordinator, options.auth);
+  CoordinatorClient client(options.env, options.coordinator, options.auth);
   std::random_device rd;
   const uint64_t incarnation = (static_cast<uint64_t>(rd()) << 32) | rd();
   Carried carried;
+  carried.memory = std::make_unique<MemorySnapshots>(options.env);
   carried.requested_rank = options.requested_rank;
   for (;;) {
     coordinator::RegisterRequest req;

@@ -51,7 +51,8 @@ struct WorkerOptions {
   // timeout after it stopped moving. Empty: log and _exit(3), so a
   // supervisor restarts the worker. Tests record instead.
   std::function<void()> on_still_stuck;
-  Env* env = Env::Default();
+  // Required: the process's Env (chosen once, in main).
+  Env* env = nullptr;
   // Fault-injection runs only: the data plane goes through a
   // FaultyTransport reading this control file (worker/collective/faulty_transport.h).
   std::string net_fault_file;

@@ -2,7 +2,7 @@
 // fed by the train loop as a StepObserver.
 //
 //   auto registry = std::make_shared<prometheus::Registry>();
-//   WorkerMetrics metrics(*registry, MeasureSgemmGflops(512, 0.2) * 1e9);
+//   WorkerMetrics metrics(*registry, MeasureSgemmGflops(env, 512, 0.2) * 1e9);
 //   options.observer = &metrics;
 #ifndef SHARDLINE_WORKER_LIFECYCLE_WORKER_METRICS_H_
 #define SHARDLINE_WORKER_LIFECYCLE_WORKER_METRICS_H_

@@ -19,13 +19,13 @@ void SetBlasThreads(int threads) { openblas_set_num_threads(threads); }
 
 const char* BlasCoreName() { return openblas_get_corename(); }
 
-double MeasureSgemmGflops(int n, double min_seconds) {
+double MeasureSgemmGflops(Env* env, int n, double min_seconds) {
   std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
   Sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm up
   // The fastest product of those that fit in `min_seconds`: the peak, the
   // least disturbed by anything else running.
-  const Stopwatch total;
-  Stopwatch one;
+  const Stopwatch total(env);
+  Stopwatch one(env);
   double best = 0;
   do {
     one.Lap();

@@ -6,6 +6,8 @@
 #ifndef SHARDLINE_WORKER_MODEL_GEMM_H_
 #define SHARDLINE_WORKER_MODEL_GEMM_H_
 
+#include "common/platform/env.h"
+
 namespace shardline {
 
 // C = alpha * op(A) * op(B) + beta * C, all row-major; op(X) is X or X^T.
@@ -23,7 +25,7 @@ const char* BlasCoreName();
 // Measures this process's sgemm throughput on an n x n x n product, repeating
 // it for at least min_seconds. Returns the fastest product's GFLOP/s (2 n^3
 // per product). Used as the peak for MFU.
-double MeasureSgemmGflops(int n, double min_seconds);
+double MeasureSgemmGflops(Env* env, int n, double min_seconds);
 
 }  // namespace shardline
 

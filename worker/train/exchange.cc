@@ -22,6 +22,7 @@ double SecondsSince(const Stopwatch& t) { return t.ElapsedSeconds(); }
 GradientExchange::GradientExchange(std::vector<Range> buckets, Collectives& comm, OverlapCollectives* overlap,
                                    const ExchangeOptions& options)
     : buckets_(std::move(buckets)), comm_(comm), overlap_(overlap), options_(options) {
+  SCHECK(options_.env != nullptr) << "ExchangeOptions.env is required";
   for (const Range& b : buckets_) own_.push_back(OwnedPiece(b, comm_.rank(), comm_.world_size()));
   residency_.assign(buckets_.size(), Residency::kWhole);
   gathering_.assign(buckets_.size(), 0);
@@ -106,7 +107,7 @@ absl::Status GradientExchange::GradientsReady(Range layer, PagedFloats* grads, N
       continue;
     }
     // Stage 3 on the training thread: reduced now, kept for this rank's piece.
-    const Stopwatch start;
+    const Stopwatch start(options_.env);
     status = ReduceNow(k, grads, seen, rank, step);
     ReleaseGrads(k, grads);
     reduce_wait_seconds_ += SecondsSince(start);
@@ -118,7 +119,7 @@ absl::Status GradientExchange::GradientsReady(Range layer, PagedFloats* grads, N
          reduce_order_.size() > static_cast<size_t>(1 + options_.prefetch_buckets)) {
     const size_t k = reduce_order_.front();
     reduce_order_.erase(reduce_order_.begin());
-    const Stopwatch start;
+    const Stopwatch start(options_.env);
     const absl::Status s = WaitReduce(k, seen, step);
     reduce_wait_seconds_ += SecondsSince(start);
     ReleaseGrads(k, grads);
@@ -129,7 +130,7 @@ absl::Status GradientExchange::GradientsReady(Range layer, PagedFloats* grads, N
 
 absl::Status GradientExchange::FinishReduce(PagedFloats* grads, NonFiniteObservation* seen, int rank,
                                             int64_t step) {
-  const Stopwatch start;
+  const Stopwatch start(options_.env);
   absl::Status status;
   if (overlap_ == nullptr) {
     // The last layers first: the order backward finishes them (at stage 3,
@@ -166,7 +167,7 @@ absl::Status GradientExchange::Gather(size_t k, PagedFloats* params, NonFiniteOb
     gathers_.push_back(Pending{k, overlap_->StartAllGather(BucketOf(params, buckets_[k])), step});
     return absl::OkStatus();
   }
-  const Stopwatch start;
+  const Stopwatch start(options_.env);
   absl::Status status = comm_.AllGather(BucketOf(params, buckets_[k]));
   if (status.ok()) {
     if (const int from = comm_.nonfinite_source(); from >= 0) seen->Note(NonFiniteSource::kGatheredFromPeer, from, step);
@@ -184,7 +185,7 @@ absl::Status GradientExchange::WaitGather(const Pending& p, NonFiniteObservation
 absl::Status GradientExchange::AwaitParams(Range layer, NonFiniteObservation* seen) {
   if (sharded_params()) return NeedParams(layer, /*forward=*/true, seen);
   if (gathers_.empty()) return absl::OkStatus();
-  const Stopwatch start;
+  const Stopwatch start(options_.env);
   absl::Status status;
   // Gathers were started in ascending bucket order: the ones this layer
   // needs, and any before them, are at the front.
@@ -288,7 +289,7 @@ void GradientExchange::StartParamGather(size_t k) {
 
 absl::Status GradientExchange::WaitParamGather(size_t k, NonFiniteObservation* seen) {
   if (residency_[k] == Residency::kWhole) return absl::OkStatus();
-  const Stopwatch start;
+  const Stopwatch start(options_.env);
   absl::Status status;
   if (residency_[k] == Residency::kGathering) {
     status = WaitGather(Pending{k, gathering_[k], step_}, seen);

@@ -51,10 +51,12 @@
 #include "worker/collective/collectives.h"
 #include "worker/collective/overlap.h"
 #include "worker/train/nonfinite.h"
+#include "common/platform/env.h"
 
 namespace shardline {
 
 struct ExchangeOptions {
+  Env* env = nullptr;                 // required: the clock of the waits it measures
   int zero_stage = 2;                 // 2 or 3 (collective.zero_stage)
   bool reshard_after_forward = true;  // stage 3 (collective.reshard_after_forward)
   int prefetch_buckets = 1;           // stage 3 with overlap (collective.prefetch_buckets)

@@ -349,6 +349,7 @@ std::string DescribeHeld(const TrainResult& r) {
 
 absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const TrainingData& data,
                                         Collectives& comm, const TrainOptions& options) {
+  SCHECK(options.env != nullptr) << "TrainOptions.env is required";
   ASSIGN_OR_RETURN(Prepared p, Prepare(config, data, comm, options));
   TrainState& state = p.state;
   const int64_t start_step = state.next_step;
@@ -366,9 +367,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   // destroyed (waiting for them) first. From here on everything talks to
   // the world through `world`: its plain calls wait for those collectives.
   std::unique_ptr<OverlapCollectives> overlap;
-  if (Overlapped(config, comm, p, show)) overlap = std::make_unique<OverlapCollectives>(&comm);
+  if (Overlapped(config, comm, p, show)) overlap = std::make_unique<OverlapCollectives>(&comm, options.env);
   Collectives& world = overlap != nullptr ? static_cast<Collectives&>(*overlap) : comm;
   ExchangeOptions exchange_options;
+  exchange_options.env = options.env;
   exchange_options.zero_stage = config.collective().zero_stage();
   exchange_options.reshard_after_forward = config.collective().reshard_after_forward();
   exchange_options.prefetch_buckets = config.collective().prefetch_buckets();

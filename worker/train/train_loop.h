@@ -109,7 +109,8 @@ struct TrainOptions {
   int64_t memory_restore_step = 0;
   // The world the snapshot was taken in; 0: this one.
   int memory_restore_world = 0;
-  Env* env = Env::Default();
+  // Required: the run's files (checkpoints, snapshots) and clock.
+  Env* env = nullptr;
   // Copy the final parameters into TrainResult::params (ZeRO stage 2 only:
   // a stage-3 rank holds its pieces). Costs 4 bytes a parameter at the run's
   // end, so only for callers that read them in process (tests, references);

@@ -56,8 +56,8 @@ struct StepContext {
   // A checkpoint may still be copying the shard: waited for before the
   // optimizer changes it. Null: no checkpoints.
   ShardSaver* saver = nullptr;
-  // The clock every phase is timed by.
-  Env* env = Env::Default();
+  // Required: the clock every phase is timed by.
+  Env* env = nullptr;
 };
 
 // The state a step advances. params is the full working copy; only the

@@ -45,7 +45,7 @@ bool ClosedWithoutReply(int fd) {
 TEST(HttpServerTest, AnUnfinishedRequestIsDroppedAfterTheTimeout) {
   HttpServerOptions options;
   options.request_timeout = absl::Milliseconds(100);
-  auto server = HttpServer::Start("127.0.0.1:0", OnePage("x"), options);
+  auto server = HttpServer::Start(Env::Default(), "127.0.0.1:0", OnePage("x"), options);
   ASSERT_TRUE(server.ok()) << server.status();
   const int fd = Open((*server)->port(), "GET /page HTTP/1.1\r\n");
   EXPECT_TRUE(ClosedWithoutReply(fd));
@@ -56,7 +56,7 @@ TEST(HttpServerTest, OnePeerPastItsBoundLosesItsOldestUnfinishedConnection) {
   HttpServerOptions options;
   options.max_connections_per_peer = 3;
   options.request_timeout = absl::Seconds(30);  // only the bound can close them
-  auto server = HttpServer::Start("127.0.0.1:0", OnePage("hello"), options);
+  auto server = HttpServer::Start(Env::Default(), "127.0.0.1:0", OnePage("hello"), options);
   ASSERT_TRUE(server.ok()) << server.status();
   std::vector<int> held;
   for (int i = 0; i < 3; ++i) held.push_back(Open((*server)->port(), "GET /page HTTP/1.1\r\n"));
@@ -71,7 +71,7 @@ TEST(HttpServerTest, TheWholeServerPastItsBoundServesNewcomers) {
   HttpServerOptions options;
   options.max_connections = 4;
   options.request_timeout = absl::Seconds(30);
-  auto server = HttpServer::Start("127.0.0.1:0", OnePage("hello"), options);
+  auto server = HttpServer::Start(Env::Default(), "127.0.0.1:0", OnePage("hello"), options);
   ASSERT_TRUE(server.ok()) << server.status();
   std::vector<int> held;
   for (int i = 0; i < 10; ++i) held.push_back(Open((*server)->port(), "GET /pa"));
@@ -82,7 +82,7 @@ TEST(HttpServerTest, TheWholeServerPastItsBoundServesNewcomers) {
 }
 
 TEST(HttpServerTest, RoutesAddedLaterAreServed) {
-  auto server = HttpServer::Start("127.0.0.1:0", {});
+  auto server = HttpServer::Start(Env::Default(), "127.0.0.1:0", {});
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<HttpResponse> r = HttpFetch((*server)->port(), "/late");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -99,17 +99,17 @@ TEST(HttpServerTest, RoutesAddedLaterAreServed) {
 }
 
 TEST(HttpServerTest, BadAddressesAreClearErrors) {
-  auto first = HttpServer::Start("127.0.0.1:0", {});
+  auto first = HttpServer::Start(Env::Default(), "127.0.0.1:0", {});
   ASSERT_TRUE(first.ok());
   const std::string taken = "127.0.0.1:" + std::to_string((*first)->port());
-  auto second = HttpServer::Start(taken, {});
+  auto second = HttpServer::Start(Env::Default(), taken, {});
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(absl::StrContains(second.status().message(), taken)) << second.status();
-  EXPECT_FALSE(HttpServer::Start("127.0.0.1", {}).ok());
-  EXPECT_FALSE(HttpServer::Start("127.0.0.1:99999", {}).ok());
-  EXPECT_FALSE(HttpServer::Start("no.such.host.invalid:0", {}).ok());
-  EXPECT_TRUE(HttpServer::Start("localhost:0", {}).ok());
+  EXPECT_FALSE(HttpServer::Start(Env::Default(), "127.0.0.1", {}).ok());
+  EXPECT_FALSE(HttpServer::Start(Env::Default(), "127.0.0.1:99999", {}).ok());
+  EXPECT_FALSE(HttpServer::Start(Env::Default(), "no.such.host.invalid:0", {}).ok());
+  EXPECT_TRUE(HttpServer::Start(Env::Default(), "localhost:0", {}).ok());
 }
 
 }  // namespace

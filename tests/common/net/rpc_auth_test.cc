@@ -74,11 +74,11 @@ TEST_F(RpcAuthTest, SecretsAreWrittenPrivatelyAndReplacedWhole) {
 }
 
 TEST_F(RpcAuthTest, ARankCredentialIsItsOwnKindOfSecret) {
-  RpcAuth worker(RankCredentialText("job-token", 3));
+  RpcAuth worker(Env::Default(), RankCredentialText("job-token", 3));
   EXPECT_TRUE(worker.enabled());
   EXPECT_EQ(worker.credential().rank, 3);
   EXPECT_EQ(worker.token(), "") << "a worker with a rank credential does not hold the token";
-  RpcAuth coordinator("job-token");
+  RpcAuth coordinator(Env::Default(), "job-token");
   EXPECT_EQ(coordinator.credential().rank, -1);
   EXPECT_EQ(coordinator.token(), "job-token");
   // The coordinator answers a Hello for rank 3 with what only rank 3's

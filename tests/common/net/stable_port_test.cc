@@ -40,14 +40,14 @@ TEST(StablePortTest, ThePortIsBelowTheEphemeralRangeAndCanBeListenedOn) {
   o.port_range_file = RangeFile("range_a", "32768\t60999\n");
   std::set<int> seen;
   for (int i = 0; i < 20; ++i) {
-    absl::StatusOr<int> port = PickStablePort("127.0.0.1", o);
+    absl::StatusOr<int> port = PickStablePort(Env::Default(), "127.0.0.1", o);
     ASSERT_TRUE(port.ok()) << port.status();
     EXPECT_GE(*port, 10000);
     EXPECT_LT(*port, 32768);
     seen.insert(*port);
   }
   EXPECT_GT(seen.size(), 10u) << "candidates are drawn at random, not one fixed port";
-  absl::StatusOr<int> port = PickStablePort("127.0.0.1", o);
+  absl::StatusOr<int> port = PickStablePort(Env::Default(), "127.0.0.1", o);
   ASSERT_TRUE(port.ok());
   const int fd = Listen(*port);
   EXPECT_GE(fd, 0);
@@ -58,7 +58,7 @@ TEST(StablePortTest, ARangeThatStartsLowLeavesThePortsAboveIt) {
   StablePortOptions o;
   o.port_range_file = RangeFile("range_b", "1024 40000\n");
   for (int i = 0; i < 20; ++i) {
-    absl::StatusOr<int> port = PickStablePort("127.0.0.1", o);
+    absl::StatusOr<int> port = PickStablePort(Env::Default(), "127.0.0.1", o);
     ASSERT_TRUE(port.ok()) << port.status();
     EXPECT_GT(*port, 40000);
   }
@@ -76,12 +76,12 @@ TEST(StablePortTest, APortInUseIsNeverReturned) {
   o.floor = port;
   o.attempts = 8;
   o.port_range_file = RangeFile("range_c", std::to_string(port + 1) + " 65535\n");
-  absl::StatusOr<int> got = PickStablePort("127.0.0.1", o);
+  absl::StatusOr<int> got = PickStablePort(Env::Default(), "127.0.0.1", o);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound) << (got.ok() ? std::to_string(*got) : "");
   EXPECT_NE(got.status().message().find(std::to_string(port)), std::string::npos) << got.status();
   close(held);
   // Freed, it is the one returned.
-  got = PickStablePort("127.0.0.1", o);
+  got = PickStablePort(Env::Default(), "127.0.0.1", o);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, port);
 }
@@ -89,13 +89,13 @@ TEST(StablePortTest, APortInUseIsNeverReturned) {
 TEST(StablePortTest, ARangeThatLeavesNoRoomIsNamed) {
   StablePortOptions o;
   o.port_range_file = RangeFile("range_d", "1024 65535\n");
-  absl::StatusOr<int> got = PickStablePort("127.0.0.1", o);
+  absl::StatusOr<int> got = PickStablePort(Env::Default(), "127.0.0.1", o);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(got.status().message().find("range_d"), std::string::npos) << got.status();
 }
 
 TEST(StablePortTest, AHostThatIsNotIPv4IsRefused) {
-  EXPECT_EQ(PickStablePort("localhost").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PickStablePort(Env::Default(), "localhost").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

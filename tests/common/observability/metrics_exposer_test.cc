@@ -24,7 +24,7 @@ TEST(MetricsExposerTest, ServesTheRegistryAndReflectsUpdates) {
   auto registry = std::make_shared<prometheus::Registry>();
   auto& family = prometheus::BuildCounter().Name("shardline_test_events_total").Help("events").Register(*registry);
   prometheus::Counter& counter = family.Add({});
-  auto exposer = MetricsExposer::Start("127.0.0.1:0", registry);
+  auto exposer = MetricsExposer::Start(Env::Default(), "127.0.0.1:0", registry);
   ASSERT_TRUE(exposer.ok()) << exposer.status();
   ASSERT_GT((*exposer)->port(), 0);
 
@@ -41,7 +41,7 @@ TEST(MetricsExposerTest, ServesTheRegistryAndReflectsUpdates) {
 
 TEST(MetricsExposerTest, HealthzAnswersWhatTheCheckSays) {
   std::atomic<bool> ok{false};
-  auto exposer = MetricsExposer::Start("127.0.0.1:0", std::make_shared<prometheus::Registry>(), [&ok] {
+  auto exposer = MetricsExposer::Start(Env::Default(), "127.0.0.1:0", std::make_shared<prometheus::Registry>(), [&ok] {
     return ok.load() ? Health{true, "training"} : Health{false, "registering"};
   });
   ASSERT_TRUE(exposer.ok()) << exposer.status();
@@ -55,7 +55,7 @@ TEST(MetricsExposerTest, HealthzAnswersWhatTheCheckSays) {
   EXPECT_EQ(r->code, 200);
   EXPECT_EQ(r->body, "ok: training\n");
 
-  auto plain = MetricsExposer::Start("127.0.0.1:0", std::make_shared<prometheus::Registry>());
+  auto plain = MetricsExposer::Start(Env::Default(), "127.0.0.1:0", std::make_shared<prometheus::Registry>());
   ASSERT_TRUE(plain.ok()) << plain.status();
   r = HttpFetch((*plain)->port(), "/healthz");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -65,7 +65,7 @@ TEST(MetricsExposerTest, HealthzAnswersWhatTheCheckSays) {
 TEST(MetricsExposerTest, ThreeHundredStuckClientsDoNotBlockScrapes) {
   auto registry = std::make_shared<prometheus::Registry>();
   prometheus::BuildCounter().Name("shardline_test_events_total").Help("events").Register(*registry).Add({});
-  auto exposer = MetricsExposer::Start("127.0.0.1:0", registry);
+  auto exposer = MetricsExposer::Start(Env::Default(), "127.0.0.1:0", registry);
   ASSERT_TRUE(exposer.ok()) << exposer.status();
   // With civetweb's 4 threads, 300 of these timed every scrape out for 60 s.
   std::vector<int> held;
@@ -80,7 +80,7 @@ TEST(MetricsExposerTest, ThreeHundredStuckClientsDoNotBlockScrapes) {
 
 TEST(MetricsExposerTest, EveryRequestGetsAStatusCodeAndServingGoesOn) {
   auto registry = std::make_shared<prometheus::Registry>();
-  auto exposer = MetricsExposer::Start("127.0.0.1:0", registry);
+  auto exposer = MetricsExposer::Start(Env::Default(), "127.0.0.1:0", registry);
   ASSERT_TRUE(exposer.ok()) << exposer.status();
   (*exposer)->AddPage("/status", "text/html; charset=utf-8", [] { return std::string("<p>ok</p>"); });
   for (const auto& [name, request] : HostileHttpRequests()) {
@@ -115,10 +115,10 @@ TEST(MetricsExposerTest, EveryRequestGetsAStatusCodeAndServingGoesOn) {
 
 TEST(MetricsExposerTest, PortInUseIsAClearError) {
   auto registry = std::make_shared<prometheus::Registry>();
-  auto first = MetricsExposer::Start("127.0.0.1:0", registry);
+  auto first = MetricsExposer::Start(Env::Default(), "127.0.0.1:0", registry);
   ASSERT_TRUE(first.ok());
   const std::string taken = "127.0.0.1:" + std::to_string((*first)->port());
-  auto second = MetricsExposer::Start(taken, registry);
+  auto second = MetricsExposer::Start(Env::Default(), taken, registry);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(absl::StrContains(second.status().message(), taken)) << second.status();

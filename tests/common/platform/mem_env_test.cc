@@ -8,7 +8,7 @@ namespace shardline {
 namespace {
 
 TEST(MemEnvTest, FilesAndDirectoriesBehaveLikeAFileSystem) {
-  MemEnv env;
+  MemEnv env(Env::Default());
   EXPECT_FALSE(env.FileExists("a/b"));
   ASSERT_TRUE(env.CreateDirs("a/b").ok());
   EXPECT_TRUE(env.IsDirectory("a") && env.IsDirectory("a/b"));
@@ -36,7 +36,7 @@ TEST(MemEnvTest, FilesAndDirectoriesBehaveLikeAFileSystem) {
 }
 
 TEST(MemEnvTest, ShardFilesRoundTripAndAFlippedByteIsCaught) {
-  MemEnv env;
+  MemEnv env(Env::Default());
   ShardContents c;
   c.header.set_step(500);
   c.header.set_world_size(2);

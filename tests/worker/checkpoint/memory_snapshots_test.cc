@@ -62,12 +62,12 @@ TEST(MemorySnapshotsTest, EachRankHoldsItsShardAndItsPredecessorsAndARestoreFrom
   std::vector<std::unique_ptr<MemorySnapshots>> stores;
   std::vector<std::unique_ptr<RankState>> states;
   for (int r = 0; r < kWorld; ++r) {
-    stores.push_back(std::make_unique<MemorySnapshots>(/*keep_steps=*/2));
+    stores.push_back(std::make_unique<MemorySnapshots>(Env::Default(), /*keep_steps=*/2));
     states.push_back(std::make_unique<RankState>(layout, r, kWorld));
   }
   TestWorld world(TransportKind::kLocal, kWorld);
   const std::vector<absl::Status> taken = world.Run([&](int r, Transport* t) -> absl::Status {
-    RingCollectives comm(t, CollectiveOptions{});
+    RingCollectives comm(t, CollectiveOptions{Env::Default()});
     for (int64_t step : {10, 20, 30}) {
       states[static_cast<size_t>(r)]->Fill(step);
       RETURN_IF_ERROR(stores[static_cast<size_t>(r)]->TakeAndReplicate(
@@ -91,7 +91,7 @@ TEST(MemorySnapshotsTest, EachRankHoldsItsShardAndItsPredecessorsAndARestoreFrom
   const SnapshotKey lost{30, kWorld, 1};
   absl::StatusOr<std::string> bytes = stores[2]->Bytes(lost);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
-  MemorySnapshots fresh;
+  MemorySnapshots fresh(Env::Default());
   ASSERT_TRUE(fresh.Put(lost, *bytes).ok());
   RankState replacement(layout, 1, kWorld);
   absl::StatusOr<Restored> at = fresh.Restore(30, kWorld, layout, replacement.params.data(), replacement.optimizer.get());
@@ -127,12 +127,12 @@ TEST(MemorySnapshotsTest, ASnapshotOfThreeRanksRestoresIntoTwoFromThePiecesOverl
   std::vector<std::unique_ptr<MemorySnapshots>> stores;
   std::vector<std::unique_ptr<RankState>> states;
   for (int r = 0; r < kOld; ++r) {
-    stores.push_back(std::make_unique<MemorySnapshots>());
+    stores.push_back(std::make_unique<MemorySnapshots>(Env::Default()));
     states.push_back(std::make_unique<RankState>(layout, r, kOld));
   }
   TestWorld world(TransportKind::kLocal, kOld);
   const std::vector<absl::Status> taken = world.Run([&](int r, Transport* t) -> absl::Status {
-    RingCollectives comm(t, CollectiveOptions{});
+    RingCollectives comm(t, CollectiveOptions{Env::Default()});
     states[static_cast<size_t>(r)]->Fill(40);
     return stores[static_cast<size_t>(r)]->TakeAndReplicate(Source(layout, *states[static_cast<size_t>(r)], 40, r, kOld),
                                                             /*copies=*/2, comm);
@@ -141,7 +141,7 @@ TEST(MemorySnapshotsTest, ASnapshotOfThreeRanksRestoresIntoTwoFromThePiecesOverl
   const int64_t total = layout.total_size();
   for (int r = 0; r < kNew; ++r) {
     const Range mine = ShardRange(total, r, kNew);
-    MemorySnapshots fresh;
+    MemorySnapshots fresh(Env::Default());
     RankState rank(layout, r, kNew);
     // Only the old shard overlapping the range's start first: not enough.
     for (int s = 0; s < kOld; ++s) {
@@ -190,7 +190,7 @@ TEST(MemorySnapshotsTest, BucketedPiecesRestoreAcrossWorldsAndPlans) {
   std::vector<std::unique_ptr<Optimizer>> opts;
   std::vector<std::vector<float>> params;
   for (int r = 0; r < kOld; ++r) {
-    stores.push_back(std::make_unique<MemorySnapshots>());
+    stores.push_back(std::make_unique<MemorySnapshots>(Env::Default()));
     opts.push_back(*Optimizer::Create(AdamW(), layout, OwnedPieces(old_plan, r, kOld)));
     params.emplace_back(static_cast<size_t>(total), -1.0f);
     for (const PieceCopy& run : SharedRuns(opts.back()->pieces(), {Range{0, total}})) {
@@ -204,7 +204,7 @@ TEST(MemorySnapshotsTest, BucketedPiecesRestoreAcrossWorldsAndPlans) {
   }
   TestWorld world(TransportKind::kLocal, kOld);
   const std::vector<absl::Status> taken = world.Run([&](int r, Transport* t) -> absl::Status {
-    RingCollectives comm(t, CollectiveOptions{});
+    RingCollectives comm(t, CollectiveOptions{Env::Default()});
     ShardSource src;
     src.step = 40;
     src.rank = r;
@@ -217,7 +217,7 @@ TEST(MemorySnapshotsTest, BucketedPiecesRestoreAcrossWorldsAndPlans) {
   });
   for (const absl::Status& s : taken) ASSERT_TRUE(s.ok()) << s;
   for (int r = 0; r < kNew; ++r) {
-    MemorySnapshots fresh;
+    MemorySnapshots fresh(Env::Default());
     for (int s = 0; s < kOld; ++s) {
       absl::StatusOr<std::string> bytes = stores[static_cast<size_t>(s)]->Bytes(SnapshotKey{40, kOld, s});
       ASSERT_TRUE(bytes.ok()) << bytes.status();

@@ -100,6 +100,7 @@ TEST(CommMemoryTest, TheRingsBf16WireBufferIsCountedForTheRingsLife) {
   const int64_t before = HeldNow();
   {
     CollectiveOptions o;
+    o.env = Env::Default();
     o.bf16_reduce_scatter = true;
     std::vector<std::unique_ptr<RingCollectives>> rings;
     for (auto& t : transports) rings.push_back(std::make_unique<RingCollectives>(t.get(), o));

@@ -34,8 +34,9 @@ std::vector<std::vector<float>> AllReduce(const std::string& control, std::vecto
   std::vector<std::thread> ranks;
   for (int r = 0; r < kRanks; ++r) {
     ranks.emplace_back([&, r] {
-      std::unique_ptr<Transport> t = NewFaultyTransport(fabric.Connect(r), control);
+      std::unique_ptr<Transport> t = NewFaultyTransport(fabric.Connect(r), control, Env::Default());
       CollectiveOptions o;
+      o.env = Env::Default();
       o.timeout = absl::Seconds(2);
       o.max_segment_bytes = 4096;
       RingCollectives ring(t.get(), o);
@@ -73,7 +74,7 @@ TEST(FaultyTransportTest, ReorderedAndDelayedMessagesChangeNoBit) {
 
 TEST(FaultyTransportTest, AHeldBackMessageArrivesAfterTheNextOne) {
   LocalFabric fabric(2);
-  std::unique_ptr<Transport> sender = NewFaultyTransport(fabric.Connect(0), ControlFile("reorder=1"));
+  std::unique_ptr<Transport> sender = NewFaultyTransport(fabric.Connect(0), ControlFile("reorder=1"), Env::Default());
   std::unique_ptr<Transport> receiver = fabric.Connect(1);
   std::vector<uint64_t> order;
   Mutex mu;

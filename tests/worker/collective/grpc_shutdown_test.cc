@@ -61,16 +61,16 @@ TEST_P(GrpcFailedGenerationTest, ClosesWithoutWaitingForAPeerThatLeft) {
   const Case c = GetParam();
   const bool parked = c.departure == Departure::kRestartedInPlace && c.data_queued;
   const TransportServerOptions options = Options(parked ? absl::Seconds(1) : kDrain);
-  auto s0 = *TransportServer::Start("127.0.0.1:0", options);
-  auto s1 = *TransportServer::Start("127.0.0.1:0", options);
-  auto s2 = *TransportServer::Start("127.0.0.1:0", options);
+  auto s0 = *TransportServer::Start(Env::Default(), "127.0.0.1:0", options);
+  auto s1 = *TransportServer::Start(Env::Default(), "127.0.0.1:0", options);
+  auto s2 = *TransportServer::Start(Env::Default(), "127.0.0.1:0", options);
   const std::vector<std::string> peers = {Addr(*s0), Addr(*s1), Addr(*s2)};
   const std::string address2 = peers[2];
   std::unique_ptr<Transport> t0 = *s0->Connect(3, 0, peers);
   std::unique_ptr<Transport> t1 = *s1->Connect(3, 1, peers);
   s2.reset();
   if (c.departure == Departure::kRestartedInPlace) {
-    absl::StatusOr<std::unique_ptr<TransportServer>> again = TransportServer::Start(address2, options);
+    absl::StatusOr<std::unique_ptr<TransportServer>> again = TransportServer::Start(Env::Default(), address2, options);
     ASSERT_TRUE(again.ok()) << again.status();
     s2 = *std::move(again);
   }
@@ -107,9 +107,9 @@ INSTANTIATE_TEST_SUITE_P(Departures, GrpcFailedGenerationTest,
 // data and over ones opened for it, and a peer that is still taking data is
 // drained, not cut off.
 TEST(GrpcFailedGenerationTest, TheReportReachesLivePeersOverOldAndNewStreams) {
-  auto s0 = *TransportServer::Start("127.0.0.1:0", Options());
-  auto s1 = *TransportServer::Start("127.0.0.1:0", Options());
-  auto s2 = *TransportServer::Start("127.0.0.1:0", Options());
+  auto s0 = *TransportServer::Start(Env::Default(), "127.0.0.1:0", Options());
+  auto s1 = *TransportServer::Start(Env::Default(), "127.0.0.1:0", Options());
+  auto s2 = *TransportServer::Start(Env::Default(), "127.0.0.1:0", Options());
   const std::vector<std::string> peers = {Addr(*s0), Addr(*s1), Addr(*s2)};
   std::unique_ptr<Transport> t0 = *s0->Connect(7, 0, peers);
   std::unique_ptr<Transport> t1 = *s1->Connect(7, 1, peers);

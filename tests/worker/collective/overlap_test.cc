@@ -32,7 +32,7 @@ TEST_P(OverlapTransportTest, BackgroundOpsEqualTheSameOpsInOrder) {
     std::vector<std::vector<float>> plain(kRanks), overlapped(kRanks);
     auto run = [&](bool overlap) {
       return world.Run([&](int r, Transport* t) -> absl::Status {
-        RingCollectives ring(t, CollectiveOptions{});
+        RingCollectives ring(t, CollectiveOptions{Env::Default()});
         std::vector<float> grads = Values(r, kSize), params = Values(r + 10, kSize);
         std::vector<double> scalars = {static_cast<double>(r)};
         if (!overlap) {
@@ -44,7 +44,7 @@ TEST_P(OverlapTransportTest, BackgroundOpsEqualTheSameOpsInOrder) {
             RETURN_IF_ERROR(ring.AllGather(absl::MakeSpan(params).subspan(b.begin, b.size())));
           }
         } else {
-          OverlapCollectives comm(&ring);
+          OverlapCollectives comm(&ring, Env::Default());
           std::vector<Ticket> rs;
           for (size_t k = buckets.size(); k-- > 0;) {
             rs.push_back(comm.StartReduceScatter(absl::MakeSpan(grads).subspan(buckets[k].begin, buckets[k].size())));
@@ -99,7 +99,7 @@ class FailingSecond : public LocalCollectives {
 TEST(OverlapCollectivesTest, AFailedOpFailsEveryLaterOneWithoutRunningIt) {
   FailingSecond inner;
   std::vector<float> buffer(8);
-  OverlapCollectives comm(&inner);
+  OverlapCollectives comm(&inner, Env::Default());
   const Ticket a = comm.StartReduceScatter(absl::MakeSpan(buffer));
   const Ticket b = comm.StartAllGather(absl::MakeSpan(buffer));
   const Ticket c = comm.StartAllGather(absl::MakeSpan(buffer));

@@ -30,6 +30,7 @@ float Value(int rank, int64_t i) { return static_cast<float>((rank * 7 + i * 3) 
 
 CollectiveOptions Options(int64_t segment_bytes) {
   CollectiveOptions o;
+  o.env = Env::Default();
   o.timeout = absl::Seconds(20);
   o.max_segment_bytes = segment_bytes;
   return o;
@@ -491,11 +492,11 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, GrpcPeerGoneTest, ::testing::Values(4, 12),
 
 TEST(GrpcTransportTest, ARankThatIsNotADataPlanePeerCanNeitherBeReachedNorSpeak) {
   std::atomic<int> refused{0};
-  RpcAuth receiver_auth("", [&](RejectReason r) { refused += r == RejectReason::kNotAMember; });
+  RpcAuth receiver_auth(Env::Default(), "", [&](RejectReason r) { refused += r == RejectReason::kNotAMember; });
   TransportServerOptions ro;
   ro.auth = &receiver_auth;
-  auto receiver = *TransportServer::Start("127.0.0.1:0", ro);
-  auto stranger = *TransportServer::Start("127.0.0.1:0");
+  auto receiver = *TransportServer::Start(Env::Default(), "127.0.0.1:0", ro);
+  auto stranger = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
   const std::string r0 = "127.0.0.1:" + std::to_string(receiver->port());
   const std::string s2 = "127.0.0.1:" + std::to_string(stranger->port());
   // Rank 0 of three knows rank 1 only; rank 2 knows everyone.
@@ -515,7 +516,7 @@ TEST(GrpcTransportTest, ARankThatIsNotADataPlanePeerCanNeitherBeReachedNorSpeak)
 }
 
 TEST(GrpcTransportTest, OlderGenerationIsRefusedAndNewOneWorks) {
-  auto server = *TransportServer::Start("127.0.0.1:0");
+  auto server = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
   const std::vector<std::string> peers = {"127.0.0.1:" + std::to_string(server->port())};
   ASSERT_TRUE(server->Connect(5, 0, peers).ok());
   absl::StatusOr<std::unique_ptr<Transport>> stale = server->Connect(4, 0, peers);
@@ -538,6 +539,7 @@ TEST(RingTest, ASendReceiveLongerThanAnyMessageOfTheJobIsRefusedNamingTheSender)
   TestWorld world(TransportKind::kLocal, 2);
   const std::vector<absl::Status> statuses = world.Run([&](int rank, Transport* t) -> absl::Status {
     CollectiveOptions o;
+    o.env = Env::Default();
     o.timeout = absl::Seconds(10);
     o.max_message_bytes = 1000;
     RingCollectives ring(t, o);
@@ -558,18 +560,18 @@ TEST(GrpcTransportTest, OnlyASenderWithItsParkTagWaitsForAGenerationAndNotForeve
   const std::string good = ParkTag(KeyFor(token, 0), 2, 1);  // rank 1 -> rank 0, generation 2
   for (const std::string& receiver_secret : {token, RankCredentialText(token, 0)}) {
     std::atomic<int> refused{0};
-    RpcAuth receiver_auth(receiver_secret, [&](RejectReason r) { refused += r == RejectReason::kNotAMember; });
+    RpcAuth receiver_auth(Env::Default(), receiver_secret, [&](RejectReason r) { refused += r == RejectReason::kNotAMember; });
     TransportServerOptions ro;
     ro.auth = &receiver_auth;
     ro.generation_wait = absl::Seconds(1);
-    auto receiver = *TransportServer::Start("127.0.0.1:0", ro);
+    auto receiver = *TransportServer::Start(Env::Default(), "127.0.0.1:0", ro);
     const std::string r = "127.0.0.1:" + std::to_string(receiver->port());
     std::unique_ptr<Transport> rx1 = *receiver->Connect(1, 0, {r, "127.0.0.1:1"});
     // A stream of generation 2 from rank 1 with the park tag `tag`; its
     // sender is kept so the stream stays open.
     std::vector<std::pair<std::unique_ptr<TransportServer>, std::unique_ptr<Transport>>> senders;
     auto send = [&](const std::string& tag) {
-      auto server = *TransportServer::Start("127.0.0.1:0");
+      auto server = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
       ConnectOptions o;
       o.keys.park_tags = {tag, ""};
       std::unique_ptr<Transport> tx = *server->Connect(2, 1, {r, "127.0.0.1:1"}, o);
@@ -610,17 +612,17 @@ TEST(GrpcTransportTest, OnlyASenderWithItsParkTagWaitsForAGenerationAndNotForeve
 TEST(GrpcTransportTest, OnlyRanksOfTheJobsLargestWorldMayWaitForAGeneration) {
   const std::string token = "job-token";
   for (const int max_world : {0, 3}) {  // 0: this world's size, 2
-    RpcAuth receiver_auth(token);
+    RpcAuth receiver_auth(Env::Default(), token);
     TransportServerOptions ro;
     ro.auth = &receiver_auth;
     ro.generation_wait = absl::Seconds(5);
-    auto receiver = *TransportServer::Start("127.0.0.1:0", ro);
+    auto receiver = *TransportServer::Start(Env::Default(), "127.0.0.1:0", ro);
     const std::string r = "127.0.0.1:" + std::to_string(receiver->port());
     ConnectOptions rxo;
     rxo.max_world_size = max_world;
     std::unique_ptr<Transport> rx1 = *receiver->Connect(1, 0, {r, "127.0.0.1:1"}, rxo);
     // Rank 2 of a world of three, generation 2, with a valid park tag.
-    auto server = *TransportServer::Start("127.0.0.1:0");
+    auto server = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
     ConnectOptions o;
     o.keys.park_tags = {ParkTag(KeyFor(token, 0), 2, 2), "", ""};
     std::unique_ptr<Transport> tx = *server->Connect(2, 2, {r, "127.0.0.1:1", "127.0.0.1:2"}, o);
@@ -641,11 +643,11 @@ TEST(GrpcTransportTest, OnlyTheRegisteredMemberCanSpeakForItsRank) {
   // What the coordinator hands out for generation 3 of a world of two.
   const std::string secret0 = "secret-of-rank-0", secret1 = "secret-of-rank-1";
   std::atomic<int> refused{0};
-  RpcAuth receiver_auth("", [&](RejectReason r) { refused += r == RejectReason::kNotAMember; });
+  RpcAuth receiver_auth(Env::Default(), "", [&](RejectReason r) { refused += r == RejectReason::kNotAMember; });
   TransportServerOptions ro;
   ro.auth = &receiver_auth;
-  auto receiver = *TransportServer::Start("127.0.0.1:0", ro);
-  auto member = *TransportServer::Start("127.0.0.1:0");
+  auto receiver = *TransportServer::Start(Env::Default(), "127.0.0.1:0", ro);
+  auto member = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
   const std::string r0 = "127.0.0.1:" + std::to_string(receiver->port());
   MemberKeys keys0{secret0, {MemberTag(secret0, 3, 0), MemberTag(secret1, 3, 0)}};
   std::unique_ptr<Transport> rx = *receiver->Connect(3, 0, {r0, "127.0.0.1:" + std::to_string(member->port())}, ConnectOptions{keys0});
@@ -664,7 +666,7 @@ TEST(GrpcTransportTest, OnlyTheRegisteredMemberCanSpeakForItsRank) {
   // secret, a guess, or none: each stream is refused.
   int attempts = 0;
   for (const std::string& stolen : {std::string(), secret0, std::string("guess")}) {
-    auto impostor = *TransportServer::Start("127.0.0.1:0");
+    auto impostor = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
     std::unique_ptr<Transport> fake = *impostor->Connect(3, 1, {r0, "127.0.0.1:1"}, ConnectOptions{MemberKeys{stolen, {}}});
     fake->Send(0, 9, bytes, absl::Now() + absl::Seconds(5)).IgnoreError();
     fake->Flush(absl::Now() + absl::Seconds(5)).IgnoreError();
@@ -677,8 +679,8 @@ TEST(GrpcTransportTest, OnlyTheRegisteredMemberCanSpeakForItsRank) {
 }
 
 TEST(GrpcTransportTest, StreamsNamingFutureGenerationsHoldNoThreadAndFarAheadIsRefusedAtOnce) {
-  auto receiver = *TransportServer::Start("127.0.0.1:0");
-  auto legit = *TransportServer::Start("127.0.0.1:0");
+  auto receiver = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
+  auto legit = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
   const std::string r = "127.0.0.1:" + std::to_string(receiver->port());
   const std::string l = "127.0.0.1:" + std::to_string(legit->port());
   std::unique_ptr<Transport> rx = *receiver->Connect(1, 0, {r, l});
@@ -686,7 +688,7 @@ TEST(GrpcTransportTest, StreamsNamingFutureGenerationsHoldNoThreadAndFarAheadIsR
 
   // Forty streams whose first frame names the next generation: one rogue
   // rank "0" of generation 2 whose forty peers are all the receiver.
-  auto rogue = *TransportServer::Start("127.0.0.1:0");
+  auto rogue = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
   std::vector<std::string> peers = {"127.0.0.1:" + std::to_string(rogue->port())};
   for (int i = 0; i < 40; ++i) peers.push_back(r);
   std::unique_ptr<Transport> flood = *rogue->Connect(2, 0, peers);
@@ -710,7 +712,7 @@ TEST(GrpcTransportTest, StreamsNamingFutureGenerationsHoldNoThreadAndFarAheadIsR
 
   // A generation far ahead is refused at once: the sender's stream breaks
   // long before the 30 s a parked stream may wait.
-  auto far = *TransportServer::Start("127.0.0.1:0");
+  auto far = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
   std::unique_ptr<Transport> ahead = *far->Connect(9, 1, {r, "127.0.0.1:" + std::to_string(far->port())});
   const absl::Time until = absl::Now() + absl::Seconds(10);
   bool refused = false;
@@ -725,8 +727,8 @@ TEST(GrpcTransportTest, StreamsNamingFutureGenerationsHoldNoThreadAndFarAheadIsR
 }
 
 TEST(GrpcTransportTest, AStreamOfTheNextGenerationIsDeliveredOnceThisRankGetsThere) {
-  auto receiver = *TransportServer::Start("127.0.0.1:0");
-  auto early = *TransportServer::Start("127.0.0.1:0");
+  auto receiver = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
+  auto early = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
   const std::string r = "127.0.0.1:" + std::to_string(receiver->port());
   const std::string e = "127.0.0.1:" + std::to_string(early->port());
   std::unique_ptr<Transport> rx1 = *receiver->Connect(1, 0, {r, e});
@@ -749,8 +751,8 @@ TEST(GrpcTransportTest, OversizedFramesAndFloodsOfUnexpectedOnesFailTheWorldNami
   {
     TransportServerOptions small;
     small.max_frame_bytes = 64 << 10;
-    auto receiver = *TransportServer::Start("127.0.0.1:0", small);
-    auto sender = *TransportServer::Start("127.0.0.1:0");
+    auto receiver = *TransportServer::Start(Env::Default(), "127.0.0.1:0", small);
+    auto sender = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
     const std::vector<std::string> peers = {"127.0.0.1:" + std::to_string(receiver->port()),
                                             "127.0.0.1:" + std::to_string(sender->port())};
     std::unique_ptr<Transport> rx = *receiver->Connect(1, 0, peers);
@@ -763,8 +765,8 @@ TEST(GrpcTransportTest, OversizedFramesAndFloodsOfUnexpectedOnesFailTheWorldNami
   // Frames nobody asked for, past the per-peer cap: the world fails naming
   // the sender, instead of holding them until the generation ends.
   {
-    auto receiver = *TransportServer::Start("127.0.0.1:0");
-    auto sender = *TransportServer::Start("127.0.0.1:0");
+    auto receiver = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
+    auto sender = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
     const std::vector<std::string> peers = {"127.0.0.1:" + std::to_string(receiver->port()),
                                             "127.0.0.1:" + std::to_string(sender->port())};
     ConnectOptions capped;

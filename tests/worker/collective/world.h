@@ -25,7 +25,7 @@ class TestWorld {
   TestWorld(TransportKind kind, int n, const TransportServerOptions& grpc_options = {}) : kind_(kind), n_(n) {
     if (kind == TransportKind::kGrpc) {
       for (int r = 0; r < n; ++r) {
-        servers_.push_back(*TransportServer::Start("127.0.0.1:0", grpc_options));
+        servers_.push_back(*TransportServer::Start(Env::Default(), "127.0.0.1:0", grpc_options));
         addresses_.push_back("127.0.0.1:" + std::to_string(servers_.back()->port()));
       }
     }

@@ -140,7 +140,8 @@ class FakeCoordinator final : public coordinator::Coordinator::Service {
 class WorkerLifecycleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = *TransportServer::Start("127.0.0.1:0");
+    server_ = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
+    options_.env = Env::Default();
     options_.coordinator = coordinator_.address();
     options_.transport_address = absl::StrCat("127.0.0.1:", server_->port());
     options_.connect_timeout = absl::Seconds(10);
@@ -290,7 +291,7 @@ TEST_F(WorkerLifecycleTest, ABadCheckpointIsReportedAndTheWorkerRegistersAgain) 
 }
 
 TEST_F(WorkerLifecycleTest, APeerLostMidStepEndsTheGenerationAndTheWorkerRegistersAgain) {
-  std::unique_ptr<TransportServer> peer_server = *TransportServer::Start("127.0.0.1:0");
+  std::unique_ptr<TransportServer> peer_server = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
   const std::string peer = absl::StrCat("127.0.0.1:", peer_server->port());
   coordinator_.Script(World(1, ConfigText(1000, {"runtime.collective_timeout_seconds=20"}), {peer}));
   absl::Status result;
@@ -328,7 +329,7 @@ TEST_F(WorkerLifecycleTest, AWatchdogComplaintReachesTheCoordinatorWhichMovesThe
   // Rank 1 stays connected but silent: the worker's first step hangs until
   // the watchdog reports it; the coordinator then starts generation 2 (as
   // the real one does for a stuck worker), which frees the worker at once.
-  std::unique_ptr<TransportServer> peer_server = *TransportServer::Start("127.0.0.1:0");
+  std::unique_ptr<TransportServer> peer_server = *TransportServer::Start(Env::Default(), "127.0.0.1:0");
   const std::string peer = absl::StrCat("127.0.0.1:", peer_server->port());
   coordinator_.Script(World(1, ConfigText(1000, {"runtime.watchdog_timeout_seconds=0.5",
                                                  "runtime.collective_timeout_seconds=120"}),

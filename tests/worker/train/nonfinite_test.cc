@@ -162,10 +162,12 @@ class NonFiniteTrainingTest : public FashionMnistSuite {
     for (int r = 0; r < kWorld; ++r) {
       threads.emplace_back([&, r] {
         CollectiveOptions o;
+        o.env = Env::Default();
         o.timeout = absl::Seconds(60);
         RingCollectives ring(transports[static_cast<size_t>(r)].get(), o);
         PoisoningCollectives comm(&ring, r == kFaultyRank ? poison : Poison::kNone, at_call);
         TrainOptions options;
+        options.env = Env::Default();
         options.show_progress = false;
         statuses[static_cast<size_t>(r)] = RunTraining(c, *data_, comm, options).status();
       });

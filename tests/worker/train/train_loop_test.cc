@@ -39,6 +39,7 @@ class TrainLoopTest : public FashionMnistSuite {
   // Quiet options that save checkpoints under `root` through `sink`.
   static TrainOptions Saving(const std::string& root, CheckpointSink* sink) {
     TrainOptions o;
+    o.env = Env::Default();
     o.show_progress = false;
     o.keep_params = true;
     o.checkpoint_root = root;
@@ -60,6 +61,7 @@ class TrainLoopTest : public FashionMnistSuite {
   static absl::StatusOr<TrainResult> Restore(const config::JobConfig& c, const std::string& step_dir) {
     LocalCollectives comm;
     TrainOptions o;
+    o.env = Env::Default();
     o.show_progress = false;
     o.keep_params = true;
     o.restore_dir = step_dir;
@@ -69,6 +71,7 @@ class TrainLoopTest : public FashionMnistSuite {
   static absl::StatusOr<TrainResult> Run(const config::JobConfig& c, MetricsSink* sink = nullptr) {
     LocalCollectives comm;
     TrainOptions options;
+    options.env = Env::Default();
     options.metrics = sink;
     options.show_progress = false;
     options.keep_params = true;
@@ -83,8 +86,9 @@ class TrainLoopTest : public FashionMnistSuite {
     std::vector<absl::StatusOr<TrainResult>> results(static_cast<size_t>(n));
     TestWorld world(TransportKind::kLocal, n);
     world.Run([&](int rank, Transport* t) {
-      RingCollectives comm(t, CollectiveOptions{});
+      RingCollectives comm(t, CollectiveOptions{Env::Default()});
       TrainOptions o;
+      o.env = Env::Default();
       o.show_progress = false;
       o.keep_params = true;
       if (setup) setup(rank, &o);
@@ -178,6 +182,7 @@ TEST_F(TrainLoopTest, StopRequestEndsTheRunAfterThatStepWithAnEval) {
   std::atomic<int64_t> stop{25}, done{0};
   LocalCollectives comm;
   TrainOptions options;
+  options.env = Env::Default();
   options.show_progress = false;
   options.keep_params = true;
   options.stop_request = &stop;
@@ -332,7 +337,7 @@ TEST_F(TrainLoopTest, ARestoreFromAPeersMemoryReplicaIsBitForBit) {
       Config({"train.total_steps=60", "train.eval_every=0", "checkpoint.memory_every_steps=20"});
   constexpr int kWorld = 2;
   std::vector<std::unique_ptr<MemorySnapshots>> stores;
-  for (int r = 0; r < kWorld; ++r) stores.push_back(std::make_unique<MemorySnapshots>());
+  for (int r = 0; r < kWorld; ++r) stores.push_back(std::make_unique<MemorySnapshots>(Env::Default()));
   auto run = [&](int64_t restore_step) {
     std::vector<absl::StatusOr<TrainResult>> results = RunWorld(c, kWorld, [&](int r, TrainOptions* o) {
       o->memory = stores[static_cast<size_t>(r)].get();
@@ -355,7 +360,7 @@ TEST_F(TrainLoopTest, ARestoreFromAPeersMemoryReplicaIsBitForBit) {
   ASSERT_TRUE(stores[0]->Holds(shard1)) << "rank 0 holds its predecessor's shard";
   absl::StatusOr<std::string> replica = stores[0]->Bytes(shard1);
   ASSERT_TRUE(replica.ok());
-  stores[1] = std::make_unique<MemorySnapshots>();  // the replacement process
+  stores[1] = std::make_unique<MemorySnapshots>(Env::Default());  // the replacement process
   ASSERT_TRUE(stores[1]->Put(shard1, *replica).ok());
   EXPECT_EQ(run(40), uninterrupted) << "resumed from memory at step 40, it should end on the same bits";
 }
