@@ -128,15 +128,19 @@ absl::Status Job::Init() {
   return absl::OkStatus();
 }
 
-void Job::ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* later) {
-  // CheckReport has checked the shard's world size and file name.
-  if (options_.checkpoint_root.empty()) return;
-  auto& shards = saves_[saved.step()];
-  shards[rank] = saved;
-  if (static_cast<int>(shards.size()) < m_.world_size) return;
-  later->commits.push_back(Commit{saved.step(), m_.world_size, std::move(shards)});
-  ++commits_pending_;  // until RunDeferredNow has tried it
-  saves_.erase(saved.step());
+void Job::BookStepLocked(const BookEvent& event, Deferred* later) {
+  const BookEffects out = Step(checkpoints_, event);
+  if (out.error && !out.fail.has_value()) SLOG(ERROR) << out.reason;
+  if (out.commit.has_value() && later != nullptr) {
+    later->commits.push_back(*out.commit);
+    ++commits_pending_;  // until RunDeferredNow has tried it
+  }
+  if (out.mark_bad.has_value() && later != nullptr) {
+    later->bad_step = out.mark_bad->step;
+    later->bad_reason = out.mark_bad->why;
+  }
+  if (out.break_world.has_value()) StepLocked(membership_event::Break{*out.break_world});
+  if (out.fail.has_value()) Fail(*out.fail);
 }
 
 void Job::RunDeferred(Deferred later, bool wait) {
@@ -160,13 +164,12 @@ void Job::RunDeferred(Deferred later, bool wait) {
 }
 
 void Job::RunDeferredNow(const Deferred& later) {
-  for (const Commit& c : later.commits) {
+  for (const BookCommit& c : later.commits) {
     absl::Status committed = catalog_.Commit(c.step, c.world, job_id_, c.shards);
     MutexLock lock(&mu_);
     --commits_pending_;
     if (!committed.ok()) {
-      SLOG(ERROR) << "checkpoint at step " << c.step << " not committed: " << committed;
-      ++checkpoint_failures_;
+      BookStepLocked(book_event::CommitFailed{c.step, committed.ToString()}, nullptr);
       continue;
     }
     last_save_time_ = Now();
@@ -288,30 +291,6 @@ void Job::PersistStateNow() {
 
 absl::Time Job::Now() const { return absl::FromUnixMicros(options_.env->NowMicros()); }
 
-void Job::SaveFailed(const coordinator::WorkerReport& r) {
-  ++checkpoint_failures_;
-  std::set<uint64_t>& generations = save_failures_[r.save_failed_step()];
-  generations.insert(r.generation());
-  const int attempts = static_cast<int>(generations.size());
-  if (attempts < kMaxSaveAttempts) {
-    SLOG(ERROR) << "saving the checkpoint at step " << r.save_failed_step() << " failed on rank " << r.rank() << " ("
-                << r.save_failure() << "); attempt " << attempts << " of " << kMaxSaveAttempts
-                << ", the world restarts from the last committed checkpoint";
-    return;
-  }
-  // The same save failing again and again (a full or broken disk) would
-  // restart the world forever: stop, keeping what was committed.
-  SaveGiveUp give_up;
-  give_up.step = r.save_failed_step();
-  give_up.attempts = attempts;
-  give_up.rank = r.rank();
-  give_up.code = static_cast<absl::StatusCode>(r.save_failure_code());
-  give_up.failure = r.save_failure();
-  give_up.kept_dir = catalog_.Restore().dir;
-  give_up.root = catalog_.root();
-  Fail(SaveGiveUpStatus(give_up));
-}
-
 void Job::Fail(absl::Status status) {
   if (m_.Over()) return;
   SLOG(ERROR) << "job failed: " << status;
@@ -416,7 +395,7 @@ void Job::OnBrokenLocked(const MembershipEffects::Broken& broken) {
     ++losses_;
     last_disruption_ = broken.why;
   }
-  saves_.clear();  // a partial save of the broken world is never committed
+  BookStepLocked(book_event::WorldBroken{}, nullptr);  // a partial save of it is never committed
   // Members learn the new generation from NextCommand; their old streams
   // then end.
   ++state_version_;
@@ -453,7 +432,7 @@ int64_t Job::PlanMemoryRestore() {
   in.world_size = m_.world_size;
   for (const auto& [rank, m] : m_.members) in.held[rank] = m.held;
   in.disk_step = catalog_.Restore().step;
-  in.limit = FailedSaveLimit(save_failures_, catalog_.latest_good());
+  in.limit = FailedSaveLimit(checkpoints_.save_failures, catalog_.latest_good());
   in.bad_steps = bad_memory_steps_;
   MemoryRestorePlan plan = shardline::PlanMemoryRestore(in);
   memory_sources_ = std::move(plan.sources);

@@ -46,6 +46,7 @@
 #include "common/platform/env.h"
 #include "common/observability/metrics_writer.h"
 #include "common/platform/mutex.h"
+#include "coordinator/checkpoint_book.h"
 #include "coordinator/checkpoint_catalog.h"
 #include "coordinator/disk_writer.h"
 #include "coordinator/job_store.h"
@@ -203,13 +204,8 @@ class Job {
   // Ends the running generation: every member is told to re-register.
   // Disk work decided under mu_ and done after it is released, so a slow
   // disk never holds up heartbeats or registration.
-  struct Commit {
-    int64_t step = 0;
-    int world = 0;
-    std::map<int, coordinator::SavedShard> shards;
-  };
   struct Deferred {
-    std::vector<Commit> commits;
+    std::vector<BookCommit> commits;
     int64_t bad_step = 0;  // 0: none
     std::string bad_reason;
   };
@@ -289,16 +285,13 @@ class Job {
   bool elastic() const { return config_.runtime().min_workers() > 0; }
   void RecordWorldChangeLocked(int from, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A rank could not write its shard of r.save_failed_step(): counted per
-  // generation; the job fails at kMaxSaveAttempts.
-  void SaveFailed(const coordinator::WorkerReport& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static constexpr int kMaxSaveAttempts = 3;
+  // The checkpoint book's decision (checkpoint_book.h) for `event`, applied:
+  // commits and bad marks into `later` (null: none can follow), a broken
+  // world, a failed job, the reason logged.
+  void BookStepLocked(const BookEvent& event, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True when the stream of (rank, generation) has nothing more to carry
   // but, possibly, the news of a new generation.
   bool StreamOver(int rank, uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records a worker's saved shard; queues the step's commit when all are in.
-  void ShardSaved(int rank, const coordinator::SavedShard& saved, Deferred* later)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const config::JobConfig config_;
   const std::string config_text_;
@@ -327,9 +320,9 @@ class Job {
   bool finished_at_start_ ABSL_GUARDED_BY(mu_) = false;
   int64_t finished_step_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status final_ ABSL_GUARDED_BY(mu_);
-  // Generations in which saving the checkpoint at a step failed on some
-  // rank; at kMaxSaveAttempts of them the job stops instead of looping.
-  std::map<int64_t, std::set<uint64_t>> save_failures_ ABSL_GUARDED_BY(mu_);
+  // Saves in progress and failed, and the reason of the last decision
+  // about them (checkpoint_book.h).
+  CheckpointBook checkpoints_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Parked> parked_ ABSL_GUARDED_BY(mu_);  // by registration id
   std::shared_ptr<const MemberBook> book_ ABSL_GUARDED_BY(mu_);  // of generation_, made on first use
   uint64_t next_registration_ ABSL_GUARDED_BY(mu_) = 1;
@@ -346,7 +339,6 @@ class Job {
   int64_t StepAheadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t total_steps_ ABSL_GUARDED_BY(mu_) = 0;         // as reported by rank 0
   int64_t losses_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t checkpoint_failures_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t start_step_ ABSL_GUARDED_BY(mu_) = 0;  // the running generation's restore point
   // The running generation restores start_step_ from memory (memory_step_
   // == start_step_ > 0), its shard r coming from rank memory_sources_[r].
@@ -364,8 +356,6 @@ class Job {
   // Wall clock (for people and alerts, not decisions): the last commit, or
   // this coordinator's start.
   absl::Time last_commit_time_ ABSL_GUARDED_BY(mu_);
-  // Shards reported for steps not yet committed: step -> rank -> shard.
-  std::map<int64_t, std::map<int, coordinator::SavedShard>> saves_ ABSL_GUARDED_BY(mu_);
   metrics::MetricRecord last_train_ ABSL_GUARDED_BY(mu_);  // rank 0's latest train record
   metrics::MetricRecord last_eval_ ABSL_GUARDED_BY(mu_);
   metrics::MetricRecord best_eval_ ABSL_GUARDED_BY(mu_);   // by checkpoint.best_metric (accuracy without one)

@@ -104,23 +104,17 @@ void Job::NoteProgressLocked(const coordinator::WorkerReport& r) {
 // Memory first, so the next world is handed the fallback; the mark is made
 // durable after the lock is released. Only the first report of a step acts.
 void Job::BadCheckpointLocked(const coordinator::WorkerReport& r, Deferred* later) {
-  if (r.bad_checkpoint_step() <= 0 || !catalog_.NoteBad(r.bad_checkpoint_step())) return;
-  const int64_t bad_step = r.bad_checkpoint_step();
+  if (r.bad_checkpoint_step() <= 0) return;
+  book_event::BadCheckpoint e;
+  e.step = r.bad_checkpoint_step();
+  e.rank = r.rank();
+  e.why = r.bad_checkpoint_reason();
+  e.first = catalog_.NoteBad(e.step);
   const RestorePoint fallback = catalog_.Restore();
-  later->bad_step = bad_step;
-  later->bad_reason = r.bad_checkpoint_reason();
-  if (fallback.dir.empty()) {
-    // Checkpoints existed and none is usable: starting from scratch would
-    // silently throw the run away (and overwrite them in time).
-    Fail(absl::FailedPreconditionError(absl::StrCat(
-        "no checkpoint of this job can be restored: the last one tried, step ", bad_step, ", failed verification on rank ",
-        r.rank(), " (", r.bad_checkpoint_reason(), "), and every newer one was marked bad before it; not training "
-        "from scratch over them. Move ", catalog_.root(), " aside to start anew, or set checkpoint.init_from")));
-  } else {
-    SLOG(ERROR) << "checkpoint at step " << bad_step << " failed verification on rank " << r.rank() << ": "
-                << r.bad_checkpoint_reason() << "; marked bad, falling back to step " << fallback.step;
-    StepLocked(membership_event::Break{absl::StrCat("its checkpoint at step ", bad_step, " is bad")});
-  }
+  e.fallback_step = fallback.step;
+  e.fallback_dir = fallback.dir;
+  e.root = catalog_.root();
+  BookStepLocked(e, later);
 }
 
 void Job::NoteMetricsLocked(const coordinator::WorkerReport& r) {
@@ -137,10 +131,25 @@ void Job::NoteMetricsLocked(const coordinator::WorkerReport& r) {
 absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* later) {
   RETURN_IF_ERROR(CheckReportLocked(r));
   NoteProgressLocked(r);
-  for (const coordinator::SavedShard& saved : r.saved()) ShardSaved(r.rank(), saved, later);
+  // CheckReport has checked each shard's world size and file name.
+  if (!options_.checkpoint_root.empty()) {
+    for (const coordinator::SavedShard& saved : r.saved()) {
+      BookStepLocked(book_event::ShardSaved{r.rank(), saved, m_.world_size}, later);
+    }
+  }
   BadCheckpointLocked(r, later);
   NoteMetricsLocked(r);
-  if (r.save_failed_step() > 0) SaveFailed(r);
+  if (r.save_failed_step() > 0) {
+    book_event::SaveFailed e;
+    e.step = r.save_failed_step();
+    e.generation = r.generation();
+    e.rank = r.rank();
+    e.code = static_cast<absl::StatusCode>(r.save_failure_code());
+    e.failure = r.save_failure();
+    e.kept_dir = catalog_.Restore().dir;
+    e.root = catalog_.root();
+    BookStepLocked(e, later);
+  }
   if (r.bad_memory_step() > 0 && r.bad_memory_step() == memory_step_ && bad_memory_steps_.insert(memory_step_).second) {
     SLOG(ERROR) << "the in-memory snapshot of step " << memory_step_ << " could not be restored on rank " << r.rank()
                 << "; the next world restores from another snapshot or from disk";
@@ -317,7 +326,8 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_worker_losses(losses_);
   s.set_last_checkpoint_step(catalog_.latest_good());
   s.set_bad_checkpoints(catalog_.bad_count());
-  s.set_checkpoint_failures(checkpoint_failures_);
+  s.set_checkpoint_failures(checkpoints_.failures);
+  s.set_checkpoint_note(checkpoints_.reason);
   s.set_start_step(start_step_);
   s.set_restored_from(memory_step_ > 0 ? "memory" : start_step_ > 0 ? "disk" : "");
   s.set_memory_recoveries(memory_recoveries_);

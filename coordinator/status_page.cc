@@ -167,6 +167,9 @@ std::string StatusPageHtml(const coordinator::JobStatus& s, const std::vector<me
                           it == s.goodput().badput_seconds().end() ? 0.0 : it->second);
   }
   absl::StrAppendFormat(&html, "<tr><td>disruptions</td><td>%d</td></tr></table></div>", s.goodput().disruptions());
+  if (!s.checkpoint_note().empty()) {
+    absl::StrAppend(&html, "<p id=\"checkpoint-note\">checkpoints: ", Escape(s.checkpoint_note()), "</p>");
+  }
   absl::StrAppend(&html, "<p><small>", Escape(ProgressLine(s)), "</small></p></body></html>\n");
   return html;
 }

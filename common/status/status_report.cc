@@ -66,6 +66,9 @@ std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
   if (!s.last_disruption().empty()) {
     absl::StrAppend(&out, "last disruption: ", EscapeControl(s.last_disruption()), "\n");
   }
+  if (!s.checkpoint_note().empty()) {
+    absl::StrAppend(&out, "checkpoints: ", EscapeControl(s.checkpoint_note()), "\n");
+  }
   absl::StrAppend(&out, "rank  host:port              alive  heartbeat     step  own work/step  straggler\n");
   for (const coordinator::WorkerStatus& w : s.workers()) {
     absl::StrAppendFormat(&out, "%4d  %-21s  %-5s  %7.2f s  %7d  %10.2f ms  %9s\n", w.rank(), EscapeControl(w.address()),

@@ -85,6 +85,13 @@ TEST(StatusReportTest, NamesTheFactsAndEachWorker) {
   EXPECT_TRUE(absl::StrContains(text, "last committed checkpoint: step 200, 10 s ago"));
   EXPECT_TRUE(absl::StrContains(text, "10.0.0.1:5000"));
   EXPECT_TRUE(absl::StrContains(text, "0.50"));
+  EXPECT_FALSE(absl::StrContains(text, "checkpoints:")) << "no decision yet, no line";
+  coordinator::JobStatus noted = TwoWorkers();
+  noted.set_checkpoint_note("saving the checkpoint at step 600 failed on rank 1 (disk full); attempt 1 of 3");
+  EXPECT_TRUE(absl::StrContains(StatusReport(noted, absl::FromUnixSeconds(1000)),
+                                "checkpoints: saving the checkpoint at step 600 failed on rank 1"));
+  EXPECT_TRUE(absl::StrContains(StatusPageHtml(noted, {}, {}, absl::FromUnixSeconds(1000)),
+                                "id=\"checkpoint-note\">checkpoints: saving the checkpoint at step 600"));
   EXPECT_EQ(FormatEta(-1), "-");
   EXPECT_EQ(FormatEta(7509), "2:05:09");
 }

@@ -31,6 +31,42 @@ const std::string kConfig = DefaultConfig();
 const std::vector<std::string> kRun = {"train.total_steps=1600", "checkpoint.every_steps=200",
                                        "train.log_every=200", "train.eval_every=800"};
 
+// Issue 46: `shardline ckpt export` and `ckpt verify` beside a job that saves
+// every 5 steps and keeps one checkpoint: retention deletes the step being
+// read (5 of 486 reads failed with "No such file or directory" before). Each
+// read now sees one committed checkpoint whole or moves on to the newer one
+// by itself (the race itself is reproduced without processes in
+// full_params_test); here every real read beside the real job succeeds.
+TEST(CheckpointTest, ReadersBesideAJobWhoseRetentionDeletesWhatTheyReadAlwaysSucceed) {
+  const std::string dir = FreshDir("ckpt_readers");
+  Subprocess job(LaunchArgv(dir, 2, {"train.total_steps=100000", "checkpoint.every_steps=5", "checkpoint.keep_last=1",
+                                     "train.log_every=500", "train.eval_every=0"}));
+  // The first commit (the log's "latest committed checkpoint at step 0" at
+  // start is not one).
+  for (const absl::Time until = absl::Now() + absl::Seconds(120);
+       CommittedSteps(Env::Default(), dir + "/checkpoints").value_or(std::vector<int64_t>{}).empty() &&
+       absl::Now() < until;) {
+    absl::SleepFor(absl::Milliseconds(25));
+  }
+  ASSERT_FALSE(CommittedSteps(Env::Default(), dir + "/checkpoints").value_or(std::vector<int64_t>{}).empty())
+      << job.Output();
+  int exports = 0, verifies = 0;
+  for (int i = 0; i < 30 && job.Poll() == -2; ++i) {
+    Subprocess e({BinPath("shardline"), "ckpt", "export", dir, "--out", dir + "-export.safetensors"});
+    ASSERT_EQ(e.Wait(absl::Seconds(60)), 0) << e.Output();
+    EXPECT_TRUE(absl::StrContains(e.Output(), "exported step ")) << e.Output();
+    ++exports;
+    Subprocess v({BinPath("shardline"), "ckpt", "verify", dir});
+    ASSERT_EQ(v.Wait(absl::Seconds(60)), 0) << v.Output();
+    EXPECT_FALSE(absl::StrContains(v.Output(), "FAILED")) << v.Output();
+    ++verifies;
+  }
+  EXPECT_EQ(exports, 30) << "the job ended before the reads: " << job.Output();
+  job.Signal(SIGTERM);
+  EXPECT_EQ(job.Wait(absl::Seconds(120)), 0) << job.Output();
+  EXPECT_EQ(verifies, exports);
+}
+
 TEST(CheckpointTest, KilledWorkersAndCoordinatorResumeFromTheLastCommitAndEndBitForBit) {
   const std::string clean = FreshDir("ckpt_clean");
   Subprocess a(LaunchArgv(clean, 2, kRun));

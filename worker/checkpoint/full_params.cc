@@ -35,14 +35,8 @@ bool StillCommitted(Env* env, const std::string& root, int64_t step) {
 absl::StatusOr<int64_t> ReadCommitted(Env* env, const std::string& root, const std::string& want,
                                       const std::function<absl::Status(int64_t step)>& read) {
   const bool latest = want.empty() || want == "latest";
-  int64_t last_tried = -1;
   for (int attempt = 1;; ++attempt) {
     ASSIGN_OR_RETURN(const int64_t step, PickCommittedStep(env, root, want));
-    if (step <= last_tried) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("reading the newest committed checkpoint of ", root, ": step ", step,
-                       " is committed again after it was deleted while being read"));
-    }
     const absl::Status status = read(step);
     if (status.ok()) return step;
     if (StillCommitted(env, root, step)) return status;
@@ -57,7 +51,6 @@ absl::StatusOr<int64_t> ReadCommitted(Env* env, const std::string& root, const s
                                                  "(the job saves faster than they can be read); try again or "
                                                  "read a step that is kept (checkpoint.keep_every)"));
     }
-    last_tried = step;
   }
 }
 

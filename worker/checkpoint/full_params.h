@@ -37,7 +37,7 @@ inline constexpr int kMaxCommittedReadAttempts = 8;
 // one committed checkpoint whole or a newer one, never a torn one: when
 // `read` fails because retention deleted the step meanwhile (it is no longer
 // committed), "latest" moves on to the newest committed step by itself (at
-// most kMaxCommittedReadAttempts times, each to a newer step) and a named
+// most kMaxCommittedReadAttempts reads in all, then UNAVAILABLE) and a named
 // step fails with NotFound saying so. Any other failure is `read`'s.
 absl::StatusOr<int64_t> ReadCommitted(Env* env, const std::string& root, const std::string& want,
                                       const std::function<absl::Status(int64_t step)>& read);
