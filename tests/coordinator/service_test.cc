@@ -207,10 +207,7 @@ TEST(CoordinatorServiceTest, ARelayedProofCanNeitherRegisterNorBeUsedTwice) {
   Served served("relay", &auth);
   Job& job = *served.job;
   auto stub = served.Stub();
-  coordinator::RegisterRequest req;
-  req.set_transport_address("127.0.0.1:1");
-  req.set_requested_rank(-1);
-  req.set_incarnation(7);
+  const coordinator::RegisterRequest req = RegisterReq(-1, 7);
   auto call_register = [&](const std::string& header) {
     grpc::ClientContext ctx;
     if (!header.empty()) ctx.AddMetadata(kProofMetadataKey, header);
