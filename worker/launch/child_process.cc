@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/platform/env.h"
 #include "common/platform/logging.h"
+#include "common/encoding/text_escape.h"
 
 namespace shardline {
 
@@ -75,8 +76,13 @@ void ChildProcess::Pump(int fd) {
   ssize_t n;
   while ((n = getline(&line, &cap, in)) > 0) {
     std::string text(line, static_cast<size_t>(n));
-    if (log.ok() && !((*log)->Append(text).ok() && (*log)->Flush().ok())) log = absl::DataLossError("");
     while (!text.empty() && text.back() == '\n') text.pop_back();
+    // A child's own log lines are escaped already (escaping them again
+    // changes nothing); anything else it writes raw (a crash report, a
+    // library's message) is escaped here, so no line from a child can drive
+    // the operator's terminal or its log's reader.
+    text = EscapeControl(text);
+    if (log.ok() && !((*log)->Append(text + "\n").ok() && (*log)->Flush().ok())) log = absl::DataLossError("");
     // The children's own log lines already name them.
     const std::string tag = absl::StrCat("[", name_, "]");
     const std::string out =
