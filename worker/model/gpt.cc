@@ -74,7 +74,8 @@ BatchStats Gpt::Forward(const float* params, const Examples& batch, ModelWorkspa
   for (size_t l = 0; l < blocks_.size(); ++l) {
     ws->BeforeForward(blocks_[l].range);
     float* out = l + 1 == blocks_.size() ? ws->final_x.data() : ws->stream.data();
-    StackForward(params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), ws->stream.data(), &ws->stack, out);
+    StackForward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size()}, ws->stream.data(),
+                 &ws->stack, out);
   }
   if (blocks_.empty()) ws->final_x = ws->stream;
   ws->BeforeForward(FinalNorm());
@@ -108,7 +109,7 @@ void Gpt::ForwardCached(const float* params, int32_t token, int pos, GptKvCache*
   const float* w = params + layout_.tensor(wpe_).offset + static_cast<int64_t>(pos) * d;
   for (int i = 0; i < d; ++i) c->x[i] = e[i] + w[i];
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    BlockForwardCached(params, layout_, blocks_[l], shape_, pos, &c->blocks[l], c->x.data());
+    BlockForwardCached(BlockCall{params, layout_, blocks_[l], shape_}, pos, &c->blocks[l], c->x.data());
   }
   LayerNormForward(c->x.data(), params + layout_.tensor(ln_f_w_).offset, params + layout_.tensor(ln_f_b_).offset, 1,
                    d, c->ln.data(), c->mean.data(), c->rstd.data());
@@ -136,8 +137,8 @@ void Gpt::Backward(const float* params, const Examples& batch, float grad_scale,
   ws->AfterBackward(FinalNorm());
   for (size_t l = blocks_.size(); l-- > 0;) {
     ws->BeforeBackward(blocks_[l].range);
-    StackBackward(params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), accumulate, grads, &ws->scratch,
-                  &ws->stack, ws->dx.data());
+    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size()}, accumulate, grads,
+                  &ws->scratch, &ws->stack, ws->dx.data());
     ws->AfterBackward(blocks_[l].range);
   }
   EmbeddingBackward(ws->dx.data(), batch.tokens, n, seq, d, accumulate, dwte, grads + layout_.tensor(wpe_).offset);

@@ -69,30 +69,31 @@ void BlockScratch::Resize(const BlockShape& s, int batch, int seq) {
 
 namespace {
 
-const float* P(const float* params, const FlatLayout& layout, int tensor) { return params + layout.tensor(tensor).offset; }
 float* G(float* grads, const FlatLayout& layout, int tensor) { return grads + layout.tensor(tensor).offset; }
 
 }  // namespace
 
-void BlockForward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& s,
-                  int batch, int seq, const float* x, BlockActivations* a, float* out) {
+void BlockForward(const BlockCall& c, const float* x, BlockActivations* a, float* out) {
+  const BlockShape& s = c.shape;
+  const BlockTensors& t = c.tensors;
+  const int batch = c.batch, seq = c.seq;
   const int rows = batch * seq, d = s.d, f = s.hidden;
   a->Resize(s, batch, seq);
   // `out` may be `x`: from here on the input is read from the copy.
   std::copy(x, x + static_cast<int64_t>(rows) * d, a->x.begin());
-  LayerNormForward(a->x.data(), P(params, layout, t.ln1_w), P(params, layout, t.ln1_b), rows, d, a->ln1.data(), a->mean1.data(),
+  LayerNormForward(a->x.data(), c.P(t.ln1_w), c.P(t.ln1_b), rows, d, a->ln1.data(), a->mean1.data(),
                    a->rstd1.data());
-  LinearForward(a->ln1.data(), P(params, layout, t.attn_w), P(params, layout, t.attn_b), rows, d, 3 * d,
+  LinearForward(a->ln1.data(), c.P(t.attn_w), c.P(t.attn_b), rows, d, 3 * d,
                 a->qkv.data());
   AttentionForward(a->qkv.data(), batch, seq, d, s.heads, s.causal, a->probs.data(), a->attn.data());
-  LinearForward(a->attn.data(), P(params, layout, t.proj_w), P(params, layout, t.proj_b), rows, d, d,
+  LinearForward(a->attn.data(), c.P(t.proj_w), c.P(t.proj_b), rows, d, d,
                 a->x_mid.data());
   for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) a->x_mid[i] += a->x[i];
-  LayerNormForward(a->x_mid.data(), P(params, layout, t.ln2_w), P(params, layout, t.ln2_b), rows, d, a->ln2.data(),
+  LayerNormForward(a->x_mid.data(), c.P(t.ln2_w), c.P(t.ln2_b), rows, d, a->ln2.data(),
                    a->mean2.data(), a->rstd2.data());
-  LinearForward(a->ln2.data(), P(params, layout, t.fc_w), P(params, layout, t.fc_b), rows, d, f, a->hidden.data());
+  LinearForward(a->ln2.data(), c.P(t.fc_w), c.P(t.fc_b), rows, d, f, a->hidden.data());
   GeluForward(a->hidden.data(), static_cast<int64_t>(rows) * f, a->gelu.data(), a->gelu_tanh.data());
-  LinearForward(a->gelu.data(), P(params, layout, t.out_w), P(params, layout, t.out_b), rows, f, d, out);
+  LinearForward(a->gelu.data(), c.P(t.out_w), c.P(t.out_b), rows, f, d, out);
   for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) out[i] += a->x_mid[i];
 }
 
@@ -111,50 +112,54 @@ void BlockKvCache::Resize(const BlockShape& s, int context) {
   rstd.resize(1);
 }
 
-void BlockForwardCached(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& s,
-                        int pos, BlockKvCache* c, float* x) {
+void BlockForwardCached(const BlockCall& call, int pos, BlockKvCache* c, float* x) {
+  const BlockShape& s = call.shape;
+  const BlockTensors& t = call.tensors;
   const int d = s.d, f = s.hidden;
-  LayerNormForward(x, P(params, layout, t.ln1_w), P(params, layout, t.ln1_b), 1, d, c->ln.data(), c->mean.data(),
+  LayerNormForward(x, call.P(t.ln1_w), call.P(t.ln1_b), 1, d, c->ln.data(), c->mean.data(),
                    c->rstd.data());
-  LinearForward(c->ln.data(), P(params, layout, t.attn_w), P(params, layout, t.attn_b), 1, d, 3 * d, c->qkv.data());
+  LinearForward(c->ln.data(), call.P(t.attn_w), call.P(t.attn_b), 1, d, 3 * d, c->qkv.data());
   std::copy(c->qkv.begin() + d, c->qkv.begin() + 2 * d, c->keys.begin() + static_cast<int64_t>(pos) * d);
   std::copy(c->qkv.begin() + 2 * d, c->qkv.end(), c->values.begin() + static_cast<int64_t>(pos) * d);
   AttentionForwardOne(c->qkv.data(), c->keys.data(), c->values.data(), pos, d, s.heads, c->scores.data(),
                       c->attn.data());
-  LinearForward(c->attn.data(), P(params, layout, t.proj_w), P(params, layout, t.proj_b), 1, d, d, c->proj.data());
+  LinearForward(c->attn.data(), call.P(t.proj_w), call.P(t.proj_b), 1, d, d, c->proj.data());
   for (int i = 0; i < d; ++i) x[i] += c->proj[i];
-  LayerNormForward(x, P(params, layout, t.ln2_w), P(params, layout, t.ln2_b), 1, d, c->ln.data(), c->mean.data(),
+  LayerNormForward(x, call.P(t.ln2_w), call.P(t.ln2_b), 1, d, c->ln.data(), c->mean.data(),
                    c->rstd.data());
-  LinearForward(c->ln.data(), P(params, layout, t.fc_w), P(params, layout, t.fc_b), 1, d, f, c->hidden.data());
+  LinearForward(c->ln.data(), call.P(t.fc_w), call.P(t.fc_b), 1, d, f, c->hidden.data());
   GeluForward(c->hidden.data(), f, c->gelu.data());
-  LinearForward(c->gelu.data(), P(params, layout, t.out_w), P(params, layout, t.out_b), 1, f, d, c->proj.data());
+  LinearForward(c->gelu.data(), call.P(t.out_w), call.P(t.out_b), 1, f, d, c->proj.data());
   for (int i = 0; i < d; ++i) x[i] += c->proj[i];
 }
 
-void BlockBackward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& s,
-                   int batch, int seq, const BlockActivations& a, bool accumulate, float* grads, BlockScratch* sc,
+void BlockBackward(const BlockCall& c, const BlockActivations& a, bool accumulate, float* grads, BlockScratch* sc,
                    float* dx) {
+  const BlockShape& s = c.shape;
+  const BlockTensors& t = c.tensors;
+  const FlatLayout& layout = c.layout;
+  const int batch = c.batch, seq = c.seq;
   const int rows = batch * seq, d = s.d, f = s.hidden;
   const int64_t n = static_cast<int64_t>(rows) * d;
   sc->Resize(s, batch, seq);
   // The MLP branch: dx is d(out), which also flows straight to x_mid.
-  LinearBackward(dx, a.gelu.data(), P(params, layout, t.out_w), rows, f, d, accumulate, sc->d_hidden.data(),
+  LinearBackward(dx, a.gelu.data(), c.P(t.out_w), rows, f, d, accumulate, sc->d_hidden.data(),
                  G(grads, layout, t.out_w), G(grads, layout, t.out_b));
   GeluBackward(sc->d_hidden.data(), a.hidden.data(), a.gelu_tanh.data(), static_cast<int64_t>(rows) * f,
                sc->d_hidden.data());
-  LinearBackward(sc->d_hidden.data(), a.ln2.data(), P(params, layout, t.fc_w), rows, d, f, accumulate,
+  LinearBackward(sc->d_hidden.data(), a.ln2.data(), c.P(t.fc_w), rows, d, f, accumulate,
                  sc->d_ln.data(), G(grads, layout, t.fc_w), G(grads, layout, t.fc_b));
-  LayerNormBackward(sc->d_ln.data(), a.x_mid.data(), a.mean2.data(), a.rstd2.data(), P(params, layout, t.ln2_w), rows,
+  LayerNormBackward(sc->d_ln.data(), a.x_mid.data(), a.mean2.data(), a.rstd2.data(), c.P(t.ln2_w), rows,
                     d, accumulate, sc->d_mid.data(), G(grads, layout, t.ln2_w), G(grads, layout, t.ln2_b));
   for (int64_t i = 0; i < n; ++i) sc->d_mid[i] += dx[i];
   // The attention branch: d_mid is d(x_mid), which also flows straight to x.
-  LinearBackward(sc->d_mid.data(), a.attn.data(), P(params, layout, t.proj_w), rows, d, d, accumulate,
+  LinearBackward(sc->d_mid.data(), a.attn.data(), c.P(t.proj_w), rows, d, d, accumulate,
                  sc->d_attn.data(), G(grads, layout, t.proj_w), G(grads, layout, t.proj_b));
   AttentionBackward(sc->d_attn.data(), a.qkv.data(), a.probs.data(), batch, seq, d, s.heads, s.causal,
                     sc->d_qkv.data(), sc->scores.data());
-  LinearBackward(sc->d_qkv.data(), a.ln1.data(), P(params, layout, t.attn_w), rows, d, 3 * d, accumulate,
+  LinearBackward(sc->d_qkv.data(), a.ln1.data(), c.P(t.attn_w), rows, d, 3 * d, accumulate,
                  sc->d_ln.data(), G(grads, layout, t.attn_w), G(grads, layout, t.attn_b));
-  LayerNormBackward(sc->d_ln.data(), a.x.data(), a.mean1.data(), a.rstd1.data(), P(params, layout, t.ln1_w), rows, d,
+  LayerNormBackward(sc->d_ln.data(), a.x.data(), a.mean1.data(), a.rstd1.data(), c.P(t.ln1_w), rows, d,
                     accumulate, dx, G(grads, layout, t.ln1_w), G(grads, layout, t.ln1_b));
   for (int64_t i = 0; i < n; ++i) dx[i] += sc->d_mid[i];
 }
@@ -170,32 +175,30 @@ int64_t BlockStack::bytes() const {
   return sum;
 }
 
-void StackForward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& s,
-                  int batch, int seq, size_t l, size_t count, const float* x, BlockStack* stack, float* out) {
+void StackForward(const BlockCall& c, const float* x, BlockStack* stack, float* out) {
   if (!stack->remat) {
-    stack->acts.resize(count);
+    stack->acts.resize(c.count);
     stack->inputs.clear();
-    BlockForward(params, layout, t, s, batch, seq, x, &stack->acts[l], out);
+    BlockForward(c, x, &stack->acts[c.index], out);
     return;
   }
   stack->acts.resize(1);
-  stack->inputs.resize(count);
-  stack->inputs[l].assign(x, x + static_cast<int64_t>(batch) * seq * s.d);
-  BlockForward(params, layout, t, s, batch, seq, x, &stack->acts[0], out);
+  stack->inputs.resize(c.count);
+  stack->inputs[c.index].assign(x, x + static_cast<int64_t>(c.batch) * c.seq * c.shape.d);
+  BlockForward(c, x, &stack->acts[0], out);
 }
 
-void StackBackward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& s,
-                   int batch, int seq, size_t l, size_t count, bool accumulate, float* grads, BlockScratch* scratch,
-                   BlockStack* stack, float* dx) {
+void StackBackward(const BlockCall& c, bool accumulate, float* grads, BlockScratch* scratch, BlockStack* stack,
+                   float* dx) {
   if (!stack->remat) {
-    BlockBackward(params, layout, t, s, batch, seq, stack->acts[l], accumulate, grads, scratch, dx);
+    BlockBackward(c, stack->acts[c.index], accumulate, grads, scratch, dx);
     return;
   }
-  if (l + 1 < count) {  // the last block's activations are the forward's own
-    stack->recomputed.resize(stack->inputs[l].size());
-    BlockForward(params, layout, t, s, batch, seq, stack->inputs[l].data(), &stack->acts[0], stack->recomputed.data());
+  if (c.index + 1 < c.count) {  // the last block's activations are the forward's own
+    stack->recomputed.resize(stack->inputs[c.index].size());
+    BlockForward(c, stack->inputs[c.index].data(), &stack->acts[0], stack->recomputed.data());
   }
-  BlockBackward(params, layout, t, s, batch, seq, stack->acts[0], accumulate, grads, scratch, dx);
+  BlockBackward(c, stack->acts[0], accumulate, grads, scratch, dx);
 }
 
 }  // namespace shardline

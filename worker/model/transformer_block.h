@@ -60,9 +60,25 @@ struct BlockScratch {
   int64_t bytes() const;
 };
 
+// What every block function is given: which block of which model's
+// parameters, on which rows (`batch` sequences of `seq` positions; rows =
+// batch * seq), and where it stands in its stack (block `index` of
+// `count`, for StackForward / StackBackward).
+struct BlockCall {
+  const float* params;  // the model's flat parameters
+  const FlatLayout& layout;
+  const BlockTensors& tensors;
+  const BlockShape& shape;
+  int batch = 1;
+  int seq = 1;
+  size_t index = 0;
+  size_t count = 1;
+  // A tensor of this block's, by its index in the layout.
+  const float* P(int tensor) const { return params + layout.tensor(tensor).offset; }
+};
+
 // out [rows, d] from x [rows, d] (copied into acts->x).
-void BlockForward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& shape,
-                  int batch, int seq, const float* x, BlockActivations* acts, float* out);
+void BlockForward(const BlockCall& c, const float* x, BlockActivations* acts, float* out);
 
 // What a block's cached forward keeps of the positions it has run (their
 // keys and values, for later positions to attend to), and its scratch for
@@ -78,13 +94,11 @@ struct BlockKvCache {
 // `cache`): x [d], the block's input at pos, becomes its output; the
 // position's key and value join the cache. The same ops as BlockForward's
 // on that row, one position at a time (attention by AttentionForwardOne).
-void BlockForwardCached(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& shape,
-                        int pos, BlockKvCache* cache, float* x);
+void BlockForwardCached(const BlockCall& c, int pos, BlockKvCache* cache, float* x);
 
 // In: dx holds d(loss)/d(out); out: d(loss)/d(x). Parameter gradients
 // into grads (flat layout), added with `accumulate`.
-void BlockBackward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& shape,
-                   int batch, int seq, const BlockActivations& acts, bool accumulate, float* grads,
+void BlockBackward(const BlockCall& c, const BlockActivations& acts, bool accumulate, float* grads,
                    BlockScratch* scratch, float* dx);
 
 // What a stack of blocks keeps from its forward for its backward: every
@@ -99,17 +113,16 @@ struct BlockStack {
   int64_t bytes() const;                      // held by all of the above
 };
 
-// Block l of `count` in the forward: out [rows, d] from x, as BlockForward.
-void StackForward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& shape,
-                  int batch, int seq, size_t l, size_t count, const float* x, BlockStack* stack, float* out);
+// Block c.index of c.count in the forward: out [rows, d] from x, as
+// BlockForward.
+void StackForward(const BlockCall& c, const float* x, BlockStack* stack, float* out);
 
-// Block l's backward, as BlockBackward, after StackForward of every block
-// (in the backward's order: l = count - 1 first). With remat it first
-// recomputes block l's activations from its input (the last block's are
-// still there), reading its parameters.
-void StackBackward(const float* params, const FlatLayout& layout, const BlockTensors& t, const BlockShape& shape,
-                   int batch, int seq, size_t l, size_t count, bool accumulate, float* grads, BlockScratch* scratch,
-                   BlockStack* stack, float* dx);
+// Block c.index's backward, as BlockBackward, after StackForward of every
+// block (in the backward's order: index = count - 1 first). With remat it
+// first recomputes the block's activations from its input (the last
+// block's are still there), reading its parameters.
+void StackBackward(const BlockCall& c, bool accumulate, float* grads, BlockScratch* scratch, BlockStack* stack,
+                   float* dx);
 
 }  // namespace shardline
 

@@ -108,7 +108,8 @@ BatchStats Vit::Forward(const float* params, const Examples& batch, ModelWorkspa
   for (size_t l = 0; l < blocks_.size(); ++l) {
     ws->BeforeForward(blocks_[l].range);
     float* out = l + 1 == blocks_.size() ? ws->final_x.data() : ws->stream.data();
-    StackForward(params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), ws->stream.data(), &ws->stack, out);
+    StackForward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size()}, ws->stream.data(),
+                 &ws->stack, out);
   }
   ws->BeforeForward(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
   ws->norm.resize(ws->stream.size());
@@ -165,8 +166,8 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
   ws->AfterBackward(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
   for (size_t l = blocks_.size(); l-- > 0;) {
     ws->BeforeBackward(blocks_[l].range);
-    StackBackward(params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), accumulate, grads, &ws->scratch,
-                  &ws->stack, ws->dx.data());
+    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size()}, accumulate, grads,
+                  &ws->scratch, &ws->stack, ws->dx.data());
     ws->AfterBackward(blocks_[l].range);
   }
   // The embeddings' backward reads no parameters (no input gradient).

@@ -210,13 +210,14 @@ TEST(TransformerBlockTest, ABlocksGradientsMatchFiniteDifferences) {
     BlockActivations acts;
     std::vector<float> out(rows * shape.d);
     auto loss = [&] {
-      BlockForward(params.data(), layout, t, shape, batch, seq, x.data(), &acts, out.data());
+      BlockForward(BlockCall{params.data(), layout, t, shape, batch, seq}, x.data(), &acts, out.data());
       return Dot(out, w);
     };
     loss();
     std::vector<float> grads(params.size()), dx = w;
     BlockScratch scratch;
-    BlockBackward(params.data(), layout, t, shape, batch, seq, acts, false, grads.data(), &scratch, dx.data());
+    BlockBackward(BlockCall{params.data(), layout, t, shape, batch, seq}, acts, false, grads.data(), &scratch,
+                  dx.data());
     CheckFd(&params, loss, grads, causal ? "causal block params" : "full block params");
     CheckFd(&x, loss, dx, causal ? "causal block dx" : "full block dx");
   }
