@@ -32,8 +32,8 @@ bool StillCommitted(Env* env, const std::string& root, int64_t step) {
   return env->FileExists(StepDir(root, step) + "/" + kCommittedFile);
 }
 
-absl::StatusOr<int64_t> ReadCommitted(Env* env, const std::string& root, const std::string& want,
-                                      const std::function<absl::Status(int64_t step)>& read) {
+absl::StatusOr<int64_t> ReadCheckpoint(Env* env, const std::string& root, const std::string& want,
+                                       const std::function<absl::Status(int64_t step)>& read) {
   const bool latest = want.empty() || want == "latest";
   for (int attempt = 1;; ++attempt) {
     ASSIGN_OR_RETURN(const int64_t step, PickCommittedStep(env, root, want));

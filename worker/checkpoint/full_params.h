@@ -3,7 +3,7 @@
 // ckpt export` writes as safetensors and `shardline sample` generates from.
 //
 //   FullParams p;
-//   ASSIGN_OR_RETURN(int64_t step, ReadCommitted(env, root, "latest", [&](int64_t s) -> absl::Status {
+//   ASSIGN_OR_RETURN(int64_t step, ReadCheckpoint(env, root, "latest", [&](int64_t s) -> absl::Status {
 //     ASSIGN_OR_RETURN(p, ReadFullParams(env, StepDir(root, s)));
 //     return absl::OkStatus();
 //   }));
@@ -29,7 +29,7 @@ absl::StatusOr<int64_t> PickCommittedStep(Env* env, const std::string& root, con
 // before the step's shards).
 bool StillCommitted(Env* env, const std::string& root, int64_t step);
 
-// How many newer checkpoints ReadCommitted moves on to before it gives up.
+// How many reads ReadCheckpoint makes before it gives up.
 inline constexpr int kMaxCommittedReadAttempts = 8;
 
 // Runs `read(step)` on the committed checkpoint `want` (as PickCommittedStep)
@@ -39,8 +39,8 @@ inline constexpr int kMaxCommittedReadAttempts = 8;
 // committed), "latest" moves on to the newest committed step by itself (at
 // most kMaxCommittedReadAttempts reads in all, then UNAVAILABLE) and a named
 // step fails with NotFound saying so. Any other failure is `read`'s.
-absl::StatusOr<int64_t> ReadCommitted(Env* env, const std::string& root, const std::string& want,
-                                      const std::function<absl::Status(int64_t step)>& read);
+absl::StatusOr<int64_t> ReadCheckpoint(Env* env, const std::string& root, const std::string& want,
+                                       const std::function<absl::Status(int64_t step)>& read);
 
 struct FullParams {
   std::vector<state::TensorEntry> tensors;  // the layout the checkpoint was saved with

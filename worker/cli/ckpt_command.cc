@@ -79,7 +79,7 @@ absl::Status List(Env* env, const std::string& workdir) {
 absl::Status Verify(Env* env, const std::string& workdir, const std::string& step) {
   const std::string root = Root(workdir);
   if (!step.empty()) {
-    return ReadCommitted(env, root, step, [&](int64_t s) -> absl::Status {
+    return ReadCheckpoint(env, root, step, [&](int64_t s) -> absl::Status {
              ASSIGN_OR_RETURN(VerifiedCheckpoint r, VerifyCheckpoint(env, StepDir(root, s)));
              printf("step %ld: OK (%zu shards)\n", static_cast<long>(s), r.headers.size());
              return absl::OkStatus();
@@ -109,7 +109,7 @@ absl::Status Export(Env* env, const std::string& workdir, const std::string& ste
   if (out.empty()) return absl::InvalidArgumentError("--out is required");
   const std::string root = Root(workdir);
   FullParams full;
-  ASSIGN_OR_RETURN(const int64_t s, ReadCommitted(env, root, step, [&](int64_t s) -> absl::Status {
+  ASSIGN_OR_RETURN(const int64_t s, ReadCheckpoint(env, root, step, [&](int64_t s) -> absl::Status {
     ASSIGN_OR_RETURN(full, ReadFullParams(env, StepDir(root, s)));
     return absl::OkStatus();
   }));

@@ -104,7 +104,7 @@ absl::Status Sample(const Args& args) {
   std::vector<float> params(static_cast<size_t>(gpt.layout().total_size()));
   if (from_workdir) {
     FullParams full;
-    ASSIGN_OR_RETURN(const int64_t step, ReadCommitted(env, root, args.Get("step"), [&](int64_t s) -> absl::Status {
+    ASSIGN_OR_RETURN(const int64_t step, ReadCheckpoint(env, root, args.Get("step"), [&](int64_t s) -> absl::Status {
       ASSIGN_OR_RETURN(full, ReadFullParams(env, StepDir(root, s)));
       return absl::OkStatus();
     }));

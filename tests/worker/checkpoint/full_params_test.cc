@@ -13,7 +13,7 @@
 namespace shardline {
 namespace {
 
-class ReadCommittedTest : public testing::Test {
+class ReadCheckpointTest : public testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/read_committed_test.XXXXXX";
@@ -39,18 +39,18 @@ class ReadCommittedTest : public testing::Test {
   std::string root_;
 };
 
-TEST_F(ReadCommittedTest, NoneYetIsSaidPlainly) {
-  absl::StatusOr<int64_t> r = ReadCommitted(env_, root_, "latest", [](int64_t) { return absl::OkStatus(); });
+TEST_F(ReadCheckpointTest, NoneYetIsSaidPlainly) {
+  absl::StatusOr<int64_t> r = ReadCheckpoint(env_, root_, "latest", [](int64_t) { return absl::OkStatus(); });
   ASSERT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(absl::StrContains(r.status().message(), "no committed checkpoint in " + root_ + " yet")) << r.status();
 }
 
 // Retention deletes the step being read (a new save committed meanwhile):
 // "latest" moves on to the newer one by itself.
-TEST_F(ReadCommittedTest, LatestMovesOnWhenRetentionDeletesTheStepBeingRead) {
+TEST_F(ReadCheckpointTest, LatestMovesOnWhenRetentionDeletesTheStepBeingRead) {
   Commit(5);
   std::vector<int64_t> tried;
-  absl::StatusOr<int64_t> r = ReadCommitted(env_, root_, "latest", [&](int64_t step) -> absl::Status {
+  absl::StatusOr<int64_t> r = ReadCheckpoint(env_, root_, "latest", [&](int64_t step) -> absl::Status {
     tried.push_back(step);
     if (step == 5) {
       Commit(10);
@@ -64,9 +64,9 @@ TEST_F(ReadCommittedTest, LatestMovesOnWhenRetentionDeletesTheStepBeingRead) {
   EXPECT_EQ(tried, (std::vector<int64_t>{5, 10}));
 }
 
-TEST_F(ReadCommittedTest, ANamedStepThatIsDeletedIsNamed) {
+TEST_F(ReadCheckpointTest, ANamedStepThatIsDeletedIsNamed) {
   Commit(5);
-  absl::StatusOr<int64_t> r = ReadCommitted(env_, root_, "5", [&](int64_t step) -> absl::Status {
+  absl::StatusOr<int64_t> r = ReadCheckpoint(env_, root_, "5", [&](int64_t step) -> absl::Status {
     Commit(10);
     Retire(step);
     return absl::NotFoundError("gone");
@@ -78,11 +78,11 @@ TEST_F(ReadCommittedTest, ANamedStepThatIsDeletedIsNamed) {
 
 // A checkpoint that is still committed and fails to read is a real failure:
 // never hidden by moving on.
-TEST_F(ReadCommittedTest, AFailureOfAStepStillCommittedIsReturned) {
+TEST_F(ReadCheckpointTest, AFailureOfAStepStillCommittedIsReturned) {
   Commit(5);
   Commit(10);
   int calls = 0;
-  absl::StatusOr<int64_t> r = ReadCommitted(env_, root_, "latest", [&](int64_t) {
+  absl::StatusOr<int64_t> r = ReadCheckpoint(env_, root_, "latest", [&](int64_t) {
     ++calls;
     return absl::DataLossError("block 3 of shard 0: CRC mismatch");
   });
@@ -91,10 +91,10 @@ TEST_F(ReadCommittedTest, AFailureOfAStepStillCommittedIsReturned) {
 }
 
 // A job that saves faster than a reader reads: bounded, then said.
-TEST_F(ReadCommittedTest, GivesUpAfterABoundedNumberOfNewerSteps) {
+TEST_F(ReadCheckpointTest, GivesUpAfterABoundedNumberOfNewerSteps) {
   Commit(1);
   int calls = 0;
-  absl::StatusOr<int64_t> r = ReadCommitted(env_, root_, "", [&](int64_t step) -> absl::Status {
+  absl::StatusOr<int64_t> r = ReadCheckpoint(env_, root_, "", [&](int64_t step) -> absl::Status {
     ++calls;
     Commit(step + 1);
     Retire(step);
