@@ -141,7 +141,8 @@ absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::
     if (pinned_ > 0) pinned.push_back(pinned_);
   }
   ASSIGN_OR_RETURN(std::vector<int64_t> deleted,
-                   FinishCommit(env, options_.root, options_.policy, step, best, best_value, pinned));
+                   FinishCommit(env, options_.root, options_.policy, step,
+                                                  best ? std::optional<double>(best_value) : std::nullopt, pinned));
   {
     MutexLock lock(&mu_);
     for (int64_t d : deleted) committed_.erase(d);

@@ -369,8 +369,7 @@ int main(int argc, char** argv) {
   shardline::logging::SetPrefix("coordinator");
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
-      argc, argv, 1, {"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds", "straggler_threshold", "rpc_threads",
-                           "token_file", "tls_cert", "tls_key", "tls_ca"},
-      {"set"}, "shardline-coordinator", &args, {"insecure", "stop_requested"});
+      argc, argv, 1, {{"config", "listen", "workdir", "metrics_listen", "heartbeat_timeout_ms", "progress_every_seconds", "straggler_threshold", "rpc_threads",
+                           "token_file", "tls_cert", "tls_key", "tls_ca"}, {"set"}, {"insecure", "stop_requested"}}, "shardline-coordinator", &args);
   return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-coordinator", shardline::Run);
 }

@@ -140,9 +140,8 @@ int main(int argc, char** argv) {
   shardline::logging::SetPrefix("worker");
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
-      argc, argv, 1, {"coordinator", "listen", "advertise", "metrics_listen", "rank", "connect_timeout_seconds",
-                       "token_file", "tls_cert", "tls_key", "tls_ca"},
-      {}, "shardline-worker", &args, {"insecure", "ignore_sigterm"});
+      argc, argv, 1, {{"coordinator", "listen", "advertise", "metrics_listen", "rank", "connect_timeout_seconds",
+                       "token_file", "tls_cert", "tls_key", "tls_ca"}, {}, {"insecure", "ignore_sigterm"}}, "shardline-worker", &args);
   // After the failure handler, which also takes SIGTERM.
   signal(SIGTERM, parsed.ok() && args.Has("ignore_sigterm") ? SIG_IGN : shardline::OnTerm);
   return shardline::RunCommand(parsed, args, shardline::kHelp, "shardline-worker", shardline::Run);

@@ -830,9 +830,8 @@ int Main(int argc, char** argv) {
   Args args;
   absl::Status parsed =
       ParseArgs(argc, argv, 1,
-                {"coordinator", "coordinator_pid", "workers", "hz", "heartbeat_timeout_ms", "silences", "commands",
-                 "steady_seconds", "connections", "checkpoints", "shard_bytes"},
-                {}, "control_plane_load", &args);
+                {{"coordinator", "coordinator_pid", "workers", "hz", "heartbeat_timeout_ms", "silences", "commands",
+                 "steady_seconds", "connections", "checkpoints", "shard_bytes"}, {}}, "control_plane_load", &args);
   if (!parsed.ok() || !args.Has("coordinator") || !args.Has("coordinator_pid") || !args.Has("workers")) {
     fprintf(stderr, "usage: control_plane_load --coordinator HOST:PORT --coordinator_pid P --workers N [--hz 10]\n"
                     "  [--heartbeat_timeout_ms T] [--silences K] [--commands K] [--steady_seconds S]\n"

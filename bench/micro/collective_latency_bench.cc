@@ -113,7 +113,7 @@ double Time(World& world, int iters, int64_t doubling_max_bytes,
 int Main(int argc, char** argv) {
   InitProcess(argv[0]);
   Args args;
-  if (absl::Status s = ParseArgs(argc, argv, 1, {"worlds", "sizes", "iters"}, {}, "collective_latency_bench", &args);
+  if (absl::Status s = ParseArgs(argc, argv, 1, {{"worlds", "sizes", "iters"}, {}}, "collective_latency_bench", &args);
       !s.ok()) {
     fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 2;

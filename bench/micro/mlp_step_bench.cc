@@ -34,7 +34,7 @@ void BM_MlpStep(benchmark::State& state) {
   for (auto _ : state) {
     mlp.ForwardBackward(params.data(), Images(x.data(), y.data(), batch), 1.0f / batch, false,
                         grads.data(), &ws);
-    opt->Update(++t, 1e-4f, 1.0f, params.data(), grads.data(), /*want_update_sq=*/false);
+    opt->Update(UpdateStep{++t, 1e-4f, 1.0f}, params.data(), grads.data(), /*want_update_sq=*/false);
   }
   state.counters["samples_per_second"] =
       benchmark::Counter(batch, benchmark::Counter::kIsIterationInvariantRate);

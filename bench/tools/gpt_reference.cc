@@ -94,7 +94,7 @@ absl::Status Run(const Args& args) {
 int main(int argc, char** argv) {
   shardline::InitProcess(argv[0]);
   shardline::Args args;
-  absl::Status parsed = shardline::ParseArgs(argc, argv, 1, {"config", "steps", "out"}, {"set"},
+  absl::Status parsed = shardline::ParseArgs(argc, argv, 1, {{"config", "steps", "out"}, {"set"}},
                                              "shardline-gpt-reference", &args);
   return shardline::RunCommand(parsed, args, "usage: shardline-gpt-reference --config F --steps N --out DIR [--set ...]\n",
                                "shardline-gpt-reference", shardline::Run);

@@ -137,9 +137,8 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(Env* env, const std::string&
 
 absl::StatusOr<std::vector<int64_t>> FinishCommit(Env* env, const std::string& root,
                                                   const config::CheckpointConfig& policy, int64_t step,
-                                                  bool new_best, double best_value,
-                                                  const std::vector<int64_t>& pinned) {
-  if (new_best) RETURN_IF_ERROR(WriteBest(env, root, step, best_value));
+                                                  std::optional<double> new_best, const std::vector<int64_t>& pinned) {
+  if (new_best.has_value()) RETURN_IF_ERROR(WriteBest(env, root, step, *new_best));
   const int64_t best = ReadBestStep(env, root);
   std::vector<int64_t> keep = pinned;
   if (best >= 0) keep.push_back(best);

@@ -10,6 +10,7 @@
 #define SHARDLINE_COMMON_CHECKPOINT_CHECKPOINT_DIR_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,13 +80,14 @@ absl::StatusOr<std::vector<int64_t>> ApplyRetention(Env* env, const std::string&
                                                     const std::vector<int64_t>& also_keep = {});
 
 // The steps after `step`'s COMMITTED file is durable, shared by every
-// committer: records `step` in root/BEST if `new_best`, applies the policy
+// committer: records `step` in root/BEST with the metric's value if it is
+// a new best (`new_best` holds the value), applies the policy
 // (never deleting the step BEST names, nor those in `pinned`: the one the
 // job restored from), and deletes uncommitted directories below `step`.
 // Returns the steps retention deleted.
 absl::StatusOr<std::vector<int64_t>> FinishCommit(Env* env, const std::string& root,
                                                   const config::CheckpointConfig& policy, int64_t step,
-                                                  bool new_best, double best_value,
+                                                  std::optional<double> new_best,
                                                   const std::vector<int64_t>& pinned = {});
 
 // Where checkpoints found bad are kept aside: root/quarantine/step_N, each

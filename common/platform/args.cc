@@ -20,9 +20,11 @@ std::vector<std::string> Args::GetAll(const std::string& name) const {
   return it == flags.end() ? std::vector<std::string>{} : it->second;
 }
 
-absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::string>& single,
-                       const std::set<std::string>& repeated, const std::string& command,
-                       Args* out, const std::set<std::string>& switches) {
+absl::Status ParseArgs(int argc, char** argv, int first, const FlagSpec& flags, const std::string& command,
+                       Args* out) {
+  const std::set<std::string>& single = flags.single;
+  const std::set<std::string>& repeated = flags.repeated;
+  const std::set<std::string>& switches = flags.switches;
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {

@@ -3,7 +3,7 @@
 // are errors that name the flag and the command.
 //
 //   Args args;
-//   RETURN_IF_ERROR(ParseArgs(argc, argv, /*first=*/2, {"config", "workdir"}, {"set"}, "shardline train", &args));
+//   RETURN_IF_ERROR(ParseArgs(argc, argv, /*first=*/2, {{"config", "workdir"}, {"set"}}, "shardline train", &args));
 //   std::string config = args.Get("config");
 #ifndef SHARDLINE_COMMON_PLATFORM_ARGS_H_
 #define SHARDLINE_COMMON_PLATFORM_ARGS_H_
@@ -31,12 +31,18 @@ struct Args {
   bool Has(const std::string& name) const { return flags.count(name) > 0; }
 };
 
-// Parses argv[first..argc). `single` flags may appear once, `repeated` ones
-// any number of times; `switches` take no value ("--check" means "true";
-// "--check=false" is allowed). "--help"/"-h" sets help.
-absl::Status ParseArgs(int argc, char** argv, int first, const std::set<std::string>& single,
-                       const std::set<std::string>& repeated, const std::string& command,
-                       Args* out, const std::set<std::string>& switches = {});
+// The flags a command takes: `single` ones may appear once, `repeated`
+// ones any number of times; `switches` take no value ("--check" means
+// "true"; "--check=false" is allowed).
+struct FlagSpec {
+  std::set<std::string> single;
+  std::set<std::string> repeated;
+  std::set<std::string> switches;
+};
+
+// Parses argv[first..argc) against `flags`. "--help"/"-h" sets help.
+absl::Status ParseArgs(int argc, char** argv, int first, const FlagSpec& flags, const std::string& command,
+                       Args* out);
 
 // The integer value of flag `name`, or `def` if it is absent;
 // kInvalidArgument ("--name: 'value' is not an integer") if it is not one.
@@ -52,7 +58,7 @@ int64_t IntFlagOrExit(const Args& args, const std::string& name, int64_t def);
 // EscapeControl) and returns 1.
 //
 //   Args args;
-//   absl::Status parsed = ParseArgs(argc, argv, 2, {...}, {...}, "shardline train", &args);
+//   absl::Status parsed = ParseArgs(argc, argv, 2, {{...}, {...}}, "shardline train", &args);
 //   return RunCommand(parsed, args, kHelp, "shardline train", Train);
 int RunCommand(const absl::Status& parsed, const Args& args, const char* help, const std::string& command,
                const std::function<absl::Status(const Args&)>& run);

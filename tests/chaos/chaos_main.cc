@@ -729,8 +729,7 @@ int Main(const Args& args) {
 int main(int argc, char** argv) {
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(argc, argv, 1,
-                                             {"workdir", "seed", "rounds", "kinds", "workers", "total_steps", "report"},
-                                             {}, "shardline_chaos", &args);
+                                             {{"workdir", "seed", "rounds", "kinds", "workers", "total_steps", "report"}, {}}, "shardline_chaos", &args);
   if (!parsed.ok()) {
     std::fprintf(stderr, "shardline_chaos: %s\n", std::string(parsed.message()).c_str());
     return 1;

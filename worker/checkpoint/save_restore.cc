@@ -31,7 +31,7 @@ absl::Status LocalCommitter::ShardSaved(int64_t step, int rank, int world, const
   RETURN_IF_ERROR(CheckShardFiles(env_, dir, m));
   RETURN_IF_ERROR(WriteCommitted(env_, dir, m));
   SLOG(INFO) << "committed checkpoint at step " << step << (shard.best ? " (new best)" : "");
-  return FinishCommit(env_, root_, policy_, step, shard.best, shard.best_value,
+  return FinishCommit(env_, root_, policy_, step, shard.best ? std::optional<double>(shard.best_value) : std::nullopt,
                       pinned_ > 0 ? std::vector<int64_t>{pinned_} : std::vector<int64_t>{})
       .status();
 }

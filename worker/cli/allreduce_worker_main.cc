@@ -185,9 +185,8 @@ int MeasureSize(RingCollectives& ring, Transport& transport, const Bench& b, int
 int Main(int argc, char** argv) {
   Args args;
   absl::Status parsed = ParseArgs(argc, argv, 1,
-                                  {"rank", "world", "rendezvous", "listen", "op", "sizes", "iters",
-                                   "timeout_ms", "segment_bytes", "doubling_max_bytes"},
-                                  {}, "shardline-allreduce-worker", &args, {"check"});
+                                  {{"rank", "world", "rendezvous", "listen", "op", "sizes", "iters",
+                                   "timeout_ms", "segment_bytes", "doubling_max_bytes"}, {}, {"check"}}, "shardline-allreduce-worker", &args);
   if (args.help) {
     fputs(kHelp, stdout);
     return 0;

@@ -139,7 +139,7 @@ absl::Status Ckpt(const Args& args) {
 
 int CkptCommand(int argc, char** argv) {
   Args args;
-  absl::Status parsed = ParseArgs(argc, argv, 2, {"step", "out"}, {}, "shardline ckpt", &args);
+  absl::Status parsed = ParseArgs(argc, argv, 2, {{"step", "out"}, {}}, "shardline ckpt", &args);
   return RunCommand(parsed, args, kHelp, "shardline ckpt", Ckpt);
 }
 

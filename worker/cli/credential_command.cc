@@ -53,7 +53,7 @@ absl::Status WriteCredential(const Args& args) {
 int CredentialCommand(int argc, char** argv) {
   Args args;
   absl::Status parsed =
-      ParseArgs(argc, argv, 2, {"rank", "out", "token_file"}, {}, "shardline credential", &args, {"reader"});
+      ParseArgs(argc, argv, 2, {{"rank", "out", "token_file"}, {}, {"reader"}}, "shardline credential", &args);
   return RunCommand(parsed, args, kHelp, "shardline credential", WriteCredential);
 }
 

@@ -72,7 +72,7 @@ absl::Status Data(const Args& args) {
 
 int DataCommand(int argc, char** argv) {
   Args args;
-  absl::Status parsed = ParseArgs(argc, argv, 2, {"out", "rdb"}, {}, "shardline data", &args, {"any_version"});
+  absl::Status parsed = ParseArgs(argc, argv, 2, {{"out", "rdb"}, {}, {"any_version"}}, "shardline data", &args);
   return RunCommand(parsed, args, kHelp, "shardline data", Data);
 }
 

@@ -343,9 +343,8 @@ absl::Status Launch(const Args& args) {
 
 int LaunchCommand(int argc, char** argv) {
   Args args;
-  absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workers", "workdir", "max_restarts", "max_coordinator_restarts", "token_file",
-                                   "tls_cert", "tls_key", "tls_ca"},
-                                  {"set"},
+  absl::Status parsed = ParseArgs(argc, argv, 2, {{"config", "workers", "workdir", "max_restarts", "max_coordinator_restarts", "token_file",
+                                   "tls_cert", "tls_key", "tls_ca"}, {"set"}},
                                   "shardline launch", &args);
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;

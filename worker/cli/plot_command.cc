@@ -109,7 +109,7 @@ absl::Status Plot(const Args& args) {
 
 int PlotCommand(int argc, char** argv) {
   Args args;
-  absl::Status parsed = ParseArgs(argc, argv, 2, {"out"}, {}, "shardline plot", &args);
+  absl::Status parsed = ParseArgs(argc, argv, 2, {{"out"}, {}}, "shardline plot", &args);
   return RunCommand(parsed, args, kHelp, "shardline plot", Plot);
 }
 

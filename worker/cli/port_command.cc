@@ -52,7 +52,7 @@ absl::Status Port(const Args& args) {
 
 int PortCommand(int argc, char** argv) {
   Args args;
-  absl::Status parsed = ParseArgs(argc, argv, 2, {"host", "count"}, {}, "shardline port", &args);
+  absl::Status parsed = ParseArgs(argc, argv, 2, {{"host", "count"}, {}}, "shardline port", &args);
   return RunCommand(parsed, args, kHelp, "shardline port", Port);
 }
 

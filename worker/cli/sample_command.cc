@@ -139,9 +139,8 @@ absl::Status Sample(const Args& args) {
 int SampleCommand(int argc, char** argv) {
   Args args;
   absl::Status parsed = ParseArgs(argc, argv, 2,
-                                  {"workdir", "step", "safetensors", "config", "prompt", "tokens", "temperature",
-                                   "top_k", "seed"},
-                                  {}, "shardline sample", &args);
+                                  {{"workdir", "step", "safetensors", "config", "prompt", "tokens", "temperature",
+                                   "top_k", "seed"}, {}}, "shardline sample", &args);
   return RunCommand(parsed, args, kHelp, "shardline sample", Sample);
 }
 

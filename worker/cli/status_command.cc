@@ -101,8 +101,7 @@ absl::Status Status(const Args& args) {
 int StatusCommand(int argc, char** argv) {
   Args args;
   absl::Status parsed =
-      ParseArgs(argc, argv, 2, {"coordinator", "workdir", "token_file", "tls_cert", "tls_key", "tls_ca", "timeout_seconds"},
-                {}, "shardline status", &args, {"json"});
+      ParseArgs(argc, argv, 2, {{"coordinator", "workdir", "token_file", "tls_cert", "tls_key", "tls_ca", "timeout_seconds"}, {}, {"json"}}, "shardline status", &args);
   return RunCommand(parsed, args, kHelp, "shardline status", Status);
 }
 

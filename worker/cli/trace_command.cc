@@ -38,7 +38,7 @@ absl::Status Trace(const Args& args) {
 
 int TraceCommand(int argc, char** argv) {
   Args args;
-  absl::Status parsed = ParseArgs(argc, argv, 2, {"out"}, {}, "shardline trace", &args);
+  absl::Status parsed = ParseArgs(argc, argv, 2, {{"out"}, {}}, "shardline trace", &args);
   return RunCommand(parsed, args, kHelp, "shardline trace", Trace);
 }
 

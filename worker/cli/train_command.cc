@@ -161,7 +161,7 @@ absl::Status Train(const Args& args) {
 
 int TrainCommand(int argc, char** argv) {
   Args args;
-  absl::Status parsed = ParseArgs(argc, argv, 2, {"config", "workdir"}, {"set"}, "shardline train", &args);
+  absl::Status parsed = ParseArgs(argc, argv, 2, {{"config", "workdir"}, {"set"}}, "shardline train", &args);
   return RunCommand(parsed, args, kHelp, "shardline train", Train);
 }
 

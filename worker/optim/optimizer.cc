@@ -18,19 +18,20 @@ class Sgd : public Optimizer {
     momentum_.values.assign(static_cast<size_t>(size_), 0.0f);
   }
 
-  double UpdateSegments(int64_t, float lr, float grad_scale, float* params, const float* grads, bool want_update_sq,
-                        size_t first, size_t last) override {
+  double UpdateSegments(const UpdateStep& step, float* params, const float* grads, bool want_update_sq, size_t first,
+                        size_t last) override {
     if (c_.nesterov()) {
-      return want_update_sq ? Run<true, true>(lr, grad_scale, params, grads, first, last)
-                            : Run<true, false>(lr, grad_scale, params, grads, first, last);
+      return want_update_sq ? Run<true, true>(step, params, grads, first, last)
+                            : Run<true, false>(step, params, grads, first, last);
     }
-    return want_update_sq ? Run<false, true>(lr, grad_scale, params, grads, first, last)
-                          : Run<false, false>(lr, grad_scale, params, grads, first, last);
+    return want_update_sq ? Run<false, true>(step, params, grads, first, last)
+                          : Run<false, false>(step, params, grads, first, last);
   }
 
  private:
   template <bool kNesterov, bool kUpdateSq>
-  double Run(float lr, float grad_scale, float* all_params, const float* all_grads, size_t first, size_t last) {
+  double Run(const UpdateStep& step, float* all_params, const float* all_grads, size_t first, size_t last) {
+    const float lr = step.lr, grad_scale = step.grad_scale;
     const float mu = c_.momentum(), wd = c_.weight_decay();
     double update_sq = 0;
     for (size_t k = first; k < last; ++k) {
@@ -70,18 +71,17 @@ class AdamW : public Optimizer {
     v_.values.assign(static_cast<size_t>(size_), 0.0f);
   }
 
-  double UpdateSegments(int64_t t, float lr, float grad_scale, float* params, const float* grads,
-                        bool want_update_sq, size_t first, size_t last) override {
-    return want_update_sq ? Run<true>(t, lr, grad_scale, params, grads, first, last)
-                          : Run<false>(t, lr, grad_scale, params, grads, first, last);
+  double UpdateSegments(const UpdateStep& step, float* params, const float* grads, bool want_update_sq, size_t first,
+                        size_t last) override {
+    return want_update_sq ? Run<true>(step, params, grads, first, last) : Run<false>(step, params, grads, first, last);
   }
 
  private:
   template <bool kUpdateSq>
-  double Run(int64_t t, float lr, float grad_scale, float* all_params, const float* all_grads, size_t first,
-             size_t last) {
+  double Run(const UpdateStep& step, float* all_params, const float* all_grads, size_t first, size_t last) {
+    const float lr = step.lr, grad_scale = step.grad_scale;
     const float b1 = c_.b1(), b2 = c_.b2(), eps = c_.eps(), wd = c_.weight_decay();
-    const double td = static_cast<double>(t);
+    const double td = static_cast<double>(step.t);
     const float step_size = static_cast<float>(lr / (1.0 - std::pow(double{b1}, td)));
     const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(double{b2}, td)));
     double update_sq = 0;
@@ -125,15 +125,15 @@ Optimizer::Optimizer(const FlatLayout& layout, std::vector<Range> pieces) : piec
   }
 }
 
-double Optimizer::Update(int64_t t, float lr, float grad_scale, float* params, const float* grads,
-                         bool want_update_sq, Range within) {
+double Optimizer::Update(const UpdateStep& step, float* params, const float* grads, bool want_update_sq,
+                         Range within) {
   // Segments lie inside pieces, and callers pass whole buckets: a segment
   // is in `within` or not at all, so the first and last found bound a run.
   size_t first = 0;
   while (first < segments_.size() && segments_[first].flat < within.begin) ++first;
   size_t last = first;
   while (last < segments_.size() && segments_[last].flat + segments_[last].size <= within.end) ++last;
-  return UpdateSegments(t, lr, grad_scale, params, grads, want_update_sq, first, last);
+  return UpdateSegments(step, params, grads, want_update_sq, first, last);
 }
 
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(

@@ -6,7 +6,7 @@
 // what lets each worker update only its shard.
 //
 //   ASSIGN_OR_RETURN(auto opt, Optimizer::Create(cfg.optimizer(), layout, pieces));
-//   double update_sq = opt->Update(t, lr, clip_scale, params.data(), grads.data(),
+//   double update_sq = opt->Update(UpdateStep{t, lr, clip_scale}, params.data(), grads.data(),
 //                                  /*want_update_sq=*/true);
 #ifndef SHARDLINE_WORKER_OPTIM_OPTIMIZER_H_
 #define SHARDLINE_WORKER_OPTIM_OPTIMIZER_H_
@@ -30,6 +30,14 @@ struct StateBuffer {
   std::vector<float> values;
 };
 
+// Which update an optimizer applies: number t (1-based), with learning rate
+// lr, to grad_scale times the gradients (grad_scale carries clipping).
+struct UpdateStep {
+  int64_t t = 1;
+  float lr = 0;
+  float grad_scale = 1;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -44,15 +52,15 @@ class Optimizer {
   // Elements owned: PiecesSize(pieces()).
   int64_t size() const { return size_; }
 
-  // Applies update number t (1-based) with learning rate lr to the owned
-  // elements inside flat range `within` (all of them by default; a bucket
-  // for an update bucket by bucket). `params` and `grads` are whole flat
-  // buffers; the gradient used is grad_scale * grads (grad_scale carries
-  // clipping). Returns the sum of squares of the parameter change if
-  // `want_update_sq`, else 0 (the sum keeps the loop from vectorising, so
-  // it is computed only when asked).
-  double Update(int64_t t, float lr, float grad_scale, float* params, const float* grads,
-                bool want_update_sq = true, Range within = Range{0, INT64_MAX});
+  // Applies update number step.t (1-based) with learning rate step.lr to
+  // the owned elements inside flat range `within` (all of them by default;
+  // a bucket for an update bucket by bucket). `params` and `grads` are
+  // whole flat buffers; the gradient used is step.grad_scale * grads
+  // (grad_scale carries clipping). Returns the sum of squares of the
+  // parameter change if `want_update_sq`, else 0 (the sum keeps the loop
+  // from vectorising, so it is computed only when asked).
+  double Update(const UpdateStep& step, float* params, const float* grads, bool want_update_sq = true,
+                Range within = Range{0, INT64_MAX});
 
   // The state buffers, for checkpoints and memory accounting.
   virtual std::vector<StateBuffer*> state() = 0;
@@ -69,8 +77,8 @@ class Optimizer {
     bool decay;
   };
   // Updates the segments [first, last) of segments_.
-  virtual double UpdateSegments(int64_t t, float lr, float grad_scale, float* params, const float* grads,
-                                bool want_update_sq, size_t first, size_t last) = 0;
+  virtual double UpdateSegments(const UpdateStep& step, float* params, const float* grads, bool want_update_sq,
+                                size_t first, size_t last) = 0;
 
   std::vector<Segment> segments_;  // ascending
   std::vector<Range> pieces_;

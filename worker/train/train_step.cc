@@ -43,8 +43,60 @@ bool PiecesFinite(const PagedFloats& v, absl::Span<const Range> pieces, Range wi
 
 }  // namespace
 
-BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step, StepBuffers* b,
-                            PhaseTimer* timer, double* data_seconds, const LayerHooks* hooks) {
+
+std::string DescribeMemory(const MemoryHeld& m) {
+  auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  return absl::StrFormat(
+      "parameters %.1f MiB (%.1f MiB at the step's peak), gradients %.1f MiB, optimizer %.1f MiB, activations %.1f "
+      "MiB, evaluation %.1f MiB, communication %.1f MiB (ZeRO stage %d)",
+      mib(m.parameters), mib(m.parameters_peak), mib(m.gradients), mib(m.optimizer), mib(m.activations),
+      mib(m.evaluation), mib(m.communication), m.zero_stage);
+}
+
+std::string PhasesPerStep(const PhaseTimes& total, int64_t steps) {
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1)) / 1e3;
+  std::string out =
+      absl::StrFormat("compute %.1f ms, reduce-scatter %.1f ms, optimizer %.1f ms, all-gather %.1f ms",
+                      total.compute / n, total.reduce_scatter / n, total.optimizer / n, total.all_gather / n);
+  if (total.comm_busy > 0) {
+    const double hidden = std::max(0.0, total.comm_busy - total.reduce_scatter - total.all_gather);
+    absl::StrAppendFormat(&out, ", collectives %.1f ms in the background (%.1f ms hidden)", total.comm_busy / n,
+                          hidden / n);
+  }
+  return out;
+}
+
+namespace {
+
+// A scalar all-reduce carries finite values only: a non-finite one is sent
+// as 0 (its rank has noted it; the world judges it in the same step).
+double FiniteOrZero(double v) { return std::isfinite(v) ? v : 0.0; }
+
+// What the parts of one step below share: the step's context and options,
+// the state and buffers it updates, its timer and its result.
+struct StepRun {
+  const StepContext& ctx;
+  const bool with_norms;
+  TrainState* const state;
+  StepBuffers* const b;
+  PhaseTimer& timer;
+  StepResult& r;
+};
+
+// Forward/backward over this rank's slice of the step's global batch, in
+// grad_accum micro-batches, writing into grads the sum over the slice of
+// d(loss)/d(params) / (global_batch_size * targets per example). Returns
+// the slice's loss sums and adds the time spent gathering batches to the
+// step's data time; its phases are timed by the step's timer. `hooks` (may
+// be null) are given to every forward, and to the last micro-batch's
+// backward (model.h: LayerHooks).
+BatchStats ComputeGradients(StepRun& run, const LayerHooks* hooks) {
+  const StepContext& ctx = run.ctx;
+  const float* params = run.state->params.data();
+  const int64_t step = run.r.step;
+  StepBuffers* b = run.b;
+  PhaseTimer* timer = &run.timer;
+  double* data_seconds = &run.r.times.data;
   int64_t begin = timer->Mark();
   const int world = ctx.comm.world_size();
   const int accum = ctx.config.train().grad_accum_steps();
@@ -90,45 +142,6 @@ BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t
   return total;
 }
 
-std::string DescribeMemory(const MemoryHeld& m) {
-  auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
-  return absl::StrFormat(
-      "parameters %.1f MiB (%.1f MiB at the step's peak), gradients %.1f MiB, optimizer %.1f MiB, activations %.1f "
-      "MiB, evaluation %.1f MiB, communication %.1f MiB (ZeRO stage %d)",
-      mib(m.parameters), mib(m.parameters_peak), mib(m.gradients), mib(m.optimizer), mib(m.activations),
-      mib(m.evaluation), mib(m.communication), m.zero_stage);
-}
-
-std::string PhasesPerStep(const PhaseTimes& total, int64_t steps) {
-  const double n = static_cast<double>(std::max<int64_t>(steps, 1)) / 1e3;
-  std::string out =
-      absl::StrFormat("compute %.1f ms, reduce-scatter %.1f ms, optimizer %.1f ms, all-gather %.1f ms",
-                      total.compute / n, total.reduce_scatter / n, total.optimizer / n, total.all_gather / n);
-  if (total.comm_busy > 0) {
-    const double hidden = std::max(0.0, total.comm_busy - total.reduce_scatter - total.all_gather);
-    absl::StrAppendFormat(&out, ", collectives %.1f ms in the background (%.1f ms hidden)", total.comm_busy / n,
-                          hidden / n);
-  }
-  return out;
-}
-
-namespace {
-
-// A scalar all-reduce carries finite values only: a non-finite one is sent
-// as 0 (its rank has noted it; the world judges it in the same step).
-double FiniteOrZero(double v) { return std::isfinite(v) ? v : 0.0; }
-
-// What the parts of one step below share: the step's context and options,
-// the state and buffers it updates, its timer and its result.
-struct StepRun {
-  const StepContext& ctx;
-  const bool with_norms;
-  TrainState* const state;
-  StepBuffers* const b;
-  PhaseTimer& timer;
-  StepResult& r;
-};
-
 // 1. Forward and backward of this rank's slice. The forward of each layer
 // waits for the last step's gathers of it; the backward of the last
 // micro-batch starts each bucket's reduce-scatter as soon as its layers are
@@ -166,7 +179,7 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
   };
   hooks.after_backward = [&](Range layer) { note(exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step)); };
   exchange.BeginStep(r.step, &b->grads);
-  const BatchStats stats = ComputeGradients(ctx, state->params.data(), r.step, b, &timer, &r.times.data, &hooks);
+  const BatchStats stats = ComputeGradients(s, &hooks);
   if (!failed.ok()) {
     static_cast<void>(exchange.FinishReduce(&b->grads, &seen, rank, r.step));  // the buffers are ours again
     return failed;
@@ -255,7 +268,7 @@ absl::StatusOr<UpdateSquares> UpdateAndGather(StepRun& s, float clip_scale, int6
   const double gathering = exchange.gather_wait_seconds();
   for (size_t k = 0; k < exchange.buckets().size(); ++k) {
     const Range bucket = exchange.buckets()[k];
-    sq.update += ctx.optimizer.Update(r.step + 1, r.lr, clip_scale, state->params.data(), b->grads.data(),
+    sq.update += ctx.optimizer.Update(UpdateStep{r.step + 1, r.lr, clip_scale}, state->params.data(), b->grads.data(),
                                       with_norms, bucket);
     if (!PiecesFinite(state->params, mine, bucket)) seen.Note(NonFiniteSource::kOwnUpdate, ctx.comm.rank(), r.step);
     if (with_norms) AddSquares(state->params.data(), mine, bucket, &sq.params);

@@ -180,15 +180,6 @@ inline constexpr int64_t kNoStep = 0;
 // True when `agreed` names a step and `steps_done` has reached it.
 inline bool Reached(int64_t agreed, int64_t steps_done) { return agreed != kNoStep && agreed <= steps_done; }
 
-// Forward/backward over this rank's slice of step `step`'s global batch, in
-// grad_accum micro-batches, writing into grads the sum over the slice of
-// d(loss)/d(params) / (global_batch_size * targets per example). Returns
-// the slice's loss sums and adds the time spent gathering batches to
-// *data_seconds; its phases are timed by the step's `timer`.
-// `hooks` (may be null) are given to every forward, and to the last
-// micro-batch's backward (model.h: LayerHooks).
-BatchStats ComputeGradients(const StepContext& ctx, const float* params, int64_t step, StepBuffers* buffers,
-                            PhaseTimer* timer, double* data_seconds, const LayerHooks* hooks = nullptr);
 
 // The votes of this rank, each a step count or kNoStep; the minimum over
 // the ranks' requests (kNoStep if no rank has one) of each comes back in

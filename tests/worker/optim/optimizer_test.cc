@@ -66,13 +66,13 @@ TEST_P(ShardedUpdateTest, UpdatingInPiecesIsBitwiseEqualToUpdatingWhole) {
       for (int64_t t = 1; t <= 5; ++t) {
         const std::vector<float> grads = RandomVector(total, static_cast<uint64_t>(t));
         const float lr = 0.1f / static_cast<float>(t), scale = 0.7f;
-        single->Update(t, lr, scale, whole.data(), grads.data(), /*want_update_sq=*/true);
+        single->Update(UpdateStep{t, lr, scale}, whole.data(), grads.data(), /*want_update_sq=*/true);
         for (auto& opt : parts) {
           if (t % 2 == 0) {
-            opt->Update(t, lr, scale, sharded.data(), grads.data(), /*want_update_sq=*/true);
+            opt->Update(UpdateStep{t, lr, scale}, sharded.data(), grads.data(), /*want_update_sq=*/true);
           } else {
             for (const Range& bucket : buckets) {
-              opt->Update(t, lr, scale, sharded.data(), grads.data(), /*want_update_sq=*/false, bucket);
+              opt->Update(UpdateStep{t, lr, scale}, sharded.data(), grads.data(), /*want_update_sq=*/false, bucket);
             }
           }
         }
@@ -103,9 +103,9 @@ TEST(OptimizerTest, SgdMomentumMatchesTheFormula) {
   auto opt = *Optimizer::Create(Sgd(false, 0.5f), layout, {Range{0, 2}});
   std::vector<float> p = {1.0f, -2.0f};
   const std::vector<float> g = {0.5f, 1.0f};
-  opt->Update(1, 0.1f, 1.0f, p.data(), g.data());  // v = g; p -= lr (v + wd p)
+  opt->Update(UpdateStep{1, 0.1f, 1.0f}, p.data(), g.data());  // v = g; p -= lr (v + wd p)
   EXPECT_FLOAT_EQ(p[0], 1.0f - 0.1f * (0.5f + 0.5f * 1.0f));
-  opt->Update(2, 0.1f, 1.0f, p.data(), g.data());  // v = 0.9 * 0.5 + 0.5
+  opt->Update(UpdateStep{2, 0.1f, 1.0f}, p.data(), g.data());  // v = 0.9 * 0.5 + 0.5
   EXPECT_FLOAT_EQ(p[0], 0.9f - 0.1f * (0.95f + 0.5f * 0.9f));
 }
 
@@ -115,7 +115,7 @@ TEST(OptimizerTest, AdamWFirstStepMovesBySignTimesLr) {
   auto opt = *Optimizer::Create(AdamW(), layout, {Range{0, 3}});
   std::vector<float> p = {0, 0, 0};
   const std::vector<float> g = {2.0f, -0.001f, 0.3f};
-  opt->Update(1, 0.01f, 1.0f, p.data(), g.data());
+  opt->Update(UpdateStep{1, 0.01f, 1.0f}, p.data(), g.data());
   EXPECT_NEAR(p[0], -0.01f, 1e-6);
   EXPECT_NEAR(p[1], 0.01f, 1e-4);
   EXPECT_NEAR(p[2], -0.01f, 1e-6);
@@ -128,7 +128,7 @@ TEST(OptimizerTest, WeightDecaySkipsBiases) {
   auto opt = *Optimizer::Create(Sgd(false, 0.1f), layout, {Range{0, 2}});
   std::vector<float> p = {1.0f, 1.0f};
   const std::vector<float> g = {0.0f, 0.0f};
-  opt->Update(1, 1.0f, 1.0f, p.data(), g.data());
+  opt->Update(UpdateStep{1, 1.0f, 1.0f}, p.data(), g.data());
   EXPECT_FLOAT_EQ(p[0], 0.9f);
   EXPECT_FLOAT_EQ(p[1], 1.0f);
 }
