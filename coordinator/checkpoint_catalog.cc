@@ -39,7 +39,7 @@ absl::Status CheckpointCatalog::Init(const std::string& job_id) {
     state::CheckpointManifest m;
     if (!m.ParseFromString(value)) return absl::DataLossError(absl::StrCat("job store: bad record ", key));
     const std::string dir = StepDir(options_.root, m.step());
-    if (!env->IsDirectory(dir) || env->FileExists(dir + "/" + kCommittedFile)) continue;
+    if (!env->IsDirectory(dir) || IsCommitted(env, dir)) continue;
     if (const absl::Status whole = CheckShardFiles(env, dir, m); !whole.ok()) {
       SLOG(INFO) << "step " << m.step() << " was being removed when the last coordinator stopped (" << whole.message()
                  << "); finishing its removal";

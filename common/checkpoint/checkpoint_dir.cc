@@ -60,13 +60,15 @@ BestRecord ReadBest(Env* env, const std::string& root) {
   return best;
 }
 
+bool IsCommitted(Env* env, const std::string& step_dir) { return env->FileExists(step_dir + "/" + kCommittedFile); }
+
 absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string& root) {
   std::vector<int64_t> steps;
   if (!env->IsDirectory(root)) return steps;
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->GetChildren(root));
   for (const std::string& n : names) {
     int64_t step;
-    if (ParseStepDirName(n, &step) && env->FileExists(root + "/" + n + "/" + kCommittedFile)) steps.push_back(step);
+    if (ParseStepDirName(n, &step) && IsCommitted(env, root + "/" + n)) steps.push_back(step);
   }
   std::sort(steps.begin(), steps.end());
   return steps;
@@ -99,7 +101,7 @@ absl::StatusOr<std::vector<int64_t>> DeleteUncommitted(Env* env, const std::stri
   for (const std::string& n : names) {
     int64_t step;
     if (!ParseStepDirName(n, &step) || step >= below) continue;
-    if (env->FileExists(root + "/" + n + "/" + kCommittedFile)) continue;
+    if (IsCommitted(env, root + "/" + n)) continue;
     RETURN_IF_ERROR(env->DeleteRecursively(root + "/" + n));
     deleted.push_back(step);
   }

@@ -48,6 +48,10 @@ bool ParseStepDirName(const std::string& name, int64_t* step);
 absl::Status WriteCommitted(Env* env, const std::string& step_dir, const state::CheckpointManifest& manifest);
 absl::StatusOr<state::CheckpointManifest> ReadCommitted(Env* env, const std::string& step_dir);
 
+// True while `step_dir` holds its COMMITTED file (retention deletes it
+// before the step's shards, and a save writes it last).
+bool IsCommitted(Env* env, const std::string& step_dir);
+
 // Steps with a COMMITTED file under root, ascending. Empty if root is missing.
 absl::StatusOr<std::vector<int64_t>> CommittedSteps(Env* env, const std::string& root);
 

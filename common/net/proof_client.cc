@@ -14,7 +14,8 @@ absl::StatusOr<std::string> ProofClient::Header(absl::string_view method, absl::
   const Credential& credential = auth_->credential();
   {
     MutexLock lock(&mu_);
-    if (!session_.client_nonce.empty() && WallNow(auth_->env()) - made_ < absl::Microseconds(kProofSessionMaxAgeMicros / 2)) {
+    const bool fresh = WallNow(auth_->env()) - made_ < absl::Microseconds(kProofSessionMaxAgeMicros / 2);
+    if (!session_.client_nonce.empty() && fresh) {
       reused_ = true;
       CallProof p = session_;
       p.seq = next_seq_++;

@@ -240,15 +240,17 @@ class PosixEnv : public Env {
     // Read straight into a buffer of the file's size (large reads, no
     // regrowing); keep reading in case the file grew meanwhile, up to the
     // bound.
+    // One byte past the bound is read only to find a file over it.
+    const size_t most = static_cast<size_t>(std::min<int64_t>(max_bytes, INT64_MAX - 1)) + 1;
     std::string out(static_cast<size_t>(st.st_size), '\0');
     size_t have = 0;
     for (;;) {
       if (have == out.size()) {
-        if (static_cast<int64_t>(have) > max_bytes) {
+        if (have == most) {
           close(fd);
           return TooLargeError(path, static_cast<int64_t>(have), max_bytes);
         }
-        out.resize(std::min<size_t>(std::max<size_t>(out.size() * 2, 1 << 16), static_cast<size_t>(std::min<int64_t>(max_bytes, INT64_MAX - 1)) + 1));
+        out.resize(std::min(std::max<size_t>(out.size() * 2, 1 << 16), most));
       }
       ssize_t n = read(fd, &out[have], out.size() - have);
       if (n < 0) {

@@ -11,12 +11,14 @@
 
 namespace shardline {
 
+absl::Status NoCommittedCheckpointYet(const std::string& root) {
+  return absl::NotFoundError(
+      absl::StrCat("no committed checkpoint in ", root, " yet: the job has not finished a save (checkpoint.every_steps)"));
+}
+
 absl::StatusOr<int64_t> PickCommittedStep(Env* env, const std::string& root, const std::string& want) {
   ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, root));
-  if (steps.empty()) {
-    return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", root,
-                                            " yet: the job has not finished a save (checkpoint.every_steps)"));
-  }
+  if (steps.empty()) return NoCommittedCheckpointYet(root);
   if (want == "latest" || want.empty()) return steps.back();
   int64_t s;
   if (!absl::SimpleAtoi(want, &s)) {
@@ -28,10 +30,6 @@ absl::StatusOr<int64_t> PickCommittedStep(Env* env, const std::string& root, con
   return s;
 }
 
-bool StillCommitted(Env* env, const std::string& root, int64_t step) {
-  return env->FileExists(StepDir(root, step) + "/" + kCommittedFile);
-}
-
 absl::StatusOr<int64_t> ReadCheckpoint(Env* env, const std::string& root, const std::string& want,
                                        const std::function<absl::Status(int64_t step)>& read) {
   const bool latest = want.empty() || want == "latest";
@@ -39,7 +37,7 @@ absl::StatusOr<int64_t> ReadCheckpoint(Env* env, const std::string& root, const 
     ASSIGN_OR_RETURN(const int64_t step, PickCommittedStep(env, root, want));
     const absl::Status status = read(step);
     if (status.ok()) return step;
-    if (StillCommitted(env, root, step)) return status;
+    if (IsCommitted(env, StepDir(root, step))) return status;
     if (!latest) {
       return absl::NotFoundError(absl::StrCat("the checkpoint at step ", step, " in ", root,
                                               " was deleted (checkpoint retention) while it was being read; "

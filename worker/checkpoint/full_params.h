@@ -21,13 +21,12 @@
 
 namespace shardline {
 
+// NotFound: `root` holds no committed checkpoint yet, said for an operator.
+absl::Status NoCommittedCheckpointYet(const std::string& root);
+
 // `want`: a step number, or "latest" / "" for the newest committed one.
 // NotFound naming `root` when there is none yet, or not that one.
 absl::StatusOr<int64_t> PickCommittedStep(Env* env, const std::string& root, const std::string& want);
-
-// True while `step`'s COMMITTED file is under `root` (retention deletes it
-// before the step's shards).
-bool StillCommitted(Env* env, const std::string& root, int64_t step);
 
 // How many reads ReadCheckpoint makes before it gives up.
 inline constexpr int kMaxCommittedReadAttempts = 8;

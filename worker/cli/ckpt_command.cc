@@ -46,7 +46,7 @@ absl::Status List(Env* env, const std::string& workdir) {
     int64_t step;
     if (!ParseStepDirName(n, &step)) continue;
     const std::string dir = root + "/" + n;
-    const bool committed = env->FileExists(dir + "/" + kCommittedFile);
+    const bool committed = IsCommitted(env, dir);
     ASSIGN_OR_RETURN(std::vector<std::string> files, env->GetChildren(dir));
     int shards = 0;
     int64_t bytes = 0;
@@ -85,14 +85,14 @@ absl::Status Verify(Env* env, const std::string& workdir, const std::string& ste
              return absl::OkStatus();
            }).status();
   }
-  RETURN_IF_ERROR(PickCommittedStep(env, root, "latest").status());  // NotFound while there is none yet
   ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps(env, root));
+  if (steps.empty()) return NoCommittedCheckpointYet(root);
   int failed = 0, checked = 0;
   for (int64_t s : steps) {
     absl::StatusOr<VerifiedCheckpoint> r = VerifyCheckpoint(env, StepDir(root, s));
     if (r.ok()) {
       printf("step %ld: OK (%zu shards)\n", static_cast<long>(s), r->headers.size());
-    } else if (!StillCommitted(env, root, s)) {
+    } else if (!IsCommitted(env, StepDir(root, s))) {
       printf("step %ld: deleted by retention while being verified\n", static_cast<long>(s));
       continue;
     } else {

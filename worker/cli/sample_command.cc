@@ -76,14 +76,20 @@ absl::Status Sample(const Args& args) {
   const std::string config_path = from_workdir ? args.Get("workdir") + "/config.textproto" : args.Get("config");
   if (config_path.empty()) return absl::InvalidArgumentError("--safetensors needs --config, the job's config");
   const std::string root = CheckpointRoot(args.Get("workdir"));
+  // From a workdir the checkpoint is read first: before the first save there
+  // is neither a checkpoint nor (with launch) always a config, and that is
+  // what is said, not which file is missing.
+  FullParams full;
+  int64_t step = 0;
   if (from_workdir) {
-    // Before the first save there is neither a checkpoint nor (with launch)
-    // always a config: say that, not which file is missing.
     if (!env->FileExists(config_path) && !env->IsDirectory(root)) {
       return absl::InvalidArgumentError(absl::StrCat(args.Get("workdir"), " is not a job's workdir: ", config_path,
                                                      " does not exist, nor ", root));
     }
-    RETURN_IF_ERROR(PickCommittedStep(env, root, args.Get("step")).status());
+    ASSIGN_OR_RETURN(step, ReadCheckpoint(env, root, args.Get("step"), [&](int64_t s) -> absl::Status {
+      ASSIGN_OR_RETURN(full, ReadFullParams(env, StepDir(root, s)));
+      return absl::OkStatus();
+    }));
   }
   absl::StatusOr<std::string> config_text = env->ReadFile(config_path, kMaxConfigFileBytes);
   if (!config_text.ok()) return Annotate(config_text.status(), "reading the job's config");
@@ -101,16 +107,12 @@ absl::Status Sample(const Args& args) {
   input.sequence = config.model().gpt().context();
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config.model(), input));
   const Gpt& gpt = static_cast<const Gpt&>(*model);  // CreateModel makes a Gpt for model.gpt
-  std::vector<float> params(static_cast<size_t>(gpt.layout().total_size()));
+  std::vector<float> params;
   if (from_workdir) {
-    FullParams full;
-    ASSIGN_OR_RETURN(const int64_t step, ReadCheckpoint(env, root, args.Get("step"), [&](int64_t s) -> absl::Status {
-      ASSIGN_OR_RETURN(full, ReadFullParams(env, StepDir(root, s)));
-      return absl::OkStatus();
-    }));
     RETURN_IF_ERROR(SameLayout(full.tensors, gpt.layout(), StepDir(root, step)));
     params = std::move(full.params);
   } else {
+    params.resize(static_cast<size_t>(gpt.layout().total_size()));
     RETURN_IF_ERROR(ReadSafetensorsInto(env, args.Get("safetensors"), gpt.layout(), params.data()));
   }
   SampleOptions options;

@@ -127,8 +127,10 @@ HeartbeatOptions HeartbeatFor(const WorkerOptions& options, CoordinatorClient& c
   hb.interval = options.heartbeat_interval;
   hb.close_timeout = options.heartbeat_close_timeout;
   // Register has just made the session: no call is needed.
-  hb.proof =
-      client.Proof(coordinator::WorkerReport::descriptor()->full_name(), WallNow(options.env) + options.connect_timeout).value_or("");
+  hb.proof = client
+                 .Proof(coordinator::WorkerReport::descriptor()->full_name(),
+                        WallNow(options.env) + options.connect_timeout)
+                 .value_or("");
   hb.member_secret = world.member_secret();
   return hb;
 }
@@ -166,15 +168,15 @@ absl::StatusOr<Plan> PlanGeneration(const WorkerOptions& options, const coordina
 // This rank's transport of the generation, checked against its directory.
 absl::StatusOr<std::unique_ptr<Transport>> ConnectGeneration(const WorkerOptions& options, TransportServer* server,
                                                              const coordinator::RegisterResponse& world,
-                                                             const config::JobConfig& cfg, int64_t parameters) {
+                                                             const Plan& plan) {
   ASSIGN_OR_RETURN(PeerDirectory directory, ReadPeerDirectory(world));
   ConnectOptions connect;
   connect.keys.secret = world.member_secret();
   connect.keys.peer_tags = std::move(directory.tags);
   connect.keys.park_tags = std::move(directory.park_tags);
   // A peer runs at most about one collective (the model's bytes) ahead.
-  connect.max_unclaimed_bytes_per_peer = 2 * parameters * int64_t{sizeof(float)} + (64 << 20);
-  connect.max_world_size = cfg.runtime().num_workers();
+  connect.max_unclaimed_bytes_per_peer = 2 * plan.parameters * int64_t{sizeof(float)} + (64 << 20);
+  connect.max_world_size = plan.cfg.runtime().num_workers();
   ASSIGN_OR_RETURN(std::unique_ptr<Transport> connected,
                    server->Connect(world.generation(), world.rank(), std::move(directory.addresses),
                                    std::move(connect)));
@@ -336,7 +338,7 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   absl::StatusOr<Plan> plan = PlanGeneration(options, world, carried);
   if (!plan.ok()) return Done(plan.status());
   {
-    absl::StatusOr<std::unique_ptr<Transport>> connected = ConnectGeneration(options, server, world, plan->cfg, plan->parameters);
+    absl::StatusOr<std::unique_ptr<Transport>> connected = ConnectGeneration(options, server, world, *plan);
     if (!connected.ok()) return Done(connected.status());
     MutexLock lock(&transport_mu);
     transport = std::move(*connected);
