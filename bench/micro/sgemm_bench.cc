@@ -1,22 +1,59 @@
-// sgemm GFLOP/s on square matrices, one OpenBLAS thread (the per-worker peak
-// that MFU is reported against).
+// Matrix-product GFLOP/s on one thread: OpenBLAS's sgemm (the float32 peak
+// MFU is reported against), oneDNN's bfloat16 matmul through Gemm (the
+// bfloat16 peak), on square matrices and on the transformer's shapes with
+// each operand transposed as the backward uses them.
 #include <benchmark/benchmark.h>
 
 #include <vector>
 
 #include "worker/model/gemm.h"
 
-static void BM_Sgemm(benchmark::State& state) {
+namespace {
+
+void Run(benchmark::State& state, shardline::Precision p, bool ta, bool tb, int m, int n, int k) {
   shardline::SetBlasThreads(1);
-  const int n = static_cast<int>(state.range(0));
-  std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
+  std::vector<float> a(static_cast<size_t>(m) * k, 0.5f), b(static_cast<size_t>(k) * n, 0.25f),
+      c(static_cast<size_t>(m) * n);
   for (auto _ : state) {
-    shardline::Sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    shardline::Gemm(p, ta, tb, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), tb ? k : n, 0.0f, c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
-  state.counters["GFLOPs"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate,
                                                 benchmark::Counter::OneK::kIs1000);
+  if (p == shardline::Precision::kBfloat16) state.SetLabel(shardline::BfloatGemmImpl(ta, tb, m, n, k));
 }
+
+void BM_Sgemm(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  Run(state, shardline::Precision::kFloat32, false, false, n, n, n);
+}
+void BM_BfloatGemm(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  Run(state, shardline::Precision::kBfloat16, false, false, n, n, n);
+}
+// (precision, trans_a, trans_b, m, n, k): the GPT's linear layers at 4096
+// rows and d 512 (forward x W^T, dx = dy W, dW = dy^T x) and an attention
+// block (32 queries x 256 keys x 64).
+void BM_Shape(benchmark::State& state) {
+  Run(state, static_cast<shardline::Precision>(state.range(0)), state.range(1) != 0, state.range(2) != 0,
+      static_cast<int>(state.range(3)), static_cast<int>(state.range(4)), static_cast<int>(state.range(5)));
+}
+
+}  // namespace
+
 BENCHMARK(BM_Sgemm)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_BfloatGemm)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Shape)
+    ->ArgsProduct({{0, 1}, {0}, {1}, {4096}, {512}, {512}})
+    ->Args({0, 0, 0, 4096, 512, 512})
+    ->Args({1, 0, 0, 4096, 512, 512})
+    ->Args({0, 1, 0, 512, 512, 4096})
+    ->Args({1, 1, 0, 512, 512, 4096})
+    ->Args({0, 0, 1, 32, 256, 64})
+    ->Args({1, 0, 1, 32, 256, 64})
+    ->Args({0, 1, 0, 256, 64, 32})
+    ->Args({1, 1, 0, 256, 64, 32})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 BENCHMARK_MAIN();

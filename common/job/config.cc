@@ -395,6 +395,7 @@ void ValidateTrain(const config::JobConfig& c, Problems* p) {
   p->NonNegative("train.grad_clip_norm", train.grad_clip_norm());
   p->Positive("train.log_every", static_cast<double>(train.log_every()));
   p->NonNegative("train.eval_every", static_cast<double>(train.eval_every()));
+  if (train.precision() == config::PRECISION_UNSPECIFIED) p->Add("train.precision", "must be FP32 or BF16");
   for (int i = 0; i < train.trace_steps_size(); ++i) {
     if (train.trace_steps(i) <= 0) {
       p->Add(absl::StrCat("train.trace_steps[", i, "]"),

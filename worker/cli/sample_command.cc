@@ -105,7 +105,10 @@ absl::Status Sample(const Args& args) {
   input.width = config.model().gpt().context();
   input.num_classes = 256;
   input.sequence = config.model().gpt().context();
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config.model(), input));
+  // In the job's precision (config train.precision), as its evaluation ran.
+  const ModelOptions model_options = ModelOptionsOf(config.train());
+  RETURN_IF_ERROR(CheckPrecisionSupported(model_options.precision));
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config.model(), input, model_options));
   const Gpt& gpt = static_cast<const Gpt&>(*model);  // CreateModel makes a Gpt for model.gpt
   std::vector<float> params;
   if (from_workdir) {

@@ -174,11 +174,11 @@ const float* Cnn::ConvForward(size_t l, const float* params, int n, const float*
     Im2Col(g, n, first, count, padded, cols);
     // out[:, chunk] = W [O, C*k*k] * cols.
     if (!layer.pool) {
-      Sgemm(false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out + first * g.pixels(),
+      Gemm(spec_.precision, false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out + first * g.pixels(),
             static_cast<int>(out_n));
       continue;
     }
-    Sgemm(false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out, m);
+    Gemm(spec_.precision, false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out, m);
     for (int o = 0; o < g.out_channels; ++o) {
       const int64_t at = (static_cast<int64_t>(o) * n + first) * quarter;
       MaxPool2x2(count, g.height, g.width, out + static_cast<int64_t>(o) * m, pooled + at, argmax + at);
@@ -213,7 +213,7 @@ void Cnn::DenseForward(const float* params, int n, const float* flat, CnnWorkspa
     const DenseLayer& d = dense_[j];
     ws->BeforeForward(LayerRange(d.weight, d.bias));
     float* out = Grow(&ws->dense_out[j], static_cast<size_t>(n) * d.out);
-    Sgemm(false, true, n, d.out, d.in, 1.0f, act, d.in, params + layout_.tensor(d.weight).offset, d.in, 0.0f, out,
+    Gemm(spec_.precision, false, true, n, d.out, d.in, 1.0f, act, d.in, params + layout_.tensor(d.weight).offset, d.in, 0.0f, out,
           d.out);
     const float* bias = params + layout_.tensor(d.bias).offset;
     const bool hidden = j + 1 < dense_.size();
@@ -259,7 +259,7 @@ float* Cnn::DenseBackward(const float* params, const Examples& batch, float grad
     float* gw = grads + layout_.tensor(d.weight).offset;
     float* gb = grads + layout_.tensor(d.bias).offset;
     // dW [out, in] = delta^T [out, n] * in [n, in]; db = column sums of delta.
-    Sgemm(true, false, d.out, d.in, n, 1.0f, delta, d.out, in, d.in, beta, gw, d.in);
+    Gemm(spec_.precision, true, false, d.out, d.in, n, 1.0f, delta, d.out, in, d.in, beta, gw, d.in);
     if (!accumulate) std::fill(gb, gb + d.out, 0.0f);
     for (int i = 0; i < n; ++i) {
       const float* row = delta + static_cast<int64_t>(i) * d.out;
@@ -268,7 +268,7 @@ float* Cnn::DenseBackward(const float* params, const Examples& batch, float grad
     ws->AfterBackward(LayerRange(d.weight, d.bias));
     // d(in) [n, in] = delta [n, out] * W [out, in], through the ReLU that
     // made `in` (the conv stack applies its own mask below).
-    Sgemm(false, false, n, d.in, d.out, 1.0f, delta, d.out, params + layout_.tensor(d.weight).offset, d.in, 0.0f,
+    Gemm(spec_.precision, false, false, n, d.in, d.out, 1.0f, delta, d.out, params + layout_.tensor(d.weight).offset, d.in, 0.0f,
           prev, d.in);
     if (j > 0) ReluMask(static_cast<int64_t>(n) * d.in, in, prev);
     std::swap(delta, prev);
@@ -335,9 +335,9 @@ float* Cnn::ConvBackward(size_t l, const float* params, int n, bool accumulate, 
     const bool add = accumulate || first > 0;
     RowSums(g.out_channels, m, dconv, add, gb);
     Im2Col(g, n, first, count, ws->padded[l].data(), cols);
-    Sgemm(false, true, g.out_channels, k, m, 1.0f, dconv, m, cols, m, add ? 1.0f : 0.0f, gw, k);
+    Gemm(spec_.precision, false, true, g.out_channels, k, m, 1.0f, dconv, m, cols, m, add ? 1.0f : 0.0f, gw, k);
     if (l == 0) continue;  // the data needs no gradient
-    Sgemm(true, false, k, m, g.out_channels, 1.0f, weight, k, dconv, m, 0.0f, dcols, m);
+    Gemm(spec_.precision, true, false, k, m, g.out_channels, 1.0f, weight, k, dconv, m, 0.0f, dcols, m);
     Col2Im(g, n, first, count, dcols, dpadded);
   }
   ws->AfterBackward(LayerRange(layer.weight, layer.bias));

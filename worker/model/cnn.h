@@ -21,6 +21,7 @@
 #include "worker/model/conv.h"
 #include "worker/model/pool.h"
 #include "worker/model/flat_layout.h"
+#include "worker/model/gemm.h"
 #include "worker/model/model.h"
 
 namespace shardline {
@@ -34,6 +35,7 @@ struct CnnSpec {
   InputShape input;
   std::vector<Conv> conv;
   std::vector<int> dense_sizes;  // hidden dense widths
+  Precision precision = Precision::kFloat32;  // of the matrix products (config train.precision)
 };
 
 // Scratch of one batch size, grown on demand.

@@ -74,7 +74,7 @@ BatchStats Gpt::Forward(const float* params, const Examples& batch, ModelWorkspa
   for (size_t l = 0; l < blocks_.size(); ++l) {
     ws->BeforeForward(blocks_[l].range);
     float* out = l + 1 == blocks_.size() ? ws->final_x.data() : ws->stream.data();
-    StackForward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size()}, ws->stream.data(),
+    StackForward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), spec_.precision}, ws->stream.data(),
                  &ws->stack, out);
   }
   if (blocks_.empty()) ws->final_x = ws->stream;
@@ -86,7 +86,7 @@ BatchStats Gpt::Forward(const float* params, const Examples& batch, ModelWorkspa
                    rows, d, ws->ln_f.data(), ws->mean_f.data(), ws->rstd_f.data());
   ws->probs.resize(static_cast<size_t>(rows) * vocab);
   ws->BeforeForward(Embeddings());  // the head is tied to the token embedding
-  LinearForward(ws->ln_f.data(), params + layout_.tensor(wte_).offset, nullptr, rows, d, vocab, ws->probs.data());
+  LinearForward(spec_.precision, ws->ln_f.data(), params + layout_.tensor(wte_).offset, nullptr, rows, d, vocab, ws->probs.data());
   if (ws->keep_logits) ws->logits = ws->probs;
   return SoftmaxCrossEntropy(ws->probs.data(), batch.y, rows, vocab);
 }
@@ -109,11 +109,11 @@ void Gpt::ForwardCached(const float* params, int32_t token, int pos, GptKvCache*
   const float* w = params + layout_.tensor(wpe_).offset + static_cast<int64_t>(pos) * d;
   for (int i = 0; i < d; ++i) c->x[i] = e[i] + w[i];
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    BlockForwardCached(BlockCall{params, layout_, blocks_[l], shape_}, pos, &c->blocks[l], c->x.data());
+    BlockForwardCached(BlockCall{params, layout_, blocks_[l], shape_, 1, 1, 0, 1, spec_.precision}, pos, &c->blocks[l], c->x.data());
   }
   LayerNormForward(c->x.data(), params + layout_.tensor(ln_f_w_).offset, params + layout_.tensor(ln_f_b_).offset, 1,
                    d, c->ln.data(), c->mean.data(), c->rstd.data());
-  LinearForward(c->ln.data(), params + layout_.tensor(wte_).offset, nullptr, 1, d, spec_.vocab, c->logits.data());
+  LinearForward(spec_.precision, c->ln.data(), params + layout_.tensor(wte_).offset, nullptr, 1, d, spec_.vocab, c->logits.data());
 }
 
 void Gpt::Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
@@ -128,7 +128,7 @@ void Gpt::Backward(const float* params, const Examples& batch, float grad_scale,
   // The tied head: the first part of wte's gradient (the embedding adds the rest).
   ws->BeforeBackward(Embeddings());
   float* dwte = grads + layout_.tensor(wte_).offset;
-  LinearBackward(ws->d_logits.data(), ws->ln_f.data(), params + layout_.tensor(wte_).offset, rows, d, vocab,
+  LinearBackward(spec_.precision, ws->d_logits.data(), ws->ln_f.data(), params + layout_.tensor(wte_).offset, rows, d, vocab,
                  accumulate, ws->d_ln.data(), dwte, nullptr);
   ws->BeforeBackward(FinalNorm());
   LayerNormBackward(ws->d_ln.data(), ws->final_x.data(), ws->mean_f.data(), ws->rstd_f.data(),
@@ -137,7 +137,7 @@ void Gpt::Backward(const float* params, const Examples& batch, float grad_scale,
   ws->AfterBackward(FinalNorm());
   for (size_t l = blocks_.size(); l-- > 0;) {
     ws->BeforeBackward(blocks_[l].range);
-    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size()}, accumulate, grads,
+    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), spec_.precision}, accumulate, grads,
                   &ws->scratch, &ws->stack, ws->dx.data());
     ws->AfterBackward(blocks_[l].range);
   }

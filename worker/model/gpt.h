@@ -37,6 +37,7 @@ struct GptSpec {
   int heads = 4;
   int mlp_ratio = 4;
   bool remat = false;  // recompute each block's activations in backward (config train.remat)
+  Precision precision = Precision::kFloat32;  // of the matrix products (config train.precision)
 };
 
 struct GptWorkspace : ModelWorkspace {

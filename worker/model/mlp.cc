@@ -61,7 +61,7 @@ BatchStats Mlp::Forward(const float* params, const Examples& batch, ModelWorkspa
     const float* b = params + layout_.tensor(2 * l + 1).offset;
     std::vector<float>& out = ws->activations[static_cast<size_t>(l)];
     Grow(&out, static_cast<size_t>(n) * fan_out);
-    Sgemm(false, false, n, fan_out, fan_in, 1.0f, in, fan_in, w, fan_out, 0.0f, out.data(),
+    Gemm(spec_.precision, false, false, n, fan_out, fan_in, 1.0f, in, fan_in, w, fan_out, 0.0f, out.data(),
           fan_out);
     const bool hidden = l + 1 < layers;
     for (int i = 0; i < n; ++i) {
@@ -105,7 +105,7 @@ void Mlp::Backward(const float* params, const Examples& batch, float grad_scale,
     float* gw = grads + layout_.tensor(2 * l).offset;
     float* gb = grads + layout_.tensor(2 * l + 1).offset;
     // dW = in^T * delta; db = column sums of delta.
-    Sgemm(true, false, fan_in, fan_out, n, 1.0f, in, fan_in, delta, fan_out, beta, gw, fan_out);
+    Gemm(spec_.precision, true, false, fan_in, fan_out, n, 1.0f, in, fan_in, delta, fan_out, beta, gw, fan_out);
     if (!accumulate) std::fill(gb, gb + fan_out, 0.0f);
     for (int i = 0; i < n; ++i) {
       const float* d = delta + static_cast<size_t>(i) * fan_out;
@@ -116,7 +116,7 @@ void Mlp::Backward(const float* params, const Examples& batch, float grad_scale,
     // delta_prev = (delta * W^T) .* act'(in).
     const float* w = params + layout_.tensor(2 * l).offset;
     float* prev = ws->delta_prev.data();
-    Sgemm(false, true, n, fan_in, fan_out, 1.0f, delta, fan_out, w, fan_out, 0.0f, prev, fan_in);
+    Gemm(spec_.precision, false, true, n, fan_in, fan_out, 1.0f, delta, fan_out, w, fan_out, 0.0f, prev, fan_in);
     const size_t count = static_cast<size_t>(n) * fan_in;
     if (spec_.activation == config::TANH) {
       for (size_t k = 0; k < count; ++k) prev[k] *= 1.0f - in[k] * in[k];

@@ -19,6 +19,7 @@
 #include "common/job/shard.h"
 #include "proto/config.pb.h"
 #include "worker/model/flat_layout.h"
+#include "worker/model/gemm.h"
 #include "worker/model/model.h"
 
 namespace shardline {
@@ -28,6 +29,7 @@ struct MlpSpec {
   std::vector<int> hidden_sizes;
   int num_classes = 0;
   config::Activation activation = config::RELU;
+  Precision precision = Precision::kFloat32;  // of the matrix products (config train.precision)
 };
 
 // Scratch buffers for one batch size; grown on demand, reused across calls.

@@ -8,6 +8,13 @@
 
 namespace shardline {
 
+ModelOptions ModelOptionsOf(const config::TrainConfig& train) {
+  ModelOptions options;
+  options.remat = train.remat();
+  options.precision = train.precision() == config::BF16 ? Precision::kBfloat16 : Precision::kFloat32;
+  return options;
+}
+
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& config, const InputShape& input,
                                                    const ModelOptions& options) {
   if ((config.has_mlp() || config.has_cnn() || config.has_vit()) && input.is_sequence()) {
@@ -24,6 +31,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& co
     spec.mlp_ratio = config.vit().mlp_ratio();
     spec.class_token = config.vit().pool() != config::VitConfig::MEAN;
     spec.remat = options.remat;
+    spec.precision = options.precision;
     return Vit::Create(spec);
   }
   if (config.has_gpt()) {
@@ -36,6 +44,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& co
     spec.heads = config.gpt().heads();
     spec.mlp_ratio = config.gpt().mlp_ratio();
     spec.remat = options.remat;
+    spec.precision = options.precision;
     return Gpt::Create(spec);
   }
   if (config.has_mlp()) {
@@ -44,6 +53,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& co
     spec.hidden_sizes.assign(config.mlp().hidden_sizes().begin(), config.mlp().hidden_sizes().end());
     spec.num_classes = input.num_classes;
     spec.activation = config.mlp().activation();
+    spec.precision = options.precision;
     return std::make_unique<Mlp>(std::move(spec));
   }
   if (config.has_cnn()) {
@@ -53,6 +63,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const config::ModelConfig& co
       spec.conv.push_back(CnnSpec::Conv{c.channels(), c.kernel_size(), c.pool()});
     }
     spec.dense_sizes.assign(config.cnn().dense_sizes().begin(), config.cnn().dense_sizes().end());
+    spec.precision = options.precision;
     ASSIGN_OR_RETURN(std::unique_ptr<Cnn> cnn, Cnn::Create(std::move(spec)));
     return std::unique_ptr<Model>(std::move(cnn));
   }

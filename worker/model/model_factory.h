@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/config.pb.h"
+#include "worker/model/gemm.h"
 #include "worker/model/model.h"
 
 namespace shardline {
@@ -16,7 +17,13 @@ struct ModelOptions {
   // Transformers: recompute each block's activations in backward (config
   // train.remat). The same bits.
   bool remat = false;
+  // The matrix products' precision (config train.precision); the
+  // parameters and everything else stay float32.
+  Precision precision = Precision::kFloat32;
 };
+
+// The options config.train sets: remat and precision.
+ModelOptions ModelOptionsOf(const config::TrainConfig& train);
 
 // kInvalidArgument naming the config field when no family is set or the
 // layers do not fit `input` (e.g. pooling an odd-sized image).

@@ -83,17 +83,17 @@ void BlockForward(const BlockCall& c, const float* x, BlockActivations* a, float
   std::copy(x, x + static_cast<int64_t>(rows) * d, a->x.begin());
   LayerNormForward(a->x.data(), c.P(t.ln1_w), c.P(t.ln1_b), rows, d, a->ln1.data(), a->mean1.data(),
                    a->rstd1.data());
-  LinearForward(a->ln1.data(), c.P(t.attn_w), c.P(t.attn_b), rows, d, 3 * d,
+  LinearForward(c.precision, a->ln1.data(), c.P(t.attn_w), c.P(t.attn_b), rows, d, 3 * d,
                 a->qkv.data());
-  AttentionForward(a->qkv.data(), batch, seq, d, s.heads, s.causal, a->probs.data(), a->attn.data());
-  LinearForward(a->attn.data(), c.P(t.proj_w), c.P(t.proj_b), rows, d, d,
+  AttentionForward(c.precision, a->qkv.data(), batch, seq, d, s.heads, s.causal, a->probs.data(), a->attn.data());
+  LinearForward(c.precision, a->attn.data(), c.P(t.proj_w), c.P(t.proj_b), rows, d, d,
                 a->x_mid.data());
   for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) a->x_mid[i] += a->x[i];
   LayerNormForward(a->x_mid.data(), c.P(t.ln2_w), c.P(t.ln2_b), rows, d, a->ln2.data(),
                    a->mean2.data(), a->rstd2.data());
-  LinearForward(a->ln2.data(), c.P(t.fc_w), c.P(t.fc_b), rows, d, f, a->hidden.data());
+  LinearForward(c.precision, a->ln2.data(), c.P(t.fc_w), c.P(t.fc_b), rows, d, f, a->hidden.data());
   GeluForward(a->hidden.data(), static_cast<int64_t>(rows) * f, a->gelu.data(), a->gelu_tanh.data());
-  LinearForward(a->gelu.data(), c.P(t.out_w), c.P(t.out_b), rows, f, d, out);
+  LinearForward(c.precision, a->gelu.data(), c.P(t.out_w), c.P(t.out_b), rows, f, d, out);
   for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) out[i] += a->x_mid[i];
 }
 
@@ -118,18 +118,18 @@ void BlockForwardCached(const BlockCall& call, int pos, BlockKvCache* c, float* 
   const int d = s.d, f = s.hidden;
   LayerNormForward(x, call.P(t.ln1_w), call.P(t.ln1_b), 1, d, c->ln.data(), c->mean.data(),
                    c->rstd.data());
-  LinearForward(c->ln.data(), call.P(t.attn_w), call.P(t.attn_b), 1, d, 3 * d, c->qkv.data());
+  LinearForward(call.precision, c->ln.data(), call.P(t.attn_w), call.P(t.attn_b), 1, d, 3 * d, c->qkv.data());
   std::copy(c->qkv.begin() + d, c->qkv.begin() + 2 * d, c->keys.begin() + static_cast<int64_t>(pos) * d);
   std::copy(c->qkv.begin() + 2 * d, c->qkv.end(), c->values.begin() + static_cast<int64_t>(pos) * d);
-  AttentionForwardOne(c->qkv.data(), c->keys.data(), c->values.data(), pos, d, s.heads, c->scores.data(),
+  AttentionForwardOne(call.precision, c->qkv.data(), c->keys.data(), c->values.data(), pos, d, s.heads, c->scores.data(),
                       c->attn.data());
-  LinearForward(c->attn.data(), call.P(t.proj_w), call.P(t.proj_b), 1, d, d, c->proj.data());
+  LinearForward(call.precision, c->attn.data(), call.P(t.proj_w), call.P(t.proj_b), 1, d, d, c->proj.data());
   for (int i = 0; i < d; ++i) x[i] += c->proj[i];
   LayerNormForward(x, call.P(t.ln2_w), call.P(t.ln2_b), 1, d, c->ln.data(), c->mean.data(),
                    c->rstd.data());
-  LinearForward(c->ln.data(), call.P(t.fc_w), call.P(t.fc_b), 1, d, f, c->hidden.data());
+  LinearForward(call.precision, c->ln.data(), call.P(t.fc_w), call.P(t.fc_b), 1, d, f, c->hidden.data());
   GeluForward(c->hidden.data(), f, c->gelu.data());
-  LinearForward(c->gelu.data(), call.P(t.out_w), call.P(t.out_b), 1, f, d, c->proj.data());
+  LinearForward(call.precision, c->gelu.data(), call.P(t.out_w), call.P(t.out_b), 1, f, d, c->proj.data());
   for (int i = 0; i < d; ++i) x[i] += c->proj[i];
 }
 
@@ -143,21 +143,21 @@ void BlockBackward(const BlockCall& c, const BlockActivations& a, bool accumulat
   const int64_t n = static_cast<int64_t>(rows) * d;
   sc->Resize(s, batch, seq);
   // The MLP branch: dx is d(out), which also flows straight to x_mid.
-  LinearBackward(dx, a.gelu.data(), c.P(t.out_w), rows, f, d, accumulate, sc->d_hidden.data(),
+  LinearBackward(c.precision, dx, a.gelu.data(), c.P(t.out_w), rows, f, d, accumulate, sc->d_hidden.data(),
                  G(grads, layout, t.out_w), G(grads, layout, t.out_b));
   GeluBackward(sc->d_hidden.data(), a.hidden.data(), a.gelu_tanh.data(), static_cast<int64_t>(rows) * f,
                sc->d_hidden.data());
-  LinearBackward(sc->d_hidden.data(), a.ln2.data(), c.P(t.fc_w), rows, d, f, accumulate,
+  LinearBackward(c.precision, sc->d_hidden.data(), a.ln2.data(), c.P(t.fc_w), rows, d, f, accumulate,
                  sc->d_ln.data(), G(grads, layout, t.fc_w), G(grads, layout, t.fc_b));
   LayerNormBackward(sc->d_ln.data(), a.x_mid.data(), a.mean2.data(), a.rstd2.data(), c.P(t.ln2_w), rows,
                     d, accumulate, sc->d_mid.data(), G(grads, layout, t.ln2_w), G(grads, layout, t.ln2_b));
   for (int64_t i = 0; i < n; ++i) sc->d_mid[i] += dx[i];
   // The attention branch: d_mid is d(x_mid), which also flows straight to x.
-  LinearBackward(sc->d_mid.data(), a.attn.data(), c.P(t.proj_w), rows, d, d, accumulate,
+  LinearBackward(c.precision, sc->d_mid.data(), a.attn.data(), c.P(t.proj_w), rows, d, d, accumulate,
                  sc->d_attn.data(), G(grads, layout, t.proj_w), G(grads, layout, t.proj_b));
-  AttentionBackward(sc->d_attn.data(), a.qkv.data(), a.probs.data(), batch, seq, d, s.heads, s.causal,
+  AttentionBackward(c.precision, sc->d_attn.data(), a.qkv.data(), a.probs.data(), batch, seq, d, s.heads, s.causal,
                     sc->d_qkv.data(), sc->scores.data());
-  LinearBackward(sc->d_qkv.data(), a.ln1.data(), c.P(t.attn_w), rows, d, 3 * d, accumulate,
+  LinearBackward(c.precision, sc->d_qkv.data(), a.ln1.data(), c.P(t.attn_w), rows, d, 3 * d, accumulate,
                  sc->d_ln.data(), G(grads, layout, t.attn_w), G(grads, layout, t.attn_b));
   LayerNormBackward(sc->d_ln.data(), a.x.data(), a.mean1.data(), a.rstd1.data(), c.P(t.ln1_w), rows, d,
                     accumulate, dx, G(grads, layout, t.ln1_w), G(grads, layout, t.ln1_b));

@@ -17,6 +17,7 @@
 
 #include "common/job/shard.h"
 #include "worker/model/flat_layout.h"
+#include "worker/model/gemm.h"
 #include "worker/model/init.h"
 
 namespace shardline {
@@ -73,6 +74,7 @@ struct BlockCall {
   int seq = 1;
   size_t index = 0;
   size_t count = 1;
+  Precision precision = Precision::kFloat32;  // of the matrix products (gemm.h)
   // A tensor of this block's, by its index in the layout.
   const float* P(int tensor) const { return params + layout.tensor(tensor).offset; }
 };

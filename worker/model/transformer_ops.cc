@@ -93,17 +93,17 @@ void LayerNormBackward(const float* dy, const float* x, const float* mean, const
   }
 }
 
-void LinearForward(const float* x, const float* w, const float* b, int rows, int in, int out, float* y) {
+void LinearForward(Precision precision, const float* x, const float* w, const float* b, int rows, int in, int out, float* y) {
   if (b != nullptr) {
     for (int r = 0; r < rows; ++r) std::memcpy(y + static_cast<int64_t>(r) * out, b, sizeof(float) * out);
   }
-  Sgemm(false, true, rows, out, in, 1.0f, x, in, w, in, b != nullptr ? 1.0f : 0.0f, y, out);
+  Gemm(precision, false, true, rows, out, in, 1.0f, x, in, w, in, b != nullptr ? 1.0f : 0.0f, y, out);
 }
 
-void LinearBackward(const float* dy, const float* x, const float* w, int rows, int in, int out, bool accumulate,
+void LinearBackward(Precision precision, const float* dy, const float* x, const float* w, int rows, int in, int out, bool accumulate,
                     float* dx, float* dw, float* db) {
-  if (dx != nullptr) Sgemm(false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
-  Sgemm(true, false, out, in, rows, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f, dw, in);
+  if (dx != nullptr) Gemm(precision, false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+  Gemm(precision, true, false, out, in, rows, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f, dw, in);
   if (db == nullptr) return;
   if (!accumulate) std::fill(db, db + out, 0.0f);
   for (int r = 0; r < rows; ++r) {
@@ -156,7 +156,7 @@ int BlockRows(bool causal, int seq) { return causal ? std::min(kCausalBlock, seq
 
 }  // namespace
 
-void AttentionForward(const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y) {
+void AttentionForward(Precision precision, const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y) {
   const int hd = d / heads;
   const int ld = 3 * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -173,7 +173,7 @@ void AttentionForward(const float* qkv, int batch, int seq, int d, int heads, bo
         const int i1 = std::min(seq, i0 + rows_per_block);
         const int keys = causal ? i1 : seq;  // the block's rows attend to keys [0, keys)
         float* pb = p + static_cast<int64_t>(i0) * seq;
-        Sgemm(false, true, i1 - i0, keys, hd, scale, q + static_cast<int64_t>(i0) * ld, ld, k, ld, 0.0f, pb, seq);
+        Gemm(precision, false, true, i1 - i0, keys, hd, scale, q + static_cast<int64_t>(i0) * ld, ld, k, ld, 0.0f, pb, seq);
         for (int i = i0; i < i1; ++i) {
           float* row = p + static_cast<int64_t>(i) * seq;
           const int last = causal ? i : seq - 1;  // the last position attended to
@@ -195,13 +195,13 @@ void AttentionForward(const float* qkv, int batch, int seq, int d, int heads, bo
           for (int c = 0; c <= last; ++c) row[c] *= inv;
           for (int c = last + 1; c < seq; ++c) row[c] = 0.0f;
         }
-        Sgemm(false, false, i1 - i0, hd, keys, 1.0f, pb, seq, v, ld, 0.0f, out + static_cast<int64_t>(i0) * d, d);
+        Gemm(precision, false, false, i1 - i0, hd, keys, 1.0f, pb, seq, v, ld, 0.0f, out + static_cast<int64_t>(i0) * d, d);
       }
     }
   }
 }
 
-void AttentionBackward(const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
+void AttentionBackward(Precision precision, const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
                        bool causal, float* dqkv, float* scratch) {
   const int hd = d / heads;
   const int ld = 3 * d;
@@ -231,8 +231,8 @@ void AttentionBackward(const float* dy, const float* qkv, const float* probs, in
         const float* doutb = dout + static_cast<int64_t>(i0) * d;
         float* ds = scratch + static_cast<int64_t>(i0) * seq;
         // dP = dO V^T; dV (+)= P^T dO.
-        Sgemm(false, true, rows, keys, hd, 1.0f, doutb, d, v, ld, 0.0f, ds, seq);
-        Sgemm(true, false, keys, hd, rows, 1.0f, pb, seq, doutb, d, beta, dv, ld);
+        Gemm(precision, false, true, rows, keys, hd, 1.0f, doutb, d, v, ld, 0.0f, ds, seq);
+        Gemm(precision, true, false, keys, hd, rows, 1.0f, pb, seq, doutb, d, beta, dv, ld);
         // Through the softmax: dS = P * (dP - rowsum(dP * P)); zero where masked.
         for (int i = i0; i < i1; ++i) {
           const float* pr = p + static_cast<int64_t>(i) * seq;
@@ -242,8 +242,8 @@ void AttentionBackward(const float* dy, const float* qkv, const float* probs, in
           for (int j = 0; j < keys; ++j) dr[j] = pr[j] * (dr[j] - dot);
         }
         // dQ = scale dS K; dK (+)= scale dS^T Q.
-        Sgemm(false, false, rows, hd, keys, scale, ds, seq, k, ld, 0.0f, dq + static_cast<int64_t>(i0) * ld, ld);
-        Sgemm(true, false, keys, hd, rows, scale, ds, seq, q + static_cast<int64_t>(i0) * ld, ld, beta, dk, ld);
+        Gemm(precision, false, false, rows, hd, keys, scale, ds, seq, k, ld, 0.0f, dq + static_cast<int64_t>(i0) * ld, ld);
+        Gemm(precision, true, false, keys, hd, rows, scale, ds, seq, q + static_cast<int64_t>(i0) * ld, ld, beta, dk, ld);
       }
     }
   }
@@ -278,17 +278,20 @@ void EmbeddingBackward(const float* dx, const int32_t* tokens, int batch, int se
   }
 }
 
-void AttentionForwardOne(const float* q_all, const float* keys, const float* values, int pos, int d, int heads,
+void AttentionForwardOne(Precision precision, const float* q_all, const float* keys, const float* values, int pos, int d, int heads,
                          float* scores, float* y) {
   const int hd = d / heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // In bfloat16 the products read their operands rounded, as Gemm's do.
+  const bool bf16 = precision == Precision::kBfloat16;
+  const auto in = [bf16](float x) { return bf16 ? BfloatRound(x) : x; };
   for (int h = 0; h < heads; ++h) {
     const float* q = q_all + h * hd;
     float max = -std::numeric_limits<float>::infinity();
     for (int j = 0; j <= pos; ++j) {
       const float* k = keys + static_cast<int64_t>(j) * d + h * hd;
       float s = 0;
-      for (int i = 0; i < hd; ++i) s += q[i] * k[i];
+      for (int i = 0; i < hd; ++i) s += in(q[i]) * in(k[i]);
       scores[j] = s * scale;
       max = std::max(max, scores[j]);
     }
@@ -300,9 +303,9 @@ void AttentionForwardOne(const float* q_all, const float* keys, const float* val
     float* out = y + h * hd;
     std::fill(out, out + hd, 0.0f);
     for (int j = 0; j <= pos; ++j) {
-      const float pj = scores[j] / sum;
+      const float pj = in(scores[j] / sum);
       const float* v = values + static_cast<int64_t>(j) * d + h * hd;
-      for (int i = 0; i < hd; ++i) out[i] += pj * v[i];
+      for (int i = 0; i < hd; ++i) out[i] += pj * in(v[i]);
     }
   }
 }

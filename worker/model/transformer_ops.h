@@ -1,5 +1,7 @@
 // The operations of a transformer block, forward and backward, on row-major
-// float buffers, the matmuls through Sgemm (gemm.h). Every op is a plain
+// float buffers, the matmuls through Gemm (gemm.h) in `precision` (float32,
+// or bfloat16 operands accumulated in float32; every other computation is
+// float32 either way). Every op is a plain
 // function of its inputs with a fixed order of summation, so the same
 // inputs give the same bits. Backward functions with `accumulate` add
 // parameter gradients to what the buffers hold; without, they overwrite.
@@ -12,6 +14,8 @@
 
 #include <algorithm>
 #include <cstdint>
+
+#include "worker/model/gemm.h"
 
 namespace shardline {
 
@@ -27,10 +31,10 @@ void LayerNormBackward(const float* dy, const float* x, const float* mean, const
                        int rows, int d, bool accumulate, float* dx, float* dgamma, float* dbeta);
 
 // y = x W^T + b: x [rows, in], w [out, in], b [out] (null: none), y [rows, out].
-void LinearForward(const float* x, const float* w, const float* b, int rows, int in, int out, float* y);
+void LinearForward(Precision precision, const float* x, const float* w, const float* b, int rows, int in, int out, float* y);
 // dx [rows, in] (null: not wanted) = dy W; dw [out, in] (+)= dy^T x;
 // db [out] (+)= column sums of dy (null: no bias).
-void LinearBackward(const float* dy, const float* x, const float* w, int rows, int in, int out, bool accumulate,
+void LinearBackward(Precision precision, const float* dy, const float* x, const float* w, int rows, int in, int out, bool accumulate,
                     float* dx, float* dw, float* db);
 
 // tanh(x) as Eigen's single-precision rational approximation (a degree-13
@@ -68,19 +72,19 @@ void GeluBackward(const float* dy, const float* x, const float* tanh_in, int64_t
 // Q K^T / sqrt(d / heads), masked to j <= i if causal, a softmax that
 // subtracts each row's maximum, then P V into y [batch * seq, d]. Saves the
 // probabilities P [batch, heads, seq, seq] (zero where masked).
-void AttentionForward(const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y);
+void AttentionForward(Precision precision, const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y);
 // The same attention for one new position `pos` of one sequence (causal,
 // the KV-cached forward of sampling): q [d] (heads side by side) against
 // keys and values [pos + 1, d] (rows 0..pos, row pos its own), into y [d];
 // `scores` holds pos + 1 floats.
-void AttentionForwardOne(const float* q, const float* keys, const float* values, int pos, int d, int heads,
+void AttentionForwardOne(Precision precision, const float* q, const float* keys, const float* values, int pos, int d, int heads,
                          float* scores, float* y);
 // Causal attention works in row blocks of 32 queries, each against only the
 // keys up to its last row: the masked products are not computed.
 //
 // dqkv [batch * seq, 3 * d] from dy [batch * seq, d], with the forward's
 // `causal`; `scratch` holds seq * seq floats.
-void AttentionBackward(const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
+void AttentionBackward(Precision precision, const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
                        bool causal, float* dqkv, float* scratch);
 
 // x [batch * seq, d] = wte[tokens] + wpe[position].

@@ -92,7 +92,7 @@ BatchStats Vit::Forward(const float* params, const Examples& batch, ModelWorkspa
              ws->patches.data() + static_cast<int64_t>(b) * grid_ * patch_dim_);
   }
   ws->d_embed.resize(static_cast<size_t>(n) * grid_ * d);  // the embeddings, before they join the stream
-  LinearForward(ws->patches.data(), p(embed_w_), p(embed_b_), n * grid_, patch_dim_, d, ws->d_embed.data());
+  LinearForward(spec_.precision, ws->patches.data(), p(embed_w_), p(embed_b_), n * grid_, patch_dim_, d, ws->d_embed.data());
   ws->stream.resize(static_cast<size_t>(rows) * d);
   const int first = spec_.class_token ? 1 : 0;
   for (int b = 0; b < n; ++b) {
@@ -108,7 +108,7 @@ BatchStats Vit::Forward(const float* params, const Examples& batch, ModelWorkspa
   for (size_t l = 0; l < blocks_.size(); ++l) {
     ws->BeforeForward(blocks_[l].range);
     float* out = l + 1 == blocks_.size() ? ws->final_x.data() : ws->stream.data();
-    StackForward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size()}, ws->stream.data(),
+    StackForward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), spec_.precision}, ws->stream.data(),
                  &ws->stack, out);
   }
   ws->BeforeForward(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
@@ -131,7 +131,7 @@ BatchStats Vit::Forward(const float* params, const Examples& batch, ModelWorkspa
     for (int i = 0; i < d; ++i) out[i] /= static_cast<float>(t);
   }
   ws->probs.resize(static_cast<size_t>(n) * classes);
-  LinearForward(ws->pooled.data(), p(head_w_), p(head_b_), n, d, classes, ws->probs.data());
+  LinearForward(spec_.precision, ws->pooled.data(), p(head_w_), p(head_b_), n, d, classes, ws->probs.data());
   return SoftmaxCrossEntropy(ws->probs.data(), batch.y, n, classes);
 }
 
@@ -146,7 +146,7 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
   ws->d_logits.resize(ws->probs.size());
   SoftmaxCrossEntropyGrad(ws->probs.data(), batch.y, n, classes, grad_scale, ws->d_logits.data());
   ws->d_pooled.resize(static_cast<size_t>(n) * d);
-  LinearBackward(ws->d_logits.data(), ws->pooled.data(), p(head_w_), n, d, classes, accumulate, ws->d_pooled.data(),
+  LinearBackward(spec_.precision, ws->d_logits.data(), ws->pooled.data(), p(head_w_), n, d, classes, accumulate, ws->d_pooled.data(),
                  g(head_w_), g(head_b_));
   ws->d_norm.assign(static_cast<size_t>(rows) * d, 0.0f);
   for (int b = 0; b < n; ++b) {
@@ -166,7 +166,7 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
   ws->AfterBackward(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
   for (size_t l = blocks_.size(); l-- > 0;) {
     ws->BeforeBackward(blocks_[l].range);
-    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size()}, accumulate, grads,
+    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), spec_.precision}, accumulate, grads,
                   &ws->scratch, &ws->stack, ws->dx.data());
     ws->AfterBackward(blocks_[l].range);
   }
@@ -186,7 +186,7 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
     std::memcpy(ws->d_embed.data() + static_cast<int64_t>(b) * grid_ * d, seq + static_cast<int64_t>(first) * d,
                 sizeof(float) * grid_ * d);
   }
-  LinearBackward(ws->d_embed.data(), ws->patches.data(), p(embed_w_), n * grid_, patch_dim_, d, accumulate, nullptr,
+  LinearBackward(spec_.precision, ws->d_embed.data(), ws->patches.data(), p(embed_w_), n * grid_, patch_dim_, d, accumulate, nullptr,
                  g(embed_w_), g(embed_b_));
   ws->AfterBackward(Range{layout_.tensor(embed_w_).offset, layout_.tensor(pos_).range().end});
 }

@@ -36,6 +36,7 @@ struct VitSpec {
   int mlp_ratio = 4;
   bool class_token = true;  // false: mean pooling
   bool remat = false;       // recompute each block's activations in backward (config train.remat)
+  Precision precision = Precision::kFloat32;  // of the matrix products (config train.precision)
 };
 
 struct VitWorkspace : ModelWorkspace {

@@ -19,8 +19,8 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
         data.train.num_examples, data.train.source));
   }
   Prepared p;
-  ModelOptions model_options;
-  model_options.remat = config.train().remat();
+  const ModelOptions model_options = ModelOptionsOf(config.train());
+  RETURN_IF_ERROR(CheckPrecisionSupported(model_options.precision));
   ASSIGN_OR_RETURN(p.model, CreateModel(config.model(), InputOf(data.train), model_options));
   const FlatLayout& layout = p.model->layout();
   p.total_steps = TotalSteps(config, data.train.num_examples);

@@ -246,6 +246,19 @@ TEST_P(CnnGradientTest, LayerHooksAnnounceEveryLayerInPassOrder) {
   CheckLayerHooks(*cnn, ImageProblem(cnn->input(), 5, 7), InitParams(*cnn, 3));
 }
 
+TEST_P(CnnGradientTest, Bfloat16IsNearFloat32AndKeepsTheHooksContract) {
+  SHARDLINE_REQUIRE_BF16();
+  CnnSpec spec = GetParam().spec;
+  const std::unique_ptr<Cnn> fp32 = MustCreate(spec);
+  spec.precision = Precision::kBfloat16;
+  const std::unique_ptr<Cnn> bf16 = MustCreate(spec);
+  ASSERT_NE(fp32, nullptr);
+  ASSERT_NE(bf16, nullptr);
+  const std::vector<float> params = InitParams(*fp32, 3);
+  CheckBfloatIsNearFloat(*fp32, *bf16, ImageProblem(fp32->input(), 6, 7), params);
+  CheckLayerHooks(*bf16, ImageProblem(fp32->input(), 5, 7), params);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CnnGradientTest,
                          ::testing::Values(GradCase{"OddSizes", OddSizes()}, GradCase{"Pooled", Pooled()},
                                            GradCase{"TwoPools", TwoPools()}),

@@ -56,6 +56,26 @@ TEST(GptTest, RematReadsOnlyWhatItAnnouncesAndGivesTheSameBits) {
   CheckRematGivesTheSameBits(**plain, **remat, RandomSequences(3, 5, 11, 8), params);
 }
 
+TEST(GptTest, Bfloat16IsNearFloat32AndKeepsTheHooksContractAndRematsBits) {
+  SHARDLINE_REQUIRE_BF16();
+  GptSpec spec = Tiny();
+  spec.layers = 3;
+  spec.d_model = 32;
+  spec.context = 40;  // two causal blocks of queries
+  spec.vocab = 50;
+  absl::StatusOr<std::unique_ptr<Model>> fp32 = Gpt::Create(spec);
+  spec.precision = Precision::kBfloat16;
+  absl::StatusOr<std::unique_ptr<Model>> bf16 = Gpt::Create(spec);
+  spec.remat = true;
+  absl::StatusOr<std::unique_ptr<Model>> bf16_remat = Gpt::Create(spec);
+  ASSERT_TRUE(fp32.ok() && bf16.ok() && bf16_remat.ok());
+  const std::vector<float> params = InitParams(**fp32, 4);
+  CheckBfloatIsNearFloat(**fp32, **bf16, RandomSequences(3, 40, 50, 8), params);
+  CheckLayerHooks(**bf16, RandomSequences(2, 40, 50, 3), params);
+  CheckLayerHooks(**bf16_remat, RandomSequences(2, 40, 50, 3), params);
+  CheckRematGivesTheSameBits(**bf16, **bf16_remat, RandomSequences(3, 40, 50, 8), params);
+}
+
 TEST(GptTest, AccumulatingTwoBatchesSumsTheirGradients) {
   absl::StatusOr<std::unique_ptr<Model>> made = Gpt::Create(Tiny());
   ASSERT_TRUE(made.ok());

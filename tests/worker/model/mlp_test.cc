@@ -32,6 +32,17 @@ TEST(MlpTest, LayerHooksAnnounceEveryLayerInPassOrder) {
   CheckLayerHooks(mlp, RandomProblem(6, 5, 4, 1), InitParams(mlp, 3));
 }
 
+TEST(MlpTest, Bfloat16IsNearFloat32AndKeepsTheHooksContract) {
+  SHARDLINE_REQUIRE_BF16();
+  // Tanh: smooth, so bfloat16's rounding flips no ReLU and the gradients
+  // differ by rounding alone.
+  const Mlp fp32({50, {70, 60}, 10, config::TANH});
+  const Mlp bf16({50, {70, 60}, 10, config::TANH, Precision::kBfloat16});
+  const std::vector<float> params = InitParams(fp32, 3);
+  CheckBfloatIsNearFloat(fp32, bf16, RandomProblem(16, 50, 10, 1), params);
+  CheckLayerHooks(bf16, RandomProblem(6, 50, 10, 1), params);
+}
+
 INSTANTIATE_TEST_SUITE_P(Activations, GradientCheckTest,
                          ::testing::Values(config::RELU, config::TANH));
 

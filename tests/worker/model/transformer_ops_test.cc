@@ -79,7 +79,7 @@ TEST(TransformerOpsTest, LinearGradientsMatchFiniteDifferences) {
   const std::vector<float> w = Random(rows * out, 8);
   std::vector<float> y(rows * out);
   auto loss = [&] {
-    LinearForward(x.data(), wt.data(), b.data(), rows, in, out, y.data());
+    LinearForward(Precision::kFloat32, x.data(), wt.data(), b.data(), rows, in, out, y.data());
     return Dot(y, w);
   };
   loss();
@@ -88,7 +88,7 @@ TEST(TransformerOpsTest, LinearGradientsMatchFiniteDifferences) {
   for (int i = 0; i < in; ++i) by_hand += static_cast<double>(x[i]) * wt[i];
   EXPECT_NEAR(y[0], by_hand, 1e-5);
   std::vector<float> dx(x.size()), dw(wt.size()), db(out);
-  LinearBackward(w.data(), x.data(), wt.data(), rows, in, out, false, dx.data(), dw.data(), db.data());
+  LinearBackward(Precision::kFloat32, w.data(), x.data(), wt.data(), rows, in, out, false, dx.data(), dw.data(), db.data());
   CheckFd(&x, loss, dx, "dx");
   CheckFd(&wt, loss, dw, "dW");
   CheckFd(&b, loss, db, "db");
@@ -145,7 +145,7 @@ TEST_P(AttentionTest, GradientsMatchFiniteDifferencesAndRowsAreDistributions) {
   const std::vector<float> w = Random(batch * seq * d, 12);
   std::vector<float> probs(batch * heads * seq * seq), y(batch * seq * d);
   auto loss = [&] {
-    AttentionForward(qkv.data(), batch, seq, d, heads, causal, probs.data(), y.data());
+    AttentionForward(Precision::kFloat32, qkv.data(), batch, seq, d, heads, causal, probs.data(), y.data());
     return Dot(y, w);
   };
   loss();
@@ -161,16 +161,16 @@ TEST_P(AttentionTest, GradientsMatchFiniteDifferencesAndRowsAreDistributions) {
     EXPECT_NEAR(sum, 1.0, 1e-5) << "row " << r;
   }
   std::vector<float> dqkv(qkv.size()), scratch(seq * seq);
-  AttentionBackward(w.data(), qkv.data(), probs.data(), batch, seq, d, heads, causal, dqkv.data(), scratch.data());
+  AttentionBackward(Precision::kFloat32, w.data(), qkv.data(), probs.data(), batch, seq, d, heads, causal, dqkv.data(), scratch.data());
   CheckFd(&qkv, loss, dqkv, causal ? "causal dqkv" : "full dqkv");
 }
 
 TEST(AttentionCausalityTest, APositionsOutputDoesNotDependOnLaterPositions) {
   const int batch = 1, seq = 6, d = 4, heads = 1;
   std::vector<float> qkv = Random(seq * 3 * d, 13), probs(seq * seq), y(seq * d), y2(seq * d);
-  AttentionForward(qkv.data(), batch, seq, d, heads, true, probs.data(), y.data());
+  AttentionForward(Precision::kFloat32, qkv.data(), batch, seq, d, heads, true, probs.data(), y.data());
   for (int i = 3 * 3 * d; i < seq * 3 * d; ++i) qkv[i] += 1.0f;  // positions 3.. change
-  AttentionForward(qkv.data(), batch, seq, d, heads, true, probs.data(), y2.data());
+  AttentionForward(Precision::kFloat32, qkv.data(), batch, seq, d, heads, true, probs.data(), y2.data());
   for (int i = 0; i < 3 * d; ++i) EXPECT_EQ(y[i], y2[i]) << "position " << i / d;
   bool later_changed = false;
   for (int i = 3 * d; i < seq * d; ++i) later_changed = later_changed || y[i] != y2[i];

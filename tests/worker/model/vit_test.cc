@@ -54,6 +54,23 @@ TEST_P(VitTest, RematReadsOnlyWhatItAnnouncesAndGivesTheSameBits) {
   CheckRematGivesTheSameBits(**plain, **remat, RandomProblem(3, 24, 3, 9), params);
 }
 
+TEST_P(VitTest, Bfloat16IsNearFloat32AndKeepsTheHooksContractAndRematsBits) {
+  SHARDLINE_REQUIRE_BF16();
+  VitSpec spec = Tiny(GetParam());
+  spec.d_model = 32;
+  spec.heads = 4;
+  absl::StatusOr<std::unique_ptr<Model>> fp32 = Vit::Create(spec);
+  spec.precision = Precision::kBfloat16;
+  absl::StatusOr<std::unique_ptr<Model>> bf16 = Vit::Create(spec);
+  spec.remat = true;
+  absl::StatusOr<std::unique_ptr<Model>> bf16_remat = Vit::Create(spec);
+  ASSERT_TRUE(fp32.ok() && bf16.ok() && bf16_remat.ok());
+  const std::vector<float> params = InitParams(**fp32, 4);
+  CheckBfloatIsNearFloat(**fp32, **bf16, RandomProblem(4, 24, 3, 9), params);
+  CheckLayerHooks(**bf16, RandomProblem(2, 24, 3, 3), params);
+  CheckRematGivesTheSameBits(**bf16, **bf16_remat, RandomProblem(3, 24, 3, 9), params);
+}
+
 INSTANTIATE_TEST_SUITE_P(ClassTokenAndMean, VitTest, testing::Bool());
 
 TEST(VitShapeTest, PatchesTokensAndBadSpecs) {

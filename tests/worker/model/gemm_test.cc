@@ -1,0 +1,169 @@
+// Gemm in both precisions: float32 is OpenBLAS's sgemm; bfloat16 rounds its
+// operands to nearest even and accumulates in float32, whatever the
+// transposes, alpha and beta, with the same bits on every call.
+#include "worker/model/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "common/job/rng.h"
+#include "tests/util/bf16.h"
+
+namespace shardline {
+namespace {
+
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+std::vector<float> Random(size_t n, uint64_t seed) {
+  const RandomStream rng(seed, Purpose::kDropout, 7, 0);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = 2 * rng.Uniform(i) - 1;
+  return v;
+}
+
+TEST(BfloatRoundTest, RoundsToNearestTiesToEvenAndKeepsSpecialValues) {
+  EXPECT_EQ(BfloatRound(1.0f), 1.0f);
+  // Below half an ulp (2^-8 at 1.0) rounds down, above rounds up.
+  EXPECT_EQ(Bits(BfloatRound(FromBits(0x3f807fffu))), 0x3f800000u);
+  EXPECT_EQ(Bits(BfloatRound(FromBits(0x3f808001u))), 0x3f810000u);
+  // Exact ties go to the even neighbour.
+  EXPECT_EQ(Bits(BfloatRound(FromBits(0x3f808000u))), 0x3f800000u);
+  EXPECT_EQ(Bits(BfloatRound(FromBits(0x3f818000u))), 0x3f820000u);
+  EXPECT_EQ(Bits(BfloatRound(-FromBits(0x3f818000u))), 0xbf820000u);
+  EXPECT_TRUE(std::isnan(BfloatRound(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_TRUE(std::isnan(BfloatRound(FromBits(0x7f800001u))));  // a NaN whose payload would round to inf
+  EXPECT_EQ(BfloatRound(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(BfloatRound(std::numeric_limits<float>::max()), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(BfloatRound(0.0f), 0.0f);
+  EXPECT_EQ(Bits(BfloatRound(-0.0f)), 0x80000000u);
+}
+
+TEST(GemmTest, PrecisionNamesAreTheConfigsSpelling) {
+  EXPECT_STREQ(PrecisionName(Precision::kFloat32), "FP32");
+  EXPECT_STREQ(PrecisionName(Precision::kBfloat16), "BF16");
+  EXPECT_TRUE(CheckPrecisionSupported(Precision::kFloat32).ok());
+}
+
+// C = alpha op(A) op(B) + beta C in double from given operands: the
+// reference, from float32 operands or their bfloat16 rounding.
+std::vector<double> Reference(bool ta, bool tb, int m, int n, int k, float alpha, const std::vector<float>& a,
+                              const std::vector<float>& b, float beta, const std::vector<float>& c, bool round) {
+  const auto in = [round](float x) { return static_cast<double>(round ? BfloatRound(x) : x); };
+  std::vector<double> out(static_cast<size_t>(m) * n);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double s = 0;
+      for (int l = 0; l < k; ++l) {
+        const float x = ta ? a[static_cast<size_t>(l) * m + i] : a[static_cast<size_t>(i) * k + l];
+        const float y = tb ? b[static_cast<size_t>(j) * k + l] : b[static_cast<size_t>(l) * n + j];
+        s += in(x) * in(y);
+      }
+      out[static_cast<size_t>(i) * n + j] = alpha * s + (beta == 0 ? 0.0 : beta * c[static_cast<size_t>(i) * n + j]);
+    }
+  }
+  return out;
+}
+
+// (trans_a, trans_b, alpha, beta)
+class BfloatGemmTest : public testing::TestWithParam<std::tuple<bool, bool, float, float>> {};
+
+TEST_P(BfloatGemmTest, MultipliesRoundedOperandsInFloat32WithTheSameBitsEveryTime) {
+  SHARDLINE_REQUIRE_BF16();
+  const auto [ta, tb, alpha, beta] = GetParam();
+  const int m = 37, n = 29, k = 300;
+  const std::vector<float> a = Random(static_cast<size_t>(m) * k, 1), b = Random(static_cast<size_t>(k) * n, 2);
+  const std::vector<float> c0 = Random(static_cast<size_t>(m) * n, 3);
+  std::vector<float> c = c0;
+  Gemm(Precision::kBfloat16, ta, tb, m, n, k, alpha, a.data(), ta ? m : k, b.data(), tb ? k : n, beta, c.data(), n);
+  const std::vector<double> rounded = Reference(ta, tb, m, n, k, alpha, a, b, beta, c0, true);
+  const std::vector<double> exact = Reference(ta, tb, m, n, k, alpha, a, b, beta, c0, false);
+  double worst_rounded = 0, worst_exact = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    worst_rounded = std::max(worst_rounded, std::abs(c[i] - rounded[i]));
+    worst_exact = std::max(worst_exact, std::abs(c[i] - exact[i]));
+  }
+  // Float32 accumulation of 300 products of size <= 1: far below bfloat16's
+  // rounding of the operands (about 2^-9 relative each), which the product
+  // must show.
+  EXPECT_LT(worst_rounded, 2e-5);
+  EXPECT_GT(worst_exact, 1e-3);
+  // The same call again, and on another thread (its own primitives): the same bits.
+  std::vector<float> again = c0, other = c0;
+  Gemm(Precision::kBfloat16, ta, tb, m, n, k, alpha, a.data(), ta ? m : k, b.data(), tb ? k : n, beta, again.data(),
+       n);
+  std::thread t([&] {
+    Gemm(Precision::kBfloat16, ta, tb, m, n, k, alpha, a.data(), ta ? m : k, b.data(), tb ? k : n, beta,
+         other.data(), n);
+  });
+  t.join();
+  EXPECT_EQ(0, std::memcmp(c.data(), again.data(), c.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(c.data(), other.data(), c.size() * sizeof(float)));
+}
+
+INSTANTIATE_TEST_SUITE_P(TransposesAlphasAndBetas, BfloatGemmTest,
+                         testing::Combine(testing::Bool(), testing::Bool(), testing::Values(1.0f, 0.125f),
+                                          testing::Values(0.0f, 1.0f)));
+
+TEST(BfloatGemmTest, WritesOnlyItsBlockOfALargerMatrixAndReadsNothingWithBetaZero) {
+  SHARDLINE_REQUIRE_BF16();
+  // A 4 x 3 product into columns 2..4 of a 4 x 8 matrix whose other
+  // columns must stay as they are; C starts as NaN where it is written, which
+  // beta 0 must not read.
+  const int m = 4, n = 3, k = 5, ldc = 8;
+  const std::vector<float> a = Random(m * k, 4), b = Random(k * n, 5);
+  std::vector<float> c(m * ldc, 7.0f);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) c[i * ldc + 2 + j] = std::numeric_limits<float>::quiet_NaN();
+  }
+  Gemm(Precision::kBfloat16, false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data() + 2, ldc);
+  const std::vector<double> want = Reference(false, false, m, n, k, 1.0f, a, b, 0.0f, {}, true);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < ldc; ++j) {
+      if (j >= 2 && j < 2 + n) {
+        EXPECT_NEAR(c[i * ldc + j], want[i * n + j - 2], 1e-6) << i << "," << j;
+      } else {
+        EXPECT_EQ(c[i * ldc + j], 7.0f) << i << "," << j;
+      }
+    }
+  }
+}
+
+TEST(BfloatGemmTest, FollowsTheThreadCountWithTheSameBitsForAFixedCount) {
+  SHARDLINE_REQUIRE_BF16();
+  const int n = 256;
+  const std::vector<float> a = Random(n * n, 6), b = Random(n * n, 7);
+  std::vector<float> one(n * n), two(n * n), two_again(n * n);
+  SetBlasThreads(1);
+  Gemm(Precision::kBfloat16, false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, one.data(), n);
+  SetBlasThreads(2);
+  Gemm(Precision::kBfloat16, false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, two.data(), n);
+  Gemm(Precision::kBfloat16, false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, two_again.data(), n);
+  SetBlasThreads(1);
+  EXPECT_EQ(0, std::memcmp(two.data(), two_again.data(), two.size() * sizeof(float)));
+  for (size_t i = 0; i < one.size(); ++i) ASSERT_NEAR(one[i], two[i], 1e-4) << i;
+}
+
+TEST(GemmTest, TheBfloatPeakIsMeasuredThroughOneDnnsBfloatKernels) {
+  SHARDLINE_REQUIRE_BF16();
+  EXPECT_NE(BfloatGemmImpl(false, true, 64, 64, 64).find("bf16"), std::string::npos)
+      << BfloatGemmImpl(false, true, 64, 64, 64);
+}
+
+}  // namespace
+}  // namespace shardline
