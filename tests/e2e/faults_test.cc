@@ -606,6 +606,31 @@ TEST(BadInputTest, AnUnreachableCoordinatorIsGivenUpOnAfterTheConnectTimeout) {
       << worker.Output();
 }
 
+// train.precision BF16 where one worker's CPU lacks bfloat16 products (here
+// oneDNN's own ONEDNN_MAX_CPU_ISA lowers what it sees to AVX-512 without
+// them): the job is refused before any step, naming that worker's rank and
+// the missing feature, and every process ends by itself.
+TEST(BadInputTest, ABf16JobWithAWorkerWithoutBfloat16IsRefusedNamingTheWorker) {
+  const std::string dir = FreshDir("bad_bf16_cpu");
+  const std::string coord_addr = absl::StrCat("127.0.0.1:", FreePort());
+  Subprocess c({BinPath("shardline-coordinator"), "--config", ConfigPath("fmnist_mlp"), "--listen", coord_addr,
+                "--workdir", dir, "--set", "runtime.num_workers=2", "--set", "train.total_steps=100", "--set",
+                "train.precision=BF16"});
+  // The good worker, left without a coordinator when the job fails, gives
+  // up registering again after its connect timeout.
+  Subprocess good({BinPath("shardline-worker"), "--coordinator", coord_addr, "--rank", "0",
+                   "--connect_timeout_seconds", "5"});
+  Subprocess lacking({BinPath("shardline-worker"), "--coordinator", coord_addr, "--rank", "1"},
+                     {"ONEDNN_MAX_CPU_ISA=AVX512_CORE"});
+  EXPECT_EQ(c.Wait(absl::Seconds(120)), 1) << c.Output();
+  EXPECT_NE(good.Wait(absl::Seconds(60)), -1) << good.Output();
+  EXPECT_EQ(lacking.Wait(absl::Seconds(60)), 1) << lacking.Output();
+  EXPECT_TRUE(absl::StrContains(c.Output(), "worker rank 1: train.precision BF16 needs the CPU feature avx512_bf16"))
+      << c.Output();
+  EXPECT_TRUE(absl::StrContains(lacking.Output(), "matrix-product ISA is avx512_core")) << lacking.Output();
+  EXPECT_TRUE(SplitLines(dir + "/metrics.jsonl", "train").empty()) << "a step was trained";
+}
+
 // A worker started with another job's token is refused at once, by name,
 // and the job it knocked on is unaffected.
 TEST(BadInputTest, AWorkerOfAnotherJobIsRefusedAndTheJobGoesOn) {

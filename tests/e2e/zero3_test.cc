@@ -21,6 +21,7 @@
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"
+#include "tests/util/bf16.h"
 
 namespace shardline {
 namespace {
@@ -79,27 +80,44 @@ std::vector<std::string> SmallGpt(const std::string& text_dir) {
           "collective.bucket_cap_mb=0.02"};
 }
 
-TEST(Zero3Test, TheGptAtStageThreeWithRematHasStageTwosBitsAndResumesReshardsAndShrinks) {
-  const std::string text = FreshDir("zero3_text");
+// Each GPT test below runs in both precisions (train.precision): every
+// guarantee float32 keeps, bfloat16's products keep too.
+class Zero3GptTest : public testing::TestWithParam<const char*> {
+ protected:
+  // A run's directory name, per precision.
+  static std::string Name(const std::string& base) { return absl::StrCat(base, "_", GetParam()); }
+  // The run's settings in this test's precision.
+  static std::vector<std::string> InPrecision(std::vector<std::string> sets) {
+    return With(std::move(sets), {absl::StrCat("train.precision=", GetParam())});
+  }
+  void SetUp() override {
+    if (std::string(GetParam()) == "BF16") SHARDLINE_REQUIRE_BF16();
+  }
+};
+
+TEST_P(Zero3GptTest, TheGptAtStageThreeWithRematHasStageTwosBitsAndResumesReshardsAndShrinks) {
+  const std::string text = FreshDir(Name("zero3_text"));
   Subprocess data({BinPath("shardline"), "data", "austen", "--out", text});
   ASSERT_EQ(data.Wait(absl::Seconds(60)), 0) << data.Output();
   const std::string config = ConfigPath("austen_gpt");
-  const std::vector<std::string> run = SmallGpt(text);
-  const std::string stage2 = FreshDir("zero3_gpt_stage2");
+  const std::vector<std::string> run = InPrecision(SmallGpt(text));
+  const std::string stage2 = FreshDir(Name("zero3_gpt_stage2"));
   {
     Subprocess job(LaunchArgv(stage2, 2, run, 0, config));
     ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
   }
   const std::vector<float> want = FinalState(stage2, 120, 2);
   ASSERT_FALSE(want.empty());
+  const std::string log = ReadAll(stage2 + "/logs/worker-0.log");
+  ASSERT_TRUE(absl::StrContains(log, absl::StrCat("matrix products in ", GetParam()))) << log;
 
   const std::vector<std::string> stage3 = With(run, {"collective.zero_stage=3"});
-  EXPECT_TRUE(SameBits(RunJob("zero3_gpt", 2, stage3, 120, config), want)) << "stage 3 changed the GPT's bits";
-  EXPECT_TRUE(SameBits(RunJob("zero3_gpt_remat_sequential", 2,
+  EXPECT_TRUE(SameBits(RunJob(Name("zero3_gpt"), 2, stage3, 120, config), want)) << "stage 3 changed the GPT's bits";
+  EXPECT_TRUE(SameBits(RunJob(Name("zero3_gpt_remat_sequential"), 2,
                            With(stage3, {"train.remat=true", "collective.overlap=false"}), 120, config),
                        want))
       << "stage 3 with remat, on the training thread, changed the bits";
-  EXPECT_TRUE(SameBits(RunJob("zero3_gpt_keep", 2,
+  EXPECT_TRUE(SameBits(RunJob(Name("zero3_gpt_keep"), 2,
                            With(stage3, {"collective.reshard_after_forward=false", "collective.prefetch_buckets=0",
                                          "train.remat=true"}),
                            120, config),
@@ -123,12 +141,12 @@ TEST(Zero3Test, TheGptAtStageThreeWithRematHasStageTwosBitsAndResumesReshardsAnd
     return dir;
   };
   // Killed while saving step 80: restored from step 60.
-  const std::string killed = killed_at("zero3_gpt_killed", "before_shard_rename:80", 60);
+  const std::string killed = killed_at(Name("zero3_gpt_killed"), "before_shard_rename:80", 60);
   // Killed in the middle of step 90's backward, as it is about to gather a
   // layer's parameters with reduce-scatters and gathers in flight: the
   // survivor's waits fail at once (its peer's connection breaks; none
   // waits for a timeout), and both resume from the snapshot of step 80.
-  killed_at("zero3_gpt_killed_mid_backward", "backward_gather:90", 80);
+  killed_at(Name("zero3_gpt_killed_mid_backward"), "backward_gather:90", 80);
   // Its export is stage 2's, byte for byte.
   std::vector<std::string> exported;
   for (const std::string& dir : {stage2, killed}) {
@@ -142,9 +160,9 @@ TEST(Zero3Test, TheGptAtStageThreeWithRematHasStageTwosBitsAndResumesReshardsAnd
   // 2 -> 3 from the stage-2 run's step 80, at stage 3 and at stage 2: the
   // same bits.
   const std::vector<std::string> resume = With(run, {"checkpoint.resume_from=" + stage2, "checkpoint.resume_step=80"});
-  const std::vector<float> three = RunJob("zero3_gpt_three_stage2", 3, resume, 120, config);
+  const std::vector<float> three = RunJob(Name("zero3_gpt_three_stage2"), 3, resume, 120, config);
   ASSERT_FALSE(three.empty());
-  EXPECT_TRUE(SameBits(RunJob("zero3_gpt_three", 3, With(resume, {"collective.zero_stage=3"}), 120, config), three))
+  EXPECT_TRUE(SameBits(RunJob(Name("zero3_gpt_three"), 3, With(resume, {"collective.zero_stage=3"}), 120, config), three))
       << "a stage-3 resume onto 3 workers differs from stage 2's";
 }
 
@@ -152,17 +170,17 @@ TEST(Zero3Test, TheGptAtStageThreeWithRematHasStageTwosBitsAndResumesReshardsAnd
 // dies as the snapshot of step 300 replicates, the two survivors re-form
 // from memory at step 200, resharded; the result has the bits of a stage-2
 // two-worker resume of that step.
-TEST(Zero3Test, AnElasticStageThreeWorldShrinksWithStageTwosBits) {
-  const std::string text = FreshDir("zero3_elastic_text");
+TEST_P(Zero3GptTest, AnElasticStageThreeWorldShrinksWithStageTwosBits) {
+  const std::string text = FreshDir(Name("zero3_elastic_text"));
   Subprocess data({BinPath("shardline"), "data", "austen", "--out", text});
   ASSERT_EQ(data.Wait(absl::Seconds(60)), 0) << data.Output();
   const std::string config = ConfigPath("austen_gpt");
   constexpr int kSteps = 600;
-  std::vector<std::string> run = With(SmallGpt(text), {absl::StrCat("train.total_steps=", kSteps),
+  std::vector<std::string> run = With(InPrecision(SmallGpt(text)), {absl::StrCat("train.total_steps=", kSteps),
                                                        "checkpoint.every_steps=100", "checkpoint.keep_last=0",
                                                        "checkpoint.memory_every_steps=100", "train.log_every=50",
                                                        "train.eval_every=0"});
-  const std::string dir = FreshDir("zero3_elastic");
+  const std::string dir = FreshDir(Name("zero3_elastic"));
   Subprocess job(LaunchArgv(dir, 3,
                             With(run, {"runtime.min_workers=2", "runtime.replace_timeout_seconds=1",
                                        "collective.zero_stage=3", "train.remat=true"}),
@@ -175,10 +193,13 @@ TEST(Zero3Test, AnElasticStageThreeWorldShrinksWithStageTwosBits) {
   const std::vector<float> got = FinalState(dir, kSteps, 2);
   ASSERT_FALSE(got.empty());
   const std::vector<float> want =
-      RunJob("zero3_elastic_ref", 2, With(run, {"checkpoint.resume_from=" + dir, "checkpoint.resume_step=200"}), kSteps,
+      RunJob(Name("zero3_elastic_ref"), 2, With(run, {"checkpoint.resume_from=" + dir, "checkpoint.resume_step=200"}), kSteps,
           config);
   EXPECT_TRUE(SameBits(got, want)) << "the elastic stage-3 run differs from a stage-2 two-worker resume of step 200";
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, Zero3GptTest, testing::Values("FP32", "BF16"),
+                         [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace shardline

@@ -9,15 +9,20 @@
 #include "common/platform/logging.h"
 
 namespace shardline {
-WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
-    : peak_flops_(peak_flops),
+WorkerMetrics::WorkerMetrics(prometheus::Registry& r, Peaks peaks)
+    : peaks_(peaks),
       step_(NewGauge(r, "shardline_step", "Steps this worker has completed in its current run")),
       loss_(NewGauge(r, "shardline_loss", "Training loss of the last step (mean over the global batch)")),
       learning_rate_(NewGauge(r, "shardline_learning_rate", "Learning rate of the last step")),
       grad_norm_(NewGauge(r, "shardline_grad_norm", "Global gradient L2 norm at the last log step")),
       samples_per_second_(NewGauge(r, "shardline_samples_per_second", "Global examples per second of the last step")),
-      mfu_(NewGauge(r, "shardline_mfu_ratio", "This rank's model FLOPs per second over its measured sgemm peak")),
-      peak_flops_gauge_(NewGauge(r, "shardline_sgemm_peak_flops", "Measured one-process sgemm FLOP/s (MFU denominator)")),
+      mfu_(NewGauge(r, "shardline_mfu_ratio",
+                    "This rank's model FLOPs per second over its measured matrix-product peak in the job's precision "
+                    "(sgemm for FP32, oneDNN's bfloat16 matmul for BF16)")),
+      peak_flops_gauge_(NewGauge(r, "shardline_sgemm_peak_flops", "Measured one-process sgemm FLOP/s (the FP32 MFU denominator)")),
+      bf16_peak_flops_gauge_(NewGauge(r, "shardline_bf16_peak_flops",
+                                      "Measured one-process oneDNN bfloat16 matmul FLOP/s (the BF16 MFU denominator; "
+                                      "0 on a CPU without AVX512_BF16)")),
       generation_(NewGauge(r, "shardline_worker_generation", "World generation this worker is in")),
       owned_parameter_bytes_(NewGauge(r, "shardline_owned_parameter_bytes", "Bytes of the parameter shard this worker owns")),
       owned_optimizer_state_bytes_(NewGauge(r, "shardline_owned_optimizer_state_bytes", "Bytes of optimizer state this worker owns")),
@@ -56,7 +61,8 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, double peak_flops)
                               "the step: received messages, gRPC's copies of sent ones, the bf16 wire buffer), "
                               "peak_rss of the process")
                         .Register(r)) {
-  peak_flops_gauge_.Set(peak_flops);
+  peak_flops_gauge_.Set(peaks.fp32);
+  bf16_peak_flops_gauge_.Set(peaks.bf16);
   for (const char* phase : {"compute", "reduce_scatter", "optimizer", "all_gather"}) {
     phase_seconds_.Add({{"phase", phase}});
   }
@@ -102,7 +108,8 @@ void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
     samples_per_second_.Set(info_.global_batch_size / seconds);
     const double my_flops = static_cast<double>(info_.flops_per_example) * info_.global_batch_size /
                             std::max(1, info_.world_size);
-    if (peak_flops_ > 0) mfu_.Set(my_flops / seconds / peak_flops_);
+    const double peak = info_.bf16 ? peaks_.bf16 : peaks_.fp32;
+    if (peak > 0) mfu_.Set(my_flops / seconds / peak);
   }
 }
 

@@ -2,7 +2,7 @@
 // fed by the train loop as a StepObserver.
 //
 //   auto registry = std::make_shared<prometheus::Registry>();
-//   WorkerMetrics metrics(*registry, MeasureSgemmGflops(env, 512, 0.2) * 1e9);
+//   WorkerMetrics metrics(*registry, {MeasureSgemmGflops(env, 512, 0.2) * 1e9, 0});
 //   options.observer = &metrics;
 #ifndef SHARDLINE_WORKER_LIFECYCLE_WORKER_METRICS_H_
 #define SHARDLINE_WORKER_LIFECYCLE_WORKER_METRICS_H_
@@ -22,8 +22,13 @@ namespace shardline {
 
 class WorkerMetrics : public StepObserver {
  public:
-  // `peak_flops`: this process's measured sgemm FLOP/s, the MFU denominator.
-  WorkerMetrics(prometheus::Registry& registry, double peak_flops);
+  // This process's measured matrix-product FLOP/s in each precision: the
+  // MFU denominator of a job in that precision (0: not measured).
+  struct Peaks {
+    double fp32 = 0;  // OpenBLAS sgemm
+    double bf16 = 0;  // oneDNN bfloat16 matmul; 0 on a CPU without it
+  };
+  WorkerMetrics(prometheus::Registry& registry, Peaks peaks);
 
   void OnStart(const RunInfo& info) override;
   void OnStep(const StepResult& result, double step_seconds) override;
@@ -45,7 +50,7 @@ class WorkerMetrics : public StepObserver {
  private:
   mutable Mutex stuck_mu_;
   std::string stuck_ ABSL_GUARDED_BY(stuck_mu_);
-  const double peak_flops_;
+  const Peaks peaks_;
   RunInfo info_;
   int64_t sent_seen_ = 0, received_seen_ = 0;
   prometheus::Gauge& step_;
@@ -55,6 +60,7 @@ class WorkerMetrics : public StepObserver {
   prometheus::Gauge& samples_per_second_;
   prometheus::Gauge& mfu_;
   prometheus::Gauge& peak_flops_gauge_;
+  prometheus::Gauge& bf16_peak_flops_gauge_;
   prometheus::Gauge& generation_;
   prometheus::Gauge& owned_parameter_bytes_;
   prometheus::Gauge& owned_optimizer_state_bytes_;

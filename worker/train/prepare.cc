@@ -89,9 +89,11 @@ void Announce(const config::JobConfig& config, const Prepared& p, const Collecti
   if (show) {
     SLOG(INFO) << absl::StrFormat(
         "training %d steps (%d per epoch, global batch %d) of %s with %d parameters, "
-        "%d training FLOPs per example, world size %d",
+        "%d training FLOPs per example, world size %d, matrix products in %s",
         p.total_steps, p.pipeline->steps_per_epoch(), config.data().global_batch_size(), FamilyName(config.model()),
-        model.layout().total_size(), model.TrainFlopsPerExample(), comm.world_size());
+        model.layout().total_size(), model.TrainFlopsPerExample(), comm.world_size(),
+        config.train().precision() == config::BF16 ? "BF16 (oneDNN bfloat16, float32 accumulation and master state)"
+                                                   : "FP32 (OpenBLAS)");
   }
   if (observer == nullptr) return;
   RunInfo info;
@@ -103,6 +105,7 @@ void Announce(const config::JobConfig& config, const Prepared& p, const Collecti
   for (const StateBuffer* b : p.optimizer->state()) info.optimizer_state_floats += static_cast<int64_t>(b->values.size());
   info.flops_per_example = model.TrainFlopsPerExample();
   info.global_batch_size = config.data().global_batch_size();
+  info.bf16 = config.train().precision() == config::BF16;
   observer->OnStart(info);
 }
 

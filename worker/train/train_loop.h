@@ -40,6 +40,7 @@ struct RunInfo {
   int64_t optimizer_state_floats = 0;  // this rank's shard of optimizer state
   int64_t flops_per_example = 0;   // Mlp::TrainFlopsPerExample
   int global_batch_size = 0;
+  bool bf16 = false;               // the matrix products in bfloat16 (train.precision BF16)
 };
 
 // Time a run spends outside its steps' own work, by cause (goodput
