@@ -7,8 +7,9 @@
 // kFloat32 is OpenBLAS's sgemm. kBfloat16 rounds A and B to bfloat16
 // (round to nearest even, BfloatRound) and multiplies them in oneDNN's
 // matmul, accumulating in float32 into a float32 C; alpha and beta are
-// applied in float32 afterwards. Both are deterministic for a fixed shape
-// and thread count: the same inputs give the same bits.
+// applied to the float32 product inside oneDNN's kernel. Both are
+// deterministic for a fixed shape and thread count: the same inputs give
+// the same bits.
 #ifndef SHARDLINE_WORKER_MODEL_GEMM_H_
 #define SHARDLINE_WORKER_MODEL_GEMM_H_
 
@@ -52,6 +53,20 @@ inline float BfloatRound(float x) {
   std::memcpy(&x, &u, sizeof(u));
   return x;
 }
+
+// Bfloat16 operands rounded once and used in several products (attention's
+// keys and values, for every block of queries): the bits of a bfloat16
+// number, the high half of the float32 BfloatRound gives.
+using Bf16 = uint16_t;
+
+// dst (row stride ld_dst) = BfloatRound of rows x cols floats of src (row
+// stride ld_src), as bfloat16 bits. Element by element BfloatRound.
+void RoundToBfloat16(const float* src, int rows, int cols, int ld_src, Bf16* dst, int ld_dst);
+
+// Gemm(Precision::kBfloat16, ...) on operands already rounded: the same
+// bits as Gemm on the floats they were rounded from.
+void GemmBf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const Bf16* a, int lda, const Bf16* b,
+              int ldb, float beta, float* c, int ldc);
 
 // OK when this process can run `p`'s products at full speed. kBfloat16
 // needs the CPU's AVX512_BF16 instructions as oneDNN sees them (the CPU, or

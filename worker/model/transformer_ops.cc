@@ -4,8 +4,17 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "worker/model/gemm.h"
+
+// The elementwise loops below (GELU, LayerNorm, the softmax) compiled
+// twice, for AVX-512 and for the baseline, the copy picked at load time by
+// the CPU: wider vectors of the same operations in the same order, so the
+// same bits (no floating-point contraction: -ffp-contract=off; sums are
+// never reordered: no -ffast-math). GELU's FastTanh was 10% of a BF16 GPT
+// step in baseline SSE (perf, bench/RESULTS.md).
+#define SHARDLINE_VECTOR_CLONES __attribute__((target_clones("avx512f", "default")))
 
 namespace shardline {
 
@@ -22,7 +31,7 @@ struct LaneSum {
 
 }  // namespace
 
-void LayerNormForward(const float* x, const float* gamma, const float* beta, int rows, int d, float* y,
+SHARDLINE_VECTOR_CLONES void LayerNormForward(const float* x, const float* gamma, const float* beta, int rows, int d, float* y,
                       float* mean, float* rstd) {
   const int body = d / 4 * 4;
   for (int r = 0; r < rows; ++r) {
@@ -52,7 +61,7 @@ void LayerNormForward(const float* x, const float* gamma, const float* beta, int
   }
 }
 
-void LayerNormBackward(const float* dy, const float* x, const float* mean, const float* rstd, const float* gamma,
+SHARDLINE_VECTOR_CLONES void LayerNormBackward(const float* dy, const float* x, const float* mean, const float* rstd, const float* gamma,
                        int rows, int d, bool accumulate, float* dx, float* dgamma, float* dbeta) {
   if (!accumulate) {
     std::fill(dgamma, dgamma + d, 0.0f);
@@ -119,7 +128,7 @@ constexpr float kGeluC = 0.044715f;
 
 }  // namespace
 
-void GeluForward(const float* x, int64_t n, float* y, float* tanh_out) {
+SHARDLINE_VECTOR_CLONES void GeluForward(const float* x, int64_t n, float* y, float* tanh_out) {
   if (tanh_out == nullptr) {
     for (int64_t i = 0; i < n; ++i) {
       const float v = x[i];
@@ -135,7 +144,7 @@ void GeluForward(const float* x, int64_t n, float* y, float* tanh_out) {
   }
 }
 
-void GeluBackward(const float* dy, const float* x, const float* tanh_in, int64_t n, float* dx) {
+SHARDLINE_VECTOR_CLONES void GeluBackward(const float* dy, const float* x, const float* tanh_in, int64_t n, float* dx) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float t = tanh_in[i];
@@ -154,26 +163,68 @@ constexpr int kCausalBlock = 32;
 
 int BlockRows(bool causal, int seq) { return causal ? std::min(kCausalBlock, seq) : seq; }
 
+// An operand of attention's products: its floats (row stride ld) and, in
+// bfloat16, the same rounded once (row stride ld16) for every product that
+// reads it (a head's keys and values, for every block of queries).
+struct Operand {
+  const float* f;
+  int ld;
+  const Bf16* h = nullptr;
+  int ld16 = 0;
+  Operand At(int64_t row, int col) const {
+    return Operand{f + row * ld + col, ld, h == nullptr ? nullptr : h + row * ld16 + col, ld16};
+  }
+};
+
+// C = alpha op(A) op(B) + beta C in `precision`: the floats through Gemm
+// in float32, the rounded operands through GemmBf16 in bfloat16 (the bits
+// Gemm would give from the floats).
+void Product(Precision precision, bool ta, bool tb, int m, int n, int k, float alpha, const Operand& a,
+             const Operand& b, float beta, float* c, int ldc) {
+  if (precision == Precision::kBfloat16) {
+    GemmBf16(ta, tb, m, n, k, alpha, a.h, a.ld16, b.h, b.ld16, beta, c, ldc);
+  } else {
+    Gemm(precision, ta, tb, m, n, k, alpha, a.f, a.ld, b.f, b.ld, beta, c, ldc);
+  }
+}
+
+// This thread's rounded operands of attention (bfloat16 only).
+struct AttentionScratch {
+  std::vector<Bf16> qkv, dy, block;
+};
+AttentionScratch& Scratch() {
+  thread_local AttentionScratch scratch;
+  return scratch;
+}
+
+// `rows` x `cols` floats (row stride ld) as an Operand, rounded into `buf`
+// (row stride cols) in bfloat16.
+Operand Rounded(Precision precision, const float* f, int rows, int cols, int ld, std::vector<Bf16>* buf) {
+  if (precision != Precision::kBfloat16) return Operand{f, ld};
+  buf->resize(static_cast<size_t>(rows) * cols);
+  RoundToBfloat16(f, rows, cols, ld, buf->data(), cols);
+  return Operand{f, ld, buf->data(), cols};
+}
+
 }  // namespace
 
-void AttentionForward(Precision precision, const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y) {
+SHARDLINE_VECTOR_CLONES void AttentionForward(Precision precision, const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y) {
   const int hd = d / heads;
   const int ld = 3 * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int rows_per_block = BlockRows(causal, seq);
+  AttentionScratch& scratch = Scratch();
   for (int b = 0; b < batch; ++b) {
-    const float* base = qkv + static_cast<int64_t>(b) * seq * ld;
+    const Operand base = Rounded(precision, qkv + static_cast<int64_t>(b) * seq * ld, seq, ld, ld, &scratch.qkv);
     for (int h = 0; h < heads; ++h) {
-      const float* q = base + h * hd;
-      const float* k = q + d;
-      const float* v = q + 2 * d;
+      const Operand q = base.At(0, h * hd), k = base.At(0, d + h * hd), v = base.At(0, 2 * d + h * hd);
       float* p = probs + (static_cast<int64_t>(b) * heads + h) * seq * seq;
       float* out = y + static_cast<int64_t>(b) * seq * d + h * hd;
       for (int i0 = 0; i0 < seq; i0 += rows_per_block) {
         const int i1 = std::min(seq, i0 + rows_per_block);
         const int keys = causal ? i1 : seq;  // the block's rows attend to keys [0, keys)
         float* pb = p + static_cast<int64_t>(i0) * seq;
-        Gemm(precision, false, true, i1 - i0, keys, hd, scale, q + static_cast<int64_t>(i0) * ld, ld, k, ld, 0.0f, pb, seq);
+        Product(precision, false, true, i1 - i0, keys, hd, scale, q.At(i0, 0), k, 0.0f, pb, seq);
         for (int i = i0; i < i1; ++i) {
           float* row = p + static_cast<int64_t>(i) * seq;
           const int last = causal ? i : seq - 1;  // the last position attended to
@@ -195,27 +246,28 @@ void AttentionForward(Precision precision, const float* qkv, int batch, int seq,
           for (int c = 0; c <= last; ++c) row[c] *= inv;
           for (int c = last + 1; c < seq; ++c) row[c] = 0.0f;
         }
-        Gemm(precision, false, false, i1 - i0, hd, keys, 1.0f, pb, seq, v, ld, 0.0f, out + static_cast<int64_t>(i0) * d, d);
+        const Operand pr = Rounded(precision, pb, i1 - i0, keys, seq, &scratch.block);
+        Product(precision, false, false, i1 - i0, hd, keys, 1.0f, pr, v, 0.0f, out + static_cast<int64_t>(i0) * d, d);
       }
     }
   }
 }
 
-void AttentionBackward(Precision precision, const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
+SHARDLINE_VECTOR_CLONES void AttentionBackward(Precision precision, const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
                        bool causal, float* dqkv, float* scratch) {
   const int hd = d / heads;
   const int ld = 3 * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int rows_per_block = BlockRows(causal, seq);
+  AttentionScratch& rounded = Scratch();
   for (int b = 0; b < batch; ++b) {
-    const float* base = qkv + static_cast<int64_t>(b) * seq * ld;
+    const Operand base = Rounded(precision, qkv + static_cast<int64_t>(b) * seq * ld, seq, ld, ld, &rounded.qkv);
+    const Operand dys = Rounded(precision, dy + static_cast<int64_t>(b) * seq * d, seq, d, d, &rounded.dy);
     float* dbase = dqkv + static_cast<int64_t>(b) * seq * ld;
     for (int h = 0; h < heads; ++h) {
-      const float* q = base + h * hd;
-      const float* k = q + d;
-      const float* v = q + 2 * d;
+      const Operand q = base.At(0, h * hd), k = base.At(0, d + h * hd), v = base.At(0, 2 * d + h * hd);
       const float* p = probs + (static_cast<int64_t>(b) * heads + h) * seq * seq;
-      const float* dout = dy + static_cast<int64_t>(b) * seq * d + h * hd;
+      const Operand dout = dys.At(0, h * hd);
       float* dq = dbase + h * hd;
       float* dk = dbase + d + h * hd;
       float* dv = dbase + 2 * d + h * hd;
@@ -227,12 +279,12 @@ void AttentionBackward(Precision precision, const float* dy, const float* qkv, c
         const int keys = causal ? i1 : seq;
         const int rows = i1 - i0;
         const float beta = i0 == last_block ? 0.0f : 1.0f;
-        const float* pb = p + static_cast<int64_t>(i0) * seq;
-        const float* doutb = dout + static_cast<int64_t>(i0) * d;
+        const Operand pb = Rounded(precision, p + static_cast<int64_t>(i0) * seq, rows, keys, seq, &rounded.block);
+        const Operand doutb = dout.At(i0, 0);
         float* ds = scratch + static_cast<int64_t>(i0) * seq;
         // dP = dO V^T; dV (+)= P^T dO.
-        Gemm(precision, false, true, rows, keys, hd, 1.0f, doutb, d, v, ld, 0.0f, ds, seq);
-        Gemm(precision, true, false, keys, hd, rows, 1.0f, pb, seq, doutb, d, beta, dv, ld);
+        Product(precision, false, true, rows, keys, hd, 1.0f, doutb, v, 0.0f, ds, seq);
+        Product(precision, true, false, keys, hd, rows, 1.0f, pb, doutb, beta, dv, ld);
         // Through the softmax: dS = P * (dP - rowsum(dP * P)); zero where masked.
         for (int i = i0; i < i1; ++i) {
           const float* pr = p + static_cast<int64_t>(i) * seq;
@@ -242,8 +294,9 @@ void AttentionBackward(Precision precision, const float* dy, const float* qkv, c
           for (int j = 0; j < keys; ++j) dr[j] = pr[j] * (dr[j] - dot);
         }
         // dQ = scale dS K; dK (+)= scale dS^T Q.
-        Gemm(precision, false, false, rows, hd, keys, scale, ds, seq, k, ld, 0.0f, dq + static_cast<int64_t>(i0) * ld, ld);
-        Gemm(precision, true, false, keys, hd, rows, scale, ds, seq, q + static_cast<int64_t>(i0) * ld, ld, beta, dk, ld);
+        const Operand dsb = Rounded(precision, ds, rows, keys, seq, &rounded.block);
+        Product(precision, false, false, rows, hd, keys, scale, dsb, k, 0.0f, dq + static_cast<int64_t>(i0) * ld, ld);
+        Product(precision, true, false, keys, hd, rows, scale, dsb, q.At(i0, 0), beta, dk, ld);
       }
     }
   }

@@ -54,6 +54,39 @@ TEST(BfloatRoundTest, RoundsToNearestTiesToEvenAndKeepsSpecialValues) {
   EXPECT_EQ(Bits(BfloatRound(-0.0f)), 0x80000000u);
 }
 
+TEST(BfloatRoundTest, TheVectorRoundingIsBfloatRoundElementByElement) {
+  SHARDLINE_REQUIRE_BF16();
+  // Random floats of every magnitude, ties, denormals, signed zeros,
+  // infinities and NaNs, in rows of 37 (two 16-wide vectors and a tail).
+  const RandomStream rng(9, Purpose::kDropout, 8, 0);
+  std::vector<float> v;
+  for (int i = 0; i < 37 * 40; ++i) v.push_back(FromBits(static_cast<uint32_t>(rng.UniformInt(i, 1ull << 32))));
+  const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x00000001u, 0x00008000u, 0x00018000u, 0x80000000u,
+                              0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u, 0xffffffffu, 0x7f7fffffu};
+  for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); ++i) v[i * 3] = FromBits(special[i]);
+  std::vector<Bf16> out(37 * 40 + 40);
+  RoundToBfloat16(v.data(), 40, 37, 37, out.data(), 38);  // rows of 37 into rows of 38
+  for (int r = 0; r < 40; ++r) {
+    for (int j = 0; j < 37; ++j) {
+      const uint32_t want = Bits(BfloatRound(v[r * 37 + j])) >> 16;
+      ASSERT_EQ(out[r * 38 + j], want) << "row " << r << " element " << j << " bits " << Bits(v[r * 37 + j]);
+    }
+  }
+}
+
+TEST(BfloatGemmTest, ProductsOfOperandsRoundedOnceHaveGemmsBits) {
+  SHARDLINE_REQUIRE_BF16();
+  const int m = 40, n = 24, k = 70;
+  const std::vector<float> a = Random(m * k, 11), b = Random(n * k, 12), c0 = Random(m * n, 13);
+  std::vector<Bf16> ra(a.size()), rb(b.size());
+  RoundToBfloat16(a.data(), m, k, k, ra.data(), k);
+  RoundToBfloat16(b.data(), n, k, k, rb.data(), k);
+  std::vector<float> want = c0, got = c0;
+  Gemm(Precision::kBfloat16, false, true, m, n, k, 0.5f, a.data(), k, b.data(), k, 1.0f, want.data(), n);
+  GemmBf16(false, true, m, n, k, 0.5f, ra.data(), k, rb.data(), k, 1.0f, got.data(), n);
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+}
+
 TEST(GemmTest, PrecisionNamesAreTheConfigsSpelling) {
   EXPECT_STREQ(PrecisionName(Precision::kFloat32), "FP32");
   EXPECT_STREQ(PrecisionName(Precision::kBfloat16), "BF16");
