@@ -118,8 +118,8 @@ def check(args):
     model = load_gpt(meta, f"{args.ref}/init.safetensors")
     # 1. Logits of the first batch at initialisation.
     theirs = torch.from_numpy(np.fromfile(f"{args.ref}/logits.bin", dtype=np.float32).reshape(b * t, 256))
-    with torch.no_grad():
-        ours = model(torch.from_numpy(batches[0, 0]).long()).reshape(b * t, 256)
+    with torch.no_grad(), autocast(args.autocast):
+        ours = model(torch.from_numpy(batches[0, 0]).long()).float().reshape(b * t, 256)
     # Relative to the largest logit: a logit near zero has no relative error to speak of.
     logits_rel = float((ours - theirs).abs().max() / theirs.abs().max())
     # 2. The first steps' losses.
@@ -135,7 +135,8 @@ def check(args):
         if s + 1 not in train:
             sys.exit(f"{args.metrics} has no train line for step {s + 1}: run with train.log_every=1")
         tokens, targets = (torch.from_numpy(batches[s, i]).long() for i in (0, 1))
-        loss = F.cross_entropy(model(tokens).reshape(-1, 256), targets.reshape(-1))
+        with autocast(args.autocast):
+            loss = F.cross_entropy(model(tokens).reshape(-1, 256), targets.reshape(-1))
         opt.zero_grad()
         loss.backward()
         if meta["grad_clip_norm"] > 0:
@@ -146,9 +147,13 @@ def check(args):
         theirs_loss = float(train[s + 1]["loss"])
         pairs.append((round(loss.item(), 6), theirs_loss))
         loss_rel = max(loss_rel, abs(loss.item() - theirs_loss) / abs(theirs_loss))
-    ok = logits_rel <= 1e-4 and loss_rel <= 1e-3
+    # bfloat16 products on both sides round differently (oneDNN's blocking
+    # against PyTorch's, PyTorch's bfloat16 activations between ops): the
+    # goals are bfloat16's (issue 47), float32's otherwise.
+    logits_goal, loss_goal = (1e-2, 1e-2) if args.autocast else (1e-4, 1e-3)
+    ok = logits_rel <= logits_goal and loss_rel <= loss_goal
     print(json.dumps({"logits_max_rel_error": logits_rel, "loss_max_rel_error": loss_rel, "steps": steps,
-                      "losses_torch_shardline": pairs, "ok": ok}))
+                      "autocast": args.autocast, "losses_torch_shardline": pairs, "ok": ok}))
     return 0 if ok else 1
 
 
@@ -176,7 +181,13 @@ def cosine(base, warmup, total, end_ratio=0.0):
     return lr_at
 
 
-def val_loss(model, val, context, batch=256):
+def autocast(enabled):
+    """PyTorch's CPU mixed precision as its users turn it on: linear layers
+    and matmuls in bfloat16 through oneDNN, the rest as autocast decides."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
+
+
+def val_loss(model, val, context, batch=256, bf16=False):
     n = (len(val) - 1 - context) // context + 1
     total = 0.0
     with torch.no_grad():
@@ -184,7 +195,8 @@ def val_loss(model, val, context, batch=256):
             starts = torch.arange(b, min(n, b + batch)) * context
             idx = starts[:, None] + torch.arange(context + 1)[None, :]
             w = val[idx].long()
-            logits = model(w[:, :-1])
+            with autocast(bf16):
+                logits = model(w[:, :-1]).float()
             total += F.cross_entropy(logits.reshape(-1, 256), w[:, 1:].reshape(-1), reduction="sum").item()
     return total / (n * context)
 
@@ -232,7 +244,8 @@ def train(a):
             g["lr"] = lr_at(s)
         opt.zero_grad(set_to_none=True)
         # The global mean per token: DDP averages the ranks' gradients.
-        loss = F.cross_entropy(model(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1), reduction="sum")
+        with autocast(a.autocast):
+            loss = F.cross_entropy(model(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1), reduction="sum")
         (loss * (world / (a.batch * a.context))).backward()
         if a.grad_clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(net.parameters(), a.grad_clip_norm)
@@ -241,7 +254,7 @@ def train(a):
         train_seconds += dt
         step_times.append(dt)
         if rank == 0 and a.eval_every > 0 and ((s + 1) % a.eval_every == 0 or s + 1 == a.steps):
-            v = val_loss(net, val, a.context)
+            v = val_loss(net, val, a.context, bf16=a.autocast)
             print(json.dumps({"step": s + 1, "split": "eval", "loss": v, "bits_per_byte": v / math.log(2),
                               "train_seconds": train_seconds}), flush=True)
     if rank == 0:
@@ -321,12 +334,14 @@ def main():
     c = sub.add_parser("check")
     c.add_argument("--ref", required=True)
     c.add_argument("--metrics", required=True)
+    c.add_argument("--autocast", action="store_true", help="bfloat16 autocast (against train.precision BF16)")
     fx = sub.add_parser("fixture")
     fx.add_argument("--out", required=True)
     t = sub.add_parser("train")
     t.add_argument("--train", required=True)
     t.add_argument("--val", required=True)
     t.add_argument("--ref", default="", help="shardline-gpt-reference's DIR: its init and batches")
+    t.add_argument("--autocast", action="store_true", help="bfloat16 autocast (against train.precision BF16)")
     for name, default in [("steps", 3000), ("batch", 32), ("context", 128), ("layers", 4), ("d_model", 128),
                           ("heads", 4), ("mlp_ratio", 4), ("warmup", 100), ("eval_every", 500), ("seed", 0)]:
         t.add_argument(f"--{name}", type=int, default=default)

@@ -39,7 +39,8 @@ absl::Status Run(const Args& args) {
   RETURN_IF_ERROR(env->CreateDirs(out));
   ASSIGN_OR_RETURN(TrainingData data, LoadTrainingData(env, cfg));
   InputShape input{1, 1, cfg.model().gpt().context(), 256, cfg.model().gpt().context()};
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(cfg.model(), input));
+  // In the job's precision (train.precision), as `shardline train` runs it.
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(cfg.model(), input, ModelOptionsOf(cfg.train())));
   const FlatLayout& layout = model->layout();
   std::vector<float> params(static_cast<size_t>(layout.total_size()));
   model->InitRange(cfg.seed(), Range{0, layout.total_size()}, params.data());  // as RunTraining does
