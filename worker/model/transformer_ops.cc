@@ -111,8 +111,24 @@ void LinearForward(Precision precision, const float* x, const float* w, const fl
 
 void LinearBackward(Precision precision, const float* dy, const float* x, const float* w, int rows, int in, int out, bool accumulate,
                     float* dx, float* dw, float* db) {
-  if (dx != nullptr) Gemm(precision, false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
-  Gemm(precision, true, false, out, in, rows, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f, dw, in);
+  if (precision == Precision::kBfloat16) {
+    // dy rounded once for both products (Gemm would round it for each):
+    // the same bits.
+    thread_local std::vector<Bf16> dy16, x16, w16;
+    dy16.resize(static_cast<size_t>(rows) * out);
+    RoundToBfloat16(dy, rows, out, out, dy16.data(), out);
+    if (dx != nullptr) {
+      w16.resize(static_cast<size_t>(out) * in);
+      RoundToBfloat16(w, out, in, in, w16.data(), in);
+      GemmBf16(false, false, rows, in, out, 1.0f, dy16.data(), out, w16.data(), in, 0.0f, dx, in);
+    }
+    x16.resize(static_cast<size_t>(rows) * in);
+    RoundToBfloat16(x, rows, in, in, x16.data(), in);
+    GemmBf16(true, false, out, in, rows, 1.0f, dy16.data(), out, x16.data(), in, accumulate ? 1.0f : 0.0f, dw, in);
+  } else {
+    if (dx != nullptr) Gemm(precision, false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+    Gemm(precision, true, false, out, in, rows, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f, dw, in);
+  }
   if (db == nullptr) return;
   if (!accumulate) std::fill(db, db + out, 0.0f);
   for (int r = 0; r < rows; ++r) {
