@@ -98,6 +98,8 @@ def main():
     p.add_argument("--weight_decay", type=float, default=0.0005)
     p.add_argument("--eval_every", type=int, default=468)
     p.add_argument("--check_export", default="", help="load this shardline export and print its test accuracy")
+    p.add_argument("--autocast", action="store_true",
+                   help='torch.autocast("cpu", dtype=torch.bfloat16) around the forward and loss (vs BF16)')
     a = p.parse_args()
     torch.set_num_threads(1)
     if a.check_export:
@@ -133,7 +135,9 @@ def main():
         opt.zero_grad(set_to_none=True)
         # Sum over the slice / global batch: DDP averages over ranks, so
         # scale by world to get the global mean as shardline does.
-        (loss_fn(model(xtr[idx]), ytr[idx]) * (world / a.batch)).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
+            loss = loss_fn(model(xtr[idx]), ytr[idx])
+        (loss * (world / a.batch)).backward()
         with torch.no_grad():  # decoupled decay: p -= lr * wd * p
             for q in decayed:
                 q.mul_(1 - lr * a.weight_decay)
@@ -142,10 +146,10 @@ def main():
         train_seconds += dt
         step_times.append(dt)
         if rank == 0 and ((s + 1) % a.eval_every == 0 or s + 1 == total):
-            with torch.no_grad():
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
                 correct, lsum = 0, 0.0
                 for b in range(0, xte.shape[0], 1000):
-                    out = net(xte[b:b + 1000])
+                    out = net(xte[b:b + 1000]).float()
                     lsum += torch.nn.functional.cross_entropy(out, yte[b:b + 1000], reduction="sum").item()
                     correct += (out.argmax(1) == yte[b:b + 1000]).sum().item()
             print(json.dumps({"step": s + 1, "split": "eval", "loss": lsum / xte.shape[0],

@@ -39,22 +39,38 @@ BlockTensors AddBlock(FlatLayout* layout, const std::string& prefix, const Block
   return t;
 }
 
-void BlockActivations::Resize(const BlockShape& s, int batch, int seq) {
+void BlockActivations::Resize(const BlockShape& s, int batch, int seq, Precision precision) {
   const size_t rows = static_cast<size_t>(batch) * seq, d = static_cast<size_t>(s.d), f = static_cast<size_t>(s.hidden);
+  const bool bf16 = precision == Precision::kBfloat16;
+  // A product input in the precision not kept holds nothing.
+  auto kept = [bf16](std::vector<float>* v, std::vector<Bf16>* h, size_t n) {
+    if (bf16) {
+      std::vector<float>().swap(*v);
+      h->resize(n);
+    } else {
+      v->resize(n);
+      std::vector<Bf16>().swap(*h);
+    }
+  };
   x.resize(rows * d);
-  ln1.resize(rows * d);
+  kept(&ln1, &ln1_h, rows * d);
   mean1.resize(rows);
   rstd1.resize(rows);
-  qkv.resize(rows * 3 * d);
+  kept(&qkv, &qkv_h, rows * 3 * d);
   probs.resize(static_cast<size_t>(batch) * s.heads * seq * seq);
-  attn.resize(rows * d);
+  kept(&attn, &attn_h, rows * d);
   x_mid.resize(rows * d);
-  ln2.resize(rows * d);
+  kept(&ln2, &ln2_h, rows * d);
   mean2.resize(rows);
   rstd2.resize(rows);
   hidden.resize(rows * f);
-  gelu.resize(rows * f);
+  kept(&gelu, &gelu_h, rows * f);
   gelu_tanh.resize(rows * f);
+}
+
+int64_t BlockActivations::bytes() const {
+  return HeldBytes(x, ln1, mean1, rstd1, qkv, probs, attn, x_mid, ln2, mean2, rstd2, hidden, gelu, gelu_tanh) +
+         HeldBytes(ln1_h, qkv_h, attn_h, ln2_h, gelu_h);
 }
 
 void BlockScratch::Resize(const BlockShape& s, int batch, int seq) {
@@ -71,6 +87,25 @@ namespace {
 
 float* G(float* grads, const FlatLayout& layout, int tensor) { return grads + layout.tensor(tensor).offset; }
 
+// A product input the forward keeps (BlockActivations): where its floats
+// are written - the kept vector in FP32; in BF16 this thread's scratch,
+// rounded into the kept bfloat16 copy by Keep before the scratch is used
+// again.
+float* Produce(bool bf16, std::vector<float>* kept, size_t n) {
+  if (!bf16) return kept->data();
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < n) scratch.resize(n);
+  return scratch.data();
+}
+KeptInput Keep(bool bf16, const float* produced, int rows, int cols, std::vector<Bf16>* h) {
+  if (!bf16) return KeptInput{produced, nullptr};
+  RoundToBfloat16(produced, rows, cols, cols, h->data(), cols);
+  return KeptInput{nullptr, h->data()};
+}
+KeptInput Kept(const std::vector<float>& f, const std::vector<Bf16>& h) {
+  return h.empty() ? KeptInput{f.data(), nullptr} : KeptInput{nullptr, h.data()};
+}
+
 }  // namespace
 
 void BlockForward(const BlockCall& c, const float* x, BlockActivations* a, float* out) {
@@ -78,22 +113,30 @@ void BlockForward(const BlockCall& c, const float* x, BlockActivations* a, float
   const BlockTensors& t = c.tensors;
   const int batch = c.batch, seq = c.seq;
   const int rows = batch * seq, d = s.d, f = s.hidden;
-  a->Resize(s, batch, seq);
+  const bool bf16 = c.precision == Precision::kBfloat16;
+  const size_t n = static_cast<size_t>(rows) * d;
+  a->Resize(s, batch, seq, c.precision);
   // `out` may be `x`: from here on the input is read from the copy.
   std::copy(x, x + static_cast<int64_t>(rows) * d, a->x.begin());
-  LayerNormForward(a->x.data(), c.P(t.ln1_w), c.P(t.ln1_b), rows, d, a->ln1.data(), a->mean1.data(),
-                   a->rstd1.data());
-  LinearForward(c.precision, a->ln1.data(), c.P(t.attn_w), c.P(t.attn_b), rows, d, 3 * d,
-                a->qkv.data());
-  AttentionForward(c.precision, a->qkv.data(), batch, seq, d, s.heads, s.causal, a->probs.data(), a->attn.data());
-  LinearForward(c.precision, a->attn.data(), c.P(t.proj_w), c.P(t.proj_b), rows, d, d,
-                a->x_mid.data());
+  float* ln1 = Produce(bf16, &a->ln1, n);
+  LayerNormForward(a->x.data(), c.P(t.ln1_w), c.P(t.ln1_b), rows, d, ln1, a->mean1.data(), a->rstd1.data());
+  const KeptInput ln1_in = Keep(bf16, ln1, rows, d, &a->ln1_h);
+  float* qkv = Produce(bf16, &a->qkv, 3 * n);
+  LinearForward(c.precision, ln1_in, c.P(t.attn_w), c.P(t.attn_b), rows, d, 3 * d, qkv);
+  const KeptInput qkv_in = Keep(bf16, qkv, rows, 3 * d, &a->qkv_h);
+  float* attn = Produce(bf16, &a->attn, n);
+  AttentionForward(c.precision, qkv_in, batch, seq, d, s.heads, s.causal, a->probs.data(), attn);
+  const KeptInput attn_in = Keep(bf16, attn, rows, d, &a->attn_h);
+  LinearForward(c.precision, attn_in, c.P(t.proj_w), c.P(t.proj_b), rows, d, d, a->x_mid.data());
   for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) a->x_mid[i] += a->x[i];
-  LayerNormForward(a->x_mid.data(), c.P(t.ln2_w), c.P(t.ln2_b), rows, d, a->ln2.data(),
-                   a->mean2.data(), a->rstd2.data());
-  LinearForward(c.precision, a->ln2.data(), c.P(t.fc_w), c.P(t.fc_b), rows, d, f, a->hidden.data());
-  GeluForward(a->hidden.data(), static_cast<int64_t>(rows) * f, a->gelu.data(), a->gelu_tanh.data());
-  LinearForward(c.precision, a->gelu.data(), c.P(t.out_w), c.P(t.out_b), rows, f, d, out);
+  float* ln2 = Produce(bf16, &a->ln2, n);
+  LayerNormForward(a->x_mid.data(), c.P(t.ln2_w), c.P(t.ln2_b), rows, d, ln2, a->mean2.data(), a->rstd2.data());
+  const KeptInput ln2_in = Keep(bf16, ln2, rows, d, &a->ln2_h);
+  LinearForward(c.precision, ln2_in, c.P(t.fc_w), c.P(t.fc_b), rows, d, f, a->hidden.data());
+  float* gelu = Produce(bf16, &a->gelu, static_cast<size_t>(rows) * f);
+  GeluForward(a->hidden.data(), static_cast<int64_t>(rows) * f, gelu, a->gelu_tanh.data());
+  const KeptInput gelu_in = Keep(bf16, gelu, rows, f, &a->gelu_h);
+  LinearForward(c.precision, gelu_in, c.P(t.out_w), c.P(t.out_b), rows, f, d, out);
   for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) out[i] += a->x_mid[i];
 }
 
@@ -143,21 +186,21 @@ void BlockBackward(const BlockCall& c, const BlockActivations& a, bool accumulat
   const int64_t n = static_cast<int64_t>(rows) * d;
   sc->Resize(s, batch, seq);
   // The MLP branch: dx is d(out), which also flows straight to x_mid.
-  LinearBackward(c.precision, dx, a.gelu.data(), c.P(t.out_w), rows, f, d, accumulate, sc->d_hidden.data(),
+  LinearBackward(c.precision, dx, Kept(a.gelu, a.gelu_h), c.P(t.out_w), rows, f, d, accumulate, sc->d_hidden.data(),
                  G(grads, layout, t.out_w), G(grads, layout, t.out_b));
   GeluBackward(sc->d_hidden.data(), a.hidden.data(), a.gelu_tanh.data(), static_cast<int64_t>(rows) * f,
                sc->d_hidden.data());
-  LinearBackward(c.precision, sc->d_hidden.data(), a.ln2.data(), c.P(t.fc_w), rows, d, f, accumulate,
+  LinearBackward(c.precision, sc->d_hidden.data(), Kept(a.ln2, a.ln2_h), c.P(t.fc_w), rows, d, f, accumulate,
                  sc->d_ln.data(), G(grads, layout, t.fc_w), G(grads, layout, t.fc_b));
   LayerNormBackward(sc->d_ln.data(), a.x_mid.data(), a.mean2.data(), a.rstd2.data(), c.P(t.ln2_w), rows,
                     d, accumulate, sc->d_mid.data(), G(grads, layout, t.ln2_w), G(grads, layout, t.ln2_b));
   for (int64_t i = 0; i < n; ++i) sc->d_mid[i] += dx[i];
   // The attention branch: d_mid is d(x_mid), which also flows straight to x.
-  LinearBackward(c.precision, sc->d_mid.data(), a.attn.data(), c.P(t.proj_w), rows, d, d, accumulate,
+  LinearBackward(c.precision, sc->d_mid.data(), Kept(a.attn, a.attn_h), c.P(t.proj_w), rows, d, d, accumulate,
                  sc->d_attn.data(), G(grads, layout, t.proj_w), G(grads, layout, t.proj_b));
-  AttentionBackward(c.precision, sc->d_attn.data(), a.qkv.data(), a.probs.data(), batch, seq, d, s.heads, s.causal,
+  AttentionBackward(c.precision, sc->d_attn.data(), Kept(a.qkv, a.qkv_h), a.probs.data(), batch, seq, d, s.heads, s.causal,
                     sc->d_qkv.data(), sc->scores.data());
-  LinearBackward(c.precision, sc->d_qkv.data(), a.ln1.data(), c.P(t.attn_w), rows, d, 3 * d, accumulate,
+  LinearBackward(c.precision, sc->d_qkv.data(), Kept(a.ln1, a.ln1_h), c.P(t.attn_w), rows, d, 3 * d, accumulate,
                  sc->d_ln.data(), G(grads, layout, t.attn_w), G(grads, layout, t.attn_b));
   LayerNormBackward(sc->d_ln.data(), a.x.data(), a.mean1.data(), a.rstd1.data(), c.P(t.ln1_w), rows, d,
                     accumulate, dx, G(grads, layout, t.ln1_w), G(grads, layout, t.ln1_b));
@@ -168,10 +211,7 @@ int64_t BlockScratch::bytes() const { return HeldBytes(d_mid, d_hidden, d_attn, 
 
 int64_t BlockStack::bytes() const {
   int64_t sum = HeldBytes(recomputed, inputs);
-  for (const BlockActivations& a : acts) {
-    sum += HeldBytes(a.x, a.ln1, a.mean1, a.rstd1, a.qkv, a.probs, a.attn, a.x_mid, a.ln2, a.mean2, a.rstd2, a.hidden,
-                     a.gelu, a.gelu_tanh);
-  }
+  for (const BlockActivations& a : acts) sum += a.bytes();
   return sum;
 }
 

@@ -46,12 +46,19 @@ TensorInit Gpt2Init(const TensorInfo& tensor, int layers);
 BlockTensors AddBlock(FlatLayout* layout, const std::string& prefix, const BlockShape& shape);
 
 // What a block's forward keeps for its backward, for `rows` rows of
-// `batch` sequences of `seq`.
+// `batch` sequences of `seq`. The inputs of its matrix products (ln1, qkv,
+// attn, ln2, gelu) are kept in the products' precision: float32, or in
+// BF16 only their bfloat16 rounding (the *_h vectors; the float ones stay
+// empty), which is all the backward's products read. Everything else
+// (LayerNorm's and GELU's inputs, the attention probabilities of the
+// softmax's backward) stays float32.
 struct BlockActivations {
   std::vector<float> x;     // the block's input [rows, d]
   std::vector<float> ln1, mean1, rstd1, qkv, probs, attn, x_mid, ln2, mean2, rstd2, hidden, gelu,
       gelu_tanh;  // GELU's tanh of each hidden element, for its backward
-  void Resize(const BlockShape& shape, int batch, int seq);
+  std::vector<Bf16> ln1_h, qkv_h, attn_h, ln2_h, gelu_h;  // BF16: the products' inputs, rounded
+  void Resize(const BlockShape& shape, int batch, int seq, Precision precision);
+  int64_t bytes() const;
 };
 
 // Scratch of a block's backward, reused across blocks.

@@ -102,32 +102,63 @@ SHARDLINE_VECTOR_CLONES void LayerNormBackward(const float* dy, const float* x, 
   }
 }
 
-void LinearForward(Precision precision, const float* x, const float* w, const float* b, int rows, int in, int out, float* y) {
+namespace {
+
+// This thread's bfloat16 copies of what a product reads that was not kept
+// rounded: a Linear's weight and float input, its output gradient.
+struct LinearScratch {
+  std::vector<Bf16> x, w, dy;
+};
+LinearScratch& LinearRounded() {
+  thread_local LinearScratch scratch;
+  return scratch;
+}
+
+const Bf16* RoundInto(const float* f, int rows, int cols, std::vector<Bf16>* buf) {
+  buf->resize(static_cast<size_t>(rows) * cols);
+  RoundToBfloat16(f, rows, cols, cols, buf->data(), cols);
+  return buf->data();
+}
+
+}  // namespace
+
+void LinearForward(Precision precision, KeptInput x, const float* w, const float* b, int rows, int in, int out,
+                   float* y) {
   if (b != nullptr) {
     for (int r = 0; r < rows; ++r) std::memcpy(y + static_cast<int64_t>(r) * out, b, sizeof(float) * out);
   }
-  Gemm(precision, false, true, rows, out, in, 1.0f, x, in, w, in, b != nullptr ? 1.0f : 0.0f, y, out);
+  const float beta = b != nullptr ? 1.0f : 0.0f;
+  if (precision != Precision::kBfloat16) {
+    Gemm(precision, false, true, rows, out, in, 1.0f, x.f, in, w, in, beta, y, out);
+    return;
+  }
+  // Gemm(kBfloat16) on the floats x.h was rounded from: the same bits.
+  LinearScratch& r = LinearRounded();
+  const Bf16* x16 = x.h != nullptr ? x.h : RoundInto(x.f, rows, in, &r.x);
+  GemmBf16(false, true, rows, out, in, 1.0f, x16, in, RoundInto(w, out, in, &r.w), in, beta, y, out);
 }
 
-void LinearBackward(Precision precision, const float* dy, const float* x, const float* w, int rows, int in, int out, bool accumulate,
-                    float* dx, float* dw, float* db) {
+void LinearForward(Precision precision, const float* x, const float* w, const float* b, int rows, int in, int out,
+                   float* y) {
+  LinearForward(precision, KeptInput{x, nullptr}, w, b, rows, in, out, y);
+}
+
+void LinearBackward(Precision precision, const float* dy, KeptInput x, const float* w, int rows, int in, int out,
+                    bool accumulate, float* dx, float* dw, float* db) {
+  const float beta = accumulate ? 1.0f : 0.0f;
   if (precision == Precision::kBfloat16) {
-    // dy rounded once for both products (Gemm would round it for each):
-    // the same bits.
-    thread_local std::vector<Bf16> dy16, x16, w16;
-    dy16.resize(static_cast<size_t>(rows) * out);
-    RoundToBfloat16(dy, rows, out, out, dy16.data(), out);
+    // dy rounded once for both products: the bits of Gemm(kBfloat16),
+    // which would round it for each.
+    LinearScratch& r = LinearRounded();
+    const Bf16* dy16 = RoundInto(dy, rows, out, &r.dy);
     if (dx != nullptr) {
-      w16.resize(static_cast<size_t>(out) * in);
-      RoundToBfloat16(w, out, in, in, w16.data(), in);
-      GemmBf16(false, false, rows, in, out, 1.0f, dy16.data(), out, w16.data(), in, 0.0f, dx, in);
+      GemmBf16(false, false, rows, in, out, 1.0f, dy16, out, RoundInto(w, out, in, &r.w), in, 0.0f, dx, in);
     }
-    x16.resize(static_cast<size_t>(rows) * in);
-    RoundToBfloat16(x, rows, in, in, x16.data(), in);
-    GemmBf16(true, false, out, in, rows, 1.0f, dy16.data(), out, x16.data(), in, accumulate ? 1.0f : 0.0f, dw, in);
+    const Bf16* x16 = x.h != nullptr ? x.h : RoundInto(x.f, rows, in, &r.x);
+    GemmBf16(true, false, out, in, rows, 1.0f, dy16, out, x16, in, beta, dw, in);
   } else {
     if (dx != nullptr) Gemm(precision, false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
-    Gemm(precision, true, false, out, in, rows, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f, dw, in);
+    Gemm(precision, true, false, out, in, rows, 1.0f, dy, out, x.f, in, beta, dw, in);
   }
   if (db == nullptr) return;
   if (!accumulate) std::fill(db, db + out, 0.0f);
@@ -135,6 +166,11 @@ void LinearBackward(Precision precision, const float* dy, const float* x, const 
     const float* dyr = dy + static_cast<int64_t>(r) * out;
     for (int o = 0; o < out; ++o) db[o] += dyr[o];
   }
+}
+
+void LinearBackward(Precision precision, const float* dy, const float* x, const float* w, int rows, int in, int out,
+                    bool accumulate, float* dx, float* dw, float* db) {
+  LinearBackward(precision, dy, KeptInput{x, nullptr}, w, rows, in, out, accumulate, dx, dw, db);
 }
 
 namespace {
@@ -188,7 +224,8 @@ struct Operand {
   const Bf16* h = nullptr;
   int ld16 = 0;
   Operand At(int64_t row, int col) const {
-    return Operand{f + row * ld + col, ld, h == nullptr ? nullptr : h + row * ld16 + col, ld16};
+    return Operand{f == nullptr ? nullptr : f + row * ld + col, ld, h == nullptr ? nullptr : h + row * ld16 + col,
+                   ld16};
   }
 };
 
@@ -222,16 +259,35 @@ Operand Rounded(Precision precision, const float* f, int rows, int cols, int ld,
   return Operand{f, ld, buf->data(), cols};
 }
 
+// Sequence b of qkv [batch * seq, ld] as an Operand: as kept (float32, or
+// already rounded), or rounded here into `buf`.
+Operand Sequence(Precision precision, KeptInput qkv, int b, int seq, int ld, std::vector<Bf16>* buf) {
+  const int64_t at = static_cast<int64_t>(b) * seq * ld;
+  if (precision == Precision::kBfloat16 && qkv.h != nullptr) return Operand{nullptr, ld, qkv.h + at, ld};
+  return Rounded(precision, qkv.f + at, seq, ld, ld, buf);
+}
+
 }  // namespace
 
-SHARDLINE_VECTOR_CLONES void AttentionForward(Precision precision, const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y) {
+void AttentionForward(Precision precision, const float* qkv, int batch, int seq, int d, int heads, bool causal,
+                      float* probs, float* y) {
+  AttentionForward(precision, KeptInput{qkv, nullptr}, batch, seq, d, heads, causal, probs, y);
+}
+
+void AttentionBackward(Precision precision, const float* dy, const float* qkv, const float* probs, int batch, int seq,
+                       int d, int heads, bool causal, float* dqkv, float* scratch) {
+  AttentionBackward(precision, dy, KeptInput{qkv, nullptr}, probs, batch, seq, d, heads, causal, dqkv, scratch);
+}
+
+SHARDLINE_VECTOR_CLONES void AttentionForward(Precision precision, KeptInput qkv, int batch, int seq, int d,
+                                              int heads, bool causal, float* probs, float* y) {
   const int hd = d / heads;
   const int ld = 3 * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int rows_per_block = BlockRows(causal, seq);
   AttentionScratch& scratch = Scratch();
   for (int b = 0; b < batch; ++b) {
-    const Operand base = Rounded(precision, qkv + static_cast<int64_t>(b) * seq * ld, seq, ld, ld, &scratch.qkv);
+    const Operand base = Sequence(precision, qkv, b, seq, ld, &scratch.qkv);
     for (int h = 0; h < heads; ++h) {
       const Operand q = base.At(0, h * hd), k = base.At(0, d + h * hd), v = base.At(0, 2 * d + h * hd);
       float* p = probs + (static_cast<int64_t>(b) * heads + h) * seq * seq;
@@ -269,7 +325,8 @@ SHARDLINE_VECTOR_CLONES void AttentionForward(Precision precision, const float* 
   }
 }
 
-SHARDLINE_VECTOR_CLONES void AttentionBackward(Precision precision, const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
+SHARDLINE_VECTOR_CLONES void AttentionBackward(Precision precision, const float* dy, KeptInput qkv, const float* probs,
+                                               int batch, int seq, int d, int heads,
                        bool causal, float* dqkv, float* scratch) {
   const int hd = d / heads;
   const int ld = 3 * d;
@@ -277,7 +334,7 @@ SHARDLINE_VECTOR_CLONES void AttentionBackward(Precision precision, const float*
   const int rows_per_block = BlockRows(causal, seq);
   AttentionScratch& rounded = Scratch();
   for (int b = 0; b < batch; ++b) {
-    const Operand base = Rounded(precision, qkv + static_cast<int64_t>(b) * seq * ld, seq, ld, ld, &rounded.qkv);
+    const Operand base = Sequence(precision, qkv, b, seq, ld, &rounded.qkv);
     const Operand dys = Rounded(precision, dy + static_cast<int64_t>(b) * seq * d, seq, d, d, &rounded.dy);
     float* dbase = dqkv + static_cast<int64_t>(b) * seq * ld;
     for (int h = 0; h < heads; ++h) {

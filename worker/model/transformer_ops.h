@@ -30,12 +30,26 @@ void LayerNormForward(const float* x, const float* gamma, const float* beta, int
 void LayerNormBackward(const float* dy, const float* x, const float* mean, const float* rstd, const float* gamma,
                        int rows, int d, bool accumulate, float* dx, float* dgamma, float* dbeta);
 
+// A matmul input as a transformer block keeps it for its backward:
+// float32 (f), or in BF16 already rounded to bfloat16 (h; f may then be
+// null), which the products read as it is. Rounding once and keeping only
+// the bfloat16 copy gives the bits of rounding the floats at every product,
+// in half the memory.
+struct KeptInput {
+  const float* f = nullptr;
+  const Bf16* h = nullptr;
+};
+
 // y = x W^T + b: x [rows, in], w [out, in], b [out] (null: none), y [rows, out].
 void LinearForward(Precision precision, const float* x, const float* w, const float* b, int rows, int in, int out, float* y);
+void LinearForward(Precision precision, KeptInput x, const float* w, const float* b, int rows, int in, int out,
+                   float* y);
 // dx [rows, in] (null: not wanted) = dy W; dw [out, in] (+)= dy^T x;
 // db [out] (+)= column sums of dy (null: no bias).
 void LinearBackward(Precision precision, const float* dy, const float* x, const float* w, int rows, int in, int out, bool accumulate,
                     float* dx, float* dw, float* db);
+void LinearBackward(Precision precision, const float* dy, KeptInput x, const float* w, int rows, int in, int out,
+                    bool accumulate, float* dx, float* dw, float* db);
 
 // tanh(x) as Eigen's single-precision rational approximation (a degree-13
 // odd polynomial over a degree-6 even one, the input clamped to
@@ -73,6 +87,8 @@ void GeluBackward(const float* dy, const float* x, const float* tanh_in, int64_t
 // subtracts each row's maximum, then P V into y [batch * seq, d]. Saves the
 // probabilities P [batch, heads, seq, seq] (zero where masked).
 void AttentionForward(Precision precision, const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y);
+void AttentionForward(Precision precision, KeptInput qkv, int batch, int seq, int d, int heads, bool causal,
+                      float* probs, float* y);
 // The same attention for one new position `pos` of one sequence (causal,
 // the KV-cached forward of sampling): q [d] (heads side by side) against
 // keys and values [pos + 1, d] (rows 0..pos, row pos its own), into y [d];
@@ -86,6 +102,8 @@ void AttentionForwardOne(Precision precision, const float* q, const float* keys,
 // `causal`; `scratch` holds seq * seq floats.
 void AttentionBackward(Precision precision, const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
                        bool causal, float* dqkv, float* scratch);
+void AttentionBackward(Precision precision, const float* dy, KeptInput qkv, const float* probs, int batch, int seq,
+                       int d, int heads, bool causal, float* dqkv, float* scratch);
 
 // x [batch * seq, d] = wte[tokens] + wpe[position].
 void EmbeddingForward(const int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int d, float* x);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/job/rng.h"
@@ -201,7 +202,8 @@ inline void CheckRematGivesTheSameBits(const Model& plain, const Model& remat, c
 // parameters and batch: bfloat16 products change the low bits (the
 // gradients differ), not the result (the loss within 1% and the gradient
 // within 5% in L2 of float32's); and BF16 gives the same bits every time.
-inline void CheckBfloatIsNearFloat(const Model& fp32, const Model& bf16, const Problem& prob,
+// Returns the bytes each workspace held (FP32's, BF16's).
+inline std::pair<int64_t, int64_t> CheckBfloatIsNearFloat(const Model& fp32, const Model& bf16, const Problem& prob,
                                    const std::vector<float>& params) {
   std::vector<float> g32(params.size()), g16(params.size()), again(params.size());
   std::unique_ptr<ModelWorkspace> ws32 = fp32.NewWorkspace(), ws16 = bf16.NewWorkspace();
@@ -219,6 +221,7 @@ inline void CheckBfloatIsNearFloat(const Model& fp32, const Model& bf16, const P
   EXPECT_GT(diff, 0.0) << "BF16 gave float32's gradients";
   EXPECT_EQ(c.loss_sum, b.loss_sum);
   EXPECT_EQ(std::memcmp(g16.data(), again.data(), g16.size() * sizeof(float)), 0) << "BF16 is not deterministic";
+  return {ws32->bytes(), ws16->bytes()};
 }
 
 }  // namespace shardline
