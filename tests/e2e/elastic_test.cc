@@ -14,6 +14,7 @@
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"
+#include "tests/util/bf16.h"
 
 namespace shardline {
 namespace {
@@ -21,14 +22,16 @@ namespace {
 constexpr int kSteps = 1500;
 
 // Both kinds of run: disk checkpoints and in-memory snapshots every 100
-// steps, every checkpoint kept (the reference resumes from one).
-std::vector<std::string> Run() {
+// steps, every checkpoint kept (the reference resumes from one), in
+// `precision` (train.precision).
+std::vector<std::string> Run(const std::string& precision = "FP32") {
   return {absl::StrCat("train.total_steps=", kSteps), "train.log_every=50", "train.eval_every=0",
-          "checkpoint.every_steps=100", "checkpoint.keep_last=0", "checkpoint.memory_every_steps=100"};
+          "checkpoint.every_steps=100", "checkpoint.keep_last=0", "checkpoint.memory_every_steps=100",
+          "train.precision=" + precision};
 }
 
-std::vector<std::string> Elastic(int min_workers, int replace_timeout_seconds) {
-  std::vector<std::string> sets = Run();
+std::vector<std::string> Elastic(int min_workers, int replace_timeout_seconds, const std::string& precision = "FP32") {
+  std::vector<std::string> sets = Run(precision);
   sets.push_back(absl::StrCat("runtime.min_workers=", min_workers));
   sets.push_back(absl::StrCat("runtime.replace_timeout_seconds=", replace_timeout_seconds));
   return sets;
@@ -45,9 +48,9 @@ void ExpectUsualAccuracy(const std::string& dir) {
 // `workers` workers resumed from DIR's checkpoint of `step` end with the
 // bits `got` (DIR's final state).
 void ExpectSameAsResumeOf(const std::string& dir, int64_t step, int workers, const std::vector<float>& got,
-                          const std::string& ref_name) {
+                          const std::string& ref_name, const std::string& precision = "FP32") {
   ASSERT_TRUE(Env::Default()->FileExists(StepDir(dir + "/checkpoints", step) + "/COMMITTED"));
-  std::vector<std::string> resumed = Run();
+  std::vector<std::string> resumed = Run(precision);
   resumed.push_back("checkpoint.resume_from=" + dir);
   resumed.push_back(absl::StrCat("checkpoint.resume_step=", step));
   const std::string ref = FreshDir(ref_name);
@@ -95,9 +98,15 @@ TEST(ElasticTest, AWorkerThatNeverReturnsLeavesThreeThatFinishWithTheUsualAccura
 // checkpoint it re-forms with three, resharding the two survivors' memory
 // onto three ranks, and ends with the bits of a 3-worker run resumed from
 // the 2-worker checkpoint of that step.
-TEST(ElasticTest, AReturningWorkerJoinsAtTheNextCheckpointAndTheWorldGrowsBack) {
-  const std::vector<std::string> elastic = Elastic(/*min_workers=*/2, /*replace_timeout_seconds=*/1);
-  const std::string dir = FreshDir("elastic_grow");
+// In both precisions (train.precision): the growth keeps its bits in BF16
+// too (BF16's shrink: zero3_test.cc).
+class ElasticGrowTest : public testing::TestWithParam<const char*> {};
+
+TEST_P(ElasticGrowTest, AReturningWorkerJoinsAtTheNextCheckpointAndTheWorldGrowsBack) {
+  const std::string precision = GetParam();
+  if (precision == "BF16") SHARDLINE_REQUIRE_BF16();
+  const std::vector<std::string> elastic = Elastic(/*min_workers=*/2, /*replace_timeout_seconds=*/1, precision);
+  const std::string dir = FreshDir("elastic_grow_" + precision);
   Subprocess job(LaunchArgv(dir, 3, elastic, /*max_restarts=*/0));
   ASSERT_TRUE(WaitForStep(dir, 350, absl::Seconds(180))) << job.Output();
   ASSERT_TRUE(SignalLaunchedWorker(dir, 1, SIGKILL));
@@ -118,8 +127,11 @@ TEST(ElasticTest, AReturningWorkerJoinsAtTheNextCheckpointAndTheWorldGrowsBack) 
   ExpectUsualAccuracy(dir);
   const std::vector<float> got = FinalState(dir, kSteps, 3);
   ASSERT_FALSE(got.empty());
-  ExpectSameAsResumeOf(dir, grown_at, 3, got, "elastic_grow_ref");
+  ExpectSameAsResumeOf(dir, grown_at, 3, got, "elastic_grow_ref_" + precision, precision);
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, ElasticGrowTest, testing::Values("FP32", "BF16"),
+                         [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace shardline

@@ -62,7 +62,6 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, Peaks peaks)
                               "peak_rss of the process")
                         .Register(r)) {
   peak_flops_gauge_.Set(peaks.fp32);
-  bf16_peak_flops_gauge_.Set(peaks.bf16);
   for (const char* phase : {"compute", "reduce_scatter", "optimizer", "all_gather"}) {
     phase_seconds_.Add({{"phase", phase}});
   }
@@ -73,6 +72,11 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, Peaks peaks)
 
 void WorkerMetrics::OnStart(const RunInfo& info) {
   info_ = info;
+  if (info.bf16 && bf16_peak_ < 0) {
+    bf16_peak_ = peaks_.measure_bf16 ? peaks_.measure_bf16() : 0;
+    bf16_peak_flops_gauge_.Set(bf16_peak_);
+    SLOG(INFO) << "oneDNN bfloat16 peak " << static_cast<int>(bf16_peak_ / 1e9) << " GFLOP/s (the BF16 MFU denominator)";
+  }
   SLOG(INFO) << "rank " << info.rank << " of " << info.world_size << " owns " << info.owned_parameters
              << " parameters (" << info.owned_parameters * 4 << " bytes) and "
              << info.optimizer_state_floats * 4 << " bytes of optimizer state";
@@ -108,7 +112,7 @@ void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
     samples_per_second_.Set(info_.global_batch_size / seconds);
     const double my_flops = static_cast<double>(info_.flops_per_example) * info_.global_batch_size /
                             std::max(1, info_.world_size);
-    const double peak = info_.bf16 ? peaks_.bf16 : peaks_.fp32;
+    const double peak = info_.bf16 ? bf16_peak_ : peaks_.fp32;
     if (peak > 0) mfu_.Set(my_flops / seconds / peak);
   }
 }

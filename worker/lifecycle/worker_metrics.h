@@ -2,12 +2,13 @@
 // fed by the train loop as a StepObserver.
 //
 //   auto registry = std::make_shared<prometheus::Registry>();
-//   WorkerMetrics metrics(*registry, {MeasureSgemmGflops(env, 512, 0.2) * 1e9, 0});
+//   WorkerMetrics metrics(*registry, {MeasureSgemmGflops(env, 512, 0.2) * 1e9, nullptr});
 //   options.observer = &metrics;
 #ifndef SHARDLINE_WORKER_LIFECYCLE_WORKER_METRICS_H_
 #define SHARDLINE_WORKER_LIFECYCLE_WORKER_METRICS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/observability/metrics_exposer.h"
@@ -22,11 +23,14 @@ namespace shardline {
 
 class WorkerMetrics : public StepObserver {
  public:
-  // This process's measured matrix-product FLOP/s in each precision: the
-  // MFU denominator of a job in that precision (0: not measured).
+  // This process's matrix-product FLOP/s in each precision: the MFU
+  // denominator of a job in that precision.
   struct Peaks {
-    double fp32 = 0;  // OpenBLAS sgemm
-    double bf16 = 0;  // oneDNN bfloat16 matmul; 0 on a CPU without it
+    double fp32 = 0;  // OpenBLAS sgemm, measured at start
+    // Measures oneDNN's bfloat16 peak (0 on a CPU without it); called once,
+    // at the first BF16 run's start, so an FP32 worker's (re)start never
+    // pays for it. Null: not measured.
+    std::function<double()> measure_bf16;
   };
   WorkerMetrics(prometheus::Registry& registry, Peaks peaks);
 
@@ -51,6 +55,7 @@ class WorkerMetrics : public StepObserver {
   mutable Mutex stuck_mu_;
   std::string stuck_ ABSL_GUARDED_BY(stuck_mu_);
   const Peaks peaks_;
+  double bf16_peak_ = -1;  // < 0: not measured yet
   RunInfo info_;
   int64_t sent_seen_ = 0, received_seen_ = 0;
   prometheus::Gauge& step_;

@@ -127,6 +127,11 @@ void RunBf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const
              const uint16_t* b, int ldb, float beta, float* c, int ldc) {
   FollowThreadCount();
   ThreadState& st = State();
+  // A model uses a few dozen shapes (attention's causal blocks, a smaller
+  // last batch, a new world's rows); far more means shapes that come and
+  // go, whose primitives are dropped rather than kept without bound.
+  constexpr size_t kMaxCachedMatmuls = 1024;
+  if (st.matmuls.size() >= kMaxCachedMatmuls) st.matmuls.clear();
   std::unique_ptr<BfloatMatmul>& mm = st.matmuls[ShapeKey(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta)];
   if (mm == nullptr) mm = MakeMatmul(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta);
   memory a_mem(mm->a, Engine(), const_cast<uint16_t*>(a));
