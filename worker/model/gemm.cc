@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -42,8 +43,10 @@ const dnnl::engine& Engine() {
 
 // GCC 12 warns of the unset lanes of its own _mm512_undefined_* inside the
 // intrinsics' headers (a known false positive); nothing here reads one.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // Rounds rows x cols floats of `src` (row stride ld) to bfloat16 bits in
 // `dst` (row stride ld_dst), 16 at a time in AVX-512 integer arithmetic,
 // which every CPU that passes CheckPrecisionSupported has: element by
@@ -54,7 +57,7 @@ __attribute__((target("avx512f,avx512bw"))) void RoundRows(const float* src, int
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
   const __m512i quiet = _mm512_set1_epi32(0x00400000);
   for (int r = 0; r < rows; ++r) {
-    const uint32_t* in = reinterpret_cast<const uint32_t*>(src + static_cast<int64_t>(r) * ld);
+    const float* in = src + static_cast<int64_t>(r) * ld;
     uint16_t* out = dst + static_cast<int64_t>(r) * ld_dst;
     int j = 0;
     for (; j + 16 <= cols; j += 16) {
@@ -66,13 +69,16 @@ __attribute__((target("avx512f,avx512bw"))) void RoundRows(const float* src, int
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), _mm512_cvtepi32_epi16(bits));
     }
     for (; j < cols; ++j) {
-      uint32_t u = in[j];
+      uint32_t u;
+      std::memcpy(&u, in + j, sizeof(u));
       u = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : u + 0x7fffu + ((u >> 16) & 1u);
       out[j] = static_cast<uint16_t>(u >> 16);
     }
   }
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 // One shape's matmul: bfloat16 A and B with the given row strides (read
 // transposed where asked) into float32 C with stride ldc, alpha applied to
