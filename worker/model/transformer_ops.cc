@@ -14,7 +14,15 @@
 // same bits (no floating-point contraction: -ffp-contract=off; sums are
 // never reordered: no -ffast-math). GELU's FastTanh was 10% of a BF16 GPT
 // step in baseline SSE (perf, bench/RESULTS.md).
+//
+// Not under ThreadSanitizer: it instruments the clones' ifunc resolver,
+// which runs while the program is relocated, before TSan's runtime is up
+// (a crash at start); that build has the baseline copy only.
+#if defined(SHARDLINE_TSAN)
+#define SHARDLINE_VECTOR_CLONES
+#else
 #define SHARDLINE_VECTOR_CLONES __attribute__((target_clones("avx512f", "default")))
+#endif
 
 namespace shardline {
 
