@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/platform/status_macros.h"
-#include "worker/collective/bf16.h"
+#include "common/encoding/bf16.h"
 
 namespace shardline {
 namespace {

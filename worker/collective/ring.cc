@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
-#include "worker/collective/bf16.h"
+#include "common/encoding/bf16.h"
 #include "common/topology/doubling_schedule.h"
 #include "worker/collective/peer_fault.h"
 #include "common/platform/clock.h"

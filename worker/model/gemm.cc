@@ -1,15 +1,14 @@
 #include "worker/model/gemm.h"
 
 #include <cblas.h>
-#include <immintrin.h>
 
 #include <atomic>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <tuple>
 #include <vector>
 
+#include "common/encoding/bf16.h"
 #include "common/platform/clock.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -41,44 +40,14 @@ const dnnl::engine& Engine() {
   return *engine;
 }
 
-// GCC 12 warns of the unset lanes of its own _mm512_undefined_* inside the
-// intrinsics' headers (a known false positive); nothing here reads one.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 // Rounds rows x cols floats of `src` (row stride ld) to bfloat16 bits in
-// `dst` (row stride ld_dst), 16 at a time in AVX-512 integer arithmetic,
-// which every CPU that passes CheckPrecisionSupported has: element by
-// element exactly BfloatRound (round to nearest even; a NaN stays a NaN).
-__attribute__((target("avx512f,avx512bw"))) void RoundRows(const float* src, int rows, int cols, int ld,
-                                                            uint16_t* dst, int ld_dst) {
-  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i quiet = _mm512_set1_epi32(0x00400000);
+// `dst` (row stride ld_dst), a row at a time.
+void RoundRows(const float* src, int rows, int cols, int ld, uint16_t* dst, int ld_dst) {
   for (int r = 0; r < rows; ++r) {
-    const float* in = src + static_cast<int64_t>(r) * ld;
-    uint16_t* out = dst + static_cast<int64_t>(r) * ld_dst;
-    int j = 0;
-    for (; j + 16 <= cols; j += 16) {
-      const __m512i u = _mm512_loadu_si512(in + j);
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-      const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(bias, lsb));
-      const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
-      const __m512i bits = _mm512_srli_epi32(_mm512_mask_or_epi32(rounded, nan, u, quiet), 16);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), _mm512_cvtepi32_epi16(bits));
-    }
-    for (; j < cols; ++j) {
-      uint32_t u;
-      std::memcpy(&u, in + j, sizeof(u));
-      u = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : u + 0x7fffu + ((u >> 16) & 1u);
-      out[j] = static_cast<uint16_t>(u >> 16);
-    }
+    RoundToBf16(absl::MakeConstSpan(src + static_cast<int64_t>(r) * ld, static_cast<size_t>(cols)),
+                dst + static_cast<int64_t>(r) * ld_dst);
   }
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 // One shape's matmul: bfloat16 A and B with the given row strides (read
 // transposed where asked) into float32 C with stride ldc, alpha applied to

@@ -5,7 +5,8 @@
 //   Gemm(Precision::kFloat32, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
 //
 // kFloat32 is OpenBLAS's sgemm. kBfloat16 rounds A and B to bfloat16
-// (round to nearest even, BfloatRound) and multiplies them in oneDNN's
+// (round to nearest even: FloatToBf16, common/encoding/bf16.h) and
+// multiplies them in oneDNN's
 // matmul, accumulating in float32 into a float32 C; alpha and beta are
 // applied to the float32 product inside oneDNN's kernel. Both are
 // deterministic for a fixed shape and thread count: the same inputs give
@@ -14,7 +15,6 @@
 #define SHARDLINE_WORKER_MODEL_GEMM_H_
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "absl/status/status.h"
@@ -39,28 +39,12 @@ inline void Sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, 
   Gemm(Precision::kFloat32, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// x rounded to the nearest bfloat16 (ties to even; a NaN stays a NaN), as
-// a float: what a bfloat16 product reads of x.
-inline float BfloatRound(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof(u));
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    u |= 0x00400000u;  // quiet NaN
-  } else {
-    u += 0x7fffu + ((u >> 16) & 1u);
-  }
-  u &= 0xffff0000u;
-  std::memcpy(&x, &u, sizeof(u));
-  return x;
-}
-
 // Bfloat16 operands rounded once and used in several products (attention's
-// keys and values, for every block of queries): the bits of a bfloat16
-// number, the high half of the float32 BfloatRound gives.
+// keys and values, for every block of queries): FloatToBf16's bits.
 using Bf16 = uint16_t;
 
-// dst (row stride ld_dst) = BfloatRound of rows x cols floats of src (row
-// stride ld_src), as bfloat16 bits. Element by element BfloatRound.
+// dst (row stride ld_dst) = FloatToBf16 of rows x cols floats of src (row
+// stride ld_src), row by row through RoundToBf16.
 void RoundToBfloat16(const float* src, int rows, int cols, int ld_src, Bf16* dst, int ld_dst);
 
 // Gemm(Precision::kBfloat16, ...) on operands already rounded: the same

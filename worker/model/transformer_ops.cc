@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/encoding/bf16.h"
 #include "worker/model/gemm.h"
 
 // The elementwise loops below (GELU, LayerNorm, the softmax) compiled
@@ -418,7 +419,7 @@ void AttentionForwardOne(Precision precision, const float* q_all, const float* k
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // In bfloat16 the products read their operands rounded, as Gemm's do.
   const bool bf16 = precision == Precision::kBfloat16;
-  const auto in = [bf16](float x) { return bf16 ? BfloatRound(x) : x; };
+  const auto in = [bf16](float x) { return bf16 ? Bf16ToFloat(FloatToBf16(x)) : x; };
   for (int h = 0; h < heads; ++h) {
     const float* q = q_all + h * hd;
     float max = -std::numeric_limits<float>::infinity();

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/collective/bf16.h"
+#include "common/encoding/bf16.h"
 
 namespace shardline {
 namespace {

@@ -13,7 +13,7 @@
 #include "common/net/rpc_auth.h"
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
-#include "worker/collective/bf16.h"
+#include "common/encoding/bf16.h"
 #include "worker/collective/peer_fault.h"
 #include "tests/common/topology/doubling_sim.h"
 #include "tests/worker/collective/world.h"

@@ -1,5 +1,5 @@
 // Gemm in both precisions: float32 is OpenBLAS's sgemm; bfloat16 rounds its
-// operands to nearest even and accumulates in float32, whatever the
+// operands to nearest even (FloatToBf16) and accumulates in float32, whatever the
 // transposes, alpha and beta, with the same bits on every call.
 #include "worker/model/gemm.h"
 
@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/encoding/bf16.h"
 #include "common/job/rng.h"
 #include "tests/util/bf16.h"
 
@@ -37,24 +38,10 @@ std::vector<float> Random(size_t n, uint64_t seed) {
   return v;
 }
 
-TEST(BfloatRoundTest, RoundsToNearestTiesToEvenAndKeepsSpecialValues) {
-  EXPECT_EQ(BfloatRound(1.0f), 1.0f);
-  // Below half an ulp (2^-8 at 1.0) rounds down, above rounds up.
-  EXPECT_EQ(Bits(BfloatRound(FromBits(0x3f807fffu))), 0x3f800000u);
-  EXPECT_EQ(Bits(BfloatRound(FromBits(0x3f808001u))), 0x3f810000u);
-  // Exact ties go to the even neighbour.
-  EXPECT_EQ(Bits(BfloatRound(FromBits(0x3f808000u))), 0x3f800000u);
-  EXPECT_EQ(Bits(BfloatRound(FromBits(0x3f818000u))), 0x3f820000u);
-  EXPECT_EQ(Bits(BfloatRound(-FromBits(0x3f818000u))), 0xbf820000u);
-  EXPECT_TRUE(std::isnan(BfloatRound(std::numeric_limits<float>::quiet_NaN())));
-  EXPECT_TRUE(std::isnan(BfloatRound(FromBits(0x7f800001u))));  // a NaN whose payload would round to inf
-  EXPECT_EQ(BfloatRound(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
-  EXPECT_EQ(BfloatRound(std::numeric_limits<float>::max()), std::numeric_limits<float>::infinity());
-  EXPECT_EQ(BfloatRound(0.0f), 0.0f);
-  EXPECT_EQ(Bits(BfloatRound(-0.0f)), 0x80000000u);
-}
-
-TEST(BfloatRoundTest, TheVectorRoundingIsBfloatRoundElementByElement) {
+// The rounding itself (ties, NaNs, infinities, every vector length) is
+// common/encoding/bf16.h's, tested in bf16_test.cc; here: every row of a
+// strided block into a strided destination.
+TEST(RoundToBfloat16Test, EveryRowIsFloatToBf16OfItsFloats) {
   SHARDLINE_REQUIRE_BF16();
   // Random floats of every magnitude, ties, denormals, signed zeros,
   // infinities and NaNs, in rows of 37 (two 16-wide vectors and a tail).
@@ -68,7 +55,7 @@ TEST(BfloatRoundTest, TheVectorRoundingIsBfloatRoundElementByElement) {
   RoundToBfloat16(v.data(), 40, 37, 37, out.data(), 38);  // rows of 37 into rows of 38
   for (int r = 0; r < 40; ++r) {
     for (int j = 0; j < 37; ++j) {
-      const uint32_t want = Bits(BfloatRound(v[r * 37 + j])) >> 16;
+      const uint16_t want = FloatToBf16(v[r * 37 + j]);
       ASSERT_EQ(out[r * 38 + j], want) << "row " << r << " element " << j << " bits " << Bits(v[r * 37 + j]);
     }
   }
@@ -97,7 +84,7 @@ TEST(GemmTest, PrecisionNamesAreTheConfigsSpelling) {
 // reference, from float32 operands or their bfloat16 rounding.
 std::vector<double> Reference(bool ta, bool tb, int m, int n, int k, float alpha, const std::vector<float>& a,
                               const std::vector<float>& b, float beta, const std::vector<float>& c, bool round) {
-  const auto in = [round](float x) { return static_cast<double>(round ? BfloatRound(x) : x); };
+  const auto in = [round](float x) { return static_cast<double>(round ? Bf16ToFloat(FloatToBf16(x)) : x); };
   std::vector<double> out(static_cast<size_t>(m) * n);
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {

@@ -1,15 +1,18 @@
-// bfloat16 on the wire: the upper 16 bits of an IEEE float32 (sign, the 8
-// exponent bits, 7 mantissa bits), as DDP's bf16 compression hook sends.
-// Rounding is to nearest, ties to even, so it is a pure function of the
-// float's bits: the same gradients give the same wire bytes on every run.
+// bfloat16: the upper 16 bits of an IEEE float32 (sign, the 8 exponent bits,
+// 7 mantissa bits) - what DDP's bf16 compression hook sends on the wire
+// (collective.bf16_gradients) and what train.precision BF16's matrix
+// products read (worker/model/gemm.h). Rounding is to nearest, ties to
+// even, so it is a pure function of the float's bits: the same gradients
+// give the same wire bytes, and the same operands the same products, on
+// every run.
 // Infinities stay infinities; a NaN stays a NaN (made quiet); a finite
 // float past bf16's largest value (~3.39e38) rounds to an infinity.
 //
 //   std::vector<uint16_t> wire(n);
 //   RoundToBf16(absl::MakeConstSpan(grads, n), wire.data());
 //   ... received: AddBf16Into(payload, dst, &nonfinite) (payload.h) ...
-#ifndef SHARDLINE_WORKER_COLLECTIVE_BF16_H_
-#define SHARDLINE_WORKER_COLLECTIVE_BF16_H_
+#ifndef SHARDLINE_COMMON_ENCODING_BF16_H_
+#define SHARDLINE_COMMON_ENCODING_BF16_H_
 
 #include <cstdint>
 #include <cstring>
@@ -38,4 +41,4 @@ void RoundToBf16(absl::Span<const float> in, uint16_t* out);
 
 }  // namespace shardline
 
-#endif  // SHARDLINE_WORKER_COLLECTIVE_BF16_H_
+#endif  // SHARDLINE_COMMON_ENCODING_BF16_H_

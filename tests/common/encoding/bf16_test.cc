@@ -1,6 +1,6 @@
 // bfloat16 rounding (bf16.h): to nearest, ties to even, on the float's bits;
 // infinities and NaNs kept; the vector path equal to the scalar one.
-#include "worker/collective/bf16.h"
+#include "common/encoding/bf16.h"
 
 #include <gtest/gtest.h>
 
