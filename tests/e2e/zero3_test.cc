@@ -21,7 +21,7 @@
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"
-#include "tests/util/bf16.h"
+#include "tests/util/require_bf16.h"
 
 namespace shardline {
 namespace {

@@ -33,12 +33,6 @@ const char* PrecisionName(Precision p);
 void Gemm(Precision p, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc);
 
-// Float32 GEMM through OpenBLAS: Gemm(Precision::kFloat32, ...).
-inline void Sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-                  const float* b, int ldb, float beta, float* c, int ldc) {
-  Gemm(Precision::kFloat32, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
 // Bfloat16 operands rounded once and used in several products (attention's
 // keys and values, for every block of queries): FloatToBf16's bits.
 using Bf16 = uint16_t;

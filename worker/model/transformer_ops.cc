@@ -113,19 +113,22 @@ SHARDLINE_VECTOR_CLONES void LayerNormBackward(const float* dy, const float* x, 
 
 namespace {
 
-// This thread's bfloat16 copies of what a product reads that was not kept
-// rounded: a Linear's weight and float input, its output gradient.
-struct LinearScratch {
-  std::vector<Bf16> x, w, dy;
+// This thread's bfloat16 copies of what the products read that was not
+// kept rounded (BF16 only): a Linear's float input, weight and output
+// gradient; a sequence's q, k, v and dO, and a block of probabilities or
+// their gradients, in attention.
+struct RoundedScratch {
+  std::vector<Bf16> x, w, dy, qkv, block;
 };
-LinearScratch& LinearRounded() {
-  thread_local LinearScratch scratch;
+RoundedScratch& Scratch() {
+  thread_local RoundedScratch scratch;
   return scratch;
 }
 
-const Bf16* RoundInto(const float* f, int rows, int cols, std::vector<Bf16>* buf) {
+// rows x cols floats (row stride ld) rounded into `buf` (row stride cols).
+const Bf16* RoundInto(const float* f, int rows, int cols, int ld, std::vector<Bf16>* buf) {
   buf->resize(static_cast<size_t>(rows) * cols);
-  RoundToBfloat16(f, rows, cols, cols, buf->data(), cols);
+  RoundToBfloat16(f, rows, cols, ld, buf->data(), cols);
   return buf->data();
 }
 
@@ -142,9 +145,9 @@ void LinearForward(Precision precision, KeptInput x, const float* w, const float
     return;
   }
   // Gemm(kBfloat16) on the floats x.h was rounded from: the same bits.
-  LinearScratch& r = LinearRounded();
-  const Bf16* x16 = x.h != nullptr ? x.h : RoundInto(x.f, rows, in, &r.x);
-  GemmBf16(false, true, rows, out, in, 1.0f, x16, in, RoundInto(w, out, in, &r.w), in, beta, y, out);
+  RoundedScratch& r = Scratch();
+  const Bf16* x16 = x.h != nullptr ? x.h : RoundInto(x.f, rows, in, in, &r.x);
+  GemmBf16(false, true, rows, out, in, 1.0f, x16, in, RoundInto(w, out, in, in, &r.w), in, beta, y, out);
 }
 
 void LinearForward(Precision precision, const float* x, const float* w, const float* b, int rows, int in, int out,
@@ -158,12 +161,12 @@ void LinearBackward(Precision precision, const float* dy, KeptInput x, const flo
   if (precision == Precision::kBfloat16) {
     // dy rounded once for both products: the bits of Gemm(kBfloat16),
     // which would round it for each.
-    LinearScratch& r = LinearRounded();
-    const Bf16* dy16 = RoundInto(dy, rows, out, &r.dy);
+    RoundedScratch& r = Scratch();
+    const Bf16* dy16 = RoundInto(dy, rows, out, out, &r.dy);
     if (dx != nullptr) {
-      GemmBf16(false, false, rows, in, out, 1.0f, dy16, out, RoundInto(w, out, in, &r.w), in, 0.0f, dx, in);
+      GemmBf16(false, false, rows, in, out, 1.0f, dy16, out, RoundInto(w, out, in, in, &r.w), in, 0.0f, dx, in);
     }
-    const Bf16* x16 = x.h != nullptr ? x.h : RoundInto(x.f, rows, in, &r.x);
+    const Bf16* x16 = x.h != nullptr ? x.h : RoundInto(x.f, rows, in, in, &r.x);
     GemmBf16(true, false, out, in, rows, 1.0f, dy16, out, x16, in, beta, dw, in);
   } else {
     if (dx != nullptr) Gemm(precision, false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
@@ -250,22 +253,11 @@ void Product(Precision precision, bool ta, bool tb, int m, int n, int k, float a
   }
 }
 
-// This thread's rounded operands of attention (bfloat16 only).
-struct AttentionScratch {
-  std::vector<Bf16> qkv, dy, block;
-};
-AttentionScratch& Scratch() {
-  thread_local AttentionScratch scratch;
-  return scratch;
-}
-
 // `rows` x `cols` floats (row stride ld) as an Operand, rounded into `buf`
 // (row stride cols) in bfloat16.
 Operand Rounded(Precision precision, const float* f, int rows, int cols, int ld, std::vector<Bf16>* buf) {
   if (precision != Precision::kBfloat16) return Operand{f, ld};
-  buf->resize(static_cast<size_t>(rows) * cols);
-  RoundToBfloat16(f, rows, cols, ld, buf->data(), cols);
-  return Operand{f, ld, buf->data(), cols};
+  return Operand{f, ld, RoundInto(f, rows, cols, ld, buf), cols};
 }
 
 // Sequence b of qkv [batch * seq, ld] as an Operand: as kept (float32, or
@@ -294,7 +286,7 @@ SHARDLINE_VECTOR_CLONES void AttentionForward(Precision precision, KeptInput qkv
   const int ld = 3 * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int rows_per_block = BlockRows(causal, seq);
-  AttentionScratch& scratch = Scratch();
+  RoundedScratch& scratch = Scratch();
   for (int b = 0; b < batch; ++b) {
     const Operand base = Sequence(precision, qkv, b, seq, ld, &scratch.qkv);
     for (int h = 0; h < heads; ++h) {
@@ -341,7 +333,7 @@ SHARDLINE_VECTOR_CLONES void AttentionBackward(Precision precision, const float*
   const int ld = 3 * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int rows_per_block = BlockRows(causal, seq);
-  AttentionScratch& rounded = Scratch();
+  RoundedScratch& rounded = Scratch();
   for (int b = 0; b < batch; ++b) {
     const Operand base = Sequence(precision, qkv, b, seq, ld, &rounded.qkv);
     const Operand dys = Rounded(precision, dy + static_cast<int64_t>(b) * seq * d, seq, d, d, &rounded.dy);

@@ -15,7 +15,7 @@
 
 #include "common/encoding/bf16.h"
 #include "common/job/rng.h"
-#include "tests/util/bf16.h"
+#include "tests/util/require_bf16.h"
 
 namespace shardline {
 namespace {

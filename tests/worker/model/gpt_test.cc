@@ -63,19 +63,14 @@ TEST(GptTest, Bfloat16IsNearFloat32AndKeepsTheHooksContractAndRematsBits) {
   spec.d_model = 32;
   spec.context = 40;  // two causal blocks of queries
   spec.vocab = 50;
-  absl::StatusOr<std::unique_ptr<Model>> fp32 = Gpt::Create(spec);
-  spec.precision = Precision::kBfloat16;
-  absl::StatusOr<std::unique_ptr<Model>> bf16 = Gpt::Create(spec);
-  spec.remat = true;
-  absl::StatusOr<std::unique_ptr<Model>> bf16_remat = Gpt::Create(spec);
-  ASSERT_TRUE(fp32.ok() && bf16.ok() && bf16_remat.ok());
-  const std::vector<float> params = InitParams(**fp32, 4);
-  const auto [fp32_bytes, bf16_bytes] = CheckBfloatIsNearFloat(**fp32, **bf16, RandomSequences(3, 40, 50, 8), params);
-  // The blocks keep their products' inputs as bfloat16 only.
-  EXPECT_LT(bf16_bytes, fp32_bytes * 0.9) << fp32_bytes;
-  CheckLayerHooks(**bf16, RandomSequences(2, 40, 50, 3), params);
-  CheckLayerHooks(**bf16_remat, RandomSequences(2, 40, 50, 3), params);
-  CheckRematGivesTheSameBits(**bf16, **bf16_remat, RandomSequences(3, 40, 50, 8), params);
+  CheckBfloatTransformer(
+      [&](Precision precision, bool remat) {
+        GptSpec s = spec;
+        s.precision = precision;
+        s.remat = remat;
+        return Gpt::Create(s);
+      },
+      RandomSequences(3, 40, 50, 8), RandomSequences(2, 40, 50, 3));
 }
 
 TEST(GptTest, AccumulatingTwoBatchesSumsTheirGradients) {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/job/rng.h"
-#include "tests/util/bf16.h"
+#include "tests/util/require_bf16.h"
 #include "worker/model/model.h"
 
 namespace shardline {
@@ -222,6 +222,24 @@ inline std::pair<int64_t, int64_t> CheckBfloatIsNearFloat(const Model& fp32, con
   EXPECT_EQ(c.loss_sum, b.loss_sum);
   EXPECT_EQ(std::memcmp(g16.data(), again.data(), g16.size() * sizeof(float)), 0) << "BF16 is not deterministic";
   return {ws32->bytes(), ws16->bytes()};
+}
+
+// A transformer (the GPT, the ViT) that `make(precision, remat)` builds
+// (absl::StatusOr<std::unique_ptr<Model>>): in BF16 near FP32 on `batch`
+// with under 0.9x its workspace (the blocks keep their products' inputs
+// as bfloat16 only), keeping the hooks contract on `small` without and with
+// remat, and remat's bits on `batch`.
+template <typename Make>
+void CheckBfloatTransformer(Make make, const Problem& batch, const Problem& small) {
+  auto fp32 = make(Precision::kFloat32, false), bf16 = make(Precision::kBfloat16, false),
+       bf16_remat = make(Precision::kBfloat16, true);
+  ASSERT_TRUE(fp32.ok() && bf16.ok() && bf16_remat.ok());
+  const std::vector<float> params = InitParams(**fp32, 4);
+  const auto [fp32_bytes, bf16_bytes] = CheckBfloatIsNearFloat(**fp32, **bf16, batch, params);
+  EXPECT_LT(bf16_bytes, fp32_bytes * 0.9) << fp32_bytes;
+  CheckLayerHooks(**bf16, small, params);
+  CheckLayerHooks(**bf16_remat, small, params);
+  CheckRematGivesTheSameBits(**bf16, **bf16_remat, batch, params);
 }
 
 }  // namespace shardline

@@ -59,17 +59,14 @@ TEST_P(VitTest, Bfloat16IsNearFloat32AndKeepsTheHooksContractAndRematsBits) {
   VitSpec spec = Tiny(GetParam());
   spec.d_model = 32;
   spec.heads = 4;
-  absl::StatusOr<std::unique_ptr<Model>> fp32 = Vit::Create(spec);
-  spec.precision = Precision::kBfloat16;
-  absl::StatusOr<std::unique_ptr<Model>> bf16 = Vit::Create(spec);
-  spec.remat = true;
-  absl::StatusOr<std::unique_ptr<Model>> bf16_remat = Vit::Create(spec);
-  ASSERT_TRUE(fp32.ok() && bf16.ok() && bf16_remat.ok());
-  const std::vector<float> params = InitParams(**fp32, 4);
-  const auto [fp32_bytes, bf16_bytes] = CheckBfloatIsNearFloat(**fp32, **bf16, RandomProblem(4, 24, 3, 9), params);
-  EXPECT_LT(bf16_bytes, fp32_bytes * 0.9) << fp32_bytes;
-  CheckLayerHooks(**bf16, RandomProblem(2, 24, 3, 3), params);
-  CheckRematGivesTheSameBits(**bf16, **bf16_remat, RandomProblem(3, 24, 3, 9), params);
+  CheckBfloatTransformer(
+      [&](Precision precision, bool remat) {
+        VitSpec s = spec;
+        s.precision = precision;
+        s.remat = remat;
+        return Vit::Create(s);
+      },
+      RandomProblem(4, 24, 3, 9), RandomProblem(2, 24, 3, 3));
 }
 
 INSTANTIATE_TEST_SUITE_P(ClassTokenAndMean, VitTest, testing::Bool());

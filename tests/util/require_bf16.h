@@ -7,8 +7,8 @@
 // Skips the test, saying why, on a CPU without it; CI sets
 // SHARDLINE_REQUIRE_BF16=1 (its machines have it), where a missing feature
 // fails the test instead, so no BF16 test is ever skipped silently there.
-#ifndef SHARDLINE_TESTS_UTIL_BF16_H_
-#define SHARDLINE_TESTS_UTIL_BF16_H_
+#ifndef SHARDLINE_TESTS_UTIL_REQUIRE_BF16_H_
+#define SHARDLINE_TESTS_UTIL_REQUIRE_BF16_H_
 
 #include <gtest/gtest.h>
 
@@ -29,4 +29,4 @@
     }                                                                                         \
   } while (false)
 
-#endif  // SHARDLINE_TESTS_UTIL_BF16_H_
+#endif  // SHARDLINE_TESTS_UTIL_REQUIRE_BF16_H_
