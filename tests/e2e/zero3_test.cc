@@ -42,6 +42,33 @@ double HeldParameterMiB(const std::string& log) {
   return at == std::string::npos ? -1 : std::strtod(log.c_str() + at + mark.size(), nullptr);
 }
 
+// The parameters a worker's final log line says it held at a step's peak
+// and at an evaluation's: "(X MiB at the step's peak, Y MiB at an
+// evaluation's)".
+std::pair<double, double> HeldPeaksMiB(const std::string& log) {
+  const size_t at = log.rfind("held after the last step: parameters ");
+  const size_t open = at == std::string::npos ? at : log.find('(', at);
+  if (open == std::string::npos) return {-1, -1};
+  char* end = nullptr;
+  const double step = std::strtod(log.c_str() + open + 1, &end);
+  const size_t comma = log.find("at the step's peak, ", open);
+  if (comma == std::string::npos) return {-1, -1};
+  const double eval = std::strtod(log.c_str() + comma + std::string("at the step's peak, ").size(), nullptr);
+  return {step, eval};
+}
+
+// The lines of `log` that report an evaluation ("eval at step ...").
+std::string EvalLines(const std::string& log) {
+  std::string out;
+  size_t at = 0;
+  while ((at = log.find("eval at step ", at)) != std::string::npos) {
+    const size_t end = log.find('\n', at);
+    out += log.substr(at, end - at) + "\n";
+    at = end;
+  }
+  return out;
+}
+
 // Where FreshDir(name) put a run.
 std::string FreshDirPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
@@ -68,6 +95,11 @@ TEST(Zero3Test, TheMlpAtStageThreeHasStageTwosBitsWithOverlapOnAndOff) {
     EXPECT_TRUE(absl::StrContains(log, "peak RSS")) << log;
     // Half the parameters given back between steps (to the page: 0.45 of 0.9 MiB).
     EXPECT_LT(HeldParameterMiB(log), 0.6 * stage2_held) << log;
+    // The evaluations gathered layer by layer (three buckets, the first
+    // prefetched): never more at once than a step.
+    const auto [step_peak, eval_peak] = HeldPeaksMiB(log);
+    EXPECT_GT(eval_peak, 0.4) << log;
+    EXPECT_LE(eval_peak, step_peak) << log;
   }
 }
 
@@ -113,6 +145,19 @@ TEST_P(Zero3GptTest, TheGptAtStageThreeWithRematHasStageTwosBitsAndResumesReshar
 
   const std::vector<std::string> stage3 = With(run, {"collective.zero_stage=3"});
   EXPECT_TRUE(SameBits(RunJob(Name("zero3_gpt"), 2, stage3, 120, config), want)) << "stage 3 changed the GPT's bits";
+  {
+    // Its evaluations (steps 60 and 120) ran layer by layer, each no larger
+    // than a step at its peak, and said what stage 2's said.
+    const std::string log3 = ReadAll(FreshDirPath(Name("zero3_gpt")) + "/logs/worker-0.log");
+    const auto [step_peak, eval_peak] = HeldPeaksMiB(log3);
+    const double whole = HeldParameterMiB(log);
+    EXPECT_GT(eval_peak, 0) << log3;
+    EXPECT_LE(eval_peak, step_peak) << log3;
+    EXPECT_LT(eval_peak, 0.9 * whole) << log3;
+    EXPECT_EQ(HeldPeaksMiB(log).second, whole) << "at stage 2 an evaluation reads every parameter\n" << log;
+    EXPECT_NE(EvalLines(log3), "");
+    EXPECT_EQ(EvalLines(log3), EvalLines(log));
+  }
   EXPECT_TRUE(SameBits(RunJob(Name("zero3_gpt_remat_sequential"), 2,
                            With(stage3, {"train.remat=true", "collective.overlap=false"}), 120, config),
                        want))

@@ -56,8 +56,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, Peaks peaks)
                         .Name("shardline_worker_memory_bytes")
                         .Help("Bytes this worker holds, by kind: parameters and gradients resident after the last "
                               "step, parameters_peak during it (ZeRO-3: own pieces and the buckets gathered at "
-                              "once), optimizer state, activations (the model's workspace), evaluation (the "
-                              "evaluation's workspace), communication (the most the collectives held at once in "
+                              "once), optimizer state, activations (the model's workspace), evaluation (what evaluations "
+                              "added to it), evaluation_peak (parameters held at an evaluation's peak, as "
+                              "parameters_peak), communication (the most the collectives held at once in "
                               "the step: received messages, gRPC's copies of sent ones, the bf16 wire buffer), "
                               "peak_rss of the process")
                         .Register(r)) {
@@ -102,6 +103,7 @@ void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
                                     {"optimizer", m.optimizer},
                                     {"activations", m.activations},
                                     {"evaluation", m.evaluation},
+                                    {"evaluation_peak", m.evaluation_peak},
                                     {"communication", m.communication},
                                     {"peak_rss", PeakRssBytes()}}) {
     memory_bytes_.Add({{"kind", kind}}).Set(static_cast<double>(bytes));

@@ -355,8 +355,5 @@ void Cnn::Backward(const float* params, const Examples& batch, float grad_scale,
   for (size_t l = conv_.size(); l-- > 0;) dact = ConvBackward(l, params, batch.n, accumulate, dact, grads, ws);
 }
 
-BatchStats Cnn::Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {
-  return ForwardInChunks(*this, params, batch, kEvalChunk, ws);
-}
 
 }  // namespace shardline

@@ -79,8 +79,8 @@ class Cnn : public Model {
   BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
   void Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
                 ModelWorkspace* ws) const override;
-  // In pieces of at most kEvalChunk examples, so memory does not grow with n.
-  BatchStats Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
+  // Evaluation in pieces of at most kEvalChunk examples, so memory does not grow with n.
+  int eval_chunk() const override { return kEvalChunk; }
   static constexpr int kEvalChunk = 256;
 
  private:

@@ -9,12 +9,6 @@
 #include "worker/model/transformer_ops.h"
 
 namespace shardline {
-namespace {
-
-// Sequences per forward in Evaluate.
-constexpr int kEvalChunk = 16;
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> Gpt::Create(const GptSpec& spec) {
   auto positive = [](const char* field, int v) -> absl::Status {
@@ -145,8 +139,5 @@ void Gpt::Backward(const float* params, const Examples& batch, float grad_scale,
   ws->AfterBackward(Embeddings());
 }
 
-BatchStats Gpt::Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {
-  return ForwardInChunks(*this, params, batch, kEvalChunk, ws);
-}
 
 }  // namespace shardline

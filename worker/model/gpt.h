@@ -88,8 +88,9 @@ class Gpt : public Model {
   BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
   void Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
                 ModelWorkspace* ws) const override;
-  // In chunks of a few sequences, to bound the attention probabilities kept.
-  BatchStats Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
+  // Evaluation in chunks of a few sequences, to bound the attention probabilities kept.
+  int eval_chunk() const override { return kEvalChunk; }
+  static constexpr int kEvalChunk = 16;
 
   // Sampling's forward, one position at a time (gpt_sampler.h): `token` at
   // position `pos` < context of one sequence, after positions 0..pos-1 went

@@ -159,11 +159,13 @@ class Model {
   virtual void Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
                         ModelWorkspace* ws) const = 0;
 
-  // Forward only, for evaluation, on any n (a model may split it to bound
-  // its memory).
-  virtual BatchStats Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {
-    return Forward(params, batch, ws);
-  }
+  // Examples per forward in an evaluation at most, to bound its memory; 0:
+  // any number.
+  virtual int eval_chunk() const { return 0; }
+
+  // Forward only, for evaluation, on any n: in forwards of at most
+  // eval_chunk() examples, their sums added in order.
+  BatchStats Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const;
 
   BatchStats ForwardBackward(const float* params, const Examples& batch, float grad_scale, bool accumulate,
                              float* grads, ModelWorkspace* ws) const {
@@ -191,6 +193,10 @@ inline BatchStats ForwardInChunks(const Model& model, const float* params, const
     total.count += s.count;
   }
   return total;
+}
+
+inline BatchStats Model::Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {
+  return eval_chunk() > 0 ? ForwardInChunks(*this, params, batch, eval_chunk(), ws) : Forward(params, batch, ws);
 }
 
 }  // namespace shardline

@@ -10,11 +10,6 @@
 #include "worker/model/transformer_ops.h"
 
 namespace shardline {
-namespace {
-
-constexpr int kEvalChunk = 64;
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> Vit::Create(const VitSpec& spec) {
   for (const auto& [field, v] : {std::pair<const char*, int>{"patch", spec.patch}, {"layers", spec.layers},
@@ -191,8 +186,5 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
   ws->AfterBackward(Range{layout_.tensor(embed_w_).offset, layout_.tensor(pos_).range().end});
 }
 
-BatchStats Vit::Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const {
-  return ForwardInChunks(*this, params, batch, kEvalChunk, ws);
-}
 
 }  // namespace shardline

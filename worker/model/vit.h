@@ -70,7 +70,9 @@ class Vit : public Model {
   BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
   void Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
                 ModelWorkspace* ws) const override;
-  BatchStats Evaluate(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
+  // Evaluation in chunks, to bound the attention probabilities kept.
+  int eval_chunk() const override { return kEvalChunk; }
+  static constexpr int kEvalChunk = 64;
 
  private:
   explicit Vit(const VitSpec& spec);

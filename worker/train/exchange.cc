@@ -375,6 +375,14 @@ absl::Status GradientExchange::AwaitParamsForBackward(Range layer, NonFiniteObse
   return NeedParams(layer, /*forward=*/false, seen);
 }
 
+absl::Status GradientExchange::EndForward(NonFiniteObservation* seen) {
+  if (!sharded_params()) return absl::OkStatus();
+  const absl::Status status = FinishGathers(seen);
+  last_pass_ = 0;
+  has_frontier_ = false;
+  return status;
+}
+
 absl::Status GradientExchange::GatherAll(NonFiniteObservation* seen) {
   if (!sharded_params()) return absl::OkStatus();
   for (size_t k = 0; k < buckets_.size(); ++k) StartParamGather(k);

@@ -27,6 +27,9 @@
 //                                       piece only
 //   the update of a bucket's pieces  -> Gather: nothing sent; the bucket
 //                                       stays sharded until the next forward
+//   an evaluation's forward reads a  -> AwaitParams as in training's
+//   layer, and ends                     forward, then EndForward: all given
+//                                       back (evaluator.h)
 //   a reader of every parameter      -> GatherAll, then ReleaseAll
 //
 // The gathers and reduce-scatters are the same ops on the same bytes as at
@@ -111,8 +114,12 @@ class GradientExchange {
   // Every gather started is done. At stage 2 the parameters are then whole;
   // at stage 3, sharded.
   absl::Status FinishGathers(NonFiniteObservation* seen);
-  // Stage 3: every bucket gathered, for a reader of all the parameters (an
-  // evaluation, the final result), until ReleaseAll. No-ops at stage 2.
+  // Stage 3: a forward that no backward follows (an evaluation's) is over:
+  // every bucket given back but for this rank's pieces, and the next
+  // announcement starts a new pass. No-op at stage 2.
+  absl::Status EndForward(NonFiniteObservation* seen);
+  // Stage 3: every bucket gathered, for a reader of all the parameters,
+  // until ReleaseAll. No-ops at stage 2.
   absl::Status GatherAll(NonFiniteObservation* seen);
   void ReleaseAll();
   // Stage 3: the most floats of the parameters whole beyond this rank's

@@ -1,5 +1,6 @@
 #include "worker/train/train_loop.h"
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -137,7 +138,7 @@ struct Loop {
   Collectives& world;  // the overlapped world when there is one
   GradientExchange& exchange;
   ShardSaver& saver;
-  ModelWorkspace* eval_ws;
+  StepBuffers& buffers;  // the step's: the evaluation runs in its workspace
   const bool lead;
   const bool show;
   TrainResult& result;
@@ -147,6 +148,39 @@ struct Loop {
   RateWindow window;
   double stall_seen = 0;
 };
+
+// The largest micro-batch a step's forward runs on any rank.
+int MicroBatch(const config::JobConfig& config, int world) {
+  const int64_t slice = (config.data().global_batch_size() + world - 1) / world;
+  const int64_t accum = config.train().grad_accum_steps();
+  return static_cast<int>(std::max<int64_t>(1, (slice + accum - 1) / accum));
+}
+
+// An evaluation on the test split in the step's workspace, in forwards no
+// larger than the step's (evaluator.h): at stage 3 layer by layer. Notes
+// what it held in the result's memory.
+absl::StatusOr<EvalResult> EvaluateNow(Loop& l) {
+  StepBuffers& b = l.buffers;
+  if (b.workspace == nullptr) b.workspace = l.p.model->NewWorkspace();
+  const int64_t before = b.workspace->bytes();
+  EvaluateArgs args;
+  args.model = l.p.model.get();
+  args.params = l.p.state.params.data();
+  args.data = &l.data.test;
+  args.max_examples = std::min(l.config.data().eval_batch_size(), MicroBatch(l.config, l.world.world_size()));
+  args.comm = &l.world;
+  args.ws = b.workspace.get();
+  args.exchange = &l.exchange;
+  args.seen = &l.p.state.nonfinite;
+  ASSIGN_OR_RETURN(EvalResult e, Evaluate(args));
+  MemoryHeld& m = l.result.memory;
+  m.evaluation = std::max<int64_t>(m.evaluation, b.workspace->bytes() - before);
+  const int64_t params = l.exchange.sharded_params()
+                             ? (PiecesSize(l.p.optimizer->pieces()) + e.peak_whole_floats) * int64_t{sizeof(float)}
+                             : static_cast<int64_t>(l.p.state.params.size() * sizeof(float));
+  m.evaluation_peak = std::max(m.evaluation_peak, params);
+  return e;
+}
 
 // One evaluation on the test split at step `at` (every rank gets the same
 // numbers), offered to the best so far; rank 0 writes its line, and logs it
@@ -159,8 +193,7 @@ struct Evaluated {
 absl::StatusOr<Evaluated> EvaluateAt(Loop& l, int64_t at) {
   const Dataset& test = l.data.test;
   const Stopwatch watch(l.options.env);
-  ASSIGN_OR_RETURN(EvalResult e, Evaluate(*l.p.model, l.p.state.params.data(), test,
-                                          l.config.data().eval_batch_size(), l.world, l.eval_ws));
+  ASSIGN_OR_RETURN(EvalResult e, EvaluateNow(l));
   if (l.options.observer != nullptr) l.options.observer->OnOverhead(Overhead::kEvaluation, watch.ElapsedSeconds());
   Evaluated out;
   // Every rank has the same numbers and the same best so far (it is
@@ -242,11 +275,15 @@ absl::Status Account(Loop& l, const StepResult& r, double seconds, const std::ve
   l.result.phase_seconds += r.times;
   l.window.Add(seconds);
   l.result.losses.push_back(r.loss);
+  const MemoryHeld eval = l.result.memory;  // what the evaluations held so far
   l.result.memory = r.memory;
-  l.result.memory.evaluation = l.eval_ws->bytes();
+  l.result.memory.evaluation = eval.evaluation;
+  l.result.memory.evaluation_peak = eval.evaluation_peak;
   RETURN_IF_ERROR(guard.Check(r.step, r.loss, r.grad_norm));
   if (StepObserver* observer = l.options.observer; observer != nullptr) {
-    observer->OnStep(r, seconds);
+    StepResult shown = r;  // with what the evaluations so far held
+    shown.memory = l.result.memory;
+    observer->OnStep(shown, seconds);
     if (traced != nullptr) observer->OnTrace(r.step + 1, *traced);
   }
   ReportStall(l);
@@ -292,10 +329,7 @@ absl::Status ActOn(Loop& l, const Due& due, const StepResult& r) {
   if (due.eval) {
     l.last_eval = at;
     RETURN_IF_ERROR(settle());
-    RETURN_IF_ERROR(l.exchange.GatherAll(&l.p.state.nonfinite));  // stage 3: whole for the evaluation
-    absl::StatusOr<Evaluated> evaluated = EvaluateAt(l, at);
-    l.exchange.ReleaseAll();
-    ASSIGN_OR_RETURN(Evaluated e, std::move(evaluated));
+    ASSIGN_OR_RETURN(Evaluated e, EvaluateAt(l, at));
     l.result.evals.push_back(e.point);
     new_best = e.new_best;
   }
@@ -316,13 +350,9 @@ absl::Status Finish(Loop& l) {
   TrainResult& result = l.result;
   result.checkpoint_seconds = l.saver.stall_seconds();
   if (result.evals.empty()) {
-    RETURN_IF_ERROR(l.exchange.GatherAll(&state.nonfinite));  // stage 3: whole for the evaluation
-    absl::StatusOr<EvalResult> e = Evaluate(*l.p.model, state.params.data(), l.data.test,
-                                            l.config.data().eval_batch_size(), l.world, l.eval_ws);
-    l.exchange.ReleaseAll();
-    RETURN_IF_ERROR(e.status());
+    ASSIGN_OR_RETURN(const EvalResult e, EvaluateNow(l));
     result.evals.push_back(
-        EvalPoint{state.next_step, e->loss, e->accuracy, 0, e->bits_per_byte, l.data.test.is_text()});
+        EvalPoint{state.next_step, e.loss, e.accuracy, 0, e.bits_per_byte, l.data.test.is_text()});
   }
   result.steps = state.next_step;
   const int global_batch = l.config.data().global_batch_size();
@@ -335,7 +365,6 @@ absl::Status Finish(Loop& l) {
     result.params.assign(state.params.begin(), state.params.end());
   }
   state.params = PagedFloats();
-  result.memory.evaluation = l.eval_ws->bytes();
   result.peak_rss_bytes = PeakRssBytes();
   return absl::OkStatus();
 }
@@ -378,11 +407,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   exchange.BindParams(&state.params);  // at stage 3: this rank's pieces from here on
   const StepContext ctx{config, *p.model, data.train, *p.pipeline, exchange, *p.optimizer, *p.schedule, world,
                         &saver, options.env};
-  const std::unique_ptr<ModelWorkspace> eval_ws = p.model->NewWorkspace();
   TrainResult result;
   result.flops_per_example = p.model->TrainFlopsPerExample();
   result.start_step = start_step;
-  Loop l{config, options, data, p, world, exchange, saver, eval_ws.get(), lead, show, result,
+  Loop l{config, options, data, p, world, exchange, saver, buffers, lead, show, result,
          start_step, start_step, Stopwatch(options.env), RateWindow()};
   const CadenceOptions cadence =
       CadenceFromConfig(config, p.total_steps, /*memory_snapshots=*/options.memory != nullptr && comm.world_size() > 1);

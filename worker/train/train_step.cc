@@ -47,10 +47,10 @@ bool PiecesFinite(const PagedFloats& v, absl::Span<const Range> pieces, Range wi
 std::string DescribeMemory(const MemoryHeld& m) {
   auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
   return absl::StrFormat(
-      "parameters %.1f MiB (%.1f MiB at the step's peak), gradients %.1f MiB, optimizer %.1f MiB, activations %.1f "
-      "MiB, evaluation %.1f MiB, communication %.1f MiB (ZeRO stage %d)",
-      mib(m.parameters), mib(m.parameters_peak), mib(m.gradients), mib(m.optimizer), mib(m.activations),
-      mib(m.evaluation), mib(m.communication), m.zero_stage);
+      "parameters %.2f MiB (%.2f MiB at the step's peak, %.2f MiB at an evaluation's), gradients %.1f MiB, "
+      "optimizer %.1f MiB, activations %.1f MiB (evaluation +%.1f MiB), communication %.1f MiB (ZeRO stage %d)",
+      mib(m.parameters), mib(m.parameters_peak), mib(m.evaluation_peak), mib(m.gradients), mib(m.optimizer),
+      mib(m.activations), mib(m.evaluation), mib(m.communication), m.zero_stage);
 }
 
 std::string PhasesPerStep(const PhaseTimes& total, int64_t steps) {

@@ -139,13 +139,14 @@ struct MemoryHeld {
   int64_t gradients = 0;        // resident gradient bytes after the step
   int64_t optimizer = 0;        // optimizer state (AdamW moments): this rank's pieces
   int64_t activations = 0;      // the model's workspace: activations kept for backward, and scratch
-  int64_t evaluation = 0;       // the evaluation's workspace (its own activations), once it has run
+  int64_t evaluation = 0;       // what evaluations added to the workspace (they run in the step's: 0 expected)
+  int64_t evaluation_peak = 0;  // parameters held at an evaluation's peak (as parameters_peak), once one has run
   int64_t communication = 0;    // the most bytes the collectives held at once during the step (comm_memory.h)
 };
 
-// "parameters 3.2 MiB (3.2 MiB at the step's peak), gradients 3.2 MiB,
-// optimizer 6.4 MiB, activations 67.1 MiB, evaluation 30.2 MiB,
-// communication 2.0 MiB (ZeRO stage 2)".
+// "parameters 3.21 MiB (3.21 MiB at the step's peak, 3.21 MiB at an
+// evaluation's), gradients 3.2 MiB, optimizer 6.4 MiB, activations 67.1
+// MiB (evaluation +0.0 MiB), communication 2.0 MiB (ZeRO stage 2)".
 std::string DescribeMemory(const MemoryHeld& m);
 
 struct StepResult {
