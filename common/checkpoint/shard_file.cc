@@ -441,6 +441,66 @@ absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& pa
   return std::move(c.h);
 }
 
+struct ShardReader::State {
+  std::string path;
+  std::unique_ptr<RandomAccessFile> file;
+  CheckedHeader c;
+  int64_t block = -1;  // the block `bytes` holds; -1 none
+  std::vector<char> bytes;
+};
+
+ShardReader::ShardReader(std::unique_ptr<State> s) : s_(std::move(s)) {}
+ShardReader::~ShardReader() = default;
+
+absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env, const std::string& path) {
+  auto s = std::make_unique<State>();
+  s->path = path;
+  ASSIGN_OR_RETURN(s->file, env->NewRandomAccessFile(path));
+  ASSIGN_OR_RETURN(s->c, ReadCheckedHeader(*s->file, path));
+  return std::unique_ptr<ShardReader>(new ShardReader(std::move(s)));
+}
+
+const state::ShardHeader& ShardReader::header() const { return s_->c.h; }
+
+absl::Status ShardReader::Read(const std::string& buffer, int64_t begin, int64_t end, float* dst) {
+  const CheckedHeader& c = s_->c;
+  int index = -1;
+  for (int i = 0; i < c.h.buffers_size(); ++i) {
+    if (c.h.buffers(i).name() == buffer) index = i;
+  }
+  if (index < 0) return absl::NotFoundError(absl::StrCat("checkpoint shard ", s_->path, " has no buffer ", buffer));
+  if (begin < 0 || begin > end || end > c.floats) {
+    return absl::InvalidArgumentError(absl::StrCat("floats [", begin, ", ", end, ") of buffer ", buffer, " of ",
+                                                   s_->path, ": it holds ", c.floats));
+  }
+  const int64_t block_size = c.h.block_size();
+  const int64_t at = index * c.floats * static_cast<int64_t>(sizeof(float));
+  int64_t from = at + begin * static_cast<int64_t>(sizeof(float));
+  const int64_t to = at + end * static_cast<int64_t>(sizeof(float));
+  char* out = reinterpret_cast<char*>(dst);
+  while (from < to) {
+    const int64_t b = from / block_size;
+    const int64_t block_begin = b * block_size;
+    const int64_t n = std::min(block_size, c.payload - block_begin);
+    if (s_->block != b) {
+      s_->block = -1;
+      s_->bytes.resize(static_cast<size_t>(block_size));
+      RETURN_IF_ERROR(Annotate(s_->file->ReadExactly(c.payload_at + block_begin, static_cast<size_t>(n), s_->bytes.data()),
+                               absl::StrCat("checkpoint shard ", s_->path)));
+      if (crc32c::Mask(crc32c::Value(s_->bytes.data(), static_cast<size_t>(n))) != c.h.block_crc(static_cast<int>(b))) {
+        return absl::DataLossError(absl::StrCat("checkpoint shard ", s_->path, ": checksum mismatch in block ", b,
+                                                " (payload bytes ", block_begin, "..", block_begin + n, ")"));
+      }
+      s_->block = b;
+    }
+    const int64_t upto = std::min(to, block_begin + n);
+    std::memcpy(out, s_->bytes.data() + (from - block_begin), static_cast<size_t>(upto - from));
+    out += upto - from;
+    from = upto;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ShardContents> ReadShard(Env* env, const std::string& path) {
   ShardContents c;
   absl::StatusOr<state::ShardHeader> h = ReadShardInto(

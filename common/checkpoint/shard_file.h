@@ -123,6 +123,32 @@ struct ShardReadOptions {
 absl::StatusOr<state::ShardHeader> ReadShardInto(Env* env, const std::string& path, const PlaceFn& place,
                                                  uint32_t* checksum, const ShardReadOptions& options = {});
 
+// One shard open for reads of parts of its buffers, in any order, holding
+// one payload block: for a reader of a model larger than its memory
+// (`shardline ckpt export` streams the parameters through it). The header
+// is checked as ReadShardInto checks it, and every block's CRC as the block
+// is read; kDataLoss naming the file (and the block) otherwise. Not
+// thread-safe.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(env, path));
+//   RETURN_IF_ERROR(r->Read(kParamsBuffer, /*begin=*/0, /*end=*/1024, dst));
+class ShardReader {
+ public:
+  static absl::StatusOr<std::unique_ptr<ShardReader>> Open(Env* env, const std::string& path);
+  ~ShardReader();
+
+  const state::ShardHeader& header() const;
+  // Floats [begin, end) (packed offsets, as Placement's) of the buffer named
+  // `buffer` into dst[0, end - begin). kNotFound if the shard has no such
+  // buffer; kInvalidArgument if the range is not inside it.
+  absl::Status Read(const std::string& buffer, int64_t begin, int64_t end, float* dst);
+
+ private:
+  struct State;
+  explicit ShardReader(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_COMMON_CHECKPOINT_SHARD_FILE_H_

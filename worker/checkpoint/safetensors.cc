@@ -16,6 +16,17 @@ namespace shardline {
 
 std::string SafetensorsBytes(const std::vector<state::TensorEntry>& tensors, const std::vector<float>& params,
                              const std::map<std::string, std::string>& metadata) {
+  std::string out = SafetensorsHeaderBytes(tensors, metadata);
+  for (const state::TensorEntry& t : tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.shape()) n *= d;
+    out.append(reinterpret_cast<const char*>(params.data() + t.offset()), static_cast<size_t>(n) * sizeof(float));
+  }
+  return out;
+}
+
+std::string SafetensorsHeaderBytes(const std::vector<state::TensorEntry>& tensors,
+                                   const std::map<std::string, std::string>& metadata) {
   std::vector<std::string> entries;
   if (!metadata.empty()) {
     std::vector<std::string> kv;
@@ -23,14 +34,12 @@ std::string SafetensorsBytes(const std::vector<state::TensorEntry>& tensors, con
     entries.push_back(absl::StrCat("\"__metadata__\":{", absl::StrJoin(kv, ","), "}"));
   }
   int64_t offset = 0;
-  std::string data;
   for (const state::TensorEntry& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape()) n *= d;
     const int64_t bytes = n * static_cast<int64_t>(sizeof(float));
     entries.push_back(absl::StrCat("\"", t.name(), "\":{\"dtype\":\"F32\",\"shape\":[", absl::StrJoin(t.shape(), ","),
                                    "],\"data_offsets\":[", offset, ",", offset + bytes, "]}"));
-    data.append(reinterpret_cast<const char*>(params.data() + t.offset()), static_cast<size_t>(bytes));
     offset += bytes;
   }
   std::string header = absl::StrCat("{", absl::StrJoin(entries, ","), "}");
@@ -39,7 +48,6 @@ std::string SafetensorsBytes(const std::vector<state::TensorEntry>& tensors, con
   const uint64_t len = header.size();
   for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>(len >> (8 * i));
   out += header;
-  out += data;
   return out;
 }
 

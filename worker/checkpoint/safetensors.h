@@ -28,6 +28,10 @@ inline constexpr int64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 // `tensors`; `metadata` goes into "__metadata__" (string to string).
 std::string SafetensorsBytes(const std::vector<state::TensorEntry>& tensors, const std::vector<float>& params,
                              const std::map<std::string, std::string>& metadata);
+// The same file's first bytes: the length and the JSON header, after which
+// each tensor's data follows in the order given (ckpt_export.h streams it).
+std::string SafetensorsHeaderBytes(const std::vector<state::TensorEntry>& tensors,
+                                   const std::map<std::string, std::string>& metadata);
 
 // One tensor of a parsed safetensors header. Its bytes are
 // [data_begin, data_end) of the data section (after the header).

@@ -10,6 +10,7 @@
 #include "common/platform/env.h"
 #include "common/platform/status_macros.h"
 #include "common/encoding/text_escape.h"
+#include "worker/checkpoint/ckpt_export.h"
 #include "worker/checkpoint/full_params.h"
 #include "worker/checkpoint/safetensors.h"
 #include "common/checkpoint/buffer_names.h"
@@ -108,17 +109,15 @@ absl::Status Verify(Env* env, const std::string& workdir, const std::string& ste
 absl::Status Export(Env* env, const std::string& workdir, const std::string& step, const std::string& out) {
   if (out.empty()) return absl::InvalidArgumentError("--out is required");
   const std::string root = Root(workdir);
-  FullParams full;
+  ExportedCheckpoint done;
   ASSIGN_OR_RETURN(const int64_t s, ReadCheckpoint(env, root, step, [&](int64_t s) -> absl::Status {
-    ASSIGN_OR_RETURN(full, ReadFullParams(env, StepDir(root, s)));
+    ExportOptions options;
+    options.metadata = {{"format", "pt"}, {"step", absl::StrCat(s)}};
+    ASSIGN_OR_RETURN(done, ExportCheckpoint(env, StepDir(root, s), out, options));
     return absl::OkStatus();
   }));
-  const std::vector<state::TensorEntry>& tensors = full.tensors;
-  const std::vector<float>& params = full.params;
-  RETURN_IF_ERROR(WriteFileAtomically(env, out, SafetensorsBytes(tensors, params, {{"format", "pt"}, {"step", absl::StrCat(s)}}),
-                                      /*durable=*/true));
-  printf("exported step %ld: %zu tensors, %zu parameters to %s\n", static_cast<long>(s), tensors.size(), params.size(),
-         out.c_str());
+  printf("exported step %ld: %ld tensors, %ld parameters to %s\n", static_cast<long>(s), static_cast<long>(done.tensors),
+         static_cast<long>(done.parameters), out.c_str());
   return absl::OkStatus();
 }
 
