@@ -58,6 +58,18 @@ class WritableFile {
 // The alignment of NewUnbufferedFile's appends: offsets, sizes and memory.
 inline constexpr size_t kUnbufferedAlignment = 4096;
 
+// A file's bytes mapped read-only (mmap, MAP_PRIVATE), for a reader of a
+// file larger than it wants to hold: the pages are the kernel's page cache,
+// read on first touch and dropped under memory pressure, never the
+// process's own memory. Unmapped when destroyed. The file must not be
+// truncated meanwhile (shardline's files are replaced by rename, never
+// rewritten in place).
+class MappedFile {
+ public:
+  virtual ~MappedFile() = default;
+  virtual absl::string_view bytes() const = 0;
+};
+
 // An exclusive lock on a file, held until this object is destroyed.
 class FileLock {
  public:
@@ -88,6 +100,8 @@ class Env {
   // For reads of large files in pieces (checkpoint restore reads each block
   // straight into its destination). Regular files only, as ReadFile.
   virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) = 0;
+  // The whole file mapped (MappedFile). Regular files only, as ReadFile.
+  virtual absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(const std::string& path) = 0;
   virtual bool FileExists(const std::string& path) = 0;
   virtual bool IsDirectory(const std::string& path) = 0;
   // Creates `path` and any missing parents (mkdir -p).

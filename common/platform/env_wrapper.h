@@ -26,6 +26,7 @@ class EnvWrapper : public Env {
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p) override {
     return target_->NewRandomAccessFile(p);
   }
+  absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(const std::string& p) override { return target_->MapFile(p); }
   bool FileExists(const std::string& p) override { return target_->FileExists(p); }
   bool IsDirectory(const std::string& p) override { return target_->IsDirectory(p); }
   absl::Status CreateDirs(const std::string& p) override { return target_->CreateDirs(p); }

@@ -84,6 +84,26 @@ absl::StatusOr<std::unique_ptr<RandomAccessFile>> MemEnv::NewRandomAccessFile(co
       new MemRandomAccessFile(path, std::make_shared<const std::string>(*it->second)));
 }
 
+namespace {
+
+class MemMappedFile : public MappedFile {
+ public:
+  explicit MemMappedFile(std::shared_ptr<const std::string> contents) : contents_(std::move(contents)) {}
+  absl::string_view bytes() const override { return *contents_; }
+
+ private:
+  const std::shared_ptr<const std::string> contents_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MappedFile>> MemEnv::MapFile(const std::string& path) {
+  MutexLock lock(&mu_);
+  auto it = files_.find(Normal(path));
+  if (it == files_.end()) return absl::NotFoundError(absl::StrCat(path, " does not exist (in memory)"));
+  return std::unique_ptr<MappedFile>(new MemMappedFile(std::make_shared<const std::string>(*it->second)));
+}
+
 bool MemEnv::FileExists(const std::string& path) {
   MutexLock lock(&mu_);
   const std::string p = Normal(path);

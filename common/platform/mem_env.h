@@ -30,6 +30,8 @@ class MemEnv : public Env {
 
   absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) override;
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override;
+  // A snapshot of the contents, held in memory.
+  absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(const std::string& path) override;
   bool FileExists(const std::string& path) override;
   bool IsDirectory(const std::string& path) override;
   absl::Status CreateDirs(const std::string& path) override;

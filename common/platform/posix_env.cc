@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -222,12 +223,42 @@ class PosixFileLock : public FileLock {
   const int fd_;
 };
 
+class PosixMappedFile : public MappedFile {
+ public:
+  PosixMappedFile(void* base, size_t size) : base_(base), size_(size) {}
+  ~PosixMappedFile() override {
+    if (size_ > 0) munmap(base_, size_);
+  }
+  absl::string_view bytes() const override { return absl::string_view(static_cast<const char*>(base_), size_); }
+
+ private:
+  void* const base_;
+  const size_t size_;
+};
+
 class PosixEnv : public Env {
  public:
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
     struct stat st;
     ASSIGN_OR_RETURN(const int fd, OpenRegularForRead(path, &st));
     return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd, st.st_size));
+  }
+
+  absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(const std::string& path) override {
+    struct stat st;
+    ASSIGN_OR_RETURN(const int fd, OpenRegularForRead(path, &st));
+    const size_t size = static_cast<size_t>(st.st_size);
+    void* base = nullptr;
+    if (size > 0) {
+      base = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (base == MAP_FAILED) {
+        const int err = errno;
+        close(fd);
+        return PosixError(absl::StrCat("mmap ", path), err);
+      }
+    }
+    close(fd);  // the mapping holds the file
+    return std::unique_ptr<MappedFile>(new PosixMappedFile(base, size));
   }
 
   absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) override {

@@ -115,6 +115,17 @@ TEST(GptE2eTest, LearnsOnTwoWorkersResumesBitForBitReshardsExportsAndSamples) {
                 "--prompt", "It is a truth", "--tokens", "40", "--seed", "3"});
   ASSERT_EQ(f.Wait(absl::Seconds(60)), 0) << f.Output();
   EXPECT_EQ(f.Output(), s1);
+  // A checkpoint larger than --max_memory (0.1 MiB of parameters) is
+  // streamed into a temporary export and mapped: the same bytes, and the
+  // temporary file gone.
+  const std::string tmp = FreshDir("gpt_sample_tmp");
+  ASSERT_TRUE(Env::Default()->CreateDirs(tmp).ok());
+  Subprocess capped({BinPath("shardline"), "sample", "--workdir", clean, "--prompt", "It is a truth", "--tokens", "40",
+                "--seed", "3", "--max_memory", "0.05"},
+               {"TMPDIR=" + tmp});
+  ASSERT_EQ(capped.Wait(absl::Seconds(60)), 0) << capped.Output();
+  EXPECT_EQ(capped.Output(), s1);
+  EXPECT_EQ(Env::Default()->GetChildren(tmp).value_or(std::vector<std::string>{"?"}), std::vector<std::string>{});
   // A workdir without a GPT is refused, naming it.
   Subprocess g({BinPath("shardline"), "sample", "--workdir", text});
   EXPECT_EQ(g.Wait(absl::Seconds(60)), 1);

@@ -1,6 +1,7 @@
 #include "worker/checkpoint/full_params.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -66,6 +67,13 @@ absl::StatusOr<FullParams> ReadFullParams(Env* env, const std::string& step_dir)
   ASSIGN_OR_RETURN(VerifiedCheckpoint v, VerifyCheckpoint(env, step_dir, read_params));
   out.tensors.assign(v.headers[0].tensors().begin(), v.headers[0].tensors().end());
   return out;
+}
+
+absl::StatusOr<std::vector<state::TensorEntry>> ReadCheckpointTensors(Env* env, const std::string& step_dir) {
+  ASSIGN_OR_RETURN(const state::CheckpointManifest m, ReadCommitted(env, step_dir));
+  RETURN_IF_ERROR(CheckManifest(m, step_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(env, step_dir + "/" + m.shards(0).file()));
+  return std::vector<state::TensorEntry>(r->header().tensors().begin(), r->header().tensors().end());
 }
 
 }  // namespace shardline

@@ -49,6 +49,10 @@ struct FullParams {
 // Reads and verifies the checkpoint directory `step_dir`.
 absl::StatusOr<FullParams> ReadFullParams(Env* env, const std::string& step_dir);
 
+// The layout a committed checkpoint was saved with, from its first shard's
+// header alone (checked as ShardReader checks it; nothing else is read).
+absl::StatusOr<std::vector<state::TensorEntry>> ReadCheckpointTensors(Env* env, const std::string& step_dir);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_WORKER_CHECKPOINT_FULL_PARAMS_H_

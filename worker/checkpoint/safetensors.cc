@@ -182,12 +182,13 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(absl::string_view bytes, cons
   return out;
 }
 
-absl::Status ReadSafetensorsInto(Env* env, const std::string& path, const FlatLayout& layout, float* params) {
-  // The spec bounds the header at 100 MB; the data this model needs is 4
-  // bytes a parameter, and room is left for as much again in other tensors.
-  const int64_t max_bytes = 8 + kMaxSafetensorsHeaderBytes + 8 * layout.total_size();
-  ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path, max_bytes));
-  ASSIGN_OR_RETURN(SafetensorsHeader header, ParseSafetensors(bytes, path));
+namespace {
+
+// Each of the layout's tensors in `header`, F32 and of its shape; whether
+// all lie back to back in the layout's order from the data's start (then
+// the data section is the flat buffer).
+absl::StatusOr<bool> CheckLayout(const SafetensorsHeader& header, const std::string& path, const FlatLayout& layout) {
+  bool flat = true;
   for (const TensorInfo& info : layout.tensors()) {
     auto it = header.tensors.find(info.name);
     if (it == header.tensors.end()) return absl::FailedPreconditionError(absl::StrCat(path, " has no tensor ", info.name));
@@ -199,10 +200,47 @@ absl::Status ReadSafetensorsInto(Env* env, const std::string& path, const FlatLa
       return absl::FailedPreconditionError(absl::StrCat(path, ": tensor ", info.name,
                                                         " has another shape than this model's"));
     }
+    flat = flat && t.data_begin == static_cast<uint64_t>(info.offset) * sizeof(float);
+  }
+  return flat;
+}
+
+void CopyTensors(absl::string_view bytes, const SafetensorsHeader& header, const FlatLayout& layout, float* params) {
+  for (const TensorInfo& info : layout.tensors()) {
+    const SafetensorsTensor& t = header.tensors.at(info.name);
     // Same shape and dtype, and ParseSafetensors checked the byte count.
     std::memcpy(params + info.offset, bytes.data() + header.data_offset + t.data_begin,
                 static_cast<size_t>(info.size) * sizeof(float));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<MappedParams> MapSafetensors(Env* env, const std::string& path, const FlatLayout& layout) {
+  MappedParams out;
+  ASSIGN_OR_RETURN(out.file, env->MapFile(path));
+  const absl::string_view bytes = out.file->bytes();
+  ASSIGN_OR_RETURN(const SafetensorsHeader header, ParseSafetensors(bytes, path));
+  ASSIGN_OR_RETURN(const bool flat, CheckLayout(header, path, layout));
+  if (flat && header.data_offset % sizeof(float) == 0) {
+    out.params = reinterpret_cast<const float*>(bytes.data() + header.data_offset);
+    return out;
+  }
+  out.copy.resize(static_cast<size_t>(layout.total_size()));
+  CopyTensors(bytes, header, layout, out.copy.data());
+  out.file.reset();
+  out.params = out.copy.data();
+  return out;
+}
+
+absl::Status ReadSafetensorsInto(Env* env, const std::string& path, const FlatLayout& layout, float* params) {
+  // The spec bounds the header at 100 MB; the data this model needs is 4
+  // bytes a parameter, and room is left for as much again in other tensors.
+  const int64_t max_bytes = 8 + kMaxSafetensorsHeaderBytes + 8 * layout.total_size();
+  ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path, max_bytes));
+  ASSIGN_OR_RETURN(SafetensorsHeader header, ParseSafetensors(bytes, path));
+  RETURN_IF_ERROR(CheckLayout(header, path, layout).status());
+  CopyTensors(bytes, header, layout, params);
   return absl::OkStatus();
 }
 

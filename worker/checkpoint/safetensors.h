@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,20 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(absl::string_view file_bytes,
 // tensors in the file are ignored, up to a bound: a file over the largest
 // header plus 8 bytes a parameter of `layout` is refused before it is read.
 absl::Status ReadSafetensorsInto(Env* env, const std::string& path, const FlatLayout& layout, float* params);
+
+// The same checks on a file mapped (Env::MapFile) instead of read: where
+// the file holds the layout's tensors back to back in its order from the
+// data's start (as `shardline ckpt export` writes them), `params` points
+// into the mapping and the parameters stay page cache, never the process's
+// memory (`shardline sample` of a model larger than it wants to hold);
+// otherwise they are copied into `copy`. Valid while this lives.
+struct MappedParams {
+  std::unique_ptr<MappedFile> file;
+  std::vector<float> copy;
+  const float* params = nullptr;
+  bool in_place() const { return file != nullptr; }
+};
+absl::StatusOr<MappedParams> MapSafetensors(Env* env, const std::string& path, const FlatLayout& layout);
 
 }  // namespace shardline
 

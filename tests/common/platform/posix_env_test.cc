@@ -29,6 +29,13 @@ TEST(PosixEnvTest, ReadsARegularFileWithinItsBound) {
   ASSERT_TRUE(WriteFileAtomically(env, dir + "/empty", "").ok());
   EXPECT_EQ(*env->ReadFile(dir + "/empty", 0), "");
   EXPECT_EQ(env->ReadFile(dir + "/missing", 10).status().code(), absl::StatusCode::kNotFound);
+  // Mapped: the same bytes, kept after the file is removed.
+  absl::StatusOr<std::unique_ptr<MappedFile>> mapped = env->MapFile(dir + "/f");
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  ASSERT_TRUE(env->DeleteFile(dir + "/f").ok());
+  EXPECT_EQ((*mapped)->bytes(), "hello");
+  EXPECT_EQ((*env->MapFile(dir + "/empty"))->bytes(), "");
+  EXPECT_EQ(env->MapFile(dir + "/missing").status().code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(env->DeleteRecursively(dir).ok());
 }
 
@@ -45,6 +52,7 @@ TEST(PosixEnvTest, RefusesDevicesAndFifosAtOnce) {
     EXPECT_TRUE(absl::StrContains(read.status().message(), path)) << read.status();
     EXPECT_TRUE(absl::StrContains(read.status().message(), "not a regular file")) << read.status();
     EXPECT_EQ(env->NewRandomAccessFile(path).status().code(), absl::StatusCode::kFailedPrecondition) << path;
+    EXPECT_EQ(env->MapFile(path).status().code(), absl::StatusCode::kFailedPrecondition) << path;
   }
   EXPECT_TRUE(absl::StrContains(env->ReadFile(fifo, 10).status().message(), "a FIFO"));
   EXPECT_TRUE(absl::StrContains(env->ReadFile("/dev/zero", 10).status().message(), "a character device"));

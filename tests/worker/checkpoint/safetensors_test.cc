@@ -61,6 +61,43 @@ TEST(SafetensorsTest, RoundTripsWhatTheWriterWrites) {
   EXPECT_EQ(back, params);
 }
 
+// An export maps in place (its data is the flat buffer); a file with the
+// tensors in another order is copied into the layout's order.
+TEST(SafetensorsTest, MapsAnExportInPlaceAndCopiesAnotherOrder) {
+  const FlatLayout layout = TwoTensors();
+  std::vector<float> params(static_cast<size_t>(layout.total_size()));
+  for (size_t i = 0; i < params.size(); ++i) params[i] = 0.25f * static_cast<float>(i);
+  std::vector<state::TensorEntry> tensors;
+  for (const TensorInfo& t : layout.tensors()) {
+    state::TensorEntry e;
+    e.set_name(t.name);
+    for (int64_t d : t.shape) e.add_shape(d);
+    e.set_offset(t.offset);
+    tensors.push_back(e);
+  }
+  absl::StatusOr<MappedParams> m =
+      MapSafetensors(Env::Default(), WriteTemp("mapped", SafetensorsBytes(tensors, params, {})), layout);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->in_place());
+  EXPECT_EQ(std::vector<float>(m->params, m->params + params.size()), params);
+
+  // The bias first: data offsets that are not the layout's.
+  const std::string header =
+      "{\"layer0/b\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]},"
+      "\"layer0/w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[12,36]}}    ";
+  absl::StatusOr<MappedParams> c = MapSafetensors(Env::Default(), WriteTemp("reordered", FileWith(header, 36)), layout);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->in_place());
+  EXPECT_EQ(std::vector<float>(c->params, c->params + 9),
+            (std::vector<float>{3.5f, 4.5f, 5.5f, 6.5f, 7.5f, 8.5f, 0.5f, 1.5f, 2.5f}));
+  // Another model is refused as ReadSafetensorsInto refuses it.
+  FlatLayout other;
+  other.Add("layer0/w", {3, 2});
+  other.Add("layer0/b", {3});
+  EXPECT_EQ(MapSafetensors(Env::Default(), WriteTemp("reordered", FileWith(header, 36)), other).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(SafetensorsTest, AcceptsAnyValidJsonSpacing) {
   const std::string header =
       "{ \"layer0/b\" : { \"dtype\" : \"F32\", \"shape\" : [ 3 ], \"data_offsets\" : [ 24, 36 ] },\n"
