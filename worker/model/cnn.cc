@@ -14,7 +14,10 @@ namespace {
 
 template <typename T>
 T* Grow(std::vector<T>* v, size_t n) {
-  if (v->size() < n) v->resize(n);
+  if (v->size() < n) {
+    v->reserve(n);  // exactly: a buffer shared by layers grows to their largest, not to twice a smaller one
+    v->resize(n);
+  }
   return v->data();
 }
 
@@ -227,6 +230,45 @@ void Cnn::DenseForward(const float* params, int n, const float* flat, CnnWorkspa
     }
     act = out;
   }
+}
+
+int64_t Cnn::WorkspaceBytes(int batch) const {
+  const int64_t n = batch;
+  // Buffers one per layer add up; those the layers share (Grow) hold the
+  // largest any layer asks for.
+  int64_t floats = 0, bytes = 0;
+  int64_t cols = 0, chunk_out = 0, dconv = 0, dcols = 0, dpadded = 0, dinput = 0;
+  if (spec_.input.channels > 1) floats += n * spec_.input.features();  // input
+  for (size_t l = 0; l < conv_.size(); ++l) {
+    const ConvGeometry& g = conv_[l].geometry;
+    const int64_t chunk = ConvChunk(g, batch);
+    cols = std::max(cols, g.col_rows() * chunk * g.pixels());
+    floats += g.in_channels * n * g.padded_pixels();  // padded[l]
+    if (conv_[l].pool) {
+      chunk_out = std::max(chunk_out, g.out_channels * chunk * g.pixels());
+      const int64_t pooled = g.out_channels * n * (g.pixels() / 4);
+      floats += pooled;                                   // pooled[l]
+      bytes += pooled * static_cast<int64_t>(sizeof(uint8_t));  // argmax[l]
+    } else {
+      floats += g.out_channels * n * g.pixels();  // conv_out[l]
+    }
+    dconv = std::max(dconv, g.out_channels * chunk * g.pixels());
+    if (l > 0) {
+      dcols = std::max(dcols, g.col_rows() * chunk * g.pixels());
+      dpadded = std::max(dpadded, g.in_channels * n * g.padded_pixels());
+      dinput = std::max(dinput, g.in_channels * n * g.pixels());
+    }
+  }
+  const int64_t features = int64_t{flat_channels_} * flat_height_ * flat_width_;
+  floats += n * features;  // flat
+  dinput = std::max(dinput, n * features);
+  int64_t max_width = 0;
+  for (const DenseLayer& d : dense_) {
+    floats += n * d.out;  // dense_out[j]
+    max_width = std::max<int64_t>({max_width, d.in, d.out});
+  }
+  floats += 2 * n * max_width + cols + chunk_out + dconv + dcols + dpadded + dinput;
+  return floats * static_cast<int64_t>(sizeof(float)) + bytes;
 }
 
 BatchStats Cnn::Forward(const float* params, const Examples& batch, ModelWorkspace* model_ws) const {

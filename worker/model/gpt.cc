@@ -85,6 +85,16 @@ BatchStats Gpt::Forward(const float* params, const Examples& batch, ModelWorkspa
   return SoftmaxCrossEntropy(ws->probs.data(), batch.y, rows, vocab);
 }
 
+int64_t Gpt::WorkspaceBytes(int batch) const {
+  const int64_t rows = int64_t{batch} * spec_.context, d = spec_.d_model, vocab = spec_.vocab;
+  // stream, final_x, ln_f, d_ln, dx [rows, d]; mean_f, rstd_f [rows];
+  // probs, d_logits [rows, vocab].
+  const int64_t own = (5 * rows * d + 2 * rows + 2 * rows * vocab) * int64_t{sizeof(float)};
+  const int count = static_cast<int>(blocks_.size());
+  return own + BlockStackBytes(shape_, batch, spec_.context, count, spec_.remat, spec_.precision) +
+         (count > 0 ? BlockScratchBytes(shape_, batch, spec_.context) : 0);
+}
+
 GptKvCache Gpt::NewKvCache() const {
   GptKvCache c;
   c.blocks.resize(blocks_.size());

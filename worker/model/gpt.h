@@ -82,6 +82,7 @@ class Gpt : public Model {
   int64_t TrainFlopsPerExample() const override;
 
   void InitRange(uint64_t seed, Range range, float* out) const override;
+  int64_t WorkspaceBytes(int batch) const override;
   std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<GptWorkspace>(); }
 
   // `batch.tokens` and `batch.y` are [n, context]; `ws` a GptWorkspace.

@@ -13,7 +13,10 @@ namespace shardline {
 namespace {
 
 void Grow(std::vector<float>* v, size_t n) {
-  if (v->size() < n) v->resize(n);
+  if (v->size() < n) {
+    v->reserve(n);  // exactly: a buffer shared by layers grows to their largest, not to twice a smaller one
+    v->resize(n);
+  }
 }
 
 }  // namespace
@@ -40,6 +43,17 @@ int64_t Mlp::TrainFlopsPerExample() const {
 
 void Mlp::InitRange(uint64_t seed, Range range, float* out) const {
   InitHeUniform(layout_, seed, range, out, [](const TensorInfo& t) { return t.shape[0]; });  // [in, out]
+}
+
+int64_t Mlp::WorkspaceBytes(int batch) const {
+  int64_t floats = 0;
+  int max_width = 0;
+  for (size_t l = 1; l < widths_.size(); ++l) {
+    floats += int64_t{batch} * widths_[l];  // activations[l - 1]
+    max_width = std::max(max_width, widths_[l]);
+  }
+  floats += 2 * int64_t{batch} * max_width;  // delta, delta_prev
+  return floats * static_cast<int64_t>(sizeof(float));
 }
 
 Range Mlp::LayerRange(int l) const {

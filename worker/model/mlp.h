@@ -57,6 +57,7 @@ class Mlp : public Model {
   // Weights He-uniform U(-sqrt(6/in), sqrt(6/in)), biases zero.
   void InitRange(uint64_t seed, Range range, float* out) const override;
 
+  int64_t WorkspaceBytes(int batch) const override;
   std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<MlpWorkspace>(); }
 
   // `ws` must be an MlpWorkspace.

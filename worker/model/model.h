@@ -148,6 +148,12 @@ class Model {
 
   virtual std::unique_ptr<ModelWorkspace> NewWorkspace() const = 0;
 
+  // What a fresh NewWorkspace() holds (its bytes()) after Forward and
+  // Backward on `batch` examples: the activations term of the memory plan
+  // (worker/train/memory_plan.h), computed from the shapes alone. Each
+  // model's test checks it equals the workspace's bytes().
+  virtual int64_t WorkspaceBytes(int batch) const = 0;
+
   // Forward on a batch of examples shaped as input() says (each target in
   // [0, num_classes)): loss and accuracy sums over its targets. Leaves in
   // `ws` what Backward needs.

@@ -207,6 +207,25 @@ void BlockBackward(const BlockCall& c, const BlockActivations& a, bool accumulat
   for (int64_t i = 0; i < n; ++i) dx[i] += sc->d_mid[i];
 }
 
+int64_t BlockStackBytes(const BlockShape& s, int batch, int seq, int count, bool remat, Precision precision) {
+  if (count == 0) return 0;
+  const int64_t rows = int64_t{batch} * seq, d = s.d, f = s.hidden;
+  const int64_t kept_size = precision == Precision::kBfloat16 ? sizeof(Bf16) : sizeof(float);
+  // x, x_mid, hidden, gelu_tanh, mean/rstd twice, probs: float32; ln1, qkv,
+  // attn, ln2, gelu: in the kept precision (BlockActivations::Resize).
+  const int64_t one = (rows * (2 * d + 2 * f + 4) + int64_t{batch} * s.heads * seq * seq) * int64_t{sizeof(float)} +
+                      rows * (6 * d + f) * kept_size;
+  if (!remat) return count * one;
+  // One block's activations, every block's input, and (more than one
+  // block) a recomputed block's output.
+  return one + (count + (count > 1 ? 1 : 0)) * rows * d * int64_t{sizeof(float)};
+}
+
+int64_t BlockScratchBytes(const BlockShape& s, int batch, int seq) {
+  const int64_t rows = int64_t{batch} * seq;
+  return (rows * (6 * int64_t{s.d} + s.hidden) + int64_t{seq} * seq) * int64_t{sizeof(float)};
+}
+
 int64_t BlockScratch::bytes() const { return HeldBytes(d_mid, d_hidden, d_attn, d_qkv, d_ln, scores); }
 
 int64_t BlockStack::bytes() const {

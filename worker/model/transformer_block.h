@@ -114,6 +114,12 @@ void BlockBackward(const BlockCall& c, const BlockActivations& acts, bool accumu
 // block's activations, or with remat (config train.remat) every block's
 // input and one block's activations, recomputed in the backward from that
 // input (the same bits: BlockForward is a pure function of its inputs).
+// What a BlockStack of `count` blocks (remat or not) and a BlockScratch
+// hold after a forward and backward of `batch` sequences of `seq` tokens,
+// from the shapes alone (Model::WorkspaceBytes).
+int64_t BlockStackBytes(const BlockShape& s, int batch, int seq, int count, bool remat, Precision precision);
+int64_t BlockScratchBytes(const BlockShape& s, int batch, int seq);
+
 struct BlockStack {
   bool remat = false;
   std::vector<BlockActivations> acts;         // one per block; one in all with remat

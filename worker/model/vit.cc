@@ -75,6 +75,18 @@ void Vit::Patchify(const float* x, float* patches) const {
   }
 }
 
+int64_t Vit::WorkspaceBytes(int batch) const {
+  const int64_t n = batch, d = spec_.d_model, rows = n * tokens_, classes = spec_.input.num_classes;
+  // patches [n grid, patch_dim]; d_embed [n grid, d]; stream, final_x, norm,
+  // d_norm, dx [rows, d]; mean_f, rstd_f [rows]; pooled, d_pooled [n, d];
+  // probs, d_logits [n, classes].
+  const int64_t own = (n * grid_ * patch_dim_ + n * grid_ * d + 5 * rows * d + 2 * rows + 2 * n * d + 2 * n * classes) *
+                      int64_t{sizeof(float)};
+  const int count = static_cast<int>(blocks_.size());
+  return own + BlockStackBytes(shape_, batch, tokens_, count, spec_.remat, spec_.precision) +
+         (count > 0 ? BlockScratchBytes(shape_, batch, tokens_) : 0);
+}
+
 BatchStats Vit::Forward(const float* params, const Examples& batch, ModelWorkspace* model_ws) const {
   auto* ws = static_cast<VitWorkspace*>(model_ws);
   const int n = batch.n, d = spec_.d_model, t = tokens_, classes = spec_.input.num_classes;
