@@ -81,11 +81,11 @@ d, n = sys.argv[1], int(sys.argv[2])
 rss = act = gathered = secs = ev = 0.0
 for r in range(n):
     t = open(f"{d}/logs/worker-{r}.log").read()
-    line = [l for l in t.splitlines() if "finished" in l and "peak RSS" in l][-1]
-    rss = max(rss, float(re.search(r"peak RSS ([\d.]+) MiB", line).group(1)))
+    line = [l for l in t.splitlines() if "finished" in l and "(RSS)" in l][-1]
+    rss = max(rss, float(re.search(r"peak ([\d.]+) MiB \(RSS\)", line).group(1)))
     act = max(act, float(re.search(r"activations ([\d.]+) MiB", line).group(1)))
-    ev = max(ev, float(re.search(r"evaluation ([\d.]+) MiB", line).group(1)))
-    p, peak = map(float, re.search(r"parameters ([\d.]+) MiB \(([\d.]+) MiB at the step's peak\)", line).groups())
+    ev = max(ev, float(re.search(r"evaluation \+([\d.]+) MiB", line).group(1)))
+    p, peak = map(float, re.search(r"parameters ([\d.]+) MiB \(([\d.]+) MiB at the step's peak", line).groups())
     gathered = max(gathered, peak - p)
     secs = max(secs, float(re.search(r"of ([\d.]+) s of training\)", line).group(1)))
 print(f"{rss:.1f} {act:.1f} {gathered:.1f} {secs:.2f} {ev:.1f}")

@@ -42,7 +42,7 @@ for model in models:
                 open(f"{name}/logs/{f}").read() for f in os.listdir(f"{name}/logs")) if os.path.isdir(
                 f"{name}/logs") else open(f"{name}.log").read()
             flops = int(re.search(r"(\d+) training FLOPs per example", log).group(1))
-            r = [float(x) for x in re.findall(r"peak RSS ([0-9.]+) MiB", log)]
+            r = [float(x) for x in re.findall(r"peak ([0-9.]+) MiB \(RSS\)", log)]
             rss[p] = max(r) if r else None
             rows = jsonl(f"{out}/{model}_n{n}_torch_{p}.jsonl")
             rate[("torch", p)] = [r for r in rows if r.get("summary")][0]["tokens_per_second"]

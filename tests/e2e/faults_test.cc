@@ -631,6 +631,58 @@ TEST(BadInputTest, ABf16JobWithAWorkerWithoutBfloat16IsRefusedNamingTheWorker) {
   EXPECT_TRUE(SplitLines(dir + "/metrics.jsonl", "train").empty()) << "a step was trained";
 }
 
+// A job whose memory plan exceeds runtime.memory_limit_mb is refused before
+// a step is trained: the coordinator names the worker, the limit and the
+// largest term (the MLP's: its data, 55 MB of pixels).
+TEST(BadInputTest, AJobOverItsMemoryLimitIsRefusedBeforeTraining) {
+  const std::string dir = FreshDir("bad_memory_limit");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=100", "runtime.memory_limit_mb=64"}));
+  EXPECT_NE(launch.Wait(absl::Seconds(120)), 0) << launch.Output();
+  const std::string coord = ReadAll(dir + "/logs/coordinator.log");
+  EXPECT_TRUE(absl::StrContains(coord, "worker rank ")) << coord;
+  EXPECT_TRUE(absl::StrContains(coord, "over the 64.0 MiB limit of runtime.memory_limit_mb (64)")) << coord;
+  EXPECT_TRUE(absl::StrContains(coord, "the largest term is data")) << coord;
+  EXPECT_TRUE(SplitLines(dir + "/metrics.jsonl", "train").empty()) << "a step was trained";
+}
+
+// The same limit read from the worker's own memory cgroup (v1 here; the
+// group is made and removed by the test, which needs root): the worker in a
+// 150 MiB group refuses the GPT (about 200 MiB planned) naming the group,
+// instead of being killed by the kernel mid-run.
+TEST(BadInputTest, AWorkerInAMemoryCgroupTooSmallRefusesTheJobNamingIt) {
+  const std::string root = "/sys/fs/cgroup/memory";
+  const std::string group = absl::StrCat(root, "/shardline_test_", getpid());
+  if (mkdir(group.c_str(), 0755) != 0) GTEST_SKIP() << "cannot make a memory cgroup under " << root;
+  struct RemoveGroup {
+    std::string path;
+    ~RemoveGroup() { rmdir(path.c_str()); }
+  } remove{group};
+  {
+    std::FILE* f = std::fopen((group + "/memory.limit_in_bytes").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(std::to_string(150 << 20).c_str(), f);
+    std::fclose(f);
+  }
+  const std::string text = FreshDir("bad_cgroup_text");
+  Subprocess data({BinPath("shardline"), "data", "austen", "--out", text});
+  ASSERT_EQ(data.Wait(absl::Seconds(60)), 0) << data.Output();
+  const std::string dir = FreshDir("bad_cgroup");
+  const std::string coord_addr = absl::StrCat("127.0.0.1:", FreePort());
+  Subprocess c({BinPath("shardline-coordinator"), "--config", ConfigPath("austen_gpt"), "--listen", coord_addr,
+                "--workdir", dir, "--set", "runtime.num_workers=1", "--set", "train.total_steps=100", "--set",
+                "data.text.train_path=" + text + "/train.txt", "--set", "data.text.val_path=" + text + "/val.txt"});
+  // The worker's own PID goes into the group before it execs.
+  Subprocess w({"/bin/bash", "-c", "echo $$ > \"$1/cgroup.procs\" && shift && exec \"$@\"", "_", group,
+                BinPath("shardline-worker"), "--coordinator", coord_addr, "--rank", "0"});
+  EXPECT_EQ(c.Wait(absl::Seconds(120)), 1) << c.Output();
+  EXPECT_EQ(w.Wait(absl::Seconds(60)), 1) << w.Output();  // refused: not killed for memory
+  EXPECT_TRUE(absl::StrContains(c.Output(), "worker rank 0: this job needs about")) << c.Output();
+  EXPECT_TRUE(absl::StrContains(c.Output(), "limit of rank 0's memory cgroup (" + group + "/memory.limit_in_bytes)"))
+      << c.Output();
+  EXPECT_TRUE(absl::StrContains(c.Output(), "it would fit with")) << c.Output();
+  EXPECT_TRUE(SplitLines(dir + "/metrics.jsonl", "train").empty()) << "a step was trained";
+}
+
 // A worker started with another job's token is refused at once, by name,
 // and the job it knocked on is unaffected.
 TEST(BadInputTest, AWorkerOfAnotherJobIsRefusedAndTheJobGoesOn) {

@@ -31,6 +31,9 @@ int PortCommand(int argc, char** argv);
 // shardline data austen --out DIR [--rdb PATH]
 int DataCommand(int argc, char** argv);
 
+// shardline plan --config F [--workers N] [--set ...]
+int PlanCommand(int argc, char** argv);
+
 // shardline sample --workdir DIR [--step S] | --safetensors F --config F [--prompt ...]
 int SampleCommand(int argc, char** argv);
 

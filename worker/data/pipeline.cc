@@ -21,7 +21,14 @@ BatchPipeline::BatchPipeline(int64_t num_examples, int global_batch_size, uint64
 }
 
 std::vector<int32_t> BatchPipeline::Shuffle(uint64_t shuffle_seed, int64_t epoch, int64_t n) {
-  std::vector<int32_t> perm(static_cast<size_t>(n));
+  std::vector<int32_t> perm;
+  ShuffleInto(shuffle_seed, epoch, n, &perm);
+  return perm;
+}
+
+void BatchPipeline::ShuffleInto(uint64_t shuffle_seed, int64_t epoch, int64_t n, std::vector<int32_t>* out) {
+  std::vector<int32_t>& perm = *out;
+  perm.resize(static_cast<size_t>(n));
   std::iota(perm.begin(), perm.end(), 0);
   const RandomStream rng(shuffle_seed, Purpose::kShuffle, static_cast<uint64_t>(epoch), 0);
   for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates; draw i picks j in [0, i]
@@ -29,12 +36,11 @@ std::vector<int32_t> BatchPipeline::Shuffle(uint64_t shuffle_seed, int64_t epoch
                                                            static_cast<uint64_t>(i + 1)));
     std::swap(perm[i], perm[j]);
   }
-  return perm;
 }
 
 const std::vector<int32_t>& BatchPipeline::Permutation(int64_t epoch) {
   if (epoch != cached_epoch_) {
-    permutation_ = Shuffle(shuffle_seed_, epoch, num_examples_);
+    ShuffleInto(shuffle_seed_, epoch, num_examples_, &permutation_);  // in place: one permutation held, not two
     cached_epoch_ = epoch;
   }
   return permutation_;

@@ -49,6 +49,8 @@ class BatchPipeline {
 
   // The permutation of epoch `epoch`: a pure function of (shuffle_seed, epoch).
   static std::vector<int32_t> Shuffle(uint64_t shuffle_seed, int64_t epoch, int64_t n);
+  // The same into *out, reusing its memory.
+  static void ShuffleInto(uint64_t shuffle_seed, int64_t epoch, int64_t n, std::vector<int32_t>* out);
 
  private:
   const std::vector<int32_t>& Permutation(int64_t epoch);

@@ -3,12 +3,32 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_cat.h"
 #include "common/platform/logging.h"
+#include "common/platform/memory_limit.h"
 #include "common/platform/status_macros.h"
 #include "worker/checkpoint/restore_state.h"
 #include "worker/model/model_factory.h"
 
 namespace shardline {
+namespace {
+
+// The tighter of runtime.memory_limit_mb and this process's memory cgroup:
+// a job whose plan exceeds it is refused (memory_plan.h: CheckPlanFits).
+absl::Status CheckMemoryLimit(const config::JobConfig& config, const TrainingData& data, const Collectives& comm,
+                              Env* env) {
+  int64_t limit = config.runtime().memory_limit_mb() << 20;
+  std::string source = absl::StrCat("runtime.memory_limit_mb (", config.runtime().memory_limit_mb(), ")");
+  const MemoryBound bound = ReadMemoryBound(env);
+  if (bound.cgroup_limit > 0 && (limit <= 0 || bound.cgroup_limit < limit)) {
+    limit = bound.cgroup_limit;
+    source = absl::StrCat("rank ", comm.rank(), "'s memory cgroup (", bound.cgroup, ")");
+  }
+  if (limit <= 0) return absl::OkStatus();
+  return CheckPlanFits(config, data, comm.world_size(), limit, source);
+}
+
+}  // namespace
 
 absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const TrainingData& data, Collectives& comm,
                                  const TrainOptions& options) {
@@ -31,6 +51,9 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
         std::numeric_limits<int32_t>::max()));
   }
   p.buckets = GradientBuckets(config, layout);
+  // Before anything large is allocated: refused if the plan does not fit.
+  p.memory_plan = PlanMemory(config, *p.model, p.buckets, data, comm.world_size());
+  RETURN_IF_ERROR(CheckMemoryLimit(config, data, comm, options.env));
   ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,
                                                   OwnedPieces(p.buckets, comm.rank(), comm.world_size())));
   p.pipeline = std::make_unique<BatchPipeline>(data.train.num_examples, global_batch, config.data().shuffle_seed());

@@ -13,6 +13,7 @@
 #include "common/job/best_eval.h"
 #include "proto/config.pb.h"
 #include "worker/collective/collectives.h"
+#include "worker/train/memory_plan.h"
 #include "worker/train/train_loop.h"
 
 namespace shardline {
@@ -29,6 +30,7 @@ struct Prepared {
   std::unique_ptr<LrSchedule> schedule;
   TrainState state;
   std::unique_ptr<BestEval> best;  // with a checkpoint.best_metric, saved in every shard and kept as BEST
+  MemoryPlan memory_plan;          // what this worker is predicted to hold (memory_plan.h)
 };
 
 // Builds the run's parts and its state. Errors name the config field (a

@@ -9,6 +9,7 @@
 #include "common/faults/fault_injection.h"
 #include "common/job/best_eval.h"
 #include "common/platform/logging.h"
+#include "common/platform/page_memory.h"
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
 #include "worker/collective/overlap.h"
@@ -366,13 +367,15 @@ absl::Status Finish(Loop& l) {
   }
   state.params = PagedFloats();
   result.peak_rss_bytes = PeakRssBytes();
+  result.predicted_bytes = l.p.memory_plan.total();
   return absl::OkStatus();
 }
 
 }  // namespace
 
 std::string DescribeHeld(const TrainResult& r) {
-  return absl::StrFormat("held after the last step: %s; peak RSS %.1f MiB", DescribeMemory(r.memory),
+  return absl::StrFormat("held after the last step: %s; memory predicted %.1f MiB, peak %.1f MiB (RSS)",
+                         DescribeMemory(r.memory), static_cast<double>(r.predicted_bytes) / (1 << 20),
                          static_cast<double>(r.peak_rss_bytes) / (1 << 20));
 }
 

@@ -149,10 +149,11 @@ struct TrainResult {
   PhaseTimes phase_seconds;       // summed over this run's steps (steps - start_step of them)
   MemoryHeld memory;              // of the last step
   int64_t peak_rss_bytes = 0;     // the process's largest resident set, at the end
+  int64_t predicted_bytes = 0;    // the memory plan's total (memory_plan.h)
 };
 
-// "held after the last step: <DescribeMemory>; peak RSS 412.0 MiB": the
-// memory part of a run's final log line.
+// "held after the last step: <DescribeMemory>; memory predicted 402.3 MiB,
+// peak 412.0 MiB (RSS)": the memory part of a run's final log line.
 std::string DescribeHeld(const TrainResult& result);
 
 // Number of steps the config asks for on a training split of `num_examples`.

@@ -1,0 +1,106 @@
+// The memory plan: its terms follow the config as memory_plan.h says, and a
+// job over its limit is refused naming the largest term and what fits.
+#include "worker/train/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "common/job/config.h"
+#include "worker/model/model_factory.h"
+#include "worker/train/train_loop.h"
+
+namespace shardline {
+namespace {
+
+// A GPT of about 0.8M parameters on 64 KiB of text.
+config::JobConfig Gpt(std::initializer_list<std::string> sets) {
+  absl::StatusOr<config::JobConfig> c = ParseConfigText(
+      "model { gpt { context: 64 layers: 4 d_model: 128 heads: 4 mlp_ratio: 4 } } "
+      "data { global_batch_size: 16 text { train_path: \"t\" val_path: \"v\" } } "
+      "optimizer { adamw {} } train { total_steps: 10 } collective { bucket_cap_mb: 0.5 }",
+      "test");
+  EXPECT_TRUE(c.ok()) << c.status();
+  for (const std::string& s : sets) EXPECT_TRUE(ApplyOverride(s, &*c).ok()) << s;
+  return *c;
+}
+
+TrainingData Text() {
+  TrainingData d;
+  d.train.text = std::string(64 << 10, 'a');
+  d.train.context = 64;
+  d.train.num_classes = 256;
+  d.train.num_examples = (64 << 10) - 64;
+  d.train.height = 1;
+  d.train.width = 64;
+  d.test = d.train;
+  d.test.text.resize(4 << 10);
+  d.test.num_examples = 63;
+  return d;
+}
+
+int64_t Term(const MemoryPlan& p, const std::string& name) {
+  for (const MemoryTerm& t : p.terms) {
+    if (t.name == name) return t.bytes;
+  }
+  ADD_FAILURE() << "no term " << name;
+  return -1;
+}
+
+TEST(MemoryPlanTest, TermsFollowTheConfig) {
+  const TrainingData data = Text();
+  absl::StatusOr<MemoryPlan> two = PlanJob(Gpt({}), data, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  const int64_t p = two->parameters;
+  EXPECT_EQ(Term(*two, "parameters"), 4 * p);
+  EXPECT_EQ(Term(*two, "gradients"), 4 * p);
+  EXPECT_NEAR(static_cast<double>(Term(*two, "optimizer")), 8.0 * p / 2, 8.0 * p / 100);  // AdamW, own half
+  EXPECT_EQ(two->micro_batch, 8);
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(Gpt({}).model(), InputOf(data.train));
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(Term(*two, "activations"), (*model)->WorkspaceBytes(8));
+  EXPECT_EQ(Term(*two, "data"), (64 << 10) + (4 << 10) + 4 * ((64 << 10) - 64));  // texts, permutation
+  EXPECT_EQ(two->total(), [&] {
+    int64_t sum = 0;
+    for (const MemoryTerm& t : two->terms) sum += t.bytes;
+    return sum;
+  }());
+
+  // Stage 3: the parameters and gradients fall towards the own pieces.
+  absl::StatusOr<MemoryPlan> three = PlanJob(Gpt({"collective.zero_stage=3"}), data, 2);
+  ASSERT_TRUE(three.ok());
+  EXPECT_LT(Term(*three, "parameters"), Term(*two, "parameters"));
+  EXPECT_GE(Term(*three, "parameters"), 4 * p / 2);
+  // Remat keeps less; a larger batch more; accumulation a smaller micro-batch.
+  EXPECT_LT(Term(*PlanJob(Gpt({"train.remat=true"}), data, 2), "activations"), Term(*two, "activations"));
+  EXPECT_GT(Term(*PlanJob(Gpt({"data.global_batch_size=32"}), data, 2), "activations"), Term(*two, "activations"));
+  EXPECT_EQ(PlanJob(Gpt({"train.grad_accum_steps=2"}), data, 2)->micro_batch, 4);
+  // In-memory snapshots cost nothing in a world of one, and saves a copy.
+  EXPECT_GT(Term(*two, "snapshots"), Term(*PlanJob(Gpt({"checkpoint.memory_every_steps=0"}), data, 2), "snapshots"));
+  EXPECT_EQ(Term(*PlanJob(Gpt({"checkpoint.memory_every_steps=0", "checkpoint.save_final=false"}), data, 2),
+                 "snapshots"),
+            0);
+}
+
+TEST(MemoryPlanTest, AJobOverItsLimitIsRefusedNamingTheLargestTermAndWhatFits) {
+  const TrainingData data = Text();
+  const config::JobConfig c = Gpt({"checkpoint.memory_every_steps=0"});
+  absl::StatusOr<MemoryPlan> plan = PlanJob(c, data, 2);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(CheckPlanFits(c, data, 2, plan->total(), "the test's limit").ok());
+  EXPECT_TRUE(CheckPlanFits(c, data, 2, 0, "no limit").ok());
+  const absl::Status s = CheckPlanFits(c, data, 2, plan->total() - 1, "runtime.memory_limit_mb (9)");
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "over the")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "runtime.memory_limit_mb (9)")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("the largest term is ", plan->largest().name))) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "it would fit with")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "train.remat=true")) << s;
+  // A limit below the fixed cost: nothing fits.
+  const absl::Status none = CheckPlanFits(c, data, 2, 1 << 20, "a tiny limit");
+  EXPECT_TRUE(absl::StrContains(none.message(), "no single change")) << none;
+}
+
+}  // namespace
+}  // namespace shardline

@@ -1,0 +1,173 @@
+#include "worker/train/memory_plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/platform/status_macros.h"
+#include "worker/model/model_factory.h"
+#include "worker/train/train_loop.h"
+
+namespace shardline {
+namespace {
+
+constexpr int64_t kFloat = sizeof(float);
+
+double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// The most floats any rank owns.
+int64_t MostOwned(const std::vector<Range>& buckets, int world) {
+  int64_t most = 0;
+  for (int r = 0; r < world; ++r) most = std::max(most, PiecesSize(OwnedPieces(buckets, r, world)));
+  return most;
+}
+
+// Stage 3: the most floats beyond a rank's pieces whole at once: `window`
+// consecutive buckets, and the first bucket again (a tied layer re-read
+// while the last ones are whole).
+int64_t WholeAtOnce(const std::vector<Range>& buckets, int world, int window) {
+  auto beyond_own = [&](const Range& b) { return b.size() - ShardRange(b.size(), 0, world).size(); };
+  int64_t most = 0;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    int64_t sum = 0;
+    for (size_t k = i; k < std::min(buckets.size(), i + static_cast<size_t>(window)); ++k) sum += beyond_own(buckets[k]);
+    if (i > 0 && !buckets.empty()) sum += beyond_own(buckets[0]);
+    most = std::max(most, sum);
+  }
+  return most;
+}
+
+int64_t DataBytes(const Dataset& d) {
+  return static_cast<int64_t>(d.pixels.size() + d.text.size() + d.labels.size() * sizeof(int32_t));
+}
+
+}  // namespace
+
+int64_t MemoryPlan::total() const {
+  int64_t sum = 0;
+  for (const MemoryTerm& t : terms) sum += t.bytes;
+  return sum;
+}
+
+const MemoryTerm& MemoryPlan::largest() const {
+  const MemoryTerm* best = &terms.front();
+  for (const MemoryTerm& t : terms) {
+    if (t.name != "fixed" && (best->name == "fixed" || t.bytes > best->bytes)) best = &t;
+  }
+  return *best;
+}
+
+MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const std::vector<Range>& buckets,
+                      const TrainingData& data, int world) {
+  MemoryPlan plan;
+  plan.world = world;
+  const config::CollectiveConfig& coll = config.collective();
+  plan.zero_stage = coll.zero_stage() == 3 ? 3 : 2;
+  const int64_t p = model.layout().total_size();
+  plan.parameters = p;
+  const int64_t own = MostOwned(buckets, world);
+  const bool stage3 = plan.zero_stage == 3;
+  const bool overlap = coll.overlap() && world > 1 && buckets.size() > 1;
+  const int window = 2 + (overlap ? coll.prefetch_buckets() : 0);
+  const int64_t whole = stage3 ? WholeAtOnce(buckets, world, window) : 0;
+  const int accum = std::max(1, config.train().grad_accum_steps());
+  const int64_t slice = (config.data().global_batch_size() + world - 1) / world;
+  plan.micro_batch = static_cast<int>(std::max<int64_t>(1, (slice + accum - 1) / accum));
+  const int64_t state_buffers = config.optimizer().has_adamw() ? 2 : 1;
+  int64_t largest_bucket = 0;
+  for (const Range& b : buckets) largest_bucket = std::max(largest_bucket, b.size());
+  const int64_t shard_bytes = (1 + state_buffers) * own * kFloat;
+
+  plan.terms.push_back({"fixed", kFixedBytes});
+  plan.terms.push_back({"data", DataBytes(data.train) + DataBytes(data.test) +
+                                    data.train.num_examples * static_cast<int64_t>(sizeof(int32_t))});
+  plan.terms.push_back({"parameters", (stage3 ? own + whole : p) * kFloat});
+  plan.terms.push_back({"gradients", (stage3 && accum == 1 ? own + whole : p) * kFloat});
+  plan.terms.push_back({"optimizer", state_buffers * own * kFloat});
+  plan.terms.push_back({"activations", model.WorkspaceBytes(plan.micro_batch)});
+  const int64_t chunk = world > 1 ? (largest_bucket + world - 1) / world : 0;
+  plan.terms.push_back({"communication", 2 * chunk * kFloat * (overlap ? 2 : 1)});
+  int64_t snapshots = 0;
+  if (config.checkpoint().memory_every_steps() > 0 && world > 1) {
+    // Two steps of memory_copies shards held (memory_snapshots.h keeps two),
+    // and while a third is taken: its own shard, the one passed on, the one
+    // received and gRPC's copy of it.
+    snapshots += (2 * config.checkpoint().memory_copies() + 4) * shard_bytes;
+  }
+  const config::CheckpointConfig& ckpt = config.checkpoint();
+  const bool saves = ckpt.every_steps() > 0 || ckpt.every_seconds() > 0 || ckpt.save_final() || !ckpt.best_metric().empty();
+  if (saves) snapshots += shard_bytes;  // a save's copy of the shard (save_restore.h), async or not
+  plan.terms.push_back({"snapshots", snapshots});
+  return plan;
+}
+
+absl::StatusOr<MemoryPlan> PlanJob(const config::JobConfig& config, const TrainingData& data, int world) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                   CreateModel(config.model(), InputOf(data.train), ModelOptionsOf(config.train())));
+  return PlanMemory(config, *model, GradientBuckets(config, model->layout()), data, world);
+}
+
+std::string DescribePlan(const MemoryPlan& plan) {
+  std::vector<std::string> parts;
+  for (const MemoryTerm& t : plan.terms) parts.push_back(absl::StrFormat("%s %.1f MiB", t.name, MiB(t.bytes)));
+  return absl::StrCat(absl::StrJoin(parts, ", "), absl::StrFormat("; total %.1f MiB", MiB(plan.total())));
+}
+
+std::string PlanTable(const MemoryPlan& plan) {
+  std::string out = absl::StrFormat("per worker, %d workers, ZeRO stage %d, %d examples per micro-batch, %d parameters\n",
+                                    plan.world, plan.zero_stage, plan.micro_batch, plan.parameters);
+  for (const MemoryTerm& t : plan.terms) absl::StrAppendFormat(&out, "  %-14s %10.1f MiB\n", t.name, MiB(t.bytes));
+  absl::StrAppendFormat(&out, "  %-14s %10.1f MiB\n", "total", MiB(plan.total()));
+  return out;
+}
+
+absl::Status CheckPlanFits(const config::JobConfig& config, const TrainingData& data, int world, int64_t limit_bytes,
+                           const std::string& limit_source) {
+  ASSIGN_OR_RETURN(const MemoryPlan plan, PlanJob(config, data, world));
+  if (limit_bytes <= 0 || plan.total() <= limit_bytes) return absl::OkStatus();
+  // What would fit: each change alone, as the plan says.
+  std::vector<std::string> fits;
+  auto try_change = [&](const std::string& what, config::JobConfig changed, int w) {
+    absl::StatusOr<MemoryPlan> alt = PlanJob(changed, data, w);
+    if (alt.ok() && alt->total() <= limit_bytes) {
+      fits.push_back(absl::StrFormat("%s (%.1f MiB)", what, MiB(alt->total())));
+    }
+  };
+  if (config.collective().zero_stage() != 3) {
+    config::JobConfig c = config;
+    c.mutable_collective()->set_zero_stage(3);
+    try_change("collective.zero_stage=3", c, world);
+  }
+  if (!config.train().remat() && (config.model().has_gpt() || config.model().has_vit())) {
+    config::JobConfig c = config;
+    c.mutable_train()->set_remat(true);
+    try_change("train.remat=true", c, world);
+  }
+  if (config.checkpoint().memory_every_steps() > 0 && world > 1) {
+    config::JobConfig c = config;
+    c.mutable_checkpoint()->set_memory_every_steps(0);
+    try_change("checkpoint.memory_every_steps=0 (no in-memory snapshots)", c, world);
+  }
+  for (int w = world + 1; w <= std::max(world * 4, world + 1); ++w) {
+    const size_t before = fits.size();
+    try_change(absl::StrCat(w, " workers"), config, w);
+    if (fits.size() > before) break;
+  }
+  if (config.train().grad_accum_steps() * 2 <= config.data().global_batch_size()) {
+    config::JobConfig c = config;
+    c.mutable_train()->set_grad_accum_steps(config.train().grad_accum_steps() * 2);
+    try_change(absl::StrCat("train.grad_accum_steps=", c.train().grad_accum_steps(), " (a smaller micro-batch)"), c, world);
+  }
+  const MemoryTerm& big = plan.largest();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "this job needs about %.1f MiB per worker, over the %.1f MiB limit of %s; the largest term is %s, %.1f MiB "
+      "(shardline plan --config F --workers %d lists them all); %s",
+      MiB(plan.total()), MiB(limit_bytes), limit_source, big.name, MiB(big.bytes), world,
+      fits.empty() ? std::string("no single change of stage, remat, snapshots, workers or micro-batch fits it")
+                   : absl::StrCat("it would fit with ", absl::StrJoin(fits, ", or ", [](std::string* out, const std::string& f) {
+                                    out->append(f);
+                                  }))));
+}
+
+}  // namespace shardline
