@@ -76,7 +76,9 @@ std::vector<absl::string_view> Pieces(const char* prefix, const std::string& hea
                                       const std::vector<ShardBuffer>& buffers) {
   std::vector<absl::string_view> pieces = {absl::string_view(prefix, kPrefixBytes), header};
   for (const ShardBuffer& b : buffers) {
-    pieces.emplace_back(reinterpret_cast<const char*>(b.values.data()), b.values.size() * sizeof(float));
+    for (absl::Span<const float> s : b.Spans()) {
+      if (!s.empty()) pieces.emplace_back(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(float));
+    }
   }
   return pieces;
 }
@@ -225,14 +227,14 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
   BlockCrcs blocks(block_size);
   c.header.clear_buffers();
   for (const ShardBuffer& b : c.buffers) {
-    if (static_cast<int64_t>(b.values.size()) != floats) {
-      return absl::InvalidArgumentError(absl::StrCat("buffer ", b.name, " has ", b.values.size(),
+    if (b.size() != floats) {
+      return absl::InvalidArgumentError(absl::StrCat("buffer ", b.name, " has ", b.size(),
                                                      " floats; the shard covers ", floats));
     }
     state::BufferEntry* e = c.header.add_buffers();
     e->set_name(b.name);
     e->set_floats(floats);
-    blocks.Add(reinterpret_cast<const char*>(b.values.data()), b.values.size() * sizeof(float));
+    for (absl::Span<const float> s : b.Spans()) blocks.Add(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(float));
   }
   c.header.set_block_size(block_size);
   c.header.clear_block_crc();

@@ -27,6 +27,20 @@ namespace shardline {
 struct ShardBuffer {
   std::string name;
   std::vector<float> values;  // PiecesSize(ShardPieces(header)) floats, packed
+  // For WriteShard only, instead of `values`: the buffer is these spans one
+  // after another, written from where they are (a synchronous save from the
+  // live parameters and optimizer state, with no copy of the shard). They
+  // must stay unchanged until WriteShard returns.
+  std::vector<absl::Span<const float>> parts;
+  // The buffer's floats, as written: `parts` if set, else `values`.
+  std::vector<absl::Span<const float>> Spans() const {
+    return parts.empty() ? std::vector<absl::Span<const float>>{absl::MakeConstSpan(values)} : parts;
+  }
+  int64_t size() const {
+    int64_t n = 0;
+    for (absl::Span<const float> s : Spans()) n += static_cast<int64_t>(s.size());
+    return n;
+  }
 };
 
 struct ShardContents {

@@ -70,6 +70,28 @@ TEST(TrainCliTest, TwoRunsWithTheSameSeedWriteIdenticalLossCurves) {
   EXPECT_EQ(curves[0], curves[1]);
 }
 
+// shardline plan: the terms and their total for the default job; the
+// worker's own check of runtime.memory_limit_mb, refusing by name.
+TEST(TrainCliTest, PlanPrintsEveryTermAndRefusesAJobOverItsLimit) {
+  Subprocess plan({BinPath("shardline"), "plan", "--config", DefaultConfig(), "--workers", "2"});
+  ASSERT_EQ(plan.Wait(absl::Seconds(60)), 0) << plan.Output();
+  for (const char* term : {"fixed", "data", "parameters", "gradients", "optimizer", "activations", "communication",
+                           "snapshots", "total", "2 workers, ZeRO stage 2"}) {
+    EXPECT_TRUE(absl::StrContains(plan.Output(), term)) << term << "\n" << plan.Output();
+  }
+  Subprocess stage3({BinPath("shardline"), "plan", "--config", DefaultConfig(), "--workers", "4", "--set",
+                     "collective.zero_stage=3", "--set", "runtime.memory_limit_mb=4000"});
+  ASSERT_EQ(stage3.Wait(absl::Seconds(60)), 0) << stage3.Output();
+  EXPECT_TRUE(absl::StrContains(stage3.Output(), "4 workers, ZeRO stage 3")) << stage3.Output();
+  EXPECT_TRUE(absl::StrContains(stage3.Output(), "fits runtime.memory_limit_mb (4000 MiB)")) << stage3.Output();
+  Subprocess over({BinPath("shardline"), "plan", "--config", DefaultConfig(), "--set", "runtime.memory_limit_mb=64"});
+  EXPECT_EQ(over.Wait(absl::Seconds(60)), 1) << over.Output();
+  EXPECT_TRUE(absl::StrContains(over.Output(), "the largest term is data")) << over.Output();
+  Subprocess bad({BinPath("shardline"), "plan", "--config", DefaultConfig(), "--workers", "0"});
+  EXPECT_NE(bad.Wait(absl::Seconds(60)), 0);
+  EXPECT_TRUE(absl::StrContains(bad.Output(), "--workers: '0'")) << bad.Output();
+}
+
 TEST(TrainCliTest, BadInputExitsNonzeroNamingTheProblem) {
   struct Case {
     std::vector<std::string> argv;

@@ -34,7 +34,7 @@ absl::Status MemorySnapshots::TakeAndReplicate(const ShardSource& source, int co
   ShardWriteOptions in_memory;
   in_memory.unbuffered_min_bytes = INT64_MAX;
   ASSIGN_OR_RETURN(WrittenShard written,
-                   WriteShard(&mem_, StepDir(kRoot, source.step), ShardFileName(rank, world), SnapshotShard(source),
+                   WriteShard(&mem_, StepDir(kRoot, source.step), ShardFileName(rank, world), ViewShard(source),
                               in_memory));
   ASSIGN_OR_RETURN(std::string passing, mem_.ReadFile(written.path, INT64_MAX));
   const int shifts = std::min(copies, world) - 1;

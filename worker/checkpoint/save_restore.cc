@@ -36,7 +36,10 @@ absl::Status LocalCommitter::ShardSaved(int64_t step, int rank, int world, const
       .status();
 }
 
-ShardContents SnapshotShard(const ShardSource& source) {
+namespace {
+
+// The shard's header, and its buffers named but empty.
+ShardContents ShardHeaderOf(const ShardSource& source) {
   const std::vector<Range>& pieces = source.optimizer->pieces();
   ShardContents c;
   if (source.best.step >= 0) {
@@ -58,10 +61,32 @@ ShardContents SnapshotShard(const ShardSource& source) {
     e->set_dtype("f32");
     e->set_offset(t.offset);
   }
-  ShardBuffer& params = c.buffers.emplace_back(ShardBuffer{kParamsBuffer, {}});
-  params.values.reserve(static_cast<size_t>(source.optimizer->size()));
-  for (const Range& p : pieces) params.values.insert(params.values.end(), source.params + p.begin, source.params + p.end);
-  for (StateBuffer* b : source.optimizer->state()) c.buffers.push_back({b->name, b->values});
+  c.buffers.push_back(ShardBuffer{kParamsBuffer, {}, {}});
+  for (StateBuffer* b : source.optimizer->state()) c.buffers.push_back(ShardBuffer{b->name, {}, {}});
+  return c;
+}
+
+}  // namespace
+
+ShardContents SnapshotShard(const ShardSource& source) {
+  ShardContents c = ShardHeaderOf(source);
+  std::vector<float>& params = c.buffers[0].values;
+  params.reserve(static_cast<size_t>(source.optimizer->size()));
+  for (const Range& p : source.optimizer->pieces()) {
+    params.insert(params.end(), source.params + p.begin, source.params + p.end);
+  }
+  std::vector<StateBuffer*> state = source.optimizer->state();
+  for (size_t i = 0; i < state.size(); ++i) c.buffers[i + 1].values = state[i]->values;
+  return c;
+}
+
+ShardContents ViewShard(const ShardSource& source) {
+  ShardContents c = ShardHeaderOf(source);
+  for (const Range& p : source.optimizer->pieces()) {
+    c.buffers[0].parts.push_back(absl::MakeConstSpan(source.params + p.begin, static_cast<size_t>(p.size())));
+  }
+  std::vector<StateBuffer*> state = source.optimizer->state();
+  for (size_t i = 0; i < state.size(); ++i) c.buffers[i + 1].parts.push_back(absl::MakeConstSpan(state[i]->values));
   return c;
 }
 
@@ -103,7 +128,7 @@ absl::Status ShardSaver::Save(const ShardSource& source) {
   const Stopwatch start(env_);
   absl::Status previous = Wait();
   if (previous.ok() && !async_) {
-    previous = WriteAndReport(SnapshotShard(source));
+    previous = WriteAndReport(ViewShard(source));  // written from where it is: no copy of the shard
   } else if (previous.ok()) {
     {
       MutexLock lock(&mu_);

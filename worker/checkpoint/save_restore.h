@@ -79,6 +79,9 @@ struct ShardSource {
 // of `params`, its state, the data position and the model's tensor table.
 // Training may go on changing the originals once this returns.
 ShardContents SnapshotShard(const ShardSource& source);
+// The same shard as views of `source` (ShardBuffer::parts), for a writer
+// that finishes before anything in `source` changes: no copy.
+ShardContents ViewShard(const ShardSource& source);
 
 // Writes a snapshot to root/step_<step>/shard-<rank>-of-<world>.ckpt.
 absl::StatusOr<WrittenShard> WriteSnapshot(Env* env, const std::string& root, ShardContents snapshot);

@@ -97,7 +97,9 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   }
   const config::CheckpointConfig& ckpt = config.checkpoint();
   const bool saves = ckpt.every_steps() > 0 || ckpt.every_seconds() > 0 || ckpt.save_final() || !ckpt.best_metric().empty();
-  if (saves) snapshots += shard_bytes;  // a save's copy of the shard (save_restore.h), async or not
+  // An async save's copy of the shard (a synchronous one writes from the
+  // live state: save_restore.h, ViewShard).
+  if (saves && ckpt.async()) snapshots += shard_bytes;
   plan.terms.push_back({"snapshots", snapshots});
   return plan;
 }
@@ -149,6 +151,11 @@ absl::Status CheckPlanFits(const config::JobConfig& config, const TrainingData& 
     c.mutable_checkpoint()->set_memory_every_steps(0);
     try_change("checkpoint.memory_every_steps=0 (no in-memory snapshots)", c, world);
   }
+  if (config.checkpoint().async()) {
+    config::JobConfig c = config;
+    c.mutable_checkpoint()->set_async(false);
+    try_change("checkpoint.async=false (saves written from the live state, without a copy)", c, world);
+  }
   for (int w = world + 1; w <= std::max(world * 4, world + 1); ++w) {
     const size_t before = fits.size();
     try_change(absl::StrCat(w, " workers"), config, w);
@@ -164,7 +171,7 @@ absl::Status CheckPlanFits(const config::JobConfig& config, const TrainingData& 
       "this job needs about %.1f MiB per worker, over the %.1f MiB limit of %s; the largest term is %s, %.1f MiB "
       "(shardline plan --config F --workers %d lists them all); %s",
       MiB(plan.total()), MiB(limit_bytes), limit_source, big.name, MiB(big.bytes), world,
-      fits.empty() ? std::string("no single change of stage, remat, snapshots, workers or micro-batch fits it")
+      fits.empty() ? std::string("no single change of stage, remat, snapshots, saves, workers or micro-batch fits it")
                    : absl::StrCat("it would fit with ", absl::StrJoin(fits, ", or ", [](std::string* out, const std::string& f) {
                                     out->append(f);
                                   }))));

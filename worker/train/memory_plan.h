@@ -24,7 +24,8 @@
 //   snapshots      in-memory snapshots: two steps of memory_copies
 //                  serialised shards, and four more while one is taken
 //                  (its own, the one passed on, the one received, gRPC's
-//                  copy); a save's copy of the shard, if the job saves
+//                  copy); an async save's copy of the shard, if the job
+//                  saves (a synchronous save writes from the live state)
 #ifndef SHARDLINE_WORKER_TRAIN_MEMORY_PLAN_H_
 #define SHARDLINE_WORKER_TRAIN_MEMORY_PLAN_H_
 

@@ -35,8 +35,10 @@ config::OptimizerConfig AdamW() {
 // The value element `flat` of buffer `b` (0: params) holds when saved.
 float Value(int b, int64_t flat) { return static_cast<float>(b * 10000 + flat) + 0.25f; }
 
-// Writes and commits step 40 of a world of `world` ranks cutting `buckets`.
-void SaveWorld(const std::string& root, const FlatLayout& layout, const std::vector<Range>& buckets, int world) {
+// Writes and commits step 40 of a world of `world` ranks cutting `buckets`,
+// each rank's shard made by `shard` (a copy, or views of the live state).
+void SaveWorld(const std::string& root, const FlatLayout& layout, const std::vector<Range>& buckets, int world,
+               ShardContents (*shard)(const ShardSource&) = SnapshotShard) {
   Env* env = Env::Default();
   state::CheckpointManifest m;
   m.set_step(40);
@@ -65,7 +67,7 @@ void SaveWorld(const std::string& root, const FlatLayout& layout, const std::vec
     source.optimizer = opt.get();
     source.job_id = "job";
     source.position.set_next_step(40);
-    absl::StatusOr<WrittenShard> w = WriteSnapshot(env, root, SnapshotShard(source));
+    absl::StatusOr<WrittenShard> w = WriteSnapshot(env, root, shard(source));
     ASSERT_TRUE(w.ok()) << w.status();
     state::ShardEntry* e = m.add_shards();
     e->set_rank(r);
@@ -74,6 +76,25 @@ void SaveWorld(const std::string& root, const FlatLayout& layout, const std::vec
     e->set_crc32c(w->crc32c);
   }
   ASSERT_TRUE(WriteCommitted(env, StepDir(root, 40), m).ok());
+}
+
+// A synchronous save writes from the live state (ViewShard): the same
+// files, byte for byte, as from a copy.
+TEST(SaveRestoreTest, AShardWrittenFromViewsIsTheShardWrittenFromACopy) {
+  const FlatLayout layout = Layers();
+  const std::vector<Range> plan = BucketPlan(layout, 40);
+  const std::string copied = ::testing::TempDir() + "/save_restore_copied", viewed = ::testing::TempDir() + "/save_restore_viewed";
+  std::system(("rm -rf '" + copied + "' '" + viewed + "'").c_str());
+  SaveWorld(copied, layout, plan, 3, SnapshotShard);
+  SaveWorld(viewed, layout, plan, 3, ViewShard);
+  for (int r = 0; r < 3; ++r) {
+    const std::string name = "/" + StepDirName(40) + "/" + ShardFileName(r, 3);
+    absl::StatusOr<std::string> a = Env::Default()->ReadFile(copied + name, 1 << 20);
+    absl::StatusOr<std::string> b = Env::Default()->ReadFile(viewed + name, 1 << 20);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_FALSE(a->empty());
+    EXPECT_EQ(*a, *b) << "rank " << r;
+  }
 }
 
 TEST(SaveRestoreTest, AnyWorldAndBucketPlanRestoresAnyOther) {

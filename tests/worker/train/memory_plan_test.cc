@@ -76,11 +76,15 @@ TEST(MemoryPlanTest, TermsFollowTheConfig) {
   EXPECT_LT(Term(*PlanJob(Gpt({"train.remat=true"}), data, 2), "activations"), Term(*two, "activations"));
   EXPECT_GT(Term(*PlanJob(Gpt({"data.global_batch_size=32"}), data, 2), "activations"), Term(*two, "activations"));
   EXPECT_EQ(PlanJob(Gpt({"train.grad_accum_steps=2"}), data, 2)->micro_batch, 4);
-  // In-memory snapshots cost nothing in a world of one, and saves a copy.
+  // In-memory snapshots cost their shards, an async save a copy, a
+  // synchronous one nothing.
   EXPECT_GT(Term(*two, "snapshots"), Term(*PlanJob(Gpt({"checkpoint.memory_every_steps=0"}), data, 2), "snapshots"));
   EXPECT_EQ(Term(*PlanJob(Gpt({"checkpoint.memory_every_steps=0", "checkpoint.save_final=false"}), data, 2),
                  "snapshots"),
             0);
+  EXPECT_EQ(Term(*PlanJob(Gpt({"checkpoint.memory_every_steps=0", "checkpoint.async=false"}), data, 2), "snapshots"),
+            0);
+  EXPECT_GT(Term(*PlanJob(Gpt({"checkpoint.memory_every_steps=0"}), data, 2), "snapshots"), 0);
 }
 
 TEST(MemoryPlanTest, AJobOverItsLimitIsRefusedNamingTheLargestTermAndWhatFits) {
