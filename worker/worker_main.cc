@@ -10,6 +10,8 @@
 #include "common/platform/args.h"
 #include "common/net/listen_address.h"
 #include "common/platform/logging.h"
+#include "common/platform/malloc_tuning.h"
+#include "common/platform/memory_limit.h"
 #include "common/platform/env.h"
 #include "common/observability/metrics_exposer.h"
 #include "common/faults/fault_injection.h"
@@ -144,6 +146,13 @@ void OnTerm(int) {
 int main(int argc, char** argv) {
   shardline::InitProcess(argv[0]);
   shardline::logging::SetPrefix("worker");
+  // Under a memory cgroup limit the plan is a budget (memory_plan.h): one
+  // malloc arena keeps what threads free for reuse by the others.
+  if (const shardline::MemoryBound b = shardline::ReadMemoryBound(shardline::Env::Default()); b.cgroup_limit > 0) {
+    shardline::UseOneMallocArena();
+    SLOG(INFO) << "memory cgroup limit " << (b.cgroup_limit >> 20) << " MiB (" << b.cgroup
+               << "): one malloc arena";
+  }
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
       argc, argv, 1, {{"coordinator", "listen", "advertise", "metrics_listen", "rank", "connect_timeout_seconds",

@@ -9,4 +9,6 @@ void TuneMallocForLargeBuffers() {
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
 }
 
+void UseOneMallocArena() { mallopt(M_ARENA_MAX, 1); }
+
 }  // namespace shardline

@@ -12,6 +12,14 @@ namespace shardline {
 // memory.
 void TuneMallocForLargeBuffers();
 
+// One malloc arena for every thread, for a process under a memory limit:
+// glibc's per-thread arenas each keep what their threads freed (gRPC's
+// threads, the collectives'), about 50 MiB across a 50.6M-parameter GPT
+// worker's arenas (bench/RESULTS.md, issue 48), which one shared arena
+// reuses instead. Costs 2-5% of austen_gpt's samples/s at N = 2 (malloc
+// contention), so it is not the default. Call before threads start.
+void UseOneMallocArena();
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_COMMON_PLATFORM_MALLOC_TUNING_H_
