@@ -4,8 +4,9 @@
 #    line: "memory predicted X MiB, peak Y MiB (RSS)", the largest over the
 #    workers) for every config in deploy/configs and the 50.6M GPT of the
 #    ZeRO-3 bench (d_model 512, 16 layers, batch 8), at N = 1, 2, 4 and ZeRO
-#    stage 2 and 3: STEPS steps (default 6) with a save and an in-memory
-#    snapshot every STEPS/2, the final evaluation on the whole test split
+#    stage 2 and 3: STEPS steps (default 9) with a save and an in-memory
+#    snapshot every STEPS/3 (three: the plan's steady state holds two
+#    snapshot steps while a third is taken), the final evaluation on the whole test split
 #    (the GPTs': 64 KiB of validation text). A table, and the curve drawn by
 #    gnuplot into bench/memory_plan.png.
 # 2. The largest GPT (width at 16 layers, heads of 64) that trains,
@@ -27,7 +28,7 @@ cmake --build build -j2 --target shardline_cli shardline_worker_bin shardline_co
 OUT=bench/out/memory
 PARTS=${PARTS:-1 2 3}
 CAP_MB=${CAP_MB:-520}
-STEPS=${STEPS:-6}
+STEPS=${STEPS:-9}
 mkdir -p "$OUT"
 tmp="$(mktemp -d /tmp/memory_bench.XXXXXX)"
 groups=()
@@ -62,7 +63,7 @@ PY
 
 if [[ " $PARTS " == *" 1 "* ]]; then
   echo "model N stage predicted_mib peak_mib" > "$OUT/plan.dat"
-  half=$((STEPS / 2))
+  third=$((STEPS / 3))
   for model in fmnist_mlp fmnist_cnn fmnist_vit austen_gpt gpt50m; do
     cfg=deploy/configs/$model.textproto
     sets=()
@@ -75,7 +76,7 @@ if [[ " $PARTS " == *" 1 "* ]]; then
         rm -rf "${OUT:?}/$name"
         build/bin/shardline launch --config "$cfg" --workers "$n" --workdir "$OUT/$name" "${sets[@]}" \
           --set "train.total_steps=$STEPS" --set schedule.warmup_steps=1 --set train.eval_every=0 \
-          --set "checkpoint.every_steps=$half" --set "checkpoint.memory_every_steps=$half" \
+          --set "checkpoint.every_steps=$third" --set "checkpoint.memory_every_steps=$third" \
           --set "collective.zero_stage=$stage" --set runtime.watchdog_timeout_seconds=900 > "$OUT/$name.log" 2>&1 \
           || { tail -20 "$OUT/$name.log" >&2; exit 1; }
         read -r pred peak < <(peaks "$OUT/$name" "$n")
@@ -161,7 +162,7 @@ if [[ " $PARTS " == *" 2 "* ]]; then
       rmdir "$g"
     done
     local params predicted=""
-    params=$(grep -o "with [0-9]* parameters" "$dir/logs/coordinator.log" "$dir"/logs/worker-*.log 2> /dev/null | head -1 | grep -o "[0-9]*" || true)
+    params=$(cat "$dir"/logs/worker-*.log 2> /dev/null | grep -o "with [0-9]* parameters" | head -1 | grep -o "[0-9]*" || true)
     predicted=$(grep -ho "memory predicted [0-9.]* MiB, peak [0-9.]* MiB" "$dir"/logs/worker-*.log | head -1 || true)
     if [[ $outcome == refused ]]; then
       outcome="refused: $(grep -o "this job needs about [0-9.]* MiB" "$dir/logs/coordinator.log" | head -1)"

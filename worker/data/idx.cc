@@ -16,8 +16,18 @@ absl::StatusOr<std::string> Gunzip(absl::string_view compressed, absl::string_vi
   }
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
   zs.avail_in = static_cast<uInt>(compressed.size());
+  // Sized by the gzip trailer's ISIZE (the inflated size mod 2^32) when it
+  // is at most 16x the input (a damaged trailer then costs at most that, for
+  // as long as it takes to find the damage), so the payload is held once
+  // and exactly; otherwise grown as it comes.
+  size_t guess = std::max<size_t>(compressed.size() * 4, 1 << 16);
+  if (compressed.size() >= 18) {
+    const auto* t = reinterpret_cast<const unsigned char*>(compressed.data() + compressed.size() - 4);
+    const size_t isize = size_t{t[0]} | size_t{t[1]} << 8 | size_t{t[2]} << 16 | size_t{t[3]} << 24;
+    if (isize > 0 && isize / 16 <= compressed.size()) guess = isize;
+  }
   std::string out;
-  out.resize(std::max<size_t>(compressed.size() * 4, 1 << 16));
+  out.resize(guess);
   int rc = Z_OK;
   while (rc == Z_OK) {
     if (zs.total_out == out.size()) out.resize(out.size() * 2);
@@ -40,6 +50,7 @@ absl::StatusOr<std::string> Gunzip(absl::string_view compressed, absl::string_vi
                                             detail.empty() ? "" : ": ", detail));
   }
   out.resize(produced);
+  if (out.capacity() > produced + (produced >> 4)) out.shrink_to_fit();  // grown past it: give the rest back
   return out;
 }
 

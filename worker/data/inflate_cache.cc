@@ -79,9 +79,13 @@ absl::StatusOr<std::string> InflateCached(Env* env, const std::string& path, con
   const std::string copy_path =
       absl::StrFormat("%s/%s.%d-%08x", cache_dir, Basename(path), compressed.size(),
                       crc32c::Value(compressed.data(), compressed.size()));
-  if (absl::StatusOr<std::string> copy = ReadWhole(env, copy_path); copy.ok()) {
-    if (Sound(&*copy)) return std::move(*copy);
-    SLOG(WARNING) << copy_path << " is damaged; inflating " << path << " again";
+  if (env->FileExists(copy_path)) {
+    compressed = std::string();  // not held beside the copy (read again only if the copy is damaged)
+    if (absl::StatusOr<std::string> copy = ReadWhole(env, copy_path); copy.ok()) {
+      if (Sound(&*copy)) return std::move(*copy);
+      SLOG(WARNING) << copy_path << " is damaged; inflating " << path << " again";
+    }
+    ASSIGN_OR_RETURN(compressed, env->ReadFile(path, kMaxDataFileBytes));
   }
   ASSIGN_OR_RETURN(std::string raw, Gunzip(compressed, path));
   compressed = std::string();

@@ -232,6 +232,13 @@ void Cnn::DenseForward(const float* params, int n, const float* flat, CnnWorkspa
   }
 }
 
+std::vector<Range> Cnn::Layers() const {
+  std::vector<Range> out;
+  for (const ConvLayer& c : conv_) out.push_back(LayerRange(c.weight, c.bias));
+  for (const DenseLayer& d : dense_) out.push_back(LayerRange(d.weight, d.bias));
+  return out;
+}
+
 int64_t Cnn::WorkspaceBytes(int batch) const {
   const int64_t n = batch;
   // Buffers one per layer add up; those the layers share (Grow) hold the

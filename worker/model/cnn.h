@@ -75,6 +75,7 @@ class Cnn : public Model {
   // Weights He-uniform over their fan-in (C*k*k or in), biases zero.
   void InitRange(uint64_t seed, Range range, float* out) const override;
   int64_t WorkspaceBytes(int batch) const override;
+  std::vector<Range> Layers() const override;
   std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<CnnWorkspace>(); }
   // `ws` must be a CnnWorkspace.
   BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;

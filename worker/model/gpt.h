@@ -83,6 +83,12 @@ class Gpt : public Model {
 
   void InitRange(uint64_t seed, Range range, float* out) const override;
   int64_t WorkspaceBytes(int batch) const override;
+  std::vector<Range> Layers() const override {
+    std::vector<Range> out = {Embeddings()};
+    for (const BlockTensors& b : blocks_) out.push_back(b.range);
+    out.push_back(FinalNorm());
+    return out;
+  }
   std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<GptWorkspace>(); }
 
   // `batch.tokens` and `batch.y` are [n, context]; `ws` a GptWorkspace.

@@ -58,6 +58,11 @@ class Mlp : public Model {
   void InitRange(uint64_t seed, Range range, float* out) const override;
 
   int64_t WorkspaceBytes(int batch) const override;
+  std::vector<Range> Layers() const override {
+    std::vector<Range> out;
+    for (int l = 0; l < num_layers(); ++l) out.push_back(LayerRange(l));
+    return out;
+  }
   std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<MlpWorkspace>(); }
 
   // `ws` must be an MlpWorkspace.

@@ -154,6 +154,10 @@ class Model {
   // model's test checks it equals the workspace's bytes().
   virtual int64_t WorkspaceBytes(int batch) const = 0;
 
+  // The layers Forward announces (LayerHooks), in forward order, each once:
+  // what ZeRO-3 holds whole at a time (the memory plan's gathered buckets).
+  virtual std::vector<Range> Layers() const = 0;
+
   // Forward on a batch of examples shaped as input() says (each target in
   // [0, num_classes)): loss and accuracy sums over its targets. Leaves in
   // `ws` what Backward needs.

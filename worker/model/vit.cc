@@ -75,6 +75,13 @@ void Vit::Patchify(const float* x, float* patches) const {
   }
 }
 
+std::vector<Range> Vit::Layers() const {
+  std::vector<Range> out = {Range{layout_.tensor(embed_w_).offset, layout_.tensor(pos_).range().end}};
+  for (const BlockTensors& b : blocks_) out.push_back(b.range);
+  out.push_back(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
+  return out;
+}
+
 int64_t Vit::WorkspaceBytes(int batch) const {
   const int64_t n = batch, d = spec_.d_model, rows = n * tokens_, classes = spec_.input.num_classes;
   // patches [n grid, patch_dim]; d_embed [n grid, d]; stream, final_x, norm,

@@ -66,6 +66,7 @@ class Vit : public Model {
   int64_t TrainFlopsPerExample() const override;
   void InitRange(uint64_t seed, Range range, float* out) const override;
   int64_t WorkspaceBytes(int batch) const override;
+  std::vector<Range> Layers() const override;
   std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<VitWorkspace>(); }
 
   BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;

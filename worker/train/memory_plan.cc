@@ -23,17 +23,26 @@ int64_t MostOwned(const std::vector<Range>& buckets, int world) {
   return most;
 }
 
-// Stage 3: the most floats beyond a rank's pieces whole at once: `window`
-// consecutive buckets, and the first bucket again (a tied layer re-read
-// while the last ones are whole).
-int64_t WholeAtOnce(const std::vector<Range>& buckets, int world, int window) {
-  auto beyond_own = [&](const Range& b) { return b.size() - ShardRange(b.size(), 0, world).size(); };
+// Stage 3: the most floats beyond a rank's pieces whole at once
+// (exchange.h): a layer's buckets, `prefetch` buckets on either side (the
+// next ones in the forward, the previous ones in the backward), and the
+// first bucket (a tied layer read again while the last ones are whole).
+int64_t WholeAtOnce(const std::vector<Range>& buckets, const std::vector<Range>& layers, int world, int prefetch) {
+  const int64_t n = static_cast<int64_t>(buckets.size());
+  auto beyond_own = [&](int64_t k) { return buckets[k].size() - ShardRange(buckets[k].size(), 0, world).size(); };
   int64_t most = 0;
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    int64_t sum = 0;
-    for (size_t k = i; k < std::min(buckets.size(), i + static_cast<size_t>(window)); ++k) sum += beyond_own(buckets[k]);
-    if (i > 0 && !buckets.empty()) sum += beyond_own(buckets[0]);
-    most = std::max(most, sum);
+  for (const Range& layer : layers) {
+    int64_t lo = 0;
+    while (lo + 1 < n && buckets[lo].end <= layer.begin) ++lo;
+    int64_t hi = lo;
+    while (hi + 1 < n && buckets[hi + 1].begin < layer.end) ++hi;
+    for (const bool forward : {true, false}) {
+      const int64_t from = forward ? lo : std::max<int64_t>(0, lo - prefetch);
+      const int64_t to = forward ? std::min(n - 1, hi + prefetch) : hi;
+      int64_t sum = from > 0 ? beyond_own(0) : 0;
+      for (int64_t k = from; k <= to; ++k) sum += beyond_own(k);
+      most = std::max(most, sum);
+    }
   }
   return most;
 }
@@ -43,6 +52,10 @@ int64_t DataBytes(const Dataset& d) {
 }
 
 }  // namespace
+
+bool PlanFits(int64_t total, int64_t limit_bytes) {
+  return static_cast<double>(total) <= kPlanShareOfLimit * static_cast<double>(limit_bytes);
+}
 
 int64_t MemoryPlan::total() const {
   int64_t sum = 0;
@@ -69,8 +82,8 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   const int64_t own = MostOwned(buckets, world);
   const bool stage3 = plan.zero_stage == 3;
   const bool overlap = coll.overlap() && world > 1 && buckets.size() > 1;
-  const int window = 2 + (overlap ? coll.prefetch_buckets() : 0);
-  const int64_t whole = stage3 ? WholeAtOnce(buckets, world, window) : 0;
+  const int prefetch = overlap ? coll.prefetch_buckets() : 0;
+  const int64_t whole = stage3 ? WholeAtOnce(buckets, model.Layers(), world, prefetch) : 0;
   const int accum = std::max(1, config.train().grad_accum_steps());
   const int64_t slice = (config.data().global_batch_size() + world - 1) / world;
   plan.micro_batch = static_cast<int>(std::max<int64_t>(1, (slice + accum - 1) / accum));
@@ -127,12 +140,12 @@ std::string PlanTable(const MemoryPlan& plan) {
 absl::Status CheckPlanFits(const config::JobConfig& config, const TrainingData& data, int world, int64_t limit_bytes,
                            const std::string& limit_source) {
   ASSIGN_OR_RETURN(const MemoryPlan plan, PlanJob(config, data, world));
-  if (limit_bytes <= 0 || plan.total() <= limit_bytes) return absl::OkStatus();
+  if (limit_bytes <= 0 || PlanFits(plan.total(), limit_bytes)) return absl::OkStatus();
   // What would fit: each change alone, as the plan says.
   std::vector<std::string> fits;
   auto try_change = [&](const std::string& what, config::JobConfig changed, int w) {
     absl::StatusOr<MemoryPlan> alt = PlanJob(changed, data, w);
-    if (alt.ok() && alt->total() <= limit_bytes) {
+    if (alt.ok() && PlanFits(alt->total(), limit_bytes)) {
       fits.push_back(absl::StrFormat("%s (%.1f MiB)", what, MiB(alt->total())));
     }
   };
@@ -168,9 +181,9 @@ absl::Status CheckPlanFits(const config::JobConfig& config, const TrainingData& 
   }
   const MemoryTerm& big = plan.largest();
   return absl::FailedPreconditionError(absl::StrFormat(
-      "this job needs about %.1f MiB per worker, over the %.1f MiB limit of %s; the largest term is %s, %.1f MiB "
-      "(shardline plan --config F --workers %d lists them all); %s",
-      MiB(plan.total()), MiB(limit_bytes), limit_source, big.name, MiB(big.bytes), world,
+      "this job needs about %.1f MiB per worker, more than %.0f%% of the %.1f MiB limit of %s (the rest is the "
+      "plan's margin); the largest term is %s, %.1f MiB (shardline plan --config F --workers %d lists them all); %s",
+      MiB(plan.total()), 100 * kPlanShareOfLimit, MiB(limit_bytes), limit_source, big.name, MiB(big.bytes), world,
       fits.empty() ? std::string("no single change of stage, remat, snapshots, saves, workers or micro-batch fits it")
                    : absl::StrCat("it would fit with ", absl::StrJoin(fits, ", or ", [](std::string* out, const std::string& f) {
                                     out->append(f);

@@ -122,6 +122,20 @@ void Check(const Case& c, Precision precision) {
   }
 }
 
+// Layers() are what the hooks announce: in order, disjoint, every tensor in one.
+TEST(WorkspaceBytesTest, LayersTileTheLayoutInOrder) {
+  for (const Case& c : Cases()) {
+    const std::unique_ptr<Model> model = c.make(Precision::kFloat32);
+    int64_t at = 0;
+    for (const Range& l : model->Layers()) {
+      EXPECT_EQ(l.begin, at) << c.name;
+      EXPECT_GT(l.end, l.begin) << c.name;
+      at = l.end;
+    }
+    EXPECT_EQ(at, model->layout().total_size()) << c.name;
+  }
+}
+
 TEST(WorkspaceBytesTest, EveryFamilyInFloat32) {
   for (const Case& c : Cases()) Check(c, Precision::kFloat32);
 }

@@ -92,11 +92,12 @@ TEST(MemoryPlanTest, AJobOverItsLimitIsRefusedNamingTheLargestTermAndWhatFits) {
   const config::JobConfig c = Gpt({"checkpoint.memory_every_steps=0"});
   absl::StatusOr<MemoryPlan> plan = PlanJob(c, data, 2);
   ASSERT_TRUE(plan.ok());
-  EXPECT_TRUE(CheckPlanFits(c, data, 2, plan->total(), "the test's limit").ok());
+  // A plan fills at most 90% of a limit: the rest is its margin.
+  EXPECT_TRUE(CheckPlanFits(c, data, 2, plan->total() * 10 / 9 + 1, "the test's limit").ok());
   EXPECT_TRUE(CheckPlanFits(c, data, 2, 0, "no limit").ok());
-  const absl::Status s = CheckPlanFits(c, data, 2, plan->total() - 1, "runtime.memory_limit_mb (9)");
+  const absl::Status s = CheckPlanFits(c, data, 2, plan->total(), "runtime.memory_limit_mb (9)");
   ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-  EXPECT_TRUE(absl::StrContains(s.message(), "over the")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "more than 90% of the")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "runtime.memory_limit_mb (9)")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("the largest term is ", plan->largest().name))) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "it would fit with")) << s;
