@@ -275,15 +275,18 @@ class PosixEnv : public Env {
     const size_t most = static_cast<size_t>(std::min<int64_t>(max_bytes, INT64_MAX - 1)) + 1;
     std::string out(static_cast<size_t>(st.st_size), '\0');
     size_t have = 0;
+    char probe[4096];  // at the buffer's end: is there more? (no doubling just to find the end)
     for (;;) {
-      if (have == out.size()) {
-        if (have == most) {
-          close(fd);
-          return TooLargeError(path, static_cast<int64_t>(have), max_bytes);
-        }
-        out.resize(std::min(std::max<size_t>(out.size() * 2, 1 << 16), most));
+      const bool full = have == out.size();
+      if (full && have == most) {
+        close(fd);
+        return TooLargeError(path, static_cast<int64_t>(have), max_bytes);
       }
-      ssize_t n = read(fd, &out[have], out.size() - have);
+      ssize_t n = full ? read(fd, probe, std::min(sizeof(probe), most - have)) : read(fd, &out[have], out.size() - have);
+      if (full && n > 0) {  // the file grew: keep what came, and room for more
+        out.resize(std::min(std::max<size_t>(out.size() * 2, 1 << 16), most));
+        std::memcpy(&out[have], probe, static_cast<size_t>(n));
+      }
       if (n < 0) {
         if (errno == EINTR) continue;
         int err = errno;
