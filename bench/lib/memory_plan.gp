@@ -10,7 +10,7 @@ set logscale xy
 set key top left
 set grid
 rows(model) = sprintf("< awk '$1==\"%s\"' %s", model, dat)
-plot [40:2000][40:2000] \
+plot [40:5000][40:5000] \
   x w l lc rgb "black" t "measured = predicted", \
   1.1*x w l dt 2 lc rgb "gray" t "+-10%", 0.9*x w l dt 2 lc rgb "gray" notitle, \
   rows("fmnist_mlp") u 4:5 w p pt 7 t "MLP", \
