@@ -383,22 +383,4 @@ absl::Status GradientExchange::EndForward(NonFiniteObservation* seen) {
   return status;
 }
 
-absl::Status GradientExchange::GatherAll(NonFiniteObservation* seen) {
-  if (!sharded_params()) return absl::OkStatus();
-  for (size_t k = 0; k < buckets_.size(); ++k) StartParamGather(k);
-  absl::Status status;
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    const absl::Status s = WaitParamGather(k, seen);
-    if (status.ok()) status = s;
-  }
-  return status;
-}
-
-void GradientExchange::ReleaseAll() {
-  if (!sharded_params()) return;
-  NonFiniteObservation ignored;  // GatherAll waited for every gather
-  static_cast<void>(FinishGathers(&ignored));
-  if (pool_ != nullptr) pool_->Trim();
-}
-
 }  // namespace shardline

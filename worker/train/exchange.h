@@ -30,7 +30,6 @@
 //   an evaluation's forward reads a  -> AwaitParams as in training's
 //   layer, and ends                     forward, then EndForward: all given
 //                                       back (evaluator.h)
-//   a reader of every parameter      -> GatherAll, then ReleaseAll
 //
 // The gathers and reduce-scatters are the same ops on the same bytes as at
 // stage 2, in another order: the same bits.
@@ -118,10 +117,6 @@ class GradientExchange {
   // every bucket given back but for this rank's pieces, and the next
   // announcement starts a new pass. No-op at stage 2.
   absl::Status EndForward(NonFiniteObservation* seen);
-  // Stage 3: every bucket gathered, for a reader of all the parameters,
-  // until ReleaseAll. No-ops at stage 2.
-  absl::Status GatherAll(NonFiniteObservation* seen);
-  void ReleaseAll();
   // Stage 3: the most floats of the parameters whole beyond this rank's
   // pieces at once since the last call.
   int64_t TakePeakWholeFloats();

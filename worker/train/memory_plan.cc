@@ -85,8 +85,7 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   const int prefetch = overlap ? coll.prefetch_buckets() : 0;
   const int64_t whole = stage3 ? WholeAtOnce(buckets, model.Layers(), world, prefetch) : 0;
   const int accum = std::max(1, config.train().grad_accum_steps());
-  const int64_t slice = (config.data().global_batch_size() + world - 1) / world;
-  plan.micro_batch = static_cast<int>(std::max<int64_t>(1, (slice + accum - 1) / accum));
+  plan.micro_batch = MicroBatchSize(config, world);
   const int64_t state_buffers = config.optimizer().has_adamw() ? 2 : 1;
   int64_t largest_bucket = 0;
   for (const Range& b : buckets) largest_bucket = std::max(largest_bucket, b.size());

@@ -84,6 +84,12 @@ std::vector<Range> GradientBuckets(const config::JobConfig& config, const FlatLa
   return BucketPlan(layout, BucketCapFloats(config.collective().bucket_cap_mb()));
 }
 
+int MicroBatchSize(const config::JobConfig& config, int world) {
+  const int64_t slice = (config.data().global_batch_size() + world - 1) / world;
+  const int64_t accum = std::max(1, config.train().grad_accum_steps());
+  return static_cast<int>(std::max<int64_t>(1, (slice + accum - 1) / accum));
+}
+
 int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples) {
   if (config.train().has_total_steps()) return config.train().total_steps();
   return config.train().epochs() * (num_examples / config.data().global_batch_size());
@@ -150,13 +156,6 @@ struct Loop {
   double stall_seen = 0;
 };
 
-// The largest micro-batch a step's forward runs on any rank.
-int MicroBatch(const config::JobConfig& config, int world) {
-  const int64_t slice = (config.data().global_batch_size() + world - 1) / world;
-  const int64_t accum = config.train().grad_accum_steps();
-  return static_cast<int>(std::max<int64_t>(1, (slice + accum - 1) / accum));
-}
-
 // An evaluation on the test split in the step's workspace, in forwards no
 // larger than the step's (evaluator.h): at stage 3 layer by layer. Notes
 // what it held in the result's memory.
@@ -168,7 +167,7 @@ absl::StatusOr<EvalResult> EvaluateNow(Loop& l) {
   args.model = l.p.model.get();
   args.params = l.p.state.params.data();
   args.data = &l.data.test;
-  args.max_examples = std::min(l.config.data().eval_batch_size(), MicroBatch(l.config, l.world.world_size()));
+  args.max_examples = std::min(l.config.data().eval_batch_size(), MicroBatchSize(l.config, l.world.world_size()));
   args.comm = &l.world;
   args.ws = b.workspace.get();
   args.exchange = &l.exchange;

@@ -156,6 +156,11 @@ struct TrainResult {
 // peak 412.0 MiB (RSS)": the memory part of a run's final log line.
 std::string DescribeHeld(const TrainResult& result);
 
+// The largest micro-batch any rank's step runs in a world of `world`:
+// ceil(ceil(global_batch_size / world) / grad_accum_steps). Evaluation's
+// forwards are no larger (it runs in the step's workspace).
+int MicroBatchSize(const config::JobConfig& config, int world);
+
 // Number of steps the config asks for on a training split of `num_examples`.
 int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples);
 
