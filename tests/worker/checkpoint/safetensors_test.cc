@@ -33,6 +33,19 @@ FlatLayout TwoTensors() {
   return layout;
 }
 
+// The checkpoint's tensor table of `layout`.
+std::vector<state::TensorEntry> Entries(const FlatLayout& layout) {
+  std::vector<state::TensorEntry> tensors;
+  for (const TensorInfo& t : layout.tensors()) {
+    state::TensorEntry e;
+    e.set_name(t.name);
+    for (int64_t d : t.shape) e.add_shape(d);
+    e.set_offset(t.offset);
+    tensors.push_back(e);
+  }
+  return tensors;
+}
+
 std::string WriteTemp(const std::string& name, const std::string& bytes) {
   const std::string path = ::testing::TempDir() + "/safetensors_test_" + name;
   EXPECT_TRUE(WriteFileAtomically(Env::Default(), path, bytes).ok());
@@ -43,14 +56,7 @@ TEST(SafetensorsTest, RoundTripsWhatTheWriterWrites) {
   const FlatLayout layout = TwoTensors();
   std::vector<float> params(static_cast<size_t>(layout.total_size()));
   for (size_t i = 0; i < params.size(); ++i) params[i] = 0.25f * static_cast<float>(i);
-  std::vector<state::TensorEntry> tensors;
-  for (const TensorInfo& t : layout.tensors()) {
-    state::TensorEntry e;
-    e.set_name(t.name);
-    for (int64_t d : t.shape) e.add_shape(d);
-    e.set_offset(t.offset);
-    tensors.push_back(e);
-  }
+  const std::vector<state::TensorEntry> tensors = Entries(layout);
   const std::string bytes = SafetensorsBytes(tensors, params, {{"format", "pt"}});
   absl::StatusOr<SafetensorsHeader> header = ParseSafetensors(bytes, "x");
   ASSERT_TRUE(header.ok()) << header.status();
@@ -67,14 +73,7 @@ TEST(SafetensorsTest, MapsAnExportInPlaceAndCopiesAnotherOrder) {
   const FlatLayout layout = TwoTensors();
   std::vector<float> params(static_cast<size_t>(layout.total_size()));
   for (size_t i = 0; i < params.size(); ++i) params[i] = 0.25f * static_cast<float>(i);
-  std::vector<state::TensorEntry> tensors;
-  for (const TensorInfo& t : layout.tensors()) {
-    state::TensorEntry e;
-    e.set_name(t.name);
-    for (int64_t d : t.shape) e.add_shape(d);
-    e.set_offset(t.offset);
-    tensors.push_back(e);
-  }
+  const std::vector<state::TensorEntry> tensors = Entries(layout);
   absl::StatusOr<MappedParams> m =
       MapSafetensors(Env::Default(), WriteTemp("mapped", SafetensorsBytes(tensors, params, {})), layout);
   ASSERT_TRUE(m.ok()) << m.status();
