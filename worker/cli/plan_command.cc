@@ -43,7 +43,7 @@ absl::Status Plan(const Args& args) {
   std::fputs(PlanTable(plan).c_str(), stdout);
   const int64_t limit_mb = cfg.runtime().memory_limit_mb();
   if (limit_mb <= 0) return absl::OkStatus();
-  RETURN_IF_ERROR(CheckPlanFits(cfg, data, workers, limit_mb << 20,
+  RETURN_IF_ERROR(CheckPlanFits(plan, cfg, data, limit_mb << 20,
                                 absl::StrCat("runtime.memory_limit_mb (", limit_mb, ")")));
   std::printf("fits runtime.memory_limit_mb (%ld MiB)\n", static_cast<long>(limit_mb));
   return absl::OkStatus();

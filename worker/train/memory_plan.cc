@@ -136,9 +136,9 @@ std::string PlanTable(const MemoryPlan& plan) {
   return out;
 }
 
-absl::Status CheckPlanFits(const config::JobConfig& config, const TrainingData& data, int world, int64_t limit_bytes,
-                           const std::string& limit_source) {
-  ASSIGN_OR_RETURN(const MemoryPlan plan, PlanJob(config, data, world));
+absl::Status CheckPlanFits(const MemoryPlan& plan, const config::JobConfig& config, const TrainingData& data,
+                           int64_t limit_bytes, const std::string& limit_source) {
+  const int world = plan.world;
   if (limit_bytes <= 0 || PlanFits(plan.total(), limit_bytes)) return absl::OkStatus();
   // What would fit: each change alone, as the plan says.
   std::vector<std::string> fits;

@@ -85,8 +85,10 @@ bool PlanFits(int64_t total, int64_t limit_bytes);
 // otherwise FailedPrecondition naming the total, the limit and its source,
 // the largest term, and what would fit it (stage 3, remat, more workers, a
 // smaller batch).
-absl::Status CheckPlanFits(const config::JobConfig& config, const TrainingData& data, int world, int64_t limit_bytes,
-                           const std::string& limit_source);
+// `plan` is PlanJob(config, data, world)'s; the alternatives are planned
+// here.
+absl::Status CheckPlanFits(const MemoryPlan& plan, const config::JobConfig& config, const TrainingData& data,
+                           int64_t limit_bytes, const std::string& limit_source);
 
 }  // namespace shardline
 

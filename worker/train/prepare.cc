@@ -15,8 +15,8 @@ namespace {
 
 // The tighter of runtime.memory_limit_mb and this process's memory cgroup:
 // a job whose plan exceeds it is refused (memory_plan.h: CheckPlanFits).
-absl::Status CheckMemoryLimit(const config::JobConfig& config, const TrainingData& data, const Collectives& comm,
-                              Env* env) {
+absl::Status CheckMemoryLimit(const MemoryPlan& plan, const config::JobConfig& config, const TrainingData& data,
+                              const Collectives& comm, Env* env) {
   int64_t limit = config.runtime().memory_limit_mb() << 20;
   std::string source = absl::StrCat("runtime.memory_limit_mb (", config.runtime().memory_limit_mb(), ")");
   const MemoryBound bound = ReadMemoryBound(env);
@@ -25,7 +25,7 @@ absl::Status CheckMemoryLimit(const config::JobConfig& config, const TrainingDat
     source = absl::StrCat("rank ", comm.rank(), "'s memory cgroup (", bound.cgroup, ")");
   }
   if (limit <= 0) return absl::OkStatus();
-  return CheckPlanFits(config, data, comm.world_size(), limit, source);
+  return CheckPlanFits(plan, config, data, limit, source);
 }
 
 }  // namespace
@@ -53,7 +53,7 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   p.buckets = GradientBuckets(config, layout);
   // Before anything large is allocated: refused if the plan does not fit.
   p.memory_plan = PlanMemory(config, *p.model, p.buckets, data, comm.world_size());
-  RETURN_IF_ERROR(CheckMemoryLimit(config, data, comm, options.env));
+  RETURN_IF_ERROR(CheckMemoryLimit(p.memory_plan, config, data, comm, options.env));
   ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,
                                                   OwnedPieces(p.buckets, comm.rank(), comm.world_size())));
   p.pipeline = std::make_unique<BatchPipeline>(data.train.num_examples, global_batch, config.data().shuffle_seed());

@@ -1,5 +1,6 @@
 // bfloat16 rounding (bf16.h): to nearest, ties to even, on the float's bits;
 // infinities and NaNs kept; the vector path equal to the scalar one.
+#include "absl/base/casts.h"
 #include "common/encoding/bf16.h"
 
 #include <gtest/gtest.h>
@@ -13,11 +14,7 @@
 namespace shardline {
 namespace {
 
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
+float FromBits(uint32_t u) { return absl::bit_cast<float>(u); }
 
 TEST(Bf16Test, RoundsToNearestTiesToEven) {
   // 1.0 is 0x3F800000; one bf16 step above it is 0x3F810000.

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/base/casts.h"
 #include "common/encoding/bf16.h"
 #include "common/job/rng.h"
 #include "tests/util/require_bf16.h"
@@ -20,16 +21,8 @@
 namespace shardline {
 namespace {
 
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
+float FromBits(uint32_t u) { return absl::bit_cast<float>(u); }
+uint32_t Bits(float f) { return absl::bit_cast<uint32_t>(f); }
 
 std::vector<float> Random(size_t n, uint64_t seed) {
   const RandomStream rng(seed, Purpose::kDropout, 7, 0);

@@ -93,9 +93,9 @@ TEST(MemoryPlanTest, AJobOverItsLimitIsRefusedNamingTheLargestTermAndWhatFits) {
   absl::StatusOr<MemoryPlan> plan = PlanJob(c, data, 2);
   ASSERT_TRUE(plan.ok());
   // A plan fills at most 90% of a limit: the rest is its margin.
-  EXPECT_TRUE(CheckPlanFits(c, data, 2, plan->total() * 10 / 9 + 1, "the test's limit").ok());
-  EXPECT_TRUE(CheckPlanFits(c, data, 2, 0, "no limit").ok());
-  const absl::Status s = CheckPlanFits(c, data, 2, plan->total(), "runtime.memory_limit_mb (9)");
+  EXPECT_TRUE(CheckPlanFits(*plan, c, data, plan->total() * 10 / 9 + 1, "the test's limit").ok());
+  EXPECT_TRUE(CheckPlanFits(*plan, c, data, 0, "no limit").ok());
+  const absl::Status s = CheckPlanFits(*plan, c, data, plan->total(), "runtime.memory_limit_mb (9)");
   ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "more than 90% of the")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "runtime.memory_limit_mb (9)")) << s;
@@ -103,7 +103,7 @@ TEST(MemoryPlanTest, AJobOverItsLimitIsRefusedNamingTheLargestTermAndWhatFits) {
   EXPECT_TRUE(absl::StrContains(s.message(), "it would fit with")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "train.remat=true")) << s;
   // A limit below the fixed cost: nothing fits.
-  const absl::Status none = CheckPlanFits(c, data, 2, 1 << 20, "a tiny limit");
+  const absl::Status none = CheckPlanFits(*plan, c, data, 1 << 20, "a tiny limit");
   EXPECT_TRUE(absl::StrContains(none.message(), "no single change")) << none;
 }
 
