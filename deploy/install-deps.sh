@@ -15,7 +15,7 @@ PACKAGES=(
   cmake g++ make pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libopenblas-dev librocksdb-dev prometheus-cpp-dev zlib1g-dev
-  nlohmann-json3-dev libssl-dev openssl libdnnl-dev
+  nlohmann-json3-dev libssl-dev openssl libdnnl-dev libsentencepiece-dev
   dataset-fashion-mnist
 )
 TEST_PACKAGES=(

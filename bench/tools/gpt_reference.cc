@@ -57,12 +57,12 @@ absl::Status Run(const Args& args) {
   const int batch = cfg.data().global_batch_size();
   BatchPipeline pipeline(data.train.num_examples, batch, cfg.data().shuffle_seed());
   std::string batches;
-  std::vector<int32_t> indices;
+  std::vector<int64_t> indices;
   BatchData first;
   for (int64_t s = 0; s < steps; ++s) {
     pipeline.GlobalBatch(s, &indices);
     BatchData b;
-    GatherBatch(data.train, indices, &b);
+    RETURN_IF_ERROR(GatherBatch(data.train, indices, &b));
     batches.append(reinterpret_cast<const char*>(b.tokens.data()), b.tokens.size() * sizeof(int32_t));
     batches.append(reinterpret_cast<const char*>(b.y.data()), b.y.size() * sizeof(int32_t));
     if (s == 0) first = b;

@@ -328,13 +328,19 @@ namespace {
 
 void ValidateData(const config::JobConfig& c, Problems* p) {
   const auto& data = c.data();
-  if (data.has_text()) {
+  if (data.has_tokens()) {
+    if (data.tokens().dir().empty()) p->Add("data.tokens.dir", "must name a directory of token shards");
+    if (data.has_text()) p->Add("data.tokens", "and data.text are two inputs: set one");
+    if (!c.model().has_gpt()) p->Add("data.tokens", "is read by a sequence model: set model.gpt");
+  } else if (data.has_text()) {
     if (data.text().train_path().empty()) p->Add("data.text.train_path", "must name the training text file");
     if (data.text().val_path().empty()) p->Add("data.text.val_path", "must name the validation text file");
     if (!c.model().has_gpt()) p->Add("data.text", "is read by a sequence model: set model.gpt");
   } else {
     if (data.dir().empty()) p->Add("data.dir", "must name the data set directory");
-    if (c.model().has_gpt()) p->Add("model.gpt", "reads text: set data.text.train_path and data.text.val_path");
+    if (c.model().has_gpt()) {
+      p->Add("model.gpt", "reads text: set data.text.train_path and data.text.val_path, or data.tokens.dir");
+    }
   }
   p->Positive("data.global_batch_size", data.global_batch_size());
   p->Positive("data.eval_batch_size", data.eval_batch_size());
@@ -469,6 +475,15 @@ absl::Status ValidateConfig(const config::JobConfig& c) {
 }
 
 absl::Status CheckConfigPaths(Env* env, const config::JobConfig& c) {
+  if (c.data().has_tokens()) {
+    const std::string manifest = absl::StrCat(c.data().tokens().dir(), "/manifest.json");
+    if (!env->FileExists(manifest)) {
+      return absl::NotFoundError(absl::StrCat("config field data.tokens.dir: ", manifest,
+                                              " does not exist (`shardline data tokenize ... --out DIR` writes it "
+                                              "last, when every shard is done)"));
+    }
+    return absl::OkStatus();
+  }
   if (c.data().has_text()) {
     for (const auto& [field, path] : {std::pair<const char*, std::string>{"train_path", c.data().text().train_path()},
                                       {"val_path", c.data().text().val_path()}}) {

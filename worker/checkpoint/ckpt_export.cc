@@ -75,6 +75,7 @@ absl::StatusOr<ExportedCheckpoint> ExportCheckpoint(Env* env, const std::string&
   ASSIGN_OR_RETURN(const VerifiedCheckpoint v, VerifyCheckpoint(env, step_dir));
   const std::vector<state::TensorEntry> tensors(v.headers[0].tensors().begin(), v.headers[0].tensors().end());
   ExportedCheckpoint done;
+  done.tokenizer_sha256 = v.headers[0].data_position().tokenizer_sha256();
   for (const state::TensorEntry& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape()) n *= d;

@@ -35,6 +35,8 @@ struct ExportedCheckpoint {
   int64_t tensors = 0;
   int64_t parameters = 0;
   int64_t bytes = 0;  // of the file
+  // The tokenizer the checkpoint was trained with (token shards), or "".
+  std::string tokenizer_sha256;
 };
 
 // Writes the parameters of the committed checkpoint `step_dir` to `out`.

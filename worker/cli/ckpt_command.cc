@@ -11,6 +11,8 @@
 #include "common/platform/status_macros.h"
 #include "common/encoding/text_escape.h"
 #include "worker/checkpoint/ckpt_export.h"
+#include "worker/data/tokenizer.h"
+#include "common/encoding/sha256.h"
 #include "worker/checkpoint/full_params.h"
 #include "worker/checkpoint/safetensors.h"
 #include "common/checkpoint/buffer_names.h"
@@ -33,7 +35,8 @@ constexpr char kHelp[] =
     "          on any failure\n"
     "  export  the full parameters of a committed checkpoint as safetensors\n"
     "          (F32 tensors named layer<i>/w [in, out] and layer<i>/b); the same\n"
-    "          parameters always give the same bytes\n";
+    "          parameters always give the same bytes; a job on token shards also\n"
+    "          gets its tokenizer.model beside FILE\n";
 
 std::string Root(const std::string& workdir) { return CheckpointRoot(workdir); }
 
@@ -118,6 +121,21 @@ absl::Status Export(Env* env, const std::string& workdir, const std::string& ste
   }));
   printf("exported step %ld: %ld tensors, %ld parameters to %s\n", static_cast<long>(s), static_cast<long>(done.tensors),
          static_cast<long>(done.parameters), out.c_str());
+  if (done.tokenizer_sha256.empty()) return absl::OkStatus();
+  // Trained on token shards: the tokenizer goes beside the export, as the
+  // workdir kept it and the checkpoint names it.
+  const std::string kept = absl::StrCat(workdir, "/", kTokenizerFile);
+  absl::StatusOr<std::string> model = env->ReadFile(kept, kMaxDataFileBytes);
+  if (!model.ok()) return Annotate(model.status(), "the tokenizer the checkpoint was trained with");
+  if (Sha256Hex(*model) != done.tokenizer_sha256) {
+    return absl::DataLossError(absl::StrCat(kept, " has SHA-256 ", Sha256Hex(*model), "; step ", s,
+                                            " was trained with tokenizer ", done.tokenizer_sha256));
+  }
+  const size_t slash = out.rfind('/');
+  const std::string beside =
+      absl::StrCat(slash == std::string::npos ? std::string(".") : out.substr(0, slash), "/", kTokenizerFile);
+  RETURN_IF_ERROR(WriteFileAtomically(env, beside, *model, /*durable=*/true));
+  printf("tokenizer %s to %s\n", done.tokenizer_sha256.c_str(), beside.c_str());
   return absl::OkStatus();
 }
 

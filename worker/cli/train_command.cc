@@ -101,7 +101,9 @@ absl::Status Train(const Args& args) {
   RETURN_IF_ERROR(WriteFileAtomically(env, workdir + "/config.textproto", ConfigToText(cfg)));
   SetBlasThreads(cfg.runtime().blas_threads());
   SLOG(INFO) << "OpenBLAS " << BlasCoreName() << " kernels; loading "
-             << (cfg.data().has_text() ? cfg.data().text().train_path() : cfg.data().dir());
+             << (cfg.data().has_tokens() ? cfg.data().tokens().dir()
+                 : cfg.data().has_text() ? cfg.data().text().train_path()
+                                         : cfg.data().dir());
   ASSIGN_OR_RETURN(TrainingData data, LoadTrainingData(env, cfg));
   ASSIGN_OR_RETURN(auto metrics, MetricsWriter::Open(env, workdir + "/metrics.jsonl"));
 

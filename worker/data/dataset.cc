@@ -1,9 +1,11 @@
 #include "worker/data/dataset.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/encoding/sha256.h"
 #include "common/platform/status_macros.h"
 #include "worker/data/idx.h"
 #include "worker/data/inflate_cache.h"
+#include "worker/data/tokenizer.h"
 
 namespace shardline {
 
@@ -88,7 +90,79 @@ absl::StatusOr<TrainingData> LoadTextSplits(Env* env, const std::string& train_p
   return out;
 }
 
+namespace {
+
+absl::StatusOr<Dataset> TokenSplit(Env* env, const std::string& dir, const TokenManifest& m,
+                                   const std::vector<TokenShard>& shards, const char* split, int context,
+                                   int64_t stride, const TokenCorpusOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<TokenCorpus> corpus, TokenCorpus::Open(env, dir, m, shards, options));
+  const int64_t window = int64_t{context} + 1;
+  if (corpus->num_tokens() < window) {
+    return absl::InvalidArgumentError(absl::StrCat("data.tokens.dir ", dir, ": the ", split, " split has ",
+                                                   corpus->num_tokens(), " tokens; a window of the model's context + 1 = ",
+                                                   window, " tokens is the least it can hold"));
+  }
+  Dataset ds;
+  ds.source = absl::StrCat("data.tokens.dir ", dir, " (", split, ": ", corpus->num_tokens(), " tokens in ", shards.size(),
+                           " shards from ", corpus->text_bytes(), " bytes of text; windows of context + 1 = ", window,
+                           " tokens, one every ", stride, ")");
+  ds.context = context;
+  ds.stride = stride;
+  ds.num_examples = (corpus->num_tokens() - 1 - context) / stride + 1;
+  ds.feature_dim = context;
+  ds.height = 1;
+  ds.width = context;
+  ds.num_classes = m.vocab_size;
+  ds.bytes_per_token = static_cast<double>(corpus->text_bytes()) / static_cast<double>(corpus->num_tokens());
+  ds.tokens = std::move(corpus);
+  return ds;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingData> LoadTokenSplits(Env* env, const std::string& dir, int context,
+                                             const TokenCorpusOptions& options) {
+  if (context < 1) return absl::InvalidArgumentError(absl::StrCat("a token context of ", context));
+  ASSIGN_OR_RETURN(TokenManifest m, ReadTokenManifest(env, dir));
+  TrainingData out;
+  out.tokenizer_path = absl::StrCat(dir, "/", m.tokenizer_file);
+  absl::StatusOr<std::string> model = env->ReadFile(out.tokenizer_path, kMaxDataFileBytes);
+  if (!model.ok()) return Annotate(model.status(), absl::StrCat("the tokenizer of data.tokens.dir ", dir));
+  out.tokenizer_sha256 = Sha256Hex(*model);
+  if (out.tokenizer_sha256 != m.tokenizer_sha256) {
+    return absl::DataLossError(absl::StrCat("data.tokens.dir ", dir, ": tokenizer ", out.tokenizer_path, " has SHA-256 ",
+                                            out.tokenizer_sha256, "; field tokenizer.sha256 of the manifest says ",
+                                            m.tokenizer_sha256, ": the shards were made with another tokenizer"));
+  }
+  ASSIGN_OR_RETURN(out.train, TokenSplit(env, dir, m, m.train, "train", context, /*stride=*/1, options));
+  ASSIGN_OR_RETURN(out.test, TokenSplit(env, dir, m, m.val, "val", context, /*stride=*/context, options));
+  return out;
+}
+
+absl::Status KeepTokenizer(Env* env, const TrainingData& data, const std::string& dir) {
+  if (data.tokenizer_path.empty()) return absl::OkStatus();
+  const std::string path = absl::StrCat(dir, "/", kTokenizerFile);
+  if (absl::StatusOr<std::string> kept = env->ReadFile(path, kMaxDataFileBytes);
+      kept.ok() && Sha256Hex(*kept) == data.tokenizer_sha256) {
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(std::string model, env->ReadFile(data.tokenizer_path, kMaxDataFileBytes));
+  if (Sha256Hex(model) != data.tokenizer_sha256) {
+    return absl::DataLossError(absl::StrCat("tokenizer ", data.tokenizer_path, " changed while the job ran"));
+  }
+  RETURN_IF_ERROR(env->CreateDirs(dir));
+  return WriteFileAtomically(env, path, model, /*durable=*/true);
+}
+
 absl::StatusOr<TrainingData> LoadTrainingData(Env* env, const config::JobConfig& config) {
+  if (config.data().has_tokens()) {
+    if (!config.model().has_gpt()) {
+      return absl::InvalidArgumentError("data.tokens is the input of a sequence model: set model.gpt");
+    }
+    TokenCorpusOptions options;
+    options.verify_contents = config.data().tokens().verify();
+    return LoadTokenSplits(env, config.data().tokens().dir(), config.model().gpt().context(), options);
+  }
   if (!config.data().has_text()) {
     return LoadFashionMnist(env, config.data().dir(), InflateCacheDir(config.data()));
   }

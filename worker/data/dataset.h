@@ -11,12 +11,14 @@
 #define SHARDLINE_WORKER_DATA_DATASET_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/platform/env.h"
 #include "proto/config.pb.h"
+#include "worker/data/token_corpus.h"
 
 namespace shardline {
 
@@ -44,6 +46,12 @@ struct Dataset {
   std::string text;
   int context = 0;
   int64_t stride = 1;
+  // Token shards only (data.tokens): the split's tokens, mapped, in place of
+  // `text`; windows are of tokens, and num_classes is the vocabulary.
+  std::shared_ptr<const TokenCorpus> tokens;
+  // Bytes of text per token predicted (1 for bytes): bits per byte is the
+  // loss per token / ln 2 / this.
+  double bytes_per_token = 1;
 
   bool is_text() const { return context > 0; }
   // Predicted targets per example.
@@ -62,6 +70,10 @@ struct Dataset {
 struct TrainingData {
   Dataset train;
   Dataset test;  // Fashion-MNIST's test split, or the validation text
+  // Token shards only: the tokenizer they were made with (checked against
+  // the manifest at load), its path and SHA-256.
+  std::string tokenizer_path;
+  std::string tokenizer_sha256;
 };
 
 // A batch gathered from a split: images as features x ([n, feature_dim]),
@@ -93,8 +105,18 @@ absl::StatusOr<TrainingData> LoadFashionMnist(Env* env, const std::string& dir, 
 absl::StatusOr<TrainingData> LoadTextSplits(Env* env, const std::string& train_path, const std::string& val_path,
                                             int context);
 
-// The splits a job trains on: data.text's files with model.gpt's context,
-// else Fashion-MNIST from data.dir.
+// Text splits of windows of context + 1 tokens from the token shards in
+// `dir` (token_manifest.h). A missing or damaged shard fails naming it.
+absl::StatusOr<TrainingData> LoadTokenSplits(Env* env, const std::string& dir, int context,
+                                             const TokenCorpusOptions& options);
+
+// Token shards only: writes the tokenizer they were made with to
+// dir/tokenizer.model (atomically; nothing if it is there already), so a
+// job's workdir keeps what `shardline sample` and `ckpt export` decode with.
+absl::Status KeepTokenizer(Env* env, const TrainingData& data, const std::string& dir);
+
+// The splits a job trains on: data.tokens' shards or data.text's files with
+// model.gpt's context, else Fashion-MNIST from data.dir.
 absl::StatusOr<TrainingData> LoadTrainingData(Env* env, const config::JobConfig& config);
 
 }  // namespace shardline

@@ -2,22 +2,52 @@
 
 #include "common/job/shard.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "common/platform/logging.h"
+#include "common/platform/status_macros.h"
 #include "common/job/rng.h"
 
 namespace shardline {
 
-BatchPipeline::BatchPipeline(int64_t num_examples, int global_batch_size, uint64_t shuffle_seed)
+BatchPipeline::BatchPipeline(int64_t num_examples, int global_batch_size, uint64_t shuffle_seed,
+                             Permutation permutation)
     : num_examples_(num_examples),
       global_batch_size_(global_batch_size),
       shuffle_seed_(shuffle_seed),
-      steps_per_epoch_(num_examples / global_batch_size) {
+      steps_per_epoch_(num_examples / global_batch_size),
+      permutation_kind_(permutation) {
   SCHECK(global_batch_size > 0 && global_batch_size <= num_examples)
       << "batch " << global_batch_size << " of " << num_examples << " examples";
+  SCHECK(permutation == Permutation::kHashed || num_examples <= INT32_MAX) << num_examples << " examples";
+  SCHECK(num_examples < (int64_t{1} << 62)) << num_examples << " examples";
+}
+
+int64_t BatchPipeline::HashedIndex(uint64_t shuffle_seed, int64_t epoch, int64_t n, int64_t i) {
+  SCHECK(0 <= i && i < n && n < (int64_t{1} << 62));
+  int bits = 2;
+  while ((int64_t{1} << bits) < n) ++bits;
+  bits += bits & 1;  // balanced: two halves of equal width
+  const int half = bits / 2;
+  const uint64_t mask = (uint64_t{1} << half) - 1;
+  // rank 1: apart from kStored's draws (rank 0) of the same epoch.
+  const RandomStream rng(shuffle_seed, Purpose::kShuffle, static_cast<uint64_t>(epoch), /*rank=*/1);
+  constexpr int kRounds = 6;
+  auto x = static_cast<uint64_t>(i);
+  do {  // cycle-walk: at most 4n / n expected rounds trips over [0, 2^bits)
+    uint64_t left = x >> half, right = x & mask;
+    for (uint64_t r = 0; r < kRounds; ++r) {
+      const uint64_t f = rng.Bits64((r << 40) | right) & mask;
+      const uint64_t next = left ^ f;
+      left = right;
+      right = next;
+    }
+    x = (left << half) | right;
+  } while (x >= static_cast<uint64_t>(n));
+  return static_cast<int64_t>(x);
 }
 
 std::vector<int32_t> BatchPipeline::Shuffle(uint64_t shuffle_seed, int64_t epoch, int64_t n) {
@@ -38,7 +68,7 @@ void BatchPipeline::ShuffleInto(uint64_t shuffle_seed, int64_t epoch, int64_t n,
   }
 }
 
-const std::vector<int32_t>& BatchPipeline::Permutation(int64_t epoch) {
+const std::vector<int32_t>& BatchPipeline::Stored(int64_t epoch) {
   if (epoch != cached_epoch_) {
     ShuffleInto(shuffle_seed_, epoch, num_examples_, &permutation_);  // in place: one permutation held, not two
     cached_epoch_ = epoch;
@@ -46,16 +76,24 @@ const std::vector<int32_t>& BatchPipeline::Permutation(int64_t epoch) {
   return permutation_;
 }
 
-void BatchPipeline::GlobalBatch(int64_t step, std::vector<int32_t>* indices) {
+void BatchPipeline::GlobalBatch(int64_t step, std::vector<int64_t>* indices) {
   RankSlice(step, 0, 1, indices);
 }
 
-void BatchPipeline::RankSlice(int64_t step, int rank, int world, std::vector<int32_t>* indices) {
+void BatchPipeline::RankSlice(int64_t step, int rank, int world, std::vector<int64_t>* indices) {
   SCHECK(step >= 0 && world > 0 && rank >= 0 && rank < world);
-  const std::vector<int32_t>& perm = Permutation(step / steps_per_epoch_);
+  const int64_t epoch = step / steps_per_epoch_;
   const Range mine = ShardRange(global_batch_size_, rank, world);
   const int64_t first = (step % steps_per_epoch_) * global_batch_size_ + mine.begin;
-  indices->assign(perm.begin() + first, perm.begin() + first + mine.size());
+  if (permutation_kind_ == Permutation::kStored) {
+    const std::vector<int32_t>& perm = Stored(epoch);
+    indices->assign(perm.begin() + first, perm.begin() + first + mine.size());
+    return;
+  }
+  indices->resize(static_cast<size_t>(mine.size()));
+  for (int64_t k = 0; k < mine.size(); ++k) {
+    (*indices)[static_cast<size_t>(k)] = HashedIndex(shuffle_seed_, epoch, num_examples_, first + k);
+  }
 }
 
 state::DataPosition BatchPipeline::Position(int64_t next_step) const {
@@ -64,6 +102,7 @@ state::DataPosition BatchPipeline::Position(int64_t next_step) const {
   pos.set_next_step(next_step);
   pos.set_num_examples(num_examples_);
   pos.set_global_batch_size(global_batch_size_);
+  if (!tokenizer_sha256_.empty()) pos.set_tokenizer_sha256(tokenizer_sha256_);
   return pos;
 }
 
@@ -76,6 +115,11 @@ absl::StatusOr<int64_t> BatchPipeline::Restore(const state::DataPosition& pos) c
         ") does not match this run (shuffle_seed ", shuffle_seed_, ", ", num_examples_,
         " examples, global batch ", global_batch_size_, ")"));
   }
+  if (pos.tokenizer_sha256() != tokenizer_sha256_) {
+    auto name = [](const std::string& sha) { return sha.empty() ? std::string("bytes (no tokenizer)") : "tokenizer " + sha; };
+    return absl::FailedPreconditionError(absl::StrCat("saved data position was trained on ", name(pos.tokenizer_sha256()),
+                                                      "; this run reads ", name(tokenizer_sha256_)));
+  }
   if (pos.next_step() < 0) {
     return absl::DataLossError(absl::StrCat("saved data position has negative step ",
                                             pos.next_step()));
@@ -86,13 +130,20 @@ absl::StatusOr<int64_t> BatchPipeline::Restore(const state::DataPosition& pos) c
 namespace {
 
 // Example `row` of `data` into position i of `out` (sized by the caller).
-void CopyExample(const Dataset& data, int64_t row, size_t i, BatchData* out) {
+absl::Status CopyExample(const Dataset& data, int64_t row, size_t i, BatchData* out) {
   if (!data.is_text()) {
     data.CopyRows(row, 1, out->x.data() + i * static_cast<size_t>(data.feature_dim));
     out->y[i] = data.labels[static_cast<size_t>(row)];
-    return;
+    return absl::OkStatus();
   }
   const size_t ctx = static_cast<size_t>(data.context);
+  if (data.tokens != nullptr) {  // the window's ctx + 1 tokens: inputs [0, ctx), targets [1, ctx]
+    int32_t* targets = out->y.data() + i * ctx;
+    int32_t* tokens = out->tokens.data() + i * ctx;
+    RETURN_IF_ERROR(data.tokens->Read(row * data.stride, static_cast<int64_t>(ctx), tokens));
+    std::copy(tokens + 1, tokens + ctx, targets);
+    return data.tokens->Read(row * data.stride + static_cast<int64_t>(ctx), 1, targets + ctx - 1);
+  }
   const auto* window = reinterpret_cast<const unsigned char*>(data.text.data()) + row * data.stride;
   int32_t* tokens = out->tokens.data() + i * ctx;
   int32_t* targets = out->y.data() + i * ctx;
@@ -100,6 +151,7 @@ void CopyExample(const Dataset& data, int64_t row, size_t i, BatchData* out) {
     tokens[j] = window[j];
     targets[j] = window[j + 1];
   }
+  return absl::OkStatus();
 }
 
 void Size(const Dataset& data, size_t n, BatchData* out) {
@@ -114,14 +166,16 @@ void Size(const Dataset& data, size_t n, BatchData* out) {
 
 }  // namespace
 
-void GatherBatch(const Dataset& data, absl::Span<const int32_t> indices, BatchData* out) {
+absl::Status GatherBatch(const Dataset& data, absl::Span<const int64_t> indices, BatchData* out) {
   Size(data, indices.size(), out);
-  for (size_t i = 0; i < indices.size(); ++i) CopyExample(data, indices[i], i, out);
+  for (size_t i = 0; i < indices.size(); ++i) RETURN_IF_ERROR(CopyExample(data, indices[i], i, out));
+  return absl::OkStatus();
 }
 
-void GatherRange(const Dataset& data, int64_t first, int count, BatchData* out) {
+absl::Status GatherRange(const Dataset& data, int64_t first, int count, BatchData* out) {
   Size(data, static_cast<size_t>(count), out);
-  for (int i = 0; i < count; ++i) CopyExample(data, first + i, static_cast<size_t>(i), out);
+  for (int i = 0; i < count; ++i) RETURN_IF_ERROR(CopyExample(data, first + i, static_cast<size_t>(i), out));
+  return absl::OkStatus();
 }
 
 }  // namespace shardline

@@ -7,6 +7,13 @@
 // [rank*B/world, (rank+1)*B/world) of it. So a resumed run, or a run on a
 // different number of workers, sees exactly the same global batches.
 //
+// Two permutations, by the size of the data set. kStored (images, text read
+// whole) draws a Fisher-Yates shuffle and holds it: 4 bytes per example.
+// kHashed (token shards, corpora of any size) holds nothing: position i of
+// epoch e is a keyed bijection of [0, n) computed when asked (a balanced
+// Feistel network over the smallest even power of two >= n, cycle-walked
+// into [0, n)), so memory does not grow with the corpus.
+//
 //   BatchPipeline pipe(train.num_examples, cfg.data().global_batch_size(), seed);
 //   pipe.RankSlice(step, rank, world, &indices);
 //   GatherBatch(train, indices, &batch);
@@ -14,6 +21,7 @@
 #define SHARDLINE_WORKER_DATA_PIPELINE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,22 +31,26 @@
 
 namespace shardline {
 
+enum class Permutation { kStored, kHashed };
+
 class BatchPipeline {
  public:
-  // Requires 0 < global_batch_size <= num_examples.
-  BatchPipeline(int64_t num_examples, int global_batch_size, uint64_t shuffle_seed);
+  // Requires 0 < global_batch_size <= num_examples, and num_examples < 2^31
+  // for kStored.
+  BatchPipeline(int64_t num_examples, int global_batch_size, uint64_t shuffle_seed,
+                Permutation permutation = Permutation::kStored);
 
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   int global_batch_size() const { return global_batch_size_; }
 
   // Example indices of the global batch of `step` (>= 0), in batch order.
-  void GlobalBatch(int64_t step, std::vector<int32_t>* indices);
+  void GlobalBatch(int64_t step, std::vector<int64_t>* indices);
 
   // This rank's part of the global batch of `step`: positions
   // [rank*B/world, (rank+1)*B/world), so the ranks' slices are contiguous,
   // cover the batch exactly and differ in size by at most one - any world
   // size trains the same global batches. Requires 0 <= rank < world.
-  void RankSlice(int64_t step, int rank, int world, std::vector<int32_t>* indices);
+  void RankSlice(int64_t step, int rank, int world, std::vector<int64_t>* indices);
 
   // The pipeline position before reading `next_step`'s batch.
   state::DataPosition Position(int64_t next_step) const;
@@ -51,24 +63,35 @@ class BatchPipeline {
   static std::vector<int32_t> Shuffle(uint64_t shuffle_seed, int64_t epoch, int64_t n);
   // The same into *out, reusing its memory.
   static void ShuffleInto(uint64_t shuffle_seed, int64_t epoch, int64_t n, std::vector<int32_t>* out);
+  // Position i of kHashed's permutation of epoch `epoch` over [0, n): a
+  // pure function of (shuffle_seed, epoch, n, i). Requires 0 <= i < n < 2^62.
+  static int64_t HashedIndex(uint64_t shuffle_seed, int64_t epoch, int64_t n, int64_t i);
+
+  Permutation permutation() const { return permutation_kind_; }
+  // Token shards: the tokenizer that made them, saved in every Position and
+  // checked by Restore.
+  void set_tokenizer_sha256(std::string sha256) { tokenizer_sha256_ = std::move(sha256); }
 
  private:
-  const std::vector<int32_t>& Permutation(int64_t epoch);
+  const std::vector<int32_t>& Stored(int64_t epoch);
 
   int64_t num_examples_;
   int global_batch_size_;
   uint64_t shuffle_seed_;
   int64_t steps_per_epoch_;
+  Permutation permutation_kind_;
+  std::string tokenizer_sha256_;
   int64_t cached_epoch_ = -1;
   std::vector<int32_t> permutation_;
 };
 
 // Copies the examples `indices` of `data` into `out` (growing its vectors
-// as needed; images fill x and y, text tokens and y).
-void GatherBatch(const Dataset& data, absl::Span<const int32_t> indices, BatchData* out);
+// as needed; images fill x and y, text tokens and y). Fails only for token
+// shards: DataLoss naming the shard of a token outside the vocabulary.
+absl::Status GatherBatch(const Dataset& data, absl::Span<const int64_t> indices, BatchData* out);
 
 // Copies examples [first, first + count) of `data` into `out`.
-void GatherRange(const Dataset& data, int64_t first, int count, BatchData* out);
+absl::Status GatherRange(const Dataset& data, int64_t first, int count, BatchData* out);
 
 }  // namespace shardline
 

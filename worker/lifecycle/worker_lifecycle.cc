@@ -152,8 +152,9 @@ absl::StatusOr<Plan> PlanGeneration(const WorkerOptions& options, const coordina
   RETURN_IF_ERROR(ValidateConfig(p.cfg));
   RETURN_IF_ERROR(CheckConfigPaths(options.env, p.cfg));
   SetBlasThreads(p.cfg.runtime().blas_threads());
-  const std::string data_key = absl::StrCat(p.cfg.data().dir(), "\n", p.cfg.data().text().train_path(), "\n",
-                                            p.cfg.data().text().val_path(), "\n", p.cfg.model().gpt().context());
+  const std::string data_key =
+      absl::StrCat(p.cfg.data().dir(), "\n", p.cfg.data().text().train_path(), "\n", p.cfg.data().text().val_path(), "\n",
+                   p.cfg.data().tokens().dir(), "\n", p.cfg.data().tokens().verify(), "\n", p.cfg.model().gpt().context());
   if (!carried.data.has_value() || carried.data_key != data_key) {
     ASSIGN_OR_RETURN(TrainingData loaded, LoadTrainingData(options.env, p.cfg));
     carried.data = std::move(loaded);

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "worker/model/gpt.h"
 
 namespace shardline {
@@ -38,7 +39,12 @@ class GptSampler {
   // The prompt's continuation (without the prompt). The prompt may be empty
   // (generation starts from a newline) or longer than the context (its last
   // context / 2 bytes are read).
+  // For a byte-level model (vocabulary 256).
   absl::StatusOr<std::string> Generate(absl::string_view prompt, const SampleOptions& options);
+  // The same over token ids (any vocabulary; a tokenizer encodes the prompt
+  // and decodes the result): the ids drawn after `prompt` (at least one id,
+  // each below the vocabulary).
+  absl::StatusOr<std::vector<int32_t>> GenerateTokens(absl::Span<const int32_t> prompt, const SampleOptions& options);
 
   // Clears the cache; then Push feeds tokens one by one, each at the next
   // position, and returns the logits of the byte after it (valid until the

@@ -65,7 +65,7 @@ absl::StatusOr<EvalResult> Evaluate(const EvaluateArgs& args) {
   BatchData batch;
   for (int64_t begin = mine.begin; begin < mine.end; begin += chunk) {
     const int n = static_cast<int>(std::min<int64_t>(chunk, mine.end - begin));
-    GatherRange(data, begin, n, &batch);
+    RETURN_IF_ERROR(GatherRange(data, begin, n, &batch));
     ASSIGN_OR_RETURN(const BatchStats s, passes.Forward(ExamplesOf(batch, n)));
     sums[0] += s.loss_sum;
     sums[1] += static_cast<double>(s.correct);
@@ -77,7 +77,7 @@ absl::StatusOr<EvalResult> Evaluate(const EvaluateArgs& args) {
       most = std::max(most, EvalForwards(ShardRange(data.num_examples, r, comm.world_size()).size(), chunk));
     }
     for (int64_t k = EvalForwards(mine.size(), chunk); k < most; ++k) {
-      GatherRange(data, 0, 1, &batch);
+      RETURN_IF_ERROR(GatherRange(data, 0, 1, &batch));
       RETURN_IF_ERROR(passes.Forward(ExamplesOf(batch, 1)).status());  // for its gathers only
     }
   }
@@ -90,7 +90,7 @@ absl::StatusOr<EvalResult> Evaluate(const EvaluateArgs& args) {
   r.count = static_cast<int64_t>(all[2]);
   r.loss = all[3] > 0 ? std::numeric_limits<double>::quiet_NaN() : r.count > 0 ? all[0] / all[2] : 0;
   r.accuracy = r.count > 0 ? all[1] / all[2] : 0;
-  if (data.is_text()) r.bits_per_byte = r.loss / std::log(2.0);
+  if (data.is_text()) r.bits_per_byte = r.loss / std::log(2.0) / data.bytes_per_token;
   r.peak_whole_floats = passes.TakePeak();
   return r;
 }

@@ -47,8 +47,16 @@ int64_t WholeAtOnce(const std::vector<Range>& buckets, const std::vector<Range>&
   return most;
 }
 
+// What a split holds in the process's own memory: token shards are mapped
+// (the page cache's, shared by a host's workers, given back under
+// pressure), so they count nothing here.
 int64_t DataBytes(const Dataset& d) {
   return static_cast<int64_t>(d.pixels.size() + d.text.size() + d.labels.size() * sizeof(int32_t));
+}
+
+// The epoch permutation, when it is held (pipeline.h: kStored).
+int64_t PermutationBytes(const Dataset& train) {
+  return train.tokens != nullptr ? 0 : train.num_examples * static_cast<int64_t>(sizeof(int32_t));
 }
 
 }  // namespace
@@ -92,8 +100,7 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   const int64_t shard_bytes = (1 + state_buffers) * own * kFloat;
 
   plan.terms.push_back({"fixed", kFixedBytes});
-  plan.terms.push_back({"data", DataBytes(data.train) + DataBytes(data.test) +
-                                    data.train.num_examples * static_cast<int64_t>(sizeof(int32_t))});
+  plan.terms.push_back({"data", DataBytes(data.train) + DataBytes(data.test) + PermutationBytes(data.train)});
   plan.terms.push_back({"parameters", (stage3 ? own + whole : p) * kFloat});
   plan.terms.push_back({"gradients", (stage3 && accum == 1 ? own + whole : p) * kFloat});
   plan.terms.push_back({"optimizer", state_buffers * own * kFloat});

@@ -200,7 +200,8 @@ absl::StatusOr<Evaluated> EvaluateAt(Loop& l, int64_t at) {
   // restored with the checkpoint), so all agree on a new best.
   out.new_best = l.p.best->Offer(at, {e.loss, e.accuracy, e.bits_per_byte}) &&
                  !l.config.checkpoint().best_metric().empty();
-  out.point = EvalPoint{at, e.loss, e.accuracy, l.result.train_seconds, e.bits_per_byte, test.is_text()};
+  out.point = EvalPoint{at,      e.loss, e.accuracy, l.result.train_seconds, e.bits_per_byte, test.is_text(),
+                        test.tokens != nullptr};
   if (l.lead && l.options.metrics != nullptr) RETURN_IF_ERROR(l.options.metrics->Write(EvalLine(out.point)));
   if (l.show) {
     SLOG(INFO) << absl::StrFormat("eval at step %d (epoch %.2f): %s loss %.4f%s, accuracy %.4f", at,
@@ -352,7 +353,8 @@ absl::Status Finish(Loop& l) {
   if (result.evals.empty()) {
     ASSIGN_OR_RETURN(const EvalResult e, EvaluateNow(l));
     result.evals.push_back(
-        EvalPoint{state.next_step, e.loss, e.accuracy, 0, e.bits_per_byte, l.data.test.is_text()});
+        EvalPoint{state.next_step, e.loss, e.accuracy, 0, e.bits_per_byte, l.data.test.is_text(),
+                  l.data.test.tokens != nullptr});
   }
   result.steps = state.next_step;
   const int global_batch = l.config.data().global_batch_size();
@@ -389,6 +391,11 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   ShardSaver saver(options.env, options.checkpoint_root, options.checkpoint_sink, config.checkpoint().async());
   const bool lead = comm.rank() == 0;
   const bool show = options.show_progress && lead;
+  if (lead && !options.checkpoint_root.empty()) {  // the workdir keeps the tokenizer its checkpoints name
+    const size_t slash = options.checkpoint_root.rfind('/');
+    const std::string workdir = slash == std::string::npos ? "." : options.checkpoint_root.substr(0, slash);
+    RETURN_IF_ERROR(KeepTokenizer(options.env, data, workdir));
+  }
   Announce(config, p, comm, show, options.observer);
   Progress progress(p.total_steps, p.pipeline->steps_per_epoch(), config.data().global_batch_size(),
                     config.train().log_every());
@@ -453,8 +460,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
 
 std::string DescribeFinalEval(const EvalPoint& e) {
   if (e.text) {
-    return absl::StrFormat("final validation next-byte accuracy %.4f, %.3f bits per byte", e.accuracy,
-                           e.bits_per_byte);
+    return absl::StrFormat("final validation next-%s accuracy %.4f, %.3f bits per byte", e.tokens ? "token" : "byte",
+                           e.accuracy, e.bits_per_byte);
   }
   return absl::StrFormat("final test accuracy %.4f", e.accuracy);
 }

@@ -126,11 +126,12 @@ struct EvalPoint {
   double train_seconds = 0;  // training time up to this point, evaluation excluded
   double bits_per_byte = 0;  // text models; 0 otherwise
   bool text = false;         // on the validation text (next-byte accuracy), not a test split
+  bool tokens = false;       // ... of token shards (next-token accuracy)
 };
 
 // The final evaluation as a run's last line says it: "final test accuracy
 // 0.8979" for an image model, "final validation next-byte accuracy 0.4512,
-// 1.883 bits per byte" for a text one.
+// 1.883 bits per byte" for a text one ("next-token" over token shards).
 std::string DescribeFinalEval(const EvalPoint& e);
 
 struct TrainResult {

@@ -89,8 +89,9 @@ struct StepRun {
 // the slice's loss sums and adds the time spent gathering batches to the
 // step's data time; its phases are timed by the step's timer. `hooks` (may
 // be null) are given to every forward, and to the last micro-batch's
-// backward (model.h: LayerHooks).
-BatchStats ComputeGradients(StepRun& run, const LayerHooks* hooks) {
+// backward (model.h: LayerHooks). Fails, before any forward of the
+// micro-batch, if its examples cannot be read (a token shard's bad token).
+absl::StatusOr<BatchStats> ComputeGradients(StepRun& run, const LayerHooks* hooks) {
   const StepContext& ctx = run.ctx;
   const float* params = run.state->params.data();
   const int64_t step = run.r.step;
@@ -122,9 +123,9 @@ BatchStats ComputeGradients(StepRun& run, const LayerHooks* hooks) {
     b->workspace->hooks = hooks == nullptr ? nullptr : m + 1 == accum ? hooks : &forward_only;
     const Range part = ShardRange(slice, m, accum);
     const int micro = static_cast<int>(part.size());
-    const absl::Span<const int32_t> rows =
+    const absl::Span<const int64_t> rows =
         absl::MakeConstSpan(b->indices).subspan(static_cast<size_t>(part.begin), static_cast<size_t>(micro));
-    GatherBatch(ctx.train, rows, &b->batch);
+    RETURN_IF_ERROR(Annotate(GatherBatch(ctx.train, rows, &b->batch), absl::StrCat("reading the batch of step ", step)));
     const Examples examples = ExamplesOf(b->batch, micro);
     *data_seconds += timer->Since("data", begin);
     begin = timer->Mark();
@@ -179,11 +180,12 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
   };
   hooks.after_backward = [&](Range layer) { note(exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step)); };
   exchange.BeginStep(r.step, &b->grads);
-  const BatchStats stats = ComputeGradients(s, &hooks);
-  if (!failed.ok()) {
+  const absl::StatusOr<BatchStats> computed = ComputeGradients(s, &hooks);
+  if (!failed.ok() || !computed.ok()) {
     static_cast<void>(exchange.FinishReduce(&b->grads, &seen, rank, r.step));  // the buffers are ours again
-    return failed;
+    return failed.ok() ? computed.status() : failed;
   }
+  const BatchStats& stats = *computed;
   if (!std::isfinite(stats.loss_sum)) seen.Note(NonFiniteSource::kOwnGradients, rank, r.step);
   r.times.all_gather = exchange.gather_wait_seconds() - gather_waited;  // in this step's forward
   r.times.compute = timer.Since("compute", begin) - r.times.all_gather;

@@ -82,7 +82,7 @@ inline Examples ExamplesOf(const BatchData& b, int n) {
 // Per-step scratch, reused.
 struct StepBuffers {
   PagedFloats grads;  // at stage 3, this rank's pieces only once reduced
-  std::vector<int32_t> indices;
+  std::vector<int64_t> indices;
   BatchData batch;
   std::unique_ptr<ModelWorkspace> workspace;  // made by model.NewWorkspace() on first use
   // Set (non-null) for a step that is traced (train.trace_steps): the step

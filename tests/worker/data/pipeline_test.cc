@@ -23,7 +23,7 @@ TEST(PipelineTest, ShuffleIsAPermutationThatDependsOnSeedAndEpoch) {
 
 TEST(PipelineTest, BatchOfAStepDoesNotDependOnWhatWasReadBefore) {
   BatchPipeline sequential(1000, 32, 7), jumped(1000, 32, 7);
-  std::vector<int32_t> a, b;
+  std::vector<int64_t> a, b;
   for (int64_t s = 0; s <= 70; ++s) sequential.GlobalBatch(s, &a);
   jumped.GlobalBatch(70, &b);  // epoch 2 directly
   EXPECT_EQ(a, b);
@@ -35,7 +35,7 @@ TEST(PipelineTest, BatchOfAStepDoesNotDependOnWhatWasReadBefore) {
 TEST(PipelineTest, EachEpochVisitsDistinctExamplesAndDropsTheRemainder) {
   BatchPipeline pipe(1000, 32, 1);
   EXPECT_EQ(pipe.steps_per_epoch(), 31);
-  std::vector<int32_t> seen, batch;
+  std::vector<int64_t> seen, batch;
   for (int64_t s = 0; s < 31; ++s) {
     pipe.GlobalBatch(s, &batch);
     seen.insert(seen.end(), batch.begin(), batch.end());
@@ -50,7 +50,7 @@ TEST(PipelineTest, RankSlicesConcatenateToTheGlobalBatchForAnyWorldSize) {
     BatchPipeline pipe(5000, batch, 11);
     for (int world : {1, 2, 3, 4, 5, 7, 8}) {
       if (world > batch) continue;
-      std::vector<int32_t> global, joined, slice;
+      std::vector<int64_t> global, joined, slice;
       pipe.GlobalBatch(17, &global);
       size_t smallest = SIZE_MAX, largest = 0;
       for (int r = 0; r < world; ++r) {
@@ -87,11 +87,65 @@ TEST(PipelineTest, GatherCopiesRowsAndLabels) {
   d.pixels = {0, 1, 10, 11, 20, 21};
   d.labels = {0, 1, 2};
   BatchData b;
-  const std::vector<int32_t> rows = {2, 0};
-  GatherBatch(d, rows, &b);
+  const std::vector<int64_t> rows = {2, 0};
+  ASSERT_TRUE(GatherBatch(d, rows, &b).ok());
   EXPECT_EQ(b.x, (std::vector<float>{20, 21, 0, 1}));
   EXPECT_EQ(b.y, (std::vector<int32_t>{2, 0}));
   EXPECT_TRUE(b.tokens.empty());
+}
+
+// kHashed: a bijection of [0, n) for every n, held nowhere, a pure
+// function of (seed, epoch) as kStored is.
+TEST(PipelineTest, TheHashedPermutationIsABijectionThatDependsOnSeedAndEpoch) {
+  for (int64_t n : {1, 2, 3, 4, 5, 17, 1000, 4096, 4097, 65537}) {
+    std::vector<int64_t> seen;
+    for (int64_t i = 0; i < n; ++i) seen.push_back(BatchPipeline::HashedIndex(9, 2, n, i));
+    std::vector<int64_t> sorted = seen;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int64_t> iota(static_cast<size_t>(n));
+    std::iota(iota.begin(), iota.end(), 0);
+    ASSERT_EQ(sorted, iota) << n;
+    if (n < 1000) continue;  // small ones may fix points or repeat by chance
+    EXPECT_NE(seen, iota) << n;
+    int moved = 0;
+    for (int64_t i = 0; i < n; ++i) moved += BatchPipeline::HashedIndex(9, 3, n, i) != seen[static_cast<size_t>(i)];
+    EXPECT_GT(moved, n / 2) << "another epoch, n " << n;
+    moved = 0;
+    for (int64_t i = 0; i < n; ++i) moved += BatchPipeline::HashedIndex(10, 2, n, i) != seen[static_cast<size_t>(i)];
+    EXPECT_GT(moved, n / 2) << "another seed, n " << n;
+  }
+  // A corpus past 2^32 windows: positions land inside it, distinct.
+  const int64_t huge = (int64_t{1} << 40) + 12345;
+  std::vector<int64_t> some;
+  for (int64_t i = 0; i < 2000; ++i) {
+    some.push_back(BatchPipeline::HashedIndex(1, 0, huge, i * 7777777));
+    ASSERT_LT(some.back(), huge);
+    ASSERT_GE(some.back(), 0);
+  }
+  std::sort(some.begin(), some.end());
+  EXPECT_EQ(std::unique(some.begin(), some.end()), some.end());
+}
+
+TEST(PipelineTest, HashedBatchesCoverAnEpochAndSliceForAnyWorldSize) {
+  BatchPipeline pipe(1000, 32, 1, Permutation::kHashed);
+  std::vector<int64_t> seen, batch;
+  for (int64_t s = 0; s < 31; ++s) {
+    pipe.GlobalBatch(s, &batch);
+    seen.insert(seen.end(), batch.begin(), batch.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end());
+  EXPECT_EQ(seen.size(), 992u);
+  std::vector<int64_t> global, joined, slice;
+  pipe.GlobalBatch(45, &global);
+  for (int r = 0; r < 3; ++r) {
+    pipe.RankSlice(45, r, 3, &slice);
+    joined.insert(joined.end(), slice.begin(), slice.end());
+  }
+  EXPECT_EQ(joined, global);
+  BatchPipeline stored(1000, 32, 1);
+  stored.GlobalBatch(45, &slice);
+  EXPECT_NE(slice, global);  // the two orders differ; each run keeps its own
 }
 
 }  // namespace

@@ -40,11 +40,11 @@ TEST(TextDataTest, TrainingWindowsStartAtEveryOffsetAndValidationWindowsTile) {
   EXPECT_EQ(data->train.num_classes, 256);
   EXPECT_EQ(data->train.targets_per_example(), 3);
   BatchData b;
-  const std::vector<int32_t> rows = {6, 0};
-  GatherBatch(data->train, rows, &b);
+  const std::vector<int64_t> rows = {6, 0};
+  ASSERT_TRUE(GatherBatch(data->train, rows, &b).ok());
   EXPECT_EQ(b.tokens, (std::vector<int32_t>{'g', 'h', 'i', 'a', 'b', 'c'}));
   EXPECT_EQ(b.y, (std::vector<int32_t>{'h', 'i', 'j', 'b', 'c', 'd'}));
-  GatherRange(data->test, 0, 2, &b);
+  ASSERT_TRUE(GatherRange(data->test, 0, 2, &b).ok());
   // Bytes are tokens 0..255 (no sign extension), every byte predicted once.
   EXPECT_EQ(b.tokens, (std::vector<int32_t>{0, 255, 'x', 'y', 'z', '1'}));
   EXPECT_EQ(b.y, (std::vector<int32_t>{255, 'x', 'y', 'z', '1', '2'}));
@@ -74,7 +74,7 @@ TEST(TextDataTest, TheBatchOfAStepIsAPureFunctionOfSeedAndStepForEveryRanksSlice
   absl::StatusOr<TrainingData> data = LoadTextSplits(Env::Default(), path, path, 16);
   ASSERT_TRUE(data.ok());
   BatchPipeline one(data->train.num_examples, 12, 42), again(data->train.num_examples, 12, 42);
-  std::vector<int32_t> whole, rank0, rank1, rank2, replay;
+  std::vector<int64_t> whole, rank0, rank1, rank2, replay;
   for (int64_t step : {0, 1, 400, 401}) {
     one.GlobalBatch(step, &whole);
     again.GlobalBatch(step, &replay);
@@ -82,7 +82,7 @@ TEST(TextDataTest, TheBatchOfAStepIsAPureFunctionOfSeedAndStepForEveryRanksSlice
     one.RankSlice(step, 0, 3, &rank0);
     one.RankSlice(step, 1, 3, &rank1);
     one.RankSlice(step, 2, 3, &rank2);
-    std::vector<int32_t> joined = rank0;
+    std::vector<int64_t> joined = rank0;
     joined.insert(joined.end(), rank1.begin(), rank1.end());
     joined.insert(joined.end(), rank2.begin(), rank2.end());
     EXPECT_EQ(joined, whole) << step;

@@ -1,0 +1,239 @@
+#include "worker/data/spm_client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/platform/status_macros.h"
+#include "worker/data/spm_protocol.h"
+
+extern char** environ;
+
+namespace shardline {
+namespace {
+
+// A request's reply must start within these (the helper is computing, not
+// waiting: these only bound a helper that hangs).
+constexpr int64_t kTrainMillis = int64_t{6} * 3600 * 1000;
+constexpr int64_t kRequestMillis = int64_t{10} * 60 * 1000;
+
+int64_t NowMillis() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+}
+
+template <typename T>
+void Put(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+std::string SelfDir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  std::string exe(buf, static_cast<size_t>(n));
+  const size_t slash = exe.rfind('/');
+  return slash == std::string::npos ? "" : exe.substr(0, slash);
+}
+
+}  // namespace
+
+std::vector<std::string> SpmHelperPaths() {
+  std::vector<std::string> paths;
+  if (const char* env = std::getenv("SHARDLINE_SPM_HELPER"); env != nullptr && *env != '\0') paths.push_back(env);
+  if (std::string dir = SelfDir(); !dir.empty()) paths.push_back(dir + "/shardline-spm");
+#ifdef SHARDLINE_SPM_HELPER_BUILD_PATH
+  paths.push_back(SHARDLINE_SPM_HELPER_BUILD_PATH);
+#endif
+  return paths;
+}
+
+absl::StatusOr<std::unique_ptr<SpmClient>> SpmClient::Start() {
+  std::string path;
+  for (const std::string& p : SpmHelperPaths()) {
+    if (access(p.c_str(), X_OK) == 0) {
+      path = p;
+      break;
+    }
+  }
+  if (path.empty()) {
+    return absl::NotFoundError(absl::StrCat("shardline-spm, the helper that runs SentencePiece, is not in any of: ",
+                                            absl::StrJoin(SpmHelperPaths(), ", "),
+                                            " (it is built beside shardline; $SHARDLINE_SPM_HELPER names another)"));
+  }
+  // A helper that dies makes writes to it fail with EPIPE, not end us.
+  signal(SIGPIPE, SIG_IGN);
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    close(in[0]);
+    close(in[1]);
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  char arg0[] = "shardline-spm";
+  char arg1[] = "serve";
+  char* argv[] = {arg0, arg1, nullptr};
+  pid_t pid = -1;
+  const int err = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(in[0]);
+  close(out[1]);
+  if (err != 0) {
+    close(in[1]);
+    close(out[0]);
+    return absl::InternalError(absl::StrCat("starting ", path, ": ", std::strerror(err)));
+  }
+  fcntl(in[1], F_SETFL, fcntl(in[1], F_GETFL) | O_NONBLOCK);  // Send waits with a deadline
+  std::unique_ptr<SpmClient> c(new SpmClient());
+  c->pid_ = pid;
+  c->to_helper_ = in[1];
+  c->from_helper_ = out[0];
+  c->path_ = path;
+  return c;
+}
+
+SpmClient::~SpmClient() {
+  if (to_helper_ >= 0) close(to_helper_);
+  if (from_helper_ >= 0) close(from_helper_);
+  if (pid_ <= 0) return;
+  // It exits at the end of its input; a stuck one is killed.
+  for (int i = 0; i < 200; ++i) {
+    if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    usleep(10000);
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+}
+
+absl::Status SpmClient::Broken(const std::string& what) {
+  broken_ = true;
+  return absl::InternalError(absl::StrCat(path_, " (SentencePiece's helper) ", what));
+}
+
+absl::Status SpmClient::Send(absl::string_view bytes) {
+  if (broken_) return Broken("failed before");
+  const int64_t deadline = NowMillis() + kRequestMillis;
+  while (!bytes.empty()) {
+    const ssize_t w = write(to_helper_, bytes.data(), bytes.size());
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) {  // its pipe is full: wait, but not forever
+      const int64_t left = deadline - NowMillis();
+      if (left <= 0) return Broken("stopped reading its input");
+      pollfd pfd{to_helper_, POLLOUT, 0};
+      poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 60000)));
+      continue;
+    }
+    if (w <= 0) return Broken(absl::StrCat("stopped reading (", std::strerror(errno), "): did it die?"));
+    bytes.remove_prefix(static_cast<size_t>(w));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SpmClient::Receive(void* dst, size_t n, int64_t deadline_ms) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const int64_t left = deadline_ms - NowMillis();
+    if (left <= 0) return Broken("gave no reply in time");
+    pollfd pfd{from_helper_, POLLIN, 0};
+    const int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 60000)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    const ssize_t r = read(from_helper_, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return Broken("ended its output mid-reply: it died");
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SpmClient::ReplyStatus(int64_t deadline_ms, const char* what) {
+  uint32_t status = 0;
+  RETURN_IF_ERROR(Receive(&status, sizeof(status), deadline_ms));
+  if (status == 0) return absl::OkStatus();
+  uint32_t len = 0;
+  RETURN_IF_ERROR(Receive(&len, sizeof(len), deadline_ms));
+  if (len > spm::kMaxMessageBytes) return Broken("sent an error too long to be one");
+  std::string message(len, '\0');
+  RETURN_IF_ERROR(Receive(message.data(), len, deadline_ms));
+  return absl::InvalidArgumentError(absl::StrCat(what, ": SentencePiece says: ", message));
+}
+
+absl::StatusOr<std::string> SpmClient::Train(const std::map<std::string, std::string>& flags, uint32_t seed) {
+  std::string req(1, spm::kOpTrain);
+  Put<uint32_t>(&req, seed);
+  Put<uint32_t>(&req, static_cast<uint32_t>(flags.size()));
+  for (const auto& [name, value] : flags) {
+    Put<uint32_t>(&req, static_cast<uint32_t>(name.size()));
+    req += name;
+    Put<uint32_t>(&req, static_cast<uint32_t>(value.size()));
+    req += value;
+  }
+  RETURN_IF_ERROR(Send(req));
+  const int64_t deadline = NowMillis() + kTrainMillis;
+  RETURN_IF_ERROR(ReplyStatus(deadline, "training"));
+  uint64_t size = 0;
+  RETURN_IF_ERROR(Receive(&size, sizeof(size), deadline));
+  if (size > spm::kMaxModelBytes) return Broken(absl::StrCat("sent a model of ", size, " bytes"));
+  std::string model(static_cast<size_t>(size), '\0');
+  RETURN_IF_ERROR(Receive(model.data(), model.size(), deadline));
+  return model;
+}
+
+absl::StatusOr<std::vector<SpmPiece>> SpmClient::Load(absl::string_view model) {
+  if (model.size() > spm::kMaxModelBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a model of ", model.size(), " bytes is over the ",
+                                                   spm::kMaxModelBytes, " a tokenizer may have"));
+  }
+  std::string req(1, spm::kOpLoad);
+  Put<uint64_t>(&req, model.size());
+  RETURN_IF_ERROR(Send(req));
+  RETURN_IF_ERROR(Send(model));
+  const int64_t deadline = NowMillis() + kRequestMillis;
+  RETURN_IF_ERROR(ReplyStatus(deadline, "loading"));
+  int32_t vocab = 0;
+  RETURN_IF_ERROR(Receive(&vocab, sizeof(vocab), deadline));
+  if (vocab < 0 || vocab > (1 << 28)) return Broken(absl::StrCat("sent a vocabulary of ", vocab));
+  std::vector<SpmPiece> pieces(static_cast<size_t>(vocab));
+  for (SpmPiece& p : pieces) {
+    uint32_t len = 0;
+    RETURN_IF_ERROR(Receive(&p.kind, 1, deadline));
+    RETURN_IF_ERROR(Receive(&len, sizeof(len), deadline));
+    if (len > spm::kMaxMessageBytes) return Broken("sent a piece too long to be one");
+    p.text.resize(len);
+    RETURN_IF_ERROR(Receive(p.text.data(), len, deadline));
+  }
+  return pieces;
+}
+
+absl::Status SpmClient::Encode(absl::string_view text, std::vector<int32_t>* ids) {
+  if (text.size() > spm::kMaxTextBytes) return absl::InvalidArgumentError("a text over 64 MiB to encode at once");
+  std::string req(1, spm::kOpEncode);
+  Put<uint32_t>(&req, static_cast<uint32_t>(text.size()));
+  RETURN_IF_ERROR(Send(req));
+  RETURN_IF_ERROR(Send(text));
+  const int64_t deadline = NowMillis() + kRequestMillis;
+  RETURN_IF_ERROR(ReplyStatus(deadline, "encoding"));
+  uint32_t count = 0;
+  RETURN_IF_ERROR(Receive(&count, sizeof(count), deadline));
+  if (count > text.size() * 4 + 16) return Broken(absl::StrCat("sent ", count, " ids for ", text.size(), " bytes"));
+  const size_t old = ids->size();
+  ids->resize(old + count);
+  return Receive(ids->data() + old, count * sizeof(int32_t), deadline);
+}
+
+}  // namespace shardline

@@ -1,0 +1,68 @@
+// shardline's side of `shardline-spm` (spm_protocol.h): starts the helper,
+// sends it requests and reads its replies, each with a deadline, so a
+// helper that dies or hangs is an error, never a wait without end.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<SpmClient> spm, SpmClient::Start());
+//   ASSIGN_OR_RETURN(std::vector<SpmPiece> pieces, spm->Load(model));
+//   RETURN_IF_ERROR(spm->Encode("text\n", &ids));
+#ifndef SHARDLINE_WORKER_DATA_SPM_CLIENT_H_
+#define SHARDLINE_WORKER_DATA_SPM_CLIENT_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace shardline {
+
+struct SpmPiece {
+  uint8_t kind = 0;  // spm::PieceKind
+  std::string text;  // as SentencePiece spells it (U+2581 for a space)
+};
+
+// Where the helper is looked for, in order: $SHARDLINE_SPM_HELPER, beside
+// this process's executable, and where this build tree put it.
+std::vector<std::string> SpmHelperPaths();
+
+class SpmClient {
+ public:
+  // Starts the helper. NotFound naming the places looked in if there is none.
+  static absl::StatusOr<std::unique_ptr<SpmClient>> Start();
+  // Closes the helper's input (it exits), waits a little, then kills it.
+  ~SpmClient();
+  SpmClient(const SpmClient&) = delete;
+  SpmClient& operator=(const SpmClient&) = delete;
+
+  // Trains a model with SentencePieceTrainer's flags; the serialized model.
+  absl::StatusOr<std::string> Train(const std::map<std::string, std::string>& flags, uint32_t seed);
+  // Loads a serialized model for Encode; its pieces, by id.
+  absl::StatusOr<std::vector<SpmPiece>> Load(absl::string_view model);
+  // Appends SentencePiece's ids of `text` (at most 64 MiB) to *ids.
+  absl::Status Encode(absl::string_view text, std::vector<int32_t>* ids);
+
+ private:
+  SpmClient() = default;
+  absl::Status Send(absl::string_view bytes);
+  // Reads exactly n bytes before `deadline_ms` (CLOCK_MONOTONIC).
+  absl::Status Receive(void* dst, size_t n, int64_t deadline_ms);
+  // The reply's status word; the helper's error as a status if it failed.
+  absl::Status ReplyStatus(int64_t deadline_ms, const char* what);
+  absl::Status Broken(const std::string& what);
+
+  pid_t pid_ = -1;
+  int to_helper_ = -1;
+  int from_helper_ = -1;
+  std::string path_;
+  bool broken_ = false;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_DATA_SPM_CLIENT_H_
