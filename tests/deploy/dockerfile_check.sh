@@ -27,7 +27,7 @@ for p in $build_pkgs; do
   grep -qx "$p" <<< "$deps" || fail "the build stage installs $p, which deploy/install-deps.sh does not"
 done
 libs=()
-for b in shardline shardline-coordinator shardline-worker; do
+for b in shardline shardline-coordinator shardline-worker shardline-spm; do
   [ -x "$bin/$b" ] || fail "$bin/$b was not built"
   grep -q "/build/bin/$b" "$df" || fail "$df does not copy $b"
   libs+=($(ldd "$bin/$b" | awk '/=>/ {print $3}'))

@@ -107,6 +107,11 @@ state::DataPosition BatchPipeline::Position(int64_t next_step) const {
 }
 
 absl::StatusOr<int64_t> BatchPipeline::Restore(const state::DataPosition& pos) const {
+  if (pos.tokenizer_sha256() != tokenizer_sha256_) {
+    auto name = [](const std::string& sha) { return sha.empty() ? std::string("bytes (no tokenizer)") : "tokenizer " + sha; };
+    return absl::FailedPreconditionError(absl::StrCat("saved data position was trained on ", name(pos.tokenizer_sha256()),
+                                                      "; this run reads ", name(tokenizer_sha256_)));
+  }
   if (pos.shuffle_seed() != shuffle_seed_ || pos.num_examples() != num_examples_ ||
       pos.global_batch_size() != global_batch_size_) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -114,11 +119,6 @@ absl::StatusOr<int64_t> BatchPipeline::Restore(const state::DataPosition& pos) c
         " examples, global batch ", pos.global_batch_size(),
         ") does not match this run (shuffle_seed ", shuffle_seed_, ", ", num_examples_,
         " examples, global batch ", global_batch_size_, ")"));
-  }
-  if (pos.tokenizer_sha256() != tokenizer_sha256_) {
-    auto name = [](const std::string& sha) { return sha.empty() ? std::string("bytes (no tokenizer)") : "tokenizer " + sha; };
-    return absl::FailedPreconditionError(absl::StrCat("saved data position was trained on ", name(pos.tokenizer_sha256()),
-                                                      "; this run reads ", name(tokenizer_sha256_)));
   }
   if (pos.next_step() < 0) {
     return absl::DataLossError(absl::StrCat("saved data position has negative step ",
