@@ -31,15 +31,7 @@ CAP_MB=${CAP_MB:-520}
 STEPS=${STEPS:-9}
 mkdir -p "$OUT"
 tmp="$(mktemp -d /tmp/memory_bench.XXXXXX)"
-groups=()
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done
-  sleep 1
-  for g in "${groups[@]}"; do rmdir "$g" 2> /dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 ./build/bin/shardline data austen --out "$tmp/text" > /dev/null
 head -c 65536 "$tmp/text/val.txt" > "$tmp/text/val_64k.txt"
@@ -88,8 +80,7 @@ if [[ " $PARTS " == *" 1 "* ]]; then
 fi
 
 if [[ " $PARTS " == *" 2 "* ]]; then
-  root=/sys/fs/cgroup/memory
-  [[ -w $root ]] || { echo "part 2 needs cgroup v1's memory controller writable at $root (root)" >&2; exit 1; }
+  [[ -w /sys/fs/cgroup/memory ]] || { echo "part 2 needs cgroup v1's memory controller writable (root)" >&2; exit 1; }
   CAPPED=("${TEXT[@]}" --set model.gpt.layers=16 --set data.global_batch_size=8 --set collective.bucket_cap_mb=8
           --set collective.zero_stage=3 --set train.remat=true --set checkpoint.memory_every_steps=0
           --set checkpoint.async=false --set checkpoint.every_steps=0 --set checkpoint.save_final=true
@@ -106,62 +97,19 @@ if [[ " $PARTS " == *" 2 "* ]]; then
     build/bin/shardline plan --config deploy/configs/austen_gpt.textproto --workers 4 "${CAPPED[@]}" \
       --set "train.precision=$1" $(width_sets "$2") | awk -v t="$3" '$1 == t {print $2}'
   }
+  . bench/lib/capped_job.sh
   capped() {  # capped PRECISION WIDTH: one job of 4 workers, each in its own capped group; prints the outcome
-    local precision=$1 width=$2 dir="$OUT/capped_${1}_d$2"
-    rm -rf "$dir" && mkdir -p "$dir/logs"
-    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/token"
-    chmod 600 "$dir/token"
-    local port
-    port=$(build/bin/shardline port)
+    local precision=$1 width=$2 dir="$OUT/capped_${1}_d$2" outcome
     # shellcheck disable=SC2046
-    build/bin/shardline-coordinator --config deploy/configs/austen_gpt.textproto --listen "127.0.0.1:$port" \
-      --workdir "$dir/work" --metrics_listen 127.0.0.1:0 --token_file "$dir/token" "${CAPPED[@]}" \
-      --set runtime.num_workers=4 --set "train.precision=$precision" $(width_sets "$width") \
-      > "$dir/logs/coordinator.log" 2>&1 &
-    local coordinator=$!
-    pids+=("$coordinator")
-    local workers=()
-    for r in 0 1 2 3; do
-      local g="$root/shardline_memory_$$_${precision}_d${width}_r$r"
-      mkdir "$g" && groups+=("$g")
-      echo $((CAP_MB * 1024 * 1024)) > "$g/memory.limit_in_bytes"
-      build/bin/shardline credential --rank "$r" --out "$dir/rank-$r" --token_file "$dir/token" > /dev/null
-      bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$g" build/bin/shardline-worker \
-        --coordinator "127.0.0.1:$port" --listen 127.0.0.1:0 --metrics_listen 127.0.0.1:0 --rank "$r" \
-        --token_file "$dir/rank-$r" > "$dir/logs/worker-$r.log" 2>&1 &
-      workers+=($!)
-      pids+=($!)
-    done
-    local outcome="timeout" killed=""
-    for _ in $(seq 1 1500); do
-      for r in 0 1 2 3; do
-        local g="$root/shardline_memory_$$_${precision}_d${width}_r$r"
-        if grep -q "oom_kill [1-9]" "$g/memory.oom_control" 2> /dev/null; then killed="$killed $r"; fi
-      done
-      if [[ -n $killed ]]; then outcome="killed for memory (worker$killed)"; break; fi
-      if ! kill -0 "$coordinator" 2> /dev/null; then
-        if wait "$coordinator"; then outcome="trained, evaluated, saved"; else outcome="refused"; fi
-        break
-      fi
-      sleep 1
-    done
-    for _ in $(seq 1 30); do
-      local alive=0
-      for p in "${workers[@]}"; do kill -0 "$p" 2> /dev/null && alive=1; done
-      [[ $alive == 0 ]] && break
-      sleep 1
-    done
-    for p in "$coordinator" "${workers[@]}"; do kill -9 "$p" 2> /dev/null || true; done
-    wait 2> /dev/null || true
-    local charge="" most=0
-    for r in 0 1 2 3; do
-      local g="$root/shardline_memory_$$_${precision}_d${width}_r$r"
-      local mib=$(($(cat "$g/memory.max_usage_in_bytes") / 1048576))
-      charge="$charge $mib"
-      ((mib > most)) && most=$mib
-      rmdir "$g"
-    done
-    local params predicted=""
+    outcome=$(capped_job "$dir" "$CAP_MB" 4 1500 deploy/configs/austen_gpt.textproto "${CAPPED[@]}" \
+      --set "train.precision=$precision" $(width_sets "$width"))
+    case $outcome in
+      finished) outcome="trained, evaluated, saved" ;;
+      failed) outcome="refused" ;;
+      "killed for memory") outcome="killed for memory (worker$(awk '$6 > 0 {printf " %s", $1}' "$dir/memory.dat"))" ;;
+    esac
+    local charge params predicted=""
+    charge=$(awk '{printf " %s", $5}' "$dir/memory.dat")
     params=$(cat "$dir"/logs/worker-*.log 2> /dev/null | grep -o "with [0-9]* parameters" | head -1 | grep -o "[0-9]*" || true)
     predicted=$(grep -ho "memory predicted [0-9.]* MiB, peak [0-9.]* MiB" "$dir"/logs/worker-*.log | head -1 || true)
     if [[ $outcome == refused ]]; then

@@ -42,15 +42,7 @@ PARTS=${PARTS:-1 2 3}
 CAP_MB=${CAP_MB:-520}
 mkdir -p "$OUT"  # each part replaces its own outputs; the summary reads both parts'
 tmp="$(mktemp -d /tmp/zero3_bench.XXXXXX)"
-groups=()
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done
-  sleep 1
-  for g in "${groups[@]}"; do rmdir "$g" 2> /dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'rm -rf "$tmp"' EXIT
 ./build/bin/shardline data austen --out "$tmp/text" > /dev/null
 # A short validation file: the final evaluation (the whole parameters, and
 # one chunk's activations) of the 50M model stays small.
@@ -122,67 +114,17 @@ if [[ " $PARTS " == *" 1 "* ]]; then
 fi
 
 if [[ " $PARTS " == *" 2 "* ]]; then
-  root=/sys/fs/cgroup/memory
-  [[ -w $root ]] || { echo "part 2 needs cgroup v1's memory controller writable at $root (root)" >&2; exit 1; }
-  # One job of 4 workers, each in its own capped group; prints the outcome.
+  [[ -w /sys/fs/cgroup/memory ]] || { echo "part 2 needs cgroup v1's memory controller writable (root)" >&2; exit 1; }
+  . bench/lib/capped_job.sh
+  # One job of 4 workers, each in its own capped group (bench/lib/capped_job.sh;
+  # the worker's own PID goes into its group before it execs, so every byte it
+  # allocates is charged there); bounded at 20 minutes.
   capped() {
-    local stage=$1 dir="$OUT/capped_s$1"
-    rm -rf "$dir" && mkdir -p "$dir/logs"
-    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/token"
-    chmod 600 "$dir/token"
-    local port
-    port=$(build/bin/shardline port)
-    build/bin/shardline-coordinator --config $CFG --listen "127.0.0.1:$port" --workdir "$dir/work" \
-      --metrics_listen 127.0.0.1:0 --token_file "$dir/token" "${COMMON[@]}" "${BIG[@]}" \
-      --set runtime.num_workers=4 --set "collective.zero_stage=$stage" --set train.remat=true \
-      > "$dir/logs/coordinator.log" 2>&1 &
-    local coordinator=$!
-    pids+=("$coordinator")
-    local workers=()
-    for r in 0 1 2 3; do
-      local g="$root/shardline_zero3_$$_s${stage}_r$r"
-      mkdir "$g" && groups+=("$g")
-      echo $((CAP_MB * 1024 * 1024)) > "$g/memory.limit_in_bytes"
-      build/bin/shardline credential --rank "$r" --out "$dir/rank-$r" --token_file "$dir/token" > /dev/null
-      # The worker's own PID goes into its group before it execs, so every
-      # byte it allocates is charged there.
-      bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$g" build/bin/shardline-worker \
-        --coordinator "127.0.0.1:$port" --listen 127.0.0.1:0 --metrics_listen 127.0.0.1:0 --rank "$r" \
-        --token_file "$dir/rank-$r" > "$dir/logs/worker-$r.log" 2>&1 &
-      workers+=($!)
-      pids+=($!)
-    done
-    # Bounded: the job ends, or a group's OOM killer fires (then the rest
-    # is stopped: nothing restarts a killed worker here), or 20 minutes.
-    local outcome="timeout" killed=""
-    for _ in $(seq 1 1200); do
-      for r in 0 1 2 3; do
-        local g="$root/shardline_zero3_$$_s${stage}_r$r"
-        if grep -q "oom_kill [1-9]" "$g/memory.oom_control" 2> /dev/null; then killed="$killed $r"; fi
-      done
-      if [[ -n $killed ]]; then outcome="killed for memory (worker$killed)"; break; fi
-      if ! kill -0 "$coordinator" 2> /dev/null; then
-        wait "$coordinator" && outcome="trained" || outcome="coordinator exited $?"
-        break
-      fi
-      sleep 1
-    done
-    # Workers leave once the coordinator says the job is over: given 30 s.
-    for _ in $(seq 1 30); do
-      local alive=0
-      for p in "${workers[@]}"; do kill -0 "$p" 2> /dev/null && alive=1; done
-      [[ $alive == 0 || $outcome != trained ]] && break
-      sleep 1
-    done
-    for p in "$coordinator" "${workers[@]}"; do kill -9 "$p" 2> /dev/null || true; done
-    wait 2> /dev/null || true
-    local peaks=""
-    for r in 0 1 2 3; do
-      local g="$root/shardline_zero3_$$_s${stage}_r$r"
-      peaks="$peaks $(($(cat "$g/memory.max_usage_in_bytes") / 1048576))"
-      rmdir "$g"
-    done
-    echo "| $stage | $CAP_MB MiB | $outcome | $peaks |"
+    local stage=$1 dir="$OUT/capped_s$1" outcome
+    outcome=$(capped_job "$dir" "$CAP_MB" 4 1200 $CFG "${COMMON[@]}" "${BIG[@]}" \
+      --set "collective.zero_stage=$stage" --set train.remat=true)
+    [[ $outcome == finished ]] && outcome=trained
+    echo "| $stage | $CAP_MB MiB | $outcome | $(awk '{printf " %s", $5}' "$dir/memory.dat") |"
   }
   {
     echo "| ZeRO stage | cap per worker | outcome | each worker's peak charge, MiB |"

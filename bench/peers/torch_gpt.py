@@ -187,7 +187,7 @@ def autocast(enabled):
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
 
 
-def val_loss(model, val, context, batch=256, bf16=False):
+def val_loss(model, val, context, batch=256, bf16=False, vocab=256):
     n = (len(val) - 1 - context) // context + 1
     total = 0.0
     with torch.no_grad():
@@ -197,7 +197,7 @@ def val_loss(model, val, context, batch=256, bf16=False):
             w = val[idx].long()
             with autocast(bf16):
                 logits = model(w[:, :-1]).float()
-            total += F.cross_entropy(logits.reshape(-1, 256), w[:, 1:].reshape(-1), reduction="sum").item()
+            total += F.cross_entropy(logits.reshape(-1, vocab), w[:, 1:].reshape(-1), reduction="sum").item()
     return total / (n * context)
 
 
@@ -208,8 +208,20 @@ def train(a):
         dist.init_process_group("gloo")
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     torch.manual_seed(a.seed)
-    text = torch.from_numpy(np.fromfile(a.train, dtype=np.uint8))
-    val = torch.from_numpy(np.fromfile(a.val, dtype=np.uint8))
+    vocab, bytes_per_token = 256, 1.0
+    if a.tokens:  # shardline's token shards (`shardline data tokenize`), as nanoGPT's train.bin
+        manifest = json.load(open(f"{a.tokens}/manifest.json"))
+        dtype = np.uint16 if manifest["token_bytes"] == 2 else np.uint32
+
+        def split(name):
+            parts = [np.fromfile(f"{a.tokens}/{s['file']}", dtype=dtype) for s in manifest[name]]
+            return torch.from_numpy(np.concatenate(parts).astype(np.int32))
+        text, val = split("train"), split("val")
+        vocab = manifest["tokenizer"]["vocab_size"]
+        bytes_per_token = sum(s["text_bytes"] for s in manifest["val"]) / len(val)
+    else:
+        text = torch.from_numpy(np.fromfile(a.train, dtype=np.uint8))
+        val = torch.from_numpy(np.fromfile(a.val, dtype=np.uint8))
     batches = None
     if a.ref:
         meta = json.load(open(f"{a.ref}/meta.json"))
@@ -218,7 +230,7 @@ def train(a):
         net = load_gpt(meta, f"{a.ref}/init.safetensors")
         batches = np.memmap(f"{a.ref}/batches.bin", dtype=np.int32, mode="r").reshape(a.steps, 2, a.batch, a.context)
     else:
-        net = GPT(a.context, a.layers, a.d_model, a.heads, a.mlp_ratio)
+        net = GPT(a.context, a.layers, a.d_model, a.heads, a.mlp_ratio, vocab=vocab)
         gpt2_init(net, a.layers)
     model = torch.nn.parallel.DistributedDataParallel(net) if distributed else net
     decay = [p for n, p in net.named_parameters() if p.dim() >= 2]
@@ -245,7 +257,7 @@ def train(a):
         opt.zero_grad(set_to_none=True)
         # The global mean per token: DDP averages the ranks' gradients.
         with autocast(a.autocast):
-            loss = F.cross_entropy(model(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1), reduction="sum")
+            loss = F.cross_entropy(model(w[:, :-1]).reshape(-1, vocab), w[:, 1:].reshape(-1), reduction="sum")
         (loss * (world / (a.batch * a.context))).backward()
         if a.grad_clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(net.parameters(), a.grad_clip_norm)
@@ -254,8 +266,9 @@ def train(a):
         train_seconds += dt
         step_times.append(dt)
         if rank == 0 and a.eval_every > 0 and ((s + 1) % a.eval_every == 0 or s + 1 == a.steps):
-            v = val_loss(net, val, a.context, bf16=a.autocast)
-            print(json.dumps({"step": s + 1, "split": "eval", "loss": v, "bits_per_byte": v / math.log(2),
+            v = val_loss(net, val, a.context, bf16=a.autocast, vocab=vocab)
+            print(json.dumps({"step": s + 1, "split": "eval", "loss": v,
+                              "bits_per_byte": v / math.log(2) / bytes_per_token,
                               "train_seconds": train_seconds}), flush=True)
     if rank == 0:
         steady = sorted(step_times[len(step_times) // 10:])
@@ -338,8 +351,9 @@ def main():
     fx = sub.add_parser("fixture")
     fx.add_argument("--out", required=True)
     t = sub.add_parser("train")
-    t.add_argument("--train", required=True)
-    t.add_argument("--val", required=True)
+    t.add_argument("--train", default="")
+    t.add_argument("--val", default="")
+    t.add_argument("--tokens", default="", help="a directory of shardline token shards, in place of --train/--val")
     t.add_argument("--ref", default="", help="shardline-gpt-reference's DIR: its init and batches")
     t.add_argument("--autocast", action="store_true", help="bfloat16 autocast (against train.precision BF16)")
     for name, default in [("steps", 3000), ("batch", 32), ("context", 128), ("layers", 4), ("d_model", 128),

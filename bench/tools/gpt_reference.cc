@@ -55,7 +55,7 @@ absl::Status Run(const Args& args) {
   RETURN_IF_ERROR(WriteFileAtomically(env, out + "/init.safetensors", SafetensorsBytes(tensors, params, {})));
 
   const int batch = cfg.data().global_batch_size();
-  BatchPipeline pipeline(data.train.num_examples, batch, cfg.data().shuffle_seed());
+  BatchPipeline pipeline(data.train.num_examples, batch, cfg.data().shuffle_seed(), PermutationFor(data.train));
   std::string batches;
   std::vector<int64_t> indices;
   BatchData first;

@@ -85,6 +85,12 @@ class BatchPipeline {
   std::vector<int32_t> permutation_;
 };
 
+// The permutation a training split is shuffled with: kHashed for token
+// shards (it would grow with the corpus), kStored for the rest.
+inline Permutation PermutationFor(const Dataset& train) {
+  return train.tokens != nullptr ? Permutation::kHashed : Permutation::kStored;
+}
+
 // Copies the examples `indices` of `data` into `out` (growing its vectors
 // as needed; images fill x and y, text tokens and y). Fails only for token
 // shards: DataLoss naming the shard of a token outside the vocabulary.

@@ -56,10 +56,8 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   RETURN_IF_ERROR(CheckMemoryLimit(p.memory_plan, config, data, comm, options.env));
   ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,
                                                   OwnedPieces(p.buckets, comm.rank(), comm.world_size())));
-  // Token shards: a permutation computed, not held (it would grow with the corpus).
   p.pipeline = std::make_unique<BatchPipeline>(data.train.num_examples, global_batch, config.data().shuffle_seed(),
-                                               data.train.tokens != nullptr ? Permutation::kHashed
-                                                                            : Permutation::kStored);
+                                               PermutationFor(data.train));
   p.pipeline->set_tokenizer_sha256(data.tokenizer_sha256);
   p.schedule = std::make_unique<LrSchedule>(config.schedule(), p.total_steps);
   p.best = std::make_unique<BestEval>(config.checkpoint());

@@ -50,15 +50,21 @@ Corpus MakeCorpus(const std::string& name) {
   return c;
 }
 
+// Both files of `c` into c.dir/out, validation the last 10%.
+TokenizeOptions Options(const Corpus& c, int64_t shard_tokens) {
+  TokenizeOptions o;
+  o.inputs = {c.a, c.b};
+  o.out_dir = c.dir + "/out";
+  o.shard_tokens = shard_tokens;
+  return o;
+}
+
 TEST(TokenShardsTest, TokenizeStreamsTheInputsIntoShardsThatDecodeToThem) {
   std::unique_ptr<Tokenizer> tok = TokenTestTokenizer();
   ASSERT_NE(tok, nullptr);
   const Corpus c = MakeCorpus("streams");
-  TokenizeOptions o;
-  o.inputs = {c.a, c.b};
+  TokenizeOptions o = Options(c, 700);
   o.val_fraction = 0.25;
-  o.out_dir = c.dir + "/out";
-  o.shard_tokens = 700;
   o.chunk_bytes = 256;  // many chunks, each cut after a newline
   absl::StatusOr<TokenizeResult> r = TokenizeCorpus(env(), *tok, o);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -109,10 +115,7 @@ TEST(TokenShardsTest, ARerunReplacesTheShardsAndADirectoryWithoutAManifestIsNotD
   std::unique_ptr<Tokenizer> tok = TokenTestTokenizer();
   ASSERT_NE(tok, nullptr);
   const Corpus c = MakeCorpus("rerun");
-  TokenizeOptions o;
-  o.inputs = {c.a, c.b};
-  o.out_dir = c.dir + "/out";
-  o.shard_tokens = 300;
+  TokenizeOptions o = Options(c, 300);
   ASSERT_TRUE(TokenizeCorpus(env(), *tok, o).ok());
   o.shard_tokens = 1000000;
   absl::StatusOr<TokenizeResult> r = TokenizeCorpus(env(), *tok, o);
@@ -134,10 +137,7 @@ TEST(TokenShardsTest, TrainingWindowsReadTheShardsAsOneStream) {
   std::unique_ptr<Tokenizer> tok = TokenTestTokenizer();
   ASSERT_NE(tok, nullptr);
   const Corpus c = MakeCorpus("windows");
-  TokenizeOptions o;
-  o.inputs = {c.a, c.b};
-  o.out_dir = c.dir + "/out";
-  o.shard_tokens = 257;
+  const TokenizeOptions o = Options(c, 257);
   absl::StatusOr<TokenizeResult> r = TokenizeCorpus(env(), *tok, o);
   ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<int32_t> stream = SplitTokens(o.out_dir, r->manifest.train);
@@ -185,10 +185,8 @@ class BadShardsTest : public ::testing::Test {
     tok_ = TokenTestTokenizer();
     ASSERT_NE(tok_, nullptr);
     const Corpus c = MakeCorpus("bad");
-    TokenizeOptions o;
-    o.inputs = {c.a, c.b};
-    o.out_dir = dir_ = c.dir + "/out";
-    o.shard_tokens = 1000;
+    const TokenizeOptions o = Options(c, 1000);
+    dir_ = o.out_dir;
     absl::StatusOr<TokenizeResult> r = TokenizeCorpus(env(), *tok_, o);
     ASSERT_TRUE(r.ok()) << r.status();
     manifest_ = r->manifest;
