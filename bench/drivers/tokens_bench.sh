@@ -16,11 +16,13 @@
 # One command:
 #   bench/drivers/tokens_bench.sh
 #   PARTS=1 MINUTES=2 VOCABS="4096" bench/drivers/tokens_bench.sh   # a quick look
+#   TORCH="bytes 4096" bench/drivers/tokens_bench.sh                 # PyTorch on two of the four
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PARTS=${PARTS:-1 2}
 MINUTES=${MINUTES:-10}
 VOCABS=${VOCABS:-1024 4096 16384}
+TORCH=${TORCH:-bytes $VOCABS}  # the runs PyTorch repeats
 CORPUS_MB=${CORPUS_MB:-4096}
 CAP_MB=${CAP_MB:-1024}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
@@ -93,11 +95,11 @@ PY
   }
   run_one bytes deploy/configs/austen_gpt.textproto --set "data.text.train_path=$DATA/text/train.txt" \
     --set "data.text.val_path=$DATA/text/val.txt"
-  torch_one bytes --train "$DATA/text/train.txt" --val "$DATA/text/val.txt"
+  [[ " $TORCH " == *" bytes "* ]] && torch_one bytes --train "$DATA/text/train.txt" --val "$DATA/text/val.txt"
   for v in $VOCABS; do
     dir=$(tokens_for "$v")
     run_one "spm$v" deploy/configs/austen_gpt_tokens.textproto --set "data.tokens.dir=$dir"
-    torch_one "spm$v" --tokens "$dir"
+    [[ " $TORCH " == *" $v "* ]] && torch_one "spm$v" --tokens "$dir"
   done
   echo "(who, data, steps, training seconds, validation bits per byte)" >&2
 fi

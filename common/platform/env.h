@@ -66,8 +66,14 @@ inline constexpr size_t kUnbufferedAlignment = 4096;
 // rewritten in place).
 class MappedFile {
  public:
+  enum class Access { kNormal, kRandom, kSequential };
   virtual ~MappedFile() = default;
   virtual absl::string_view bytes() const = 0;
+  // A hint: how the bytes will be read (madvise). kRandom stops the kernel
+  // reading ahead around each page touched (for scattered reads of a file
+  // larger than memory, 4 KiB from the disk per page rather than 128 KiB
+  // and more). The default does nothing.
+  virtual void Advise(Access access) const {}
 };
 
 // An exclusive lock on a file, held until this object is destroyed.

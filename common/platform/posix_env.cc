@@ -230,6 +230,13 @@ class PosixMappedFile : public MappedFile {
     if (size_ > 0) munmap(base_, size_);
   }
   absl::string_view bytes() const override { return absl::string_view(static_cast<const char*>(base_), size_); }
+  void Advise(Access access) const override {
+    if (size_ == 0) return;
+    const int advice = access == Access::kRandom       ? MADV_RANDOM
+                       : access == Access::kSequential ? MADV_SEQUENTIAL
+                                                       : MADV_NORMAL;
+    madvise(base_, size_, advice);  // a hint: its failure changes nothing read
+  }
 
  private:
   void* const base_;

@@ -94,7 +94,9 @@ namespace {
 
 absl::StatusOr<Dataset> TokenSplit(Env* env, const std::string& dir, const TokenManifest& m,
                                    const std::vector<TokenShard>& shards, const char* split, int context,
-                                   int64_t stride, const TokenCorpusOptions& options) {
+                                   int64_t stride, TokenCorpusOptions options) {
+  // Training windows start anywhere; validation windows tile the split.
+  options.access = stride == 1 ? MappedFile::Access::kRandom : MappedFile::Access::kSequential;
   ASSIGN_OR_RETURN(std::unique_ptr<TokenCorpus> corpus, TokenCorpus::Open(env, dir, m, shards, options));
   const int64_t window = int64_t{context} + 1;
   if (corpus->num_tokens() < window) {

@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<TokenCorpus>> TokenCorpus::Open(Env* env, const s
       RETURN_IF_ERROR(c->Read(pos, std::min<int64_t>(static_cast<int64_t>(buf.size()), c->num_tokens_ - pos), buf.data()));
     }
   }
+  for (const Shard& shard : c->shards_) shard.map->Advise(options.access);  // after the verifying read's readahead
   return c;
 }
 

@@ -27,6 +27,9 @@ struct TokenCorpusOptions {
   // token is below the vocabulary (reads the whole split once); without it
   // only each shard's size is checked at open, and each token as it is read.
   bool verify_contents = false;
+  // How the shards will be read (a hint to the kernel): training windows
+  // are scattered (kRandom), validation tiles the split (kSequential).
+  MappedFile::Access access = MappedFile::Access::kNormal;
 };
 
 class TokenCorpus {
