@@ -6,7 +6,7 @@ set title sprintf("4 workers on token shards, each capped at %d MiB: memory per 
 set xlabel "corpus (MB of text; shards are half as many MB of uint16 tokens at 3.7 bytes per token)"
 set ylabel "MiB per worker (the largest of the 4)"
 set logscale x
-set key top left
+set key at graph 0.02, graph 0.75 left top box opaque
 set grid
 set yrange [0:*]
 plot dat using 1:4 with linespoints lw 2 title "private (RssAnon), peak", \
