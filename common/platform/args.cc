@@ -75,6 +75,15 @@ absl::StatusOr<int64_t> IntFlag(const Args& args, const std::string& name, int64
   return v;
 }
 
+absl::StatusOr<double> DoubleFlag(const Args& args, const std::string& name, double def) {
+  if (!args.Has(name)) return def;
+  double v;
+  if (!absl::SimpleAtod(args.Get(name), &v)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", args.Get(name), "' is not a number"));
+  }
+  return v;
+}
+
 int64_t IntFlagOrExit(const Args& args, const std::string& name, int64_t def) {
   absl::StatusOr<int64_t> v = IntFlag(args, name, def);
   if (!v.ok()) {

@@ -48,6 +48,10 @@ absl::Status ParseArgs(int argc, char** argv, int first, const FlagSpec& flags, 
 // kInvalidArgument ("--name: 'value' is not an integer") if it is not one.
 absl::StatusOr<int64_t> IntFlag(const Args& args, const std::string& name, int64_t def);
 
+// The number value of flag `name`, or `def` if it is absent;
+// kInvalidArgument ("--name: 'value' is not a number") if it is not one.
+absl::StatusOr<double> DoubleFlag(const Args& args, const std::string& name, double def);
+
 // IntFlag for tools whose usage errors exit 2 (benchmarks and their
 // helpers): prints IntFlag's error to stderr and exits 2.
 int64_t IntFlagOrExit(const Args& args, const std::string& name, int64_t def);

@@ -155,6 +155,13 @@ class Env {
 // The error ReadFile returns for a file of `size` bytes over `max_bytes`.
 absl::Status TooLargeError(const std::string& path, int64_t size, int64_t max_bytes);
 
+// The directory part of `path`: "a/b" for "a/b/c", "." for "c".
+std::string DirName(const std::string& path);
+
+// The directory of this process's executable (/proc/self/exe), where its
+// sibling binaries are; "." if it cannot be read.
+std::string ExecutableDir();
+
 // Writes `contents` to `path` so readers see the old file or the whole new
 // one, never a part: a temporary file in the same directory, then rename.
 // With `durable`, the file is fsynced before the rename and the directory

@@ -444,6 +444,17 @@ absl::Status TooLargeError(const std::string& path, int64_t size, int64_t max_by
       absl::StrCat(path, " holds ", size, " bytes or more; at most ", max_bytes, " are read from a file of its kind"));
 }
 
+std::string DirName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::string ExecutableDir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n <= 0 ? "." : DirName(std::string(buf, static_cast<size_t>(n)));
+}
+
 absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view contents,
                                  bool durable) {
   const std::string tmp = path + ".tmp";
@@ -453,10 +464,7 @@ absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string
   if (s.ok() && durable) s = (*file)->Sync();
   if (s.ok()) s = (*file)->Close();
   if (s.ok()) s = env->RenameFile(tmp, path);
-  if (s.ok() && durable) {
-    const size_t slash = path.find_last_of('/');
-    s = env->SyncDir(slash == std::string::npos ? "." : path.substr(0, slash));
-  }
+  if (s.ok() && durable) s = env->SyncDir(DirName(path));
   if (!s.ok()) env->DeleteFile(tmp).IgnoreError();
   return s;
 }

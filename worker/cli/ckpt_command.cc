@@ -127,13 +127,11 @@ absl::Status Export(Env* env, const std::string& workdir, const std::string& ste
   const std::string kept = absl::StrCat(workdir, "/", kTokenizerFile);
   absl::StatusOr<std::string> model = env->ReadFile(kept, kMaxDataFileBytes);
   if (!model.ok()) return Annotate(model.status(), "the tokenizer the checkpoint was trained with");
-  if (Sha256Hex(*model) != done.tokenizer_sha256) {
-    return absl::DataLossError(absl::StrCat(kept, " has SHA-256 ", Sha256Hex(*model), "; step ", s,
+  if (const std::string sha256 = Sha256Hex(*model); sha256 != done.tokenizer_sha256) {
+    return absl::DataLossError(absl::StrCat(kept, " has SHA-256 ", sha256, "; step ", s,
                                             " was trained with tokenizer ", done.tokenizer_sha256));
   }
-  const size_t slash = out.rfind('/');
-  const std::string beside =
-      absl::StrCat(slash == std::string::npos ? std::string(".") : out.substr(0, slash), "/", kTokenizerFile);
+  const std::string beside = absl::StrCat(DirName(out), "/", kTokenizerFile);
   RETURN_IF_ERROR(WriteFileAtomically(env, beside, *model, /*durable=*/true));
   printf("tokenizer %s to %s\n", done.tokenizer_sha256.c_str(), beside.c_str());
   return absl::OkStatus();

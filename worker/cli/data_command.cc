@@ -92,10 +92,8 @@ absl::Status Data(const Args& args) {
   std::set<std::string> allowed = {"out"};
   if (sub == "austen") allowed.insert({"rdb", "any_version"});
   if (sub == "tokenizer") allowed.insert(std::begin(kTokenizerFlags), std::end(kTokenizerFlags));
-  if (sub == "tokenize") {
-    allowed.insert(std::begin(kTokenizeFlags), std::end(kTokenizeFlags));
-    allowed.insert("input");
-  }
+  if (sub == "tokenize") allowed.insert(std::begin(kTokenizeFlags), std::end(kTokenizeFlags));
+  if (sub != "austen") allowed.insert("input");
   if (sub != "austen" && sub != "tokenizer" && sub != "tokenize") {
     return absl::InvalidArgumentError(
         absl::StrCat(sub.empty() ? "expected a subcommand" : absl::StrCat("unknown subcommand '", sub, "'"),
@@ -118,7 +116,6 @@ int DataCommand(int argc, char** argv) {
   std::set<std::string> single = {"out", "rdb"};
   single.insert(std::begin(kTokenizerFlags), std::end(kTokenizerFlags));
   single.insert(std::begin(kTokenizeFlags), std::end(kTokenizeFlags));
-  single.erase("input");
   absl::Status parsed = ParseArgs(argc, argv, 2, {single, {"input"}, {"any_version"}}, "shardline data", &args);
   return RunCommand(parsed, args, kHelp, "shardline data", Data);
 }

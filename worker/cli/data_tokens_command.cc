@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/platform/env.h"
 #include "common/platform/status_macros.h"
@@ -22,15 +21,6 @@ absl::StatusOr<std::vector<std::string>> Inputs(const Args& args) {
   inputs.insert(inputs.end(), args.positional.begin() + 1, args.positional.end());
   if (inputs.empty()) return absl::InvalidArgumentError("--input: name at least one text file");
   return inputs;
-}
-
-absl::StatusOr<double> Fraction(const Args& args, const std::string& name, double def) {
-  if (!args.Has(name)) return def;
-  double v = 0;
-  if (!absl::SimpleAtod(args.Get(name), &v)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", args.Get(name), "' is not a number"));
-  }
-  return v;
 }
 
 }  // namespace
@@ -79,7 +69,7 @@ absl::Status DataTokenize(const Args& args) {
     return absl::InvalidArgumentError("give --val FILE or --val_fraction F, not both");
   }
   o.val_path = args.Get("val");
-  ASSIGN_OR_RETURN(o.val_fraction, Fraction(args, "val_fraction", o.val_fraction));
+  ASSIGN_OR_RETURN(o.val_fraction, DoubleFlag(args, "val_fraction", o.val_fraction));
   ASSIGN_OR_RETURN(o.shard_tokens, IntFlag(args, "shard_tokens", o.shard_tokens));
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Load(env, tokenizer);
   if (!tok.ok()) return Annotate(tok.status(), absl::StrCat("--tokenizer ", tokenizer));

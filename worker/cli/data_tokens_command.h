@@ -9,8 +9,9 @@
 
 namespace shardline {
 
-// The flags both subcommands take (beside `data austen`'s).
-inline constexpr const char* kTokenizerFlags[] = {"input", "vocab_size", "model_type", "max_lines", "seed"};
+// Each subcommand's single-valued flags (beside `data austen`'s); both take
+// --out and --input, which repeats.
+inline constexpr const char* kTokenizerFlags[] = {"vocab_size", "model_type", "max_lines", "seed"};
 inline constexpr const char* kTokenizeFlags[] = {"tokenizer", "val", "val_fraction", "shard_tokens"};
 
 // shardline data tokenizer --input FILE... --vocab_size V [--model_type bpe|unigram] --out DIR

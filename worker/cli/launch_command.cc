@@ -68,14 +68,6 @@ constexpr char kHelp[] =
 std::atomic<int> g_signals{0};
 void OnSignal(int) { g_signals.fetch_add(1); }
 
-std::string SelfDir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
-}
-
 // On a terminal, redraws the live status line from the coordinator's Status
 // RPC once a second until destroyed. The coordinator then logs no progress
 // lines of its own (--progress_every_seconds 0), so nothing is shown twice.
@@ -198,7 +190,7 @@ std::string CoordinatorListen(Env* env) {
 }
 
 std::vector<std::string> CoordinatorArgv(Env* env, const LaunchFlags& f, const Secrets& secrets, bool live_status) {
-  std::vector<std::string> argv = {SelfDir() + "/shardline-coordinator", "--config", f.config,
+  std::vector<std::string> argv = {ExecutableDir() + "/shardline-coordinator", "--config", f.config,
                                    "--listen", CoordinatorListen(env), "--workdir", f.workdir,
                                    "--metrics_listen", "127.0.0.1:0", "--token_file", secrets.token_file};
   argv.insert(argv.end(), secrets.tls_flags.begin(), secrets.tls_flags.end());
@@ -214,7 +206,7 @@ std::vector<std::string> CoordinatorArgv(Env* env, const LaunchFlags& f, const S
 }
 
 std::vector<std::string> WorkerArgv(const std::string& address, int rank, const Secrets& secrets) {
-  std::vector<std::string> argv = {SelfDir() + "/shardline-worker", "--coordinator", address, "--listen",
+  std::vector<std::string> argv = {ExecutableDir() + "/shardline-worker", "--coordinator", address, "--listen",
                                    "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--rank",
                                    std::to_string(rank), "--token_file",
                                    secrets.credential_files[static_cast<size_t>(rank)]};

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/checkpoint/checkpoint_dir.h"
@@ -55,15 +54,6 @@ constexpr char kHelp[] =
     "memory-mapped: its parameters stay page cache, read as the forward reaches them.\n"
     "A checkpoint whose parameters exceed --max_memory is streamed into a temporary\n"
     "export first (in $TMPDIR, removed at once) and mapped the same way.\n";
-
-absl::StatusOr<double> DoubleFlag(const Args& args, const std::string& name, double def) {
-  if (!args.Has(name)) return def;
-  double v;
-  if (!absl::SimpleAtod(args.Get(name), &v)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", args.Get(name), "' is not a number"));
-  }
-  return v;
-}
 
 // The checkpoint's tensors must be the model's, name by name and shape by shape.
 absl::Status SameLayout(const std::vector<state::TensorEntry>& saved, const FlatLayout& layout, const std::string& dir) {
@@ -175,9 +165,7 @@ absl::Status Sample(const Args& args) {
     std::string path = args.Get("tokenizer");
     if (path.empty() && from_workdir) path = absl::StrCat(args.Get("workdir"), "/", kTokenizerFile);
     if (path.empty()) {
-      const std::string file = args.Get("safetensors");
-      const size_t slash = file.rfind('/');
-      path = absl::StrCat(slash == std::string::npos ? "." : file.substr(0, slash), "/", kTokenizerFile);
+      path = absl::StrCat(DirName(args.Get("safetensors")), "/", kTokenizerFile);
       if (!env->FileExists(path)) path = absl::StrCat(config.data().tokens().dir(), "/", kTokenizerFile);
     }
     absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = Tokenizer::Load(env, path);

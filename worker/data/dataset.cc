@@ -127,12 +127,13 @@ absl::StatusOr<TrainingData> LoadTokenSplits(Env* env, const std::string& dir, i
   if (context < 1) return absl::InvalidArgumentError(absl::StrCat("a token context of ", context));
   ASSIGN_OR_RETURN(TokenManifest m, ReadTokenManifest(env, dir));
   TrainingData out;
-  out.tokenizer_path = absl::StrCat(dir, "/", m.tokenizer_file);
-  absl::StatusOr<std::string> model = env->ReadFile(out.tokenizer_path, kMaxDataFileBytes);
+  const std::string tokenizer_path = absl::StrCat(dir, "/", m.tokenizer_file);
+  absl::StatusOr<std::string> model = env->ReadFile(tokenizer_path, kMaxDataFileBytes);
   if (!model.ok()) return Annotate(model.status(), absl::StrCat("the tokenizer of data.tokens.dir ", dir));
-  out.tokenizer_sha256 = Sha256Hex(*model);
+  out.tokenizer_model = std::move(*model);
+  out.tokenizer_sha256 = Sha256Hex(out.tokenizer_model);
   if (out.tokenizer_sha256 != m.tokenizer_sha256) {
-    return absl::DataLossError(absl::StrCat("data.tokens.dir ", dir, ": tokenizer ", out.tokenizer_path, " has SHA-256 ",
+    return absl::DataLossError(absl::StrCat("data.tokens.dir ", dir, ": tokenizer ", tokenizer_path, " has SHA-256 ",
                                             out.tokenizer_sha256, "; field tokenizer.sha256 of the manifest says ",
                                             m.tokenizer_sha256, ": the shards were made with another tokenizer"));
   }
@@ -142,18 +143,14 @@ absl::StatusOr<TrainingData> LoadTokenSplits(Env* env, const std::string& dir, i
 }
 
 absl::Status KeepTokenizer(Env* env, const TrainingData& data, const std::string& dir) {
-  if (data.tokenizer_path.empty()) return absl::OkStatus();
+  if (data.tokenizer_model.empty()) return absl::OkStatus();
   const std::string path = absl::StrCat(dir, "/", kTokenizerFile);
   if (absl::StatusOr<std::string> kept = env->ReadFile(path, kMaxDataFileBytes);
-      kept.ok() && Sha256Hex(*kept) == data.tokenizer_sha256) {
+      kept.ok() && *kept == data.tokenizer_model) {
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(std::string model, env->ReadFile(data.tokenizer_path, kMaxDataFileBytes));
-  if (Sha256Hex(model) != data.tokenizer_sha256) {
-    return absl::DataLossError(absl::StrCat("tokenizer ", data.tokenizer_path, " changed while the job ran"));
-  }
   RETURN_IF_ERROR(env->CreateDirs(dir));
-  return WriteFileAtomically(env, path, model, /*durable=*/true);
+  return WriteFileAtomically(env, path, data.tokenizer_model, /*durable=*/true);
 }
 
 absl::StatusOr<TrainingData> LoadTrainingData(Env* env, const config::JobConfig& config) {

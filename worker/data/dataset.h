@@ -71,8 +71,8 @@ struct TrainingData {
   Dataset train;
   Dataset test;  // Fashion-MNIST's test split, or the validation text
   // Token shards only: the tokenizer they were made with (checked against
-  // the manifest at load), its path and SHA-256.
-  std::string tokenizer_path;
+  // the manifest at load) and its SHA-256.
+  std::string tokenizer_model;
   std::string tokenizer_sha256;
 };
 
@@ -110,8 +110,9 @@ absl::StatusOr<TrainingData> LoadTextSplits(Env* env, const std::string& train_p
 absl::StatusOr<TrainingData> LoadTokenSplits(Env* env, const std::string& dir, int context,
                                              const TokenCorpusOptions& options);
 
-// Token shards only: writes the tokenizer they were made with to
-// dir/tokenizer.model (atomically; nothing if it is there already), so a
+// Token shards only: writes the tokenizer they were made with (the bytes
+// checked at load) to dir/tokenizer.model (atomically; nothing if it is
+// there already), so a
 // job's workdir keeps what `shardline sample` and `ckpt export` decode with.
 absl::Status KeepTokenizer(Env* env, const TrainingData& data, const std::string& dir);
 

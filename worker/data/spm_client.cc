@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/platform/env.h"
 #include "common/platform/status_macros.h"
 #include "worker/data/spm_protocol.h"
 
@@ -37,21 +38,12 @@ void Put(std::string* out, T v) {
   out->append(reinterpret_cast<const char*>(&v), sizeof(v));
 }
 
-std::string SelfDir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  std::string exe(buf, static_cast<size_t>(n));
-  const size_t slash = exe.rfind('/');
-  return slash == std::string::npos ? "" : exe.substr(0, slash);
-}
-
 }  // namespace
 
 std::vector<std::string> SpmHelperPaths() {
   std::vector<std::string> paths;
   if (const char* env = std::getenv("SHARDLINE_SPM_HELPER"); env != nullptr && *env != '\0') paths.push_back(env);
-  if (std::string dir = SelfDir(); !dir.empty()) paths.push_back(dir + "/shardline-spm");
+  paths.push_back(ExecutableDir() + "/shardline-spm");
 #ifdef SHARDLINE_SPM_HELPER_BUILD_PATH
   paths.push_back(SHARDLINE_SPM_HELPER_BUILD_PATH);
 #endif
@@ -173,6 +165,15 @@ absl::Status SpmClient::ReplyStatus(int64_t deadline_ms, const char* what) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": SentencePiece says: ", message));
 }
 
+absl::StatusOr<int64_t> SpmClient::Call(absl::string_view header, absl::string_view body, int64_t millis,
+                                         const char* what) {
+  RETURN_IF_ERROR(Send(header));
+  RETURN_IF_ERROR(Send(body));
+  const int64_t deadline = NowMillis() + millis;
+  RETURN_IF_ERROR(ReplyStatus(deadline, what));
+  return deadline;
+}
+
 absl::StatusOr<std::string> SpmClient::Train(const std::map<std::string, std::string>& flags, uint32_t seed) {
   std::string req(1, spm::kOpTrain);
   Put<uint32_t>(&req, seed);
@@ -183,9 +184,7 @@ absl::StatusOr<std::string> SpmClient::Train(const std::map<std::string, std::st
     Put<uint32_t>(&req, static_cast<uint32_t>(value.size()));
     req += value;
   }
-  RETURN_IF_ERROR(Send(req));
-  const int64_t deadline = NowMillis() + kTrainMillis;
-  RETURN_IF_ERROR(ReplyStatus(deadline, "training"));
+  ASSIGN_OR_RETURN(const int64_t deadline, Call(req, "", kTrainMillis, "training"));
   uint64_t size = 0;
   RETURN_IF_ERROR(Receive(&size, sizeof(size), deadline));
   if (size > spm::kMaxModelBytes) return Broken(absl::StrCat("sent a model of ", size, " bytes"));
@@ -201,10 +200,7 @@ absl::StatusOr<std::vector<SpmPiece>> SpmClient::Load(absl::string_view model) {
   }
   std::string req(1, spm::kOpLoad);
   Put<uint64_t>(&req, model.size());
-  RETURN_IF_ERROR(Send(req));
-  RETURN_IF_ERROR(Send(model));
-  const int64_t deadline = NowMillis() + kRequestMillis;
-  RETURN_IF_ERROR(ReplyStatus(deadline, "loading"));
+  ASSIGN_OR_RETURN(const int64_t deadline, Call(req, model, kRequestMillis, "loading"));
   int32_t vocab = 0;
   RETURN_IF_ERROR(Receive(&vocab, sizeof(vocab), deadline));
   if (vocab < 0 || vocab > (1 << 28)) return Broken(absl::StrCat("sent a vocabulary of ", vocab));
@@ -224,10 +220,7 @@ absl::Status SpmClient::Encode(absl::string_view text, std::vector<int32_t>* ids
   if (text.size() > spm::kMaxTextBytes) return absl::InvalidArgumentError("a text over 64 MiB to encode at once");
   std::string req(1, spm::kOpEncode);
   Put<uint32_t>(&req, static_cast<uint32_t>(text.size()));
-  RETURN_IF_ERROR(Send(req));
-  RETURN_IF_ERROR(Send(text));
-  const int64_t deadline = NowMillis() + kRequestMillis;
-  RETURN_IF_ERROR(ReplyStatus(deadline, "encoding"));
+  ASSIGN_OR_RETURN(const int64_t deadline, Call(req, text, kRequestMillis, "encoding"));
   uint32_t count = 0;
   RETURN_IF_ERROR(Receive(&count, sizeof(count), deadline));
   if (count > text.size() * 4 + 16) return Broken(absl::StrCat("sent ", count, " ids for ", text.size(), " bytes"));

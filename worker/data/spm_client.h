@@ -50,6 +50,9 @@ class SpmClient {
  private:
   SpmClient() = default;
   absl::Status Send(absl::string_view bytes);
+  // Sends a request (its header, then its body) and reads its reply's
+  // status; the deadline, `millis` from now, for the rest of the reply.
+  absl::StatusOr<int64_t> Call(absl::string_view header, absl::string_view body, int64_t millis, const char* what);
   // Reads exactly n bytes before `deadline_ms` (CLOCK_MONOTONIC).
   absl::Status Receive(void* dst, size_t n, int64_t deadline_ms);
   // The reply's status word; the helper's error as a status if it failed.

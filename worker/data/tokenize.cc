@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "common/encoding/coding.h"
 #include "common/encoding/sha256.h"
 #include "common/platform/status_macros.h"
 
@@ -26,12 +27,7 @@ class ShardSink {
 
   absl::Status AddLine(absl::Span<const int32_t> ids, int64_t text_bytes) {
     if (file_ == nullptr) RETURN_IF_ERROR(Open());
-    for (int32_t id : ids) {
-      const auto v = static_cast<uint32_t>(id);
-      const char le[4] = {static_cast<char>(v), static_cast<char>(v >> 8), static_cast<char>(v >> 16),
-                          static_cast<char>(v >> 24)};
-      buffer_.append(le, static_cast<size_t>(token_bytes_));
-    }
+    for (int32_t id : ids) AppendLittleEndian(&buffer_, static_cast<uint32_t>(id), token_bytes_);
     current_.tokens += static_cast<int64_t>(ids.size());
     current_.text_bytes += text_bytes;
     if (buffer_.size() >= kWriteBufferBytes) RETURN_IF_ERROR(Drain());

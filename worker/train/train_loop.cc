@@ -392,9 +392,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   const bool lead = comm.rank() == 0;
   const bool show = options.show_progress && lead;
   if (lead && !options.checkpoint_root.empty()) {  // the workdir keeps the tokenizer its checkpoints name
-    const size_t slash = options.checkpoint_root.rfind('/');
-    const std::string workdir = slash == std::string::npos ? "." : options.checkpoint_root.substr(0, slash);
-    RETURN_IF_ERROR(KeepTokenizer(options.env, data, workdir));
+    RETURN_IF_ERROR(KeepTokenizer(options.env, data, DirName(options.checkpoint_root)));
   }
   Announce(config, p, comm, show, options.observer);
   Progress progress(p.total_steps, p.pipeline->steps_per_epoch(), config.data().global_batch_size(),

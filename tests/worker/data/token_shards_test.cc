@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/encoding/coding.h"
 #include "common/encoding/sha256.h"
 #include "worker/data/dataset.h"
 #include "worker/data/pipeline.h"
@@ -29,9 +30,7 @@ std::vector<int32_t> SplitTokens(const std::string& dir, const std::vector<Token
   for (const TokenShard& s : split) {
     const std::string bytes = ReadAll(dir + "/" + s.file);
     EXPECT_EQ(static_cast<int64_t>(bytes.size()), s.tokens * 2) << s.file;
-    for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
-      out.push_back(static_cast<unsigned char>(bytes[i]) | (static_cast<unsigned char>(bytes[i + 1]) << 8));
-    }
+    for (size_t i = 0; i + 1 < bytes.size(); i += 2) out.push_back(static_cast<int32_t>(ReadLittleEndian(&bytes[i], 2)));
   }
   return out;
 }
