@@ -22,11 +22,6 @@ extern char** environ;
 namespace shardline {
 namespace {
 
-// A request's reply must start within these (the helper is computing, not
-// waiting: these only bound a helper that hangs).
-constexpr int64_t kTrainMillis = int64_t{6} * 3600 * 1000;
-constexpr int64_t kRequestMillis = int64_t{10} * 60 * 1000;
-
 int64_t NowMillis() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -50,7 +45,7 @@ std::vector<std::string> SpmHelperPaths() {
   return paths;
 }
 
-absl::StatusOr<std::unique_ptr<SpmClient>> SpmClient::Start() {
+absl::StatusOr<std::unique_ptr<SpmClient>> SpmClient::Start(const SpmClientOptions& options) {
   std::string path;
   for (const std::string& p : SpmHelperPaths()) {
     if (access(p.c_str(), X_OK) == 0) {
@@ -91,6 +86,7 @@ absl::StatusOr<std::unique_ptr<SpmClient>> SpmClient::Start() {
   }
   fcntl(in[1], F_SETFL, fcntl(in[1], F_GETFL) | O_NONBLOCK);  // Send waits with a deadline
   std::unique_ptr<SpmClient> c(new SpmClient());
+  c->options_ = options;
   c->pid_ = pid;
   c->to_helper_ = in[1];
   c->from_helper_ = out[0];
@@ -111,25 +107,25 @@ SpmClient::~SpmClient() {
   waitpid(pid_, nullptr, 0);
 }
 
-absl::Status SpmClient::Broken(const std::string& what) {
+absl::Status SpmClient::Broken(absl::StatusCode code, const std::string& what) {
   broken_ = true;
-  return absl::InternalError(absl::StrCat(path_, " (SentencePiece's helper) ", what));
+  return absl::Status(code, absl::StrCat(path_, " (SentencePiece's helper) ", what));
 }
 
 absl::Status SpmClient::Send(absl::string_view bytes) {
-  if (broken_) return Broken("failed before");
-  const int64_t deadline = NowMillis() + kRequestMillis;
+  if (broken_) return Broken(absl::StatusCode::kFailedPrecondition, "failed before");
+  const int64_t deadline = NowMillis() + options_.request_millis;
   while (!bytes.empty()) {
     const ssize_t w = write(to_helper_, bytes.data(), bytes.size());
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && errno == EAGAIN) {  // its pipe is full: wait, but not forever
       const int64_t left = deadline - NowMillis();
-      if (left <= 0) return Broken("stopped reading its input");
+      if (left <= 0) return Broken(absl::StatusCode::kDeadlineExceeded, "stopped reading its input");
       pollfd pfd{to_helper_, POLLOUT, 0};
       poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 60000)));
       continue;
     }
-    if (w <= 0) return Broken(absl::StrCat("stopped reading (", std::strerror(errno), "): did it die?"));
+    if (w <= 0) return Broken(absl::StatusCode::kUnavailable, absl::StrCat("stopped reading (", std::strerror(errno), "): did it die?"));
     bytes.remove_prefix(static_cast<size_t>(w));
   }
   return absl::OkStatus();
@@ -139,14 +135,14 @@ absl::Status SpmClient::Receive(void* dst, size_t n, int64_t deadline_ms) {
   auto* p = static_cast<char*>(dst);
   while (n > 0) {
     const int64_t left = deadline_ms - NowMillis();
-    if (left <= 0) return Broken("gave no reply in time");
+    if (left <= 0) return Broken(absl::StatusCode::kDeadlineExceeded, "gave no reply in time");
     pollfd pfd{from_helper_, POLLIN, 0};
     const int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 60000)));
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) continue;
     const ssize_t r = read(from_helper_, p, n);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return Broken("ended its output mid-reply: it died");
+    if (r <= 0) return Broken(absl::StatusCode::kUnavailable, "ended its output mid-reply: it died");
     p += r;
     n -= static_cast<size_t>(r);
   }
@@ -159,7 +155,7 @@ absl::Status SpmClient::ReplyStatus(int64_t deadline_ms, const char* what) {
   if (status == 0) return absl::OkStatus();
   uint32_t len = 0;
   RETURN_IF_ERROR(Receive(&len, sizeof(len), deadline_ms));
-  if (len > spm::kMaxMessageBytes) return Broken("sent an error too long to be one");
+  if (len > spm::kMaxMessageBytes) return Broken(absl::StatusCode::kDataLoss, "sent an error too long to be one");
   std::string message(len, '\0');
   RETURN_IF_ERROR(Receive(message.data(), len, deadline_ms));
   return absl::InvalidArgumentError(absl::StrCat(what, ": SentencePiece says: ", message));
@@ -184,10 +180,10 @@ absl::StatusOr<std::string> SpmClient::Train(const std::map<std::string, std::st
     Put<uint32_t>(&req, static_cast<uint32_t>(value.size()));
     req += value;
   }
-  ASSIGN_OR_RETURN(const int64_t deadline, Call(req, "", kTrainMillis, "training"));
+  ASSIGN_OR_RETURN(const int64_t deadline, Call(req, "", options_.train_millis, "training"));
   uint64_t size = 0;
   RETURN_IF_ERROR(Receive(&size, sizeof(size), deadline));
-  if (size > spm::kMaxModelBytes) return Broken(absl::StrCat("sent a model of ", size, " bytes"));
+  if (size > spm::kMaxModelBytes) return Broken(absl::StatusCode::kDataLoss, absl::StrCat("sent a model of ", size, " bytes"));
   std::string model(static_cast<size_t>(size), '\0');
   RETURN_IF_ERROR(Receive(model.data(), model.size(), deadline));
   return model;
@@ -200,16 +196,16 @@ absl::StatusOr<std::vector<SpmPiece>> SpmClient::Load(absl::string_view model) {
   }
   std::string req(1, spm::kOpLoad);
   Put<uint64_t>(&req, model.size());
-  ASSIGN_OR_RETURN(const int64_t deadline, Call(req, model, kRequestMillis, "loading"));
+  ASSIGN_OR_RETURN(const int64_t deadline, Call(req, model, options_.request_millis, "loading"));
   int32_t vocab = 0;
   RETURN_IF_ERROR(Receive(&vocab, sizeof(vocab), deadline));
-  if (vocab < 0 || vocab > (1 << 28)) return Broken(absl::StrCat("sent a vocabulary of ", vocab));
+  if (vocab < 0 || vocab > (1 << 28)) return Broken(absl::StatusCode::kDataLoss, absl::StrCat("sent a vocabulary of ", vocab));
   std::vector<SpmPiece> pieces(static_cast<size_t>(vocab));
   for (SpmPiece& p : pieces) {
     uint32_t len = 0;
     RETURN_IF_ERROR(Receive(&p.kind, 1, deadline));
     RETURN_IF_ERROR(Receive(&len, sizeof(len), deadline));
-    if (len > spm::kMaxMessageBytes) return Broken("sent a piece too long to be one");
+    if (len > spm::kMaxMessageBytes) return Broken(absl::StatusCode::kDataLoss, "sent a piece too long to be one");
     p.text.resize(len);
     RETURN_IF_ERROR(Receive(p.text.data(), len, deadline));
   }
@@ -220,10 +216,10 @@ absl::Status SpmClient::Encode(absl::string_view text, std::vector<int32_t>* ids
   if (text.size() > spm::kMaxTextBytes) return absl::InvalidArgumentError("a text over 64 MiB to encode at once");
   std::string req(1, spm::kOpEncode);
   Put<uint32_t>(&req, static_cast<uint32_t>(text.size()));
-  ASSIGN_OR_RETURN(const int64_t deadline, Call(req, text, kRequestMillis, "encoding"));
+  ASSIGN_OR_RETURN(const int64_t deadline, Call(req, text, options_.request_millis, "encoding"));
   uint32_t count = 0;
   RETURN_IF_ERROR(Receive(&count, sizeof(count), deadline));
-  if (count > text.size() * 4 + 16) return Broken(absl::StrCat("sent ", count, " ids for ", text.size(), " bytes"));
+  if (count > text.size() * 4 + 16) return Broken(absl::StatusCode::kDataLoss, absl::StrCat("sent ", count, " ids for ", text.size(), " bytes"));
   const size_t old = ids->size();
   ids->resize(old + count);
   return Receive(ids->data() + old, count * sizeof(int32_t), deadline);

@@ -31,10 +31,19 @@ struct SpmPiece {
 // this process's executable, and where this build tree put it.
 std::vector<std::string> SpmHelperPaths();
 
+struct SpmClientOptions {
+  // How long the helper may take to start each reply: they only bound a
+  // helper that hangs (it computes, it never waits), so they are long.
+  int64_t train_millis = int64_t{6} * 3600 * 1000;
+  int64_t request_millis = int64_t{10} * 60 * 1000;
+};
+
 class SpmClient {
  public:
   // Starts the helper. NotFound naming the places looked in if there is none.
-  static absl::StatusOr<std::unique_ptr<SpmClient>> Start();
+  // A helper that misses a deadline is DeadlineExceeded; one that dies or
+  // stops reading, Unavailable; either way the client is broken after it.
+  static absl::StatusOr<std::unique_ptr<SpmClient>> Start(const SpmClientOptions& options = SpmClientOptions());
   // Closes the helper's input (it exits), waits a little, then kills it.
   ~SpmClient();
   SpmClient(const SpmClient&) = delete;
@@ -57,8 +66,9 @@ class SpmClient {
   absl::Status Receive(void* dst, size_t n, int64_t deadline_ms);
   // The reply's status word; the helper's error as a status if it failed.
   absl::Status ReplyStatus(int64_t deadline_ms, const char* what);
-  absl::Status Broken(const std::string& what);
+  absl::Status Broken(absl::StatusCode code, const std::string& what);
 
+  SpmClientOptions options_;
   pid_t pid_ = -1;
   int to_helper_ = -1;
   int from_helper_ = -1;
