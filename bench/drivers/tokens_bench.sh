@@ -17,11 +17,13 @@
 #   bench/drivers/tokens_bench.sh
 #   PARTS=1 MINUTES=2 VOCABS="4096" bench/drivers/tokens_bench.sh   # a quick look
 #   TORCH="bytes 4096" bench/drivers/tokens_bench.sh                 # PyTorch on two of the four
+#   BYTES=0 VOCABS="16384" bench/drivers/tokens_bench.sh              # one more row, no bytes run
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PARTS=${PARTS:-1 2}
 MINUTES=${MINUTES:-10}
 VOCABS=${VOCABS:-1024 4096 16384}
+BYTES=${BYTES:-1}  # 0: leave out the byte-level run (and its PyTorch twin)
 TORCH=${TORCH:-bytes $VOCABS}  # the runs PyTorch repeats
 CORPUS_MB=${CORPUS_MB:-4096}
 CAP_MB=${CAP_MB:-1024}
@@ -55,7 +57,7 @@ if [[ " $PARTS " == *" 1 "* ]]; then
   . bench/lib/ddp_local.sh
   CAL=40
   SECONDS_BUDGET=$((MINUTES * 60))
-  : > "$OUT/quality.dat"
+  [[ $BYTES == 0 ]] || : > "$OUT/quality.dat"  # rows are appended to the bytes run's
   run_one() {  # NAME CONFIG DATA_SETS... : calibrate, then train for the budget; appends to quality.dat
     local name=$1 config=$2
     shift 2
@@ -93,9 +95,11 @@ e = [l for l in lines if l.get("split") == "eval"][-1]
 print(f"torch {sys.argv[2]} {sys.argv[3]} {e['train_seconds']:.1f} {e['bits_per_byte']:.4f}")
 PY
   }
-  run_one bytes deploy/configs/austen_gpt.textproto --set "data.text.train_path=$DATA/text/train.txt" \
-    --set "data.text.val_path=$DATA/text/val.txt"
-  [[ " $TORCH " == *" bytes "* ]] && torch_one bytes --train "$DATA/text/train.txt" --val "$DATA/text/val.txt"
+  if [[ $BYTES != 0 ]]; then
+    run_one bytes deploy/configs/austen_gpt.textproto --set "data.text.train_path=$DATA/text/train.txt" \
+      --set "data.text.val_path=$DATA/text/val.txt"
+    [[ " $TORCH " == *" bytes "* ]] && torch_one bytes --train "$DATA/text/train.txt" --val "$DATA/text/val.txt"
+  fi
   for v in $VOCABS; do
     dir=$(tokens_for "$v")
     run_one "spm$v" deploy/configs/austen_gpt_tokens.textproto --set "data.tokens.dir=$dir"

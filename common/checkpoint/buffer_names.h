@@ -10,6 +10,10 @@ inline constexpr char kParamsBuffer[] = "params";
 inline constexpr char kMomentumBuffer[] = "momentum";  // SGD with momentum
 inline constexpr char kAdamMBuffer[] = "adam_m";       // AdamW first moment
 inline constexpr char kAdamVBuffer[] = "adam_v";       // AdamW second moment
+// Islands (collective.islands): the parameters at the last outer step and
+// the outer Nesterov momentum, the same in every island.
+inline constexpr char kOuterParamsBuffer[] = "outer_params";
+inline constexpr char kOuterMomentumBuffer[] = "outer_momentum";
 
 }  // namespace shardline
 

@@ -191,6 +191,13 @@ bool ParseShardFileName(const std::string& name, int* rank, int* world) {
          *rank >= 0 && *rank < *world;
 }
 
+int ShardIslands(const state::ShardHeader& header) { return header.islands() > 1 ? header.islands() : 1; }
+
+int ShardIsland(const state::ShardHeader& header) {
+  const int k = ShardIslands(header);
+  return k > 1 && header.world_size() % k == 0 ? header.rank() / (header.world_size() / k) : 0;
+}
+
 std::vector<Range> ShardPieces(const state::ShardHeader& header) {
   std::vector<Range> pieces;
   for (int i = 0; i + 1 < header.pieces_size(); i += 2) pieces.push_back(Range{header.pieces(i), header.pieces(i + 1)});

@@ -86,6 +86,10 @@ struct ShardWriteOptions {
 // train_state.proto), and setting them. Headers ReadShardInto returns have
 // passed its checks of the pieces.
 std::vector<Range> ShardPieces(const state::ShardHeader& header);
+// The islands a shard's checkpoint has (ShardHeader.islands; 1 if absent),
+// and the island the shard belongs to: rank / (world_size / islands).
+int ShardIslands(const state::ShardHeader& header);
+int ShardIsland(const state::ShardHeader& header);
 void SetShardPieces(absl::Span<const Range> pieces, state::ShardHeader* header);
 
 // Writes `dir`/`name` durably and atomically: "<name>.tmp", fsync, rename,

@@ -54,8 +54,12 @@ absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string&
   RETURN_IF_ERROR(CheckManifest(m, step_dir));
   RETURN_IF_ERROR(CheckShardFiles(env, step_dir, m));
   out.total_size = -1;
+  int islands = -1;  // what the first shard read says
+  const int expected = options.islands;
+  const bool filtered = options.only_island >= 0 && expected > 1 && m.world_size() % expected == 0;
   for (const state::ShardEntry& e : m.shards()) {
     const std::string path = step_dir + "/" + e.file();
+    if (filtered && e.rank() / (m.world_size() / expected) != options.only_island) continue;
     uint32_t checksum = 0;
     bool header_checked = false;
     auto check_header = [&](const state::ShardHeader& h) -> absl::Status {
@@ -69,6 +73,17 @@ absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string&
         return bad(absl::StrCat("holds a model of ", h.total_size(), " parameters; other shards have ", out.total_size));
       }
       out.total_size = h.total_size();
+      const int k = ShardIslands(h);
+      if (expected > 0 && k != expected) {
+        return absl::FailedPreconditionError(absl::StrCat("checkpoint shard ", path, " is of a job of ", k,
+                                                          " islands; this one has ", expected,
+                                                          " (collective.islands)"));
+      }
+      if (m.world_size() % k != 0 || (islands >= 0 && k != islands)) {
+        return bad(absl::StrCat("says its world of ", h.world_size(), " is ", k, " islands; ",
+                                islands >= 0 ? absl::StrCat("other shards say ", islands) : "that does not divide it"));
+      }
+      islands = k;
       header_checked = true;
       return options.on_header ? options.on_header(h) : absl::OkStatus();
     };
@@ -83,20 +98,26 @@ absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string&
     if (!header_checked) RETURN_IF_ERROR(check_header(*header));  // a shard without buffers
     out.headers.push_back(*std::move(header));
   }
-  // The pieces of all shards must tile [0, total).
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  for (const state::ShardHeader& h : out.headers) {
-    for (const Range& p : ShardPieces(h)) ranges.emplace_back(p.begin, p.end);
-  }
-  std::sort(ranges.begin(), ranges.end());
-  int64_t covered = 0;
-  for (const auto& [begin, end] : ranges) {
-    if (begin != covered) break;
-    covered = end;
-  }
-  if (covered != out.total_size) {
-    return absl::DataLossError(absl::StrCat(step_dir, ": shards cover [0, ", covered, ") of ", out.total_size,
-                                            " parameters without a gap or overlap"));
+  // The pieces of all shards (of each island) must tile [0, total).
+  const int k = std::max(islands, 1);
+  for (int island = 0; island < k; ++island) {
+    if (filtered && island != options.only_island) continue;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const state::ShardHeader& h : out.headers) {
+      if (ShardIsland(h) != island) continue;
+      for (const Range& p : ShardPieces(h)) ranges.emplace_back(p.begin, p.end);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    int64_t covered = 0;
+    for (const auto& [begin, end] : ranges) {
+      if (begin != covered) break;
+      covered = end;
+    }
+    if (covered != out.total_size) {
+      return absl::DataLossError(absl::StrCat(step_dir, ": shards", k > 1 ? absl::StrCat(" of island ", island) : "",
+                                              " cover [0, ", covered, ") of ", out.total_size,
+                                              " parameters without a gap or overlap"));
+    }
   }
   return out;
 }

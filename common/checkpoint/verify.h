@@ -43,11 +43,18 @@ struct VerifyOptions {
   // Where each buffer goes (see ReadShardInto); its bytes are verified either
   // way. Null: every buffer is read, verified and dropped.
   PlaceFn place;
+  // The islands the reader expects (ShardHeader.islands; 0: whatever the
+  // shards say). A checkpoint of another number is kFailedPrecondition
+  // naming both. With `islands`, only_island >= 0 reads only the shards of
+  // that island (the others' files are still checked against the
+  // manifest's sizes).
+  int islands = 0;
+  int only_island = -1;
 };
 
 struct VerifiedCheckpoint {
   state::CheckpointManifest manifest;
-  std::vector<state::ShardHeader> headers;  // in manifest order
+  std::vector<state::ShardHeader> headers;  // in manifest order (of only_island's shards, if given)
   int64_t total_size = 0;                   // parameters in the model
 };
 
@@ -56,7 +63,9 @@ struct VerifiedCheckpoint {
 // header CRC and every block CRC (ReadShardInto); its checksum against the
 // manifest; its step, rank and world size against the manifest; the same
 // model size in every shard; and that the shards' pieces tile [0, total)
-// exactly, without gaps or overlaps. kDataLoss naming the file on any
+// exactly, without gaps or overlaps - the shards of each island on their
+// own, in a checkpoint of islands (every shard naming the same number,
+// which divides the world). kDataLoss naming the file on any
 // failure; kNotFound if there is no COMMITTED file.
 absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string& step_dir,
                                                     const VerifyOptions& options = {});

@@ -363,6 +363,49 @@ void ValidateRuntime(const config::JobConfig& c, Problems* p) {
   }
 }
 
+// Islands (collective.islands, collective.diloco): everything that involves
+// the whole world at once - evaluations, checkpoints, stops - happens at
+// outer steps, where every island holds the same parameters.
+void ValidateIslands(const config::JobConfig& c, Problems* p) {
+  const int k = c.collective().islands();
+  const int n = c.runtime().num_workers();
+  if (k < 1 || (n > 0 && n % k != 0)) {
+    p->Add("collective.islands", absl::StrCat("must be 1 or more and divide runtime.num_workers (", n, "), got ", k));
+    return;
+  }
+  const auto& d = c.collective().diloco();
+  if (k == 1) {
+    if (c.collective().has_diloco()) p->Add("collective.diloco", "is the outer step of islands: set collective.islands above 1");
+    return;
+  }
+  if (d.inner_steps() < 1) {
+    p->Add("collective.diloco.inner_steps", absl::StrCat("must be 1 or more, got ", d.inner_steps()));
+    return;
+  }
+  if (!(d.outer_lr() > 0 && d.outer_lr() <= 10)) {
+    p->Add("collective.diloco.outer_lr", absl::StrCat("must be in (0, 10], got ", d.outer_lr()));
+  }
+  if (!(d.outer_momentum() >= 0 && d.outer_momentum() < 1)) {
+    p->Add("collective.diloco.outer_momentum", absl::StrCat("must be in [0, 1), got ", d.outer_momentum()));
+  }
+  const int64_t h = d.inner_steps();
+  auto on_outer_steps = [&](const char* field, int64_t every) {
+    if (every > 0 && every % h != 0) {
+      p->Add(field, absl::StrCat(every, " is not a multiple of collective.diloco.inner_steps (", h,
+                                 "): with islands it happens at outer steps only"));
+    }
+  };
+  on_outer_steps("train.eval_every", c.train().eval_every());
+  on_outer_steps("checkpoint.every_steps", c.checkpoint().every_steps());
+  if (c.checkpoint().memory_every_steps() > 0) {
+    p->Add("checkpoint.memory_every_steps", "in-memory snapshots are not taken with collective.islands above 1 yet: "
+                                            "set it to 0 (checkpoints on disk still resume bit for bit)");
+  }
+  if (c.runtime().min_workers() > 0) {
+    p->Add("runtime.min_workers", "elastic worlds are not available with collective.islands above 1 yet: set it to 0");
+  }
+}
+
 void ValidateCollective(const config::JobConfig& c, Problems* p) {
   const double cap = c.collective().bucket_cap_mb();
   if (!(cap >= 0 && cap <= 1 << 20)) {  // also NaN
@@ -376,6 +419,7 @@ void ValidateCollective(const config::JobConfig& c, Problems* p) {
   if (c.collective().prefetch_buckets() < 0) {
     p->Add("collective.prefetch_buckets", absl::StrCat("must be 0 or more, got ", c.collective().prefetch_buckets()));
   }
+  ValidateIslands(c, p);
 }
 
 void ValidateTrain(const config::JobConfig& c, Problems* p) {

@@ -43,8 +43,12 @@ absl::Status WriteParams(Env* env, const std::string& step_dir, const VerifiedCh
                          const ExportOptions& options) {
   std::vector<ShardPiecesIndex> shards;
   for (const state::ShardEntry& e : v.manifest.shards()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> reader, ShardReader::Open(env, step_dir + "/" + e.file()));
+    // Islands: island 0's parameters (after the run's last outer step
+    // every island holds the same).
+    if (ShardIsland(reader->header()) != 0) continue;
     ShardPiecesIndex& s = shards.emplace_back();
-    ASSIGN_OR_RETURN(s.reader, ShardReader::Open(env, step_dir + "/" + e.file()));
+    s.reader = std::move(reader);
     s.pieces = ShardPieces(s.reader->header());
     int64_t packed = 0;
     for (const Range& p : s.pieces) {

@@ -61,7 +61,8 @@ absl::StatusOr<FullParams> ReadFullParams(Env* env, const std::string& step_dir)
     return absl::OkStatus();
   };
   read_params.place = [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
-    if (b.name() != kParamsBuffer) return Placements{};
+    // Islands: island 0's (after the run's last outer step every island's are the same).
+    if (b.name() != kParamsBuffer || ShardIsland(h) != 0) return Placements{};
     return PlacePiecesAt(h, out.params.data());
   };
   ASSIGN_OR_RETURN(VerifiedCheckpoint v, VerifyCheckpoint(env, step_dir, read_params));

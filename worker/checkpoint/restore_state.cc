@@ -44,7 +44,8 @@ absl::StatusOr<RestoredState> RestoreState(const RestoreSource& source, const Fl
     if (from < comm.world_size()) CrashPoint("restored_after_grow", restored.step);
     out.restored = std::move(restored);
   } else if (!source.disk_dir.empty()) {
-    ASSIGN_OR_RETURN(Restored restored, RestoreCheckpoint(source.env, source.disk_dir, layout, params.data(), optimizer));
+    ASSIGN_OR_RETURN(Restored restored, RestoreCheckpoint(source.env, source.disk_dir, layout, params.data(), optimizer,
+                                                                 source.island, source.islands));
     out.seconds = seconds();
     if (lead) {
       SLOG(INFO) << "restored step " << restored.step << " from " << source.disk_dir << " (" << restored.bytes_read

@@ -36,6 +36,10 @@ struct RestoreSource {
   // After a restore from memory, all-gather every bucket so the parameters
   // are whole. false (ZeRO stage 3): this rank's pieces only.
   bool gather_params = true;
+  // The run's islands (collective.islands): a disk restore reads the
+  // shards of `island` only (save_restore.h: RestoreCheckpoint).
+  int island = -1;
+  int islands = 1;
 };
 
 struct RestoredState {

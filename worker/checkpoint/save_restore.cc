@@ -49,6 +49,7 @@ ShardContents ShardHeaderOf(const ShardSource& source) {
   c.header.set_step(source.step);
   c.header.set_world_size(source.world);
   c.header.set_rank(source.rank);
+  if (source.islands > 1) c.header.set_islands(source.islands);
   c.header.set_job_id(source.job_id);
   c.header.set_total_size(source.layout->total_size());
   SetShardPieces(pieces, &c.header);
@@ -156,7 +157,7 @@ void ShardSaver::AwaitSnapshot() {
 }
 
 absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir, const FlatLayout& layout,
-                                           float* params, Optimizer* optimizer) {
+                                           float* params, Optimizer* optimizer, int island, int islands) {
   const std::vector<Range>& mine = optimizer->pieces();
   std::vector<StateBuffer*> state = optimizer->state();
   int64_t params_filled = 0;
@@ -201,6 +202,8 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
     }
     return out;
   };
+  verify.islands = islands;
+  verify.only_island = island;
   ASSIGN_OR_RETURN(VerifiedCheckpoint v, VerifyCheckpoint(env, step_dir, verify));
   if (params_filled != layout.total_size()) {
     return absl::DataLossError(absl::StrCat(step_dir, ": shards hold ", params_filled, " of ", layout.total_size(),

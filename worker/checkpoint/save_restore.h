@@ -73,6 +73,9 @@ struct ShardSource {
   state::DataPosition position;
   std::string job_id;
   BestSoFar best;
+  // Islands (collective.islands): `rank` and `world` are the world's, the
+  // optimizer's pieces its island's (islands.h).
+  int islands = 1;
 };
 
 // A copy of this rank's shard of the training state: the optimizer's shard
@@ -146,8 +149,12 @@ struct Restored {
 // the tensor table against `layout`. kDataLoss naming the file on
 // corruption; kFailedPrecondition if the checkpoint belongs to another model
 // or optimizer.
+// A run of `islands` islands (collective.islands) restores only from a
+// checkpoint of as many (FailedPrecondition naming both otherwise), and
+// each rank from the shards of its own `island` (-1: all shards, with
+// islands = 1).
 absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir, const FlatLayout& layout,
-                                           float* params, Optimizer* optimizer);
+                                           float* params, Optimizer* optimizer, int island = -1, int islands = 1);
 
 }  // namespace shardline
 

@@ -37,8 +37,9 @@ RingCollectives::RingCollectives(Transport* transport, CollectiveOptions options
 }
 
 uint64_t RingCollectives::Tag(uint64_t step, uint64_t segment) const {
-  // 24 bits of op, 20 of step, 20 of segment.
-  return ((op_ & 0xFFFFFF) << 40) | ((step & 0xFFFFF) << 20) | (segment & 0xFFFFF);
+  // 21 bits of op, 20 of step, 20 of segment; the top 3 bits are left to
+  // the group a ring may run in (subgroup_transport.h: kSpaceBits).
+  return ((op_ & 0x1FFFFF) << 40) | ((step & 0xFFFFF) << 20) | (segment & 0xFFFFF);
 }
 
 std::vector<std::pair<int64_t, int64_t>> RingCollectives::Segments(int64_t size, int chunk) const {

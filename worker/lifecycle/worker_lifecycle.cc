@@ -17,6 +17,7 @@
 #include "common/platform/status_payload.h"
 #include "worker/checkpoint/memory_snapshots.h"
 #include "worker/collective/faulty_transport.h"
+#include "worker/collective/island_rings.h"
 #include "worker/collective/ring.h"
 #include "worker/control/coordinator_client.h"
 #include "worker/control/heartbeat.h"
@@ -346,17 +347,30 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     if (!heartbeat.abandoned().empty()) transport->Shutdown();  // the world moved on while we loaded
   }
   RingCollectives ring(transport.get(), CollectivesFor(options.env, plan->cfg, plan->parameters));
+  // Islands: every step inside the island's ring, outer steps across.
+  std::optional<IslandRings> islands;
+  if (plan->cfg.collective().islands() > 1) {
+    absl::StatusOr<IslandRings> rings = IslandRings::Create(transport.get(), plan->cfg.collective().islands(),
+                                                            CollectivesFor(options.env, plan->cfg, plan->parameters));
+    if (!rings.ok()) return Done(rings.status());
+    islands = *std::move(rings);
+  }
   heartbeat.set_total_steps(TotalSteps(plan->cfg, plan->data->train.num_examples));
   const std::unique_ptr<TraceWriter> traces = OpenTraces(options, plan->cfg, world);
   GenerationObserver observer(options.metrics, &ring, &heartbeat, traces.get());
-  const TrainOptions train = TrainOptionsFor(options, world, heartbeat, &observer, carried);
+  TrainOptions train = TrainOptionsFor(options, world, heartbeat, &observer, carried);
+  if (islands.has_value()) {
+    train.island = islands->place;
+    train.across = islands->across.get();
+  }
   absl::StatusOr<TrainResult> result;
   {
     Watchdog watchdog(heartbeat.steps_done(), WatchdogFor(options, plan->cfg, world.rank(), heartbeat));
     const absl::Status moved = world.memory_step() > 0
                                    ? MoveMemoryShards(world, plan->buckets, ring, *carried.memory)
                                    : absl::OkStatus();
-    result = moved.ok() ? RunTraining(plan->cfg, *plan->data, ring, train) : absl::StatusOr<TrainResult>(moved);
+    Collectives& steps = islands.has_value() ? static_cast<Collectives&>(*islands->island) : ring;
+    result = moved.ok() ? RunTraining(plan->cfg, *plan->data, steps, train) : absl::StatusOr<TrainResult>(moved);
   }
   return EndGeneration(result, world, heartbeat, carried);
 }

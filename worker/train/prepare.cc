@@ -56,6 +56,11 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   RETURN_IF_ERROR(CheckMemoryLimit(p.memory_plan, config, data, comm, options.env));
   ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,
                                                   OwnedPieces(p.buckets, comm.rank(), comm.world_size())));
+  if (options.across != nullptr) {  // islands: the outer state of the same pieces beside the inner
+    auto outer = std::make_unique<OuterOptimizer>(std::move(p.optimizer), layout, config.collective().diloco());
+    p.outer = outer.get();
+    p.optimizer = std::move(outer);
+  }
   p.pipeline = std::make_unique<BatchPipeline>(data.train.num_examples, global_batch, config.data().shuffle_seed(),
                                                PermutationFor(data.train));
   p.pipeline->set_tokenizer_sha256(data.tokenizer_sha256);
@@ -81,6 +86,10 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   source.disk_dir = options.restore_dir;
   source.init_from = config.checkpoint().init_from();
   source.gather_params = !stage3;
+  if (options.across != nullptr) {
+    source.island = options.island.island;
+    source.islands = options.island.islands;
+  }
   ASSIGN_OR_RETURN(RestoredState restored, RestoreState(source, layout, p.buckets, comm,
                                                         absl::MakeSpan(p.state.params), p.optimizer.get()));
   if (restored.restored.has_value()) {
@@ -96,6 +105,8 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
     }
     p.best->Reset(r.best.step, r.best.value);
     if (options.observer != nullptr) options.observer->OnOverhead(Overhead::kRestore, restored.seconds);
+  } else if (p.outer != nullptr) {
+    p.outer->SetAnchor(p.state.params.data());  // a start: the first outer step's reference
   }
   return p;
 }

@@ -13,6 +13,7 @@
 #include "common/job/best_eval.h"
 #include "proto/config.pb.h"
 #include "worker/collective/collectives.h"
+#include "worker/optim/outer_optimizer.h"
 #include "worker/train/memory_plan.h"
 #include "worker/train/train_loop.h"
 
@@ -26,6 +27,7 @@ struct Prepared {
   int64_t total_steps = 0;
   std::vector<Range> buckets;
   std::unique_ptr<Optimizer> optimizer;
+  OuterOptimizer* outer = nullptr;  // islands: `optimizer`, with its outer state
   std::unique_ptr<BatchPipeline> pipeline;
   std::unique_ptr<LrSchedule> schedule;
   TrainState state;

@@ -20,6 +20,7 @@
 #include "worker/train/evaluator.h"
 #include "worker/train/nan_guard.h"
 #include "worker/train/nonfinite.h"
+#include "worker/train/outer_step.h"
 #include "worker/train/prepare.h"
 #include "worker/train/progress.h"
 #include "worker/train/train_step.h"
@@ -235,6 +236,11 @@ ShardSource ShardNow(const Loop& l) {
   source.step = l.p.state.next_step;
   source.rank = l.world.rank();
   source.world = l.world.world_size();
+  if (l.options.across != nullptr) {  // the world's shard numbers; the island's pieces
+    source.rank = l.options.island.world_rank;
+    source.world = l.options.island.world;
+    source.islands = l.options.island.islands;
+  }
   source.layout = &l.p.model->layout();
   source.params = l.p.state.params.data();
   source.optimizer = l.p.optimizer.get();
@@ -319,8 +325,7 @@ absl::Status SnapshotNow(Loop& l, Settle& settle) {
 
 // What is due after a step, in order: log, eval, save, snapshot. Every rank
 // got the same agreed requests in the step, so all do the same here.
-absl::Status ActOn(Loop& l, const Due& due, const StepResult& r) {
-  Settle settle(l);
+absl::Status ActOn(Loop& l, const Due& due, const StepResult& r, Settle& settle) {
   const int64_t at = l.p.state.next_step;
   if (due.log) {
     const double rate = l.window.Take(l.config.data().global_batch_size());
@@ -339,6 +344,45 @@ absl::Status ActOn(Loop& l, const Due& due, const StepResult& r) {
   }
   if (due.snapshot) RETURN_IF_ERROR(SnapshotNow(l, settle));
   return absl::OkStatus();
+}
+
+// The requests an island agreed on in its steps since the last outer step,
+// the smallest of each kept: with islands they act only at outer steps,
+// agreed across islands there (outer_step.h).
+AgreedRequests Merge(const AgreedRequests& held, const StepResult& r) {
+  auto smaller = [](int64_t a, int64_t b) { return a == kNoStep ? b : b == kNoStep ? a : std::min(a, b); };
+  return AgreedRequests{smaller(held.stop, r.agreed_stop), smaller(held.checkpoint, r.agreed_checkpoint),
+                        smaller(held.eval, r.agreed_eval)};
+}
+
+// Islands: after `steps_done` steps of `total`, whether an outer step is
+// due (every inner_steps steps, and after the last).
+bool OuterDue(const config::JobConfig& config, int64_t steps_done, int64_t total) {
+  return steps_done % config.collective().diloco().inner_steps() == 0 || steps_done == total;
+}
+
+absl::StatusOr<AgreedRequests> OuterStepNow(Loop& l, Settle& settle, const AgreedRequests& held) {
+  RETURN_IF_ERROR(settle());
+  const Stopwatch watch(l.options.env);
+  OuterStepArgs args;
+  args.optimizer = l.p.outer;
+  args.params = &l.p.state.params;
+  args.buckets = &l.p.buckets;
+  args.gather_params = !l.exchange.sharded_params();
+  args.island = &l.world;
+  args.across = l.options.across;
+  args.step = l.p.state.next_step;
+  args.held = held;
+  ASSIGN_OR_RETURN(const OuterResult o, OuterStep(args));
+  ++l.result.outer_steps;
+  l.result.outer_bytes_sent += o.bytes_sent;
+  l.result.outer_seconds += watch.ElapsedSeconds();
+  if (l.show) {
+    SLOG(INFO) << absl::StrFormat("outer step at step %d: islands %.4g apart (pseudo-gradient RMS norm), "
+                                  "their mean %.4g; %d bytes sent across islands",
+                                  l.p.state.next_step, o.pseudo_gradient_norm, o.averaged_norm, o.bytes_sent);
+  }
+  return o.agreed;
 }
 
 // After the last step: the gathers settled, the final save durable and
@@ -412,8 +456,15 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   exchange_options.prefetch_buckets = config.collective().prefetch_buckets();
   GradientExchange exchange(p.buckets, world, overlap.get(), exchange_options);
   exchange.BindParams(&state.params);  // at stage 3: this rank's pieces from here on
-  const StepContext ctx{config, *p.model, data.train, *p.pipeline, exchange, *p.optimizer, *p.schedule, world,
-                        &saver, options.env};
+  StepContext ctx{config, *p.model, data.train, *p.pipeline, exchange, *p.optimizer, *p.schedule, world,
+                  &saver, options.env};
+  const bool islands = options.across != nullptr;
+  if (islands) {  // the world's slice of each global batch; means over the island's
+    ctx.data_rank = options.island.world_rank;
+    ctx.data_world = options.island.world;
+    ctx.batch_examples = IslandBatch(options.island, config.data().global_batch_size());
+  }
+  AgreedRequests held;  // islands: agreed in the island since the last outer step
   TrainResult result;
   result.flops_per_example = p.model->TrainFlopsPerExample();
   result.start_step = start_step;
@@ -438,13 +489,24 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
       return guard.Diverged(r.step, absl::StrCat("rank ", r.nonfinite.rank, "'s ",
                                                  DescribeSource(r.nonfinite.evidence.source)));
     }
-    // 2. What is due after it (the same on every rank), then accounting.
+    // 2. Islands: the outer step when due; requests act only there.
+    Settle settle(l);
+    AgreedRequests agreed{r.agreed_stop, r.agreed_checkpoint, r.agreed_eval};
+    if (islands) {
+      held = Merge(held, r);
+      agreed = AgreedRequests{};
+      if (OuterDue(config, state.next_step, p.total_steps)) {
+        ASSIGN_OR_RETURN(agreed, OuterStepNow(l, settle, held));
+        held = AgreedRequests{};
+      }
+    }
+    // 3. What is due after it (the same on every rank), then accounting.
     const double seconds = step_watch.ElapsedSeconds();
-    const Due due = DueAfter(cadence, state.next_step, {r.agreed_stop, r.agreed_checkpoint, r.agreed_eval});
+    const Due due = DueAfter(cadence, state.next_step, agreed);
     if (due.stop) CrashPoint("stopping", state.next_step);  // before the final eval and save
     RETURN_IF_ERROR(Account(l, r, seconds, traced ? &spans : nullptr, progress, guard));
-    // 3. Log, eval, save, snapshot; then stop if asked.
-    RETURN_IF_ERROR(ActOn(l, due, r));
+    // 4. Log, eval, save, snapshot; then stop if asked.
+    RETURN_IF_ERROR(ActOn(l, due, r, settle));
     if (due.stop) {
       result.stopped_early = true;
       if (show) SLOG(INFO) << "stopping at step " << state.next_step << " as requested";

@@ -23,6 +23,7 @@
 #include "common/observability/metrics_writer.h"
 #include "proto/config.pb.h"
 #include "worker/collective/collectives.h"
+#include "worker/collective/islands.h"
 #include "worker/data/dataset.h"
 #include "worker/checkpoint/memory_snapshots.h"
 #include "worker/checkpoint/save_restore.h"
@@ -112,6 +113,11 @@ struct TrainOptions {
   int memory_restore_world = 0;
   // Required: the run's files (checkpoints, snapshots) and clock.
   Env* env = nullptr;
+  // Islands (collective.islands > 1): this rank's place in the world and
+  // the ring of its counterparts in every island (islands.h); `comm` is
+  // then its island's ring. Null: no islands.
+  IslandPlace island;
+  Collectives* across = nullptr;
   // Copy the final parameters into TrainResult::params (ZeRO stage 2 only:
   // a stage-3 rank holds its pieces). Costs 4 bytes a parameter at the run's
   // end, so only for callers that read them in process (tests, references);
@@ -151,6 +157,9 @@ struct TrainResult {
   MemoryHeld memory;              // of the last step
   int64_t peak_rss_bytes = 0;     // the process's largest resident set, at the end
   int64_t predicted_bytes = 0;    // the memory plan's total (memory_plan.h)
+  int64_t outer_steps = 0;        // islands: outer steps taken in this run
+  int64_t outer_bytes_sent = 0;   // by this rank across islands
+  double outer_seconds = 0;       // spent in outer steps (waiting on the exchange included)
 };
 
 // "held after the last step: <DescribeMemory>; memory predicted 402.3 MiB,

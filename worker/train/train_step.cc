@@ -102,13 +102,18 @@ absl::StatusOr<BatchStats> ComputeGradients(StepRun& run, const LayerHooks* hook
   const int world = ctx.comm.world_size();
   const int accum = ctx.config.train().grad_accum_steps();
   const int global_batch = ctx.config.data().global_batch_size();
-  ctx.pipeline.RankSlice(step, ctx.comm.rank(), world, &b->indices);
+  if (ctx.data_world > 0) {
+    ctx.pipeline.RankSlice(step, ctx.data_rank, ctx.data_world, &b->indices);
+  } else {
+    ctx.pipeline.RankSlice(step, ctx.comm.rank(), world, &b->indices);
+  }
   // The slice in accum micro-batches of sizes differing by at most one;
   // every target's gradient is scaled by 1/(global_batch * targets per
   // example), so the sum over ranks is the mean over the global batch's
   // targets however it was split.
   const int64_t slice = static_cast<int64_t>(b->indices.size());
-  const float grad_scale = 1.0f / static_cast<float>(int64_t{global_batch} * ctx.train.targets_per_example());
+  const int64_t examples = ctx.batch_examples > 0 ? ctx.batch_examples : global_batch;
+  const float grad_scale = 1.0f / static_cast<float>(examples * ctx.train.targets_per_example());
   b->grads.resize(static_cast<size_t>(ctx.model.layout().total_size()));
   if (b->workspace == nullptr) b->workspace = ctx.model.NewWorkspace();
   // Every pass may wait for parameters; only the last backward finishes
@@ -224,8 +229,8 @@ absl::StatusOr<bool> Agree(StepRun& s, const Votes& votes, double loss_sum, floa
     r.loss = std::numeric_limits<double>::quiet_NaN();
     return false;
   }
-  r.loss = agreed.loss_sum / (static_cast<double>(ctx.config.data().global_batch_size()) *
-                              ctx.train.targets_per_example());
+  const int64_t examples = ctx.batch_examples > 0 ? ctx.batch_examples : ctx.config.data().global_batch_size();
+  r.loss = agreed.loss_sum / (static_cast<double>(examples) * ctx.train.targets_per_example());
   r.agreed_stop = agreed.stop_vote;
   r.agreed_checkpoint = agreed.checkpoint_vote;
   r.agreed_eval = agreed.eval_vote;

@@ -58,6 +58,12 @@ struct StepContext {
   ShardSaver* saver = nullptr;
   // Required: the clock every phase is timed by.
   Env* env = nullptr;
+  // Islands: the data slice is the world's (rank data_rank of data_world),
+  // not the island ring's, and the step's loss and gradients are means
+  // over the batch_examples its island reads. 0: comm's, and the global batch.
+  int data_rank = 0;
+  int data_world = 0;
+  int64_t batch_examples = 0;
 };
 
 // The state a step advances. params is the full working copy; only the

@@ -1,0 +1,215 @@
+// Islands (collective.islands, collective.diloco) in process: K islands of
+// M ranks over one LocalFabric world. The outer step is the paper's
+// (checked against synchronous SGD where the two must agree), a run is bit
+// for bit reproducible, every rank ends with the same parameters, and a
+// resume from a checkpoint of islands ends with the uninterrupted bits.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint/checkpoint_dir.h"
+#include "common/checkpoint/verify.h"
+#include "common/job/config.h"
+#include "common/platform/mutex.h"
+#include "tests/worker/collective/world.h"
+#include "tests/worker/train/fmnist_suite.h"
+#include "worker/collective/island_rings.h"
+#include "worker/train/train_loop.h"
+
+namespace shardline {
+namespace {
+
+// Commits a step once every rank's shard is in (the coordinator's part).
+class WorldCommitter : public CheckpointSink {
+ public:
+  WorldCommitter(std::string root, int world) : root_(std::move(root)), world_(world) {}
+  absl::Status ShardSaved(int64_t step, int rank, int world, const WrittenShard& shard) override {
+    MutexLock lock(&mu_);
+    state::CheckpointManifest& m = pending_[step];
+    m.set_step(step);
+    m.set_world_size(world);
+    m.set_job_id("test");
+    state::ShardEntry* e = m.add_shards();
+    e->set_rank(rank);
+    e->set_file(shard.path.substr(shard.path.rfind('/') + 1));
+    e->set_size(shard.size);
+    e->set_crc32c(shard.crc32c);
+    if (m.shards_size() < world_) return absl::OkStatus();
+    std::sort(m.mutable_shards()->begin(), m.mutable_shards()->end(),
+              [](const state::ShardEntry& a, const state::ShardEntry& b) { return a.rank() < b.rank(); });
+    return WriteCommitted(Env::Default(), StepDir(root_, step), m);
+  }
+
+ private:
+  const std::string root_;
+  const int world_;
+  Mutex mu_;
+  std::map<int64_t, state::CheckpointManifest> pending_;
+};
+
+class IslandsTest : public FashionMnistSuite {
+ protected:
+  static config::JobConfig Config(int workers, const std::vector<std::string>& overrides) {
+    std::vector<std::string> sets = {"train.eval_every=0", "checkpoint.memory_every_steps=0",
+                                     "runtime.num_workers=" + std::to_string(workers)};
+    sets.insert(sets.end(), overrides.begin(), overrides.end());
+    return ShortJob(40, 10, 0, sets);
+  }
+
+  // Trains `c` on n in-process ranks cut into c's islands; each rank's
+  // result, in rank order. setup(rank, &options) adds to the quiet options.
+  static std::vector<absl::StatusOr<TrainResult>> RunIslands(
+      const config::JobConfig& c, int n, const std::function<void(int, TrainOptions*)>& setup = nullptr) {
+    std::vector<absl::StatusOr<TrainResult>> results(static_cast<size_t>(n));
+    TestWorld world(TransportKind::kLocal, n);
+    world.Run([&](int rank, Transport* t) {
+      absl::StatusOr<IslandRings> rings =
+          IslandRings::Create(t, c.collective().islands(), CollectiveOptions{Env::Default()});
+      if (!rings.ok()) return rings.status();
+      TrainOptions o;
+      o.env = Env::Default();
+      o.show_progress = false;
+      o.keep_params = true;
+      o.island = rings->place;
+      o.across = rings->across.get();
+      if (setup) setup(rank, &o);
+      results[static_cast<size_t>(rank)] = RunTraining(c, *data_, *rings->island, o);
+      return results[static_cast<size_t>(rank)].status();
+    });
+    return results;
+  }
+
+  // Every rank's result ok and its parameters rank 0's; rank 0's.
+  static std::vector<float> Agreed(const std::vector<absl::StatusOr<TrainResult>>& results) {
+    for (size_t r = 0; r < results.size(); ++r) {
+      EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
+      if (!results[r].ok()) return {};
+    }
+    for (size_t r = 1; r < results.size(); ++r) EXPECT_EQ(results[r]->params, results[0]->params) << "rank " << r;
+    return results[0]->params;
+  }
+
+  static double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double worst = 0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::abs(double{a[i]} - b[i]));
+    return worst;
+  }
+};
+
+// With one inner step of plain SGD, an outer learning rate of 1 and no
+// outer momentum, the outer step averages the islands' parameters: the
+// mean of p - lr * g_i is p - lr * mean(g_i), which is synchronous SGD on
+// the whole batch. Up to rounding: the two sum in other orders.
+TEST_F(IslandsTest, OneInnerStepOfSgdWithAPlainOuterStepIsSynchronousTraining) {
+  const std::vector<std::string> sgd = {"optimizer.sgd={momentum: 0}", "train.total_steps=20"};
+  const config::JobConfig sync = Config(1, sgd);
+  LocalCollectives one;
+  TrainOptions o;
+  o.env = Env::Default();
+  o.show_progress = false;
+  o.keep_params = true;
+  absl::StatusOr<TrainResult> want = RunTraining(sync, *data_, one, o);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (const auto& [n, k] : std::vector<std::pair<int, int>>{{2, 2}, {4, 2}}) {
+    SCOPED_TRACE(absl::StrCat(n, " workers in ", k, " islands"));
+    std::vector<std::string> sets = sgd;
+    sets.insert(sets.end(), {"collective.islands=" + std::to_string(k), "collective.diloco.inner_steps=1",
+                             "collective.diloco.outer_lr=1", "collective.diloco.outer_momentum=0"});
+    const std::vector<float> got = Agreed(RunIslands(Config(n, sets), n));
+    ASSERT_FALSE(got.empty());
+    EXPECT_LT(MaxDiff(got, want->params), 1e-5);
+  }
+}
+
+// The paper's outer step (H = 10, lr 0.7, Nesterov 0.9) over AdamW: the
+// same bits twice, at stage 2 and 3 alike, every rank ending with the same
+// parameters; and not synchronous training's.
+TEST_F(IslandsTest, DilocoIsBitForBitAndTheSameAtStageTwoAndThree) {
+  const std::vector<std::string> sets = {"optimizer.adamw={}", "schedule.base_lr=0.003", "collective.islands=2",
+                                         "collective.diloco.inner_steps=10", "collective.bucket_cap_mb=0.1"};
+  const config::JobConfig c = Config(4, sets);
+  const std::vector<float> a = Agreed(RunIslands(c, 4));
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(Agreed(RunIslands(c, 4)), a) << "not deterministic";
+  config::JobConfig stage3 = c;
+  stage3.mutable_collective()->set_zero_stage(3);
+  stage3.mutable_train()->set_total_steps(40);
+  std::vector<absl::StatusOr<TrainResult>> s3 = RunIslands(stage3, 4, [](int, TrainOptions* o) {
+    o->keep_params = false;  // a stage-3 rank holds its pieces only
+  });
+  for (const auto& r : s3) ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(s3[0]->losses, RunIslands(c, 4)[0]->losses);
+  config::JobConfig momentum = c;
+  momentum.mutable_collective()->mutable_diloco()->set_outer_momentum(0.5f);
+  EXPECT_NE(Agreed(RunIslands(momentum, 4)), a) << "the outer momentum changes nothing";
+}
+
+// Saved at step 20 (an outer step), stopped there, and resumed: the same
+// bits as not stopping, through a checkpoint whose islands hold different
+// inner optimizer states.
+TEST_F(IslandsTest, ResumingAnIslandsCheckpointIsBitForBit) {
+  const std::vector<std::string> sets = {"optimizer.adamw={}", "schedule.base_lr=0.003", "collective.islands=2",
+                                         "collective.diloco.inner_steps=10", "checkpoint.every_steps=20"};
+  const config::JobConfig c = Config(4, sets);
+  const std::vector<float> whole = Agreed(RunIslands(c, 4));
+  ASSERT_FALSE(whole.empty());
+  const std::string root = ::testing::TempDir() + "/islands_resume";
+  std::system(("rm -rf '" + root + "'").c_str());
+  WorldCommitter committer(root, 4);
+  std::atomic<int64_t> stop{15};  // a stop between outer steps waits for the next one
+  std::vector<absl::StatusOr<TrainResult>> first = RunIslands(c, 4, [&](int, TrainOptions* o) {
+    o->checkpoint_root = root;
+    o->checkpoint_sink = &committer;
+    o->stop_request = &stop;
+  });
+  for (const auto& r : first) ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(first[0]->steps, 20);
+  absl::StatusOr<VerifiedCheckpoint> v = VerifyCheckpoint(Env::Default(), StepDir(root, 20));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->headers[3].islands(), 2);
+  const std::vector<float> resumed = Agreed(RunIslands(c, 4, [&](int, TrainOptions* o) {
+    o->restore_dir = StepDir(root, 20);
+  }));
+  EXPECT_EQ(resumed, whole) << "the resume is not the uninterrupted run's bits";
+
+  // A run of other islands refuses it, naming both.
+  config::JobConfig three = Config(4, {"optimizer.adamw={}", "collective.islands=4", "collective.diloco.inner_steps=10"});
+  std::vector<absl::StatusOr<TrainResult>> other = RunIslands(three, 4, [&](int, TrainOptions* o) {
+    o->restore_dir = StepDir(root, 20);
+  });
+  ASSERT_FALSE(other[0].ok());
+  EXPECT_EQ(other[0].status().code(), absl::StatusCode::kFailedPrecondition) << other[0].status();
+  EXPECT_NE(other[0].status().message().find("2 islands"), std::string::npos) << other[0].status();
+}
+
+TEST(IslandsConfigTest, EverythingTheWorldDoesAtOnceIsOnOuterSteps) {
+  auto problems = [](const std::vector<std::string>& sets) {
+    config::JobConfig c =
+        *LoadConfig(Env::Default(), SHARDLINE_SOURCE_DIR "/deploy/configs/fmnist_mlp.textproto", {});
+    for (const std::string& s : sets) EXPECT_TRUE(ApplyOverride(s, &c).ok()) << s;
+    return std::string(ValidateConfig(c).message());
+  };
+  const std::vector<std::string> ok = {"runtime.num_workers=4", "collective.islands=2",
+                                       "checkpoint.memory_every_steps=0", "collective.diloco.inner_steps=10",
+                                       "train.eval_every=20", "checkpoint.every_steps=25"};
+  EXPECT_NE(problems(ok).find("checkpoint.every_steps"), std::string::npos);
+  EXPECT_EQ(problems(ok).find("train.eval_every"), std::string::npos);
+  EXPECT_NE(problems({"runtime.num_workers=4", "collective.islands=3"}).find("collective.islands"), std::string::npos);
+  EXPECT_NE(problems({"runtime.num_workers=4", "collective.islands=2"}).find("checkpoint.memory_every_steps"),
+            std::string::npos);
+  EXPECT_NE(problems({"collective.diloco.inner_steps=5"}).find("collective.diloco"), std::string::npos);
+  EXPECT_NE(problems({"runtime.num_workers=4", "collective.islands=2", "checkpoint.memory_every_steps=0",
+                      "collective.diloco.outer_momentum=1"})
+                .find("collective.diloco.outer_momentum"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardline

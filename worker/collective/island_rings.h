@@ -1,0 +1,35 @@
+// The two rings of a rank in a world of islands (collective.islands;
+// docs/collectives.md "Islands"), over the generation's one transport:
+// its island's, where every step's collectives run, and the one across
+// islands that joins it to the ranks owning the same pieces in every other
+// island, where only outer steps run.
+//
+//   ASSIGN_OR_RETURN(IslandRings rings, IslandRings::Create(transport.get(), islands, options));
+//   RunTraining(cfg, data, *rings.island, ...);   // options.across = rings.across.get()
+#ifndef SHARDLINE_WORKER_COLLECTIVE_ISLAND_RINGS_H_
+#define SHARDLINE_WORKER_COLLECTIVE_ISLAND_RINGS_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "worker/collective/islands.h"
+#include "worker/collective/ring.h"
+#include "worker/collective/subgroup_transport.h"
+
+namespace shardline {
+
+struct IslandRings {
+  // `transport` (the world's) outlives the rings. InvalidArgument if
+  // `islands` does not divide the world.
+  static absl::StatusOr<IslandRings> Create(Transport* transport, int islands, const CollectiveOptions& options);
+
+  IslandPlace place;
+  std::unique_ptr<SubgroupTransport> island_transport;
+  std::unique_ptr<SubgroupTransport> across_transport;
+  std::unique_ptr<RingCollectives> island;
+  std::unique_ptr<RingCollectives> across;
+};
+
+}  // namespace shardline
+
+#endif  // SHARDLINE_WORKER_COLLECTIVE_ISLAND_RINGS_H_

@@ -1,0 +1,60 @@
+#include "worker/train/outer_step.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/faults/fault_injection.h"
+#include "common/platform/status_macros.h"
+#include "worker/train/step_scalars.h"
+#include "worker/train/train_step.h"
+
+namespace shardline {
+
+absl::StatusOr<OuterResult> OuterStep(const OuterStepArgs& a) {
+  OuterOptimizer& opt = *a.optimizer;
+  Collectives& across = *a.across;
+  const int islands = across.world_size();
+  std::vector<float> delta(static_cast<size_t>(opt.size()));
+  const double own_sq = opt.PseudoGradient(a.params->data(), absl::MakeSpan(delta));
+  // 1. One scalar all-reduce across islands: requests, finiteness, the
+  // pseudo-gradients' squares (this rank's pieces of each island's).
+  StepScalars mine;
+  mine.grad_sq = std::isfinite(own_sq) ? own_sq : 0.0;
+  mine.nonfinite_seen = !std::isfinite(own_sq);
+  mine.stop_vote = a.held.stop;
+  mine.checkpoint_vote = a.held.checkpoint;
+  mine.eval_vote = a.held.eval;
+  std::array<double, StepScalars::kCount> packed = mine.Pack();
+  CrashPoint("outer_exchange", a.step);
+  RETURN_IF_ERROR(across.AllReduceScalars(absl::MakeSpan(packed), StepScalars::kOps));
+  const StepScalars agreed = StepScalars::Unpack(packed);
+  if (agreed.nonfinite_seen) {
+    return absl::FailedPreconditionError(absl::StrCat("an island's pseudo-gradient became non-finite at step ", a.step,
+                                                      " (its parameters diverged in the inner steps)"));
+  }
+  OuterResult out;
+  out.agreed = AgreedRequests{agreed.stop_vote, agreed.checkpoint_vote, agreed.eval_vote};
+  // 2. The sum over islands, the same bits in each.
+  RETURN_IF_ERROR(across.ReduceScatter(absl::MakeSpan(delta)));
+  RETURN_IF_ERROR(across.AllGather(absl::MakeSpan(delta)));
+  // Each op sends (K-1)/K of the buffer (ring.h).
+  out.bytes_sent = 2 * (static_cast<int64_t>(delta.size()) * static_cast<int64_t>(sizeof(float))) * (islands - 1) /
+                   islands;
+  // 3. The outer update of this rank's pieces.
+  const double averaged_sq = opt.OuterUpdate(delta, islands, a.params->data());
+  CrashPoint("outer_updated", a.step);
+  // The norms over the whole model: summed over the island's ranks.
+  std::array<double, 2> sums = {agreed.grad_sq, averaged_sq};
+  RETURN_IF_ERROR(a.island->AllReduceScalars(absl::MakeSpan(sums), ReduceOp::kSum));
+  out.pseudo_gradient_norm = std::sqrt(sums[0] / islands);
+  out.averaged_norm = std::sqrt(sums[1]);
+  // 4. Stage 2: whole again in the island.
+  if (a.gather_params) {
+    for (const Range& b : *a.buckets) {
+      RETURN_IF_ERROR(a.island->AllGather(absl::MakeSpan(a.params->data() + b.begin, static_cast<size_t>(b.size()))));
+    }
+  }
+  return out;
+}
+
+}  // namespace shardline
