@@ -27,7 +27,10 @@
 // agreed stop step reached, before the final eval and save),
 // "backward_gather" (ZeRO stage 3: the backward past its first layer, about
 // to gather the next layer's parameters, earlier buckets' reduce-scatters
-// and prefetched gathers possibly in flight).
+// and prefetched gathers possibly in flight); islands (worker):
+// "outer_exchange" (an outer step due after that step, before anything
+// crosses islands), "outer_updated" (the outer update applied to this
+// rank's pieces, the island not yet gathered, nothing saved).
 #ifndef SHARDLINE_COMMON_FAULTS_FAULT_INJECTION_H_
 #define SHARDLINE_COMMON_FAULTS_FAULT_INJECTION_H_
 

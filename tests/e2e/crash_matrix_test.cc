@@ -118,6 +118,47 @@ TEST(CrashMatrixTest, AKillAtEveryNamedEdgeEndsByItselfVerifiedAndBitForBit) {
 }
 
 
+// Islands (collective.islands, docs/collectives.md): 4 workers in 2 islands,
+// an outer step every 20 steps. Kills inside the outer step - before its
+// exchange across islands, after its update, at the last one, and during
+// the recovery from another - end by themselves, verified, with the
+// uninterrupted run's bits (each island resumes from its own shards).
+TEST(CrashMatrixTest, KillsInsideTheOuterStepOfIslandsEndBitForBit) {
+  const std::vector<std::string> run = {"train.total_steps=200", "checkpoint.every_steps=100", "train.eval_every=100",
+                                        "collective.islands=2", "collective.diloco.inner_steps=20",
+                                        "checkpoint.memory_every_steps=0", "optimizer.adamw={}",
+                                        "schedule.base_lr=0.003"};
+  const std::string clean = FreshDir("crash_islands_clean");
+  Subprocess reference(LaunchArgv(clean, 4, run));
+  ASSERT_EQ(reference.Wait(absl::Seconds(180)), 0) << reference.Output();
+  EXPECT_TRUE(absl::StrContains(reference.Output(), "outer step at step 200")) << reference.Output();
+  const std::vector<float> want = FinalState(clean, 200, 4);
+  ASSERT_FALSE(want.empty());
+
+  const std::vector<Cell> cells = {
+      {"worker", "outer_exchange@120"},
+      {"worker", "outer_updated@140"},
+      {"worker", "outer_exchange@200"},  // the last one, before the final save
+      {"worker", "outer_exchange@160,restored_from_disk"},  // resumed from step 100, killed again
+  };
+  std::string table = "process | crash points | exit | seconds to end\n";
+  for (const Cell& cell : cells) {
+    SCOPED_TRACE(cell.points);
+    const std::string dir = CellDir("crash_islands_", cell.points);
+    std::vector<std::string> names;
+    const absl::Time start = absl::Now();
+    Subprocess launch(WithRestarts(LaunchArgv(dir, 4, run, /*max_restarts=*/3), 3), {Armed(dir, cell.points, &names)});
+    const int code = launch.Wait(absl::Seconds(240));
+    table += absl::StrFormat("%s | %s | %d | %.1f\n", cell.process, cell.points, code,
+                             absl::ToDoubleSeconds(absl::Now() - start));
+    ASSERT_EQ(code, 0) << launch.Output();
+    ExpectReached(launch.Output(), names);
+    EXPECT_TRUE(SameBits(FinalState(dir, 200, 4), want)) << "not the uninterrupted run's bits";
+    ExpectVerifies(dir);
+  }
+  std::fprintf(stderr, "%s", table.c_str());
+}
+
 // A graceful stop (SIGTERM to launch once step 200 is logged) with a kill
 // inside it: the job still stops by itself, exit 0, and a run again
 // resumes from the stop's checkpoint to the uninterrupted run's bits.
