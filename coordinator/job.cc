@@ -33,6 +33,7 @@ MembershipConfig MembershipConfigFor(const config::JobConfig& config, const Coor
   MembershipConfig c;
   c.slots = options.world_size;
   c.min_workers = config.runtime().min_workers();
+  c.islands = std::max(config.collective().islands(), 1);
   c.replace_timeout = absl::Seconds(config.runtime().replace_timeout_seconds());
   c.heartbeat_timeout = options.heartbeat_timeout;
   c.saves_checkpoints = !options.checkpoint_root.empty();

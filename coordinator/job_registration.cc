@@ -180,6 +180,7 @@ std::optional<absl::StatusOr<coordinator::RegisterResponse>> Job::AdmitLocked(Pa
   if (m_.Over()) return JobOver(final_);
   membership_event::Claim claim;
   claim.requested_slot = req.requested_rank();
+  claim.island = req.has_island() ? req.island() : -1;
   claim.incarnation = req.incarnation();
   claim.previous_generation = req.previous_generation();
   claim.reason = req.reason();

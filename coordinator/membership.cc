@@ -152,6 +152,10 @@ bool AdmitWhileRunning(const MembershipConfig& c, Membership& s, Effects& out, a
 // -1 with out.claim_refused set when there is none.
 int PickSlot(const MembershipConfig& c, const Membership& s, Effects& out, const ev::Claim& e, bool joining) {
   const int n = c.slots;
+  // With an island, the slots of its block only.
+  const int per_island = n / std::max(c.islands, 1);
+  const int first = e.island >= 0 ? e.island * per_island : 0;
+  const int end = e.island >= 0 ? first + per_island : n;
   int slot = e.requested_slot;
   if (slot >= 0) {
     auto it = s.pending.find(slot);
@@ -165,10 +169,15 @@ int PickSlot(const MembershipConfig& c, const Membership& s, Effects& out, const
   for (const auto& [p, m] : s.pending) {
     if (m.incarnation == e.incarnation) slot = p;
   }
-  for (int p = 0; p < n && slot < 0; ++p) {
+  for (int p = first; p < end && slot < 0; ++p) {
     if (s.pending.count(p) == 0 && !(joining && s.SlotHeld(p))) slot = p;
   }
-  if (slot < 0) out.claim_refused = absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));
+  if (slot < 0) {
+    out.claim_refused = absl::ResourceExhaustedError(
+        e.island >= 0 ? absl::StrCat("all ", per_island, " ranks of island ", e.island, " (ranks ", first, " to ",
+                                     end - 1, ") are held by live workers")
+                      : absl::StrCat("all ", n, " ranks are held by live workers"));
+  }
   return slot;
 }
 
@@ -197,6 +206,19 @@ void On(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now, 
   if (e.requested_slot < -1 || e.requested_slot >= c.slots) {
     out.claim_refused = absl::InvalidArgumentError(
         absl::StrCat("requested rank ", e.requested_slot, " is not in a world of ", c.slots));
+    return;
+  }
+  const int per_island = c.slots / std::max(c.islands, 1);
+  if (e.island < -1 || e.island >= std::max(c.islands, 1)) {
+    out.claim_refused = absl::InvalidArgumentError(absl::StrCat(
+        "island ", e.island, " is not one of the job's ", std::max(c.islands, 1), " (collective.islands)"));
+    return;
+  }
+  if (e.island >= 0 && e.requested_slot >= 0 && e.requested_slot / per_island != e.island) {
+    out.claim_refused = absl::InvalidArgumentError(absl::StrCat("rank ", e.requested_slot, " is in island ",
+                                                                e.requested_slot / per_island, ", not island ",
+                                                                e.island, " (ranks ", e.island * per_island, " to ",
+                                                                (e.island + 1) * per_island - 1, ")"));
     return;
   }
   if (s.Running() && !AdmitWhileRunning(c, s, out, now, e)) return;

@@ -42,6 +42,8 @@ const char* JobStateName(JobState state);
 struct MembershipConfig {
   int slots = 1;                  // runtime.num_workers
   int min_workers = 0;            // > 0: elastic (runtime.min_workers)
+  // collective.islands: slot s is in island s / (slots / islands).
+  int islands = 1;
   absl::Duration replace_timeout;  // runtime.replace_timeout_seconds
   absl::Duration heartbeat_timeout = absl::Seconds(5);
   // False: no checkpoint will come, so a worker joining a smaller world
@@ -109,6 +111,7 @@ namespace membership_event {
 // A registration asks for a slot (requested_slot -1: any).
 struct Claim {
   int requested_slot = -1;
+  int island = -1;  // the island the worker's host is in; -1: any
   uint64_t incarnation = 0;
   uint64_t previous_generation = 0;
   std::string reason;  // why it registers again, if it does

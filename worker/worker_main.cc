@@ -29,7 +29,7 @@ namespace {
 
 constexpr char kHelp[] =
     "usage: shardline-worker --coordinator HOST:PORT [--listen HOST:PORT]\n"
-    "                        [--metrics_listen HOST:PORT] [--rank K]\n"
+    "                        [--metrics_listen HOST:PORT] [--rank K] [--island I]\n"
     "\n"
     "One rank of a distributed job. The job config comes from the coordinator;\n"
     "the worker needs no config file (only the data set at the config's data.dir).\n"
@@ -41,6 +41,8 @@ constexpr char kHelp[] =
     "                             host, or this machine's name for 0.0.0.0)\n"
     "  --metrics_listen HOST:PORT Prometheus /metrics (default 127.0.0.1:0)\n"
     "  --rank K                   ask for rank K (stable across restarts); default any\n"
+    "  --island I                 this host is in island I (collective.islands): a rank\n"
+    "                             of that island's block; put one island per site\n"
     "  --connect_timeout_seconds  give up on an unreachable coordinator after this\n"
     "                             long (default 60)\n"
     "  --token_file FILE          the job token (a private file); default $SHARDLINE_TOKEN.\n"
@@ -72,6 +74,10 @@ absl::Status Run(const Args& args) {
   int requested_rank = -1;
   if (args.Has("rank") && (!absl::SimpleAtoi(args.Get("rank"), &requested_rank) || requested_rank < 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--rank must be a non-negative integer, got '", args.Get("rank"), "'"));
+  }
+  int island = -1;
+  if (args.Has("island") && (!absl::SimpleAtoi(args.Get("island"), &island) || island < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--island must be a non-negative integer, got '", args.Get("island"), "'"));
   }
   double connect_timeout = 60;
   if (args.Has("connect_timeout_seconds") && !absl::SimpleAtod(args.Get("connect_timeout_seconds"), &connect_timeout)) {
@@ -111,7 +117,8 @@ absl::Status Run(const Args& args) {
                    MetricsExposer::Start(env, metrics_listen, registry,
                                          [&metrics] { return metrics.health(); }));
   SLOG(INFO) << "worker transport on " << address << ", metrics on port " << exposer->port()
-             << ", coordinator " << args.Get("coordinator") << "; OpenBLAS " << BlasCoreName() << " kernels, "
+             << ", coordinator " << args.Get("coordinator") << (island >= 0 ? absl::StrCat(", island ", island) : "")
+             << "; OpenBLAS " << BlasCoreName() << " kernels, "
              << static_cast<int>(sgemm_gflops) << " GFLOP/s sgemm; matrix-product ISA " << CpuMatmulIsa()
              << (CheckPrecisionSupported(Precision::kBfloat16).ok() ? " (bfloat16 products)"
                                                                      : " (no bfloat16 products)");
@@ -120,6 +127,7 @@ absl::Status Run(const Args& args) {
   options.coordinator = args.Get("coordinator");
   options.transport_address = address;
   options.requested_rank = requested_rank;
+  options.island = island;
   options.connect_timeout = absl::Seconds(connect_timeout);
   options.metrics = &metrics;
   options.auth = auth.get();
@@ -155,7 +163,7 @@ int main(int argc, char** argv) {
   }
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(
-      argc, argv, 1, {{"coordinator", "listen", "advertise", "metrics_listen", "rank", "connect_timeout_seconds",
+      argc, argv, 1, {{"coordinator", "listen", "advertise", "metrics_listen", "rank", "island", "connect_timeout_seconds",
                        "token_file", "tls_cert", "tls_key", "tls_ca"}, {}, {"insecure", "ignore_sigterm"}}, "shardline-worker", &args);
   // After the failure handler, which also takes SIGTERM.
   signal(SIGTERM, parsed.ok() && args.Has("ignore_sigterm") ? SIG_IGN : shardline::OnTerm);

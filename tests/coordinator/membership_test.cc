@@ -334,6 +334,54 @@ std::vector<Case> Cases() {
                                        EXPECT_EQ(m.GlobalStep(), 20);  // steps never go back
                                        EXPECT_EQ(m.FurthestStep(), 30);
                                      }}})});
+  // Islands: a worker that names its island gets the lowest free rank of
+  // that island's block; a full island, an island the job does not have,
+  // or a rank of another island is refused, naming them.
+  MembershipConfig islands = Fixed(4);
+  islands.islands = 2;
+  auto in_island = [](int island, uint64_t incarnation, int slot = -1) {
+    ev::Claim c = ClaimOf(slot, incarnation);
+    c.island = island;
+    return c;
+  };
+  cases.push_back({"AWorkerOfAnIslandGetsARankOfItsBlock", islands,
+                   {{absl::ZeroDuration(), in_island(1, 1),
+                     [](const Membership&, const MembershipEffects& out) {
+                       ASSERT_TRUE(out.claim_taken.has_value());
+                       EXPECT_EQ(out.claim_taken->slot, 2);
+                     }},
+                    {absl::ZeroDuration(), in_island(1, 2),
+                     [](const Membership&, const MembershipEffects& out) {
+                       ASSERT_TRUE(out.claim_taken.has_value());
+                       EXPECT_EQ(out.claim_taken->slot, 3);
+                     }},
+                    {absl::ZeroDuration(), in_island(1, 3),
+                     [](const Membership&, const MembershipEffects& out) {
+                       ASSERT_TRUE(out.claim_refused.has_value());
+                       EXPECT_EQ(out.claim_refused->code(), absl::StatusCode::kResourceExhausted);
+                       EXPECT_NE(out.claim_refused->message().find("island 1"), std::string::npos);
+                     }},
+                    {absl::ZeroDuration(), in_island(2, 4),
+                     [](const Membership&, const MembershipEffects& out) {
+                       ASSERT_TRUE(out.claim_refused.has_value());
+                       EXPECT_EQ(out.claim_refused->code(), absl::StatusCode::kInvalidArgument);
+                     }},
+                    {absl::ZeroDuration(), in_island(0, 5, /*slot=*/3),
+                     [](const Membership&, const MembershipEffects& out) {
+                       ASSERT_TRUE(out.claim_refused.has_value());
+                       EXPECT_NE(out.claim_refused->message().find("rank 3 is in island 1"), std::string::npos);
+                     }},
+                    {absl::ZeroDuration(), in_island(0, 6),
+                     [](const Membership&, const MembershipEffects& out) {
+                       ASSERT_TRUE(out.claim_taken.has_value());
+                       EXPECT_EQ(out.claim_taken->slot, 0);
+                     }},
+                    {absl::ZeroDuration(), ClaimOf(-1, 7),  // no island: any free rank
+                     [](const Membership&, const MembershipEffects& out) {
+                       ASSERT_TRUE(out.claim_taken.has_value());
+                       EXPECT_EQ(out.claim_taken->slot, 1);
+                       EXPECT_TRUE(out.formed.has_value());
+                     }}}});
   return cases;
 }
 

@@ -125,13 +125,19 @@ TEST(CrashMatrixTest, AKillAtEveryNamedEdgeEndsByItselfVerifiedAndBitForBit) {
 // uninterrupted run's bits (each island resumes from its own shards).
 TEST(CrashMatrixTest, KillsInsideTheOuterStepOfIslandsEndBitForBit) {
   const std::vector<std::string> run = {"train.total_steps=200", "checkpoint.every_steps=100", "train.eval_every=100",
-                                        "collective.islands=2", "collective.diloco.inner_steps=20",
+                                        "collective.diloco.inner_steps=20",
                                         "checkpoint.memory_every_steps=0", "optimizer.adamw={}",
                                         "schedule.base_lr=0.003"};
+  // `launch --islands 2`: collective.islands, and each worker told its island.
+  auto islands = [](std::vector<std::string> argv) {
+    argv.insert(argv.end(), {"--islands", "2"});
+    return argv;
+  };
   const std::string clean = FreshDir("crash_islands_clean");
-  Subprocess reference(LaunchArgv(clean, 4, run));
+  Subprocess reference(islands(LaunchArgv(clean, 4, run)));
   ASSERT_EQ(reference.Wait(absl::Seconds(180)), 0) << reference.Output();
   EXPECT_TRUE(absl::StrContains(reference.Output(), "outer step at step 200")) << reference.Output();
+  EXPECT_TRUE(absl::StrContains(reference.Output(), ", island 1;")) << reference.Output();
   const std::vector<float> want = FinalState(clean, 200, 4);
   ASSERT_FALSE(want.empty());
 
@@ -147,7 +153,8 @@ TEST(CrashMatrixTest, KillsInsideTheOuterStepOfIslandsEndBitForBit) {
     const std::string dir = CellDir("crash_islands_", cell.points);
     std::vector<std::string> names;
     const absl::Time start = absl::Now();
-    Subprocess launch(WithRestarts(LaunchArgv(dir, 4, run, /*max_restarts=*/3), 3), {Armed(dir, cell.points, &names)});
+    Subprocess launch(islands(WithRestarts(LaunchArgv(dir, 4, run, /*max_restarts=*/3), 3)),
+                      {Armed(dir, cell.points, &names)});
     const int code = launch.Wait(absl::Seconds(240));
     table += absl::StrFormat("%s | %s | %d | %.1f\n", cell.process, cell.points, code,
                              absl::ToDoubleSeconds(absl::Now() - start));

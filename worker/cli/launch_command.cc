@@ -39,7 +39,7 @@ namespace {
 
 constexpr char kHelp[] =
     "usage: shardline launch --config FILE --workers N --workdir DIR [--max_restarts K]\n"
-    "                        [--max_coordinator_restarts C] [--set a.b=value ...]\n"
+    "                        [--max_coordinator_restarts C] [--islands K] [--set a.b=value ...]\n"
     "\n"
     "Runs a coordinator and N workers on this host (loopback) and trains. Each\n"
     "process's lines are shown prefixed with its role and rank and kept in\n"
@@ -56,6 +56,8 @@ constexpr char kHelp[] =
     "\n"
     "  --config FILE   job config (text proto); --set overrides fields\n"
     "  --workers N     world size (sets runtime.num_workers)\n"
+    "  --islands K     DiLoCo islands of N/K workers (sets collective.islands; each\n"
+    "                  worker gets --island, as it would on its own site)\n"
     "  --workdir DIR   metrics.jsonl, logs/, coordinator state\n"
     "  --max_restarts K  restarts of dead workers allowed over the whole job\n"
     "  --max_coordinator_restarts C  restarts of a killed coordinator (default K)\n"
@@ -108,7 +110,8 @@ struct LaunchFlags {
   int workers = 0;
   int max_restarts = 0;
   int max_coordinator_restarts = 0;
-  std::vector<std::string> sets;  // --set, then runtime.num_workers
+  int islands = 0;  // --islands; 0: the config's collective.islands, and no --island for the workers
+  std::vector<std::string> sets;  // --set, then runtime.num_workers (and collective.islands)
 };
 
 absl::StatusOr<LaunchFlags> ParseLaunchFlags(const Args& args) {
@@ -133,8 +136,14 @@ absl::StatusOr<LaunchFlags> ParseLaunchFlags(const Args& args) {
        f.max_coordinator_restarts < 0)) {
     return absl::InvalidArgumentError("--max_coordinator_restarts must be a non-negative integer");
   }
+  if (args.Has("islands") &&
+      (!absl::SimpleAtoi(args.Get("islands"), &f.islands) || f.islands < 1 || f.workers % f.islands != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--islands must be a positive integer that divides --workers (",
+                                                   f.workers, "), got '", args.Get("islands"), "'"));
+  }
   f.sets = args.GetAll("set");
   f.sets.push_back(absl::StrCat("runtime.num_workers=", f.workers));
+  if (f.islands > 0) f.sets.push_back(absl::StrCat("collective.islands=", f.islands));
   return f;
 }
 
@@ -205,11 +214,16 @@ std::vector<std::string> CoordinatorArgv(Env* env, const LaunchFlags& f, const S
   return argv;
 }
 
-std::vector<std::string> WorkerArgv(const std::string& address, int rank, const Secrets& secrets) {
+std::vector<std::string> WorkerArgv(const std::string& address, int rank, const LaunchFlags& f,
+                                    const Secrets& secrets) {
   std::vector<std::string> argv = {ExecutableDir() + "/shardline-worker", "--coordinator", address, "--listen",
                                    "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--rank",
                                    std::to_string(rank), "--token_file",
                                    secrets.credential_files[static_cast<size_t>(rank)]};
+  if (f.islands > 0) {  // as each site's workers would say where they are
+    argv.push_back("--island");
+    argv.push_back(std::to_string(rank / (f.workers / f.islands)));
+  }
   argv.insert(argv.end(), secrets.tls_flags.begin(), secrets.tls_flags.end());
   return argv;
 }
@@ -311,7 +325,7 @@ absl::Status Launch(const Args& args) {
   if (live_status) status_line = std::make_unique<StatusLine>(env, address, &auth);
   std::vector<std::unique_ptr<ChildProcess>> workers;
   for (int r = 0; r < flags.workers; ++r) {
-    workers.push_back(std::make_unique<ChildProcess>(env, absl::StrCat("worker ", r), WorkerArgv(address, r, secrets),
+    workers.push_back(std::make_unique<ChildProcess>(env, absl::StrCat("worker ", r), WorkerArgv(address, r, flags, secrets),
                                                      absl::StrCat(workdir, "/logs/worker-", r, ".log")));
     RETURN_IF_ERROR(workers.back()->Start());
   }
@@ -335,7 +349,7 @@ absl::Status Launch(const Args& args) {
 
 int LaunchCommand(int argc, char** argv) {
   Args args;
-  absl::Status parsed = ParseArgs(argc, argv, 2, {{"config", "workers", "workdir", "max_restarts", "max_coordinator_restarts", "token_file",
+  absl::Status parsed = ParseArgs(argc, argv, 2, {{"config", "workers", "workdir", "max_restarts", "max_coordinator_restarts", "islands", "token_file",
                                    "tls_cert", "tls_key", "tls_ca"}, {"set"}},
                                   "shardline launch", &args);
   struct sigaction sa = {};

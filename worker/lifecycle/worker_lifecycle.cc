@@ -390,6 +390,7 @@ absl::Status RunWorker(const WorkerOptions& options, TransportServer* server) {
     coordinator::RegisterRequest req;
     req.set_transport_address(options.transport_address);
     req.set_requested_rank(carried.requested_rank);
+    if (options.island >= 0) req.set_island(options.island);
     req.set_previous_generation(carried.previous_generation);
     req.set_incarnation(incarnation);
     req.set_reason(carried.left_because);

@@ -33,6 +33,9 @@ struct WorkerOptions {
   // The rank to ask for; -1: any. After the first registration the worker
   // keeps asking for the rank it got.
   int requested_rank = -1;
+  // The island (collective.islands) of this worker's host; -1: any. The
+  // coordinator gives it a rank of that island's block.
+  int island = -1;
   // Give up on registering (coordinator unreachable, rank held) after this.
   absl::Duration connect_timeout = absl::Seconds(60);
   // Time between heartbeats.
