@@ -43,4 +43,8 @@ void GenerationObserver::OnTrace(int64_t step, const std::vector<PhaseSpan>& spa
   if (!written.ok()) SLOG(WARNING) << "trace of step " << step << " not written: " << written;
 }
 
+void GenerationObserver::OnOuterStep(const OuterStepReport& report) {
+  if (metrics_ != nullptr) metrics_->OnOuterStep(report);
+}
+
 }  // namespace shardline

@@ -26,6 +26,7 @@ class GenerationObserver : public StepObserver {
   void OnStep(const StepResult& result, double seconds) override;
   void OnOverhead(Overhead kind, double seconds) override;
   void OnTrace(int64_t step, const std::vector<PhaseSpan>& spans) override;
+  void OnOuterStep(const OuterStepReport& report) override;
 
   // Weight of the newest step in the busy-time average: about the last 20
   // steps count.

@@ -357,7 +357,9 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   }
   heartbeat.set_total_steps(TotalSteps(plan->cfg, plan->data->train.num_examples));
   const std::unique_ptr<TraceWriter> traces = OpenTraces(options, plan->cfg, world);
-  GenerationObserver observer(options.metrics, &ring, &heartbeat, traces.get());
+  // Transport bytes: the island's ring carries every step's (outer steps count their own).
+  GenerationObserver observer(options.metrics, islands.has_value() ? islands->island.get() : &ring, &heartbeat,
+                              traces.get());
   TrainOptions train = TrainOptionsFor(options, world, heartbeat, &observer, carried);
   if (islands.has_value()) {
     train.island = islands->place;

@@ -50,6 +50,14 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, Peaks peaks)
           r, "shardline_collective_background_seconds_total",
           "Time gradient and parameter collectives ran in the background (collective.overlap), hidden behind "
           "compute or waited for in the reduce_scatter and all_gather phases")),
+      outer_steps_(NewCounter(r, "shardline_outer_steps_total", "Islands: outer steps this worker took part in")),
+      outer_sent_bytes_(NewCounter(r, "shardline_outer_sent_bytes_total",
+                                   "Islands: pseudo-gradient payload bytes this worker sent across islands")),
+      outer_seconds_(NewCounter(r, "shardline_outer_seconds_total",
+                                "Islands: time in outer steps, waiting on the exchange across islands included")),
+      island_divergence_(NewGauge(r, "shardline_island_divergence",
+                                  "Islands: at the last outer step, the RMS over islands of the pseudo-gradient's L2 "
+                                  "norm (how far the islands walked apart in their inner steps)")),
       sent_bytes_(NewCounter(r, "shardline_transport_sent_bytes_total", "Collective payload bytes sent")),
       received_bytes_(NewCounter(r, "shardline_transport_received_bytes_total", "Collective payload bytes received")),
       memory_bytes_(prometheus::BuildGauge()
@@ -151,6 +159,13 @@ Health WorkerMetrics::health() const {
   const auto generation = static_cast<uint64_t>(generation_.Value());
   if (generation == 0) return {false, "registering with the coordinator; no world joined yet"};
   return {true, absl::StrCat("generation ", generation, ", step ", static_cast<int64_t>(step_.Value()))};
+}
+
+void WorkerMetrics::OnOuterStep(const OuterStepReport& report) {
+  outer_steps_.Increment();
+  outer_sent_bytes_.Increment(static_cast<double>(report.bytes_sent));
+  outer_seconds_.Increment(report.seconds);
+  island_divergence_.Set(report.pseudo_gradient_norm);
 }
 
 }  // namespace shardline

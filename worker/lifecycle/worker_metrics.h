@@ -38,6 +38,7 @@ class WorkerMetrics : public StepObserver {
   void OnStep(const StepResult& result, double step_seconds) override;
   void OnOverhead(Overhead kind, double seconds) override;
   void OnTrace(int64_t, const std::vector<PhaseSpan>&) override {}
+  void OnOuterStep(const OuterStepReport& report) override;
   // Advances the byte counters to these running totals of one transport.
   void SetTransportBytes(int64_t sent, int64_t received);
   // Joined a world of this generation (clears a stuck mark).
@@ -75,6 +76,10 @@ class WorkerMetrics : public StepObserver {
   prometheus::Counter& busy_seconds_;
   prometheus::Counter& wait_peers_seconds_;
   prometheus::Counter& collective_background_seconds_;
+  prometheus::Counter& outer_steps_;
+  prometheus::Counter& outer_sent_bytes_;
+  prometheus::Counter& outer_seconds_;
+  prometheus::Gauge& island_divergence_;
   prometheus::Counter& sent_bytes_;
   prometheus::Counter& received_bytes_;
   prometheus::Family<prometheus::Gauge>& memory_bytes_;

@@ -374,9 +374,13 @@ absl::StatusOr<AgreedRequests> OuterStepNow(Loop& l, Settle& settle, const Agree
   args.step = l.p.state.next_step;
   args.held = held;
   ASSIGN_OR_RETURN(const OuterResult o, OuterStep(args));
+  const double took = watch.ElapsedSeconds();
   ++l.result.outer_steps;
   l.result.outer_bytes_sent += o.bytes_sent;
-  l.result.outer_seconds += watch.ElapsedSeconds();
+  l.result.outer_seconds += took;
+  if (l.options.observer != nullptr) {
+    l.options.observer->OnOuterStep(OuterStepReport{l.p.state.next_step, took, o.bytes_sent, o.pseudo_gradient_norm});
+  }
   if (l.show) {
     SLOG(INFO) << absl::StrFormat("outer step at step %d: islands %.4g apart (pseudo-gradient RMS norm), "
                                   "their mean %.4g; %d bytes sent across islands",

@@ -54,6 +54,14 @@ enum class Overhead {
 };
 const char* OverheadName(Overhead kind);  // "restore", "evaluation", "checkpoint_stall", "memory_snapshot"
 
+// An outer step of islands (outer_step.h), as a StepObserver hears it.
+struct OuterStepReport {
+  int64_t step = 0;                 // steps completed
+  double seconds = 0;               // its wall time, waiting on the other islands included
+  int64_t bytes_sent = 0;           // by this rank across islands
+  double pseudo_gradient_norm = 0;  // how far the islands walked apart (OuterResult)
+};
+
 // Told about a run's start, every completed step, and time lost, in order,
 // on the training thread.
 class StepObserver {
@@ -65,6 +73,8 @@ class StepObserver {
   // The phases of a step listed in train.trace_steps (`step` completed
   // steps, i.e. 1-based), right after its OnStep.
   virtual void OnTrace(int64_t step, const std::vector<PhaseSpan>& spans) = 0;
+  // Islands: each outer step, just before the OnStep of the step it follows.
+  virtual void OnOuterStep(const OuterStepReport&) {}
 };
 
 // Everything optional a run reads or updates while it trains. Plain data:

@@ -16,6 +16,7 @@
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/checkpoint/verify.h"
 #include "common/job/config.h"
+#include "common/job/shard.h"
 #include "common/platform/mutex.h"
 #include "tests/worker/collective/world.h"
 #include "tests/worker/train/fmnist_suite.h"
@@ -67,6 +68,7 @@ class IslandsTest : public FashionMnistSuite {
   static std::vector<absl::StatusOr<TrainResult>> RunIslands(
       const config::JobConfig& c, int n, const std::function<void(int, TrainOptions*)>& setup = nullptr) {
     std::vector<absl::StatusOr<TrainResult>> results(static_cast<size_t>(n));
+    across_sent_.assign(static_cast<size_t>(n), 0);
     TestWorld world(TransportKind::kLocal, n);
     world.Run([&](int rank, Transport* t) {
       absl::StatusOr<IslandRings> rings =
@@ -80,6 +82,7 @@ class IslandsTest : public FashionMnistSuite {
       o.across = rings->across.get();
       if (setup) setup(rank, &o);
       results[static_cast<size_t>(rank)] = RunTraining(c, *data_, *rings->island, o);
+      across_sent_[static_cast<size_t>(rank)] = rings->across->bytes_sent();
       return results[static_cast<size_t>(rank)].status();
     });
     return results;
@@ -94,6 +97,9 @@ class IslandsTest : public FashionMnistSuite {
     for (size_t r = 1; r < results.size(); ++r) EXPECT_EQ(results[r]->params, results[0]->params) << "rank " << r;
     return results[0]->params;
   }
+
+  // Bytes each rank's ring across islands sent in the last RunIslands.
+  inline static std::vector<int64_t> across_sent_;
 
   static double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
     EXPECT_EQ(a.size(), b.size());
@@ -149,6 +155,45 @@ TEST_F(IslandsTest, DilocoIsBitForBitAndTheSameAtStageTwoAndThree) {
   config::JobConfig momentum = c;
   momentum.mutable_collective()->mutable_diloco()->set_outer_momentum(0.5f);
   EXPECT_NE(Agreed(RunIslands(momentum, 4)), a) << "the outer momentum changes nothing";
+}
+
+// Hears the outer steps (what Prometheus gets: worker_metrics.h).
+class OuterSteps : public StepObserver {
+ public:
+  void OnStart(const RunInfo&) override {}
+  void OnStep(const StepResult&, double) override {}
+  void OnOverhead(Overhead, double) override {}
+  void OnTrace(int64_t, const std::vector<PhaseSpan>&) override {}
+  void OnOuterStep(const OuterStepReport& r) override { reports.push_back(r); }
+  std::vector<OuterStepReport> reports;
+};
+
+// An outer step every H steps and after the last (35 = 3 * 10 + 5); each
+// sends 2 (K-1)/K of the rank's pieces across islands; the islands do walk
+// apart between them.
+TEST_F(IslandsTest, OuterStepsComeEveryHStepsAndAfterTheLastAndSayWhatTheySent) {
+  const config::JobConfig c = Config(4, {"optimizer.adamw={}", "collective.islands=2", "train.total_steps=35",
+                                         "collective.diloco.inner_steps=10"});
+  std::vector<OuterSteps> seen(4);
+  std::vector<absl::StatusOr<TrainResult>> results =
+      RunIslands(c, 4, [&](int rank, TrainOptions* o) { o->observer = &seen[static_cast<size_t>(rank)]; });
+  ASSERT_FALSE(Agreed(results).empty());
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::vector<OuterStepReport>& r = seen[static_cast<size_t>(rank)].reports;
+    ASSERT_EQ(r.size(), 4u) << "rank " << rank;
+    EXPECT_EQ(r[0].step, 10);
+    EXPECT_EQ(r[3].step, 35);
+    int64_t owned = 0;
+    for (const Range& p : OwnedPieces(GradientBuckets(c, data_->train).value(), rank % 2, 2)) owned += p.size();
+    EXPECT_EQ(r[0].bytes_sent, 2 * owned * 4 / 2) << "rank " << rank;  // 2 (K-1)/K of its pieces, K = 2
+    EXPECT_EQ(results[static_cast<size_t>(rank)]->outer_bytes_sent, 4 * r[0].bytes_sent);
+    // What the ring across islands handed its transport: the outer steps'
+    // pseudo-gradients and their one scalar all-reduce each.
+    EXPECT_GE(across_sent_[static_cast<size_t>(rank)], 4 * r[0].bytes_sent);
+    EXPECT_LE(across_sent_[static_cast<size_t>(rank)], 4 * r[0].bytes_sent + 4 * 1024);
+    EXPECT_GT(r[0].pseudo_gradient_norm, 0);
+    EXPECT_EQ(r[0].pseudo_gradient_norm, seen[0].reports[0].pseudo_gradient_norm) << "ranks disagree";
+  }
 }
 
 // Saved at step 20 (an outer step), stopped there, and resumed: the same
