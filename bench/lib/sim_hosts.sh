@@ -69,17 +69,18 @@ sim_iperf() {
 
 # A shardline job on the hosts: the coordinator on host 0, worker r on host
 # r+1, all with a fresh job token. DIR N CONFIG [coordinator flags...];
-# returns nonzero if any process failed (logs in DIR).
+# returns nonzero if any process failed (logs in DIR). Each process is
+# killed after SIM_TIMEOUT seconds (default 600).
 sim_run_shardline() {
   local dir=$1 n=$2 config=$3 r pids=() token failed=0
   shift 3
   mkdir -p "$dir"
   token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  SHARDLINE_TOKEN=$token timeout 600 ip netns exec "$(sim_ns 0)" build/bin/shardline-coordinator --config "$config" \
+  SHARDLINE_TOKEN=$token timeout "${SIM_TIMEOUT:-600}" ip netns exec "$(sim_ns 0)" build/bin/shardline-coordinator --config "$config" \
     --listen "$(sim_addr 0):7000" --workdir "$dir" --set "runtime.num_workers=$n" "$@" 2> "$dir/coordinator.log" &
   pids+=($!)
   for ((r = 0; r < n; r++)); do
-    SHARDLINE_TOKEN=$token timeout 600 ip netns exec "$(sim_ns $((r + 1)))" build/bin/shardline-worker \
+    SHARDLINE_TOKEN=$token timeout "${SIM_TIMEOUT:-600}" ip netns exec "$(sim_ns $((r + 1)))" build/bin/shardline-worker \
       --coordinator "$(sim_addr 0):7000" --listen "$(sim_addr $((r + 1))):7100" --rank $r 2> "$dir/worker-$r.log" &
     pids+=($!)
   done

@@ -5,10 +5,39 @@
 #include "absl/strings/str_cat.h"
 #include "common/faults/fault_injection.h"
 #include "common/platform/status_macros.h"
+#include "worker/train/outer_wire.h"
 #include "worker/train/step_scalars.h"
 #include "worker/train/train_step.h"
 
 namespace shardline {
+namespace {
+
+// Each island's `values` encoded once and passed round the ring whole
+// (K - 1 hops); then values := the K decodings added in island order 0..K-1,
+// the same bits on every island. Returns the bytes this rank sent.
+absl::StatusOr<int64_t> SumEncoded(Collectives& across, config::DilocoConfig::Wire wire, absl::Span<float> values) {
+  const int k = across.world_size(), me = across.rank();
+  std::vector<std::string> from(static_cast<size_t>(k));  // by island
+  from[static_cast<size_t>(me)] = EncodeOuterWire(wire, values);
+  const int next = (me + 1) % k, prev = (me + k - 1) % k;
+  int64_t sent = 0;
+  for (int hop = 0; hop + 1 < k; ++hop) {
+    // Hop h passes on island (me - h)'s bytes and brings island (me - h - 1)'s.
+    const std::string& out = from[static_cast<size_t>((me - hop + k) % k)];
+    ASSIGN_OR_RETURN(from[static_cast<size_t>((me - hop - 1 + k) % k)], across.SendRecv(next, out, prev));
+    sent += static_cast<int64_t>(out.size());
+  }
+  std::fill(values.begin(), values.end(), 0.0f);
+  for (int island = 0; island < k; ++island) {
+    const absl::Status added = AddDecodedOuterWire(wire, from[static_cast<size_t>(island)], values);
+    if (!added.ok()) {
+      return absl::DataLossError(absl::StrCat("island ", island, "'s pseudo-gradient: ", added.message()));
+    }
+  }
+  return sent;
+}
+
+}  // namespace
 
 absl::StatusOr<OuterResult> OuterStep(const OuterStepArgs& a) {
   OuterOptimizer& opt = *a.optimizer;
@@ -35,11 +64,15 @@ absl::StatusOr<OuterResult> OuterStep(const OuterStepArgs& a) {
   OuterResult out;
   out.agreed = AgreedRequests{agreed.stop_vote, agreed.checkpoint_vote, agreed.eval_vote};
   // 2. The sum over islands, the same bits in each.
-  RETURN_IF_ERROR(across.ReduceScatter(absl::MakeSpan(delta)));
-  RETURN_IF_ERROR(across.AllGather(absl::MakeSpan(delta)));
-  // Each op sends (K-1)/K of the buffer (ring.h).
-  out.bytes_sent = 2 * (static_cast<int64_t>(delta.size()) * static_cast<int64_t>(sizeof(float))) * (islands - 1) /
-                   islands;
+  if (a.wire == config::DilocoConfig::FP32) {
+    RETURN_IF_ERROR(across.ReduceScatter(absl::MakeSpan(delta)));
+    RETURN_IF_ERROR(across.AllGather(absl::MakeSpan(delta)));
+    // Each op sends (K-1)/K of the buffer (ring.h).
+    out.bytes_sent = 2 * (static_cast<int64_t>(delta.size()) * static_cast<int64_t>(sizeof(float))) * (islands - 1) /
+                     islands;
+  } else {
+    ASSIGN_OR_RETURN(out.bytes_sent, SumEncoded(across, a.wire, absl::MakeSpan(delta)));
+  }
   // 3. The outer update of this rank's pieces.
   const double averaged_sq = opt.OuterUpdate(delta, islands, a.params->data());
   CrashPoint("outer_updated", a.step);

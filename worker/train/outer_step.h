@@ -6,9 +6,11 @@
 //      last outer step (the smallest of each wins, as in a step), and
 //      whether every pseudo-gradient is finite;
 //   2. this rank's pseudo-gradient (outer parameters - parameters, over its
-//      pieces) summed across the islands by a ring over the ranks that own
-//      the same pieces (reduce-scatter then all-gather: every island gets
-//      the same bits, in a fixed order);
+//      pieces) summed across the islands over the ring of the ranks that
+//      own the same pieces: in float32 by reduce-scatter then all-gather;
+//      in bfloat16 or int8 (outer_wire.h) each island's encoded once and
+//      passed round the ring whole, then the K decoded added in island
+//      order. Either way every island gets the same bits;
 //   3. the outer Nesterov update (outer_optimizer.h), the pieces set to
 //      the new outer parameters;
 //   4. at ZeRO stage 2, each bucket all-gathered inside the island, so the
@@ -28,6 +30,7 @@
 #include "common/platform/page_memory.h"
 #include "worker/collective/collectives.h"
 #include "worker/optim/outer_optimizer.h"
+#include "proto/config.pb.h"
 #include "worker/train/cadence.h"
 
 namespace shardline {
@@ -41,6 +44,7 @@ struct OuterStepArgs {
   Collectives* across = nullptr;        // the ring of this rank's counterparts in every island
   int64_t step = 0;                     // steps completed (for errors and crash points)
   AgreedRequests held;                  // what this island agreed since the last outer step
+  config::DilocoConfig::Wire wire = config::DilocoConfig::FP32;
 };
 
 struct OuterResult {

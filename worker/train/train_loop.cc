@@ -373,6 +373,7 @@ absl::StatusOr<AgreedRequests> OuterStepNow(Loop& l, Settle& settle, const Agree
   args.across = l.options.across;
   args.step = l.p.state.next_step;
   args.held = held;
+  args.wire = l.config.collective().diloco().wire();
   ASSIGN_OR_RETURN(const OuterResult o, OuterStep(args));
   const double took = watch.ElapsedSeconds();
   ++l.result.outer_steps;

@@ -196,6 +196,38 @@ TEST_F(IslandsTest, OuterStepsComeEveryHStepsAndAfterTheLastAndSayWhatTheySent) 
   }
 }
 
+// The pseudo-gradient in bfloat16 or int8 across 3 islands: bit for bit
+// twice, every rank the same, near the float32 run, and a quarter (int8) or
+// half (bfloat16) of the bytes a value per hop.
+TEST_F(IslandsTest, PseudoGradientsInBf16AndInt8AreBitForBitAndNearFloat32) {
+  const std::vector<std::string> sets = {"optimizer.adamw={}", "schedule.base_lr=0.003", "collective.islands=3",
+                                         "train.total_steps=30", "collective.diloco.inner_steps=10"};
+  std::vector<OuterSteps> fp32_seen(3);
+  const std::vector<absl::StatusOr<TrainResult>> fp32 = RunIslands(
+      Config(3, sets), 3, [&](int rank, TrainOptions* o) { o->observer = &fp32_seen[static_cast<size_t>(rank)]; });
+  const std::vector<float> want = Agreed(fp32);
+  ASSERT_FALSE(want.empty());
+  for (const char* wire : {"BF16", "INT8"}) {
+    SCOPED_TRACE(wire);
+    std::vector<std::string> with = sets;
+    with.push_back(std::string("collective.diloco.wire=") + wire);
+    const config::JobConfig c = Config(3, with);
+    std::vector<OuterSteps> seen(3);
+    const std::vector<absl::StatusOr<TrainResult>> results =
+        RunIslands(c, 3, [&](int rank, TrainOptions* o) { o->observer = &seen[static_cast<size_t>(rank)]; });
+    const std::vector<float> got = Agreed(results);
+    ASSERT_FALSE(got.empty());
+    EXPECT_EQ(Agreed(RunIslands(c, 3)), got) << "not deterministic";
+    EXPECT_NE(got, want);
+    EXPECT_LT(MaxDiff(got, want), 2e-3);
+    EXPECT_NEAR(results[0]->evals.back().loss, fp32[0]->evals.back().loss, 0.01);
+    // FP32: 2 (K-1)/K of 4 bytes a value = 16/3; bf16 (K-1) * 2 = 4, int8 about (K-1) * 1 = 2.
+    const double per_value = std::string(wire) == "BF16" ? 4.0 : 2.0;
+    const double ratio = static_cast<double>(seen[0].reports[0].bytes_sent) / fp32_seen[0].reports[0].bytes_sent;
+    EXPECT_NEAR(ratio, per_value / (16.0 / 3), 0.01) << seen[0].reports[0].bytes_sent;
+  }
+}
+
 // Saved at step 20 (an outer step), stopped there, and resumed: the same
 // bits as not stopping, through a checkpoint whose islands hold different
 // inner optimizer states.

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Issue 50: islands (DiLoCo) over slow links. Two simulated sites, one
+# worker each (2 cores: islands of one worker), joined by links shaped with
+# tc tbf to each rate of RATES (bench/lib/sim_hosts.sh: network namespaces
+# on a bridge; this kernel has no netem, so no added delay: the links are
+# slow, not far). The byte-level GPT (austen_gpt), the same STEPS, global
+# batch and schedule for every run:
+#   sync      collective.islands=1: every step's reduce-scatter and
+#             all-gather cross the link
+#   h<H>      collective.islands=2, an outer step every H steps (HS)
+# For each: training seconds to TARGET bits per byte on the validation
+# novel (the first evaluation at or below it), the final bits per byte,
+# the bytes that crossed the link (eth0 of both sites, per 1,000 steps),
+# and the curves in bench/diloco_loss.png. Root (namespaces); everything
+# it creates it removes.
+#
+#   bench/drivers/diloco_bench.sh                                  # 1 Gbit/s, 100 and 20 Mbit/s
+#   RATES=100mbit HS="10 50" STEPS=600 bench/drivers/diloco_bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=bench/out/diloco
+RATES=${RATES:-"1gbit 100mbit 20mbit"}
+HS=${HS:-"10 50 200"}
+STEPS=${STEPS:-1000}
+TARGET=${TARGET:-2.2}
+EVAL=${EVAL:-100}  # evaluation every EVAL steps (every H for a larger H)
+P=${PREFIX:-sldl}
+export SIM_TIMEOUT=${SIM_TIMEOUT:-3600}  # synchronous training over 20 Mbit/s is slow
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+command -v iperf3 > /dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3; }
+command -v gnuplot > /dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q gnuplot-nox; }
+if [[ -z ${SKIP_BUILD:-} ]]; then
+  ./deploy/install-deps.sh --test > /dev/null
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
+  cmake --build build -j2 --target shardline_cli shardline_worker_bin shardline_coordinator_bin > /dev/null
+fi
+mkdir -p "$OUT"
+DATA=$OUT/data
+[[ -f $DATA/train.txt ]] || build/bin/shardline data austen --out "$DATA" > /dev/null
+
+SIM_PREFIX=$P
+source bench/lib/sim_hosts.sh
+sim_hosts_up 3
+
+tx_bytes() {  # HOST: bytes its eth0 has sent
+  ip -n "$(sim_ns "$1")" -s -j link show eth0 | /usr/bin/python3 -c \
+    "import json,sys; print(json.load(sys.stdin)[0]['stats64']['tx']['bytes'])"
+}
+
+run_one() {  # RATE NAME SETS...: the job on hosts 1 and 2 (coordinator on 0); bytes across into NAME/link_bytes
+  local rate=$1 name=$2 dir="$OUT/$1/$2" before after
+  shift 2
+  rm -rf "$dir"
+  before=$(($(tx_bytes 1) + $(tx_bytes 2)))
+  echo "== $rate $name" >&2
+  sim_run_shardline "$dir" 2 deploy/configs/austen_gpt.textproto --set "data.text.train_path=$DATA/train.txt" \
+    --set "data.text.val_path=$DATA/val.txt" --set "train.total_steps=$STEPS" --set train.log_every=10 \
+    --set checkpoint.every_steps=0 --set checkpoint.save_final=false --set checkpoint.best_metric= \
+    --set checkpoint.memory_every_steps=0 --set "schedule.warmup_steps=$((STEPS / 30))" "$@" ||
+    echo "$rate $name: a process failed (see $dir)" >&2
+  after=$(($(tx_bytes 1) + $(tx_bytes 2)))
+  echo $((after - before)) > "$dir/link_bytes"
+}
+
+for rate in $RATES; do
+  sim_shape "$rate"
+  mkdir -p "$OUT/$rate"
+  sim_iperf "$OUT/$rate/iperf.json"
+  run_one "$rate" sync --set "train.eval_every=$EVAL"
+  for h in $HS; do
+    run_one "$rate" "h$h" --set collective.islands=2 --set "collective.diloco.inner_steps=$h" \
+      --set "train.eval_every=$((h > EVAL ? h : (EVAL / h) * h))"
+  done
+done
+sim_hosts_down
+trap - EXIT
+
+/usr/bin/python3 bench/lib/summarize_diloco.py "$OUT" "$RATES" "$HS" "$STEPS" "$TARGET" | tee "$OUT/summary.md"
+gnuplot -e "out='bench/diloco_loss.png'; dir='$OUT'; rates='$RATES'; hs='$HS'" bench/lib/diloco_loss.gp
+echo "wrote $OUT/summary.md and bench/diloco_loss.png" >&2
