@@ -87,14 +87,17 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   plan.zero_stage = coll.zero_stage() == 3 ? 3 : 2;
   const int64_t p = model.layout().total_size();
   plan.parameters = p;
-  const int64_t own = MostOwned(buckets, world);
+  // Islands: the state is sharded over the island, the batch over the world.
+  const int islands = std::max(1, coll.islands());
+  const int sharded = world % islands == 0 ? world / islands : world;
+  const int64_t own = MostOwned(buckets, sharded);
   const bool stage3 = plan.zero_stage == 3;
-  const bool overlap = coll.overlap() && world > 1 && buckets.size() > 1;
+  const bool overlap = coll.overlap() && sharded > 1 && buckets.size() > 1;
   const int prefetch = overlap ? coll.prefetch_buckets() : 0;
-  const int64_t whole = stage3 ? WholeAtOnce(buckets, model.Layers(), world, prefetch) : 0;
+  const int64_t whole = stage3 ? WholeAtOnce(buckets, model.Layers(), sharded, prefetch) : 0;
   const int accum = std::max(1, config.train().grad_accum_steps());
   plan.micro_batch = MicroBatchSize(config, world);
-  const int64_t state_buffers = config.optimizer().has_adamw() ? 2 : 1;
+  const int64_t state_buffers = (config.optimizer().has_adamw() ? 2 : 1) + (islands > 1 ? 2 : 0);
   int64_t largest_bucket = 0;
   for (const Range& b : buckets) largest_bucket = std::max(largest_bucket, b.size());
   const int64_t shard_bytes = (1 + state_buffers) * own * kFloat;
@@ -105,8 +108,10 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   plan.terms.push_back({"gradients", (stage3 && accum == 1 ? own + whole : p) * kFloat});
   plan.terms.push_back({"optimizer", state_buffers * own * kFloat});
   plan.terms.push_back({"activations", model.WorkspaceBytes(plan.micro_batch)});
-  const int64_t chunk = world > 1 ? (largest_bucket + world - 1) / world : 0;
-  plan.terms.push_back({"communication", 2 * chunk * kFloat * (overlap ? 2 : 1)});
+  const int64_t chunk = sharded > 1 ? (largest_bucket + sharded - 1) / sharded : 0;
+  // An outer step's pseudo-gradient, beside the step's own buffers (not at once).
+  const int64_t outer = islands > 1 ? own * kFloat : 0;
+  plan.terms.push_back({"communication", std::max(2 * chunk * kFloat * (overlap ? 2 : 1), outer)});
   int64_t snapshots = 0;
   if (config.checkpoint().memory_every_steps() > 0 && world > 1) {
     // Two steps of memory_copies shards held (memory_snapshots.h keeps two),

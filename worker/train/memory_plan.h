@@ -62,7 +62,10 @@ struct MemoryPlan {
 };
 
 // The plan of one worker of `world` training `config` on `data`, with
-// `model` made from the config, cut into `buckets` (GradientBuckets).
+// `model` made from the config, cut into `buckets` (GradientBuckets). With
+// collective.islands K > 1 a worker shares its island's world / K: it owns
+// 1/(world / K) of the state, which holds the outer parameters and momentum
+// too, and an outer step holds its pseudo-gradient.
 MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const std::vector<Range>& buckets,
                       const TrainingData& data, int world);
 // The same, making the model and buckets from the config (errors are the

@@ -52,7 +52,8 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   }
   p.buckets = GradientBuckets(config, layout);
   // Before anything large is allocated: refused if the plan does not fit.
-  p.memory_plan = PlanMemory(config, *p.model, p.buckets, data, comm.world_size());
+  p.memory_plan = PlanMemory(config, *p.model, p.buckets, data,
+                             options.across != nullptr ? options.island.world : comm.world_size());
   RETURN_IF_ERROR(CheckMemoryLimit(p.memory_plan, config, data, comm, options.env));
   ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,
                                                   OwnedPieces(p.buckets, comm.rank(), comm.world_size())));

@@ -87,6 +87,20 @@ TEST(MemoryPlanTest, TermsFollowTheConfig) {
   EXPECT_GT(Term(*PlanJob(Gpt({"checkpoint.memory_every_steps=0"}), data, 2), "snapshots"), 0);
 }
 
+// Islands: 4 workers in 2 islands own half the state each (sharded over
+// their island of 2), which holds the outer parameters and momentum
+// beside AdamW's moments; the batch is still cut over all 4.
+TEST(MemoryPlanTest, IslandsShardOverTheIslandAndHoldTheOuterState) {
+  const TrainingData data = Text();
+  absl::StatusOr<MemoryPlan> two = PlanJob(Gpt({"checkpoint.memory_every_steps=0"}), data, 2);
+  absl::StatusOr<MemoryPlan> islands = PlanJob(
+      Gpt({"checkpoint.memory_every_steps=0", "collective.islands=2", "runtime.num_workers=4"}), data, 4);
+  ASSERT_TRUE(two.ok() && islands.ok());
+  EXPECT_EQ(Term(*islands, "optimizer"), 2 * Term(*two, "optimizer"));  // 4 buffers, not 2, of the same half
+  EXPECT_EQ(islands->micro_batch, PlanJob(Gpt({"checkpoint.memory_every_steps=0"}), data, 4)->micro_batch);
+  EXPECT_EQ(Term(*islands, "parameters"), Term(*two, "parameters"));
+}
+
 TEST(MemoryPlanTest, AJobOverItsLimitIsRefusedNamingTheLargestTermAndWhatFits) {
   const TrainingData data = Text();
   const config::JobConfig c = Gpt({"checkpoint.memory_every_steps=0"});
