@@ -7,7 +7,9 @@
 # batch and schedule for every run:
 #   sync      collective.islands=1: every step's reduce-scatter and
 #             all-gather cross the link
-#   h<H>      collective.islands=2, an outer step every H steps (HS)
+#   h<H>      collective.islands=2, an outer step every H steps (HS); an
+#             item of HS may be H:LR:MOMENTUM[:WIRE] (outer_lr,
+#             outer_momentum, diloco.wire), its run then h<H>_<LR>_<MOMENTUM>[_<WIRE>]
 # For each: training seconds to TARGET bits per byte on the validation
 # novel (the first evaluation at or below it), the final bits per byte,
 # the bytes that crossed the link (eth0 of both sites, per 1,000 steps),
@@ -16,6 +18,7 @@
 #
 #   bench/drivers/diloco_bench.sh                                  # 1 Gbit/s, 100 and 20 Mbit/s
 #   RATES=100mbit HS="10 50" STEPS=600 bench/drivers/diloco_bench.sh
+#   RATES=100mbit HS="10:1:0 50:0.7:0.9:INT8" bench/drivers/diloco_bench.sh   # plain averaging; int8
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=bench/out/diloco
@@ -68,14 +71,19 @@ for rate in $RATES; do
   mkdir -p "$OUT/$rate"
   sim_iperf "$OUT/$rate/iperf.json"
   run_one "$rate" sync --set "train.eval_every=$EVAL"
-  for h in $HS; do
-    run_one "$rate" "h$h" --set collective.islands=2 --set "collective.diloco.inner_steps=$h" \
-      --set "train.eval_every=$((h > EVAL ? h : (EVAL / h) * h))"
+  for item in $HS; do
+    IFS=: read -r h lr mom wire <<< "$item"
+    sets=(--set collective.islands=2 --set "collective.diloco.inner_steps=$h"
+      --set "train.eval_every=$((h > EVAL ? h : (EVAL / h) * h))")
+    [[ -n $lr ]] && sets+=(--set "collective.diloco.outer_lr=$lr")
+    [[ -n $mom ]] && sets+=(--set "collective.diloco.outer_momentum=$mom")
+    [[ -n $wire ]] && sets+=(--set "collective.diloco.wire=$wire")
+    run_one "$rate" "h${item//:/_}" "${sets[@]}"
   done
 done
 sim_hosts_down
 trap - EXIT
 
 /usr/bin/python3 bench/lib/summarize_diloco.py "$OUT" "$RATES" "$HS" "$STEPS" "$TARGET" | tee "$OUT/summary.md"
-gnuplot -e "out='bench/diloco_loss.png'; dir='$OUT'; rates='$RATES'; hs='$HS'" bench/lib/diloco_loss.gp
+gnuplot -e "out='bench/diloco_loss.png'; dir='$OUT'; rates='$RATES'; hs='${HS//:/_}'" bench/lib/diloco_loss.gp
 echo "wrote $OUT/summary.md and bench/diloco_loss.png" >&2

@@ -1,6 +1,6 @@
 # Validation bits per byte against training seconds, one panel per link
 # rate: synchronous training and each H (bench/drivers/diloco_bench.sh).
-set terminal pngcairo size 1200,420 font ",10"
+set terminal pngcairo size 1200,420 font ",10" noenhanced
 set output out
 n = words(rates)
 set multiplot layout 1, n title "austen_gpt, 2 sites of one worker: synchronous vs islands (DiLoCo)"

@@ -4,7 +4,8 @@ training seconds to the target bits per byte, the final bits per byte and
 the bytes across the link per 1,000 steps; and the .dat files the plot reads."""
 import json, os, sys
 
-out, rates, hs, steps, target = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4]), float(sys.argv[5])
+out, rates, steps, target = sys.argv[1], sys.argv[2].split(), int(sys.argv[4]), float(sys.argv[5])
+hs = [h.replace(":", "_") for h in sys.argv[3].split()]  # run names: h<H>[_<LR>_<MOMENTUM>[_<WIRE>]]
 
 
 def evals(d):
