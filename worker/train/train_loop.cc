@@ -168,7 +168,9 @@ absl::StatusOr<EvalResult> EvaluateNow(Loop& l) {
   args.model = l.p.model.get();
   args.params = l.p.state.params.data();
   args.data = &l.data.test;
-  args.max_examples = std::min(l.config.data().eval_batch_size(), MicroBatchSize(l.config, l.world.world_size()));
+  // No larger than a step's micro-batch: with islands the batch is cut over the world, not the island.
+  const int data_world = l.options.across != nullptr ? l.options.island.world : l.world.world_size();
+  args.max_examples = std::min(l.config.data().eval_batch_size(), MicroBatchSize(l.config, data_world));
   args.comm = &l.world;
   args.ws = b.workspace.get();
   args.exchange = &l.exchange;
