@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "common/job/shard.h"
 
 namespace shardline {
 
@@ -153,9 +154,8 @@ bool AdmitWhileRunning(const MembershipConfig& c, Membership& s, Effects& out, a
 int PickSlot(const MembershipConfig& c, const Membership& s, Effects& out, const ev::Claim& e, bool joining) {
   const int n = c.slots;
   // With an island, the slots of its block only.
-  const int per_island = n / std::max(c.islands, 1);
-  const int first = e.island >= 0 ? e.island * per_island : 0;
-  const int end = e.island >= 0 ? first + per_island : n;
+  const Range block = e.island >= 0 ? IslandRanks(e.island, n, std::max(c.islands, 1)) : Range{0, n};
+  const int first = static_cast<int>(block.begin), end = static_cast<int>(block.end);
   int slot = e.requested_slot;
   if (slot >= 0) {
     auto it = s.pending.find(slot);
@@ -174,7 +174,7 @@ int PickSlot(const MembershipConfig& c, const Membership& s, Effects& out, const
   }
   if (slot < 0) {
     out.claim_refused = absl::ResourceExhaustedError(
-        e.island >= 0 ? absl::StrCat("all ", per_island, " ranks of island ", e.island, " (ranks ", first, " to ",
+        e.island >= 0 ? absl::StrCat("all ", end - first, " ranks of island ", e.island, " (ranks ", first, " to ",
                                      end - 1, ") are held by live workers")
                       : absl::StrCat("all ", n, " ranks are held by live workers"));
   }
@@ -208,17 +208,17 @@ void On(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now, 
         absl::StrCat("requested rank ", e.requested_slot, " is not in a world of ", c.slots));
     return;
   }
-  const int per_island = c.slots / std::max(c.islands, 1);
-  if (e.island < -1 || e.island >= std::max(c.islands, 1)) {
+  const int islands = std::max(c.islands, 1);
+  if (e.island < -1 || e.island >= islands) {
     out.claim_refused = absl::InvalidArgumentError(absl::StrCat(
-        "island ", e.island, " is not one of the job's ", std::max(c.islands, 1), " (collective.islands)"));
+        "island ", e.island, " is not one of the job's ", islands, " (collective.islands)"));
     return;
   }
-  if (e.island >= 0 && e.requested_slot >= 0 && e.requested_slot / per_island != e.island) {
-    out.claim_refused = absl::InvalidArgumentError(absl::StrCat("rank ", e.requested_slot, " is in island ",
-                                                                e.requested_slot / per_island, ", not island ",
-                                                                e.island, " (ranks ", e.island * per_island, " to ",
-                                                                (e.island + 1) * per_island - 1, ")"));
+  if (e.island >= 0 && e.requested_slot >= 0 && IslandOfRank(e.requested_slot, c.slots, islands) != e.island) {
+    const Range block = IslandRanks(e.island, c.slots, islands);
+    out.claim_refused = absl::InvalidArgumentError(absl::StrCat(
+        "rank ", e.requested_slot, " is in island ", IslandOfRank(e.requested_slot, c.slots, islands), ", not island ",
+        e.island, " (ranks ", block.begin, " to ", block.end - 1, ")"));
     return;
   }
   if (s.Running() && !AdmitWhileRunning(c, s, out, now, e)) return;

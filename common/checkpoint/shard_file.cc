@@ -195,7 +195,7 @@ int ShardIslands(const state::ShardHeader& header) { return header.islands() > 1
 
 int ShardIsland(const state::ShardHeader& header) {
   const int k = ShardIslands(header);
-  return k > 1 && header.world_size() % k == 0 ? header.rank() / (header.world_size() / k) : 0;
+  return k > 1 && header.world_size() % k == 0 ? IslandOfRank(header.rank(), header.world_size(), k) : 0;
 }
 
 std::vector<Range> ShardPieces(const state::ShardHeader& header) {

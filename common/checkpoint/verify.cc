@@ -59,7 +59,7 @@ absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string&
   const bool filtered = options.only_island >= 0 && expected > 1 && m.world_size() % expected == 0;
   for (const state::ShardEntry& e : m.shards()) {
     const std::string path = step_dir + "/" + e.file();
-    if (filtered && e.rank() / (m.world_size() / expected) != options.only_island) continue;
+    if (filtered && IslandOfRank(e.rank(), m.world_size(), expected) != options.only_island) continue;
     uint32_t checksum = 0;
     bool header_checked = false;
     auto check_header = [&](const state::ShardHeader& h) -> absl::Status {

@@ -33,6 +33,15 @@ inline Range Overlap(const Range& a, const Range& b) {
   return Range{a.begin > b.begin ? a.begin : b.begin, a.end < b.end ? a.end : b.end};
 }
 
+// Islands (collective.islands): `world` ranks cut into `islands` blocks of
+// world / islands consecutive ranks (islands must divide world). The island
+// of world rank `rank`, and the world ranks of island `island`.
+inline int IslandOfRank(int rank, int world, int islands) { return rank / (world / islands); }
+inline Range IslandRanks(int island, int world, int islands) {
+  const int size = world / islands;
+  return Range{int64_t{island} * size, int64_t{island + 1} * size};
+}
+
 // Shard `rank` of `world` (0 <= rank < world): [floor(rank*total/world),
 // floor((rank+1)*total/world)). Shard sizes differ by at most one; shards
 // tile [0, total) in rank order; empty shards occur when total < world.

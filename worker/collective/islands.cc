@@ -13,7 +13,7 @@ absl::StatusOr<IslandPlace> PlaceInIslands(int world_rank, int world, int island
   IslandPlace p;
   p.islands = islands;
   p.island_size = world / islands;
-  p.island = world_rank / p.island_size;
+  p.island = IslandOfRank(world_rank, world, islands);
   p.island_rank = world_rank % p.island_size;
   p.world_rank = world_rank;
   p.world = world;
@@ -22,7 +22,8 @@ absl::StatusOr<IslandPlace> PlaceInIslands(int world_rank, int world, int island
 
 std::vector<int> IslandMembers(const IslandPlace& p) {
   std::vector<int> m;
-  for (int r = 0; r < p.island_size; ++r) m.push_back(p.island * p.island_size + r);
+  const Range ranks = IslandRanks(p.island, p.world, p.islands);
+  for (int64_t r = ranks.begin; r < ranks.end; ++r) m.push_back(static_cast<int>(r));
   return m;
 }
 
