@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "common/job/config.h"
+#include "common/job/islands.h"
 #include "common/faults/fault_injection.h"
 #include "common/platform/logging.h"
 #include "common/net/rpc_auth.h"
@@ -34,6 +35,7 @@ MembershipConfig MembershipConfigFor(const config::JobConfig& config, const Coor
   c.slots = options.world_size;
   c.min_workers = config.runtime().min_workers();
   c.islands = std::max(config.collective().islands(), 1);
+  c.min_islands = config.runtime().min_islands();
   c.replace_timeout = absl::Seconds(config.runtime().replace_timeout_seconds());
   c.heartbeat_timeout = options.heartbeat_timeout;
   c.saves_checkpoints = !options.checkpoint_root.empty();
@@ -122,7 +124,7 @@ absl::Status Job::Init() {
       finished_step_ = *finished_step;
     }
     SLOG(INFO) << "job " << job_id_ << ": world of " << options_.world_size
-               << (elastic() ? absl::StrCat(" (elastic: at least ", config_.runtime().min_workers(), ")") : "")
+               << (elastic() ? absl::StrCat(" (elastic: at least ", ElasticFloor(), ")") : "")
                << ", last generation " << m_.generation << ", latest committed checkpoint at step "
                << catalog_.latest_good();
   }
@@ -305,10 +307,18 @@ MembershipEffects Job::StepLocked(const MembershipEvent& event) {
   if (out.formed.has_value()) OnFormedLocked(*out.formed);
   if (out.lost_while_forming.has_value()) SLOG(WARNING) << *out.lost_while_forming;
   if (out.short_of_workers.has_value()) {
-    SLOG(WARNING) << out.short_of_workers->have << " of " << options_.world_size << " workers registered after "
-                  << absl::FormatDuration(out.short_of_workers->waited) << "; runtime.min_workers is "
-                  << config_.runtime().min_workers() << ": waiting for "
-                  << config_.runtime().min_workers() - out.short_of_workers->have << " more";
+    const MembershipEffects::ShortOfWorkers& s = *out.short_of_workers;
+    if (config_.runtime().min_islands() > 0) {
+      SLOG(WARNING) << s.have << " of " << options_.world_size << " workers registered after "
+                    << absl::FormatDuration(s.waited) << ", " << s.whole_islands
+                    << " islands whole; runtime.min_islands is " << config_.runtime().min_islands()
+                    << ": waiting for " << config_.runtime().min_islands() - s.whole_islands << " more";
+    } else {
+      SLOG(WARNING) << s.have << " of " << options_.world_size << " workers registered after "
+                    << absl::FormatDuration(s.waited) << "; runtime.min_workers is "
+                    << config_.runtime().min_workers() << ": waiting for "
+                    << config_.runtime().min_workers() - s.have << " more";
+    }
   }
   if (out.wants_checkpoint && config_.checkpoint().every_steps() <= 0 &&
       config_.checkpoint().every_seconds() <= 0 && checkpoint_at_ == 0) {
@@ -390,7 +400,7 @@ void Job::OnBrokenLocked(const MembershipEffects::Broken& broken) {
   } else {
     SLOG(WARNING) << "generation " << m_.generation << " broken: " << broken.why << "; waiting for "
                   << options_.world_size << " workers to register"
-                  << (elastic() ? absl::StrCat(" (or ", config_.runtime().min_workers(), " after ",
+                  << (elastic() ? absl::StrCat(" (or ", ElasticFloor(), " after ",
                                                config_.runtime().replace_timeout_seconds(), " s)")
                                 : "");
     ++losses_;
@@ -400,6 +410,14 @@ void Job::OnBrokenLocked(const MembershipEffects::Broken& broken) {
   // Members learn the new generation from NextCommand; their old streams
   // then end.
   ++state_version_;
+}
+
+std::string Job::ElasticFloor() const {
+  if (config_.runtime().min_islands() > 0) {
+    const int j = config_.runtime().min_islands();
+    return absl::StrCat(j, j == 1 ? " whole island" : " whole islands");
+  }
+  return absl::StrCat(config_.runtime().min_workers());
 }
 
 void Job::RecordWorldChangeLocked(int from, const std::string& why) {
@@ -414,7 +432,11 @@ void Job::RecordWorldChangeLocked(int from, const std::string& why) {
   history_dirty_ = true;
   if (from > 0) {
     SLOG(WARNING) << "the world changed size: " << from << " -> " << m_.world_size << " workers at step "
-                  << start_step_ << " (generation " << m_.generation << "): " << why;
+                  << start_step_ << " (generation " << m_.generation
+                  << (DilocoOn(config_) ? absl::StrCat("; islands ", WorldIslands(config_, from), " -> ",
+                                                       WorldIslands(config_, m_.world_size))
+                                        : std::string())
+                  << "): " << why;
   }
   if (from > 0 && metrics_ != nullptr && start_step_ <= INT32_MAX) {
     metrics::MetricRecord record;
@@ -422,6 +444,10 @@ void Job::RecordWorldChangeLocked(int from, const std::string& why) {
     record.set_step(static_cast<int32_t>(start_step_));
     record.set_world_size(m_.world_size);
     record.set_previous_world_size(from);
+    if (DilocoOn(config_)) {
+      record.set_islands(WorldIslands(config_, m_.world_size));
+      record.set_previous_islands(WorldIslands(config_, from));
+    }
     record.set_generation(static_cast<int32_t>(std::min<uint64_t>(m_.generation, INT32_MAX)));
     pending_records_.push_back(std::move(record));  // written by the caller's PersistState
   }

@@ -266,6 +266,9 @@ class Job {
   // (FillPeers), since the tags cost one HMAC per listed peer per answer.
   // FillPeers lists the ranks of DataPlanePeers (worker/collective/
   // peer_set.h), so an answer is O(log N).
+  // A claim taken for a generation that formed without it (its island was
+  // not whole: runtime.min_islands): still pending, for a later one.
+  bool StillPendingLocked(const Parked& p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<coordinator::RegisterResponse> FinishRegistrationLocked(const Parked& p,
                                                                          std::shared_ptr<const MemberBook>* book)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -282,7 +285,9 @@ class Job {
   MembershipEffects StepLocked(const MembershipEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnBrokenLocked(const MembershipEffects::Broken& broken) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnFormedLocked(const MembershipEffects::Formed& formed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool elastic() const { return config_.runtime().min_workers() > 0; }
+  bool elastic() const { return config_.runtime().min_workers() > 0 || config_.runtime().min_islands() > 0; }
+  // The smallest world an elastic job forms: "3 workers", "1 whole island".
+  std::string ElasticFloor() const;
   void RecordWorldChangeLocked(int from, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checkpoint book's decision (checkpoint_book.h) for `event`, applied:

@@ -133,6 +133,10 @@ void Job::CompleteRegistrations() {
             answer = AdmitLocked(p);
             recheck_ = true;  // it may have formed a world, or wait for one now
           }
+        } else if (StillPendingLocked(p)) {
+          // Its island was left out of the world that formed (runtime.
+          // min_islands): it waits, as a joiner, for the next one.
+          p.target = m_.generation + 1;
         } else if (durable_generation_ >= p.target || m_.state == JobState::kDone || m_.state == JobState::kFailed) {
           answer = FinishRegistrationLocked(p, &book);
         }
@@ -214,6 +218,12 @@ std::optional<absl::StatusOr<coordinator::RegisterResponse>> Job::AdmitLocked(Pa
   p.slot = taken.slot;
   p.target = taken.target;
   return std::nullopt;
+}
+
+bool Job::StillPendingLocked(const Parked& p) const {
+  if (m_.Over() || p.target > m_.generation) return false;
+  auto it = m_.pending.find(p.slot);
+  return it != m_.pending.end() && it->second.incarnation == p.req.incarnation();
 }
 
 void Job::FillPeers(const MemberBook& book, const std::string& token, coordinator::RegisterResponse* resp) {

@@ -47,6 +47,38 @@ using Effects = MembershipEffects;
 
 std::string Workers(int n) { return absl::StrCat(n, n == 1 ? " worker" : " workers"); }
 
+bool Elastic(const MembershipConfig& c) { return c.min_workers > 0 || c.min_islands > 0; }
+
+// The pending slots a world may form from: all of them; elastic by islands,
+// those of islands whose every slot is claimed (a world is whole islands).
+std::vector<int> FormableSlots(const MembershipConfig& c, const Membership& s) {
+  std::vector<int> slots;
+  const int islands = std::max(c.islands, 1);
+  for (const auto& [slot, m] : s.pending) {
+    if (c.min_islands <= 0) {
+      slots.push_back(slot);
+      continue;
+    }
+    const Range block = IslandRanks(IslandOfRank(slot, c.slots, islands), c.slots, islands);
+    bool whole = true;
+    for (int64_t p = block.begin; p < block.end && whole; ++p) whole = s.pending.count(static_cast<int>(p)) > 0;
+    if (whole) slots.push_back(slot);
+  }
+  return slots;
+}
+
+// Names the islands of `c` none of whose slots is in `slots`.
+std::string MissingIslands(const MembershipConfig& c, const std::vector<int>& slots) {
+  const int islands = std::max(c.islands, 1);
+  std::vector<bool> present(static_cast<size_t>(islands), false);
+  for (int slot : slots) present[static_cast<size_t>(IslandOfRank(slot, c.slots, islands))] = true;
+  std::string out;
+  for (int i = 0; i < islands; ++i) {
+    if (!present[static_cast<size_t>(i)]) absl::StrAppend(&out, out.empty() ? "" : ", ", i);
+  }
+  return out;
+}
+
 // Ends the running generation (nothing if none runs).
 void BreakWorld(Membership& s, Effects& out, absl::Time now, std::string why, bool planned = false,
                 int64_t grow_step = 0) {
@@ -57,18 +89,21 @@ void BreakWorld(Membership& s, Effects& out, absl::Time now, std::string why, bo
   s.state = JobState::kForming;
 }
 
-// Makes the pending claims the next generation, ranked by slot: with every
-// slot there, rank == slot; a smaller world closes the gaps.
-void Form(Membership& s, Effects& out, absl::Time now, std::string why) {
+// Makes the pending claims of `slots` (ascending) the next generation,
+// ranked by slot: with every slot there, rank == slot; a smaller world
+// closes the gaps. Other claims stay pending, for a later generation.
+void Form(Membership& s, Effects& out, absl::Time now, std::string why, const std::vector<int>& slots) {
   s.generation += 1;
   s.members.clear();
   int next_rank = 0;
-  for (auto& [slot, m] : s.pending) {
+  for (int slot : slots) {
+    auto it = s.pending.find(slot);
+    WorldMember& m = it->second;
     m.slot = slot;
     m.last_seen = now;
     s.members[next_rank++] = std::move(m);
+    s.pending.erase(it);
   }
-  s.pending.clear();
   s.form_target = 0;
   const int previous = s.world_size > 0 ? s.world_size : s.size_before_start;
   s.world_size = next_rank;
@@ -81,31 +116,40 @@ void Form(Membership& s, Effects& out, absl::Time now, std::string why) {
 // once replace_timeout has passed with at least min_workers.
 void MaybeForm(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now) {
   if (s.state != JobState::kForming) return;
-  const int have = static_cast<int>(s.pending.size()), n = c.slots;
+  const std::vector<int> slots = FormableSlots(c, s);
+  const int have = static_cast<int>(slots.size()), n = c.slots;
   if (have == n || (s.form_target > 0 && have >= s.form_target)) {
     Form(s, out, now,
          s.world_size > 0 && have > s.world_size ? absl::StrCat(Workers(have - s.world_size), " returned")
-                                                 : std::string("every worker is there"));
+                                                 : std::string("every worker is there"),
+         slots);
     return;
   }
-  if (c.min_workers <= 0 || now - s.forming_since < c.replace_timeout) return;
-  if (have < c.min_workers) {
+  if (!Elastic(c) || now - s.forming_since < c.replace_timeout) return;
+  const int island_size = c.slots / std::max(c.islands, 1);
+  const int whole = have / std::max(island_size, 1);
+  if (c.min_islands > 0 ? whole < c.min_islands : have < c.min_workers) {
     if (now - s.warned_short >= c.replace_timeout) {
-      out.short_of_workers = Effects::ShortOfWorkers{have, now - s.forming_since};
+      out.short_of_workers =
+          Effects::ShortOfWorkers{static_cast<int>(s.pending.size()), whole, now - s.forming_since};
       s.warned_short = now;
     }
     return;
   }
-  Form(s, out, now,
-       absl::StrCat(n - have, " of ", n, " workers not back within runtime.replace_timeout_seconds (",
-                    absl::ToInt64Seconds(c.replace_timeout), " s)"));
+  const int pending = static_cast<int>(s.pending.size());
+  std::string why = absl::StrCat(n - pending, " of ", n, " workers not back within runtime.replace_timeout_seconds (",
+                                 absl::ToInt64Seconds(c.replace_timeout), " s)");
+  if (c.min_islands > 0) absl::StrAppend(&why, "; island ", MissingIslands(c, slots), " left out");
+  Form(s, out, now, std::move(why), slots);
 }
 
 // A smaller elastic world with workers waiting breaks on purpose at the
 // checkpoint of `step`, to re-form larger.
 void MaybeGrow(const MembershipConfig& c, Membership& s, Effects& out, absl::Time now, int64_t step) {
-  if (s.state != JobState::kRunning || s.world_size >= c.slots || s.pending.empty()) return;
-  const int target = std::min<int>(c.slots, static_cast<int>(s.members.size() + s.pending.size()));
+  if (s.state != JobState::kRunning || s.world_size >= c.slots) return;
+  const int formable = static_cast<int>(FormableSlots(c, s).size());
+  if (formable == 0) return;  // no one waiting, or no island whole yet
+  const int target = std::min<int>(c.slots, static_cast<int>(s.members.size()) + formable);
   BreakWorld(s, out, now,
              absl::StrCat("growing from ", s.world_size, " to ", target, " workers at the checkpoint of step ", step),
              /*planned=*/true, step);
@@ -139,7 +183,7 @@ bool AdmitWhileRunning(const MembershipConfig& c, Membership& s, Effects& out, a
                                                               "); a second worker may not claim it"));
     return false;
   }
-  const bool joins = c.min_workers > 0 && s.state == JobState::kRunning && s.world_size < n &&
+  const bool joins = Elastic(c) && s.state == JobState::kRunning && s.world_size < n &&
                      static_cast<int>(s.members.size() + s.pending.size()) < n;
   if (!joins) {
     out.claim_refused = absl::ResourceExhaustedError(absl::StrCat("all ", n, " ranks are held by live workers"));

@@ -10,7 +10,9 @@
 //   forming  -- Claim events take slots for generation + 1; once every slot
 //               is claimed (or, elastic, at least min_workers after
 //               replace_timeout), the pending claims become the members of
-//               the next generation, ranked by slot: WorldFormed.
+//               the next generation, ranked by slot: WorldFormed. Elastic
+//               by islands (min_islands), only the claims of whole islands
+//               do; the others wait, as joiners, for their island to fill.
 //   running  -- Heard (a report), Finished, Left, Watchdog, StreamEnded and
 //               Tick (heartbeat deadlines) events; a loss breaks the world:
 //               WorldBroken, and the job is forming again.
@@ -44,6 +46,9 @@ struct MembershipConfig {
   int min_workers = 0;            // > 0: elastic (runtime.min_workers)
   // collective.islands: slot s is in island s / (slots / islands).
   int islands = 1;
+  // > 0: elastic by whole islands (runtime.min_islands): a smaller world is
+  // the islands whose every slot is claimed, at least this many of them.
+  int min_islands = 0;
   absl::Duration replace_timeout;  // runtime.replace_timeout_seconds
   absl::Duration heartbeat_timeout = absl::Seconds(5);
   // False: no checkpoint will come, so a worker joining a smaller world
@@ -203,6 +208,7 @@ struct MembershipEffects {
   };
   struct ShortOfWorkers {
     int have = 0;
+    int whole_islands = 0;  // with min_islands: the islands with every slot claimed
     absl::Duration waited;
   };
   std::optional<Broken> broken;

@@ -55,13 +55,20 @@ absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string&
   RETURN_IF_ERROR(CheckShardFiles(env, step_dir, m));
   out.total_size = -1;
   int islands = -1;  // what the first shard read says
-  const int expected = options.islands;
-  const bool filtered = options.only_island >= 0 && expected > 1 && m.world_size() % expected == 0;
+  // A reader of one island (only_island) takes any checkpoint of islands:
+  // its island j reads the checkpoint's island j mod K (IslandSource).
+  const bool filtered = options.only_island >= 0;
+  const int expected = filtered ? 0 : options.islands;
+  auto skipped = [&](int rank) {
+    return filtered && islands > 0 &&
+           IslandOfRank(rank, m.world_size(), islands) != IslandSource(options.only_island, islands);
+  };
   for (const state::ShardEntry& e : m.shards()) {
     const std::string path = step_dir + "/" + e.file();
-    if (filtered && IslandOfRank(e.rank(), m.world_size(), expected) != options.only_island) continue;
+    if (skipped(e.rank())) continue;
     uint32_t checksum = 0;
     bool header_checked = false;
+    bool read_only = false;  // the first shard read, when it is of another island: verified, not kept
     auto check_header = [&](const state::ShardHeader& h) -> absl::Status {
       auto bad = [&](absl::string_view what) { return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", what)); };
       if (checksum != e.crc32c()) return bad("checksum does not match the manifest");
@@ -85,23 +92,24 @@ absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string&
       }
       islands = k;
       header_checked = true;
-      return options.on_header ? options.on_header(h) : absl::OkStatus();
+      read_only = skipped(h.rank());
+      return options.on_header && !read_only ? options.on_header(h) : absl::OkStatus();
     };
     absl::StatusOr<state::ShardHeader> header = ReadShardInto(
         env, path,
         [&](const state::ShardHeader& h, const state::BufferEntry& b) -> absl::StatusOr<Placements> {
           if (!header_checked) RETURN_IF_ERROR(check_header(h));
-          return options.place ? options.place(h, b) : Placements{};
+          return options.place && !read_only ? options.place(h, b) : Placements{};
         },
         &checksum);
     if (!header.ok()) return header.status();
     if (!header_checked) RETURN_IF_ERROR(check_header(*header));  // a shard without buffers
-    out.headers.push_back(*std::move(header));
+    if (!read_only) out.headers.push_back(*std::move(header));
   }
   // The pieces of all shards (of each island) must tile [0, total).
   const int k = std::max(islands, 1);
   for (int island = 0; island < k; ++island) {
-    if (filtered && island != options.only_island) continue;
+    if (filtered && island != IslandSource(options.only_island, k)) continue;
     std::vector<std::pair<int64_t, int64_t>> ranges;
     for (const state::ShardHeader& h : out.headers) {
       if (ShardIsland(h) != island) continue;

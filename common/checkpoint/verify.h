@@ -45,9 +45,13 @@ struct VerifyOptions {
   PlaceFn place;
   // The islands the reader expects (ShardHeader.islands; 0: whatever the
   // shards say). A checkpoint of another number is kFailedPrecondition
-  // naming both. With `islands`, only_island >= 0 reads only the shards of
-  // that island (the others' files are still checked against the
-  // manifest's sizes).
+  // naming both. only_island >= 0 instead: a reader of islands (the job's
+  // outer step on), which takes a checkpoint of any number K of islands and
+  // reads only the shards of its island's source, IslandSource(only_island,
+  // K) - every island holds the same parameters at a checkpoint, so a world
+  // that lost or regained islands (runtime.min_islands) restores from one.
+  // The other islands' files are still checked against the manifest's
+  // sizes (and the first shard's read whole, to learn K).
   int islands = 0;
   int only_island = -1;
 };

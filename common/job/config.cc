@@ -374,10 +374,15 @@ void ValidateIslands(const config::JobConfig& c, Problems* p) {
     return;
   }
   const auto& d = c.collective().diloco();
-  if (k == 1) {
-    if (c.collective().has_diloco()) p->Add("collective.diloco", "is the outer step of islands: set collective.islands above 1");
-    return;
+  const int min_islands = c.runtime().min_islands();
+  if (min_islands < 0 || min_islands > k || (min_islands > 0 && k == 1)) {
+    p->Add("runtime.min_islands",
+           k == 1 ? absl::StrCat("needs islands to lose (collective.islands above 1), got ", min_islands)
+                  : absl::StrCat("must be 0 (wait for every island) or between 1 and collective.islands (", k,
+                                 "), got ", min_islands));
   }
+  // One island takes outer steps only when diloco is set (Lookahead).
+  if (k == 1 && !c.collective().has_diloco()) return;
   if (d.inner_steps() < 1) {
     p->Add("collective.diloco.inner_steps", absl::StrCat("must be 1 or more, got ", d.inner_steps()));
     return;
@@ -402,7 +407,8 @@ void ValidateIslands(const config::JobConfig& c, Problems* p) {
                                             "set it to 0 (checkpoints on disk still resume bit for bit)");
   }
   if (c.runtime().min_workers() > 0) {
-    p->Add("runtime.min_workers", "elastic worlds are not available with collective.islands above 1 yet: set it to 0");
+    p->Add("runtime.min_workers", "a world of islands shrinks and grows by whole islands: set it to 0 and use "
+                                  "runtime.min_islands");
   }
 }
 

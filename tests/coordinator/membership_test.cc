@@ -382,6 +382,71 @@ std::vector<Case> Cases() {
                        EXPECT_EQ(out.claim_taken->slot, 1);
                        EXPECT_TRUE(out.formed.has_value());
                      }}}});
+  // Elastic by islands (runtime.min_islands): 3 islands of 2. Slot 1 of
+  // island 0 is lost for good: after the replace timeout the world is the
+  // two whole islands (slots 2-5 as ranks 0-3), slot 0's claim waits; when
+  // slot 1 returns, island 0 is whole again and the world grows back at
+  // the next commit. Short of whole islands, it waits and says so.
+  MembershipConfig by_islands = Fixed(6);
+  by_islands.islands = 3;
+  by_islands.min_islands = 2;
+  by_islands.replace_timeout = absl::Seconds(10);
+  cases.push_back(
+      {"AWorldOfIslandsShrinksAndGrowsByWholeIslands", by_islands,
+       Then(Formed(6),
+            {{absl::Seconds(1), ev::StreamEnded{1, 1, true},
+              [](const Membership& m, const MembershipEffects& out) { ASSERT_TRUE(out.broken.has_value()); }},
+             {absl::Seconds(2), ClaimOf(0, 1, 1), nullptr},
+             {absl::Seconds(2), ClaimOf(2, 3, 1), nullptr},
+             {absl::Seconds(2), ClaimOf(3, 4, 1), nullptr},
+             {absl::Seconds(2), ClaimOf(4, 5, 1), nullptr},
+             {absl::Seconds(2), ClaimOf(5, 6, 1),
+              [](const Membership& m, const MembershipEffects& out) { EXPECT_FALSE(out.formed.has_value()); }},
+             {absl::Seconds(11), ev::Tick{},
+              [](const Membership& m, const MembershipEffects& out) {
+                ASSERT_TRUE(out.formed.has_value());
+                EXPECT_NE(out.formed->why.find("island 0 left out"), std::string::npos) << out.formed->why;
+                EXPECT_EQ(m.world_size, 4);
+                EXPECT_EQ(m.members.at(0).slot, 2);  // island 1 is the world's island 0
+                EXPECT_EQ(m.members.at(3).slot, 5);
+                EXPECT_EQ(m.pending.count(0), 1u);  // slot 0 waits for its island
+              }},
+             {absl::Seconds(12), ev::Committed{40},
+              [](const Membership&, const MembershipEffects& out) { EXPECT_FALSE(out.broken.has_value()); }},
+             {absl::Seconds(13), ClaimOf(1, 7),
+              [](const Membership& m, const MembershipEffects& out) {
+                ASSERT_TRUE(out.claim_taken.has_value());
+                EXPECT_TRUE(out.claim_taken->joining);
+                EXPECT_EQ(m.state, JobState::kRunning);
+              }},
+             {absl::Seconds(14), ev::Committed{50},
+              [](const Membership& m, const MembershipEffects& out) {
+                ASSERT_TRUE(out.broken.has_value());
+                EXPECT_TRUE(out.broken->planned);
+                EXPECT_EQ(m.form_target, 6);
+              }},
+             {absl::Seconds(14), ClaimOf(2, 3, 2), nullptr},
+             {absl::Seconds(14), ClaimOf(3, 4, 2), nullptr},
+             {absl::Seconds(14), ClaimOf(4, 5, 2), nullptr},
+             {absl::Seconds(14), ClaimOf(5, 6, 2),
+              [](const Membership& m, const MembershipEffects& out) {
+                ASSERT_TRUE(out.formed.has_value());
+                EXPECT_EQ(m.world_size, 6);
+                EXPECT_EQ(m.members.at(0).slot, 0);
+              }}})});
+  by_islands.min_islands = 3;
+  cases.push_back({"AWorldOfIslandsShortOfWholeIslandsWaits", by_islands,
+                   {{absl::ZeroDuration(), ClaimOf(0, 1), nullptr},
+                    {absl::ZeroDuration(), ClaimOf(1, 2), nullptr},
+                    {absl::ZeroDuration(), ClaimOf(2, 3), nullptr},
+                    {absl::ZeroDuration(), ClaimOf(3, 4), nullptr},
+                    {absl::ZeroDuration(), ClaimOf(4, 5), nullptr},
+                    {absl::Seconds(10), ev::Tick{}, [](const Membership& m, const MembershipEffects& out) {
+                       EXPECT_FALSE(out.formed.has_value());
+                       ASSERT_TRUE(out.short_of_workers.has_value());
+                       EXPECT_EQ(out.short_of_workers->have, 5);
+                       EXPECT_EQ(out.short_of_workers->whole_islands, 2);
+                     }}}});
   return cases;
 }
 

@@ -335,6 +335,8 @@ absl::Status Launch(const Args& args) {
   options.max_coordinator_restarts = flags.max_coordinator_restarts;
   // An elastic job goes on without a worker that cannot be restarted.
   options.min_workers = cfg.runtime().min_workers();
+  options.islands = cfg.collective().islands();
+  options.min_islands = cfg.runtime().min_islands();
   options.workdir = workdir;
   Supervisor supervisor(options);
   RETURN_IF_ERROR(Supervise(env, supervisor, coordinator, workers));

@@ -33,7 +33,26 @@ ChildExit ExitOf(int wait_status) {
 }
 
 Supervisor::Supervisor(SupervisorOptions options)
-    : options_(std::move(options)), finished_(static_cast<size_t>(options_.workers), false) {}
+    : options_(std::move(options)),
+      finished_(static_cast<size_t>(options_.workers), false),
+      gone_(static_cast<size_t>(options_.workers), false) {}
+
+bool Supervisor::GoesOnWithout(int rank, std::string* with) const {
+  const int left = options_.workers - (workers_gone_ + 1);
+  if (options_.min_islands <= 0) {
+    *with = absl::StrCat(left, " workers (runtime.min_workers=", options_.min_workers, ")");
+    return options_.min_workers > 0 && left >= options_.min_workers;
+  }
+  const int islands = std::max(options_.islands, 1), size = options_.workers / islands;
+  int whole = 0;
+  for (int i = 0; i < islands; ++i) {
+    bool lost = false;
+    for (int r = i * size; r < (i + 1) * size; ++r) lost = lost || r == rank || gone_[static_cast<size_t>(r)];
+    whole += lost ? 0 : 1;
+  }
+  *with = absl::StrCat(whole, " of ", islands, " islands (runtime.min_islands=", options_.min_islands, ")");
+  return whole >= options_.min_islands;
+}
 
 void Supervisor::Fail(absl::Status why) {
   if (outcome_.ok()) outcome_ = std::move(why);
@@ -108,12 +127,10 @@ Actions Supervisor::OnWorkerExit(int rank, const ChildExit& e, absl::Time now) {
     a.warnings.push_back(
         absl::StrCat(name, " died (", e.how, "); restarting it (", restarts_, "/", options_.max_restarts, ")"));
     a.restart_workers.push_back(rank);
-  } else if (may_go_on && options_.min_workers > 0 &&
-             options_.workers - (workers_gone_ + 1) >= options_.min_workers) {
+  } else if (std::string with; may_go_on && GoesOnWithout(rank, &with)) {
     ++workers_gone_;
-    a.warnings.push_back(absl::StrCat(name, " died (", e.how, "); no restarts left; the job goes on with ",
-                                      options_.workers - workers_gone_,
-                                      " workers (runtime.min_workers=", options_.min_workers, ")"));
+    gone_[static_cast<size_t>(rank)] = true;
+    a.warnings.push_back(absl::StrCat(name, " died (", e.how, "); no restarts left; the job goes on with ", with));
   } else if (outcome_.ok()) {
     Fail(e.own_error ? absl::FailedPreconditionError(absl::StrCat(
                            name, " stopped with an error (exit code 1; its last lines above and ", options_.workdir,

@@ -46,6 +46,11 @@ struct SupervisorOptions {
   // runtime.min_workers: > 0 makes the job elastic (goes on without a worker
   // that cannot be restarted while at least this many remain).
   int min_workers = 0;
+  // runtime.min_islands of collective.islands: > 0 makes the job elastic by
+  // whole islands (goes on while at least this many islands have lost no
+  // worker it cannot restart).
+  int islands = 1;
+  int min_islands = 0;
   // For messages: where the children's logs are.
   std::string workdir;
 };
@@ -88,6 +93,9 @@ class Supervisor {
 
  private:
   bool workers_finished() const { return workers_finished_at_ != absl::InfinitePast(); }
+  // Whether the job may go on without `rank` as well as those gone, and
+  // what it goes on with (for the message).
+  bool GoesOnWithout(int rank, std::string* with) const;
   void Fail(absl::Status why);
 
   const SupervisorOptions options_;
@@ -97,6 +105,7 @@ class Supervisor {
   int coordinator_restarts_ = 0;
   int workers_gone_ = 0;
   std::vector<bool> finished_;
+  std::vector<bool> gone_;  // by rank: died with no restarts left, the job going on
   absl::Time workers_finished_at_ = absl::InfinitePast();
   bool coordinator_done_ = false;
   absl::Time coordinator_exit_;

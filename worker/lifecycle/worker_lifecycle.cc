@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/job/config.h"
+#include "common/job/islands.h"
 #include "common/platform/logging.h"
 #include "common/platform/mutex.h"
 #include "common/job/shard.h"
@@ -347,10 +348,12 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     if (!heartbeat.abandoned().empty()) transport->Shutdown();  // the world moved on while we loaded
   }
   RingCollectives ring(transport.get(), CollectivesFor(options.env, plan->cfg, plan->parameters));
-  // Islands: every step inside the island's ring, outer steps across.
+  // Islands: every step inside the island's ring, outer steps across. A
+  // world shrunk by runtime.min_islands has fewer islands (one, even: it
+  // still takes outer steps).
   std::optional<IslandRings> islands;
-  if (plan->cfg.collective().islands() > 1) {
-    absl::StatusOr<IslandRings> rings = IslandRings::Create(transport.get(), plan->cfg.collective().islands(),
+  if (DilocoOn(plan->cfg)) {
+    absl::StatusOr<IslandRings> rings = IslandRings::Create(transport.get(), WorldIslands(plan->cfg, world.world_size()),
                                                             CollectivesFor(options.env, plan->cfg, plan->parameters));
     if (!rings.ok()) return Done(rings.status());
     islands = *std::move(rings);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/job/islands.h"
 #include "common/platform/status_macros.h"
 #include "worker/model/model_factory.h"
 #include "worker/train/train_loop.h"
@@ -88,7 +89,7 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   const int64_t p = model.layout().total_size();
   plan.parameters = p;
   // Islands: the state is sharded over the island, the batch over the world.
-  const int islands = std::max(1, coll.islands());
+  const int islands = DilocoOn(config) ? WorldIslands(config, world) : 1;
   const int sharded = world % islands == 0 ? world / islands : world;
   const int64_t own = MostOwned(buckets, sharded);
   const bool stage3 = plan.zero_stage == 3;
@@ -97,7 +98,7 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   const int64_t whole = stage3 ? WholeAtOnce(buckets, model.Layers(), sharded, prefetch) : 0;
   const int accum = std::max(1, config.train().grad_accum_steps());
   plan.micro_batch = MicroBatchSize(config, world);
-  const int64_t state_buffers = (config.optimizer().has_adamw() ? 2 : 1) + (islands > 1 ? 2 : 0);
+  const int64_t state_buffers = (config.optimizer().has_adamw() ? 2 : 1) + (DilocoOn(config) ? 2 : 0);
   int64_t largest_bucket = 0;
   for (const Range& b : buckets) largest_bucket = std::max(largest_bucket, b.size());
   const int64_t shard_bytes = (1 + state_buffers) * own * kFloat;

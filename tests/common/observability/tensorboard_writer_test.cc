@@ -69,7 +69,7 @@ TEST(CsvMetricsWriterTest, HeaderOnceThenRowsWithEmptyCellsForUnsetFields) {
   }
   auto text = Env::Default()->ReadFile(path, kMaxDataFileBytes);
   ASSERT_TRUE(text.ok());
-  const std::string row = "3,eval,inf,,,,,,0.5,,,,,\n";
+  const std::string row = "3,eval,inf,,,,,,0.5,,,,,,,\n";
   EXPECT_EQ(*text, CsvMetricsWriter::Header() + "\n" + row + row);
 }
 

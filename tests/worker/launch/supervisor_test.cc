@@ -79,6 +79,23 @@ TEST(SupervisorTest, AnElasticJobGoesOnWithoutAWorkerWhileEnoughRemain) {
   // The two that remain finishing is the end of the job, counting the gone.
 }
 
+// runtime.min_islands: 3 islands of 2 go on while 2 have lost no worker.
+TEST(SupervisorTest, AJobOfIslandsGoesOnWhileEnoughIslandsAreWhole) {
+  SupervisorOptions o = Options(6, 0);
+  o.islands = 3;
+  o.min_islands = 2;
+  Supervisor s(o);
+  Actions a = s.OnWorkerExit(1, Killed(), t0);
+  EXPECT_TRUE(s.outcome().ok());
+  ASSERT_EQ(a.warnings.size(), 1u);
+  EXPECT_NE(a.warnings[0].find("2 of 3 islands"), std::string::npos) << a.warnings[0];
+  s.OnWorkerExit(0, Killed(), t0);  // the same island: still two whole
+  EXPECT_TRUE(s.outcome().ok());
+  EXPECT_EQ(s.workers_gone(), 2);
+  s.OnWorkerExit(5, Killed(), t0);  // another island: one whole, below 2
+  EXPECT_FALSE(s.outcome().ok());
+}
+
 TEST(SupervisorTest, EveryWorkerFinishedBoundsTheCoordinator) {
   Supervisor s(Options(2, 0, 0, 1));
   s.OnWorkerExit(1, Killed(), t0);  // gone (elastic)

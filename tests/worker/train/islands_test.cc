@@ -256,14 +256,38 @@ TEST_F(IslandsTest, ResumingAnIslandsCheckpointIsBitForBit) {
   }));
   EXPECT_EQ(resumed, whole) << "the resume is not the uninterrupted run's bits";
 
-  // A run of other islands refuses it, naming both.
-  config::JobConfig three = Config(4, {"optimizer.adamw={}", "collective.islands=4", "collective.diloco.inner_steps=10"});
-  std::vector<absl::StatusOr<TrainResult>> other = RunIslands(three, 4, [&](int, TrainOptions* o) {
-    o->restore_dir = StepDir(root, 20);
+  // A world of other islands restores it (runtime.min_islands shrinks and
+  // grows a world by islands): island j reads the checkpoint's island j
+  // mod 2, whose parameters are every island's at an outer step. Four
+  // islands of one, and one island of two (collective.diloco set on one
+  // island: what a world of islands shrunk to one runs), each agreed.
+  const config::JobConfig four =
+      Config(4, {"optimizer.adamw={}", "collective.islands=4", "collective.diloco.inner_steps=10"});
+  EXPECT_FALSE(Agreed(RunIslands(four, 4, [&](int, TrainOptions* o) { o->restore_dir = StepDir(root, 20); })).empty());
+  const config::JobConfig one =
+      Config(2, {"optimizer.adamw={}", "collective.islands=1", "collective.diloco.inner_steps=10"});
+  const std::vector<float> shrunk =
+      Agreed(RunIslands(one, 2, [&](int, TrainOptions* o) { o->restore_dir = StepDir(root, 20); }));
+  ASSERT_FALSE(shrunk.empty());
+  EXPECT_EQ(shrunk, Agreed(RunIslands(one, 2, [&](int, TrainOptions* o) { o->restore_dir = StepDir(root, 20); })))
+      << "a restore into fewer islands is not reproducible";
+  EXPECT_NE(shrunk, whole);
+
+  // A job without outer steps refuses it, naming both island counts.
+  const config::JobConfig plain = Config(4, {"optimizer.adamw={}"});
+  TestWorld world(TransportKind::kLocal, 4);
+  std::vector<absl::Status> refused(4);
+  world.Run([&](int rank, Transport* t) {
+    RingCollectives ring(t, CollectiveOptions{Env::Default()});
+    TrainOptions o;
+    o.env = Env::Default();
+    o.show_progress = false;
+    o.restore_dir = StepDir(root, 20);
+    refused[static_cast<size_t>(rank)] = RunTraining(plain, *data_, ring, o).status();
+    return absl::OkStatus();
   });
-  ASSERT_FALSE(other[0].ok());
-  EXPECT_EQ(other[0].status().code(), absl::StatusCode::kFailedPrecondition) << other[0].status();
-  EXPECT_NE(other[0].status().message().find("2 islands"), std::string::npos) << other[0].status();
+  EXPECT_EQ(refused[0].code(), absl::StatusCode::kFailedPrecondition) << refused[0];
+  EXPECT_NE(refused[0].message().find("2 islands"), std::string::npos) << refused[0];
 }
 
 TEST(IslandsConfigTest, EverythingTheWorldDoesAtOnceIsOnOuterSteps) {
@@ -281,7 +305,24 @@ TEST(IslandsConfigTest, EverythingTheWorldDoesAtOnceIsOnOuterSteps) {
   EXPECT_NE(problems({"runtime.num_workers=4", "collective.islands=3"}).find("collective.islands"), std::string::npos);
   EXPECT_NE(problems({"runtime.num_workers=4", "collective.islands=2"}).find("checkpoint.memory_every_steps"),
             std::string::npos);
-  EXPECT_NE(problems({"collective.diloco.inner_steps=5"}).find("collective.diloco"), std::string::npos);
+  // collective.diloco on one island: the outer step alone (Lookahead),
+  // with the same rules.
+  EXPECT_NE(problems({"collective.diloco.inner_steps=5"}).find("checkpoint.memory_every_steps"), std::string::npos);
+  EXPECT_EQ(problems({"collective.diloco.inner_steps=5", "checkpoint.memory_every_steps=0", "train.eval_every=0",
+                      "checkpoint.every_steps=0"}),
+            "");
+  // runtime.min_islands: whole islands, of a job of islands; min_workers not.
+  const std::vector<std::string> two = {"runtime.num_workers=4", "collective.islands=2",
+                                        "checkpoint.memory_every_steps=0"};
+  auto with = [&](const std::string& set) {
+    std::vector<std::string> sets = two;
+    sets.push_back(set);
+    return problems(sets);
+  };
+  EXPECT_EQ(with("runtime.min_islands=1").find("runtime.min_islands"), std::string::npos);
+  EXPECT_NE(with("runtime.min_islands=3").find("runtime.min_islands"), std::string::npos);
+  EXPECT_NE(with("runtime.min_workers=2").find("runtime.min_islands"), std::string::npos);
+  EXPECT_NE(problems({"runtime.min_islands=1"}).find("runtime.min_islands"), std::string::npos);
   EXPECT_NE(problems({"runtime.num_workers=4", "collective.islands=2", "checkpoint.memory_every_steps=0",
                       "collective.diloco.outer_momentum=1"})
                 .find("collective.diloco.outer_momentum"),
