@@ -11,7 +11,10 @@
 // started again after 0.5 s; one that exits 0 is done.
 //
 //   shardline_chaos --workdir DIR [--seed S] [--rounds R] [--kinds a,b]
-//                   [--workers N] [--total_steps T] [--report FILE]
+//                   [--workers N] [--islands K] [--total_steps T] [--report FILE]
+//
+// --islands K: the job in K DiLoCo islands (collective.islands, an outer
+// step every 100 steps), each worker told its island (--island).
 //
 // Exit: 0 every check passed; 1 a check failed (the output says which);
 // 77 this machine cannot create network namespaces (not root, no `ip`).
@@ -108,6 +111,7 @@ struct Flags {
   int rounds = 1;
   std::vector<Kind> kinds;
   int workers = 2;
+  int islands = 1;
   int64_t total_steps = 40000;
   std::string report;
 };
@@ -178,9 +182,18 @@ class ScopedTmpfs {
 };
 
 std::vector<std::string> JobSets(const Flags& f) {
-  return {absl::StrCat("runtime.num_workers=", f.workers), absl::StrCat("train.total_steps=", f.total_steps),
-          "checkpoint.every_steps=500", "runtime.collective_timeout_seconds=5",
-          "checkpoint.keep_last=100000", "train.log_every=1000", "train.eval_every=0"};
+  std::vector<std::string> sets = {absl::StrCat("runtime.num_workers=", f.workers),
+                                   absl::StrCat("train.total_steps=", f.total_steps),
+                                   "checkpoint.every_steps=500",
+                                   "runtime.collective_timeout_seconds=5",
+                                   "checkpoint.keep_last=100000",
+                                   "train.log_every=1000",
+                                   "train.eval_every=0"};
+  if (f.islands > 1) {  // checkpoints every 5 outer steps; no in-memory snapshots with islands yet
+    sets.insert(sets.end(), {absl::StrCat("collective.islands=", f.islands), "collective.diloco.inner_steps=100",
+                             "checkpoint.memory_every_steps=0"});
+  }
+  return sets;
 }
 
 // The job on simulated hosts, supervised.
@@ -209,6 +222,9 @@ class ChaosRun {
                                     absl::StrCat(net_->Address(0), ":", kCoordinatorPort), "--listen",
                                     absl::StrCat(net_->Address(r + 1), ":", kWorkerPort), "--metrics_listen",
                                     "127.0.0.1:0", "--rank", std::to_string(r), "--token_file", dir_ + "/token"};
+      if (flags_.islands > 1) {  // as each site's workers say where they are
+        w.insert(w.end(), {"--island", std::to_string(r / (flags_.workers / flags_.islands))});
+      }
       std::vector<std::string> worker_env = env;
       worker_env.push_back(absl::StrCat("SHARDLINE_NET_FAULT_FILE=", NetFaultFile(r)));
       procs_.push_back(std::make_unique<HostProcess>(absl::StrCat("worker ", r), net_->NetnsPath(r + 1), w,
@@ -539,6 +555,11 @@ absl::StatusOr<Flags> ParseFlags(const Args& args) {
   if (args.Has("workers") && (!absl::SimpleAtoi(args.Get("workers"), &f.workers) || f.workers < 1 || f.workers > 8)) {
     return absl::InvalidArgumentError("--workers must be in [1, 8]");
   }
+  if (args.Has("islands") && (!absl::SimpleAtoi(args.Get("islands"), &f.islands) || f.islands < 1 ||
+                              f.workers % f.islands != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--islands must be a positive integer dividing --workers (",
+                                                   f.workers, ")"));
+  }
   if (args.Has("total_steps") && (!absl::SimpleAtoi(args.Get("total_steps"), &f.total_steps) || f.total_steps < 1)) {
     return absl::InvalidArgumentError("--total_steps must be a positive integer");
   }
@@ -572,8 +593,9 @@ int Main(const Args& args) {
     return kSkip;
   }
   RemoveStaleNamespaces();
-  std::printf("chaos: seed %llu, %d worker(s), %lld steps, %d round(s) of %zu kind(s)\n",
-              static_cast<unsigned long long>(flags.seed), flags.workers, static_cast<long long>(flags.total_steps),
+  std::printf("chaos: seed %llu, %d worker(s) in %d island(s), %lld steps, %d round(s) of %zu kind(s)\n",
+              static_cast<unsigned long long>(flags.seed), flags.workers, flags.islands,
+              static_cast<long long>(flags.total_steps),
               flags.rounds, flags.kinds.size());
   std::fflush(stdout);
   // A harness killed outright (SIGKILL) leaves its checkpoint tmpfs mounted.
@@ -729,7 +751,7 @@ int Main(const Args& args) {
 int main(int argc, char** argv) {
   shardline::Args args;
   absl::Status parsed = shardline::ParseArgs(argc, argv, 1,
-                                             {{"workdir", "seed", "rounds", "kinds", "workers", "total_steps", "report"}, {}}, "shardline_chaos", &args);
+                                             {{"workdir", "seed", "rounds", "kinds", "workers", "islands", "total_steps", "report"}, {}}, "shardline_chaos", &args);
   if (!parsed.ok()) {
     std::fprintf(stderr, "shardline_chaos: %s\n", std::string(parsed.message()).c_str());
     return 1;
