@@ -260,6 +260,8 @@ class Job {
     uint64_t generation = 0;
     std::vector<std::string> addresses;
     std::vector<std::string> secrets;
+    // Islands (collective.islands): their size, for the peers; 0: none.
+    int island_size = 0;
   };
   // The answer to a registration whose world is ready, but for its peers
   // and peer tags: those come from *book after the lock is released

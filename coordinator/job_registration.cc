@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/faults/fault_injection.h"
+#include "common/job/islands.h"
 #include "common/platform/clock.h"
 #include "common/platform/logging.h"
 #include "common/platform/status_macros.h"
@@ -233,7 +234,8 @@ void Job::FillPeers(const MemberBook& book, const std::string& token, coordinato
     restore.sources.assign(resp->memory_sources().begin(), resp->memory_sources().end());
   }
   // The rank itself is listed too, so a world of one still lists a rank.
-  std::vector<int> listed = DataPlanePeers(resp->rank(), static_cast<int>(book.addresses.size()), restore);
+  std::vector<int> listed =
+      DataPlanePeers(resp->rank(), static_cast<int>(book.addresses.size()), restore, book.island_size);
   listed.insert(std::lower_bound(listed.begin(), listed.end(), resp->rank()), resp->rank());
   for (int s : listed) {
     resp->add_peer_ranks(s);
@@ -262,6 +264,7 @@ absl::StatusOr<coordinator::RegisterResponse> Job::FinishRegistrationLocked(cons
   if (book_ == nullptr || book_->generation != m_.generation) {
     auto made = std::make_shared<MemberBook>();
     made->generation = m_.generation;
+    made->island_size = DilocoOn(config_) ? IslandSize(config_) : 0;
     for (const auto& [r, member] : m_.members) {
       made->addresses.push_back(member.address);
       made->secrets.push_back(member.secret);

@@ -10,7 +10,11 @@
 //     and the per-step scalars);
 //   - for a restore from in-memory snapshots, the moves of the restore plan:
 //     shard s of the snapshot's world goes from rank sources[s] to every rank
-//     whose shard can overlap it (worker/lifecycle restores exactly those).
+//     whose shard can overlap it (worker/lifecycle restores exactly those);
+//   - in a world of islands (collective.islands: islands of island_size
+//     consecutive ranks), the same inside the rank's island (its ring and
+//     doubling partners, as a world of its own) and inside the group across
+//     islands of the ranks with its place in their island.
 // A collective that needs another rank must be added here first; the
 // transport refuses to reach a rank it has no address for, and refuses
 // streams from a rank it has no tag for, naming both ranks.
@@ -26,7 +30,9 @@ namespace shardline {
 struct RestoreMoves {
   // The world the snapshot was taken in; 0 when there is no such restore.
   int from_world = 0;
-  // sources[s]: the rank of this world that sends shard s (from_world of them).
+  // sources[s]: the rank of this world that sends shard s (from_world of
+  // them); -1 for a shard no rank reads (islands: of an island no island of
+  // this world restores from).
   std::vector<int> sources;
 };
 
@@ -36,8 +42,18 @@ struct RestoreMoves {
 // [s/from_world, (s+1)/from_world) and [r/world, (r+1)/world) do.
 bool ShardsMayOverlap(int s, int from_world, int r, int world);
 
+// In a world of islands of `island_size` ranks (the same in both worlds):
+// whether rank r of `world` reads shard s of `from_world` in a restore - the
+// same place in the island, of the island r's island restores from, island
+// i of the new world reading island i mod (from_world / island_size) of the
+// old (IslandSource, common/checkpoint/shard_file.h). Without islands
+// (island_size 0): ShardsMayOverlap.
+bool RestoreMayMove(int s, int from_world, int r, int world, int island_size);
+
 // The ranks `rank` of `world` talks to, ascending, without itself.
-std::vector<int> DataPlanePeers(int rank, int world, const RestoreMoves& restore = {});
+// island_size > 0: the world is islands of that many ranks (a world of one
+// island of all ranks is the same as none).
+std::vector<int> DataPlanePeers(int rank, int world, const RestoreMoves& restore = {}, int island_size = 0);
 
 }  // namespace shardline
 

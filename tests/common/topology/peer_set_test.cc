@@ -109,5 +109,76 @@ TEST(PeerSetTest, ARestoreInTheSameWorldAddsOnlyEachShardsSource) {
   }
 }
 
+// Islands (collective.islands): every ring and doubling partner of the
+// rank's island and of its group across islands, as the island rings use
+// them (worker/collective/island_rings.h), in every shape of world - the
+// 6-worker job of 2 islands of 3 once found rank 3 missing from rank 5's.
+TEST(PeerSetTest, IslandsListTheirRingsAndThoseAcross) {
+  for (int n : {2, 4, 6, 8, 9, 12, 16, 24, 30}) {
+    for (int m = 1; m <= n; ++m) {
+      if (n % m != 0) continue;
+      std::vector<std::vector<int>> sets;
+      for (int r = 0; r < n; ++r) sets.push_back(DataPlanePeers(r, n, {}, m));
+      ExpectSymmetric(sets);
+      for (int r = 0; r < n; ++r) {
+        const std::vector<int>& s = sets[static_cast<size_t>(r)];
+        const int island = r / m, place = r % m, k = n / m;
+        std::vector<int> want;
+        if (m > 1) {
+          want.push_back(island * m + (place + 1) % m);
+          want.push_back(island * m + (place + m - 1) % m);
+          for (const DoublingStep& step : RecursiveDoublingSchedule(place, m)) want.push_back(island * m + step.peer);
+        }
+        if (k > 1) {
+          want.push_back(((island + 1) % k) * m + place);
+          want.push_back(((island + k - 1) % k) * m + place);
+          for (const DoublingStep& step : RecursiveDoublingSchedule(island, k)) want.push_back(step.peer * m + place);
+        }
+        for (int p : want) {
+          if (p != r) {
+            EXPECT_TRUE(Has(s, p)) << "N=" << n << " islands of " << m << ": rank " << r << " lacks " << p;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A restore inside islands: island i of the new world reads island
+// i mod K of the snapshot's, at the same place; every move is listed at
+// both ends, and a shard no island reads (source -1) moves nowhere.
+TEST(PeerSetTest, EveryMoveOfARestoreOfIslandsIsListedAtBothEnds) {
+  std::mt19937 gen(11);
+  const int m = 2;
+  for (int from_islands = 1; from_islands <= 4; ++from_islands) {
+    for (int islands = 1; islands <= 4; ++islands) {
+      const int from = from_islands * m, n = islands * m;
+      RestoreMoves moves;
+      moves.from_world = from;
+      for (int s = 0; s < from; ++s) {
+        const bool read = s / m < islands;  // islands past the new count are read by none
+        moves.sources.push_back(read ? static_cast<int>(gen() % static_cast<unsigned>(n)) : -1);
+      }
+      std::vector<std::vector<int>> sets;
+      for (int r = 0; r < n; ++r) sets.push_back(DataPlanePeers(r, n, moves, m));
+      ExpectSymmetric(sets);
+      for (int r = 0; r < n; ++r) {
+        const int s = ((r / m) % from_islands) * m + r % m;
+        EXPECT_TRUE(RestoreMayMove(s, from, r, n, m));
+        const int source = moves.sources[static_cast<size_t>(s)];
+        ASSERT_GE(source, 0) << "shard " << s << " is read by rank " << r;
+        if (source != r) {
+          EXPECT_TRUE(Has(sets[static_cast<size_t>(source)], r)) << s << " -> " << r;
+        }
+        for (int other = 0; other < from; ++other) {
+          if (other != s) {
+            EXPECT_FALSE(RestoreMayMove(other, from, r, n, m)) << other << " -> " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardline
