@@ -368,7 +368,9 @@ void Job::OnFormedLocked(const MembershipEffects::Formed& formed) {
     ++memory_recoveries_;
     std::string moves;
     for (int r = 0; r < static_cast<int>(memory_sources_.size()); ++r) {
-      if (memory_sources_[r] != r || memory_world_ != m_.world_size) {
+      if (memory_sources_[r] < 0) {
+        absl::StrAppend(&moves, moves.empty() ? "" : ", ", "shard ", r, " unread");  // of an island not read
+      } else if (memory_sources_[r] != r || memory_world_ != m_.world_size) {
         absl::StrAppend(&moves, moves.empty() ? "" : ", ", "shard ", r, " from rank ", memory_sources_[r]);
       }
     }
@@ -461,6 +463,7 @@ int64_t Job::PlanMemoryRestore() {
   in.disk_step = catalog_.Restore().step;
   in.limit = FailedSaveLimit(checkpoints_.save_failures, catalog_.latest_good());
   in.bad_steps = bad_memory_steps_;
+  in.island_size = DilocoOn(config_) ? IslandSize(config_) : 0;
   MemoryRestorePlan plan = shardline::PlanMemoryRestore(in);
   memory_sources_ = std::move(plan.sources);
   memory_world_ = plan.world;

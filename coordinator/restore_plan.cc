@@ -19,13 +19,17 @@ MemoryRestorePlan PlanMemoryRestore(const RestorePlanInput& in) {
     if (step < in.disk_step || step <= 0) break;  // disk is newer
     if (step >= in.limit || in.bad_steps.count(step) > 0) continue;
     for (const auto& [n, shards] : worlds) {
-      if (n < 1 || static_cast<int>(shards.size()) < n) continue;
+      const int m = in.island_size;
+      if (m > 0 && (n % m != 0 || in.world_size % m != 0)) continue;  // not whole islands
+      // The shards read: all of them; with islands, those of the islands read.
+      const int needed = m > 0 ? std::min(n, (in.world_size / m) * m) : n;
+      if (n < 1 || static_cast<int>(shards.size()) < needed) continue;
       std::vector<int> sources(static_cast<size_t>(n), -1);
       for (const auto& [shard, ranks] : shards) {
-        if (shard < 0 || shard >= n) continue;
+        if (shard < 0 || shard >= needed) continue;
         sources[static_cast<size_t>(shard)] = n == in.world_size && ranks.count(shard) > 0 ? shard : *ranks.begin();
       }
-      if (std::find(sources.begin(), sources.end(), -1) != sources.end()) continue;
+      if (std::find(sources.begin(), sources.begin() + needed, -1) != sources.begin() + needed) continue;
       plan.step = step;
       plan.world = n;
       plan.sources = std::move(sources);

@@ -29,12 +29,18 @@ struct RestorePlanInput {
   int64_t disk_step = 0;       // the newest committed checkpoint; 0: none
   int64_t limit = INT64_MAX;   // restore nothing at or past it (FailedSaveLimit)
   std::set<int64_t> bad_steps; // snapshots that failed to restore once
+  // Islands (collective.islands): the ranks of an island, in every world of
+  // the job; 0 without islands. Island j of the forming world reads island
+  // j mod K of the snapshot's (peer_set.h RestoreMayMove), so only the
+  // shards of its first K' islands need holders.
+  int island_size = 0;
 };
 
 struct MemoryRestorePlan {
   int64_t step = 0;  // 0: restore from disk (or start fresh)
   int world = 0;     // the world the snapshot was taken in
-  // sources[s]: the rank (of the forming world) that sends shard s.
+  // sources[s]: the rank (of the forming world) that sends shard s; -1 for
+  // a shard no rank reads (islands).
   std::vector<int> sources;
 };
 
@@ -43,6 +49,8 @@ struct MemoryRestorePlan {
 // held by some member: from memory, each shard from its own rank when the
 // world is the same size and it holds it (nothing moves), else from its
 // lowest holder. A world of one keeps no peers' copies: never from memory.
+// Islands: of the snapshot's shards, those of the islands the forming world
+// reads (its first K' islands' worth), in worlds of whole islands.
 MemoryRestorePlan PlanMemoryRestore(const RestorePlanInput& input);
 
 // The first step whose save failed and has not been committed since (a

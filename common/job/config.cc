@@ -402,10 +402,7 @@ void ValidateIslands(const config::JobConfig& c, Problems* p) {
   };
   on_outer_steps("train.eval_every", c.train().eval_every());
   on_outer_steps("checkpoint.every_steps", c.checkpoint().every_steps());
-  if (c.checkpoint().memory_every_steps() > 0) {
-    p->Add("checkpoint.memory_every_steps", "in-memory snapshots are not taken with collective.islands above 1 yet: "
-                                            "set it to 0 (checkpoints on disk still resume bit for bit)");
-  }
+  on_outer_steps("checkpoint.memory_every_steps", c.checkpoint().memory_every_steps());
   if (c.runtime().min_workers() > 0) {
     p->Add("runtime.min_workers", "a world of islands shrinks and grows by whole islands: set it to 0 and use "
                                   "runtime.min_islands");

@@ -189,9 +189,9 @@ std::vector<std::string> JobSets(const Flags& f) {
                                    "checkpoint.keep_last=100000",
                                    "train.log_every=1000",
                                    "train.eval_every=0"};
-  if (f.islands > 1) {  // checkpoints every 5 outer steps; no in-memory snapshots with islands yet
+  if (f.islands > 1) {  // checkpoints every 5 outer steps, in-memory snapshots at each
     sets.insert(sets.end(), {absl::StrCat("collective.islands=", f.islands), "collective.diloco.inner_steps=100",
-                             "checkpoint.memory_every_steps=0"});
+                             "checkpoint.memory_every_steps=100"});
   }
   return sets;
 }

@@ -1,11 +1,12 @@
 // Losing an island (runtime.min_islands, docs/collectives.md "Losing an
 // island"): a worker of a 4-worker job in 2 islands dies for good; after
-// the replace timeout the other island goes on alone, from the last
-// committed checkpoint, its outer steps on one island; its lost worker
+// the replace timeout the other island goes on alone, restored from its
+// in-memory snapshot, its outer steps on one island; its lost worker
 // returns, the island is whole again, and the world grows back to two
-// islands at the next committed checkpoint. Each part has the bits of a
-// run resumed from the same checkpoint in the world it changed to (the
-// same schedule of island counts gives the same bits).
+// islands at the next committed checkpoint, the returning island sent the
+// other's snapshot. Each part has the bits of a run resumed from the same
+// step's checkpoint on disk in the world it changed to (the same schedule
+// of island counts gives the same bits, from memory or disk).
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -23,11 +24,11 @@ namespace {
 
 constexpr int kSteps = 1500;
 
-// An outer step every 20 steps, a checkpoint every 100 (all kept: the
-// references resume from them).
+// An outer step every 20 steps, a checkpoint and an in-memory snapshot
+// every 100 (every checkpoint kept: the references resume from them).
 std::vector<std::string> Sets() {
   return {absl::StrCat("train.total_steps=", kSteps), "train.log_every=50", "train.eval_every=0",
-          "checkpoint.every_steps=100", "checkpoint.keep_last=0", "checkpoint.memory_every_steps=0",
+          "checkpoint.every_steps=100", "checkpoint.keep_last=0", "checkpoint.memory_every_steps=100",
           "collective.diloco.inner_steps=20", "optimizer.adamw={}", "schedule.base_lr=0.003"};
 }
 
@@ -41,13 +42,18 @@ TEST(IslandsElasticTest, AnIslandThatLosesAWorkerIsLeftOutThenGrowsBackBitForBit
   elastic.insert(elastic.end(), {"runtime.min_islands=1", "runtime.replace_timeout_seconds=2"});
   const std::string dir = FreshDir("islands_elastic");
   Subprocess job(WithIslands(LaunchArgv(dir, 4, elastic, /*max_restarts=*/0)));
-  ASSERT_TRUE(WaitForStep(dir, 500, absl::Seconds(180))) << job.Output();
-  ASSERT_TRUE(SignalLaunchedWorker(dir, 1, SIGKILL));  // island 0
   const std::string coord_log = dir + "/logs/coordinator.log";
+  // Right after the commit of step 500, every worker held still for the
+  // kill, so the newest snapshot the survivors hold is that step's, whose
+  // checkpoint the reference resumes from (the next is 100 steps away).
+  ASSERT_TRUE(WaitForText(coord_log, "committed checkpoint at step 500 ", absl::Seconds(180))) << job.Output();
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(SignalLaunchedWorker(dir, r, SIGSTOP));
+  ASSERT_TRUE(SignalLaunchedWorker(dir, 3, SIGKILL));  // island 1
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(SignalLaunchedWorker(dir, r, SIGCONT));
   ASSERT_TRUE(WaitForText(coord_log, "the world changed size: 4 -> 2", absl::Seconds(60))) << job.Output();
   // The lost worker comes back, as a scheduler would bring it to its site.
   Subprocess back({BinPath("shardline-worker"), "--coordinator", ReadAll(dir + "/coordinator.address"), "--listen",
-                   "127.0.0.1:0", "--rank", "1", "--island", "0", "--token_file", dir + "/token"});
+                   "127.0.0.1:0", "--rank", "3", "--island", "1", "--token_file", dir + "/token"});
   ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
   EXPECT_EQ(back.Wait(absl::Seconds(60)), 0) << back.Output();
 
@@ -56,13 +62,23 @@ TEST(IslandsElasticTest, AnIslandThatLosesAWorkerIsLeftOutThenGrowsBackBitForBit
   const int64_t grown_at = WorldChangeStep(coord, 2, 4);
   ASSERT_GT(shrunk_at, 0) << coord;
   ASSERT_GT(grown_at, shrunk_at) << coord;
-  EXPECT_EQ(shrunk_at % 100, 0);
+  EXPECT_EQ(shrunk_at, 500);
   EXPECT_EQ(grown_at % 100, 0);
   EXPECT_TRUE(absl::StrContains(coord, "islands 2 -> 1): 1 of 4 workers not back")) << coord;
-  EXPECT_TRUE(absl::StrContains(coord, "island 0 left out")) << coord;
+  EXPECT_TRUE(absl::StrContains(coord, "island 1 left out")) << coord;
   EXPECT_TRUE(absl::StrContains(coord, "islands 1 -> 2)")) << coord;
-  // While island 0 was out, island 1's workers were the world's ranks 0, 1.
-  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-2.log"), "as rank 0 of 2")) << ReadAll(dir + "/logs/worker-2.log");
+  // Both from memory: island 0's own snapshot (island 1's shards unread),
+  // then island 0's sent to the returning island.
+  EXPECT_TRUE(absl::StrContains(coord, absl::StrCat("restores step ", shrunk_at,
+                                                    " from the workers' memory (resharded from a world of 4: ")))
+      << coord;
+  EXPECT_TRUE(absl::StrContains(coord, "shard 2 unread, shard 3 unread")) << coord;
+  EXPECT_TRUE(absl::StrContains(coord, absl::StrCat("restores step ", grown_at,
+                                                    " from the workers' memory (resharded from a world of 2: ")))
+      << coord;
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-0.log"), absl::StrCat("restored step ", shrunk_at, " from memory")));
+  // While island 1 was out, island 0's workers were the world's ranks 0, 1.
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/worker-1.log"), "as rank 1 of 2")) << ReadAll(dir + "/logs/worker-1.log");
   // Both changes are in metrics.jsonl, with their islands.
   const std::vector<std::string> changes = SplitLines(dir + "/metrics.jsonl", "world");
   ASSERT_EQ(changes.size(), 2u);
@@ -86,7 +102,8 @@ TEST(IslandsElasticTest, AnIslandThatLosesAWorkerIsLeftOutThenGrowsBackBitForBit
       << "the shrunk world's state at step " << grown_at << " differs from one island resumed from step " << shrunk_at;
 
   // Two islands from the elastic run's 2-worker checkpoint of grown_at:
-  // the returning island restores the other's (the outer parameters).
+  // the returning island restores the other's (the outer parameters; here
+  // from disk, there from memory).
   std::vector<std::string> both = Sets();
   both.insert(both.end(), {"checkpoint.resume_from=" + dir, absl::StrCat("checkpoint.resume_step=", grown_at)});
   const std::string ref2 = FreshDir("islands_elastic_ref2");

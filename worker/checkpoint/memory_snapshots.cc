@@ -30,19 +30,26 @@ std::string MemorySnapshots::Path(const SnapshotKey& key) const {
 }
 
 absl::Status MemorySnapshots::TakeAndReplicate(const ShardSource& source, int copies, Collectives& comm) {
+  // The ring `comm` is the world, or (islands) an island: consecutive world
+  // ranks from `base`. Snapshots are named by world rank and world size.
   const int world = comm.world_size(), rank = comm.rank();
+  const int base = source.rank - rank;
+  if (base < 0 || base + world > source.world) {
+    return absl::InternalError(absl::StrFormat("a snapshot of shard %d of %d over a ring of %d ranks from rank %d",
+                                               source.rank, source.world, world, base));
+  }
   ShardWriteOptions in_memory;
   in_memory.unbuffered_min_bytes = INT64_MAX;
   ASSIGN_OR_RETURN(WrittenShard written,
-                   WriteShard(&mem_, StepDir(kRoot, source.step), ShardFileName(rank, world), ViewShard(source),
-                              in_memory));
+                   WriteShard(&mem_, StepDir(kRoot, source.step), ShardFileName(source.rank, source.world),
+                              ViewShard(source), in_memory));
   ASSIGN_OR_RETURN(std::string passing, mem_.ReadFile(written.path, INT64_MAX));
   const int shifts = std::min(copies, world) - 1;
   for (int k = 1; k <= shifts; ++k) {
     // Receive shard rank-k from the previous rank, which got it k-1 shifts ago.
     CrashPoint("snapshot_replication", source.step);
     ASSIGN_OR_RETURN(std::string got, comm.SendRecv((rank + 1) % world, passing, (rank + world - 1) % world));
-    const SnapshotKey replica{source.step, world, (rank - k + world) % world};
+    const SnapshotKey replica{source.step, source.world, base + (rank - k + world) % world};
     RETURN_IF_ERROR(Put(replica, got));
     passing = std::move(got);
   }
@@ -99,7 +106,7 @@ absl::Status MemorySnapshots::Put(const SnapshotKey& key, std::string bytes) {
 }
 
 absl::StatusOr<Restored> MemorySnapshots::Restore(int64_t step, int world, const FlatLayout& layout, float* params,
-                                                   Optimizer* optimizer) {
+                                                   Optimizer* optimizer, int island) {
   const std::vector<Range>& mine = optimizer->pieces();
   const std::string what = absl::StrFormat("in-memory snapshot of step %d (a world of %d)", step, world);
   std::vector<StateBuffer*> state = optimizer->state();
@@ -119,7 +126,8 @@ absl::StatusOr<Restored> MemorySnapshots::Restore(int64_t step, int world, const
         return absl::FailedPreconditionError(absl::StrCat(Describe(key), " holds a model of ", h.total_size(),
                                                           " parameters; this model has ", layout.total_size()));
       }
-      const std::vector<PieceCopy> runs = SharedRuns(ShardPieces(h), mine);
+      const bool other_island = island >= 0 && ShardIsland(h) != IslandSource(island, ShardIslands(h));
+      const std::vector<PieceCopy> runs = other_island ? std::vector<PieceCopy>() : SharedRuns(ShardPieces(h), mine);
       if (runs.empty()) {
         unneeded = true;
         return absl::CancelledError(absl::StrCat(Describe(key), " shares nothing with this rank's pieces"));

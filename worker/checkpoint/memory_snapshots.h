@@ -53,7 +53,9 @@ class MemorySnapshots {
   // ring shifts, each rank forwarding what it last received, so rank r
   // holds shards r, r-1, ..., r-copies+1 of source.step. Every rank of the
   // world calls it at the same step (a collective). Then drops steps beyond
-  // the newest keep_steps.
+  // the newest keep_steps. Islands: `comm` is the island's ring, so the
+  // copies stay inside the island (never over a slow link), and shards are
+  // named by world rank (source.rank of source.world).
   absl::Status TakeAndReplicate(const ShardSource& source, int copies, Collectives& comm);
 
   // Every shard held, newest step first.
@@ -70,9 +72,11 @@ class MemorySnapshots {
   // (the rest of `params` is the caller's to all-gather), from every held
   // shard of that snapshot - in the same world and plan, exactly this
   // rank's own. NotFound if the held shards do not cover the pieces;
-  // FailedPrecondition if they are another model's or optimizer's.
+  // FailedPrecondition if they are another model's or optimizer's. Islands
+  // (island >= 0, this rank's island): only the shards of the snapshot's
+  // island it reads (IslandSource), every island's pieces overlapping.
   absl::StatusOr<Restored> Restore(int64_t step, int world, const FlatLayout& layout, float* params,
-                                   Optimizer* optimizer);
+                                   Optimizer* optimizer, int island = -1);
   // Drops everything (the job moved to a point no snapshot can serve).
   void Clear();
   // Bytes held.

@@ -23,9 +23,11 @@ absl::StatusOr<RestoredState> RestoreState(const RestoreSource& source, const Fl
     // From this rank's own shard in memory; the others' pieces come by
     // all-gather, bucket by bucket as every rank owns them. No disk read.
     if (source.memory == nullptr) return absl::InternalError("a restore from memory without a snapshot store");
-    const int from = source.memory_world > 0 ? source.memory_world : comm.world_size();
+    const int world = source.world > 0 ? source.world : comm.world_size();
+    const int from = source.memory_world > 0 ? source.memory_world : world;
     ASSIGN_OR_RETURN(Restored restored,
-                     source.memory->Restore(source.memory_step, from, layout, params.data(), optimizer));
+                     source.memory->Restore(source.memory_step, from, layout, params.data(), optimizer,
+                                            source.island));
     for (const Range& bucket : source.gather_params ? buckets : std::vector<Range>()) {
       RETURN_IF_ERROR(
           comm.AllGather(params.subspan(static_cast<size_t>(bucket.begin), static_cast<size_t>(bucket.size()))));
@@ -35,13 +37,13 @@ absl::StatusOr<RestoredState> RestoreState(const RestoreSource& source, const Fl
     if (lead) {
       SLOG(INFO) << absl::StrFormat("restored step %d from memory in %.1f ms (no checkpoint read)%s", restored.step,
                                     out.seconds * 1e3,
-                                    from != comm.world_size()
-                                        ? absl::StrFormat("; resharded from a world of %d to %d", from, comm.world_size())
+                                    from != world
+                                        ? absl::StrFormat("; resharded from a world of %d to %d", from, world)
                                         : "");
     }
     CrashPoint("restored_from_memory", restored.step);
-    if (from > comm.world_size()) CrashPoint("restored_after_shrink", restored.step);
-    if (from < comm.world_size()) CrashPoint("restored_after_grow", restored.step);
+    if (from > world) CrashPoint("restored_after_shrink", restored.step);
+    if (from < world) CrashPoint("restored_after_grow", restored.step);
     out.restored = std::move(restored);
   } else if (!source.disk_dir.empty()) {
     ASSIGN_OR_RETURN(Restored restored, RestoreCheckpoint(source.env, source.disk_dir, layout, params.data(), optimizer,

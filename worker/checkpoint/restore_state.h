@@ -40,6 +40,9 @@ struct RestoreSource {
   // shards of `island` only (save_restore.h: RestoreCheckpoint).
   int island = -1;
   int islands = 1;
+  // The world's size, which names snapshots (islands: the whole world's,
+  // not the island ring's); 0: comm's.
+  int world = 0;
 };
 
 struct RestoredState {

@@ -14,6 +14,7 @@
 #include "common/platform/logging.h"
 #include "common/platform/mutex.h"
 #include "common/job/shard.h"
+#include "common/topology/peer_set.h"
 #include "common/platform/status_macros.h"
 #include "common/platform/status_payload.h"
 #include "worker/checkpoint/memory_snapshots.h"
@@ -66,9 +67,12 @@ struct Carried {
 // in order, every rank taking part in every move (SendRecv is one op of
 // every rank's sequence). DataLoss if a shard this rank should send is not
 // here or one it received is damaged. The snapshot's world cut the same
-// buckets (the job's config fixes the plan).
+// buckets (the job's config fixes the plan). Islands (island_size > 0):
+// to the ranks at its place in the islands that read its island
+// (RestoreMayMove, common/topology/peer_set.h); a shard of an island none
+// reads (source -1) stays where it is.
 absl::Status MoveMemoryShards(const coordinator::RegisterResponse& world, absl::Span<const Range> buckets,
-                              Collectives& comm, MemorySnapshots& memory) {
+                              int island_size, Collectives& comm, MemorySnapshots& memory) {
   const int me = world.rank(), n = world.world_size();
   const int from = world.memory_world_size() > 0 ? world.memory_world_size() : n;
   if (world.memory_sources_size() != from) {
@@ -78,16 +82,23 @@ absl::Status MoveMemoryShards(const coordinator::RegisterResponse& world, absl::
   absl::Status missing;
   for (int s = 0; s < from; ++s) {
     const int source = world.memory_sources(s);
+    if (source < 0 && island_size > 0) continue;  // of an island no island here reads
     if (source < 0 || source >= n) {
       return absl::InvalidArgumentError(absl::StrCat("the coordinator's restore plan sends shard ", s, " from rank ",
                                                      source, ", not in a world of ", n));
     }
     const SnapshotKey key{world.memory_step(), from, s};
     const std::vector<Range> old = OwnedPieces(buckets, s, from);
+    // Who reads shard s: the ranks whose pieces it overlaps; with islands,
+    // those at its place in the islands that read its island.
+    auto reads = [&](int r) {
+      return island_size > 0 ? RestoreMayMove(s, from, r, n, island_size)
+                             : !SharedRuns(old, OwnedPieces(buckets, r, n)).empty();
+    };
     std::string bytes;  // the source's copy, read once for all its receivers
     bool read = false;
     for (int r = 0; r < n; ++r) {
-      if (r == source || SharedRuns(old, OwnedPieces(buckets, r, n)).empty()) continue;
+      if (r == source || !reads(r)) continue;
       if (me == source && !read) {
         read = true;
         absl::StatusOr<std::string> held = memory.Bytes(key);
@@ -372,7 +383,9 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   {
     Watchdog watchdog(heartbeat.steps_done(), WatchdogFor(options, plan->cfg, world.rank(), heartbeat));
     const absl::Status moved = world.memory_step() > 0
-                                   ? MoveMemoryShards(world, plan->buckets, ring, *carried.memory)
+                                   ? MoveMemoryShards(world, plan->buckets,
+                                                      DilocoOn(plan->cfg) ? IslandSize(plan->cfg) : 0, ring,
+                                                      *carried.memory)
                                    : absl::OkStatus();
     Collectives& steps = islands.has_value() ? static_cast<Collectives&>(*islands->island) : ring;
     result = moved.ok() ? RunTraining(plan->cfg, *plan->data, steps, train) : absl::StatusOr<TrainResult>(moved);

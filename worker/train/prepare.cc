@@ -90,6 +90,7 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   if (options.across != nullptr) {
     source.island = options.island.island;
     source.islands = options.island.islands;
+    source.world = options.island.world;
   }
   ASSIGN_OR_RETURN(RestoredState restored, RestoreState(source, layout, p.buckets, comm,
                                                         absl::MakeSpan(p.state.params), p.optimizer.get()));

@@ -303,11 +303,16 @@ TEST(IslandsConfigTest, EverythingTheWorldDoesAtOnceIsOnOuterSteps) {
   EXPECT_NE(problems(ok).find("checkpoint.every_steps"), std::string::npos);
   EXPECT_EQ(problems(ok).find("train.eval_every"), std::string::npos);
   EXPECT_NE(problems({"runtime.num_workers=4", "collective.islands=3"}).find("collective.islands"), std::string::npos);
-  EXPECT_NE(problems({"runtime.num_workers=4", "collective.islands=2"}).find("checkpoint.memory_every_steps"),
+  // In-memory snapshots too are taken at outer steps only.
+  EXPECT_NE(problems({"runtime.num_workers=4", "collective.islands=2", "collective.diloco.inner_steps=30"})
+                .find("checkpoint.memory_every_steps"),
             std::string::npos);
+  EXPECT_EQ(problems({"runtime.num_workers=4", "collective.islands=2", "collective.diloco.inner_steps=20",
+                      "checkpoint.memory_every_steps=100", "train.eval_every=0", "checkpoint.every_steps=0"}),
+            "");
   // collective.diloco on one island: the outer step alone (Lookahead),
   // with the same rules.
-  EXPECT_NE(problems({"collective.diloco.inner_steps=5"}).find("checkpoint.memory_every_steps"), std::string::npos);
+  EXPECT_NE(problems({"collective.diloco.inner_steps=5"}).find("train.eval_every"), std::string::npos);
   EXPECT_EQ(problems({"collective.diloco.inner_steps=5", "checkpoint.memory_every_steps=0", "train.eval_every=0",
                       "checkpoint.every_steps=0"}),
             "");
