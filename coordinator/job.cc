@@ -348,6 +348,7 @@ void Job::OnFormedLocked(const MembershipEffects::Formed& formed) {
   stop_at_ = 0;  // set below once start_step_ is known, if stopping
   checkpoint_at_ = 0;
   eval_at_ = 0;
+  outer_.reset();
   last_save_time_ = now;
   memory_step_ = PlanMemoryRestore();
   const int64_t disk_step = catalog_.Restore().step;

@@ -364,6 +364,8 @@ class Job {
   // this coordinator's start.
   absl::Time last_commit_time_ ABSL_GUARDED_BY(mu_);
   metrics::MetricRecord last_train_ ABSL_GUARDED_BY(mu_);  // rank 0's latest train record
+  // Islands: rank 0's outer steps in the running generation (reset when one forms).
+  std::optional<coordinator::OuterStepStatus> outer_ ABSL_GUARDED_BY(mu_);
   metrics::MetricRecord last_eval_ ABSL_GUARDED_BY(mu_);
   metrics::MetricRecord best_eval_ ABSL_GUARDED_BY(mu_);   // by checkpoint.best_metric (accuracy without one)
   // Step-rate estimate from rank 0's reports, for the stop margin.

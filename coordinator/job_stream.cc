@@ -91,6 +91,7 @@ void Job::NoteProgressLocked(const coordinator::WorkerReport& r) {
     if (!m.clock_offset_micros.has_value() || offset > *m.clock_offset_micros) m.clock_offset_micros = offset;
   }
   if (r.total_steps() > 0) total_steps_ = r.total_steps();
+  if (r.rank() == 0 && r.has_outer()) outer_ = r.outer();
   if (r.rank() == 0) {
     const absl::Time now = Now();
     if (now - rate_time_ >= absl::Seconds(1)) {
@@ -328,6 +329,7 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_bad_checkpoints(catalog_.bad_count());
   s.set_checkpoint_failures(checkpoints_.failures);
   s.set_checkpoint_note(checkpoints_.reason);
+  if (outer_.has_value()) *s.mutable_outer() = *outer_;
   s.set_start_step(start_step_);
   s.set_restored_from(memory_step_ > 0 ? "memory" : start_step_ > 0 ? "disk" : "");
   s.set_memory_recoveries(memory_recoveries_);

@@ -170,6 +170,7 @@ std::string StatusPageHtml(const coordinator::JobStatus& s, const std::vector<me
   if (!s.checkpoint_note().empty()) {
     absl::StrAppend(&html, "<p id=\"checkpoint-note\">checkpoints: ", Escape(s.checkpoint_note()), "</p>");
   }
+  if (s.has_outer()) absl::StrAppend(&html, "<p id=\"outer-steps\">", Escape(OuterStepLine(s.outer())), "</p>");
   absl::StrAppend(&html, "<p><small>", Escape(ProgressLine(s)), "</small></p></body></html>\n");
   return html;
 }

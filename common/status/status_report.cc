@@ -21,6 +21,13 @@ double CheckpointAgeSeconds(const coordinator::JobStatus& s, absl::Time now) {
   return absl::ToDoubleSeconds(now - absl::FromUnixMicros(static_cast<int64_t>(s.last_checkpoint_unix_seconds() * 1e6)));
 }
 
+std::string OuterStepLine(const coordinator::OuterStepStatus& o) {
+  return absl::StrFormat(
+      "islands: %d; %d outer steps, the last at step %d: islands %.4g apart (pseudo-gradient RMS norm), %.2f s "
+      "(%.1f s in all), %d bytes sent across islands by rank 0",
+      o.islands(), o.outer_steps(), o.step(), o.divergence(), o.seconds(), o.total_seconds(), o.bytes_sent());
+}
+
 std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
   std::string out;
   const double percent = s.total_steps() > 0 ? 100.0 * s.global_step() / s.total_steps() : 0;
@@ -69,6 +76,7 @@ std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
   if (!s.checkpoint_note().empty()) {
     absl::StrAppend(&out, "checkpoints: ", EscapeControl(s.checkpoint_note()), "\n");
   }
+  if (s.has_outer()) absl::StrAppend(&out, OuterStepLine(s.outer()), "\n");
   absl::StrAppend(&out, "rank  host:port              alive  heartbeat     step  own work/step  straggler\n");
   for (const coordinator::WorkerStatus& w : s.workers()) {
     absl::StrAppendFormat(&out, "%4d  %-21s  %-5s  %7.2f s  %7d  %10.2f ms  %9s\n", w.rank(), EscapeControl(w.address()),

@@ -28,6 +28,11 @@ double CheckpointAgeSeconds(const coordinator::JobStatus& status, absl::Time now
 // Lines ending in '\n'. `now` dates the checkpoint's age.
 std::string StatusReport(const coordinator::JobStatus& status, absl::Time now);
 
+// Islands: "islands: 2; 12 outer steps, the last at step 240: islands
+// 0.0123 apart (pseudo-gradient RMS norm), 0.15 s (1.8 s in all), 123456
+// bytes sent across islands by rank 0". The status page shows it too.
+std::string OuterStepLine(const coordinator::OuterStepStatus& outer);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_COMMON_STATUS_STATUS_REPORT_H_

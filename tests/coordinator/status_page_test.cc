@@ -92,6 +92,23 @@ TEST(StatusReportTest, NamesTheFactsAndEachWorker) {
                                 "checkpoints: saving the checkpoint at step 600 failed on rank 1"));
   EXPECT_TRUE(absl::StrContains(StatusPageHtml(noted, {}, {}, absl::FromUnixSeconds(1000)),
                                 "id=\"checkpoint-note\">checkpoints: saving the checkpoint at step 600"));
+  // Islands: the outer steps, in both views; none without them.
+  EXPECT_FALSE(absl::StrContains(text, "outer steps"));
+  coordinator::JobStatus islands = TwoWorkers();
+  coordinator::OuterStepStatus* o = islands.mutable_outer();
+  o->set_islands(2);
+  o->set_outer_steps(12);
+  o->set_step(240);
+  o->set_divergence(0.0123);
+  o->set_seconds(0.15);
+  o->set_total_seconds(1.8);
+  o->set_bytes_sent(123456);
+  const std::string want =
+      "islands: 2; 12 outer steps, the last at step 240: islands 0.0123 apart (pseudo-gradient RMS norm), 0.15 s "
+      "(1.8 s in all), 123456 bytes sent across islands by rank 0";
+  EXPECT_TRUE(absl::StrContains(StatusReport(islands, absl::FromUnixSeconds(1000)), want));
+  EXPECT_TRUE(absl::StrContains(StatusPageHtml(islands, {}, {}, absl::FromUnixSeconds(1000)),
+                                "id=\"outer-steps\">" + want));
   EXPECT_EQ(FormatEta(-1), "-");
   EXPECT_EQ(FormatEta(7509), "2:05:09");
 }

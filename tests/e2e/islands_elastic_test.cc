@@ -22,7 +22,7 @@
 namespace shardline {
 namespace {
 
-constexpr int kSteps = 1500;
+constexpr int kSteps = 2500;
 
 // An outer step every 20 steps, a checkpoint and an in-memory snapshot
 // every 100 (every checkpoint kept: the references resume from them).
@@ -54,6 +54,17 @@ TEST(IslandsElasticTest, AnIslandThatLosesAWorkerIsLeftOutThenGrowsBackBitForBit
   // The lost worker comes back, as a scheduler would bring it to its site.
   Subprocess back({BinPath("shardline-worker"), "--coordinator", ReadAll(dir + "/coordinator.address"), "--listen",
                    "127.0.0.1:0", "--rank", "3", "--island", "1", "--token_file", dir + "/token"});
+  // Two islands again: `shardline status` shows their outer steps.
+  ASSERT_TRUE(WaitForText(coord_log, "the world changed size: 2 -> 4", absl::Seconds(60))) << job.Output();
+  std::string status;
+  for (int i = 0; i < 100 && !absl::StrContains(status, "islands: 2; "); ++i) {
+    Subprocess ask({BinPath("shardline"), "status", "--workdir", dir});
+    ask.Wait(absl::Seconds(10));
+    status = ask.Output();
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(absl::StrContains(status, "islands: 2; ")) << status;
+  EXPECT_TRUE(absl::StrContains(status, "apart (pseudo-gradient RMS norm)")) << status;
   ASSERT_EQ(job.Wait(absl::Seconds(300)), 0) << job.Output();
   EXPECT_EQ(back.Wait(absl::Seconds(60)), 0) << back.Output();
 

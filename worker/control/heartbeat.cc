@@ -47,7 +47,13 @@ coordinator::WorkerReport Heartbeat::Progress() const {
   MutexLock lock(&time_mu_);
   *r.mutable_time() = time_;
   r.set_busy_seconds_per_step(busy_seconds_per_step_);
+  if (outer_.has_value()) *r.mutable_outer() = *outer_;
   return r;
+}
+
+void Heartbeat::SetOuter(const coordinator::OuterStepStatus& outer) {
+  MutexLock lock(&time_mu_);
+  outer_ = outer;
 }
 
 void Heartbeat::SetTime(const coordinator::TimeAccount& account, double busy_seconds_per_step) {

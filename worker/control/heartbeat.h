@@ -16,6 +16,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -91,6 +92,8 @@ class Heartbeat {
   // seconds per step: sent with every report from now on (goodput and
   // straggler accounting).
   void SetTime(const coordinator::TimeAccount& account, double busy_seconds_per_step);
+  // Islands: the outer steps so far, sent with every later report.
+  void SetOuter(const coordinator::OuterStepStatus& outer);
 
   // The watchdog's complaint, sent with every report from now on; the
   // coordinator then treats this worker as lost.
@@ -143,6 +146,7 @@ class Heartbeat {
   std::string stuck_ ABSL_GUARDED_BY(mu_);
   coordinator::TimeAccount time_ ABSL_GUARDED_BY(time_mu_);
   double busy_seconds_per_step_ ABSL_GUARDED_BY(time_mu_) = 0;
+  std::optional<coordinator::OuterStepStatus> outer_ ABSL_GUARDED_BY(time_mu_);
   mutable Mutex time_mu_;
   // The last kResendShards shards reported, oldest first.
   static constexpr int kResendShards = 8;

@@ -45,6 +45,14 @@ void GenerationObserver::OnTrace(int64_t step, const std::vector<PhaseSpan>& spa
 
 void GenerationObserver::OnOuterStep(const OuterStepReport& report) {
   if (metrics_ != nullptr) metrics_->OnOuterStep(report);
+  outer_.set_step(report.step);
+  outer_.set_outer_steps(outer_.outer_steps() + 1);
+  outer_.set_seconds(report.seconds);
+  outer_.set_bytes_sent(report.bytes_sent);
+  outer_.set_divergence(report.pseudo_gradient_norm);
+  outer_.set_islands(report.islands);
+  outer_.set_total_seconds(outer_.total_seconds() + report.seconds);
+  heartbeat_->SetOuter(outer_);
 }
 
 }  // namespace shardline

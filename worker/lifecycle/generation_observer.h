@@ -39,6 +39,7 @@ class GenerationObserver : public StepObserver {
   TraceWriter* traces_;
   bool first_ = true;
   coordinator::TimeAccount time_;
+  coordinator::OuterStepStatus outer_;  // islands: this generation's outer steps
   double busy_per_step_ = 0;  // exponential moving average
 };
 

@@ -382,7 +382,8 @@ absl::StatusOr<AgreedRequests> OuterStepNow(Loop& l, Settle& settle, const Agree
   l.result.outer_bytes_sent += o.bytes_sent;
   l.result.outer_seconds += took;
   if (l.options.observer != nullptr) {
-    l.options.observer->OnOuterStep(OuterStepReport{l.p.state.next_step, took, o.bytes_sent, o.pseudo_gradient_norm});
+    l.options.observer->OnOuterStep(
+        OuterStepReport{l.p.state.next_step, took, o.bytes_sent, o.pseudo_gradient_norm, l.options.island.islands});
   }
   if (l.show) {
     SLOG(INFO) << absl::StrFormat("outer step at step %d: islands %.4g apart (pseudo-gradient RMS norm), "

@@ -60,6 +60,7 @@ struct OuterStepReport {
   double seconds = 0;               // its wall time, waiting on the other islands included
   int64_t bytes_sent = 0;           // by this rank across islands
   double pseudo_gradient_norm = 0;  // how far the islands walked apart (OuterResult)
+  int islands = 1;                  // in this generation's world
 };
 
 // Told about a run's start, every completed step, and time lost, in order,
