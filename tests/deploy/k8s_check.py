@@ -34,6 +34,99 @@ def load(src):
     return kust, docs
 
 
+def merge(base, patch):
+    """A strategic-merge patch as kustomize applies these: maps merge, lists
+    of named maps (containers, volumes) merge by name, other lists (args)
+    are replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            out[k] = merge(base[k], v) if k in base else copy.deepcopy(v)
+        return out
+    named = lambda xs: all(isinstance(x, dict) and "name" in x for x in xs)
+    if isinstance(base, list) and isinstance(patch, list) and named(base) and named(patch):
+        out = [copy.deepcopy(x) for x in base]
+        for p in patch:
+            for i, b in enumerate(out):
+                if b["name"] == p["name"]:
+                    out[i] = merge(b, p)
+                    break
+            else:
+                out.append(copy.deepcopy(p))
+        return out
+    return copy.deepcopy(patch)
+
+
+def load_overlay(src, name):
+    """deploy/k8s/<name>: the base ("..") and its own resources, patched."""
+    here = os.path.join(src, "deploy", "k8s", name)
+    kust = yaml.safe_load(open(os.path.join(here, "kustomization.yaml")))
+    base_kust, docs = None, []
+    for r in kust["resources"]:
+        if r == "..":
+            base_kust, base_docs = load(src)
+            docs += base_docs
+        else:
+            docs += [d for d in yaml.safe_load_all(open(os.path.join(here, r))) if d]
+    if base_kust is None:
+        raise SystemExit(f"FAILED: {name}/kustomization.yaml does not build on the base (..)")
+    for p in kust.get("patches", []):
+        patch = yaml.safe_load(open(os.path.join(here, p["path"])))
+        hits = [i for i, d in enumerate(docs)
+                if d["kind"] == patch["kind"] and d["metadata"]["name"] == patch["metadata"]["name"]]
+        if len(hits) != 1:
+            raise SystemExit(f"FAILED: {name}/{p['path']} patches {patch['kind']} {patch['metadata']['name']}, "
+                             f"which the overlay has {len(hits)} of")
+        docs[hits[0]] = merge(docs[hits[0]], patch)
+    return base_kust, docs
+
+
+def flag(args, name, default=None):
+    for a in args:
+        if a.startswith(f"--{name}="):
+            return a.split("=", 1)[1]
+    return default
+
+
+def check_islands(docs):
+    """Two sites: the worker Jobs' ranks tile the coordinator's world, each
+    Job one whole island (its --island), as the coordinator's islands cut it."""
+    errors = []
+    sets = {}
+    for d in docs:
+        if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "shardline-coordinator":
+            for a in d["spec"]["template"]["spec"]["containers"][0]["args"]:
+                if a.startswith("--set="):
+                    k, v = a[len("--set="):].split("=", 1)
+                    sets[k] = v
+    n, k = int(sets.get("runtime.num_workers", 1)), int(sets.get("collective.islands", 1))
+    if k < 2 or n % k:
+        return [f"coordinator: collective.islands={k} does not cut runtime.num_workers={n} into islands"]
+    size, covered = n // k, []
+    for d in docs:
+        if d["kind"] != "Job":
+            continue
+        name, spec = d["metadata"]["name"], d["spec"]["template"]["spec"]
+        worker = spec["containers"][0]["args"]
+        init = spec.get("initContainers", [{}])[0].get("args", [])
+        offset, island = int(flag(init, "rank_offset", 0)), flag(worker, "island")
+        count = int(d["spec"]["completions"])
+        if island is None:
+            errors.append(f"{name}: no --island")
+            continue
+        if count != size or offset % size or int(island) != offset // size:
+            errors.append(f"{name}: ranks {offset}..{offset + count - 1} as island {island}; islands of {size} "
+                          f"put them in island {offset // size}")
+        if flag(worker, "rank") not in (None, "$(JOB_COMPLETION_INDEX)") or (offset and flag(worker, "rank")):
+            errors.append(f"{name}: --rank must be the completion index, or absent with --rank_offset")
+        if "nodeSelector" not in spec:
+            errors.append(f"{name}: not pinned to its site (nodeSelector)")
+        covered += range(offset, offset + count)
+    if sorted(covered) != list(range(n)):
+        errors.append(f"the worker Jobs' ranks {sorted(covered)} are not 0..{n - 1}")
+    return errors
+
+
 def pod_specs(docs):
     for d in docs:
         if d["kind"] in ("StatefulSet", "Deployment", "Job"):
@@ -153,7 +246,22 @@ def main():
     if not check(kust, broken, src, bin_dir):
         print("FAILED: a manifest with an unknown flag passed the check")
         return 1
-    print(f"PASSED: {len(docs)} documents")
+    # Two sites: the overlay builds on the base and cuts the world in islands.
+    base_kust, two = load_overlay(src, "two-sites")
+    errors = check(base_kust, two, src, bin_dir) + check_islands(two)
+    for e in errors:
+        print("FAILED: two-sites:", e)
+    if errors:
+        return 1
+    broken = copy.deepcopy(two)
+    for d in broken:
+        if d["kind"] == "Job" and d["metadata"]["name"] == "shardline-worker-b":
+            args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+            args[args.index("--island=1")] = "--island=0"
+    if not check_islands(broken):
+        print("FAILED: two-sites with site B as island 0 passed the check")
+        return 1
+    print(f"PASSED: {len(docs)} documents; two-sites: {len(two)} documents")
     return 0
 
 

@@ -242,6 +242,30 @@ TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
   EXPECT_EQ(ReadAll(dir + "/credentials/rank-0").find(first_token), std::string::npos);
 }
 
+// `shardline credential --rank_offset K`: a second site's Indexed Job
+// counts its workers from 0 (deploy/k8s/two-sites); their credentials are
+// of ranks K and up. Bad offsets are refused naming the flag.
+TEST(SecurityTest, ACredentialWithARankOffsetIsOfTheRankPlusTheOffset) {
+  const std::string dir = FreshDir("security_credential_offset");
+  ASSERT_TRUE(Env::Default()->CreateDirs(dir).ok());
+  const std::string token = dir + "/token";
+  std::ofstream(token) << "0123456789abcdef0123456789abcdef";
+  ASSERT_EQ(chmod(token.c_str(), 0600), 0);
+  Subprocess made({BinPath("shardline"), "credential", "--rank=1", "--rank_offset=2", "--out=" + dir + "/rank",
+                   "--token_file=" + token});
+  ASSERT_EQ(made.Wait(absl::Seconds(30)), 0) << made.Output();
+  EXPECT_EQ(ReadAll(dir + "/rank").rfind("shardline-rank/3/", 0), 0u) << ReadAll(dir + "/rank");
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--rank=1", "--rank_offset=-2"}, std::vector<std::string>{"--reader", "--rank_offset=2"}}) {
+    std::vector<std::string> argv = {BinPath("shardline"), "credential", "--out=" + dir + "/bad",
+                                     "--token_file=" + token};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    Subprocess refused(argv);
+    EXPECT_EQ(refused.Wait(absl::Seconds(30)), 1) << refused.Output();
+    EXPECT_NE(refused.Output().find("--rank_offset"), std::string::npos) << refused.Output();
+  }
+}
+
 TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
   unsetenv(kTokenEnvVar);
   const std::string dir = FreshDir("security_member");

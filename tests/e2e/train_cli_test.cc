@@ -84,6 +84,11 @@ TEST(TrainCliTest, PlanPrintsEveryTermAndRefusesAJobOverItsLimit) {
   ASSERT_EQ(stage3.Wait(absl::Seconds(60)), 0) << stage3.Output();
   EXPECT_TRUE(absl::StrContains(stage3.Output(), "4 workers, ZeRO stage 3")) << stage3.Output();
   EXPECT_TRUE(absl::StrContains(stage3.Output(), "fits runtime.memory_limit_mb (4000 MiB)")) << stage3.Output();
+  // --workers is the world the --set's are checked against (islands divide it).
+  Subprocess islands({BinPath("shardline"), "plan", "--config", DefaultConfig(), "--workers", "4", "--set",
+                      "collective.islands=2", "--set", "collective.diloco.inner_steps=100", "--set",
+                      "train.eval_every=0"});
+  EXPECT_EQ(islands.Wait(absl::Seconds(60)), 0) << islands.Output();
   Subprocess over({BinPath("shardline"), "plan", "--config", DefaultConfig(), "--set", "runtime.memory_limit_mb=64"});
   EXPECT_EQ(over.Wait(absl::Seconds(60)), 1) << over.Output();
   EXPECT_TRUE(absl::StrContains(over.Output(), "the largest term is data")) << over.Output();

@@ -33,11 +33,17 @@ constexpr char kHelp[] =
 absl::Status Plan(const Args& args) {
   Env* env = Env::Default();
   if (args.Get("config").empty()) return absl::InvalidArgumentError("--config is required");
-  ASSIGN_OR_RETURN(config::JobConfig cfg, LoadConfig(env, args.Get("config"), args.GetAll("set")));
-  int workers = cfg.runtime().num_workers();
+  int workers = 0;
   if (args.Has("workers") && (!absl::SimpleAtoi(args.Get("workers"), &workers) || workers < 1 || workers > 4096)) {
     return absl::InvalidArgumentError(absl::StrCat("--workers: '", args.Get("workers"), "' is not between 1 and 4096"));
   }
+  // --workers is runtime.num_workers, set before the --set's are checked
+  // (collective.islands must divide it), as `launch --workers` does.
+  std::vector<std::string> sets;
+  if (workers > 0) sets.push_back(absl::StrCat("runtime.num_workers=", workers));
+  for (const std::string& s : args.GetAll("set")) sets.push_back(s);
+  ASSIGN_OR_RETURN(config::JobConfig cfg, LoadConfig(env, args.Get("config"), sets));
+  if (workers == 0) workers = cfg.runtime().num_workers();
   ASSIGN_OR_RETURN(TrainingData data, LoadTrainingData(env, cfg));
   ASSIGN_OR_RETURN(const MemoryPlan plan, PlanJob(cfg, data, workers));
   std::fputs(PlanTable(plan).c_str(), stdout);
