@@ -54,15 +54,14 @@ bool Elastic(const MembershipConfig& c) { return c.min_workers > 0 || c.min_isla
 std::vector<int> FormableSlots(const MembershipConfig& c, const Membership& s) {
   std::vector<int> slots;
   const int islands = std::max(c.islands, 1);
+  std::vector<int> claimed(c.min_islands > 0 ? static_cast<size_t>(islands) : 0, 0);  // per island
   for (const auto& [slot, m] : s.pending) {
-    if (c.min_islands <= 0) {
+    if (c.min_islands > 0) ++claimed[static_cast<size_t>(IslandOfRank(slot, c.slots, islands))];
+  }
+  for (const auto& [slot, m] : s.pending) {
+    if (c.min_islands <= 0 || claimed[static_cast<size_t>(IslandOfRank(slot, c.slots, islands))] == c.slots / islands) {
       slots.push_back(slot);
-      continue;
     }
-    const Range block = IslandRanks(IslandOfRank(slot, c.slots, islands), c.slots, islands);
-    bool whole = true;
-    for (int64_t p = block.begin; p < block.end && whole; ++p) whole = s.pending.count(static_cast<int>(p)) > 0;
-    if (whole) slots.push_back(slot);
   }
   return slots;
 }

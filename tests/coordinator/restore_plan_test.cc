@@ -69,6 +69,21 @@ TEST(RestorePlanTest, TheNewestFullyHeldSnapshotNewerThanDisk) {
   off.memory_snapshots = false;
   cases.push_back({"snapshots off", off, "disk"});
   cases.push_back({"a world of one", Input(1, {{0, {Held(200, 1, 0)}}}), "disk"});
+  // Islands of 2 (runtime.min_islands): a world of 4 in 2 islands loses
+  // island 1; the survivors (island 0) hold island 0's shards, all the
+  // world of one island reads (shards 2, 3 unread).
+  RestorePlanInput kept = Input(2, {{0, {Held(300, 4, 0), Held(300, 4, 1)}}, {1, {Held(300, 4, 1), Held(300, 4, 0)}}});
+  kept.island_size = 2;
+  cases.push_back({"islands: the islands read are held", kept, "300 of world 4: 0,0,-1,-1"});
+  // It loses island 0: the survivors hold island 1's, which no island reads
+  // (island 0 of the new world reads island 0): disk.
+  RestorePlanInput lost = Input(2, {{0, {Held(300, 4, 2), Held(300, 4, 3)}}, {1, {Held(300, 4, 3), Held(300, 4, 2)}}});
+  lost.island_size = 2;
+  cases.push_back({"islands: the islands read are gone", lost, "disk"});
+  // Back to two islands from a world of one: both read island 0.
+  RestorePlanInput grown = Input(4, {{0, {Held(400, 2, 0), Held(400, 2, 1)}}, {1, {Held(400, 2, 1)}}, {2, {}}, {3, {}}});
+  grown.island_size = 2;
+  cases.push_back({"islands: a returning island reads the other's", grown, "400 of world 2: 0,0"});
   for (const Case& c : cases) EXPECT_EQ(Show(PlanMemoryRestore(c.in)), c.want) << c.name;
 }
 
