@@ -22,7 +22,7 @@
 namespace shardline {
 namespace {
 
-constexpr int kSteps = 2500;
+constexpr int kSteps = 1500;
 
 // An outer step every 20 steps, a checkpoint and an in-memory snapshot
 // every 100 (every checkpoint kept: the references resume from them).
