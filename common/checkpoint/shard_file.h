@@ -90,11 +90,6 @@ std::vector<Range> ShardPieces(const state::ShardHeader& header);
 // and the island the shard belongs to: rank / (world_size / islands).
 int ShardIslands(const state::ShardHeader& header);
 int ShardIsland(const state::ShardHeader& header);
-// The island of a checkpoint of `islands` that island `island` of a
-// restoring world reads (runtime.min_islands: a world that lost islands
-// reads its own; a returning one, past the checkpoint's count, reads
-// island `island` mod `islands`).
-inline int IslandSource(int island, int islands) { return islands > 0 ? island % islands : 0; }
 void SetShardPieces(absl::Span<const Range> pieces, state::ShardHeader* header);
 
 // Writes `dir`/`name` durably and atomically: "<name>.tmp", fsync, rename,

@@ -41,6 +41,11 @@ inline Range IslandRanks(int island, int world, int islands) {
   const int size = world / islands;
   return Range{int64_t{island} * size, int64_t{island + 1} * size};
 }
+// The island of a checkpoint or snapshot of `islands` that island `island`
+// of a restoring world reads (runtime.min_islands: a world that lost
+// islands reads its own; a returning one, past the checkpoint's count,
+// reads island `island` mod `islands`).
+inline int IslandSource(int island, int islands) { return islands > 0 ? island % islands : 0; }
 
 // Shard `rank` of `world` (0 <= rank < world): [floor(rank*total/world),
 // floor((rank+1)*total/world)). Shard sizes differ by at most one; shards

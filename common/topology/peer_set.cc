@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/job/shard.h"
 #include "common/topology/doubling_schedule.h"
 
 namespace shardline {
@@ -29,12 +30,17 @@ bool HasIslands(int world, int island_size) {
   return island_size > 0 && island_size < world && world % island_size == 0;
 }
 
+// The shard of a snapshot of `from_world` that rank `rank` reads in a
+// restore inside islands of `m`: its place, in its island's source.
+int ReadShard(int rank, int from_world, int m) {
+  return IslandSource(rank / m, std::max(1, from_world / m)) * m + rank % m;
+}
+
 }  // namespace
 
 bool RestoreMayMove(int s, int from_world, int r, int world, int island_size) {
   if (island_size <= 0) return ShardsMayOverlap(s, from_world, r, world);
-  const int m = island_size, from_islands = std::max(1, from_world / m);
-  return s % m == r % m && s / m == (r / m) % from_islands;
+  return s == ReadShard(r, from_world, island_size);
 }
 
 std::vector<int> DataPlanePeers(int rank, int world, const RestoreMoves& restore, int island_size) {
@@ -52,7 +58,7 @@ std::vector<int> DataPlanePeers(int rank, int world, const RestoreMoves& restore
   const int sources = std::min(from, static_cast<int>(restore.sources.size()));
   if (island_size > 0 && sources > 0) {  // a restore inside islands (RestoreMayMove)
     const int m = island_size, from_islands = std::max(1, from / m), islands = std::max(1, world / m);
-    const int mine = ((rank / m) % from_islands) * m + rank % m;  // the one shard this rank reads
+    const int mine = ReadShard(rank, from, m);  // the one shard this rank reads
     if (mine < sources && restore.sources[static_cast<size_t>(mine)] >= 0) {
       out.push_back(restore.sources[static_cast<size_t>(mine)]);
     }

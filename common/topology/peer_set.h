@@ -46,7 +46,7 @@ bool ShardsMayOverlap(int s, int from_world, int r, int world);
 // whether rank r of `world` reads shard s of `from_world` in a restore - the
 // same place in the island, of the island r's island restores from, island
 // i of the new world reading island i mod (from_world / island_size) of the
-// old (IslandSource, common/checkpoint/shard_file.h). Without islands
+// old (IslandSource, common/job/shard.h). Without islands
 // (island_size 0): ShardsMayOverlap.
 bool RestoreMayMove(int s, int from_world, int r, int world, int island_size);
 

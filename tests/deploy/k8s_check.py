@@ -230,13 +230,17 @@ def check(kust, docs, src, bin_dir):
     return errors
 
 
+def passed(errors, what=""):
+    """Prints each error; whether there were none."""
+    for e in errors:
+        print(f"FAILED: {what}{e}")
+    return not errors
+
+
 def main():
     src, bin_dir = sys.argv[1], sys.argv[2]
     kust, docs = load(src)
-    errors = check(kust, docs, src, bin_dir)
-    for e in errors:
-        print("FAILED:", e)
-    if errors:
+    if not passed(check(kust, docs, src, bin_dir)):
         return 1
     # The check must be able to fail: break one thing in a copy.
     broken = copy.deepcopy(docs)
@@ -248,10 +252,7 @@ def main():
         return 1
     # Two sites: the overlay builds on the base and cuts the world in islands.
     base_kust, two = load_overlay(src, "two-sites")
-    errors = check(base_kust, two, src, bin_dir) + check_islands(two)
-    for e in errors:
-        print("FAILED: two-sites:", e)
-    if errors:
+    if not passed(check(base_kust, two, src, bin_dir) + check_islands(two), "two-sites: "):
         return 1
     broken = copy.deepcopy(two)
     for d in broken:

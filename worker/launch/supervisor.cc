@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/job/shard.h"
 
 namespace shardline {
 namespace {
@@ -43,13 +44,12 @@ bool Supervisor::GoesOnWithout(int rank, std::string* with) const {
     *with = absl::StrCat(left, " workers (runtime.min_workers=", options_.min_workers, ")");
     return options_.min_workers > 0 && left >= options_.min_workers;
   }
-  const int islands = std::max(options_.islands, 1), size = options_.workers / islands;
-  int whole = 0;
-  for (int i = 0; i < islands; ++i) {
-    bool lost = false;
-    for (int r = i * size; r < (i + 1) * size; ++r) lost = lost || r == rank || gone_[static_cast<size_t>(r)];
-    whole += lost ? 0 : 1;
+  const int islands = std::max(options_.islands, 1);
+  std::vector<bool> lost(static_cast<size_t>(islands), false);
+  for (int r = 0; r < options_.workers; ++r) {
+    if (r == rank || gone_[static_cast<size_t>(r)]) lost[static_cast<size_t>(IslandOfRank(r, options_.workers, islands))] = true;
   }
+  const int whole = static_cast<int>(std::count(lost.begin(), lost.end(), false));
   *with = absl::StrCat(whole, " of ", islands, " islands (runtime.min_islands=", options_.min_islands, ")");
   return whole >= options_.min_islands;
 }
