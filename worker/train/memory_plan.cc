@@ -114,10 +114,12 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   const int64_t outer = islands > 1 ? own * kFloat : 0;
   plan.terms.push_back({"communication", std::max(2 * chunk * kFloat * (overlap ? 2 : 1), outer)});
   int64_t snapshots = 0;
-  if (config.checkpoint().memory_every_steps() > 0 && world > 1) {
-    // Two steps of memory_copies shards held (memory_snapshots.h keeps two),
-    // and while a third is taken: its own shard, the one passed on, the one
-    // received and gRPC's copy of it.
+  if (config.checkpoint().memory_every_steps() > 0 && sharded > 1) {
+    // Snapshots go round the ring that shards the state (the world, or an
+    // island: an island of one worker takes none). Two steps of
+    // memory_copies shards held (memory_snapshots.h keeps two), and while a
+    // third is taken: its own shard, the one passed on, the one received
+    // and gRPC's copy of it.
     snapshots += (2 * config.checkpoint().memory_copies() + 4) * shard_bytes;
   }
   const config::CheckpointConfig& ckpt = config.checkpoint();

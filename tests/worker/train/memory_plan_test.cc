@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/job/config.h"
 #include "worker/model/model_factory.h"
 #include "worker/train/train_loop.h"
@@ -99,6 +100,24 @@ TEST(MemoryPlanTest, IslandsShardOverTheIslandAndHoldTheOuterState) {
   EXPECT_EQ(Term(*islands, "optimizer"), 2 * Term(*two, "optimizer"));  // 4 buffers, not 2, of the same half
   EXPECT_EQ(islands->micro_batch, PlanJob(Gpt({"checkpoint.memory_every_steps=0"}), data, 4)->micro_batch);
   EXPECT_EQ(Term(*islands, "parameters"), Term(*two, "parameters"));
+}
+
+// In-memory snapshots go round an island's ring: islands of 2 hold them
+// (the island's own shards), islands of one worker take none.
+TEST(MemoryPlanTest, SnapshotsAreHeldOnlyByIslandsOfMoreThanOneWorker) {
+  const TrainingData data = Text();
+  // Workers in 2 islands: the snapshots term with and without snapshots
+  // every 10 steps (it also holds an async save's copy).
+  auto snapshots = [&data](int workers, int every) {
+    absl::StatusOr<MemoryPlan> plan =
+        PlanJob(Gpt({absl::StrCat("checkpoint.memory_every_steps=", every), "collective.islands=2",
+                     "collective.diloco.inner_steps=10", absl::StrCat("runtime.num_workers=", workers)}),
+                data, workers);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    return plan.ok() ? Term(*plan, "snapshots") : -1;
+  };
+  EXPECT_GT(snapshots(4, 10), snapshots(4, 0));  // islands of 2
+  EXPECT_EQ(snapshots(2, 10), snapshots(2, 0));  // islands of one worker
 }
 
 TEST(MemoryPlanTest, AJobOverItsLimitIsRefusedNamingTheLargestTermAndWhatFits) {
