@@ -113,6 +113,7 @@ void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
                                     {"evaluation", m.evaluation},
                                     {"evaluation_peak", m.evaluation_peak},
                                     {"communication", m.communication},
+                                    {"rounded_weights", m.rounded_weights},
                                     {"peak_rss", PeakRssBytes()}}) {
     memory_bytes_.Add({{"kind", kind}}).Set(static_cast<double>(bytes));
   }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/model/gemm.h"
+#include "worker/model/rounded_weights.h"
 #include "worker/model/init.h"
 #include "worker/model/softmax_xent.h"
 
@@ -177,11 +178,12 @@ const float* Cnn::ConvForward(size_t l, const float* params, int n, const float*
     Im2Col(g, n, first, count, padded, cols);
     // out[:, chunk] = W [O, C*k*k] * cols.
     if (!layer.pool) {
-      Gemm(spec_.precision, false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out + first * g.pixels(),
-            static_cast<int>(out_n));
+      GemmWithWeight(spec_.precision, /*weight_is_a=*/true, false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f,
+                     out + first * g.pixels(), static_cast<int>(out_n));
       continue;
     }
-    Gemm(spec_.precision, false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f, out, m);
+    GemmWithWeight(spec_.precision, /*weight_is_a=*/true, false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f,
+                   out, m);
     for (int o = 0; o < g.out_channels; ++o) {
       const int64_t at = (static_cast<int64_t>(o) * n + first) * quarter;
       MaxPool2x2(count, g.height, g.width, out + static_cast<int64_t>(o) * m, pooled + at, argmax + at);
@@ -216,8 +218,8 @@ void Cnn::DenseForward(const float* params, int n, const float* flat, CnnWorkspa
     const DenseLayer& d = dense_[j];
     ws->BeforeForward(LayerRange(d.weight, d.bias));
     float* out = Grow(&ws->dense_out[j], static_cast<size_t>(n) * d.out);
-    Gemm(spec_.precision, false, true, n, d.out, d.in, 1.0f, act, d.in, params + layout_.tensor(d.weight).offset, d.in, 0.0f, out,
-          d.out);
+    GemmWithWeight(spec_.precision, /*weight_is_a=*/false, false, true, n, d.out, d.in, 1.0f, act, d.in,
+                   params + layout_.tensor(d.weight).offset, d.in, 0.0f, out, d.out);
     const float* bias = params + layout_.tensor(d.bias).offset;
     const bool hidden = j + 1 < dense_.size();
     for (int i = 0; i < n; ++i) {
@@ -317,8 +319,8 @@ float* Cnn::DenseBackward(const float* params, const Examples& batch, float grad
     ws->AfterBackward(LayerRange(d.weight, d.bias));
     // d(in) [n, in] = delta [n, out] * W [out, in], through the ReLU that
     // made `in` (the conv stack applies its own mask below).
-    Gemm(spec_.precision, false, false, n, d.in, d.out, 1.0f, delta, d.out, params + layout_.tensor(d.weight).offset, d.in, 0.0f,
-          prev, d.in);
+    GemmWithWeight(spec_.precision, /*weight_is_a=*/false, false, false, n, d.in, d.out, 1.0f, delta, d.out,
+                   params + layout_.tensor(d.weight).offset, d.in, 0.0f, prev, d.in);
     if (j > 0) ReluMask(static_cast<int64_t>(n) * d.in, in, prev);
     std::swap(delta, prev);
   }
@@ -386,7 +388,8 @@ float* Cnn::ConvBackward(size_t l, const float* params, int n, bool accumulate, 
     Im2Col(g, n, first, count, ws->padded[l].data(), cols);
     Gemm(spec_.precision, false, true, g.out_channels, k, m, 1.0f, dconv, m, cols, m, add ? 1.0f : 0.0f, gw, k);
     if (l == 0) continue;  // the data needs no gradient
-    Gemm(spec_.precision, true, false, k, m, g.out_channels, 1.0f, weight, k, dconv, m, 0.0f, dcols, m);
+    GemmWithWeight(spec_.precision, /*weight_is_a=*/true, true, false, k, m, g.out_channels, 1.0f, weight, k, dconv, m, 0.0f,
+                   dcols, m);
     Col2Im(g, n, first, count, dcols, dpadded);
   }
   ws->AfterBackward(LayerRange(layer.weight, layer.bias));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/model/gemm.h"
+#include "worker/model/rounded_weights.h"
 #include "worker/model/init.h"
 #include "worker/model/softmax_xent.h"
 
@@ -75,8 +76,8 @@ BatchStats Mlp::Forward(const float* params, const Examples& batch, ModelWorkspa
     const float* b = params + layout_.tensor(2 * l + 1).offset;
     std::vector<float>& out = ws->activations[static_cast<size_t>(l)];
     Grow(&out, static_cast<size_t>(n) * fan_out);
-    Gemm(spec_.precision, false, false, n, fan_out, fan_in, 1.0f, in, fan_in, w, fan_out, 0.0f, out.data(),
-          fan_out);
+    GemmWithWeight(spec_.precision, /*weight_is_a=*/false, false, false, n, fan_out, fan_in, 1.0f, in, fan_in, w, fan_out,
+                   0.0f, out.data(), fan_out);
     const bool hidden = l + 1 < layers;
     for (int i = 0; i < n; ++i) {
       float* row = out.data() + static_cast<size_t>(i) * fan_out;
@@ -130,7 +131,8 @@ void Mlp::Backward(const float* params, const Examples& batch, float grad_scale,
     // delta_prev = (delta * W^T) .* act'(in).
     const float* w = params + layout_.tensor(2 * l).offset;
     float* prev = ws->delta_prev.data();
-    Gemm(spec_.precision, false, true, n, fan_in, fan_out, 1.0f, delta, fan_out, w, fan_out, 0.0f, prev, fan_in);
+    GemmWithWeight(spec_.precision, /*weight_is_a=*/false, false, true, n, fan_in, fan_out, 1.0f, delta, fan_out, w, fan_out,
+                   0.0f, prev, fan_in);
     const size_t count = static_cast<size_t>(n) * fan_in;
     if (spec_.activation == config::TANH) {
       for (size_t k = 0; k < count; ++k) prev[k] *= 1.0f - in[k] * in[k];

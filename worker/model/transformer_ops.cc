@@ -8,6 +8,7 @@
 
 #include "common/encoding/bf16.h"
 #include "worker/model/gemm.h"
+#include "worker/model/rounded_weights.h"
 
 // The elementwise loops below (GELU, LayerNorm, the softmax) compiled
 // twice, for AVX-512 and for the baseline, the copy picked at load time by
@@ -147,7 +148,7 @@ void LinearForward(Precision precision, KeptInput x, const float* w, const float
   // Gemm(kBfloat16) on the floats x.h was rounded from: the same bits.
   RoundedScratch& r = Scratch();
   const Bf16* x16 = x.h != nullptr ? x.h : RoundInto(x.f, rows, in, in, &r.x);
-  GemmBf16(false, true, rows, out, in, 1.0f, x16, in, RoundInto(w, out, in, in, &r.w), in, beta, y, out);
+  GemmBf16(false, true, rows, out, in, 1.0f, x16, in, RoundedWeight(w, out, in, &r.w), in, beta, y, out);
 }
 
 void LinearForward(Precision precision, const float* x, const float* w, const float* b, int rows, int in, int out,
@@ -164,7 +165,7 @@ void LinearBackward(Precision precision, const float* dy, KeptInput x, const flo
     RoundedScratch& r = Scratch();
     const Bf16* dy16 = RoundInto(dy, rows, out, out, &r.dy);
     if (dx != nullptr) {
-      GemmBf16(false, false, rows, in, out, 1.0f, dy16, out, RoundInto(w, out, in, in, &r.w), in, 0.0f, dx, in);
+      GemmBf16(false, false, rows, in, out, 1.0f, dy16, out, RoundedWeight(w, out, in, &r.w), in, 0.0f, dx, in);
     }
     const Bf16* x16 = x.h != nullptr ? x.h : RoundInto(x.f, rows, in, in, &r.x);
     GemmBf16(true, false, out, in, rows, 1.0f, dy16, out, x16, in, beta, dw, in);

@@ -14,6 +14,7 @@ namespace shardline {
 namespace {
 
 constexpr int64_t kFloat = sizeof(float);
+constexpr int64_t kBfloat = 2;  // bytes of a bfloat16
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
@@ -105,7 +106,11 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
 
   plan.terms.push_back({"fixed", kFixedBytes});
   plan.terms.push_back({"data", DataBytes(data.train) + DataBytes(data.test) + PermutationBytes(data.train)});
-  plan.terms.push_back({"parameters", (stage3 ? own + whole : p) * kFloat});
+  // BF16: the weights' bfloat16 rounding, made once a step and kept
+  // (rounded_weights.h): every parameter at stage 2 (a bound: biases and
+  // norms are not rounded), the layers whole at once at stage 3.
+  const int64_t rounded = config.train().precision() == config::BF16 ? (stage3 ? whole : p) * kBfloat : 0;
+  plan.terms.push_back({"parameters", (stage3 ? own + whole : p) * kFloat + rounded});
   plan.terms.push_back({"gradients", (stage3 && accum == 1 ? own + whole : p) * kFloat});
   plan.terms.push_back({"optimizer", state_buffers * own * kFloat});
   plan.terms.push_back({"activations", model.WorkspaceBytes(plan.micro_batch)});

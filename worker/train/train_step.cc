@@ -48,9 +48,11 @@ std::string DescribeMemory(const MemoryHeld& m) {
   auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
   return absl::StrFormat(
       "parameters %.2f MiB (%.2f MiB at the step's peak, %.2f MiB at an evaluation's), gradients %.1f MiB, "
-      "optimizer %.1f MiB, activations %.1f MiB (evaluation +%.1f MiB), communication %.1f MiB (ZeRO stage %d)",
+      "optimizer %.1f MiB, activations %.1f MiB (evaluation +%.1f MiB), communication %.1f MiB%s (ZeRO stage %d)",
       mib(m.parameters), mib(m.parameters_peak), mib(m.evaluation_peak), mib(m.gradients), mib(m.optimizer),
-      mib(m.activations), mib(m.evaluation), mib(m.communication), m.zero_stage);
+      mib(m.activations), mib(m.evaluation), mib(m.communication),
+      m.rounded_weights > 0 ? absl::StrFormat(", bfloat16 weights %.1f MiB", mib(m.rounded_weights)) : "",
+      m.zero_stage);
 }
 
 std::string PhasesPerStep(const PhaseTimes& total, int64_t steps) {
@@ -167,12 +169,19 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
   auto note = [&failed](const absl::Status& s) {
     if (failed.ok()) failed = s;
   };
+  // BF16: each weight rounded once for the passes (rounded_weights.h),
+  // forgotten before the parameters change. At stage 3 a layer's rounding
+  // lives while the layer is whole: until the next announcement.
+  const bool rounding = ctx.config.train().precision() == config::BF16;
+  const bool per_layer = exchange.sharded_params();
+  b->rounded.Clear();
   LayerHooks hooks;
   hooks.before_forward = [&](Range layer) {
     const int64_t at = timer.Mark();
     const size_t pending = exchange.gathers_pending();
     const double waited = exchange.gather_wait_seconds();
     note(exchange.AwaitParams(layer, &seen));
+    if (per_layer) b->rounded.Clear();
     if (exchange.gathers_pending() < pending || exchange.gather_wait_seconds() > waited) {
       timer.Since("all_gather", at);  // inside "forward"
     }
@@ -181,11 +190,17 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
     const int64_t at = timer.Mark();
     const double waited = exchange.gather_wait_seconds();
     note(exchange.AwaitParamsForBackward(layer, &seen));
+    if (per_layer) b->rounded.Clear();
     if (exchange.gather_wait_seconds() > waited) timer.Since("all_gather", at);  // inside "backward"
   };
   hooks.after_backward = [&](Range layer) { note(exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step)); };
   exchange.BeginStep(r.step, &b->grads);
-  const absl::StatusOr<BatchStats> computed = ComputeGradients(s, &hooks);
+  absl::StatusOr<BatchStats> computed;
+  {
+    const ActiveRoundedWeights active(rounding ? &b->rounded : nullptr);
+    computed = ComputeGradients(s, &hooks);
+  }
+  b->rounded.Clear();
   if (!failed.ok() || !computed.ok()) {
     static_cast<void>(exchange.FinishReduce(&b->grads, &seen, rank, r.step));  // the buffers are ours again
     return failed.ok() ? computed.status() : failed;
@@ -321,6 +336,7 @@ MemoryHeld Held(const StepContext& ctx, const TrainState& state, const StepBuffe
                                   ? PiecesSize(ctx.optimizer.pieces()) + exchange.TakePeakWholeFloats()
                                   : static_cast<int64_t>(state.params.size());
   m.parameters_peak = peak_floats * static_cast<int64_t>(sizeof(float));
+  m.rounded_weights = b.rounded.bytes();
   for (const StateBuffer* s : ctx.optimizer.state()) m.optimizer += HeldBytes(s->values);
   if (b.workspace != nullptr) m.activations = b.workspace->bytes();
   m.communication = TakePeakCommMemory();

@@ -257,6 +257,7 @@ TEST_P(CnnGradientTest, Bfloat16IsNearFloat32AndKeepsTheHooksContract) {
   const std::vector<float> params = InitParams(*fp32, 3);
   CheckBfloatIsNearFloat(*fp32, *bf16, ImageProblem(fp32->input(), 6, 7), params);
   CheckLayerHooks(*bf16, ImageProblem(fp32->input(), 5, 7), params);
+  CheckRoundingOnceGivesTheSameBits(*bf16, ImageProblem(fp32->input(), 5, 7), params);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CnnGradientTest,

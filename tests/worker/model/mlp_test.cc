@@ -41,6 +41,7 @@ TEST(MlpTest, Bfloat16IsNearFloat32AndKeepsTheHooksContract) {
   const std::vector<float> params = InitParams(fp32, 3);
   CheckBfloatIsNearFloat(fp32, bf16, RandomProblem(16, 50, 10, 1), params);
   CheckLayerHooks(bf16, RandomProblem(6, 50, 10, 1), params);
+  CheckRoundingOnceGivesTheSameBits(bf16, RandomProblem(6, 50, 10, 1), params);
 }
 
 INSTANTIATE_TEST_SUITE_P(Activations, GradientCheckTest,

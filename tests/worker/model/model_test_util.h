@@ -16,6 +16,7 @@
 #include "common/job/rng.h"
 #include "tests/util/require_bf16.h"
 #include "worker/model/model.h"
+#include "worker/model/rounded_weights.h"
 
 namespace shardline {
 
@@ -224,6 +225,43 @@ inline std::pair<int64_t, int64_t> CheckBfloatIsNearFloat(const Model& fp32, con
   return {ws32->bytes(), ws16->bytes()};
 }
 
+// A BF16 model's two micro-batches of one step (forward, backward, the
+// second accumulating) with each weight rounded once (an active
+// RoundedWeights, as the train step makes it) give the bits of rounding at
+// every product; the second micro-batch rounds nothing again, and after a
+// Clear the weights are rounded anew from what the parameters hold now.
+inline void CheckRoundingOnceGivesTheSameBits(const Model& bf16, const Problem& prob, std::vector<float> params) {
+  std::vector<float> every(params.size()), once(params.size());
+  std::unique_ptr<ModelWorkspace> ws = bf16.NewWorkspace();
+  const BatchStats a = bf16.ForwardBackward(params.data(), prob.examples(), 0.5f, false, every.data(), ws.get());
+  const BatchStats a2 = bf16.ForwardBackward(params.data(), prob.examples(), 0.25f, true, every.data(), ws.get());
+  RoundedWeights rounded;
+  BatchStats b, b2;
+  int64_t first = 0;
+  {
+    const ActiveRoundedWeights active(&rounded);
+    b = bf16.ForwardBackward(params.data(), prob.examples(), 0.5f, false, once.data(), ws.get());
+    first = rounded.roundings();
+    b2 = bf16.ForwardBackward(params.data(), prob.examples(), 0.25f, true, once.data(), ws.get());
+  }
+  EXPECT_EQ(a.loss_sum, b.loss_sum);
+  EXPECT_EQ(a2.loss_sum, b2.loss_sum);
+  EXPECT_EQ(std::memcmp(every.data(), once.data(), every.size() * sizeof(float)), 0)
+      << "rounding the weights once changed the gradients";
+  EXPECT_GT(first, 0) << "no product read a weight through the RoundedWeights";
+  EXPECT_EQ(rounded.roundings(), first) << "a weight was rounded again within the step";
+  // The parameters change (an update) and the roundings are forgotten: the
+  // new weights' bits, as rounding at every product gives them.
+  for (float& p : params) p *= 1.5f;
+  rounded.Clear();
+  const BatchStats fresh = bf16.ForwardBackward(params.data(), prob.examples(), 0.5f, false, every.data(), ws.get());
+  const ActiveRoundedWeights active(&rounded);
+  const BatchStats cached = bf16.ForwardBackward(params.data(), prob.examples(), 0.5f, false, once.data(), ws.get());
+  EXPECT_EQ(fresh.loss_sum, cached.loss_sum);
+  EXPECT_EQ(std::memcmp(every.data(), once.data(), every.size() * sizeof(float)), 0);
+  EXPECT_EQ(rounded.roundings(), 2 * first);
+}
+
 // A transformer (the GPT, the ViT) that `make(precision, remat)` builds
 // (absl::StatusOr<std::unique_ptr<Model>>): in BF16 near FP32 on `batch`
 // with under 0.9x its workspace (the blocks keep their products' inputs
@@ -240,6 +278,8 @@ void CheckBfloatTransformer(Make make, const Problem& batch, const Problem& smal
   CheckLayerHooks(**bf16, small, params);
   CheckLayerHooks(**bf16_remat, small, params);
   CheckRematGivesTheSameBits(**bf16, **bf16_remat, batch, params);
+  CheckRoundingOnceGivesTheSameBits(**bf16, small, params);
+  CheckRoundingOnceGivesTheSameBits(**bf16_remat, small, params);
 }
 
 }  // namespace shardline
