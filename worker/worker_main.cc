@@ -1,9 +1,9 @@
 // shardline-worker: one rank of a distributed job. See --help.
+#include <cstdint>
 #include <cstdlib>
 #include <signal.h>
 #include <unistd.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/platform/process_init.h"
 #include "common/faults/slow_disk_env.h"
@@ -71,18 +71,18 @@ std::string AdvertiseHost(const Args& args, const std::string& listen) {
 
 absl::Status Run(const Args& args) {
   if (args.Get("coordinator").empty()) return absl::InvalidArgumentError("--coordinator is required");
-  int requested_rank = -1;
-  if (args.Has("rank") && (!absl::SimpleAtoi(args.Get("rank"), &requested_rank) || requested_rank < 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("--rank must be a non-negative integer, got '", args.Get("rank"), "'"));
-  }
-  int island = -1;
-  if (args.Has("island") && (!absl::SimpleAtoi(args.Get("island"), &island) || island < 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("--island must be a non-negative integer, got '", args.Get("island"), "'"));
-  }
-  double connect_timeout = 60;
-  if (args.Has("connect_timeout_seconds") && !absl::SimpleAtod(args.Get("connect_timeout_seconds"), &connect_timeout)) {
-    return absl::InvalidArgumentError("--connect_timeout_seconds must be a number");
-  }
+  // --rank and --island: -1 when absent.
+  auto index_flag = [&args](const std::string& name) -> absl::StatusOr<int> {
+    ASSIGN_OR_RETURN(const int64_t v, IntFlag(args, name, -1));
+    if (args.Has(name) && (v < 0 || v > INT32_MAX)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " must be a non-negative integer, got '",
+                                                     args.Get(name), "'"));
+    }
+    return static_cast<int>(v);
+  };
+  ASSIGN_OR_RETURN(int requested_rank, index_flag("rank"));
+  ASSIGN_OR_RETURN(const int island, index_flag("island"));
+  ASSIGN_OR_RETURN(const double connect_timeout, DoubleFlag(args, "connect_timeout_seconds", 60));
   const std::string listen = args.Has("listen") ? args.Get("listen") : "127.0.0.1:0";
   // The process's Env, chosen once: everything below is given it.
   Env* const env = DefaultEnvWithFaults();  // SHARDLINE_SLOW_DISK_FILE: fault-injection runs only

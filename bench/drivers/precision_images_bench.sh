@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # train.precision BF16 on the image models: the CNN (deploy/configs/
-# fmnist_cnn.textproto) against shardline FP32 and against PyTorch
-# (python3-torch 1.13, OMP_NUM_THREADS=1) in float32 and with
-# torch.autocast("cpu", dtype=torch.bfloat16); the ViT
-# (fmnist_vit.textproto) BF16 against FP32 (no PyTorch ViT peer yet).
-# Samples/s at N=1 (pinned to one core) and N=2 (the CNN: DDP over gloo),
+# fmnist_cnn.textproto) and the ViT (fmnist_vit.textproto) against
+# shardline FP32 and against PyTorch (python3-torch 1.13, OMP_NUM_THREADS=1;
+# bench/peers/torch_cnn.py, torch_vit.py) in float32 and with
+# torch.autocast("cpu", dtype=torch.bfloat16).
+# Samples/s at N=1 (pinned to one core) and N=2 (PyTorch: DDP over gloo),
 # test accuracy after EPOCHS epochs (the shipped schedules squeezed into
 # them), the same OPENBLAS_CORETYPE for every process.
 #   bench/drivers/precision_images_bench.sh             # 1 epoch each (~15 minutes)
 #   EPOCHS=10 bench/drivers/precision_images_bench.sh   # the CNN's full schedule
+#   MODELS=vit bench/drivers/precision_images_bench.sh  # one model
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ./deploy/install-deps.sh --test
@@ -24,7 +25,8 @@ rm -rf "$OUT" && mkdir -p "$OUT"
 . bench/lib/ddp_local.sh
 RUN=(--set "train.epochs=$EPOCHS" --set checkpoint.every_steps=0 --set checkpoint.save_final=false
      --set "train.eval_every=0")
-for model in cnn vit; do
+MODELS=${MODELS:-"cnn vit"}
+for model in $MODELS; do
   for p in FP32 BF16; do
     echo "== $model N=1 shardline $p" >&2
     $PIN build/bin/shardline train --config "deploy/configs/fmnist_$model.textproto" --workdir "$OUT/${model}_n1_$p" \
@@ -34,15 +36,18 @@ for model in cnn vit; do
       --workdir "$OUT/${model}_n2_$p" --set "train.precision=$p" "${RUN[@]}" 2> "$OUT/${model}_n2_$p.log"
   done
 done
-for p in FP32 BF16; do
-  flag=(); [ $p = BF16 ] && flag=(--autocast)
-  echo "== cnn N=1 torch $p" >&2
-  $PIN /usr/bin/python3 bench/peers/torch_cnn.py --epochs "$EPOCHS" --eval_every 1000000 "${flag[@]}" \
-    > "$OUT/cnn_n1_torch_$p.jsonl"
-  echo "== cnn N=2 DDP $p" >&2
-  ddp_local bench/peers/torch_cnn.py 2 --epochs "$EPOCHS" --eval_every 1000000 "${flag[@]}" > "$OUT/cnn_n2_torch_$p.jsonl"
+for model in $MODELS; do
+  for p in FP32 BF16; do
+    flag=(); [ $p = BF16 ] && flag=(--autocast)
+    echo "== $model N=1 torch $p" >&2
+    $PIN /usr/bin/python3 "bench/peers/torch_$model.py" --epochs "$EPOCHS" --eval_every 1000000 "${flag[@]}" \
+      > "$OUT/${model}_n1_torch_$p.jsonl"
+    echo "== $model N=2 DDP $p" >&2
+    ddp_local "bench/peers/torch_$model.py" 2 --epochs "$EPOCHS" --eval_every 1000000 "${flag[@]}" \
+      > "$OUT/${model}_n2_torch_$p.jsonl"
+  done
 done
-/usr/bin/python3 - "$OUT" <<'PY' | tee "$OUT/summary.md"
+/usr/bin/python3 - "$OUT" "$MODELS" <<'PY' | tee "$OUT/summary.md"
 import json, os, sys
 out = sys.argv[1]
 BATCH = 128
@@ -50,7 +55,7 @@ def jsonl(path):
     return [json.loads(l) for l in open(path) if l.strip().startswith("{")]
 print("| model | N | run | samples/s | test accuracy | BF16 / FP32 | shardline / PyTorch |")
 print("| --- | --- | --- | --- | --- | --- | --- |")
-for model in ("cnn", "vit"):
+for model in sys.argv[2].split():
     for n in (1, 2):
         rate, acc = {}, {}
         for p in ("FP32", "BF16"):
