@@ -11,4 +11,6 @@ void TuneMallocForLargeBuffers() {
 
 void UseOneMallocArena() { mallopt(M_ARENA_MAX, 1); }
 
+void ReleaseFreedMemory() { malloc_trim(0); }
+
 }  // namespace shardline

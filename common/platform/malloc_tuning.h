@@ -20,6 +20,16 @@ void TuneMallocForLargeBuffers();
 // contention), so it is not the default. Call before threads start.
 void UseOneMallocArena();
 
+// Gives back to the kernel what every malloc arena holds freed
+// (malloc_trim(0): whole free pages anywhere in a heap, not only at its
+// top). TuneMallocForLargeBuffers keeps freed memory for reuse, and each
+// thread's arena keeps its own: after the occasional large transients (an
+// evaluation, a save, an in-memory snapshot, on their own threads), what
+// the arenas keep would add up to more than is ever in use at once
+// (bench/RESULTS.md, issue 48: +20 MiB on austen_gpt's workers). Costs a
+// walk of the free lists: call it after such events, not every step.
+void ReleaseFreedMemory();
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_COMMON_PLATFORM_MALLOC_TUNING_H_

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/faults/fault_injection.h"
 #include "common/job/best_eval.h"
+#include "common/platform/malloc_tuning.h"
 #include "common/platform/logging.h"
 #include "common/platform/page_memory.h"
 #include "common/job/shard.h"
@@ -341,10 +342,15 @@ absl::Status ActOn(Loop& l, const Due& due, const StepResult& r, Settle& settle)
     l.result.evals.push_back(e.point);
     new_best = e.new_best;
   }
+  bool saved = false;
   if (!l.options.checkpoint_root.empty() && (due.save || new_best) && at != l.last_saved) {
     RETURN_IF_ERROR(SaveNow(l, settle));
+    saved = true;
   }
   if (due.snapshot) RETURN_IF_ERROR(SnapshotNow(l, settle));
+  // What those transients freed goes back to the kernel, so the arenas of
+  // the threads that made them do not keep it (malloc_tuning.h).
+  if (due.eval || saved || due.snapshot) ReleaseFreedMemory();
   return absl::OkStatus();
 }
 
