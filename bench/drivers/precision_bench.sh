@@ -51,7 +51,7 @@ CORE=${CORE:-1}
 PIN="taskset -c $CORE"
 . bench/lib/ddp_local.sh
 echo "== peaks (1 thread, core $CORE)" >&2
-$PIN build/bench/sgemm_bench --benchmark_filter='BM_(Sgemm|BfloatGemm)/1024' --benchmark_format=json \
+$PIN build/bench/sgemm_bench --benchmark_filter='BM_(Sgemm|BfloatGemm|DnnlFloatGemm)/1024' --benchmark_format=json \
   --benchmark_repetitions=3 > "$OUT/peaks.json"
 for model in ${MODELS:-small wide}; do
   case $model in

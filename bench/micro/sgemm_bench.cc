@@ -31,6 +31,18 @@ void BM_BfloatGemm(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   Run(state, shardline::Precision::kBfloat16, false, false, n, n, n);
 }
+// oneDNN's float32 matmul on the same product: what OpenBLAS's sgemm is
+// compared with (issue 47); no job runs it.
+void BM_DnnlFloatGemm(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
+  for (auto _ : state) {
+    shardline::DnnlFloatGemm(n, n, n, a.data(), b.data(), c.data());
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::OneK::kIs1000);
+}
 // (precision, trans_a, trans_b, m, n, k): the GPT's linear layers at 4096
 // rows and d 512 (forward x W^T, dx = dy W, dW = dy^T x) and an attention
 // block (32 queries x 256 keys x 64).
@@ -43,6 +55,7 @@ void BM_Shape(benchmark::State& state) {
 
 BENCHMARK(BM_Sgemm)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_BfloatGemm)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DnnlFloatGemm)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Shape)
     ->ArgsProduct({{0, 1}, {0}, {1}, {4096}, {512}, {512}})
     ->Args({0, 0, 0, 4096, 512, 512})

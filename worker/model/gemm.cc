@@ -63,14 +63,17 @@ struct BfloatMatmul {
 // trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta
 using ShapeKey = std::tuple<bool, bool, int, int, int, int, int, int, float, float>;
 
+// `operands` is bf16 for every product a job runs; f32 only for
+// DnnlFloatGemm (the bench's comparison).
 std::unique_ptr<BfloatMatmul> MakeMatmul(bool trans_a, bool trans_b, int m, int n, int k, int lda, int ldb, int ldc,
-                                         float alpha, float beta) {
+                                         float alpha, float beta,
+                                         memory::data_type operands = memory::data_type::bf16) {
   auto mm = std::make_unique<BfloatMatmul>();
   // A: m x k (row stride lda), or stored k x m and read transposed.
-  mm->a = trans_a ? memory::desc({m, k}, memory::data_type::bf16, memory::dims{1, lda})
-                  : memory::desc({m, k}, memory::data_type::bf16, memory::dims{lda, 1});
-  mm->b = trans_b ? memory::desc({k, n}, memory::data_type::bf16, memory::dims{1, ldb})
-                  : memory::desc({k, n}, memory::data_type::bf16, memory::dims{ldb, 1});
+  mm->a = trans_a ? memory::desc({m, k}, operands, memory::dims{1, lda})
+                  : memory::desc({m, k}, operands, memory::dims{lda, 1});
+  mm->b = trans_b ? memory::desc({k, n}, operands, memory::dims{1, ldb})
+                  : memory::desc({k, n}, operands, memory::dims{ldb, 1});
   mm->c = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
@@ -207,6 +210,19 @@ double MeasureGemmGflops(Env* env, Precision p, int n, double min_seconds) {
     if (seconds > 0 && (best == 0 || seconds < best)) best = seconds;
   } while (total.ElapsedSeconds() < min_seconds);
   return best > 0 ? 2.0 * n * n * static_cast<double>(n) / best / 1e9 : 0;
+}
+
+void DnnlFloatGemm(int m, int n, int k, const float* a, const float* b, float* c) {
+  FollowThreadCount();
+  ThreadState& st = State();
+  thread_local std::map<std::tuple<int, int, int>, std::unique_ptr<BfloatMatmul>> f32;
+  std::unique_ptr<BfloatMatmul>& mm = f32[{m, n, k}];
+  if (mm == nullptr) mm = MakeMatmul(false, false, m, n, k, k, n, n, 1.0f, 0.0f, memory::data_type::f32);
+  memory a_mem(mm->a, Engine(), const_cast<float*>(a));
+  memory b_mem(mm->b, Engine(), const_cast<float*>(b));
+  memory c_mem(mm->c, Engine(), c);
+  mm->prim.execute(*st.stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+  st.stream->wait();
 }
 
 std::string BfloatGemmImpl(bool trans_a, bool trans_b, int m, int n, int k) {

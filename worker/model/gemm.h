@@ -74,6 +74,11 @@ inline double MeasureSgemmGflops(Env* env, int n, double min_seconds) {
   return MeasureGemmGflops(env, Precision::kFloat32, n, min_seconds);
 }
 
+// C[m,n] = A[m,k] * B[k,n] (row-major, contiguous) in oneDNN's float32
+// matmul: for the bench only, beside OpenBLAS's sgemm. No job runs it:
+// Precision::kFloat32 stays on OpenBLAS, and its bits.
+void DnnlFloatGemm(int m, int n, int k, const float* a, const float* b, float* c);
+
 // The implementation oneDNN picks for a bfloat16 product of this shape
 // (e.g. "brg:avx512_core_bf16"): for the logs and the bench.
 std::string BfloatGemmImpl(bool trans_a, bool trans_b, int m, int n, int k);

@@ -46,8 +46,6 @@ ActiveRoundedWeights::ActiveRoundedWeights(RoundedWeights* rounded) : previous_(
 
 ActiveRoundedWeights::~ActiveRoundedWeights() { g_active = previous_; }
 
-RoundedWeights* ActiveRounded() { return g_active; }
-
 const Bf16* RoundedWeight(const float* w, int rows, int cols, std::vector<Bf16>* scratch) {
   if (g_active != nullptr) return g_active->Get(w, rows, cols);
   scratch->resize(static_cast<size_t>(rows) * cols);

@@ -72,9 +72,6 @@ class ActiveRoundedWeights {
   RoundedWeights* const previous_;
 };
 
-// This thread's active RoundedWeights, or null.
-RoundedWeights* ActiveRounded();
-
 // The rounding of the weight at w (rows x cols, contiguous): the active
 // RoundedWeights' if there is one, else made now in `scratch`.
 const Bf16* RoundedWeight(const float* w, int rows, int cols, std::vector<Bf16>* scratch);
