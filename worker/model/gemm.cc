@@ -49,26 +49,23 @@ void RoundRows(const float* src, int rows, int cols, int ld, uint16_t* dst, int 
   }
 }
 
-// One shape's matmul: bfloat16 A and B with the given row strides (read
-// transposed where asked) into float32 C with stride ldc, alpha applied to
-// the float32 product and beta * C added to it inside oneDNN's kernel (an
-// output scale and a sum post-op: no extra pass over C), made once and
-// reused.
-struct BfloatMatmul {
+// One shape's matmul: A and B (bfloat16; float32 only for DnnlFloatGemm)
+// with the given row strides (read transposed where asked) into float32 C
+// with stride ldc, alpha applied to the float32 product and beta * C added
+// to it inside oneDNN's kernel (an output scale and a sum post-op: no extra
+// pass over C), made once and reused.
+struct Matmul {
   memory::desc a, b, c;
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul prim;
 };
 
-// trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta
-using ShapeKey = std::tuple<bool, bool, int, int, int, int, int, int, float, float>;
+// operands, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta
+using ShapeKey = std::tuple<memory::data_type, bool, bool, int, int, int, int, int, int, float, float>;
 
-// `operands` is bf16 for every product a job runs; f32 only for
-// DnnlFloatGemm (the bench's comparison).
-std::unique_ptr<BfloatMatmul> MakeMatmul(bool trans_a, bool trans_b, int m, int n, int k, int lda, int ldb, int ldc,
-                                         float alpha, float beta,
-                                         memory::data_type operands = memory::data_type::bf16) {
-  auto mm = std::make_unique<BfloatMatmul>();
+std::unique_ptr<Matmul> MakeMatmul(memory::data_type operands, bool trans_a, bool trans_b, int m, int n, int k,
+                                   int lda, int ldb, int ldc, float alpha, float beta) {
+  auto mm = std::make_unique<Matmul>();
   // A: m x k (row stride lda), or stored k x m and read transposed.
   mm->a = trans_a ? memory::desc({m, k}, operands, memory::dims{1, lda})
                   : memory::desc({m, k}, operands, memory::dims{lda, 1});
@@ -90,7 +87,7 @@ std::unique_ptr<BfloatMatmul> MakeMatmul(bool trans_a, bool trans_b, int m, int 
 // This thread's matmuls by shape, its stream, and its rounded operands for
 // Gemm.
 struct ThreadState {
-  std::map<ShapeKey, std::unique_ptr<BfloatMatmul>> matmuls;
+  std::map<ShapeKey, std::unique_ptr<Matmul>> matmuls;
   std::unique_ptr<dnnl::stream> stream;
   std::vector<uint16_t> a, b;
 };
@@ -101,8 +98,10 @@ ThreadState& State() {
   return state;
 }
 
-void RunBf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const uint16_t* a, int lda,
-             const uint16_t* b, int ldb, float beta, float* c, int ldc) {
+// C = alpha op(A) op(B) + beta C in oneDNN, A and B of type `operands`, on
+// this thread's matmul for the shape.
+void RunMatmul(memory::data_type operands, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+               const void* a, int lda, const void* b, int ldb, float beta, float* c, int ldc) {
   FollowThreadCount();
   ThreadState& st = State();
   // A model uses a few dozen shapes (attention's causal blocks, a smaller
@@ -110,13 +109,19 @@ void RunBf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const
   // go, whose primitives are dropped rather than kept without bound.
   constexpr size_t kMaxCachedMatmuls = 1024;
   if (st.matmuls.size() >= kMaxCachedMatmuls) st.matmuls.clear();
-  std::unique_ptr<BfloatMatmul>& mm = st.matmuls[ShapeKey(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta)];
-  if (mm == nullptr) mm = MakeMatmul(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta);
-  memory a_mem(mm->a, Engine(), const_cast<uint16_t*>(a));
-  memory b_mem(mm->b, Engine(), const_cast<uint16_t*>(b));
+  std::unique_ptr<Matmul>& mm =
+      st.matmuls[ShapeKey(operands, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta)];
+  if (mm == nullptr) mm = MakeMatmul(operands, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta);
+  memory a_mem(mm->a, Engine(), const_cast<void*>(a));
+  memory b_mem(mm->b, Engine(), const_cast<void*>(b));
   memory c_mem(mm->c, Engine(), c);
   mm->prim.execute(*st.stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
   st.stream->wait();
+}
+
+void RunBf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const uint16_t* a, int lda,
+             const uint16_t* b, int ldb, float beta, float* c, int ldc) {
+  RunMatmul(memory::data_type::bf16, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void BfloatGemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
@@ -213,20 +218,12 @@ double MeasureGemmGflops(Env* env, Precision p, int n, double min_seconds) {
 }
 
 void DnnlFloatGemm(int m, int n, int k, const float* a, const float* b, float* c) {
-  FollowThreadCount();
-  ThreadState& st = State();
-  thread_local std::map<std::tuple<int, int, int>, std::unique_ptr<BfloatMatmul>> f32;
-  std::unique_ptr<BfloatMatmul>& mm = f32[{m, n, k}];
-  if (mm == nullptr) mm = MakeMatmul(false, false, m, n, k, k, n, n, 1.0f, 0.0f, memory::data_type::f32);
-  memory a_mem(mm->a, Engine(), const_cast<float*>(a));
-  memory b_mem(mm->b, Engine(), const_cast<float*>(b));
-  memory c_mem(mm->c, Engine(), c);
-  mm->prim.execute(*st.stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
-  st.stream->wait();
+  RunMatmul(memory::data_type::f32, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
 }
 
 std::string BfloatGemmImpl(bool trans_a, bool trans_b, int m, int n, int k) {
-  return MakeMatmul(trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n, n, 1.0f, 0.0f)->pd.impl_info_str();
+  return MakeMatmul(memory::data_type::bf16, trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n, n, 1.0f, 0.0f)
+      ->pd.impl_info_str();
 }
 
 }  // namespace shardline

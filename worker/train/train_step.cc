@@ -170,8 +170,10 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
     if (failed.ok()) failed = s;
   };
   // BF16: each weight rounded once for the passes (rounded_weights.h),
-  // forgotten before the parameters change. At stage 3 a layer's rounding
-  // lives while the layer is whole: until the next announcement.
+  // from the parameters as this step finds them (whatever changed them
+  // since the last step: the update, a restore, an outer step). At stage
+  // 3 a layer's rounding lives while the layer is whole: until the next
+  // announcement.
   const bool rounding = ctx.config.train().precision() == config::BF16;
   const bool per_layer = exchange.sharded_params();
   b->rounded.Clear();
@@ -200,7 +202,6 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
     const ActiveRoundedWeights active(rounding ? &b->rounded : nullptr);
     computed = ComputeGradients(s, &hooks);
   }
-  b->rounded.Clear();
   if (!failed.ok() || !computed.ok()) {
     static_cast<void>(exchange.FinishReduce(&b->grads, &seen, rank, r.step));  // the buffers are ours again
     return failed.ok() ? computed.status() : failed;
