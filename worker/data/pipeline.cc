@@ -103,6 +103,8 @@ state::DataPosition BatchPipeline::Position(int64_t next_step) const {
   pos.set_num_examples(num_examples_);
   pos.set_global_batch_size(global_batch_size_);
   if (!tokenizer_sha256_.empty()) pos.set_tokenizer_sha256(tokenizer_sha256_);
+  pos.set_permutation(permutation_kind_ == Permutation::kHashed ? state::DataPosition::HASHED
+                                                                 : state::DataPosition::STORED);
   return pos;
 }
 
@@ -119,6 +121,17 @@ absl::StatusOr<int64_t> BatchPipeline::Restore(const state::DataPosition& pos) c
         " examples, global batch ", pos.global_batch_size(),
         ") does not match this run (shuffle_seed ", shuffle_seed_, ", ", num_examples_,
         " examples, global batch ", global_batch_size_, ")"));
+  }
+  // Positions written before the permutation was recorded: token shards
+  // were hashed, everything else stored (byte-level text too).
+  const bool saved_hashed = pos.has_permutation() ? pos.permutation() == state::DataPosition::HASHED
+                                                  : !pos.tokenizer_sha256().empty();
+  if (saved_hashed != (permutation_kind_ == Permutation::kHashed)) {
+    auto name = [](bool hashed) { return hashed ? "hashed (text, token shards)" : "stored (images; text before 2026-11-29)"; };
+    return absl::FailedPreconditionError(absl::StrCat(
+        "saved data position was shuffled by the ", name(saved_hashed), " permutation; this run shuffles by the ",
+        name(permutation_kind_ == Permutation::kHashed),
+        " one (worker/data/pipeline.h): resume it with the shardline that wrote it, or start afresh"));
   }
   if (pos.next_step() < 0) {
     return absl::DataLossError(absl::StrCat("saved data position has negative step ",

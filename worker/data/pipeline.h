@@ -7,9 +7,11 @@
 // [rank*B/world, (rank+1)*B/world) of it. So a resumed run, or a run on a
 // different number of workers, sees exactly the same global batches.
 //
-// Two permutations, by the size of the data set. kStored (images, text read
-// whole) draws a Fisher-Yates shuffle and holds it: 4 bytes per example.
-// kHashed (token shards, corpora of any size) holds nothing: position i of
+// Two permutations, by what an example costs. kStored (images: hundreds of
+// bytes an example) draws a Fisher-Yates shuffle and holds it: 4 bytes per
+// example. kHashed (text and token shards, whose examples start at every
+// byte or token: a held permutation would be 4 times the corpus) holds
+// nothing: position i of
 // epoch e is a keyed bijection of [0, n) computed when asked (a balanced
 // Feistel network over the smallest even power of two >= n, cycle-walked
 // into [0, n)), so memory does not grow with the corpus.
@@ -56,7 +58,8 @@ class BatchPipeline {
   state::DataPosition Position(int64_t next_step) const;
 
   // Checks a saved position belongs to this pipeline (same seed, data set
-  // size and batch size) and returns the step to read next.
+  // size, batch size, tokenizer and permutation) and returns the step to
+  // read next.
   absl::StatusOr<int64_t> Restore(const state::DataPosition& position) const;
 
   // The permutation of epoch `epoch`: a pure function of (shuffle_seed, epoch).
@@ -85,10 +88,11 @@ class BatchPipeline {
   std::vector<int32_t> permutation_;
 };
 
-// The permutation a training split is shuffled with: kHashed for token
-// shards (it would grow with the corpus), kStored for the rest.
+// The permutation a training split is shuffled with: kHashed for text and
+// token shards (held, it would be 4 bytes per byte or token of the
+// corpus), kStored for images.
 inline Permutation PermutationFor(const Dataset& train) {
-  return train.tokens != nullptr ? Permutation::kHashed : Permutation::kStored;
+  return train.is_text() ? Permutation::kHashed : Permutation::kStored;
 }
 
 // Copies the examples `indices` of `data` into `out` (growing its vectors

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/job/islands.h"
 #include "common/platform/status_macros.h"
+#include "worker/data/pipeline.h"
 #include "worker/model/model_factory.h"
 #include "worker/train/train_loop.h"
 
@@ -58,7 +59,7 @@ int64_t DataBytes(const Dataset& d) {
 
 // The epoch permutation, when it is held (pipeline.h: kStored).
 int64_t PermutationBytes(const Dataset& train) {
-  return train.tokens != nullptr ? 0 : train.num_examples * static_cast<int64_t>(sizeof(int32_t));
+  return PermutationFor(train) == Permutation::kHashed ? 0 : train.num_examples * static_cast<int64_t>(sizeof(int32_t));
 }
 
 }  // namespace

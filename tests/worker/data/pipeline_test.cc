@@ -150,5 +150,36 @@ TEST(PipelineTest, HashedBatchesCoverAnEpochAndSliceForAnyWorldSize) {
   EXPECT_NE(slice, global);  // the two orders differ; each run keeps its own
 }
 
+// A position names its permutation, and a run drawing the other is refused
+// rather than silently reading another order; positions written before it
+// was recorded are read as those versions drew (token shards hashed, the
+// rest stored).
+TEST(PipelineTest, RestoreRefusesAPositionOfTheOtherPermutation) {
+  BatchPipeline stored(1000, 32, 1), hashed(1000, 32, 1, Permutation::kHashed);
+  EXPECT_EQ(stored.Restore(stored.Position(40)).value(), 40);
+  EXPECT_EQ(hashed.Restore(hashed.Position(40)).value(), 40);
+  const absl::StatusOr<int64_t> other = hashed.Restore(stored.Position(40));
+  ASSERT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("stored"), absl::string_view::npos) << other.status();
+  EXPECT_FALSE(stored.Restore(hashed.Position(40)).ok());
+
+  state::DataPosition old_bytes = stored.Position(40);
+  old_bytes.clear_permutation();
+  EXPECT_TRUE(stored.Restore(old_bytes).ok());
+  EXPECT_FALSE(hashed.Restore(old_bytes).ok());  // text from before 2026-11-29: stored
+  hashed.set_tokenizer_sha256("abc");
+  state::DataPosition old_tokens = hashed.Position(40);
+  old_tokens.clear_permutation();
+  EXPECT_EQ(hashed.Restore(old_tokens).value(), 40);
+}
+
+TEST(PipelineTest, TextAndTokensAreHashedImagesStored) {
+  Dataset images;
+  EXPECT_EQ(PermutationFor(images), Permutation::kStored);
+  Dataset text;
+  text.context = 16;
+  EXPECT_EQ(PermutationFor(text), Permutation::kHashed);
+}
+
 }  // namespace
 }  // namespace shardline
