@@ -357,6 +357,9 @@ void ValidateRuntime(const config::JobConfig& c, Problems* p) {
                                               rt.num_workers(), "), got ", rt.min_workers()));
   }
   p->Positive("runtime.replace_timeout_seconds", rt.replace_timeout_seconds());
+  if (rt.memory_margin_percent() < 0 || rt.memory_margin_percent() > 50) {
+    p->Add("runtime.memory_margin_percent", absl::StrCat("must be in [0, 50], got ", rt.memory_margin_percent()));
+  }
   if (rt.memory_limit_mb() < 0 || rt.memory_limit_mb() > (int64_t{1} << 30)) {
     p->Add("runtime.memory_limit_mb", absl::StrCat("must be 0 (no limit) or a positive number of MiB, got ",
                                                   rt.memory_limit_mb()));

@@ -64,8 +64,8 @@ int64_t PermutationBytes(const Dataset& train) {
 
 }  // namespace
 
-bool PlanFits(int64_t total, int64_t limit_bytes) {
-  return static_cast<double>(total) <= kPlanShareOfLimit * static_cast<double>(limit_bytes);
+bool PlanFits(int64_t total, int64_t limit_bytes, int margin_percent) {
+  return static_cast<double>(total) <= (100 - margin_percent) / 100.0 * static_cast<double>(limit_bytes);
 }
 
 int64_t MemoryPlan::total() const {
@@ -160,12 +160,13 @@ std::string PlanTable(const MemoryPlan& plan) {
 absl::Status CheckPlanFits(const MemoryPlan& plan, const config::JobConfig& config, const TrainingData& data,
                            int64_t limit_bytes, const std::string& limit_source) {
   const int world = plan.world;
-  if (limit_bytes <= 0 || PlanFits(plan.total(), limit_bytes)) return absl::OkStatus();
+  const int margin = config.runtime().memory_margin_percent();
+  if (limit_bytes <= 0 || PlanFits(plan.total(), limit_bytes, margin)) return absl::OkStatus();
   // What would fit: each change alone, as the plan says.
   std::vector<std::string> fits;
   auto try_change = [&](const std::string& what, config::JobConfig changed, int w) {
     absl::StatusOr<MemoryPlan> alt = PlanJob(changed, data, w);
-    if (alt.ok() && PlanFits(alt->total(), limit_bytes)) {
+    if (alt.ok() && PlanFits(alt->total(), limit_bytes, margin)) {
       fits.push_back(absl::StrFormat("%s (%.1f MiB)", what, MiB(alt->total())));
     }
   };
@@ -201,9 +202,10 @@ absl::Status CheckPlanFits(const MemoryPlan& plan, const config::JobConfig& conf
   }
   const MemoryTerm& big = plan.largest();
   return absl::FailedPreconditionError(absl::StrFormat(
-      "this job needs about %.1f MiB per worker, more than %.0f%% of the %.1f MiB limit of %s (the rest is the "
-      "plan's margin); the largest term is %s, %.1f MiB (shardline plan --config F --workers %d lists them all); %s",
-      MiB(plan.total()), 100 * kPlanShareOfLimit, MiB(limit_bytes), limit_source, big.name, MiB(big.bytes), world,
+      "this job needs about %.1f MiB per worker, more than %d%% of the %.1f MiB limit of %s (the rest is the "
+      "plan's margin, runtime.memory_margin_percent); the largest term is %s, %.1f MiB (shardline plan --config F "
+      "--workers %d lists them all); %s",
+      MiB(plan.total()), 100 - margin, MiB(limit_bytes), limit_source, big.name, MiB(big.bytes), world,
       fits.empty() ? std::string("no single change of stage, remat, snapshots, saves, workers or micro-batch fits it")
                    : absl::StrCat("it would fit with ", absl::StrJoin(fits, ", or ", [](std::string* out, const std::string& f) {
                                     out->append(f);

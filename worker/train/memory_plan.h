@@ -77,13 +77,14 @@ std::string DescribePlan(const MemoryPlan& plan);
 // The plan as a table, one term a line, for `shardline plan`.
 std::string PlanTable(const MemoryPlan& plan);
 
-// The share of a limit a plan may fill: measured peaks run up to ~5% over
-// the plan (the allocator's retained blocks, the libraries' pages;
-// bench/RESULTS.md, issue 48), and a cgroup also charges the page cache.
-inline constexpr double kPlanShareOfLimit = 0.9;
-bool PlanFits(int64_t total, int64_t limit_bytes);
+// Whether a plan's total fits `limit_bytes` less `margin_percent` of it
+// (runtime.memory_margin_percent: measured peaks run up to ~5% over the
+// plan - the allocator's retained blocks, the libraries' pages; bench/
+// RESULTS.md, issue 48 - and a cgroup also charges the page cache).
+bool PlanFits(int64_t total, int64_t limit_bytes, int margin_percent);
 
-// OK when the plan's total fits kPlanShareOfLimit of `limit_bytes` (the tighter of
+// OK when the plan's total fits `limit_bytes` less config's
+// runtime.memory_margin_percent of it (`limit_bytes` the tighter of
 // runtime.memory_limit_mb and the cgroup's, named by `limit_source`);
 // otherwise FailedPrecondition naming the total, the limit and its source,
 // the largest term, and what would fit it (stage 3, remat, more workers, a

@@ -141,5 +141,22 @@ TEST(MemoryPlanTest, AJobOverItsLimitIsRefusedNamingTheLargestTermAndWhatFits) {
   EXPECT_TRUE(absl::StrContains(none.message(), "no single change")) << none;
 }
 
+TEST(MemoryPlanTest, TheMarginIsTheConfigsShareOfTheLimit) {
+  const TrainingData data = Text();
+  const config::JobConfig none = Gpt({"checkpoint.memory_every_steps=0", "runtime.memory_margin_percent=0"});
+  absl::StatusOr<MemoryPlan> plan = PlanJob(none, data, 2);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(CheckPlanFits(*plan, none, data, plan->total(), "the test's limit").ok());  // to the byte
+  EXPECT_FALSE(CheckPlanFits(*plan, none, data, plan->total() - 1, "the test's limit").ok());
+  const config::JobConfig five = Gpt({"checkpoint.memory_every_steps=0", "runtime.memory_margin_percent=5"});
+  EXPECT_TRUE(CheckPlanFits(*plan, five, data, plan->total() * 20 / 19 + 1, "the test's limit").ok());
+  const absl::Status s = CheckPlanFits(*plan, five, data, plan->total() * 20 / 19 - 1024, "the test's limit");
+  EXPECT_TRUE(absl::StrContains(s.message(), "more than 95% of the")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "runtime.memory_margin_percent")) << s;
+  EXPECT_TRUE(ValidateConfig(Gpt({"runtime.memory_margin_percent=50"})).ok());
+  const absl::Status bad = ValidateConfig(Gpt({"runtime.memory_margin_percent=51"}));
+  EXPECT_TRUE(absl::StrContains(bad.message(), "runtime.memory_margin_percent")) << bad;
+}
+
 }  // namespace
 }  // namespace shardline
