@@ -9,14 +9,18 @@
 #    snapshot steps while a third is taken), the final evaluation on the whole test split
 #    (the GPTs': 64 KiB of validation text). A table, and the curve drawn by
 #    gnuplot into bench/memory_plan.png.
-# 2. The largest GPT (width at 16 layers, heads of 64) that trains,
+# 2. The largest GPT (width at 16 layers, 8 heads) that trains,
 #    evaluates and saves at N = 4 with each worker in its own cgroup v1
 #    memory group capped at CAP_MB (default 520), at stage 3 with remat, no
-#    in-memory snapshots and synchronous saves, in FP32 and in BF16: the
-#    widest whose plan fits (shardline plan, searched by 64s), run under the
-#    cap (3 steps, the final evaluation, the final save); and the next width,
-#    which each worker refuses before training. Against the bound: (cap - the
-#    fixed cost - activations) / (16 bytes / N) parameters.
+#    in-memory snapshots, synchronous saves and 4 MiB buckets, in each of
+#    PRECISIONS (default "FP32 BF16"): the widest whose plan fits with the
+#    default margin (shardline plan, searched by 16s), run under the cap (3
+#    steps, the final evaluation, the final save), and the next width, which
+#    each worker refuses before training; then, with
+#    runtime.memory_margin_percent=0 so the plan refuses nothing under the
+#    cap itself, wider by 16s until a worker is killed for memory: the
+#    widest that really trains under the cap. Against the bound: (cap - the fixed cost -
+#    activations) / (16 bytes / N) parameters.
 # 3. The default MLP's peak RSS per worker (fmnist_mlp, N = 2).
 # One command (about 25 minutes here; root for part 2):
 #   bench/drivers/memory_bound_bench.sh
@@ -29,6 +33,7 @@ OUT=bench/out/memory
 PARTS=${PARTS:-1 2 3}
 CAP_MB=${CAP_MB:-520}
 STEPS=${STEPS:-9}
+PRECISIONS=${PRECISIONS:-FP32 BF16}
 mkdir -p "$OUT"
 tmp="$(mktemp -d /tmp/memory_bench.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
@@ -81,16 +86,22 @@ fi
 
 if [[ " $PARTS " == *" 2 "* ]]; then
   [[ -w /sys/fs/cgroup/memory ]] || { echo "part 2 needs cgroup v1's memory controller writable (root)" >&2; exit 1; }
-  CAPPED=("${TEXT[@]}" --set model.gpt.layers=16 --set data.global_batch_size=8 --set collective.bucket_cap_mb=8
+  CAPPED=("${TEXT[@]}" --set model.gpt.layers=16 --set data.global_batch_size=8 --set collective.bucket_cap_mb=4
           --set collective.zero_stage=3 --set train.remat=true --set checkpoint.memory_every_steps=0
           --set checkpoint.async=false --set checkpoint.every_steps=0 --set checkpoint.save_final=true
           --set checkpoint.best_metric= --set train.eval_every=0 --set train.total_steps=3 --set schedule.warmup_steps=1
           --set runtime.watchdog_timeout_seconds=900)
-  width_sets() { echo "--set model.gpt.d_model=$1 --set model.gpt.heads=$(($1 / 64))"; }
-  fits() {  # fits PRECISION WIDTH: the plan of 4 workers within the cap
+  width_sets() { echo "--set model.gpt.d_model=$1 --set model.gpt.heads=8"; }
+  fits() {  # fits PRECISION WIDTH MARGIN: the plan of 4 workers within the cap less MARGIN percent
     # shellcheck disable=SC2046
     build/bin/shardline plan --config deploy/configs/austen_gpt.textproto --workers 4 "${CAPPED[@]}" \
-      --set "train.precision=$1" $(width_sets "$2") --set "runtime.memory_limit_mb=$CAP_MB" > /dev/null 2>&1
+      --set "train.precision=$1" $(width_sets "$2") --set "runtime.memory_limit_mb=$CAP_MB" \
+      --set "runtime.memory_margin_percent=$3" > /dev/null 2>&1
+  }
+  widest() {  # widest PRECISION MARGIN: the widest d_model (by 16s) whose plan fits, or nothing
+    local width=496
+    while fits "$1" $((width + 16)) "$2"; do width=$((width + 16)); done
+    [[ $width -gt 496 ]] && echo "$width"
   }
   term() {  # term PRECISION WIDTH NAME: MiB of one plan term
     # shellcheck disable=SC2046
@@ -98,11 +109,11 @@ if [[ " $PARTS " == *" 2 "* ]]; then
       --set "train.precision=$1" $(width_sets "$2") | awk -v t="$3" '$1 == t {print $2}'
   }
   . bench/lib/capped_job.sh
-  capped() {  # capped PRECISION WIDTH: one job of 4 workers, each in its own capped group; prints the outcome
-    local precision=$1 width=$2 dir="$OUT/capped_${1}_d$2" outcome
+  capped() {  # capped PRECISION WIDTH MARGIN: one job of 4 workers, each in its own capped group; prints the outcome
+    local precision=$1 width=$2 margin=$3 dir="$OUT/capped_${1}_d$2_m$3" outcome
     # shellcheck disable=SC2046
     outcome=$(capped_job "$dir" "$CAP_MB" 4 1500 deploy/configs/austen_gpt.textproto "${CAPPED[@]}" \
-      --set "train.precision=$precision" $(width_sets "$width"))
+      --set "train.precision=$precision" $(width_sets "$width") --set "runtime.memory_margin_percent=$margin")
     case $outcome in
       finished) outcome="trained, evaluated, saved" ;;
       failed) outcome="refused" ;;
@@ -116,21 +127,34 @@ if [[ " $PARTS " == *" 2 "* ]]; then
       outcome="refused: $(grep -o "this job needs about [0-9.]* MiB" "$dir/logs/coordinator.log" | head -1)"
     fi
     ls "$dir/work/checkpoints" 2> /dev/null | grep -q step_ || [[ $outcome != trained* ]] || outcome="$outcome (no checkpoint!)"
-    echo "| $precision | $width | ${params:-} | $outcome | $charge | $predicted |"
+    echo "| $precision | $margin% | $width | ${params:-} | $outcome | $charge | $predicted |"
   }
+  rm -f "$OUT/bound.dat"
   {
-    echo "| precision | d_model (16 layers) | parameters | outcome under $CAP_MB MiB | each worker's peak charge, MiB | final log line |"
-    echo "| --- | --- | --- | --- | --- | --- |"
-    for precision in FP32 BF16; do
-      width=512
-      while fits "$precision" $((width + 64)); do width=$((width + 64)); done
-      fits "$precision" "$width" || { echo "| $precision | even d_model 512 does not fit |"; continue; }
-      capped "$precision" "$width"
-      capped "$precision" $((width + 64))
+    echo "| precision | plan margin | d_model (16 layers, 8 heads) | parameters | outcome under $CAP_MB MiB | each worker's peak charge, MiB | final log line |"
+    echo "| --- | --- | --- | --- | --- | --- | --- |"
+    for precision in $PRECISIONS; do
+      width=$(widest "$precision" 10) || { echo "| $precision | 10% | even d_model 512 does not fit |"; continue; }
+      capped "$precision" "$width" 10
+      capped "$precision" $((width + 16)) 10
       # The bound: (cap - fixed - activations) / 16 bytes * N.
       act=$(term "$precision" "$width" activations)
       fixed=$(term "$precision" "$width" fixed)
-      echo "$precision $width $act $fixed" >> "$OUT/bound.dat"
+      echo "$precision 10 $width $act $fixed" >> "$OUT/bound.dat"
+      # What really trains under the cap, the plan's margin set to 0: wider
+      # by 16s from the plan's choice until a worker is killed (or the plan
+      # is over the cap itself).
+      local_widest=$width
+      while fits "$precision" $((width + 16)) 0; do
+        width=$((width + 16))
+        row=$(capped "$precision" "$width" 0)
+        echo "$row"
+        [[ $row == *"trained, evaluated, saved |"* ]] || break
+        local_widest=$width
+      done
+      if [[ $local_widest -gt $(widest "$precision" 10) ]]; then
+        echo "$precision 0 $local_widest $(term "$precision" "$local_widest" activations) $(term "$precision" "$local_widest" fixed)" >> "$OUT/bound.dat"
+      fi
     done
   } | tee "$OUT/capped.md"
   /usr/bin/python3 - "$OUT" "$CAP_MB" << 'PY' | tee -a "$OUT/capped.md"
@@ -138,13 +162,13 @@ import re, sys
 out, cap = sys.argv[1], float(sys.argv[2])
 rows = [l.split() for l in open(f"{out}/bound.dat")]
 md = open(f"{out}/capped.md").read()
-for precision, width, act, fixed in rows:
-    m = re.search(rf"\| {precision} \| {width} \| (\d+) \| trained", md)
+for precision, margin, width, act, fixed in rows:
+    m = re.search(rf"\| {precision} \| {margin}% \| {width} \| (\d+) \| trained", md)
     if not m:
         continue
     p = int(m.group(1))
     bound = (cap - float(fixed) - float(act)) * 2**20 / 16 * 4
-    print(f"{precision}: d_model {width}, {p / 1e6:.1f}M parameters; bound {bound / 1e6:.1f}M ((cap - {fixed} fixed - {act} activations MiB) / 16 B x 4); {p / bound:.2f}x")
+    print(f"{precision}, margin {margin}%: d_model {width}, {p / 1e6:.1f}M parameters; bound {bound / 1e6:.1f}M ((cap - {fixed} fixed - {act} activations MiB) / 16 B x 4); {p / bound:.2f}x")
 PY
 fi
 

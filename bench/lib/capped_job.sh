@@ -3,7 +3,9 @@
 # when the job ends), with the coordinator outside any cap. While the job
 # runs, each worker's /proc/PID/status is read every second; at its end one
 # line per worker: "rank max_VmRSS_MiB max_RssAnon_MiB max_RssFile_MiB
-# group_max_usage_MiB oom_kills" in DIR/memory.dat, and the outcome
+# group_max_usage_MiB oom_kills max_cache_MiB kmem_max_usage_MiB" in
+# DIR/memory.dat (cache: the group's page cache and shared memory, sampled
+# with the RSS; kmem: what the kernel charged it for itself, sockets too), and the outcome
 # ("finished", "failed", "killed for memory", "timeout") on stdout.
 #
 #   . bench/lib/capped_job.sh
@@ -50,12 +52,14 @@ capped_job_body() {
     workers+=($!)
     CAPPED_PIDS+=($!)
   done
-  local -a rss anon file
-  for ((r = 0; r < n; r++)); do rss[r]=0 anon[r]=0 file[r]=0; done
+  local -a rss anon file cache
+  for ((r = 0; r < n; r++)); do rss[r]=0 anon[r]=0 file[r]=0 cache[r]=0; done
   local outcome=timeout t
   for ((t = 0; t < timeout; t++)); do
     for ((r = 0; r < n; r++)); do
       local st="/proc/${workers[r]}/status" v
+      # Before the status: a worker the kernel killed has none.
+      if grep -q "oom_kill [1-9]" "${groups[r]}/memory.oom_control" 2> /dev/null; then outcome="killed for memory"; fi
       [[ -r $st ]] || continue
       v=$(awk '$1 == "VmRSS:" {print $2}' "$st" 2> /dev/null || true)
       [[ -n $v ]] && ((v > rss[r])) && rss[r]=$v
@@ -63,7 +67,8 @@ capped_job_body() {
       [[ -n $v ]] && ((v > anon[r])) && anon[r]=$v
       v=$(awk '$1 == "RssFile:" {print $2}' "$st" 2> /dev/null || true)
       [[ -n $v ]] && ((v > file[r])) && file[r]=$v
-      if grep -q "oom_kill [1-9]" "${groups[r]}/memory.oom_control" 2> /dev/null; then outcome="killed for memory"; fi
+      v=$(awk '$1 == "cache" {print int($2 / 1024)}' "${groups[r]}/memory.stat" 2> /dev/null || true)
+      [[ -n $v ]] && ((v > cache[r])) && cache[r]=$v
     done
     [[ $outcome == "killed for memory" ]] && break
     if ! kill -0 "$coordinator" 2> /dev/null; then
@@ -83,10 +88,11 @@ capped_job_body() {
   CAPPED_PIDS=()
   : > "$dir/memory.dat"
   for ((r = 0; r < n; r++)); do
-    local g=${groups[r]} usage kills
+    local g=${groups[r]} usage kills kmem
     usage=$(($(cat "$g/memory.max_usage_in_bytes") / 1048576))
     kills=$(awk '$1 == "oom_kill" {print $2}' "$g/memory.oom_control" 2> /dev/null || echo 0)
-    echo "$r $((rss[r] / 1024)) $((anon[r] / 1024)) $((file[r] / 1024)) $usage ${kills:-0}" >> "$dir/memory.dat"
+    kmem=$(($(cat "$g/memory.kmem.max_usage_in_bytes" 2> /dev/null || echo 0) / 1048576))
+    echo "$r $((rss[r] / 1024)) $((anon[r] / 1024)) $((file[r] / 1024)) $usage ${kills:-0} $((cache[r] / 1024)) $kmem" >> "$dir/memory.dat"
   done
   capped_job_cleanup
   CAPPED_GROUPS=()
