@@ -19,6 +19,7 @@
 #   bench/drivers/diloco_bench.sh                                  # 1 Gbit/s, 100 and 20 Mbit/s
 #   RATES=100mbit HS="10 50" STEPS=600 bench/drivers/diloco_bench.sh
 #   RATES=100mbit HS="10:1:0 50:0.7:0.9:INT8" bench/drivers/diloco_bench.sh   # plain averaging; int8
+#   RATES=20mbit HS="10:1:0 50" PNG=bench/diloco_loss_20mbit.png bench/drivers/diloco_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=bench/out/diloco
@@ -26,6 +27,7 @@ RATES=${RATES:-"1gbit 100mbit 20mbit"}
 HS=${HS:-"10 50 200"}
 STEPS=${STEPS:-1000}
 TARGET=${TARGET:-2.2}
+PNG=${PNG:-bench/diloco_loss.png}  # the curves of this run's RATES
 EVAL=${EVAL:-100}  # evaluation every EVAL steps (every H for a larger H)
 P=${PREFIX:-sldl}
 export SIM_TIMEOUT=${SIM_TIMEOUT:-3600}  # synchronous training over 20 Mbit/s is slow
@@ -85,5 +87,5 @@ sim_hosts_down
 trap - EXIT
 
 /usr/bin/python3 bench/lib/summarize_diloco.py "$OUT" "$RATES" "$HS" "$STEPS" "$TARGET" | tee "$OUT/summary.md"
-gnuplot -e "out='bench/diloco_loss.png'; dir='$OUT'; rates='$RATES'; hs='${HS//:/_}'" bench/lib/diloco_loss.gp
-echo "wrote $OUT/summary.md and bench/diloco_loss.png" >&2
+gnuplot -e "out='$PNG'; dir='$OUT'; rates='$RATES'; hs='${HS//:/_}'" bench/lib/diloco_loss.gp
+echo "wrote $OUT/summary.md and $PNG" >&2
