@@ -11,10 +11,10 @@
 // bytes an example) draws a Fisher-Yates shuffle and holds it: 4 bytes per
 // example. kHashed (text and token shards, whose examples start at every
 // byte or token: a held permutation would be 4 times the corpus) holds
-// nothing: position i of
-// epoch e is a keyed bijection of [0, n) computed when asked (a balanced
-// Feistel network over the smallest even power of two >= n, cycle-walked
-// into [0, n)), so memory does not grow with the corpus.
+// nothing: position i of epoch e is a keyed bijection of [0, n) computed
+// when asked (a balanced Feistel network over the smallest even power of
+// two >= n, cycle-walked into [0, n)), so memory does not grow with the
+// corpus.
 //
 //   BatchPipeline pipe(train.num_examples, cfg.data().global_batch_size(), seed);
 //   pipe.RankSlice(step, rank, world, &indices);
