@@ -4,9 +4,10 @@
 //     SHARDLINE_REQUIRE_BF16();
 //     ...
 //
-// Skips the test, saying why, on a CPU without it; CI sets
-// SHARDLINE_REQUIRE_BF16=1 (its machines have it), where a missing feature
-// fails the test instead, so no BF16 test is ever skipped silently there.
+// Skips the test, saying why, on a CPU without it; .ci/run sets
+// SHARDLINE_REQUIRE_BF16=1 on a CPU that advertises AVX512_BF16, where a
+// missing feature fails the test instead, so a broken detection never
+// skips the BF16 tests silently there.
 #ifndef SHARDLINE_TESTS_UTIL_REQUIRE_BF16_H_
 #define SHARDLINE_TESTS_UTIL_REQUIRE_BF16_H_
 
