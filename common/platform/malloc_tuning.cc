@@ -17,8 +17,16 @@ void UseOneMallocArena() { mallopt(M_ARENA_MAX, 1); }
 // sanitizer served its mallocs) leaves it marked attached, which glibc
 // asserts against when the thread exits ("__malloc_arena_thread_freeres:
 // a->attached_threads > 0"; seen under ASan in IslandsTest).
-void ReleaseFreedMemory() {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SHARDLINE_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SHARDLINE_SANITIZED 1
+#endif
+#endif
+
+void ReleaseFreedMemory() {
+#ifdef SHARDLINE_SANITIZED
   return;
 #else
   malloc_trim(0);
