@@ -19,8 +19,8 @@
 #    each worker refuses before training; then, with
 #    runtime.memory_margin_percent=0 so the plan refuses nothing under the
 #    cap itself, wider by 16s until a worker is killed for memory: the
-#    widest that really trains under the cap. Against the bound: (cap - the fixed cost -
-#    activations) / (16 bytes / N) parameters.
+#    widest that really trains under the cap. Against the bound: (cap - the
+#    fixed cost - activations) / (16 bytes / N) parameters.
 # 3. The default MLP's peak RSS per worker (fmnist_mlp, N = 2).
 # One command (about 25 minutes here; root for part 2):
 #   bench/drivers/memory_bound_bench.sh
@@ -134,7 +134,8 @@ if [[ " $PARTS " == *" 2 "* ]]; then
     echo "| precision | plan margin | d_model (16 layers, 8 heads) | parameters | outcome under $CAP_MB MiB | each worker's peak charge, MiB | final log line |"
     echo "| --- | --- | --- | --- | --- | --- | --- |"
     for precision in $PRECISIONS; do
-      width=$(widest "$precision" 10) || { echo "| $precision | 10% | even d_model 512 does not fit |"; continue; }
+      planned=$(widest "$precision" 10) || { echo "| $precision | 10% | even d_model 512 does not fit |"; continue; }
+      width=$planned
       capped "$precision" "$width" 10
       capped "$precision" $((width + 16)) 10
       # The bound: (cap - fixed - activations) / 16 bytes * N.
@@ -144,16 +145,16 @@ if [[ " $PARTS " == *" 2 "* ]]; then
       # What really trains under the cap, the plan's margin set to 0: wider
       # by 16s from the plan's choice until a worker is killed (or the plan
       # is over the cap itself).
-      local_widest=$width
+      trained=$planned
       while fits "$precision" $((width + 16)) 0; do
         width=$((width + 16))
         row=$(capped "$precision" "$width" 0)
         echo "$row"
         [[ $row == *"trained, evaluated, saved |"* ]] || break
-        local_widest=$width
+        trained=$width
       done
-      if [[ $local_widest -gt $(widest "$precision" 10) ]]; then
-        echo "$precision 0 $local_widest $(term "$precision" "$local_widest" activations) $(term "$precision" "$local_widest" fixed)" >> "$OUT/bound.dat"
+      if [[ $trained -gt $planned ]]; then
+        echo "$precision 0 $trained $(term "$precision" "$trained" activations) $(term "$precision" "$trained" fixed)" >> "$OUT/bound.dat"
       fi
     done
   } | tee "$OUT/capped.md"

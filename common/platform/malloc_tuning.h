@@ -4,6 +4,21 @@
 
 namespace shardline {
 
+// Whether this build's malloc is a sanitizer's (AddressSanitizer or
+// ThreadSanitizer, under GCC's macros or clang's __has_feature): glibc's
+// arenas are then not in use, so ReleaseFreedMemory has nothing to trim.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizerMalloc = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitizerMalloc = true;
+#else
+inline constexpr bool kSanitizerMalloc = false;
+#endif
+#else
+inline constexpr bool kSanitizerMalloc = false;
+#endif
+
 // glibc serves allocations above 128 KiB with fresh mmap()s and returns them
 // to the kernel on free(), so every 1 MiB network segment costs page faults
 // and unmaps (perf: about 15% of an all-reduce). This keeps blocks up to
@@ -27,7 +42,8 @@ void UseOneMallocArena();
 // evaluation, a save, an in-memory snapshot, on their own threads), what
 // the arenas keep would add up to more than is ever in use at once
 // (bench/RESULTS.md, issue 48: +20 MiB on austen_gpt's workers). Costs a
-// walk of the free lists: call it after such events, not every step.
+// walk of the free lists: call it after such events, not every step. Does
+// nothing under a sanitizer (kSanitizerMalloc).
 void ReleaseFreedMemory();
 
 }  // namespace shardline

@@ -15,7 +15,7 @@ namespace shardline {
 namespace {
 
 // This process's resident set now (/proc/self/statm), in bytes.
-[[maybe_unused]] int64_t RssBytes() {  // unused under the sanitizers
+int64_t RssBytes() {
   FILE* f = std::fopen("/proc/self/statm", "r");
   if (f == nullptr) return -1;
   long size = 0, resident = 0;
@@ -25,9 +25,7 @@ namespace {
 }
 
 TEST(MallocTuningTest, FreedMemoryAThreadsArenaKeptIsGivenBack) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "the sanitizers replace malloc: glibc's arenas are not in use";
-#else
+  if (kSanitizerMalloc) GTEST_SKIP() << "the sanitizers replace malloc: glibc's arenas are not in use";
   TuneMallocForLargeBuffers();
   constexpr size_t kBlock = 24 << 20;  // under the 32 MiB mmap threshold: from the arena
   std::thread([] {
@@ -50,7 +48,6 @@ TEST(MallocTuningTest, FreedMemoryAThreadsArenaKeptIsGivenBack) {
   ASSERT_GT(kept, 0);
   EXPECT_GT(kept - after, static_cast<int64_t>(kBlock) * 3 / 4)
       << "resident " << kept << " bytes before ReleaseFreedMemory, " << after << " after";
-#endif
 }
 
 }  // namespace
