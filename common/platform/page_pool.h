@@ -16,6 +16,9 @@
 //   RETURN_IF_ERROR(pool->Give(h));     // reads as zero again, not charged
 //   pool->Trim();                       // between steps: the pool's pages freed
 //
+// What the pool's file holds is at most the most pages mapped at once
+// (Take), so a plan of the ranges whole at once is a plan of the pool.
+//
 // Not thread-safe: one caller (the training thread) maps and unmaps; other
 // threads may read and write the mapped ranges in between.
 #ifndef SHARDLINE_COMMON_PLATFORM_PAGE_POOL_H_
@@ -23,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -50,32 +54,55 @@ class PagePool {
   // a private anonymous mapping (MapZeroPages) - discarding what was there.
   // Their contents are stale (whatever the pool's pages last held): for a
   // range the caller overwrites before reading. Bytes sharing a page with
-  // anything outside the range are left as they are. kNone if no page lies
-  // wholly inside; kInvalidArgument if bytes > max_bytes; kInternal naming
-  // the call if the kernel refuses (the range then holds zero pages).
+  // anything outside the range are left as they are. The pages come from
+  // the free pages of the pool's file lowest first, in as many pieces as
+  // they lie in, and the file grows only by what no free page covers: it
+  // never holds more pages than were mapped at once (a pool of equal slots
+  // did, each slot grown to the largest range it had held: twice the
+  // ranges mapped at once at stage 3). kNone if no page lies wholly inside;
+  // kInvalidArgument if bytes > max_bytes; kInternal naming the call if the
+  // kernel refuses (the range then holds zero pages).
   absl::StatusOr<Handle> Take(void* p, size_t bytes);
   // Maps fresh zero pages back over the range of `h` (reads as zero, not
   // charged) and returns its pool pages for reuse. kNone: nothing to do.
   // kInternal naming the call if the kernel refuses.
   absl::Status Give(Handle h);
-  // Frees the pages of every range given back since the last Trim (their
+  // Frees the free pages that were written since the last Trim (their
   // contents are lost; the next Take of them starts from zero pages).
   void Trim();
 
   // Bytes of pool ranges mapped now.
   int64_t mapped_bytes() const { return mapped_bytes_; }
+  // Bytes of memory the pool's file holds now, mapped or not (what the
+  // kernel charges for it; fstat's blocks), or -1 if fstat fails.
+  int64_t held_bytes() const;
 
  private:
-  struct Slot {
-    PageSpan span;       // the mapped range while in use; empty when free
-    bool dirty = false;  // given back since the last Trim
+  // A run of the file's pages: [first, first + count), in pages.
+  struct Run {
+    size_t first = 0;
+    size_t count = 0;
   };
-  PagePool(int fd, size_t slot_bytes) : fd_(fd), slot_bytes_(slot_bytes) {}
+  struct Range {
+    PageSpan span;          // the mapped range; empty when the handle is free
+    std::vector<Run> runs;  // the file's pages mapped over it, in order
+  };
+  PagePool(int fd, size_t max_bytes) : fd_(fd), max_bytes_(max_bytes) {}
+
+  // Takes `pages` of the file: free runs lowest first, then new pages at
+  // its end. kInternal naming ftruncate if the file cannot grow.
+  absl::StatusOr<std::vector<Run>> Allocate(size_t pages);
+  // Returns runs to the free set, merging neighbours; `written` marks them
+  // for the next Trim.
+  void Free(const std::vector<Run>& runs, bool written);
 
   const int fd_;
-  const size_t slot_bytes_;  // each slot's span of the file, a multiple of the page size
-  std::vector<Slot> slots_;
-  std::vector<Handle> free_;
+  const size_t max_bytes_;
+  size_t file_pages_ = 0;
+  std::map<size_t, size_t> free_;     // first page -> count, no two adjacent
+  std::map<size_t, size_t> written_;  // free pages written since the last Trim, the same way
+  std::vector<Range> ranges_;
+  std::vector<Handle> free_handles_;
   int64_t mapped_bytes_ = 0;
 };
 
