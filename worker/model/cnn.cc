@@ -306,6 +306,7 @@ float* Cnn::DenseBackward(const float* params, const Examples& batch, float grad
   for (size_t j = dense_.size(); j-- > 0;) {
     const DenseLayer& d = dense_[j];
     ws->BeforeBackward(LayerRange(d.weight, d.bias));
+    ws->BeforeGradient(LayerRange(d.weight, d.bias));
     const float* in = j == 0 ? ws->flat.data() : ws->dense_out[j - 1].data();
     float* gw = grads + layout_.tensor(d.weight).offset;
     float* gb = grads + layout_.tensor(d.bias).offset;
@@ -316,11 +317,12 @@ float* Cnn::DenseBackward(const float* params, const Examples& batch, float grad
       const float* row = delta + static_cast<int64_t>(i) * d.out;
       for (int k = 0; k < d.out; ++k) gb[k] += row[k];
     }
-    ws->AfterBackward(LayerRange(d.weight, d.bias));
     // d(in) [n, in] = delta [n, out] * W [out, in], through the ReLU that
-    // made `in` (the conv stack applies its own mask below).
+    // made `in` (the conv stack applies its own mask below): the layer's
+    // last read of W, so it is announced final after.
     GemmWithWeight(spec_.precision, /*weight_is_a=*/false, false, false, n, d.in, d.out, 1.0f, delta, d.out,
                    params + layout_.tensor(d.weight).offset, d.in, 0.0f, prev, d.in);
+    ws->AfterBackward(LayerRange(d.weight, d.bias));
     if (j > 0) ReluMask(static_cast<int64_t>(n) * d.in, in, prev);
     std::swap(delta, prev);
   }
@@ -345,6 +347,7 @@ float* Cnn::ConvBackward(size_t l, const float* params, int n, bool accumulate, 
                          CnnWorkspace* ws) const {
   const ConvLayer& layer = conv_[l];
   ws->BeforeBackward(LayerRange(layer.weight, layer.bias));
+  ws->BeforeGradient(LayerRange(layer.weight, layer.bias));
   const ConvGeometry& g = layer.geometry;
   const int64_t out_n = n * g.pixels();
   const int64_t quarter = g.pixels() / 4;

@@ -131,19 +131,21 @@ void Gpt::Backward(const float* params, const Examples& batch, float grad_scale,
   SoftmaxCrossEntropyGrad(ws->probs.data(), batch.y, rows, vocab, grad_scale, ws->d_logits.data());
   // The tied head: the first part of wte's gradient (the embedding adds the rest).
   ws->BeforeBackward(Embeddings());
+  ws->BeforeGradient(Embeddings());
   float* dwte = grads + layout_.tensor(wte_).offset;
   LinearBackward(spec_.precision, ws->d_logits.data(), ws->ln_f.data(), params + layout_.tensor(wte_).offset, rows, d, vocab,
                  accumulate, ws->d_ln.data(), dwte, nullptr);
   ws->BeforeBackward(FinalNorm());
+  ws->BeforeGradient(FinalNorm());
   LayerNormBackward(ws->d_ln.data(), ws->final_x.data(), ws->mean_f.data(), ws->rstd_f.data(),
                     params + layout_.tensor(ln_f_w_).offset, rows, d, accumulate, ws->dx.data(),
                     grads + layout_.tensor(ln_f_w_).offset, grads + layout_.tensor(ln_f_b_).offset);
   ws->AfterBackward(FinalNorm());
   for (size_t l = blocks_.size(); l-- > 0;) {
     ws->BeforeBackward(blocks_[l].range);
-    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), spec_.precision}, accumulate, grads,
-                  &ws->scratch, &ws->stack, ws->dx.data());
-    ws->AfterBackward(blocks_[l].range);
+    // The block announces its parts' gradients and their end itself.
+    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), spec_.precision, ws},
+                  accumulate, grads, &ws->scratch, &ws->stack, ws->dx.data());
   }
   EmbeddingBackward(ws->dx.data(), batch.tokens, n, seq, d, accumulate, dwte, grads + layout_.tensor(wpe_).offset);
   ws->AfterBackward(Embeddings());

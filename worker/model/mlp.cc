@@ -115,6 +115,7 @@ void Mlp::Backward(const float* params, const Examples& batch, float grad_scale,
   const float beta = accumulate ? 1.0f : 0.0f;
   for (int l = layers - 1; l >= 0; --l) {
     ws->BeforeBackward(LayerRange(l));
+    ws->BeforeGradient(LayerRange(l));
     const int fan_in = widths_[l], fan_out = widths_[l + 1];
     const float* in = l == 0 ? x : ws->activations[static_cast<size_t>(l - 1)].data();
     float* gw = grads + layout_.tensor(2 * l).offset;
@@ -126,13 +127,17 @@ void Mlp::Backward(const float* params, const Examples& batch, float grad_scale,
       const float* d = delta + static_cast<size_t>(i) * fan_out;
       for (int j = 0; j < fan_out; ++j) gb[j] += d[j];
     }
-    ws->AfterBackward(LayerRange(l));
-    if (l == 0) break;
-    // delta_prev = (delta * W^T) .* act'(in).
+    if (l == 0) {
+      ws->AfterBackward(LayerRange(l));
+      break;
+    }
+    // delta_prev = (delta * W^T) .* act'(in): the layer's last read of W,
+    // so it is announced final after.
     const float* w = params + layout_.tensor(2 * l).offset;
     float* prev = ws->delta_prev.data();
     GemmWithWeight(spec_.precision, /*weight_is_a=*/false, false, true, n, fan_in, fan_out, 1.0f, delta, fan_out, w, fan_out,
                    0.0f, prev, fan_in);
+    ws->AfterBackward(LayerRange(l));
     const size_t count = static_cast<size_t>(n) * fan_in;
     if (spec_.activation == config::TANH) {
       for (size_t k = 0; k < count; ++k) prev[k] *= 1.0f - in[k] * in[k];

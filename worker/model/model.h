@@ -75,17 +75,26 @@ inline Examples Sequences(const int32_t* tokens, const int32_t* y, int n) { retu
 // - before_backward(layer): Backward calls it before it reads that layer's
 //   parameters or writes any of its gradients, the layers in backward
 //   order, with the same rule for a layer read again.
-// - after_backward(layer): Backward calls it once that layer's gradients
-//   are final for the call and will not be touched again by it, the layers
-//   in backward order.
+// - before_gradient(part): Backward calls it before it writes any
+//   gradient of `part` (whole tensors of one layer, or the whole layer):
+//   no gradient is written that was not announced so.
+//   (ZeRO-3 maps memory under a bucket's gradients then: a transformer
+//   block announces each of its linear layers in turn, so only the parts
+//   being written are mapped, not the block's.)
+// - after_backward(part): Backward calls it once the gradients of `part`
+//   (whole tensors: a layer, or parts of one as each is done) are final
+//   for the call: it will neither write them nor read their parameters
+//   again (the caller may drop those parameters then). Every tensor once,
+//   in descending order.
 //
 // Between two before_ calls a model reads the parameters of the layer
-// announced last only: the caller may drop any other layer's (the hooks
-// test in tests/worker/model holds every model to this). Any hook may be
-// empty.
+// announced last only, less the parts announced final: the caller may drop
+// any other layer's (the hooks test in tests/worker/model holds every
+// model to this). Any hook may be empty.
 struct LayerHooks {
   std::function<void(Range)> before_forward;
   std::function<void(Range)> before_backward;
+  std::function<void(Range)> before_gradient;
   std::function<void(Range)> after_backward;
 };
 
@@ -104,6 +113,9 @@ class ModelWorkspace {
   }
   void BeforeBackward(Range layer) const {
     if (hooks != nullptr && hooks->before_backward) hooks->before_backward(layer);
+  }
+  void BeforeGradient(Range part) const {
+    if (hooks != nullptr && hooks->before_gradient) hooks->before_gradient(part);
   }
   void AfterBackward(Range layer) const {
     if (hooks != nullptr && hooks->after_backward) hooks->after_backward(layer);
@@ -157,6 +169,11 @@ class Model {
   // The layers Forward announces (LayerHooks), in forward order, each once:
   // what ZeRO-3 holds whole at a time (the memory plan's gathered buckets).
   virtual std::vector<Range> Layers() const = 0;
+  // The parts Backward announces gradients of (before_gradient and
+  // after_backward), in ascending order: the layers, or finer (a
+  // transformer block's linear layers and norms). What ZeRO-3 holds of the
+  // gradients whole at a time (the memory plan).
+  virtual std::vector<Range> GradientParts() const { return Layers(); }
 
   // Forward on a batch of examples shaped as input() says (each target in
   // [0, num_classes)): loss and accuracy sums over its targets. Leaves in

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/match.h"
 
@@ -176,6 +177,15 @@ void BlockForwardCached(const BlockCall& call, int pos, BlockKvCache* c, float* 
   for (int i = 0; i < d; ++i) x[i] += c->proj[i];
 }
 
+std::vector<Range> BlockParts(const FlatLayout& layout, const BlockTensors& t) {
+  std::vector<Range> parts;
+  for (const auto& [w, b] : {std::pair{t.ln1_w, t.ln1_b}, {t.attn_w, t.attn_b}, {t.proj_w, t.proj_b},
+                             {t.ln2_w, t.ln2_b}, {t.fc_w, t.fc_b}, {t.out_w, t.out_b}}) {
+    parts.push_back(Range{layout.tensor(w).offset, layout.tensor(b).range().end});
+  }
+  return parts;
+}
+
 void BlockBackward(const BlockCall& c, const BlockActivations& a, bool accumulate, float* grads, BlockScratch* sc,
                    float* dx) {
   const BlockShape& s = c.shape;
@@ -185,25 +195,48 @@ void BlockBackward(const BlockCall& c, const BlockActivations& a, bool accumulat
   const int rows = batch * seq, d = s.d, f = s.hidden;
   const int64_t n = static_cast<int64_t>(rows) * d;
   sc->Resize(s, batch, seq);
+  // Each part (a weight and its bias, adjacent in the layout) announced
+  // before its gradients are written and once its parameters are read for
+  // the last time: at ZeRO-3 a block's gradients are then whole one part
+  // at a time, and its parameters given back part by part.
+  auto part = [&](int w, int b) { return Range{layout.tensor(w).offset, layout.tensor(b).range().end}; };
+  auto begin = [&](int w, int b) {
+    if (c.ws != nullptr) c.ws->BeforeGradient(part(w, b));
+  };
+  auto end = [&](int w, int b) {
+    if (c.ws != nullptr) c.ws->AfterBackward(part(w, b));
+  };
   // The MLP branch: dx is d(out), which also flows straight to x_mid.
+  begin(t.out_w, t.out_b);
   LinearBackward(c.precision, dx, Kept(a.gelu, a.gelu_h), c.P(t.out_w), rows, f, d, accumulate, sc->d_hidden.data(),
                  G(grads, layout, t.out_w), G(grads, layout, t.out_b));
+  end(t.out_w, t.out_b);
   GeluBackward(sc->d_hidden.data(), a.hidden.data(), a.gelu_tanh.data(), static_cast<int64_t>(rows) * f,
                sc->d_hidden.data());
+  begin(t.fc_w, t.fc_b);
   LinearBackward(c.precision, sc->d_hidden.data(), Kept(a.ln2, a.ln2_h), c.P(t.fc_w), rows, d, f, accumulate,
                  sc->d_ln.data(), G(grads, layout, t.fc_w), G(grads, layout, t.fc_b));
+  end(t.fc_w, t.fc_b);
+  begin(t.ln2_w, t.ln2_b);
   LayerNormBackward(sc->d_ln.data(), a.x_mid.data(), a.mean2.data(), a.rstd2.data(), c.P(t.ln2_w), rows,
                     d, accumulate, sc->d_mid.data(), G(grads, layout, t.ln2_w), G(grads, layout, t.ln2_b));
+  end(t.ln2_w, t.ln2_b);
   for (int64_t i = 0; i < n; ++i) sc->d_mid[i] += dx[i];
   // The attention branch: d_mid is d(x_mid), which also flows straight to x.
+  begin(t.proj_w, t.proj_b);
   LinearBackward(c.precision, sc->d_mid.data(), Kept(a.attn, a.attn_h), c.P(t.proj_w), rows, d, d, accumulate,
                  sc->d_attn.data(), G(grads, layout, t.proj_w), G(grads, layout, t.proj_b));
+  end(t.proj_w, t.proj_b);
   AttentionBackward(c.precision, sc->d_attn.data(), Kept(a.qkv, a.qkv_h), a.probs.data(), batch, seq, d, s.heads, s.causal,
                     sc->d_qkv.data(), sc->scores.data());
+  begin(t.attn_w, t.attn_b);
   LinearBackward(c.precision, sc->d_qkv.data(), Kept(a.ln1, a.ln1_h), c.P(t.attn_w), rows, d, 3 * d, accumulate,
                  sc->d_ln.data(), G(grads, layout, t.attn_w), G(grads, layout, t.attn_b));
+  end(t.attn_w, t.attn_b);
+  begin(t.ln1_w, t.ln1_b);
   LayerNormBackward(sc->d_ln.data(), a.x.data(), a.mean1.data(), a.rstd1.data(), c.P(t.ln1_w), rows, d,
                     accumulate, dx, G(grads, layout, t.ln1_w), G(grads, layout, t.ln1_b));
+  end(t.ln1_w, t.ln1_b);
   for (int64_t i = 0; i < n; ++i) dx[i] += sc->d_mid[i];
 }
 

@@ -22,6 +22,8 @@
 
 namespace shardline {
 
+class ModelWorkspace;
+
 struct BlockShape {
   int d = 0;       // d_model
   int heads = 0;   // divides d
@@ -82,9 +84,18 @@ struct BlockCall {
   size_t index = 0;
   size_t count = 1;
   Precision precision = Precision::kFloat32;  // of the matrix products (gemm.h)
+  // Told of each part's gradients before they are written and once they
+  // are final (LayerHooks: before_gradient, after_backward), in the
+  // backward; null: nobody.
+  const ModelWorkspace* ws = nullptr;
   // A tensor of this block's, by its index in the layout.
   const float* P(int tensor) const { return params + layout.tensor(tensor).offset; }
 };
+
+// The parts of a block its backward announces (LayerHooks: before_gradient,
+// after_backward), each a weight and its bias or a norm's two vectors, in
+// ascending order: together the block's range.
+std::vector<Range> BlockParts(const FlatLayout& layout, const BlockTensors& t);
 
 // out [rows, d] from x [rows, d] (copied into acts->x).
 void BlockForward(const BlockCall& c, const float* x, BlockActivations* acts, float* out);

@@ -82,6 +82,15 @@ std::vector<Range> Vit::Layers() const {
   return out;
 }
 
+std::vector<Range> Vit::GradientParts() const {
+  std::vector<Range> out = {Range{layout_.tensor(embed_w_).offset, layout_.tensor(pos_).range().end}};
+  for (const BlockTensors& b : blocks_) {
+    for (const Range& r : BlockParts(layout_, b)) out.push_back(r);
+  }
+  out.push_back(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
+  return out;
+}
+
 int64_t Vit::WorkspaceBytes(int batch) const {
   const int64_t n = batch, d = spec_.d_model, rows = n * tokens_, classes = spec_.input.num_classes;
   // patches [n grid, patch_dim]; d_embed [n grid, d]; stream, final_x, norm,
@@ -157,6 +166,7 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
   auto p = [&](int tensor) { return params + layout_.tensor(tensor).offset; };
   auto g = [&](int tensor) { return grads + layout_.tensor(tensor).offset; };
   ws->BeforeBackward(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
+  ws->BeforeGradient(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
   ws->d_logits.resize(ws->probs.size());
   SoftmaxCrossEntropyGrad(ws->probs.data(), batch.y, n, classes, grad_scale, ws->d_logits.data());
   ws->d_pooled.resize(static_cast<size_t>(n) * d);
@@ -180,11 +190,13 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
   ws->AfterBackward(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
   for (size_t l = blocks_.size(); l-- > 0;) {
     ws->BeforeBackward(blocks_[l].range);
-    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), spec_.precision}, accumulate, grads,
-                  &ws->scratch, &ws->stack, ws->dx.data());
-    ws->AfterBackward(blocks_[l].range);
+    // The block announces its parts' gradients and their end itself.
+    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), spec_.precision, ws},
+                  accumulate, grads, &ws->scratch, &ws->stack, ws->dx.data());
   }
-  // The embeddings' backward reads no parameters (no input gradient).
+  // The embeddings' backward reads no parameters (no input gradient), so
+  // it announces only the gradients it writes.
+  ws->BeforeGradient(Range{layout_.tensor(embed_w_).offset, layout_.tensor(pos_).range().end});
   // The stream's input: class token, position embeddings, patch embeddings.
   float* dpos = g(pos_);
   if (!accumulate) std::fill(dpos, dpos + static_cast<int64_t>(t) * d, 0.0f);

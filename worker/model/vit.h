@@ -67,6 +67,7 @@ class Vit : public Model {
   void InitRange(uint64_t seed, Range range, float* out) const override;
   int64_t WorkspaceBytes(int batch) const override;
   std::vector<Range> Layers() const override;
+  std::vector<Range> GradientParts() const override;
   std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<VitWorkspace>(); }
 
   BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;

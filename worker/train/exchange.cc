@@ -92,6 +92,19 @@ absl::Status GradientExchange::WaitReduce(size_t k, NonFiniteObservation* seen, 
   return r.status;
 }
 
+void GradientExchange::BeforeGradients(Range part) {
+  if (!sharded_params() || grads_ == nullptr) return;
+  // The pool's pages discard what was under them: taken before any of the
+  // bucket's gradients is written (a model writes only what it announced:
+  // model_test_util.h's CheckLayerHooks), and kept until the reduce-scatter.
+  const auto [lo, hi] = BucketsOf(part);
+  for (size_t k = lo; k <= hi; ++k) {
+    if (grad_taken_[k]) continue;
+    TakePages(k, grads_, &grad_pages_[k]);
+    grad_taken_[k] = true;
+  }
+}
+
 absl::Status GradientExchange::GradientsReady(Range layer, PagedFloats* grads, NonFiniteObservation* seen, int rank,
                                               int64_t step) {
   const bool stage3 = sharded_params();
@@ -102,15 +115,22 @@ absl::Status GradientExchange::GradientsReady(Range layer, PagedFloats* grads, N
     if (both.empty() || reducing_[k] != 0) continue;
     unfinished_[k] -= both.size();
     if (unfinished_[k] != 0) continue;
+    // The backward reads the bucket's parameters no more (LayerHooks):
+    // given back now rather than when the next layer is announced.
+    if (stage3) {
+      const absl::Status s = ReleaseParams(k, seen);
+      if (status.ok()) status = s;
+    }
     if (overlap_ != nullptr) {
       StartReduce(k, grads, seen, rank, step);
       continue;
     }
     // Stage 3 on the training thread: reduced now, kept for this rank's piece.
     const Stopwatch start(options_.env);
-    status = ReduceNow(k, grads, seen, rank, step);
+    const absl::Status s = ReduceNow(k, grads, seen, rank, step);
     ReleaseGrads(k, grads);
     reduce_wait_seconds_ += SecondsSince(start);
+    if (!s.ok()) return s;
     if (!status.ok()) return status;
   }
   // Stage 3 with overlap: at most 1 + prefetch_buckets reduce-scatters under
@@ -351,16 +371,6 @@ absl::Status GradientExchange::NeedParams(Range layer, bool forward, NonFiniteOb
   }
   // 2. The layer's buckets, whole; 3. the next ones started.
   if (!forward && in_order && past_first_layer) CrashPoint("backward_gather", step_);
-  // The backward writes the layer's gradients next: the pool's pages under
-  // them, once a step (a model writes a gradient only after announcing its
-  // layer: model_test_util.h's CheckLayerHooks).
-  if (!forward && grads_ != nullptr) {
-    for (size_t k = lo; k <= hi; ++k) {
-      if (grad_taken_[k]) continue;
-      TakePages(k, grads_, &grad_pages_[k]);
-      grad_taken_[k] = true;
-    }
-  }
   for (size_t k = lo; k <= hi; ++k) StartParamGather(k);
   for (size_t k = lo; k <= hi; ++k) {
     const absl::Status s = WaitParamGather(k, seen);

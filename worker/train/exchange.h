@@ -86,9 +86,17 @@ class GradientExchange {
   // `grads` (the buffer GradientsReady and FinishReduce will be given)
   // lets the backward write each bucket's gradients into reused pages.
   void BeginStep(int64_t step, PagedFloats* grads = nullptr);
+  // Stage 3: the backward is about to write the gradients of `part` (whole
+  // tensors; LayerHooks::before_gradient): the pool's pages are mapped
+  // under the buckets it lies in, once a step, so a bucket's gradients are
+  // charged from their first write to the end of their reduce-scatter
+  // only. No-op at stage 2.
+  void BeforeGradients(Range part);
   // Backward has finished `layer` (a range of whole tensors) of `grads`:
   // with overlap, each bucket now complete starts its reduce-scatter.
-  // At stage 3, a reduce-scatter
+  // At stage 3 a complete bucket's parameters are given back but for this
+  // rank's piece (the backward reads them no more: LayerHooks), and a
+  // reduce-scatter
   // started here is waited for (and its bucket's gradients given back but
   // for this rank's piece) once more than 1 + prefetch_buckets are under
   // way; without overlap it runs here, at once.
@@ -179,9 +187,9 @@ class GradientExchange {
   // ranges over its parameters before and after this rank's piece.
   std::unique_ptr<PagePool> pool_;
   std::vector<std::array<PagePool::Handle, 2>> param_pages_;
-  // The same for the gradients, taken at the bucket's first backward
-  // announcement of the step (grad_taken_) and given back after its
-  // reduce-scatter.
+  // The same for the gradients, taken before the first of the bucket's
+  // gradients is written in the step (BeforeGradients; grad_taken_) and
+  // given back after its reduce-scatter.
   PagedFloats* grads_ = nullptr;
   std::vector<std::array<PagePool::Handle, 2>> grad_pages_;
   std::vector<bool> grad_taken_;

@@ -1,6 +1,8 @@
 #include "worker/train/memory_plan.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -27,27 +29,82 @@ int64_t MostOwned(const std::vector<Range>& buckets, int world) {
 }
 
 // Stage 3: the most floats beyond a rank's pieces whole at once
-// (exchange.h): a layer's buckets, `prefetch` buckets on either side (the
-// next ones in the forward, the previous ones in the backward), and the
-// first bucket (a tied layer read again while the last ones are whole).
-int64_t WholeAtOnce(const std::vector<Range>& buckets, const std::vector<Range>& layers, int world, int prefetch) {
+// (exchange.h), of the parameters alone and of the parameters and
+// gradients together.
+struct Windows {
+  int64_t params = 0;
+  int64_t both = 0;
+};
+
+// The windows of a step, followed bucket by bucket as the exchange moves
+// them. The forward: a layer's buckets and `prefetch` after them. The
+// backward, layer by layer downwards: the layer's buckets and `prefetch`
+// before them gathered, the rest given back; then part by part
+// (GradientParts): the gradients of the buckets a part lies in mapped
+// before it is written; once a bucket's parts are all done its parameters
+// are given back and its reduce-scatter started, and beyond 1 + prefetch
+// under way (at once, without overlap) the oldest's gradients given back.
+// Both passes count the first bucket besides (a tied layer: the GPT's
+// token embedding, read again at the end of the forward, and its gradient
+// written at the start of the backward and final at its end).
+Windows StageThreeWindows(const std::vector<Range>& buckets, const std::vector<Range>& layers,
+                          const std::vector<Range>& parts, int world, int prefetch, bool overlap) {
   const int64_t n = static_cast<int64_t>(buckets.size());
-  auto beyond_own = [&](int64_t k) { return buckets[k].size() - ShardRange(buckets[k].size(), 0, world).size(); };
-  int64_t most = 0;
-  for (const Range& layer : layers) {
+  std::vector<int64_t> beyond(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) beyond[k] = buckets[k].size() - ShardRange(buckets[k].size(), 0, world).size();
+  auto span_of = [&](Range r) {
     int64_t lo = 0;
-    while (lo + 1 < n && buckets[lo].end <= layer.begin) ++lo;
+    while (lo + 1 < n && buckets[lo].end <= r.begin) ++lo;
     int64_t hi = lo;
-    while (hi + 1 < n && buckets[hi + 1].begin < layer.end) ++hi;
-    for (const bool forward : {true, false}) {
-      const int64_t from = forward ? lo : std::max<int64_t>(0, lo - prefetch);
-      const int64_t to = forward ? std::min(n - 1, hi + prefetch) : hi;
-      int64_t sum = from > 0 ? beyond_own(0) : 0;
-      for (int64_t k = from; k <= to; ++k) sum += beyond_own(k);
-      most = std::max(most, sum);
+    while (hi + 1 < n && buckets[hi + 1].begin < r.end) ++hi;
+    return std::pair<int64_t, int64_t>{lo, hi};
+  };
+  Windows w;
+  if (n == 0) return w;
+  for (const Range& layer : layers) {  // the forward
+    const auto [lo, hi] = span_of(layer);
+    int64_t sum = lo > 0 ? beyond[0] : 0;
+    for (int64_t k = lo; k <= std::min(n - 1, hi + prefetch); ++k) sum += beyond[k];
+    w.params = std::max(w.params, sum);
+  }
+  w.both = w.params;
+  // The backward.
+  std::vector<char> whole(static_cast<size_t>(n), 0), taken(static_cast<size_t>(n), 0);
+  std::vector<int64_t> unfinished(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) unfinished[k] = buckets[k].size();
+  std::vector<int64_t> reducing;  // oldest first
+  taken[0] = 1;                   // the tied layer's gradient, from the start
+  auto measure = [&] {
+    int64_t params = 0, both = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      params += whole[k] ? beyond[k] : 0;
+      both += (whole[k] ? beyond[k] : 0) + (taken[k] ? beyond[k] : 0);
+    }
+    w.params = std::max(w.params, params);
+    w.both = std::max(w.both, both);
+  };
+  for (size_t l = layers.size(); l-- > 0;) {
+    const auto [lo, hi] = span_of(layers[l]);
+    for (int64_t k = 0; k < n; ++k) whole[k] = unfinished[k] > 0 && k >= lo - prefetch && k <= hi;
+    for (size_t p = parts.size(); p-- > 0;) {
+      const Range part = parts[p];
+      if (part.begin < layers[l].begin || part.begin >= layers[l].end) continue;
+      const auto [plo, phi] = span_of(part);
+      for (int64_t k = plo; k <= phi; ++k) taken[k] = 1;
+      measure();
+      for (int64_t k = phi; k >= plo; --k) {
+        unfinished[k] -= Overlap(buckets[k], part).size();
+        if (unfinished[k] != 0) continue;
+        whole[k] = 0;
+        reducing.push_back(k);
+      }
+      while (reducing.size() > static_cast<size_t>(overlap ? 1 + prefetch : 0)) {
+        taken[reducing.front()] = 0;
+        reducing.erase(reducing.begin());
+      }
     }
   }
-  return most;
+  return w;
 }
 
 // What a split holds in the process's own memory: token shards are mapped
@@ -97,7 +154,9 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   const bool stage3 = plan.zero_stage == 3;
   const bool overlap = coll.overlap() && sharded > 1 && buckets.size() > 1;
   const int prefetch = overlap ? coll.prefetch_buckets() : 0;
-  const int64_t whole = stage3 ? WholeAtOnce(buckets, model.Layers(), sharded, prefetch) : 0;
+  const Windows windows =
+      stage3 ? StageThreeWindows(buckets, model.Layers(), model.GradientParts(), sharded, prefetch, overlap) : Windows{};
+  const int64_t whole = windows.params;
   const int accum = std::max(1, config.train().grad_accum_steps());
   plan.micro_batch = MicroBatchSize(config, world);
   const int64_t state_buffers = (config.optimizer().has_adamw() ? 2 : 1) + (DilocoOn(config) ? 2 : 0);
@@ -112,7 +171,8 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   // norms are not rounded), the layers whole at once at stage 3.
   const int64_t rounded = config.train().precision() == config::BF16 ? (stage3 ? whole : p) * kBfloat : 0;
   plan.terms.push_back({"parameters", (stage3 ? own + whole : p) * kFloat + rounded});
-  plan.terms.push_back({"gradients", (stage3 && accum == 1 ? own + whole : p) * kFloat});
+  // Stage 3: the gradients' share of the two windows' peak together.
+  plan.terms.push_back({"gradients", (stage3 && accum == 1 ? own + (windows.both - windows.params) : p) * kFloat});
   plan.terms.push_back({"optimizer", state_buffers * own * kFloat});
   plan.terms.push_back({"activations", model.WorkspaceBytes(plan.micro_batch)});
   const int64_t chunk = sharded > 1 ? (largest_bucket + sharded - 1) / sharded : 0;

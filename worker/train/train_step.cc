@@ -124,6 +124,7 @@ absl::StatusOr<BatchStats> ComputeGradients(StepRun& run, const LayerHooks* hook
   if (hooks != nullptr) {
     forward_only.before_forward = hooks->before_forward;
     forward_only.before_backward = hooks->before_backward;
+    forward_only.before_gradient = hooks->before_gradient;
   }
   BatchStats total;
   for (int m = 0; m < accum; ++m) {
@@ -195,6 +196,7 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
     if (per_layer) b->rounded.Clear();
     if (exchange.gather_wait_seconds() > waited) timer.Since("all_gather", at);  // inside "backward"
   };
+  hooks.before_gradient = [&](Range part) { exchange.BeforeGradients(part); };
   hooks.after_backward = [&](Range layer) { note(exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step)); };
   exchange.BeginStep(r.step, &b->grads);
   absl::StatusOr<BatchStats> computed;

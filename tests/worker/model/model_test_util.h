@@ -101,11 +101,12 @@ inline size_t CheckGradients(const Model& model, const Problem& prob, std::vecto
 // The layer hooks' contract (model.h: LayerHooks): forward announces layers
 // in ascending order, backward in descending order, each covering whole
 // tensors and together every tensor once (a tied layer may be announced
-// again later in a pass); what backward announced as final is what it
-// returns (nothing touched afterwards). And a model reads only the layer
-// it announced last: run again with every other layer's parameters NaN (as
-// ZeRO-3 drops them), it gives the same loss and gradients, bit for bit.
-// With accumulate too.
+// again later in a pass); no gradient is written before before_gradient
+// announced it; what backward announced as final is what it returns
+// (nothing touched afterwards). And a model reads only the layer it
+// announced last, less what it announced final: run again with every other
+// parameter NaN (as ZeRO-3 drops them), it gives the same loss and
+// gradients, bit for bit. With accumulate too.
 inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::vector<float>& params) {
   const FlatLayout& layout = model.layout();
   const int64_t total = layout.total_size();
@@ -117,20 +118,29 @@ inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::
     }
     seen->push_back(r);
   };
-  // No gradient is written before the backward announces its layer (ZeRO-3
+  // No gradient is written before before_gradient announces it (ZeRO-3
   // maps the pool's pages under a bucket's gradients then, discarding what
-  // was there: worker/train/exchange.h): whenever a layer is announced,
-  // every gradient outside the layers announced so far is untouched.
+  // was there: worker/train/exchange.h): at every hook, and at the end,
+  // every gradient outside the parts announced so far is untouched.
   std::vector<char> grad_announced(grads.size(), 0);
   int64_t written_early = 0;
+  auto check_written = [&] {
+    for (size_t i = 0; i < grads.size(); ++i) written_early += !grad_announced[i] && grads[i] != 0.5f;
+  };
+  std::vector<Range> gradient_parts;
   LayerHooks hooks;
   hooks.before_forward = [&](Range r) { first_time(&forward, r); };
   hooks.before_backward = [&](Range r) {
     first_time(&before_backward, r);
-    for (size_t i = 0; i < grads.size(); ++i) written_early += !grad_announced[i] && grads[i] != 0.5f;
+    check_written();
+  };
+  hooks.before_gradient = [&](Range r) {
+    check_written();
+    first_time(&gradient_parts, r);
     std::fill(grad_announced.begin() + r.begin, grad_announced.begin() + r.end, 1);
   };
   hooks.after_backward = [&](Range r) {
+    check_written();
     backward.push_back(r);
     std::copy(grads.begin() + r.begin, grads.begin() + r.end, announced.begin() + r.begin);
   };
@@ -139,6 +149,7 @@ inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::
   const BatchStats want = model.Forward(params.data(), prob.examples(), ws.get());
   model.Backward(params.data(), prob.examples(), 0.25f, /*accumulate=*/true, grads.data(),
                  ws.get());
+  check_written();
   auto tiles = [&](std::vector<Range> layers, const char* pass) {
     std::sort(layers.begin(), layers.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
     int64_t at = 0;
@@ -157,12 +168,21 @@ inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::
   EXPECT_EQ(written_early, 0) << "the backward wrote gradients of a layer it had not announced yet";
   tiles(forward, "forward");
   tiles(backward, "backward");
+  tiles(gradient_parts, "before_gradient");
+  std::sort(gradient_parts.begin(), gradient_parts.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  const std::vector<Range> declared = model.GradientParts();
+  EXPECT_EQ(gradient_parts.size(), declared.size()) << "GradientParts() is not what the backward announces";
+  for (size_t i = 0; i < std::min(gradient_parts.size(), declared.size()); ++i) {
+    EXPECT_TRUE(gradient_parts[i].begin == declared[i].begin && gradient_parts[i].end == declared[i].end)
+        << "part " << i << ": GradientParts() is not what the backward announces";
+  }
   for (size_t i = 1; i < forward.size(); ++i) EXPECT_LT(forward[i - 1].begin, forward[i].begin) << "forward order";
   for (size_t i = 1; i < backward.size(); ++i) EXPECT_GT(backward[i - 1].begin, backward[i].begin) << "backward order";
   EXPECT_EQ(std::memcmp(announced.data(), grads.data(), grads.size() * sizeof(float)), 0)
       << "a gradient changed after its layer was announced final";
 
-  // Only the layer announced last is there; everything else is NaN.
+  // Only the layer announced last is there, less the parts announced final;
+  // everything else is NaN.
   std::vector<float> present(params.size(), std::nanf("")), strict_grads(grads.size(), 0.5f);
   auto only = [&](Range r) {
     std::fill(present.begin(), present.end(), std::nanf(""));
@@ -171,6 +191,7 @@ inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::
   LayerHooks strict;
   strict.before_forward = only;
   strict.before_backward = only;
+  strict.after_backward = [&](Range r) { std::fill(present.begin() + r.begin, present.begin() + r.end, std::nanf("")); };
   ws->hooks = &strict;
   const BatchStats got = model.Forward(present.data(), prob.examples(), ws.get());
   model.Backward(present.data(), prob.examples(), 0.25f, /*accumulate=*/true, strict_grads.data(), ws.get());
