@@ -74,6 +74,19 @@ TEST(MemoryPlanTest, TermsFollowTheConfig) {
   ASSERT_TRUE(three.ok());
   EXPECT_LT(Term(*three, "parameters"), Term(*two, "parameters"));
   EXPECT_GE(Term(*three, "parameters"), 4 * p / 2);
+  // Buckets smaller than a block (d_model 128: a block is 197,376 floats,
+  // 0.1 MiB buckets about 26,000): the parameters' window is a block and
+  // more; the gradients are whole a part at a time (model.h, LayerHooks),
+  // so they add less than a block (the tied embedding's and a few
+  // buckets': the MLP's two matrices are a bucket each).
+  absl::StatusOr<MemoryPlan> parts =
+      PlanJob(Gpt({"collective.zero_stage=3", "collective.bucket_cap_mb=0.1"}), data, 2);
+  ASSERT_TRUE(parts.ok());
+  const int64_t own = Term(*parts, "optimizer") / 2;  // AdamW: two moments of the own pieces
+  const int64_t block_beyond_own = 4 * 197376 / 2;
+  EXPECT_GE(Term(*parts, "parameters") - own, block_beyond_own);
+  EXPECT_LT(Term(*parts, "gradients") - own, block_beyond_own);
+  EXPECT_GT(Term(*parts, "gradients") - own, 0);
   // Remat keeps less; a larger batch more; accumulation a smaller micro-batch.
   EXPECT_LT(Term(*PlanJob(Gpt({"train.remat=true"}), data, 2), "activations"), Term(*two, "activations"));
   EXPECT_GT(Term(*PlanJob(Gpt({"data.global_batch_size=32"}), data, 2), "activations"), Term(*two, "activations"));
