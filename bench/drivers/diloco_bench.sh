@@ -20,9 +20,13 @@
 #   RATES=100mbit HS="10 50" STEPS=600 bench/drivers/diloco_bench.sh
 #   RATES=100mbit HS="10:1:0 50:0.7:0.9:INT8" bench/drivers/diloco_bench.sh   # plain averaging; int8
 #   RATES=20mbit HS="10:1:0 50" PNG=bench/diloco_loss_20mbit.png bench/drivers/diloco_bench.sh
+#   SETS="model.gpt.d_model=256 model.gpt.layers=6" OUT=bench/out/diloco_big ...   # a larger GPT
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-OUT=bench/out/diloco
+OUT=${OUT:-bench/out/diloco}
+# shellcheck disable=SC2206
+EXTRA=()
+for s in ${SETS:-}; do EXTRA+=(--set "$s"); done  # every run's extra overrides
 RATES=${RATES:-"1gbit 100mbit 20mbit"}
 HS=${HS:-"10 50 200"}
 STEPS=${STEPS:-1000}
@@ -62,7 +66,7 @@ run_one() {  # RATE NAME SETS...: the job on hosts 1 and 2 (coordinator on 0); b
   sim_run_shardline "$dir" 2 deploy/configs/austen_gpt.textproto --set "data.text.train_path=$DATA/train.txt" \
     --set "data.text.val_path=$DATA/val.txt" --set "train.total_steps=$STEPS" --set train.log_every=10 \
     --set checkpoint.every_steps=0 --set checkpoint.save_final=false --set checkpoint.best_metric= \
-    --set checkpoint.memory_every_steps=0 --set "schedule.warmup_steps=$((STEPS / 30))" "$@" ||
+    --set checkpoint.memory_every_steps=0 --set "schedule.warmup_steps=$((STEPS / 30))" ${EXTRA[@]+"${EXTRA[@]}"} "$@" ||
     echo "$rate $name: a process failed (see $dir)" >&2
   after=$(($(tx_bytes 1) + $(tx_bytes 2)))
   echo $((after - before)) > "$dir/link_bytes"

@@ -137,23 +137,23 @@ absl::StatusOr<PagePool::Handle> PagePool::Take(void* p, size_t bytes) {
     h = free_handles_.back();
     free_handles_.pop_back();
   } else {
-    h = static_cast<Handle>(ranges_.size());
-    ranges_.emplace_back();
+    h = static_cast<Handle>(mappings_.size());
+    mappings_.emplace_back();
   }
-  ranges_[static_cast<size_t>(h)] = Range{span, *std::move(runs)};
+  mappings_[static_cast<size_t>(h)] = Mapping{span, *std::move(runs)};
   mapped_bytes_ += static_cast<int64_t>(span.size());
   return h;
 }
 
 absl::Status PagePool::Give(Handle h) {
   if (h == kNone) return absl::OkStatus();
-  Range& r = ranges_[static_cast<size_t>(h)];
+  Mapping& r = mappings_[static_cast<size_t>(h)];
   // Pages still mapped somewhere are never handed out again: on failure the
   // range stays in use (its pages lost to the pool) rather than aliased.
   if (!MapZeroPagesOver(r.span)) return Errno("mmap", errno);
   mapped_bytes_ -= static_cast<int64_t>(r.span.size());
   Free(r.runs, true);
-  r = Range{};
+  r = Mapping{};
   free_handles_.push_back(h);
   return absl::OkStatus();
 }

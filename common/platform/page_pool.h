@@ -83,7 +83,7 @@ class PagePool {
     size_t first = 0;
     size_t count = 0;
   };
-  struct Range {
+  struct Mapping {
     PageSpan span;          // the mapped range; empty when the handle is free
     std::vector<Run> runs;  // the file's pages mapped over it, in order
   };
@@ -101,7 +101,7 @@ class PagePool {
   size_t file_pages_ = 0;
   std::map<size_t, size_t> free_;     // first page -> count, no two adjacent
   std::map<size_t, size_t> written_;  // free pages written since the last Trim, the same way
-  std::vector<Range> ranges_;
+  std::vector<Mapping> mappings_;
   std::vector<Handle> free_handles_;
   int64_t mapped_bytes_ = 0;
 };
