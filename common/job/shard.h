@@ -12,7 +12,9 @@
 #ifndef SHARDLINE_COMMON_JOB_SHARD_H_
 #define SHARDLINE_COMMON_JOB_SHARD_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -31,6 +33,16 @@ struct Range {
 // The indices in both `a` and `b`; empty() if none.
 inline Range Overlap(const Range& a, const Range& b) {
   return Range{a.begin > b.begin ? a.begin : b.begin, a.end < b.end ? a.end : b.end};
+}
+
+// The first and last of `buckets` (non-empty, tiling a buffer in ascending
+// order) that `r` lies in: the buckets a layer or a tensor needs.
+inline std::pair<size_t, size_t> BucketsOf(const std::vector<Range>& buckets, Range r) {
+  size_t lo = 0;
+  while (lo + 1 < buckets.size() && buckets[lo].end <= r.begin) ++lo;
+  size_t hi = lo;
+  while (hi + 1 < buckets.size() && buckets[hi + 1].begin < r.end) ++hi;
+  return {lo, hi};
 }
 
 // Islands (collective.islands): `world` ranks cut into `islands` blocks of

@@ -177,13 +177,36 @@ void BlockForwardCached(const BlockCall& call, int pos, BlockKvCache* c, float* 
   for (int i = 0; i < d; ++i) x[i] += c->proj[i];
 }
 
+namespace {
+
+// A weight and its bias (or a norm's two vectors), adjacent in the layout.
+Range PartRange(const FlatLayout& layout, int w, int b) {
+  return Range{layout.tensor(w).offset, layout.tensor(b).range().end};
+}
+
+}  // namespace
+
 std::vector<Range> BlockParts(const FlatLayout& layout, const BlockTensors& t) {
   std::vector<Range> parts;
   for (const auto& [w, b] : {std::pair{t.ln1_w, t.ln1_b}, {t.attn_w, t.attn_b}, {t.proj_w, t.proj_b},
                              {t.ln2_w, t.ln2_b}, {t.fc_w, t.fc_b}, {t.out_w, t.out_b}}) {
-    parts.push_back(Range{layout.tensor(w).offset, layout.tensor(b).range().end});
+    parts.push_back(PartRange(layout, w, b));
   }
   return parts;
+}
+
+std::vector<Range> WithBlockParts(const std::vector<Range>& layers, const FlatLayout& layout,
+                                  const std::vector<BlockTensors>& blocks) {
+  std::vector<Range> out;
+  for (const Range& layer : layers) {
+    const auto block = std::find_if(blocks.begin(), blocks.end(), [&](const BlockTensors& b) { return b.range == layer; });
+    if (block == blocks.end()) {
+      out.push_back(layer);
+      continue;
+    }
+    for (const Range& part : BlockParts(layout, *block)) out.push_back(part);
+  }
+  return out;
 }
 
 void BlockBackward(const BlockCall& c, const BlockActivations& a, bool accumulate, float* grads, BlockScratch* sc,
@@ -199,12 +222,11 @@ void BlockBackward(const BlockCall& c, const BlockActivations& a, bool accumulat
   // before its gradients are written and once its parameters are read for
   // the last time: at ZeRO-3 a block's gradients are then whole one part
   // at a time, and its parameters given back part by part.
-  auto part = [&](int w, int b) { return Range{layout.tensor(w).offset, layout.tensor(b).range().end}; };
   auto begin = [&](int w, int b) {
-    if (c.ws != nullptr) c.ws->BeforeGradient(part(w, b));
+    if (c.ws != nullptr) c.ws->BeforeGradient(PartRange(layout, w, b));
   };
   auto end = [&](int w, int b) {
-    if (c.ws != nullptr) c.ws->AfterBackward(part(w, b));
+    if (c.ws != nullptr) c.ws->AfterBackward(PartRange(layout, w, b));
   };
   // The MLP branch: dx is d(out), which also flows straight to x_mid.
   begin(t.out_w, t.out_b);

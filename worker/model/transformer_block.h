@@ -96,6 +96,10 @@ struct BlockCall {
 // after_backward), each a weight and its bias or a norm's two vectors, in
 // ascending order: together the block's range.
 std::vector<Range> BlockParts(const FlatLayout& layout, const BlockTensors& t);
+// `layers` with each block's range replaced by its parts (BlockParts): a
+// transformer's GradientParts from its Layers.
+std::vector<Range> WithBlockParts(const std::vector<Range>& layers, const FlatLayout& layout,
+                                  const std::vector<BlockTensors>& blocks);
 
 // out [rows, d] from x [rows, d] (copied into acts->x).
 void BlockForward(const BlockCall& c, const float* x, BlockActivations* acts, float* out);

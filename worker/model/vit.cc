@@ -82,14 +82,7 @@ std::vector<Range> Vit::Layers() const {
   return out;
 }
 
-std::vector<Range> Vit::GradientParts() const {
-  std::vector<Range> out = {Range{layout_.tensor(embed_w_).offset, layout_.tensor(pos_).range().end}};
-  for (const BlockTensors& b : blocks_) {
-    for (const Range& r : BlockParts(layout_, b)) out.push_back(r);
-  }
-  out.push_back(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
-  return out;
-}
+std::vector<Range> Vit::GradientParts() const { return WithBlockParts(Layers(), layout_, blocks_); }
 
 int64_t Vit::WorkspaceBytes(int batch) const {
   const int64_t n = batch, d = spec_.d_model, rows = n * tokens_, classes = spec_.input.num_classes;

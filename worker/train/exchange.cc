@@ -235,11 +235,7 @@ absl::Status GradientExchange::FinishGathers(NonFiniteObservation* seen) {
 // Stage 3 ---------------------------------------------------------------
 
 std::pair<size_t, size_t> GradientExchange::BucketsOf(Range layer) const {
-  size_t lo = 0;
-  while (lo + 1 < buckets_.size() && buckets_[lo].end <= layer.begin) ++lo;
-  size_t hi = lo;
-  while (hi + 1 < buckets_.size() && buckets_[hi + 1].begin < layer.end) ++hi;
-  return {lo, hi};
+  return shardline::BucketsOf(buckets_, layer);
 }
 
 void GradientExchange::KeepOwnPiece(size_t k, PagedFloats* v) const {

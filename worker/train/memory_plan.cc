@@ -53,11 +53,8 @@ Windows StageThreeWindows(const std::vector<Range>& buckets, const std::vector<R
   std::vector<int64_t> beyond(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) beyond[k] = buckets[k].size() - ShardRange(buckets[k].size(), 0, world).size();
   auto span_of = [&](Range r) {
-    int64_t lo = 0;
-    while (lo + 1 < n && buckets[lo].end <= r.begin) ++lo;
-    int64_t hi = lo;
-    while (hi + 1 < n && buckets[hi + 1].begin < r.end) ++hi;
-    return std::pair<int64_t, int64_t>{lo, hi};
+    const auto [lo, hi] = BucketsOf(buckets, r);
+    return std::pair<int64_t, int64_t>{static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
   };
   Windows w;
   if (n == 0) return w;
