@@ -14,6 +14,7 @@ function(shardline_cc_library)
   target_include_directories(${ARG_NAME} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_compile_options(${ARG_NAME} PRIVATE ${SHARDLINE_WARNINGS})
   target_link_libraries(${ARG_NAME} PUBLIC ${ARG_DEPS})
+  shardline_use_pch(${ARG_NAME} lib)
 endfunction()
 
 function(shardline_cc_binary)
@@ -36,6 +37,7 @@ function(shardline_cc_test)
   target_include_directories(${ARG_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_compile_options(${ARG_NAME} PRIVATE ${SHARDLINE_WARNINGS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  shardline_use_pch(${ARG_NAME} test)
   target_compile_definitions(${ARG_NAME} PRIVATE
     SHARDLINE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     SHARDLINE_BIN_DIR="${PROJECT_BINARY_DIR}/bin")
