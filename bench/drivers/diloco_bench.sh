@@ -20,6 +20,7 @@
 #   RATES=100mbit HS="10 50" STEPS=600 bench/drivers/diloco_bench.sh
 #   RATES=100mbit HS="10:1:0 50:0.7:0.9:INT8" bench/drivers/diloco_bench.sh   # plain averaging; int8
 #   RATES=20mbit HS="10:1:0 50" PNG=bench/diloco_loss_20mbit.png bench/drivers/diloco_bench.sh
+#   RATES=100mbit HS="50 50:0.7:0.9:BF16 50:0.7:0.9:INT8" OUT=bench/out/diloco_wire PNG=bench/diloco_loss_wire.png ...   # wire formats
 #   SETS="model.gpt.d_model=256 model.gpt.layers=6" OUT=bench/out/diloco_big ...   # a larger GPT
 set -euo pipefail
 cd "$(dirname "$0")/../.."
