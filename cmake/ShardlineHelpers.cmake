@@ -29,6 +29,12 @@ function(shardline_cc_binary)
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
 endfunction()
 
+# What every test is compiled with (and the tests' precompiled header:
+# cmake/ShardlinePch.cmake): where the sources and the binaries are.
+set(SHARDLINE_TEST_DEFINITIONS
+  SHARDLINE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+  SHARDLINE_BIN_DIR="${PROJECT_BINARY_DIR}/bin")
+
 # LABELS: "unit" for in-process tests (also run under ASan/UBSan in CI),
 # "e2e" for tests that start real processes.
 function(shardline_cc_test)
@@ -38,9 +44,7 @@ function(shardline_cc_test)
   target_compile_options(${ARG_NAME} PRIVATE ${SHARDLINE_WARNINGS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   shardline_use_pch(${ARG_NAME} test)
-  target_compile_definitions(${ARG_NAME} PRIVATE
-    SHARDLINE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    SHARDLINE_BIN_DIR="${PROJECT_BINARY_DIR}/bin")
+  target_compile_definitions(${ARG_NAME} PRIVATE ${SHARDLINE_TEST_DEFINITIONS})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
