@@ -10,7 +10,7 @@ namespace shardline {
 // results: they are built for AVX2 as well as the baseline and the CPU
 // picks at load time. (Reductions keep an explicit lane order: RowSums.)
 // GCC on x86-64 only, and not under the sanitizers: the clang build is the
-// fuzzers', and ThreadSanitizer crashes in the load-time resolvers
+// sanitizers' and fuzzers', and ThreadSanitizer crashes in the load-time resolvers
 // (ifuncs run before its runtime is set up); speed does not matter there.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
     !defined(__SANITIZE_ADDRESS__)

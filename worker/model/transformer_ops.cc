@@ -17,10 +17,12 @@
 // never reordered: no -ffast-math). GELU's FastTanh was 10% of a BF16 GPT
 // step in baseline SSE (perf, bench/RESULTS.md).
 //
-// Not under ThreadSanitizer: it instruments the clones' ifunc resolver,
-// which runs while the program is relocated, before TSan's runtime is up
-// (a crash at start); that build has the baseline copy only.
-#if defined(SHARDLINE_TSAN)
+// GCC only, and not under ThreadSanitizer: it instruments the clones' ifunc
+// resolver, which runs while the program is relocated, before TSan's
+// runtime is up (a crash at start). Clang 14's resolver (the sanitizer and
+// fuzzer build's) picked the AVX-512 copy on a CPU without AVX-512 (an
+// illegal instruction). Those builds have the baseline copy only.
+#if defined(SHARDLINE_TSAN) || defined(__clang__)
 #define SHARDLINE_VECTOR_CLONES
 #else
 #define SHARDLINE_VECTOR_CLONES __attribute__((target_clones("avx512f", "default")))

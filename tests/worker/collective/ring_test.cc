@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "common/job/rng.h"
@@ -39,7 +40,10 @@ CollectiveOptions Options(int64_t segment_bytes) {
 class RingMatrixTest : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
 
 TEST_P(RingMatrixTest, AllOperationsGiveExactResultsForEveryLength) {
-  const auto [kind, n] = GetParam();
+  // Not a structured binding: the lambdas below capture n (C++17 lambdas
+  // cannot capture a binding; clang refuses).
+  const TransportKind kind = std::get<0>(GetParam());
+  const int n = std::get<1>(GetParam());
   // Exact results, not failure detection (RingFailureTest and the e2e tests
   // keep the default keepalive): up to 16 ranks share this one process,
   // which under the sanitizers on 2 cores can leave pings unanswered for
@@ -176,7 +180,8 @@ class RingBf16Test : public ::testing::TestWithParam<std::tuple<TransportKind, i
 // size and run; half the bytes travel; a following AllGather (and AllReduce)
 // still moves exact floats.
 TEST_P(RingBf16Test, PartialSumsTravelAsBf16InTheDocumentedOrder) {
-  const auto [kind, n] = GetParam();
+  const TransportKind kind = std::get<0>(GetParam());
+  const int n = std::get<1>(GetParam());
   const int64_t len = 4099;
   auto input = [](int rank, int64_t i) {
     return RandomStream(9, Purpose::kDropout, 0, static_cast<uint32_t>(rank)).Uniform(static_cast<uint64_t>(i)) * 2.0f - 1.0f;
@@ -247,7 +252,8 @@ class DoublingTest : public ::testing::TestWithParam<std::tuple<TransportKind, i
 // simulation (doubling_schedule.h) computes it, on every rank and run; a
 // larger AllReduce runs the ring, in the ring's order.
 TEST_P(DoublingTest, SmallMessagesTakeRecursiveDoublingBitForBit) {
-  const auto [kind, n] = GetParam();
+  const TransportKind kind = std::get<0>(GetParam());
+  const int n = std::get<1>(GetParam());
   const int64_t len = 1000;  // 4000 bytes
   auto input = [](int rank, int64_t i) {
     return RandomStream(13, Purpose::kDropout, 0, static_cast<uint32_t>(rank)).Uniform(static_cast<uint64_t>(i)) * 1e3f - 500.0f;
@@ -575,7 +581,9 @@ TEST(GrpcTransportTest, OnlyASenderWithItsParkTagWaitsForAGenerationAndNotForeve
       ConnectOptions o;
       o.keys.park_tags = {tag, ""};
       std::unique_ptr<Transport> tx = *server->Connect(2, 1, {r, "127.0.0.1:1"}, o);
-      const char byte = 1;
+      // Static: Send may reference the bytes until a Flush (transport.h),
+      // after this lambda has returned.
+      static const char byte = 1;
       EXPECT_TRUE(tx->Send(0, 1, absl::MakeConstSpan(&byte, 1), absl::Now() + absl::Seconds(5)).ok());
       senders.emplace_back(std::move(server), std::move(tx));
     };

@@ -120,7 +120,8 @@ TEST_P(BfloatGemmTest, MultipliesRoundedOperandsInFloat32WithTheSameBitsEveryTim
   std::vector<float> again = c0, other = c0;
   Gemm(Precision::kBfloat16, ta, tb, m, n, k, alpha, a.data(), ta ? m : k, b.data(), tb ? k : n, beta, again.data(),
        n);
-  std::thread t([&] {
+  // Captured by copy: C++17 lambdas cannot capture structured bindings (clang).
+  std::thread t([&, ta = ta, tb = tb, alpha = alpha, beta = beta] {
     Gemm(Precision::kBfloat16, ta, tb, m, n, k, alpha, a.data(), ta ? m : k, b.data(), tb ? k : n, beta,
          other.data(), n);
   });
