@@ -92,5 +92,6 @@ sim_hosts_down
 trap - EXIT
 
 /usr/bin/python3 bench/lib/summarize_diloco.py "$OUT" "$RATES" "$HS" "$STEPS" "$TARGET" | tee "$OUT/summary.md"
-gnuplot -e "out='$PNG'; dir='$OUT'; rates='$RATES'; hs='${HS//:/_}'" bench/lib/diloco_loss.gp
+gnuplot -e "out='$PNG'; dir='$OUT'; rates='$RATES'; hs='${HS//:/_}'; model='austen_gpt${SETS:+ (${SETS})}'" \
+  bench/lib/diloco_loss.gp
 echo "wrote $OUT/summary.md and $PNG" >&2
