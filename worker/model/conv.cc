@@ -3,21 +3,16 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/platform/vector_clones.h"
+
 namespace shardline {
 
 // The kernels below are elementwise (copies, comparisons, selects, adds in a
 // fixed order per element), so a wider vector unit gives bitwise the same
 // results: they are built for AVX2 as well as the baseline and the CPU
-// picks at load time. (Reductions keep an explicit lane order: RowSums.)
-// GCC on x86-64 only, and not under the sanitizers: the clang build is the
-// sanitizers' and fuzzers', and ThreadSanitizer crashes in the load-time resolvers
-// (ifuncs run before its runtime is set up); speed does not matter there.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
-    !defined(__SANITIZE_ADDRESS__)
-#define SHARDLINE_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SHARDLINE_VECTOR_CLONES
-#endif
+// picks at load time (vector_clones.h says where). (Reductions keep an
+// explicit lane order: RowSums.)
+#define SHARDLINE_VECTOR_CLONES SHARDLINE_TARGET_CLONES("avx2", "default")
 
 int ConvChunk(const ConvGeometry& g, int batch) {
   constexpr int64_t kChunkFloats = 256 * 1024;

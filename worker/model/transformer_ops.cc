@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/encoding/bf16.h"
+#include "common/platform/vector_clones.h"
 #include "worker/model/gemm.h"
 #include "worker/model/rounded_weights.h"
 
@@ -16,17 +17,8 @@
 // same bits (no floating-point contraction: -ffp-contract=off; sums are
 // never reordered: no -ffast-math). GELU's FastTanh was 10% of a BF16 GPT
 // step in baseline SSE (perf, bench/RESULTS.md).
-//
-// GCC only, and not under ThreadSanitizer: it instruments the clones' ifunc
-// resolver, which runs while the program is relocated, before TSan's
-// runtime is up (a crash at start). Clang 14's resolver (the sanitizer and
-// fuzzer build's) picked the AVX-512 copy on a CPU without AVX-512 (an
-// illegal instruction). Those builds have the baseline copy only.
-#if defined(SHARDLINE_TSAN) || defined(__clang__)
-#define SHARDLINE_VECTOR_CLONES
-#else
-#define SHARDLINE_VECTOR_CLONES __attribute__((target_clones("avx512f", "default")))
-#endif
+// (vector_clones.h says where.)
+#define SHARDLINE_VECTOR_CLONES SHARDLINE_TARGET_CLONES("avx512f", "default")
 
 namespace shardline {
 
