@@ -100,18 +100,20 @@ absl::StatusOr<std::string> NewNonce() { return RandomHex(16, "a nonce"); }
 
 bool IsClientNonce(absl::string_view nonce) { return IsHex(nonce, 16, 64); }
 
-std::string ServerNonce(absl::string_view key, absl::string_view client_nonce, int64_t now_micros) {
-  return absl::StrCat(now_micros, "-", HmacSha256Hex(key, absl::StrCat("shardline-nonce/", client_nonce, "/", now_micros)));
+std::string ServerNonce(absl::string_view server_secret, int rank, absl::string_view client_nonce,
+                        int64_t now_micros) {
+  return absl::StrCat(now_micros, "-",
+                      HmacSha256Hex(server_secret, absl::StrCat("shardline-nonce/", rank, "/", client_nonce, "/",
+                                                                now_micros)));
 }
 
-bool ServerNonceFresh(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce,
-                      int64_t now_micros) {
-  const size_t dash = server_nonce.find('-');
-  if (dash == absl::string_view::npos) return false;
-  int64_t made = 0;
-  if (!absl::SimpleAtoi(server_nonce.substr(0, dash), &made)) return false;
-  if (made < now_micros - kProofSessionMaxAgeMicros || made > now_micros + kClockStepMicros) return false;
-  return SecretEquals(server_nonce, ServerNonce(key, client_nonce, made));
+bool ServerNonceFresh(absl::string_view server_secret, int rank, absl::string_view client_nonce,
+                      absl::string_view server_nonce, int64_t now_micros) {
+  const int64_t made = ServerNonceMade(server_nonce);
+  if (made <= 0 || made < now_micros - kProofSessionMaxAgeMicros || made > now_micros + kClockStepMicros) {
+    return false;
+  }
+  return SecretEquals(server_nonce, ServerNonce(server_secret, rank, client_nonce, made));
 }
 
 std::string ServerProof(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce) {
@@ -141,12 +143,14 @@ absl::StatusOr<CallProof> ParseCallProof(absl::string_view text) {
   return p;
 }
 
-ProofVerdict CheckCallProof(absl::string_view token, absl::string_view header, absl::string_view method,
-                            int64_t now_micros, CallProof* parsed) {
+ProofVerdict CheckCallProof(absl::string_view token, absl::string_view server_secret, absl::string_view header,
+                            absl::string_view method, int64_t now_micros, CallProof* parsed) {
   absl::StatusOr<CallProof> p = ParseCallProof(header);
   if (!p.ok()) return ProofVerdict::kMalformed;
+  if (!ServerNonceFresh(server_secret, p->rank, p->client_nonce, p->server_nonce, now_micros)) {
+    return ProofVerdict::kStale;
+  }
   const std::string key = KeyFor(token, p->rank);
-  if (!ServerNonceFresh(key, p->client_nonce, p->server_nonce, now_micros)) return ProofVerdict::kStale;
   if (!SecretEquals(p->proof, ClientProof(key, p->client_nonce, p->server_nonce, method, p->seq))) {
     return ProofVerdict::kWrong;
   }
@@ -154,11 +158,16 @@ ProofVerdict CheckCallProof(absl::string_view token, absl::string_view header, a
   return ProofVerdict::kOk;
 }
 
-int64_t ServerNonceExpiry(absl::string_view server_nonce) {
+int64_t ServerNonceMade(absl::string_view server_nonce) {
   int64_t made = 0;
   const size_t dash = server_nonce.find('-');
-  if (dash == absl::string_view::npos || !absl::SimpleAtoi(server_nonce.substr(0, dash), &made)) return 0;
-  return made + kProofSessionMaxAgeMicros;
+  if (dash == absl::string_view::npos || !absl::SimpleAtoi(server_nonce.substr(0, dash), &made) || made <= 0) return 0;
+  return made;
+}
+
+int64_t ServerNonceExpiry(absl::string_view server_nonce) {
+  const int64_t made = ServerNonceMade(server_nonce);
+  return made == 0 ? 0 : made + kProofSessionMaxAgeMicros;
 }
 
 std::string ParkTag(absl::string_view receiver_key, uint64_t generation, int sender) {

@@ -12,22 +12,25 @@
 //
 // Handshake (one round trip per session, then one header per call):
 //   client -> server  Hello{rank, client_nonce}            (nothing secret)
-//   server -> client  server_nonce = ServerNonce(K, cn, now),
+//   server -> client  server_nonce = ServerNonce(S, rank, cn, now),
 //                     ServerProof(K, cn, sn)                (proves K)
 //   client            checks the server proof; a server that cannot give it
 //                     learns nothing more than a random nonce
 //   client -> server  on call number `seq` of the session, for method M:
 //                     "<rank>.<cn>.<sn>.<seq>.<ClientProof(K, cn, sn, M, seq)>"
-// where K is the key of the credential the client named (T for rank -1).
-// A proof is bound to the server's own challenge (sn carries its MAC), to
-// one method (a proof made for Status never passes for Register) and to one
-// use (the server remembers the (sn, seq) it accepted until sn expires), so
-// a relay that sees a call's proof can at most deliver that one call. The
-// server's nonce carries its time and a MAC: a session is good for
-// kProofSessionMaxAge after the server made it.
+// where K is the key of the credential the client named (T for rank -1) and
+// S is the server's own secret, random for each server process, which no
+// client holds: a session exists only because the server answered a Hello,
+// and no credential can mint its own (issue 62). A proof is bound to the
+// server's own challenge, to one method (a proof made for Status never
+// passes for Register) and to one use (the server's SessionBook remembers
+// the calls of each session, per credential), so a relay that sees a call's
+// proof can at most deliver that one call. The server's nonce carries its
+// time and a MAC: a session is good for kProofSessionMaxAge after the server
+// made it.
 //
 //   ASSIGN_OR_RETURN(Credential c, ParseCredential(text));
-//   std::string sn = ServerNonce(KeyFor(token, c.rank), cn, now_micros);
+//   std::string sn = ServerNonce(server_secret, c.rank, cn, now_micros);
 #ifndef SHARDLINE_COMMON_NET_AUTH_PROOF_H_
 #define SHARDLINE_COMMON_NET_AUTH_PROOF_H_
 
@@ -85,13 +88,16 @@ absl::StatusOr<std::string> NewNonce();
 // True for a client nonce of the accepted form: 16 to 64 hex digits.
 bool IsClientNonce(absl::string_view nonce);
 
-// The server's half of a session for client nonce `client_nonce`, made at
-// `now_micros`: "<micros>-<mac>".
-std::string ServerNonce(absl::string_view key, absl::string_view client_nonce, int64_t now_micros);
-// True if `server_nonce` is one ServerNonce(key, client_nonce, t) made for
-// some t with now - kProofSessionMaxAge <= t <= now + 60 s (clock steps).
-bool ServerNonceFresh(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce,
-                      int64_t now_micros);
+// The server's half of a session of `rank`'s credential for client nonce
+// `client_nonce`, made at `now_micros` under the server's own secret
+// `server_secret`: "<micros>-<mac>".
+std::string ServerNonce(absl::string_view server_secret, int rank, absl::string_view client_nonce,
+                        int64_t now_micros);
+// True if `server_nonce` is one ServerNonce(server_secret, rank,
+// client_nonce, t) made for some t with now - kProofSessionMaxAge <= t <=
+// now + 60 s (clock steps).
+bool ServerNonceFresh(absl::string_view server_secret, int rank, absl::string_view client_nonce,
+                      absl::string_view server_nonce, int64_t now_micros);
 
 std::string ServerProof(absl::string_view key, absl::string_view client_nonce, absl::string_view server_nonce);
 // The proof of call `seq` of a session for `method` (the call's request
@@ -114,15 +120,19 @@ absl::StatusOr<CallProof> ParseCallProof(absl::string_view text);
 
 // Why a call proof is refused, or kOk.
 enum class ProofVerdict { kOk, kMalformed, kStale, kWrong };
-// Checks a call's header against the job token: the right key for the rank
-// it names, a fresh server nonce, the right client proof for `method`. On
-// kOk, *parsed (if given) holds the header's parts: single use is the
-// caller's to enforce (it keeps state; this does not).
-ProofVerdict CheckCallProof(absl::string_view token, absl::string_view header, absl::string_view method,
-                            int64_t now_micros, CallProof* parsed);
-// When `server_nonce` (ServerNonce's form) stops being accepted, in Unix
-// microseconds (0 if it is not of that form): how long a server must
-// remember the proofs it accepted under it.
+// Checks a call's header against the job token and the server's secret:
+// the right key for the rank it names, a fresh server nonce this server
+// made for that rank, the right client proof for `method`. On kOk, *parsed
+// (if given) holds the header's parts: single use is the caller's to
+// enforce (it keeps state; this does not).
+ProofVerdict CheckCallProof(absl::string_view token, absl::string_view server_secret, absl::string_view header,
+                            absl::string_view method, int64_t now_micros, CallProof* parsed);
+// When `server_nonce` (ServerNonce's form) was made, in Unix microseconds
+// (0 if it is not of that form).
+int64_t ServerNonceMade(absl::string_view server_nonce);
+// When it stops being accepted: ServerNonceMade + kProofSessionMaxAge (0 if
+// it is not of that form): how long a server must remember the proofs it
+// accepted under it.
 int64_t ServerNonceExpiry(absl::string_view server_nonce);
 
 // Data plane: what a sender in generation `generation` shows receiver

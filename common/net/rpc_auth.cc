@@ -134,6 +134,8 @@ const char* RejectReasonLabel(RejectReason reason) {
       return "replayed_proof";
     case RejectReason::kReadOnly:
       return "read_only";
+    case RejectReason::kRateLimited:
+      return "rate_limited";
   }
   return "unknown";
 }
@@ -147,10 +149,25 @@ Credential CredentialOf(const std::string& secret) {
   return c.ok() ? *c : Credential{-1, secret};
 }
 
+// A server's own secret for its nonces: 256 random bits, made once per
+// process. getrandom(2) does not fail once the kernel's pool is seeded; if
+// it ever did, a MAC of the token and this process's start stands in (still
+// nothing a rank or reader credential can compute).
+std::string ServerSecretFor(Env* env, const Credential& c) {
+  if (c.rank != -1 || c.key.empty()) return std::string();
+  absl::StatusOr<std::string> random = RandomHex(32, "the server's nonce secret");
+  if (random.ok()) return *random;
+  return HmacSha256Hex(c.key, absl::StrCat("shardline-server-secret/", getpid(), "/", env->NowMicros()));
+}
+
 }  // namespace
 
-RpcAuth::RpcAuth(Env* env, std::string secret, std::function<void(RejectReason)> on_reject)
-    : env_(env), credential_(CredentialOf(secret)), on_reject_(std::move(on_reject)) {}
+RpcAuth::RpcAuth(Env* env, std::string secret, std::function<void(RejectReason)> on_reject, SessionLimits limits)
+    : env_(env),
+      credential_(CredentialOf(secret)),
+      on_reject_(std::move(on_reject)),
+      server_secret_(ServerSecretFor(env, credential_)),
+      book_(limits) {}
 
 const std::string& RpcAuth::token() const {
   static const std::string* const kNone = new std::string();
@@ -221,29 +238,9 @@ absl::StatusOr<HelloAnswer> RpcAuth::AnswerHello(int rank, absl::string_view cli
   if (!IsClientNonce(client_nonce)) return absl::InvalidArgumentError("Hello's client nonce must be 16 to 64 hex digits");
   const std::string key = KeyFor(token(), rank);
   HelloAnswer answer;
-  answer.server_nonce = ServerNonce(key, client_nonce, absl::ToUnixMicros(WallNow(env_)));
+  answer.server_nonce = ServerNonce(server_secret_, rank, client_nonce, absl::ToUnixMicros(WallNow(env_)));
   answer.server_proof = ServerProof(key, client_nonce, answer.server_nonce);
   return answer;
-}
-
-bool RpcAuth::FirstUse(const CallProof& p, int64_t now_micros) {
-  const int64_t expiry = ServerNonceExpiry(p.server_nonce);
-  std::string key = absl::StrCat(p.server_nonce, "/", p.seq);
-  MutexLock lock(&used_mu_);
-  while (!used_by_expiry_.empty() && used_by_expiry_.begin()->first < now_micros) {
-    used_.erase(used_by_expiry_.begin()->second);
-    used_by_expiry_.erase(used_by_expiry_.begin());
-  }
-  if (expiry <= forgotten_until_ || !used_.insert(key).second) return false;
-  used_by_expiry_.emplace(expiry, std::move(key));
-  while (used_.size() > kMaxRememberedProofs) {
-    // Forget the oldest session's proofs, and refuse that session from now
-    // on: what is forgotten can never be accepted again.
-    forgotten_until_ = std::max(forgotten_until_, used_by_expiry_.begin()->first);
-    used_.erase(used_by_expiry_.begin()->second);
-    used_by_expiry_.erase(used_by_expiry_.begin());
-  }
-  return true;
 }
 
 grpc::Status RpcAuth::Check(const grpc::ServerContextBase& ctx, absl::string_view method, CallAccess access,
@@ -258,20 +255,40 @@ grpc::Status RpcAuth::Check(const grpc::ServerContextBase& ctx, absl::string_vie
   if (it != metadata.end()) {
     const int64_t now = absl::ToUnixMicros(WallNow(env_));
     CallProof proof;
-    switch (CheckCallProof(token(), absl::string_view(it->second.data(), it->second.size()), method, now, &proof)) {
-      case ProofVerdict::kOk:
+    switch (CheckCallProof(token(), server_secret_, absl::string_view(it->second.data(), it->second.size()), method,
+                           now, &proof)) {
+      case ProofVerdict::kOk: {
         if (proof.rank == kReaderRank && access != CallAccess::kRead) {
           Refused(RejectReason::kReadOnly, ctx.peer());
           return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                               "a reader's credential may only read (shardline status); this call needs the job "
                               "token or a rank's credential");
         }
-        if (!FirstUse(proof, now)) {
-          reason = RejectReason::kReplayedProof;
-          break;
+        SessionVerdict verdict;
+        {
+          MutexLock lock(&book_mu_);
+          verdict = book_.Admit(SessionCall{proof.rank, proof.server_nonce, ServerNonceMade(proof.server_nonce),
+                                            ServerNonceExpiry(proof.server_nonce), proof.seq,
+                                            access == CallAccess::kRead},
+                                now);
         }
-        if (caller_rank != nullptr) *caller_rank = proof.rank;
-        return grpc::Status::OK;
+        if (verdict == SessionVerdict::kOk) {
+          if (caller_rank != nullptr) *caller_rank = proof.rank;
+          return grpc::Status::OK;
+        }
+        if (verdict == SessionVerdict::kRateLimited) {
+          Refused(RejectReason::kRateLimited, ctx.peer());
+          return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              absl::StrCat("rate_limited: this credential (",
+                                           proof.rank == kReaderRank ? std::string("the reader's")
+                                           : proof.rank < 0          ? std::string("the job token")
+                                                                     : absl::StrCat("rank ", proof.rank),
+                                           ") starts sessions or calls faster than this server admits; retry "
+                                           "in a second (docs/security.md)"));
+        }
+        reason = verdict == SessionVerdict::kReplayed ? RejectReason::kReplayedProof : RejectReason::kStaleSession;
+        break;
+      }
       case ProofVerdict::kStale:
         reason = RejectReason::kStaleSession;
         break;

@@ -13,9 +13,7 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <set>
 #include <optional>
 #include <string>
 
@@ -24,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "common/platform/args.h"
 #include "common/net/auth_proof.h"
+#include "common/net/session_book.h"
 #include "common/platform/env.h"
 #include "common/platform/mutex.h"
 #include "grpcpp/grpcpp.h"
@@ -95,9 +94,14 @@ enum class RejectReason {
   kWrongRank,
   kReplayedProof,  // a proof already used once (a relay or a replay)
   kReadOnly,       // a reader's credential on a call that changes something
+  kRateLimited,    // a credential starting sessions (or a reader calling) too fast
 };
+// Every reason, for building one series each.
+inline constexpr RejectReason kRejectReasons[] = {
+    RejectReason::kMissingToken, RejectReason::kWrongToken,     RejectReason::kNotAMember, RejectReason::kStaleSession,
+    RejectReason::kWrongRank,    RejectReason::kReplayedProof, RejectReason::kReadOnly,   RejectReason::kRateLimited};
 // "missing_token", "wrong_token", "not_a_member", "stale_session",
-// "wrong_rank", "replayed_proof", "read_only"
+// "wrong_rank", "replayed_proof", "read_only", "rate_limited"
 const char* RejectReasonLabel(RejectReason reason);
 
 // Which credentials a method admits.
@@ -105,11 +109,6 @@ enum class CallAccess {
   kMember,  // the token or a rank's credential
   kRead,    // those, or a reader's (kReaderRank): calls that change nothing
 };
-
-// How many accepted proofs a server remembers (to refuse their reuse)
-// before it forgets the oldest sessions' and refuses those sessions from
-// then on (their clients start new ones).
-inline constexpr size_t kMaxRememberedProofs = size_t{1} << 16;
 
 // What a server answers a Hello (common/net/auth_proof.h).
 struct HelloAnswer {
@@ -126,8 +125,10 @@ class RpcAuth {
   // unparsable credential-like text is treated as a token that matches
   // nothing). `on_reject` (optional) runs for every refused call, e.g. to
   // count it.
-  // `env` (the clock of its nonces and logs) must outlive it.
-  RpcAuth(Env* env, std::string secret, std::function<void(RejectReason)> on_reject = {});
+  // `env` (the clock of its nonces and logs) must outlive it. `limits`: what
+  // one credential may take of this server's session memory and time.
+  RpcAuth(Env* env, std::string secret, std::function<void(RejectReason)> on_reject = {},
+          SessionLimits limits = {});
   Env* env() const { return env_; }
 
   bool enabled() const { return !credential_.key.empty(); }
@@ -145,15 +146,19 @@ class RpcAuth {
   std::shared_ptr<grpc::ServerCredentials> ServerCredentials() const;
 
   // Server side (needs the job token): the answer to a client's Hello for
-  // `rank`'s credential (-1: the token). INVALID_ARGUMENT for a rank or
-  // nonce out of range; FAILED_PRECONDITION without the token.
+  // `rank`'s credential (-1: the token), a nonce under this process's own
+  // secret (a restarted server refuses the old sessions once: their clients
+  // start new ones). Keeps no state. INVALID_ARGUMENT for a rank or nonce
+  // out of range; FAILED_PRECONDITION without the token.
   absl::StatusOr<HelloAnswer> AnswerHello(int rank, absl::string_view client_nonce) const;
 
   // OK if the call carries a valid proof (kProofMetadataKey) for `method`
   // (the request message's full name), not used before, of a credential
-  // `access` admits; then *caller_rank (if given) is its rank, -1 for the
-  // token. Else UNAUTHENTICATED (PERMISSION_DENIED for a reader on a call
-  // that changes something); a refusal is counted and logged with the
+  // `access` admits, within its credential's share (SessionLimits); then
+  // *caller_rank (if given) is its rank, -1 for the token. Else
+  // UNAUTHENTICATED (PERMISSION_DENIED for a reader on a call that changes
+  // something, RESOURCE_EXHAUSTED past a rate limit); a refusal is counted
+  // and logged with the
   // caller's address, at most once a second (the rest are summed into the
   // next line). Nothing of the request is read.
   grpc::Status Check(const grpc::ServerContextBase& ctx, absl::string_view method, CallAccess access,
@@ -168,19 +173,15 @@ class RpcAuth {
   const Credential credential_;
   const std::function<void(RejectReason)> on_reject_;
   std::optional<TlsPem> tls_;
-  // True the first time (server nonce, seq) is seen while its session
-  // lives (single use), false after.
-  bool FirstUse(const CallProof& p, int64_t now_micros);
+  // This process's own secret for its server nonces (random; empty without
+  // the token).
+  const std::string server_secret_;
 
   Mutex mu_;
   int64_t last_log_micros_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t unlogged_ ABSL_GUARDED_BY(mu_) = 0;
-  Mutex used_mu_;
-  // "server nonce/seq" of accepted proofs, and when each may be forgotten.
-  std::set<std::string> used_ ABSL_GUARDED_BY(used_mu_);
-  std::multimap<int64_t, std::string> used_by_expiry_ ABSL_GUARDED_BY(used_mu_);
-  // Sessions expiring at or before this were forgotten early: refused.
-  int64_t forgotten_until_ ABSL_GUARDED_BY(used_mu_) = 0;
+  Mutex book_mu_;
+  SessionBook book_ ABSL_GUARDED_BY(book_mu_);
 };
 
 // auth->Check(...), or OK when there is no auth (a server without a token).

@@ -21,12 +21,11 @@ inline std::function<void(RejectReason)> RejectedRpcCounter(prometheus::Registry
   auto& family = prometheus::BuildCounter()
                      .Name("shardline_rpc_rejected_total")
                      .Help("RPCs refused: without a proof of the job's token, with a stale or used one, a "
-                           "reader's on a call that changes something, or speaking for a rank they do not hold")
+                           "reader's on a call that changes something, speaking for a rank they do not hold, or "
+                           "past a credential's rate limit")
                      .Register(registry);
   std::map<RejectReason, prometheus::Counter*> counters;
-  for (RejectReason r : {RejectReason::kMissingToken, RejectReason::kWrongToken, RejectReason::kNotAMember,
-                         RejectReason::kStaleSession, RejectReason::kWrongRank, RejectReason::kReplayedProof,
-                         RejectReason::kReadOnly}) {
+  for (RejectReason r : kRejectReasons) {
     counters[r] = &family.Add({{"reason", RejectReasonLabel(r)}});
   }
   return [counters](RejectReason r) { counters.at(r)->Increment(); };

@@ -12,15 +12,18 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/platform/env.h"
 #include "common/net/grpc_util.h"
 #include "common/platform/mutex.h"
+#include "common/net/auth_proof.h"
 #include "common/net/rpc_auth.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "tests/e2e/e2e_util.h"
@@ -240,6 +243,156 @@ TEST(SecurityTest, WithoutTheTokenNobodyCanJoinSteerReadOrFeedTheJob) {
   ASSERT_EQ(again.Wait(absl::Seconds(120)), 0) << again.Output();
   EXPECT_NE(ReadAll(dir + "/token"), first_token);
   EXPECT_EQ(ReadAll(dir + "/credentials/rank-0").find(first_token), std::string::npos);
+}
+
+// What a flood of calls from one credential got, by status code.
+struct FloodResult {
+  int64_t ok = 0;
+  int64_t rate_limited = 0;  // RESOURCE_EXHAUSTED
+  int64_t unauthenticated = 0;
+  int64_t other = 0;
+};
+
+// `threads` clients calling Status on the coordinator at `address` with
+// `secret` for `seconds`: each starts a new session (a Hello) every
+// `calls_per_session` calls. With `self_minted`, the clients skip Hello and
+// make their own server nonces under their own key, as a credential could
+// before issue 62.
+FloodResult FloodStatus(const std::string& address, const std::string& secret, double seconds, int threads,
+                        int calls_per_session, bool self_minted = false) {
+  const Credential c = *ParseCredential(secret);
+  Mutex mu;
+  FloodResult total;
+  std::vector<std::thread> clients;
+  const absl::Time until = absl::Now() + absl::Seconds(seconds);
+  for (int t = 0; t < threads; ++t) {
+    clients.emplace_back([&, t] {
+      grpc::ChannelArguments args = DefaultChannelArguments();
+      args.SetInt("shardline.flood_client", t);  // a connection of its own
+      auto stub = coordinator::Coordinator::NewStub(
+          grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+      FloodResult mine;
+      CallProof session;
+      while (absl::Now() < until) {
+        if (session.client_nonce.empty() || session.seq + 1 >= static_cast<uint64_t>(calls_per_session)) {
+          session = CallProof{c.rank, *NewNonce(), "", 0, ""};
+          if (self_minted) {
+            session.server_nonce = ServerNonce(c.key, c.rank, session.client_nonce, absl::ToUnixMicros(absl::Now()));
+          } else {
+            grpc::ClientContext hello_ctx;
+            hello_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+            coordinator::HelloRequest hello;
+            hello.set_rank(c.rank);
+            hello.set_client_nonce(session.client_nonce);
+            coordinator::HelloReply reply;
+            if (!stub->Hello(&hello_ctx, hello, &reply).ok()) {
+              ++mine.other;
+              session = CallProof();
+              continue;
+            }
+            session.server_nonce = reply.server_nonce();
+          }
+        } else {
+          ++session.seq;
+        }
+        session.proof = ClientProof(c.key, session.client_nonce, session.server_nonce, StatusMethod(), session.seq);
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        ctx.AddMetadata(kProofMetadataKey, FormatCallProof(session));
+        coordinator::JobStatus status;
+        switch (stub->Status(&ctx, coordinator::StatusRequest(), &status).error_code()) {
+          case grpc::StatusCode::OK:
+            ++mine.ok;
+            break;
+          case grpc::StatusCode::RESOURCE_EXHAUSTED:
+            ++mine.rate_limited;
+            break;
+          case grpc::StatusCode::UNAUTHENTICATED:
+            ++mine.unauthenticated;
+            session = CallProof();  // as an honest client would: a new session
+            break;
+          default:
+            ++mine.other;
+        }
+      }
+      MutexLock lock(&mu);
+      total.ok += mine.ok;
+      total.rate_limited += mine.rate_limited;
+      total.unauthenticated += mine.unauthenticated;
+      total.other += mine.other;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  std::cerr << "flood of " << secret.substr(0, 18) << "...: " << total.ok << " ok, " << total.rate_limited
+            << " rate limited, " << total.unauthenticated << " unauthenticated, " << total.other << " other\n";
+  return total;
+}
+
+// Issue 62: a credential holder could lock every new session out. Server
+// nonces were MACed under the client's own key, so any reader or rank
+// credential minted sessions without a Hello, and 65,536 accepted proofs
+// (any credential's) filled the one table: `shardline status` failed and
+// workers (re)started during the flood exited 1. Now only the server makes
+// sessions, each credential's calls live in its own share, and a credential
+// that starts sessions (or a reader that calls) too fast is refused as
+// `rate_limited`.
+TEST(SecurityTest, ACredentialsFloodOfSessionsLocksOutNobodyElse) {
+  unsetenv(kTokenEnvVar);
+  const std::string dir = FreshDir("security_session_flood");
+  Subprocess launch(LaunchArgv(dir, 2, {"train.total_steps=1000000", "train.eval_every=0"}, /*max_restarts=*/2));
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
+      << launch.Output();
+  const std::string token = ReadAll(dir + "/token");
+  const std::string coordinator = ReadAll(dir + "/coordinator.address");
+  const std::string rank7 = RankCredentialText(std::string(absl::StripAsciiWhitespace(token)), 7);
+  const std::string reader = ReaderCredentialText(std::string(absl::StripAsciiWhitespace(token)));
+
+  // Self-minted sessions are refused, and leave nothing behind.
+  const FloodResult minted = FloodStatus(coordinator, reader, 2, 2, 1000, /*self_minted=*/true);
+  EXPECT_EQ(minted.ok, 0);
+  EXPECT_GT(minted.unauthenticated, 100);
+
+  // Rank 7's credential (a rank outside this world: a leaked file) floods
+  // with new sessions and with calls, while worker 1 is killed and
+  // restarted and an operator asks for the status.
+  std::thread flood([&] {
+    const FloodResult sessions = FloodStatus(coordinator, rank7, 12, 2, /*calls_per_session=*/1);
+    EXPECT_GT(sessions.rate_limited, 0) << "new sessions past 20 a second are refused";
+    EXPECT_GT(sessions.ok, 100);
+  });
+  std::thread calls([&] {
+    const FloodResult many = FloodStatus(coordinator, rank7, 12, 2, /*calls_per_session=*/1'000'000);
+    EXPECT_GT(many.ok, 1000);
+    EXPECT_GT(many.rate_limited, 0) << "reads past 200 a second are refused";
+  });
+  absl::SleepFor(absl::Seconds(2));
+  ASSERT_TRUE(SignalLaunchedWorker(dir, 1, SIGKILL));
+  for (int i = 0; i < 3; ++i) {
+    Subprocess status({BinPath("shardline"), "status", "--workdir", dir});
+    EXPECT_EQ(status.Wait(absl::Seconds(30)), 0) << status.Output();
+    absl::SleepFor(absl::Seconds(2));
+  }
+  flood.join();
+  calls.join();
+  // The restarted worker rejoined during the flood: a second generation
+  // formed and trains.
+  ASSERT_TRUE(WaitForText(dir + "/logs/coordinator.log", "generation 2", absl::Seconds(60)));
+
+  // The reader's calls are rate-limited too, with the label saying so.
+  const FloodResult readers = FloodStatus(coordinator, reader, 4, 2, /*calls_per_session=*/1'000'000);
+  EXPECT_GT(readers.rate_limited, 0);
+  EXPECT_GT(Rejected(CoordinatorMetricsPort(dir), "rate_limited", 1), 0);
+  EXPECT_GT(Rejected(CoordinatorMetricsPort(dir), "stale_session", 100), 100);
+
+  // After the floods, the status command answers at once, and training
+  // goes on.
+  Subprocess status({BinPath("shardline"), "status", "--workdir", dir});
+  EXPECT_EQ(status.Wait(absl::Seconds(30)), 0) << status.Output();
+  const int64_t after = LoggedStep(dir);
+  EXPECT_TRUE(WaitForStep(dir, after + 500, absl::Seconds(60)));
+  EXPECT_EQ(ReadAll(dir + "/logs/coordinator.log").find("generation 3"), std::string::npos);
+  launch.Signal(SIGTERM);
+  EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();
 }
 
 // `shardline credential --rank_offset K`: a second site's Indexed Job

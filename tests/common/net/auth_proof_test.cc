@@ -33,52 +33,68 @@ constexpr char kRegister[] = "shardline.coordinator.RegisterRequest";
 
 TEST(AuthProofTest, AProofChecksOnlyWithTheRightKeyFreshAndWhole) {
   const std::string token = "the-job-token";
+  const std::string secret = "the-servers-own-secret";
   for (int rank : {kReaderRank, -1, 0, 5}) {
     const std::string key = KeyFor(token, rank);
-    const std::string sn = ServerNonce(key, kNonce, kNow);
+    const std::string sn = ServerNonce(secret, rank, kNonce, kNow);
     CallProof p{rank, kNonce, sn, 3, ClientProof(key, kNonce, sn, kStatus, 3)};
     CallProof parsed;
-    EXPECT_EQ(CheckCallProof(token, FormatCallProof(p), kStatus, kNow + 1'000'000, &parsed), ProofVerdict::kOk);
+    EXPECT_EQ(CheckCallProof(token, secret, FormatCallProof(p), kStatus, kNow + 1'000'000, &parsed), ProofVerdict::kOk);
     EXPECT_EQ(parsed.rank, rank);
     EXPECT_EQ(parsed.seq, 3u);
     EXPECT_EQ(parsed.server_nonce, sn);
     // Issue 46: a proof is bound to its method; one made for Status (say,
     // by `shardline status` through a relay) never passes for Register.
-    EXPECT_EQ(CheckCallProof(token, FormatCallProof(p), kRegister, kNow, nullptr), ProofVerdict::kWrong);
+    EXPECT_EQ(CheckCallProof(token, secret, FormatCallProof(p), kRegister, kNow, nullptr), ProofVerdict::kWrong);
     // ... and to its call number: another seq needs another proof.
     CallProof next = p;
     next.seq = 4;
-    EXPECT_EQ(CheckCallProof(token, FormatCallProof(next), kStatus, kNow, nullptr), ProofVerdict::kWrong);
+    EXPECT_EQ(CheckCallProof(token, secret, FormatCallProof(next), kStatus, kNow, nullptr), ProofVerdict::kWrong);
     // Claiming another rank with this proof fails: its key differs.
     CallProof other = p;
     other.rank = rank + 1;
-    EXPECT_NE(CheckCallProof(token, FormatCallProof(other), kStatus, kNow, nullptr), ProofVerdict::kOk);
+    EXPECT_NE(CheckCallProof(token, secret, FormatCallProof(other), kStatus, kNow, nullptr), ProofVerdict::kOk);
     // Stale after the session's age, and from too far in the future.
-    EXPECT_EQ(CheckCallProof(token, FormatCallProof(p), kStatus, kNow + kProofSessionMaxAgeMicros + 1, nullptr),
+    EXPECT_EQ(CheckCallProof(token, secret, FormatCallProof(p), kStatus, kNow + kProofSessionMaxAgeMicros + 1, nullptr),
               ProofVerdict::kStale);
-    EXPECT_EQ(CheckCallProof(token, FormatCallProof(p), kStatus, kNow - int64_t{120} * 1'000'000, nullptr),
+    EXPECT_EQ(CheckCallProof(token, secret, FormatCallProof(p), kStatus, kNow - int64_t{120} * 1'000'000, nullptr),
               ProofVerdict::kStale);
     EXPECT_EQ(ServerNonceExpiry(sn), kNow + kProofSessionMaxAgeMicros);
+    EXPECT_EQ(ServerNonceMade(sn), kNow);
+    // Issue 62: a credential cannot mint its own session. A nonce MACed
+    // under the client's key (as a client could make one) is not the
+    // server's, nor is one the server made for another rank.
+    for (const std::string& minted : {ServerNonce(key, rank, kNonce, kNow), ServerNonce(secret, rank + 1, kNonce, kNow),
+                                      ServerNonce("another-server", rank, kNonce, kNow)}) {
+      CallProof self_made = p;
+      self_made.server_nonce = minted;
+      self_made.proof = ClientProof(key, kNonce, minted, kStatus, 3);
+      EXPECT_EQ(CheckCallProof(token, secret, FormatCallProof(self_made), kStatus, kNow, nullptr),
+                ProofVerdict::kStale);
+    }
     // The server's proof is not a client proof (an oracle gives nothing).
     CallProof reflected = p;
     reflected.proof = ServerProof(key, kNonce, sn);
-    EXPECT_EQ(CheckCallProof(token, FormatCallProof(reflected), kStatus, kNow, nullptr), ProofVerdict::kWrong);
+    EXPECT_EQ(CheckCallProof(token, secret, FormatCallProof(reflected), kStatus, kNow, nullptr), ProofVerdict::kWrong);
     // Another token's proof, and a forged server nonce.
     CallProof wrong = p;
     wrong.proof = ClientProof(KeyFor("another", rank), kNonce, sn, kStatus, 3);
-    EXPECT_EQ(CheckCallProof(token, FormatCallProof(wrong), kStatus, kNow, nullptr), ProofVerdict::kWrong);
+    EXPECT_EQ(CheckCallProof(token, secret, FormatCallProof(wrong), kStatus, kNow, nullptr), ProofVerdict::kWrong);
     CallProof forged = p;
     forged.server_nonce = absl::StrCat(kNow, "-", std::string(64, 'a'));
-    EXPECT_EQ(CheckCallProof(token, FormatCallProof(forged), kStatus, kNow, nullptr), ProofVerdict::kStale);
+    EXPECT_EQ(CheckCallProof(token, secret, FormatCallProof(forged), kStatus, kNow, nullptr), ProofVerdict::kStale);
   }
   for (const char* bad : {"", "x", "1.2.3", "-1.zz.1-2.0.00", "-1.00112233445566778899aabbccddeeff.1-2.0.abc",
                           "-3.00112233445566778899aabbccddeeff.1-2.0."
                           "0000000000000000000000000000000000000000000000000000000000000000",
                           "-1.00112233445566778899aabbccddeeff.1-2.x."
                           "0000000000000000000000000000000000000000000000000000000000000000"}) {
-    EXPECT_EQ(CheckCallProof(token, bad, kStatus, kNow, nullptr), ProofVerdict::kMalformed) << bad;
+    EXPECT_EQ(CheckCallProof(token, secret, bad, kStatus, kNow, nullptr), ProofVerdict::kMalformed) << bad;
   }
-  EXPECT_EQ(CheckCallProof(token, std::string(4096, '1'), kStatus, kNow, nullptr), ProofVerdict::kMalformed);
+  EXPECT_EQ(CheckCallProof(token, secret, std::string(4096, '1'), kStatus, kNow, nullptr), ProofVerdict::kMalformed);
+  EXPECT_EQ(ServerNonceMade("x-1"), 0);
+  EXPECT_EQ(ServerNonceMade("-5-aa"), 0);
+  EXPECT_EQ(ServerNonceExpiry("nonsense"), 0);
 }
 
 TEST(AuthProofTest, ReaderCredentialsAreDerivedAndParsed) {

@@ -6,6 +6,10 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/net/rpc_auth_metrics.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 #include "gtest/gtest.h"
 
 namespace shardline {
@@ -97,6 +101,23 @@ TEST_F(RpcAuthTest, ARankCredentialIsItsOwnKindOfSecret) {
   absl::StatusOr<std::unique_ptr<RpcAuth>> loaded = LoadRpcAuth(Env::Default(), args, "127.0.0.1:0");
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.status().message().find("bad"), std::string::npos) << loaded.status();
+}
+
+// Issue 62: a reason added to RejectReason but not to the counter's list
+// aborted the coordinator on its first refusal of that kind.
+TEST(RejectedRpcCounterTest, EveryReasonHasItsLabelAndItsSeries) {
+  prometheus::Registry registry;
+  const std::function<void(RejectReason)> count = RejectedRpcCounter(registry);
+  for (RejectReason r : kRejectReasons) {
+    EXPECT_STRNE(RejectReasonLabel(r), "unknown");
+    count(r);
+  }
+  const std::string page = prometheus::TextSerializer().Serialize(registry.Collect());
+  for (const char* label : {"missing_token", "wrong_token", "not_a_member", "stale_session", "wrong_rank",
+                            "replayed_proof", "read_only", "rate_limited"}) {
+    EXPECT_TRUE(absl::StrContains(page, absl::StrCat("shardline_rpc_rejected_total{reason=\"", label, "\"} 1")))
+        << label << "\n" << page;
+  }
 }
 
 TEST_F(RpcAuthTest, TlsFilesGoTogetherAndErrorsNameTheFlag) {
