@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/encoding/sha256.h"
 #include "common/platform/env.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/final_state.h"
@@ -134,6 +135,42 @@ TEST(TokensE2eTest, TrainsFromShardsResumesAndReshardsBitForBitAndSamplesWithIts
   Subprocess f(resumed);
   EXPECT_EQ(f.Wait(absl::Seconds(120)), 1) << f.Output();
   EXPECT_TRUE(absl::StrContains(f.Output(), "trained on tokenizer")) << f.Output();
+}
+
+// Issue 62: a manifest whose tokens x token_bytes wraps 64 bits (2^62
+// tokens of 4 bytes: 0) passed the size check against an empty shard, so
+// every worker died (SIGSEGV) and `shardline plan` accepted it. Now every
+// process refuses it by itself, exit 1, naming the file and the field.
+TEST(TokensE2eTest, AManifestWhoseSizesWrapIsRefusedByEveryCommandNamingTheField) {
+  const std::string shards = FreshDir("tokens_wrapped");
+  ASSERT_TRUE(Env::Default()->CreateDirs(shards).ok());
+  const std::string model = "not a real tokenizer: the manifest is refused before it is read";
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), shards + "/tokenizer.model", model).ok());
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), shards + "/train-00000.tok", "").ok());
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), shards + "/val-00000.tok", std::string(400, '\0')).ok());
+  const std::string sha(64, '0');
+  ASSERT_TRUE(WriteFileAtomically(
+                  Env::Default(), shards + "/manifest.json",
+                  absl::StrCat("{\"format\": \"shardline.tokens.v1\", \"tokenizer\": {\"file\": \"tokenizer.model\", "
+                               "\"sha256\": \"", Sha256Hex(model), "\", \"vocab_size\": 100000}, \"token_bytes\": 4, "
+                               "\"train\": [{\"file\": \"train-00000.tok\", \"tokens\": ", int64_t{1} << 62,
+                               ", \"text_bytes\": 1, \"sha256\": \"", sha, "\"}], \"val\": [{\"file\": \"val-00000.tok\", "
+                               "\"tokens\": 100, \"text_bytes\": 300, \"sha256\": \"", sha, "\"}]}"))
+                  .ok());
+  const std::string config = ConfigPath("austen_gpt_tokens");
+  const std::vector<std::string> run = SmallRun(shards);
+  auto expect_refused = [&](std::vector<std::string> argv) {
+    for (const std::string& s : run) argv.insert(argv.end(), {"--set", s});
+    Subprocess p(argv);
+    EXPECT_EQ(p.Wait(absl::Seconds(120)), 1) << p.Output();
+    EXPECT_TRUE(absl::StrContains(p.Output(), shards + "/manifest.json: field train[0].tokens")) << p.Output();
+    EXPECT_FALSE(absl::StrContains(p.Output(), "SIGSEGV")) << p.Output();
+    EXPECT_FALSE(absl::StrContains(p.Output(), "SIGABRT")) << p.Output();
+  };
+  expect_refused({BinPath("shardline"), "plan", "--config", config, "--workers", "2"});
+  expect_refused({BinPath("shardline"), "train", "--config", config, "--workdir", FreshDir("tokens_wrapped_train")});
+  std::vector<std::string> launch = LaunchArgv(FreshDir("tokens_wrapped_launch"), 2, {}, 0, config);
+  expect_refused(launch);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/encoding/checked_math.h"
 #include "common/platform/status_macros.h"
 
 namespace shardline {
@@ -91,7 +92,13 @@ absl::Status ParseHeader(absl::string_view bytes, absl::string_view name, int wa
   dims->clear();
   for (uint32_t i = 0; i < rank; ++i) {
     dims->push_back(be32(4 + 4 * i));
-    count *= static_cast<uint64_t>(dims->back());
+    // Four dimensions of up to 2^32 each can wrap 64 bits to the payload's
+    // size: a product that does not fit is no file's.
+    const std::optional<uint64_t> more = CheckedMul(count, static_cast<uint64_t>(dims->back()));
+    if (!more.has_value()) {
+      return absl::DataLossError(absl::StrCat(name, ": the IDX header's dimensions multiply past 2^64 bytes"));
+    }
+    count = *more;
   }
   const uint64_t payload = bytes.size() - header;
   if (payload != count) {

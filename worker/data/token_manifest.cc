@@ -1,9 +1,11 @@
 #include "worker/data/token_manifest.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/encoding/checked_math.h"
 #include "common/platform/status_macros.h"
 
 namespace shardline {
@@ -47,10 +49,13 @@ bool IsPlainName(const std::string& s) {
   return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos;
 }
 
-absl::StatusOr<std::vector<TokenShard>> Split(const Json& root, const char* name, const std::string& source) {
+absl::StatusOr<std::vector<TokenShard>> Split(const Json& root, const char* name, const std::string& source,
+                                               int token_bytes) {
   ASSIGN_OR_RETURN(const Json* list, Member(root, name, source, ""));
   if (!list->is_array()) return Bad(source, name, "is not a list of shards");
   std::vector<TokenShard> out;
+  int64_t tokens = 0;
+  int64_t text_bytes = 0;
   for (size_t i = 0; i < list->size(); ++i) {
     const std::string path = absl::StrCat(name, "[", i, "].");
     const Json& s = (*list)[i];
@@ -58,7 +63,25 @@ absl::StatusOr<std::vector<TokenShard>> Split(const Json& root, const char* name
     ASSIGN_OR_RETURN(shard.file, Text(s, "file", source, path));
     if (!IsPlainName(shard.file)) return Bad(source, path + "file", absl::StrCat("\"", shard.file, "\" is not a file name"));
     ASSIGN_OR_RETURN(shard.tokens, Count(s, "tokens", source, path));
+    // Issue 62: tokens 2^62 of 4 bytes wrapped to 0 and matched an empty
+    // file; every worker then died reading past it.
+    const std::optional<int64_t> bytes = CheckedMul(shard.tokens, static_cast<int64_t>(token_bytes));
+    if (!bytes.has_value() || *bytes > kMaxTokenShardBytes) {
+      return Bad(source, path + "tokens",
+                 absl::StrCat("is ", shard.tokens, ": ", shard.tokens, " tokens of ", token_bytes,
+                              " bytes are over the largest shard, ", kMaxTokenShardBytes, " bytes"));
+    }
     ASSIGN_OR_RETURN(shard.text_bytes, Count(s, "text_bytes", source, path));
+    const std::optional<int64_t> split_tokens = CheckedAdd(tokens, shard.tokens);
+    const std::optional<int64_t> split_text = CheckedAdd(text_bytes, shard.text_bytes);
+    if (!split_tokens.has_value() || *split_tokens > kMaxSplitTokens) {
+      return Bad(source, path + "tokens", absl::StrCat("takes the split past ", kMaxSplitTokens, " tokens"));
+    }
+    if (!split_text.has_value() || *split_text > kMaxSplitTokens) {
+      return Bad(source, path + "text_bytes", absl::StrCat("takes the split past ", kMaxSplitTokens, " bytes of text"));
+    }
+    tokens = *split_tokens;
+    text_bytes = *split_text;
     ASSIGN_OR_RETURN(shard.sha256, Text(s, "sha256", source, path));
     if (!IsHexDigest(shard.sha256)) return Bad(source, path + "sha256", "is not 64 lowercase hex digits");
     out.push_back(std::move(shard));
@@ -123,8 +146,8 @@ absl::StatusOr<TokenManifest> ParseTokenManifest(const std::string& text, const 
                absl::StrCat("is ", token_bytes, ", not ", TokenBytesFor(m.vocab_size), " for ", m.vocab_size, " tokens"));
   }
   m.token_bytes = static_cast<int>(token_bytes);
-  ASSIGN_OR_RETURN(m.train, Split(root, "train", source));
-  ASSIGN_OR_RETURN(m.val, Split(root, "val", source));
+  ASSIGN_OR_RETURN(m.train, Split(root, "train", source, m.token_bytes));
+  ASSIGN_OR_RETURN(m.val, Split(root, "val", source, m.token_bytes));
   return m;
 }
 

@@ -28,6 +28,11 @@
 namespace shardline {
 
 inline constexpr char kTokenManifestFile[] = "manifest.json";
+// The largest shard a manifest may name (it is mapped whole), and the most
+// tokens (and bytes of text) a split may hold in all: far above any corpus
+// this trains on, and far below where an int64 product or sum could wrap.
+inline constexpr int64_t kMaxTokenShardBytes = int64_t{1} << 40;
+inline constexpr int64_t kMaxSplitTokens = int64_t{1} << 50;
 inline constexpr char kTokenFormat[] = "shardline.tokens.v1";
 
 struct TokenShard {
@@ -59,7 +64,10 @@ std::string TokenManifestJson(const TokenManifest& manifest);
 // the field for anything malformed.
 absl::StatusOr<TokenManifest> ReadTokenManifest(Env* env, const std::string& dir);
 
-// Parses manifest text; `source` names it in errors.
+// Parses manifest text; `source` names it in errors. Every size is
+// checked: a shard's tokens x token_bytes at most kMaxTokenShardBytes, a
+// split's tokens and text bytes at most kMaxSplitTokens in all (DataLoss
+// naming the field).
 absl::StatusOr<TokenManifest> ParseTokenManifest(const std::string& text, const std::string& source);
 
 }  // namespace shardline

@@ -279,5 +279,42 @@ TEST_F(BadShardsTest, AManifestFieldThatDoesNotParseIsNamed) {
   }
 }
 
+// Issue 62: a manifest with tokens 2^62 of 4 bytes wrapped the size check
+// to 0 and every worker died (SIGSEGV); `shardline plan` accepted it. Every
+// size is checked, and the refusal names the field.
+TEST(TokenManifestTest, SizesThatWouldWrapAreRefusedNamingTheField) {
+  const std::string sha(64, 'a');
+  auto manifest = [&](const std::string& vocab, const std::string& token_bytes, const std::string& train) {
+    return absl::StrCat("{\"format\": \"shardline.tokens.v1\", \"tokenizer\": {\"file\": \"tokenizer.model\", \"sha256\": \"",
+                        sha, "\", \"vocab_size\": ", vocab, "}, \"token_bytes\": ", token_bytes, ", \"train\": [", train,
+                        "], \"val\": [{\"file\": \"v\", \"tokens\": 10, \"text_bytes\": 30, \"sha256\": \"", sha, "\"}]}");
+  };
+  auto shard = [&](const std::string& tokens, const std::string& text_bytes) {
+    return absl::StrCat("{\"file\": \"t\", \"tokens\": ", tokens, ", \"text_bytes\": ", text_bytes, ", \"sha256\": \"",
+                        sha, "\"}");
+  };
+  ASSERT_TRUE(ParseTokenManifest(manifest("320", "2", shard("1000", "3000")), "m").ok());
+  struct Case {
+    std::string text, field;
+  };
+  const std::string two62 = std::to_string(int64_t{1} << 62);
+  const std::string big_shard = std::to_string(kMaxTokenShardBytes / 2);  // the largest of 2 bytes each
+  std::string many_shards;
+  for (int i = 0; i < 2100; ++i) many_shards += (i ? ", " : "") + shard(big_shard, "1");
+  const std::vector<Case> cases = {
+      {manifest("100000", "4", shard(two62, "1")), "train[0].tokens"},  // 2^62 x 4 wraps to 0
+      {manifest("320", "2", shard(std::to_string(kMaxTokenShardBytes / 2 + 1), "1")), "train[0].tokens"},
+      {manifest("320", "2", many_shards), "train[2048].tokens"},  // the split's sum past 2^50
+      {manifest("320", "2", shard("1", two62) + ", " + shard("1", two62)), "train[0].text_bytes"},
+  };
+  for (const Case& c : cases) {
+    const absl::StatusOr<TokenManifest> m = ParseTokenManifest(c.text, "m.json");
+    ASSERT_FALSE(m.ok()) << c.field;
+    EXPECT_TRUE(absl::IsDataLoss(m.status())) << m.status();
+    EXPECT_TRUE(absl::StrContains(m.status().message(), "m.json: field " + c.field)) << m.status();
+  }
+  EXPECT_TRUE(ParseTokenManifest(manifest("320", "2", shard(big_shard, "1")), "m").ok()) << "the largest shard";
+}
+
 }  // namespace
 }  // namespace shardline
