@@ -284,9 +284,12 @@ absl::Status Run(const Args& args) {
   const std::string& workdir = flags.workdir;
   auto registry = std::make_shared<prometheus::Registry>();
   ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth, LoadRpcAuth(env, args, flags.listen, RejectedRpcCounter(*registry)));
-  if (auth->credential().rank >= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--token_file holds rank ", auth->credential().rank,
-                                                   "'s credential; the coordinator needs the job token itself"));
+  // Issue 62: a reader's credential was accepted here (a rank's was not).
+  if (auth->enabled()) {
+    RETURN_IF_ERROR(RequireJobToken(auth->credential(),
+                                    args.Has("token_file") ? absl::StrCat("--token_file ", args.Get("token_file"))
+                                                           : std::string("$SHARDLINE_TOKEN"),
+                                    "the coordinator"));
   }
   ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, TakeWorkdir(env, workdir, cfg));
   ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(env, workdir + "/coordinator_db"));

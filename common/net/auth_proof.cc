@@ -82,6 +82,13 @@ absl::StatusOr<Credential> ParseCredential(absl::string_view text) {
   return Credential{rank, std::string(parts[1])};
 }
 
+absl::Status RequireJobToken(const Credential& held, absl::string_view source, absl::string_view who) {
+  if (held.rank == -1) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(source, " holds ", held.rank == kReaderRank ? std::string("a reader's") : absl::StrCat("rank ", held.rank, "'s"),
+                   " credential; ", who, " needs the job token itself"));
+}
+
 absl::StatusOr<std::string> RandomHex(size_t bytes, absl::string_view what) {
   // getrandom(2): the kernel's CSPRNG (as /dev/urandom), with no file to
   // open; blocks only until the pool is first seeded at boot.

@@ -80,6 +80,12 @@ std::string ReaderCredentialText(absl::string_view token);
 // INVALID_ARGUMENT for a text that starts like one but is not one.
 absl::StatusOr<Credential> ParseCredential(absl::string_view text);
 
+// OK if `held` is the job token itself; else INVALID_ARGUMENT "<source>
+// holds rank R's credential (a reader's credential); <who> needs the job
+// token itself". For the processes that derive other credentials from what
+// they hold: the coordinator, `shardline launch`, `shardline credential`.
+absl::Status RequireJobToken(const Credential& held, absl::string_view source, absl::string_view who);
+
 // `bytes` random bytes from /dev/urandom, as 2 * bytes hex digits; `what`
 // names the use in the error.
 absl::StatusOr<std::string> RandomHex(size_t bytes, absl::string_view what);

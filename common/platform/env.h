@@ -88,6 +88,9 @@ class FileLock {
 inline constexpr int64_t kMaxSmallFileBytes = int64_t{1} << 20;
 // A job's config (text format).
 inline constexpr int64_t kMaxConfigFileBytes = int64_t{16} << 20;
+// A SentencePiece tokenizer (tokenizer.model): every read of one, and what
+// the tokenizer helper accepts (worker/data/spm_protocol.h).
+inline constexpr int64_t kMaxTokenizerFileBytes = int64_t{256} << 20;
 // Data sets, traces and other files read whole into memory.
 inline constexpr int64_t kMaxDataFileBytes = int64_t{4} << 30;
 

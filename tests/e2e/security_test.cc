@@ -419,6 +419,36 @@ TEST(SecurityTest, ACredentialWithARankOffsetIsOfTheRankPlusTheOffset) {
   }
 }
 
+// Issue 62: a reader's credential was accepted as --token_file by the
+// coordinator and by launch (a rank's was refused). Every process that
+// derives credentials from what it holds refuses both, naming the file.
+TEST(SecurityTest, OnlyTheJobTokenItselfRunsACoordinatorALaunchOrMakesCredentials) {
+  const std::string dir = FreshDir("security_token_kinds");
+  ASSERT_TRUE(Env::Default()->CreateDirs(dir).ok());
+  const std::string token = "0123456789abcdef0123456789abcdef";
+  const std::string reader = dir + "/reader";
+  const std::string rank = dir + "/rank-0";
+  ASSERT_TRUE(WritePrivateFile(reader, ReaderCredentialText(token)).ok());
+  ASSERT_TRUE(WritePrivateFile(rank, RankCredentialText(token, 0)).ok());
+  for (const auto& [file, kind] : {std::pair<std::string, std::string>{reader, "a reader's credential"},
+                                   std::pair<std::string, std::string>{rank, "rank 0's credential"}}) {
+    const std::vector<std::vector<std::string>> commands = {
+        {BinPath("shardline-coordinator"), "--config", DefaultConfig(), "--listen", "127.0.0.1:0", "--workdir",
+         dir + "/coordinator", "--token_file", file},
+        {BinPath("shardline"), "launch", "--config", DefaultConfig(), "--workers", "1", "--workdir", dir + "/launch",
+         "--token_file", file},
+        {BinPath("shardline"), "credential", "--rank", "1", "--out", dir + "/made", "--token_file", file},
+    };
+    for (const std::vector<std::string>& argv : commands) {
+      Subprocess p(argv);
+      EXPECT_EQ(p.Wait(absl::Seconds(30)), 1) << p.Output();
+      EXPECT_NE(p.Output().find("--token_file " + file + " holds " + kind), std::string::npos) << p.Output();
+      EXPECT_NE(p.Output().find("needs the job token itself"), std::string::npos) << p.Output();
+    }
+  }
+  EXPECT_FALSE(Env::Default()->FileExists(dir + "/made"));
+}
+
 TEST(SecurityTest, WithTheTokenButNotAMemberNobodyCanSpeakForARank) {
   unsetenv(kTokenEnvVar);
   const std::string dir = FreshDir("security_member");

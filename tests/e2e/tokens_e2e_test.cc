@@ -110,6 +110,31 @@ TEST(TokensE2eTest, TrainsFromShardsResumesAndReshardsBitForBitAndSamplesWithIts
   // naming the file and the field.
   const std::string other = FreshDir("tokens_other");
   RunOk({shardline, "data", "tokenizer", "--input", data + "/val.txt", "--vocab_size", "512", "--out", other});
+
+  // Issue 62: sampling with another tokenizer of the same size decoded
+  // nonsense without a word; an export replaced another tokenizer.model
+  // beside its --out. Both refused, naming the files and the SHA-256s.
+  for (const std::vector<std::string>& from :
+       {std::vector<std::string>{"--workdir", clean}, std::vector<std::string>{"--safetensors", out, "--config",
+                                                                            clean + "/config.textproto"}}) {
+    std::vector<std::string> argv = {shardline, "sample", "--tokenizer", other + "/tokenizer.model", "--tokens", "5"};
+    argv.insert(argv.end(), from.begin(), from.end());
+    Subprocess swapped_sample(argv);
+    EXPECT_EQ(swapped_sample.Wait(absl::Seconds(60)), 1) << swapped_sample.Output();
+    EXPECT_TRUE(absl::StrContains(swapped_sample.Output(), "tokenizer " + other + "/tokenizer.model has SHA-256"))
+        << swapped_sample.Output();
+    EXPECT_TRUE(absl::StrContains(swapped_sample.Output(), "was trained with tokenizer")) << swapped_sample.Output();
+  }
+  const std::string crowded = FreshDir("tokens_export_crowded");
+  ASSERT_TRUE(Env::Default()->CreateDirs(crowded).ok());
+  RunOk({"/bin/cp", other + "/tokenizer.model", crowded + "/tokenizer.model"});
+  Subprocess overwrite({shardline, "ckpt", "export", clean, "--out", crowded + "/gpt.safetensors"});
+  EXPECT_EQ(overwrite.Wait(absl::Seconds(60)), 1) << overwrite.Output();
+  EXPECT_TRUE(absl::StrContains(overwrite.Output(), crowded + "/tokenizer.model exists and is another tokenizer"))
+      << overwrite.Output();
+  EXPECT_EQ(ReadAll(crowded + "/tokenizer.model"), ReadAll(other + "/tokenizer.model"));
+  EXPECT_FALSE(Env::Default()->FileExists(crowded + "/gpt.safetensors"));
+  RunOk({shardline, "ckpt", "export", clean, "--out", exported + "/again.safetensors"});  // the same one: fine
   RunOk({"/bin/cp", "-r", data + "/shards", other + "/shards"});
   RunOk({"/bin/cp", other + "/tokenizer.model", other + "/shards/tokenizer.model"});
   std::vector<std::string> swapped = run;

@@ -90,7 +90,11 @@ absl::StatusOr<ExportedCheckpoint> ExportCheckpoint(Env* env, const std::string&
     done.parameters += n;
   }
   done.tensors = static_cast<int64_t>(tensors.size());
-  const std::string header = SafetensorsHeaderBytes(tensors, options.metadata);
+  // Trained on token shards: the export names its tokenizer, so a sampler
+  // given another one can say so.
+  std::map<std::string, std::string> metadata = options.metadata;
+  if (!done.tokenizer_sha256.empty()) metadata["tokenizer_sha256"] = done.tokenizer_sha256;
+  const std::string header = SafetensorsHeaderBytes(tensors, metadata);
   const std::string tmp = out + ".tmp";
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(tmp));
   absl::Status s = file->Append(header);

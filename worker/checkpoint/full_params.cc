@@ -70,11 +70,14 @@ absl::StatusOr<FullParams> ReadFullParams(Env* env, const std::string& step_dir)
   return out;
 }
 
-absl::StatusOr<std::vector<state::TensorEntry>> ReadCheckpointTensors(Env* env, const std::string& step_dir) {
+absl::StatusOr<SavedLayout> ReadSavedLayout(Env* env, const std::string& step_dir) {
   ASSIGN_OR_RETURN(const state::CheckpointManifest m, ReadCommitted(env, step_dir));
   RETURN_IF_ERROR(CheckManifest(m, step_dir));
   ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(env, step_dir + "/" + m.shards(0).file()));
-  return std::vector<state::TensorEntry>(r->header().tensors().begin(), r->header().tensors().end());
+  SavedLayout out;
+  out.tensors.assign(r->header().tensors().begin(), r->header().tensors().end());
+  out.tokenizer_sha256 = r->header().data_position().tokenizer_sha256();
+  return out;
 }
 
 }  // namespace shardline

@@ -49,9 +49,14 @@ struct FullParams {
 // Reads and verifies the checkpoint directory `step_dir`.
 absl::StatusOr<FullParams> ReadFullParams(Env* env, const std::string& step_dir);
 
-// The layout a committed checkpoint was saved with, from its first shard's
+// The layout a committed checkpoint was saved with, and the SHA-256 of the
+// tokenizer it was trained with ("" for bytes), from its first shard's
 // header alone (checked as ShardReader checks it; nothing else is read).
-absl::StatusOr<std::vector<state::TensorEntry>> ReadCheckpointTensors(Env* env, const std::string& step_dir);
+struct SavedLayout {
+  std::vector<state::TensorEntry> tensors;
+  std::string tokenizer_sha256;
+};
+absl::StatusOr<SavedLayout> ReadSavedLayout(Env* env, const std::string& step_dir);
 
 }  // namespace shardline
 

@@ -222,6 +222,7 @@ absl::StatusOr<MappedParams> MapSafetensors(Env* env, const std::string& path, c
   const absl::string_view bytes = out.file->bytes();
   ASSIGN_OR_RETURN(const SafetensorsHeader header, ParseSafetensors(bytes, path));
   ASSIGN_OR_RETURN(const bool flat, CheckLayout(header, path, layout));
+  out.metadata = header.metadata;
   if (flat && header.data_offset % sizeof(float) == 0) {
     out.params = reinterpret_cast<const float*>(bytes.data() + header.data_offset);
     return out;

@@ -76,6 +76,7 @@ struct MappedParams {
   std::unique_ptr<MappedFile> file;
   std::vector<float> copy;
   const float* params = nullptr;
+  std::map<std::string, std::string> metadata;  // the header's "__metadata__"
   bool in_place() const { return file != nullptr; }
 };
 absl::StatusOr<MappedParams> MapSafetensors(Env* env, const std::string& path, const FlatLayout& layout);

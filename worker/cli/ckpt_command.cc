@@ -109,8 +109,25 @@ absl::Status Verify(Env* env, const std::string& workdir, const std::string& ste
   return absl::OkStatus();
 }
 
+// Issue 62: an export replaced a tokenizer.model already beside --out
+// without a word (another model's export in the same directory lost its
+// tokenizer). Refused before anything is written, unless it is the same.
+absl::Status CheckTokenizerBeside(Env* env, const std::string& workdir, const std::string& out) {
+  const std::string beside = absl::StrCat(DirName(out), "/", kTokenizerFile);
+  const std::string kept = absl::StrCat(workdir, "/", kTokenizerFile);
+  if (!env->FileExists(beside) || !env->FileExists(kept)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const std::string there, env->ReadFile(beside, kMaxTokenizerFileBytes));
+  ASSIGN_OR_RETURN(const std::string ours, env->ReadFile(kept, kMaxTokenizerFileBytes));
+  if (there == ours) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      beside, " exists and is another tokenizer (SHA-256 ", Sha256Hex(there), ") than the one ", workdir,
+      " trained with (", Sha256Hex(ours), "); the export's tokenizer goes beside it, so export into another "
+      "directory or move that file first"));
+}
+
 absl::Status Export(Env* env, const std::string& workdir, const std::string& step, const std::string& out) {
   if (out.empty()) return absl::InvalidArgumentError("--out is required");
+  RETURN_IF_ERROR(CheckTokenizerBeside(env, workdir, out));
   const std::string root = Root(workdir);
   ExportedCheckpoint done;
   ASSIGN_OR_RETURN(const int64_t s, ReadCheckpoint(env, root, step, [&](int64_t s) -> absl::Status {
@@ -125,7 +142,7 @@ absl::Status Export(Env* env, const std::string& workdir, const std::string& ste
   // Trained on token shards: the tokenizer goes beside the export, as the
   // workdir kept it and the checkpoint names it.
   const std::string kept = absl::StrCat(workdir, "/", kTokenizerFile);
-  absl::StatusOr<std::string> model = env->ReadFile(kept, kMaxDataFileBytes);
+  absl::StatusOr<std::string> model = env->ReadFile(kept, kMaxTokenizerFileBytes);
   if (!model.ok()) return Annotate(model.status(), "the tokenizer the checkpoint was trained with");
   if (const std::string sha256 = Sha256Hex(*model); sha256 != done.tokenizer_sha256) {
     return absl::DataLossError(absl::StrCat(kept, " has SHA-256 ", sha256, "; step ", s,

@@ -50,11 +50,9 @@ absl::Status WriteCredential(const Args& args) {
   ASSIGN_OR_RETURN(const std::string token, LoadToken(Env::Default(), args.Get("token_file")));
   if (token.empty()) return absl::InvalidArgumentError("no job token: give --token_file F or $SHARDLINE_TOKEN");
   ASSIGN_OR_RETURN(const Credential held, ParseCredential(token));
-  if (held.rank != -1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the token given is ", held.rank == kReaderRank ? std::string("a reader's") : absl::StrCat("rank ", held.rank, "'s"),
-        " credential; credentials are made from the job token"));
-  }
+  RETURN_IF_ERROR(RequireJobToken(
+      held, args.Has("token_file") ? absl::StrCat("--token_file ", args.Get("token_file")) : std::string("$SHARDLINE_TOKEN"),
+      "shardline credential (credentials are made from the job token)"));
   return WritePrivateFile(args.Get("out"),
                           reader ? ReaderCredentialText(token) : RankCredentialText(token, static_cast<int>(rank)));
 }

@@ -165,10 +165,7 @@ absl::StatusOr<Secrets> MakeSecrets(Env* env, const Args& args, const std::strin
   if (args.Has("token_file")) {
     ASSIGN_OR_RETURN(s.token, LoadToken(env, s.token_file));
     ASSIGN_OR_RETURN(const Credential credential, ParseCredential(s.token));
-    if (credential.rank >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--token_file ", s.token_file, " holds rank ", credential.rank,
-                                                     "'s credential; launch needs the job token"));
-    }
+    RETURN_IF_ERROR(RequireJobToken(credential, absl::StrCat("--token_file ", s.token_file), "launch"));
   } else {
     ASSIGN_OR_RETURN(s.token, NewToken());
     RETURN_IF_ERROR(WritePrivateFile(s.token_file, s.token));

@@ -113,82 +113,87 @@ class TemporaryExport {
   bool written_ = false;
 };
 
-absl::Status Sample(const Args& args) {
-  Env* env = Env::Default();
-  const bool from_workdir = args.Has("workdir");
-  if (from_workdir == args.Has("safetensors")) {
-    return absl::InvalidArgumentError("give --workdir DIR or --safetensors FILE --config FILE (see --help)");
-  }
-  const std::string config_path = from_workdir ? args.Get("workdir") + "/config.textproto" : args.Get("config");
-  if (config_path.empty()) return absl::InvalidArgumentError("--safetensors needs --config, the job's config");
-  const std::string root = CheckpointRoot(args.Get("workdir"));
-  // From a workdir the checkpoint is read first: before the first save there
-  // is neither a checkpoint nor (with launch) always a config, and that is
-  // what is said, not which file is missing.
-  ASSIGN_OR_RETURN(const int64_t max_memory, MaxMemoryBytes(env, args));
+// What a workdir's committed checkpoint gives the sampler: its step, its
+// tensors, the tokenizer it was trained with, and its parameters (whole if
+// they fit in memory, else streamed into a temporary export).
+struct WorkdirCheckpoint {
+  explicit WorkdirCheckpoint(Env* env) : streamed(env) {}
   int64_t step = 0;
-  std::vector<state::TensorEntry> saved;  // from a workdir: the checkpoint's tensors
-  FullParams full;                        // ... and its parameters, if they fit
-  TemporaryExport streamed(env);          // ... or where they were streamed
-  if (from_workdir) {
-    if (!env->FileExists(config_path) && !env->IsDirectory(root)) {
-      return absl::InvalidArgumentError(absl::StrCat(args.Get("workdir"), " is not a job's workdir: ", config_path,
-                                                     " does not exist, nor ", root));
-    }
-    // Parameters that fit are read whole; larger ones are streamed into a
-    // temporary export, mapped below.
-    ASSIGN_OR_RETURN(step, ReadCheckpoint(env, root, args.Get("step"), [&](int64_t s) -> absl::Status {
-      ASSIGN_OR_RETURN(saved, ReadCheckpointTensors(env, StepDir(root, s)));
-      int64_t floats = 0;
-      for (const state::TensorEntry& t : saved) {
-        int64_t n = 1;
-        for (int64_t d : t.shape()) n *= d;
-        floats += n;
-      }
-      if (floats * static_cast<int64_t>(sizeof(float)) > max_memory) return streamed.Write(StepDir(root, s));
-      ASSIGN_OR_RETURN(full, ReadFullParams(env, StepDir(root, s)));
-      return absl::OkStatus();
-    }));
+  SavedLayout saved;
+  FullParams full;
+  TemporaryExport streamed;
+};
+
+// From a workdir the checkpoint is read first: before the first save there
+// is neither a checkpoint nor (with launch) always a config, and that is
+// what is said, not which file is missing.
+absl::Status ReadWorkdirCheckpoint(Env* env, const Args& args, const std::string& config_path,
+                                   WorkdirCheckpoint* out) {
+  const std::string root = CheckpointRoot(args.Get("workdir"));
+  ASSIGN_OR_RETURN(const int64_t max_memory, MaxMemoryBytes(env, args));
+  if (!env->FileExists(config_path) && !env->IsDirectory(root)) {
+    return absl::InvalidArgumentError(absl::StrCat(args.Get("workdir"), " is not a job's workdir: ", config_path,
+                                                   " does not exist, nor ", root));
   }
+  // Parameters that fit are read whole; larger ones are streamed into a
+  // temporary export, mapped later.
+  ASSIGN_OR_RETURN(out->step, ReadCheckpoint(env, root, args.Get("step"), [&](int64_t s) -> absl::Status {
+    ASSIGN_OR_RETURN(out->saved, ReadSavedLayout(env, StepDir(root, s)));
+    int64_t floats = 0;
+    for (const state::TensorEntry& t : out->saved.tensors) {
+      int64_t n = 1;
+      for (int64_t d : t.shape()) n *= d;
+      floats += n;
+    }
+    if (floats * static_cast<int64_t>(sizeof(float)) > max_memory) return out->streamed.Write(StepDir(root, s));
+    ASSIGN_OR_RETURN(out->full, ReadFullParams(env, StepDir(root, s)));
+    return absl::OkStatus();
+  }));
+  return absl::OkStatus();
+}
+
+// The job's config, checked before any model is built: an absurd size is a
+// config error naming the field, never an allocation that ends the process.
+absl::StatusOr<config::JobConfig> ReadGptConfig(Env* env, const std::string& config_path) {
   absl::StatusOr<std::string> config_text = env->ReadFile(config_path, kMaxConfigFileBytes);
   if (!config_text.ok()) return Annotate(config_text.status(), "reading the job's config");
   ASSIGN_OR_RETURN(config::JobConfig config, ParseConfigText(*config_text, config_path));
-  // Sizes are checked before the model is built: an absurd one is a config
-  // error naming the field, never an allocation that ends the process.
   if (absl::Status valid = ValidateConfig(config); !valid.ok()) return Annotate(valid, config_path);
   if (!config.model().has_gpt()) {
     return absl::InvalidArgumentError(absl::StrCat(config_path, ": the model is not a GPT (model.gpt)"));
   }
-  // A job on token shards samples tokens, encoded and decoded with its tokenizer.
-  std::unique_ptr<Tokenizer> tokenizer;
-  if (config.data().has_tokens()) {
-    std::string path = args.Get("tokenizer");
-    if (path.empty() && from_workdir) path = absl::StrCat(args.Get("workdir"), "/", kTokenizerFile);
-    if (path.empty()) {
-      path = absl::StrCat(DirName(args.Get("safetensors")), "/", kTokenizerFile);
-      if (!env->FileExists(path)) path = absl::StrCat(config.data().tokens().dir(), "/", kTokenizerFile);
-    }
-    absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = Tokenizer::Load(env, path);
-    if (!loaded.ok()) return Annotate(loaded.status(), "the job's tokenizer (data.tokens; --tokenizer names another)");
-    tokenizer = std::move(*loaded);
+  return config;
+}
+
+// A job on token shards samples tokens, encoded and decoded with its
+// tokenizer: --tokenizer, else the workdir's, else the one beside the
+// export, else data.tokens.dir's. Null for a byte-level job.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadJobTokenizer(Env* env, const Args& args, const config::JobConfig& config) {
+  if (!config.data().has_tokens()) return std::unique_ptr<Tokenizer>();
+  std::string path = args.Get("tokenizer");
+  if (path.empty() && args.Has("workdir")) path = absl::StrCat(args.Get("workdir"), "/", kTokenizerFile);
+  if (path.empty()) {
+    path = absl::StrCat(DirName(args.Get("safetensors")), "/", kTokenizerFile);
+    if (!env->FileExists(path)) path = absl::StrCat(config.data().tokens().dir(), "/", kTokenizerFile);
   }
-  InputShape input;
-  input.height = 1;
-  input.width = config.model().gpt().context();
-  input.num_classes = tokenizer != nullptr ? tokenizer->vocab_size() : 256;
-  input.sequence = config.model().gpt().context();
-  // In the job's precision (config train.precision), as its evaluation ran.
-  const ModelOptions model_options = ModelOptionsOf(config.train());
-  RETURN_IF_ERROR(CheckPrecisionSupported(model_options.precision));
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config.model(), input, model_options));
-  const Gpt& gpt = static_cast<const Gpt&>(*model);  // CreateModel makes a Gpt for model.gpt
-  MappedParams mapped;
-  const float* weights = full.params.data();
-  if (from_workdir) RETURN_IF_ERROR(SameLayout(saved, gpt.layout(), StepDir(root, step)));
-  if (!from_workdir || streamed.written()) {
-    ASSIGN_OR_RETURN(mapped, MapSafetensors(env, from_workdir ? streamed.path() : args.Get("safetensors"), gpt.layout()));
-    weights = mapped.params;
-  }
+  absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = Tokenizer::Load(env, path);
+  if (!loaded.ok()) return Annotate(loaded.status(), "the job's tokenizer (data.tokens; --tokenizer names another)");
+  return std::move(*loaded);
+}
+
+// Issue 62: a swapped tokenizer.model decoded without a word. The model
+// was trained with the tokenizer whose SHA-256 its checkpoint (or export)
+// records; another one's pieces would be nonsense.
+absl::Status CheckTrainedTokenizer(const Tokenizer* tokenizer, const std::string& trained_with,
+                                   const std::string& source) {
+  if (tokenizer == nullptr || trained_with.empty() || tokenizer->sha256() == trained_with) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "tokenizer ", tokenizer->source(), " has SHA-256 ", tokenizer->sha256(), "; ", source,
+      " was trained with tokenizer ", trained_with, ": give --tokenizer the one it was trained with"));
+}
+
+// The sampling flags.
+absl::StatusOr<SampleOptions> SampleOptionsOf(const Args& args) {
   SampleOptions options;
   ASSIGN_OR_RETURN(int64_t tokens, IntFlag(args, "tokens", 200));
   ASSIGN_OR_RETURN(int64_t top_k, IntFlag(args, "top_k", 0));
@@ -201,6 +206,43 @@ absl::Status Sample(const Args& args) {
   options.top_k = static_cast<int>(std::min<int64_t>(top_k, 1 << 20));
   options.seed = static_cast<uint64_t>(seed);
   options.temperature = static_cast<float>(temperature);
+  return options;
+}
+
+absl::Status Sample(const Args& args) {
+  Env* env = Env::Default();
+  const bool from_workdir = args.Has("workdir");
+  if (from_workdir == args.Has("safetensors")) {
+    return absl::InvalidArgumentError("give --workdir DIR or --safetensors FILE --config FILE (see --help)");
+  }
+  const std::string config_path = from_workdir ? args.Get("workdir") + "/config.textproto" : args.Get("config");
+  if (config_path.empty()) return absl::InvalidArgumentError("--safetensors needs --config, the job's config");
+  WorkdirCheckpoint ckpt(env);
+  if (from_workdir) RETURN_IF_ERROR(ReadWorkdirCheckpoint(env, args, config_path, &ckpt));
+  ASSIGN_OR_RETURN(const config::JobConfig config, ReadGptConfig(env, config_path));
+  ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer, LoadJobTokenizer(env, args, config));
+  InputShape input;
+  input.height = 1;
+  input.width = config.model().gpt().context();
+  input.num_classes = tokenizer != nullptr ? tokenizer->vocab_size() : 256;
+  input.sequence = config.model().gpt().context();
+  // In the job's precision (config train.precision), as its evaluation ran.
+  const ModelOptions model_options = ModelOptionsOf(config.train());
+  RETURN_IF_ERROR(CheckPrecisionSupported(model_options.precision));
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config.model(), input, model_options));
+  const Gpt& gpt = static_cast<const Gpt&>(*model);  // CreateModel makes a Gpt for model.gpt
+  MappedParams mapped;
+  const float* weights = ckpt.full.params.data();
+  std::string trained_with = ckpt.saved.tokenizer_sha256;
+  const std::string source = from_workdir ? StepDir(CheckpointRoot(args.Get("workdir")), ckpt.step) : args.Get("safetensors");
+  if (from_workdir) RETURN_IF_ERROR(SameLayout(ckpt.saved.tensors, gpt.layout(), source));
+  if (!from_workdir || ckpt.streamed.written()) {
+    ASSIGN_OR_RETURN(mapped, MapSafetensors(env, from_workdir ? ckpt.streamed.path() : source, gpt.layout()));
+    weights = mapped.params;
+    if (!from_workdir) trained_with = mapped.metadata["tokenizer_sha256"];
+  }
+  RETURN_IF_ERROR(CheckTrainedTokenizer(tokenizer.get(), trained_with, source));
+  ASSIGN_OR_RETURN(const SampleOptions options, SampleOptionsOf(args));
   const std::string prompt = args.Get("prompt");
   GptSampler sampler(gpt, weights);
   std::string text;

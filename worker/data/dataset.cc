@@ -128,7 +128,7 @@ absl::StatusOr<TrainingData> LoadTokenSplits(Env* env, const std::string& dir, i
   ASSIGN_OR_RETURN(TokenManifest m, ReadTokenManifest(env, dir));
   TrainingData out;
   const std::string tokenizer_path = absl::StrCat(dir, "/", m.tokenizer_file);
-  absl::StatusOr<std::string> model = env->ReadFile(tokenizer_path, kMaxDataFileBytes);
+  absl::StatusOr<std::string> model = env->ReadFile(tokenizer_path, kMaxTokenizerFileBytes);
   if (!model.ok()) return Annotate(model.status(), absl::StrCat("the tokenizer of data.tokens.dir ", dir));
   out.tokenizer_model = std::move(*model);
   out.tokenizer_sha256 = Sha256Hex(out.tokenizer_model);
@@ -145,7 +145,7 @@ absl::StatusOr<TrainingData> LoadTokenSplits(Env* env, const std::string& dir, i
 absl::Status KeepTokenizer(Env* env, const TrainingData& data, const std::string& dir) {
   if (data.tokenizer_model.empty()) return absl::OkStatus();
   const std::string path = absl::StrCat(dir, "/", kTokenizerFile);
-  if (absl::StatusOr<std::string> kept = env->ReadFile(path, kMaxDataFileBytes);
+  if (absl::StatusOr<std::string> kept = env->ReadFile(path, kMaxTokenizerFileBytes);
       kept.ok() && *kept == data.tokenizer_model) {
     return absl::OkStatus();
   }

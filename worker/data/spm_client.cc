@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -20,6 +21,15 @@
 extern char** environ;
 
 namespace shardline {
+
+// The helper and every reader of a tokenizer share one bound.
+static_assert(spm::kMaxModelBytes == static_cast<uint64_t>(kMaxTokenizerFileBytes));
+
+namespace {
+// The least a serialized SentencePiece piece takes in its model: the
+// repeated field's tag and length, and its text's tag and length.
+constexpr uint64_t kMinPieceBytes = 4;
+}  // namespace
 namespace {
 
 int64_t NowMillis() {
@@ -199,13 +209,28 @@ absl::StatusOr<std::vector<SpmPiece>> SpmClient::Load(absl::string_view model) {
   ASSIGN_OR_RETURN(const int64_t deadline, Call(req, model, options_.request_millis, "loading"));
   int32_t vocab = 0;
   RETURN_IF_ERROR(Receive(&vocab, sizeof(vocab), deadline));
-  if (vocab < 0 || vocab > (1 << 28)) return Broken(absl::StatusCode::kDataLoss, absl::StrCat("sent a vocabulary of ", vocab));
-  std::vector<SpmPiece> pieces(static_cast<size_t>(vocab));
-  for (SpmPiece& p : pieces) {
+  // Bounded by memory, not by a count (issue 62: a helper claiming 2^28
+  // pieces made this allocate ~10 GiB): a model holds each piece's text
+  // and a score, at least kMinPieceBytes of it, so it cannot name more
+  // pieces than that, nor more piece text than its own size; and the list
+  // grows only as pieces arrive.
+  if (vocab < 0 || static_cast<uint64_t>(vocab) > model.size() / kMinPieceBytes) {
+    return Broken(absl::StatusCode::kDataLoss,
+                  absl::StrCat("sent a vocabulary of ", vocab, " for a model of ", model.size(), " bytes"));
+  }
+  std::vector<SpmPiece> pieces;
+  pieces.reserve(static_cast<size_t>(std::min(vocab, 1 << 16)));
+  uint64_t text_bytes = 0;
+  for (int32_t i = 0; i < vocab; ++i) {
+    SpmPiece& p = pieces.emplace_back();
     uint32_t len = 0;
     RETURN_IF_ERROR(Receive(&p.kind, 1, deadline));
     RETURN_IF_ERROR(Receive(&len, sizeof(len), deadline));
-    if (len > spm::kMaxMessageBytes) return Broken(absl::StatusCode::kDataLoss, "sent a piece too long to be one");
+    text_bytes += len;
+    if (len > spm::kMaxMessageBytes || text_bytes > model.size()) {
+      return Broken(absl::StatusCode::kDataLoss,
+                    absl::StrCat("sent pieces of more text (", text_bytes, " bytes) than the model has"));
+    }
     p.text.resize(len);
     RETURN_IF_ERROR(Receive(p.text.data(), len, deadline));
   }

@@ -15,7 +15,6 @@ namespace {
 // The smallest vocabulary: 256 byte pieces, <unk>, <s>, </s>, "\n" and a
 // few pieces to learn.
 constexpr int kMinVocab = 264;
-constexpr int64_t kMaxModelBytes = int64_t{256} << 20;
 
 // SentencePiece's escaped space, U+2581 in UTF-8.
 constexpr absl::string_view kSpaceMark = "\xe2\x96\x81";
@@ -143,7 +142,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromModel(std::string mode
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(Env* env, const std::string& path) {
-  ASSIGN_OR_RETURN(std::string model, env->ReadFile(path, kMaxModelBytes));
+  ASSIGN_OR_RETURN(std::string model, env->ReadFile(path, kMaxTokenizerFileBytes));
   return FromModel(std::move(model), path);
 }
 

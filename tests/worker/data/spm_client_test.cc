@@ -64,5 +64,22 @@ TEST(SpmClientTest, AHelperThatDiesIsNamed) {
   EXPECT_TRUE(absl::StrContains(s.message(), helper.path())) << s;
 }
 
+// Issue 62: a helper claiming 2^28 pieces made the client allocate ~10 GiB
+// before reading one. A model of N bytes holds at most N / 4 pieces and N
+// bytes of their text; past that the helper is broken, named, at once.
+TEST(SpmClientTest, AHelperClaimingMorePiecesThanTheModelHoldsIsRefusedBeforeAnyAllocation) {
+  // Reads the 20-byte load request, answers OK and a vocabulary of 2^28.
+  FakeHelper helper("claims", "head -c 20 >/dev/null; printf '\\000\\000\\000\\000\\000\\000\\000\\020'; sleep 5");
+  auto client = SpmClient::Start();
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto pieces = (*client)->Load("not a model");
+  ASSERT_FALSE(pieces.ok());
+  EXPECT_EQ(pieces.status().code(), absl::StatusCode::kDataLoss) << pieces.status();
+  EXPECT_TRUE(absl::StrContains(pieces.status().message(), "a vocabulary of 268435456 for a model of 11 bytes"))
+      << pieces.status();
+  EXPECT_TRUE(absl::StrContains(pieces.status().message(), helper.path())) << pieces.status();
+  client->reset();
+}
+
 }  // namespace
 }  // namespace shardline
