@@ -273,7 +273,7 @@ void EndServing(Job& job, CoordinatorService& service, GrpcServer& server) {
   const absl::Time drain_by = MonotonicNow(env) + absl::Seconds(2);
   while (service.open_streams() > 0 && MonotonicNow(env) < drain_by) env->SleepForMicros(10'000);
   job.FlushDisk();
-  server.server->Shutdown(DeadlineIn(std::max(drain_by - MonotonicNow(env), absl::ZeroDuration()), env));
+  server.Shutdown(DeadlineIn(std::max(drain_by - MonotonicNow(env), absl::ZeroDuration()), env));
   service.Stop();
 }
 
@@ -336,13 +336,15 @@ absl::Status Run(const Args& args) {
   GrpcServerOptions server_options;
   server_options.int_args = ControlServerArguments();
   server_options.max_receive_bytes = kMaxControlMessageBytes;
-  server_options.credentials = auth->ServerCredentials();
+  server_options.gate.on_refused = RefusedConnectionCounter(*registry);
+  // Plain TCP goes through the connection gate (grpc_util.h); TLS cannot.
+  if (auth->tls()) server_options.credentials = auth->ServerCredentials();
   ASSIGN_OR_RETURN(GrpcServer server, service.Listen(flags.listen, server_options));
   // However Run returns, calls get at most 2 s to end (a server shut down
   // without a deadline would wait for every worker's stream), then the
   // service's threads stop. Both are no-ops after the orderly end below.
   auto stop_serving = absl::MakeCleanup([env, &server, &service] {
-    server.server->Shutdown(DeadlineIn(absl::Seconds(2), env));
+    server.Shutdown(DeadlineIn(absl::Seconds(2), env));
     service.Stop();
   });
   const std::string address = absl::StrCat(ListenHost(flags.listen), ":", server.port);

@@ -169,6 +169,15 @@ void Job::RunDeferred(Deferred later, bool wait) {
 void Job::RunDeferredNow(const Deferred& later) {
   for (const BookCommit& c : later.commits) {
     absl::Status committed = catalog_.Commit(c.step, c.world, job_id_, c.shards);
+    // Out of descriptors (a flood of connections, issue 62): a commit is
+    // idempotent, so it is tried again a few times, 0.1 s, 0.2 s, ... 1.6 s
+    // apart, before it counts as failed.
+    for (int64_t wait_ms = 100; IsOutOfDescriptors(committed) && wait_ms <= 1600; wait_ms *= 2) {
+      SLOG(WARNING) << "committing step " << c.step << " ran out of file descriptors; trying again in " << wait_ms
+                    << " ms: " << committed;
+      options_.env->SleepForMicros(wait_ms * 1000);
+      committed = catalog_.Commit(c.step, c.world, job_id_, c.shards);
+    }
     MutexLock lock(&mu_);
     --commits_pending_;
     if (!committed.ok()) {

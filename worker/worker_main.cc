@@ -100,6 +100,7 @@ absl::Status Run(const Args& args) {
   }
   TransportServerOptions transport_options;
   transport_options.auth = auth.get();
+  transport_options.on_connection_refused = RefusedConnectionCounter(*registry);
   ASSIGN_OR_RETURN(std::unique_ptr<TransportServer> server, TransportServer::Start(env, listen, transport_options));
   const std::string address = absl::StrCat(AdvertiseHost(args, listen), ":", server->port());
 

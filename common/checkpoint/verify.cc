@@ -34,6 +34,9 @@ absl::Status CheckShardFiles(Env* env, const std::string& step_dir, const state:
   for (const state::ShardEntry& e : m.shards()) {
     const std::string path = step_dir + "/" + e.file();
     absl::StatusOr<int64_t> size = env->GetFileSize(path);
+    // A process out of descriptors says nothing of the shard: that error
+    // is passed on as it is (its errno payload too), never as data loss.
+    if (IsOutOfDescriptors(size.status())) return size.status();
     if (!size.ok()) {
       return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " of rank ", e.rank(), " is unreadable: ",
                                               size.status().message()));

@@ -1,6 +1,10 @@
 #include "common/net/grpc_util.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "common/platform/descriptors.h"
+#include "common/platform/status_macros.h"
 #include "grpc/grpc.h"
 
 namespace shardline {
@@ -67,10 +71,20 @@ absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& listen, const std:
   builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   for (const auto& [name, value] : options.int_args) builder.AddChannelArgument(name, value);
+  const int idle_ms = static_cast<int>(absl::ToInt64Milliseconds(options.max_connection_idle));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, idle_ms);
   GrpcServer out;
-  builder.AddListeningPort(listen,
-                           options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials(),
-                           &out.port);
+  if (options.credentials != nullptr) {
+    // TLS: gRPC accepts (it alone can hand a connection to its TLS
+    // handshake); a connection that does not finish it is closed by then.
+    builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, std::min(idle_ms, 10'000));
+    builder.AddListeningPort(listen, options.credentials, &out.port);
+  } else {
+    ConnectionGateOptions gate = options.gate;
+    if (gate.max_total == 0) gate.max_total = ConnectionBudget(DescriptorLimit());
+    ASSIGN_OR_RETURN(out.gate, ConnectionGate::Listen(listen, std::move(gate)));
+    out.port = out.gate->port();
+  }
   for (grpc::Service* s : services) builder.RegisterService(s);
   if (options.configure) options.configure(&builder);
   out.server = builder.BuildAndStart();
@@ -78,7 +92,13 @@ absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& listen, const std:
     return absl::UnavailableError(
         absl::StrCat("cannot listen for gRPC on ", listen, " (address in use or invalid)"));
   }
+  if (out.gate != nullptr) out.gate->Serve(out.server.get());
   return out;
+}
+
+void GrpcServer::Shutdown(std::chrono::system_clock::time_point deadline) {
+  if (gate != nullptr) gate->Stop();
+  if (server != nullptr) server->Shutdown(deadline);
 }
 
 }  // namespace shardline

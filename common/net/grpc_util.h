@@ -14,6 +14,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/net/connection_gate.h"
 #include "grpcpp/grpcpp.h"
 
 namespace shardline {
@@ -48,6 +50,12 @@ std::vector<std::pair<std::string, int>> ControlServerArguments();
 struct GrpcServer {
   std::unique_ptr<grpc::Server> server;
   int port = 0;  // the bound port (useful when listening on port 0)
+  // The door of a plain-TCP server (connection_gate.h); null with TLS.
+  // Declared after `server`, so it stops first.
+  std::unique_ptr<ConnectionGate> gate;
+
+  // Stops admitting connections, then shuts the server down by `deadline`.
+  void Shutdown(std::chrono::system_clock::time_point deadline);
 };
 
 struct GrpcServerOptions {
@@ -56,7 +64,7 @@ struct GrpcServerOptions {
   // The largest message a client may send: what the protocol needs (larger
   // ones are refused by gRPC before they are buffered).
   int max_receive_bytes = kMaxMessageBytes;
-  // Secure the port (e.g. mutual TLS); null: plain TCP.
+  // Secure the port (e.g. mutual TLS); null: plain TCP, through the gate.
   std::shared_ptr<grpc::ServerCredentials> credentials;
   // Serve gRPC's own grpc.health.v1.Health (on its callback API). A server
   // whose methods are all asynchronous serves its own instead.
@@ -64,11 +72,19 @@ struct GrpcServerOptions {
   // Called on the builder just before the server is built, e.g. to add the
   // completion queues of asynchronous methods; null: nothing.
   std::function<void(grpc::ServerBuilder*)> configure;
+  // Plain TCP: the bounds of the connection gate (connection_gate.h).
+  ConnectionGateOptions gate;
+  // A connection with no call for this long is closed (gRPC sends GOAWAY;
+  // a client reconnects by itself on its next call). With TLS, also the
+  // deadline of the handshake.
+  absl::Duration max_connection_idle = absl::Seconds(30);
 };
 
 // Starts a server on `listen` ("HOST:PORT") with `services`. SO_REUSEPORT is
 // off, so a port already in use is an error (kUnavailable naming the
-// address) instead of two servers silently sharing it.
+// address) instead of two servers silently sharing it. A plain-TCP server
+// takes its connections through a ConnectionGate (bounded per address and
+// in all, silent ones closed); every server closes idle connections.
 absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& listen, const std::vector<grpc::Service*>& services,
                                            const GrpcServerOptions& options = {});
 

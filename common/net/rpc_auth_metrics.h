@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <string>
 
 #include "common/net/rpc_auth.h"
 #include "prometheus/counter.h"
@@ -29,6 +30,23 @@ inline std::function<void(RejectReason)> RejectedRpcCounter(prometheus::Registry
     counters[r] = &family.Add({{"reason", RejectReasonLabel(r)}});
   }
   return [counters](RejectReason r) { counters.at(r)->Increment(); };
+}
+
+// shardline_connections_refused_total{reason}: connections a server's
+// gate (common/net/connection_gate.h) closed unserved: "per_address",
+// "total", "silent" (sent nothing in time), "descriptors" (accept found the
+// process out of descriptors). Built (every reason at 0) when called.
+inline std::function<void(const char*)> RefusedConnectionCounter(prometheus::Registry& registry) {
+  auto& family = prometheus::BuildCounter()
+                     .Name("shardline_connections_refused_total")
+                     .Help("TCP connections closed unserved by the server's gate: over the bound per peer address "
+                           "or in all, silent past the first-bytes deadline, or met without a free descriptor")
+                     .Register(registry);
+  std::map<std::string, prometheus::Counter*> counters;
+  for (const char* r : {"per_address", "total", "silent", "descriptors"}) counters[r] = &family.Add({{"reason", r}});
+  return [counters](const char* reason) {
+    if (const auto it = counters.find(reason); it != counters.end()) it->second->Increment();
+  };
 }
 
 }  // namespace shardline

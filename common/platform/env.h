@@ -94,6 +94,13 @@ inline constexpr int64_t kMaxTokenizerFileBytes = int64_t{256} << 20;
 // Data sets, traces and other files read whole into memory.
 inline constexpr int64_t kMaxDataFileBytes = int64_t{4} << 30;
 
+// The errno behind an Env error, as an integer payload (status_payload.h):
+// code decides on it, never on the message.
+inline constexpr char kErrnoPayloadUrl[] = "shardline/errno";
+// True for an error of a process (EMFILE) or system (ENFILE) out of file
+// descriptors: a flood of connections that may pass, worth a bounded retry.
+bool IsOutOfDescriptors(const absl::Status& status);
+
 class Env {
  public:
   virtual ~Env() = default;

@@ -14,12 +14,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/platform/env.h"
+#include "common/platform/status_payload.h"
 #include "common/platform/status_macros.h"
 
 namespace shardline {
 namespace {
 
+absl::Status PosixErrorOf(const std::string& context, int err);
+
 absl::Status PosixError(const std::string& context, int err) {
+  return WithIntPayload(PosixErrorOf(context, err), kErrnoPayloadUrl, err);
+}
+
+absl::Status PosixErrorOf(const std::string& context, int err) {
   std::string msg = absl::StrCat(context, ": ", strerror(err));
   switch (err) {
     case ENOENT:
@@ -438,6 +445,11 @@ class PosixEnv : public Env {
 };
 
 }  // namespace
+
+bool IsOutOfDescriptors(const absl::Status& status) {
+  const int64_t err = IntPayload(status, kErrnoPayloadUrl);
+  return err == EMFILE || err == ENFILE;
+}
 
 absl::Status TooLargeError(const std::string& path, int64_t size, int64_t max_bytes) {
   return absl::FailedPreconditionError(

@@ -9,6 +9,7 @@
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
 #include "absl/synchronization/mutex.h"
+#include "common/platform/descriptors.h"
 #include "common/platform/malloc_tuning.h"
 
 namespace shardline {
@@ -29,6 +30,7 @@ void InitProcess(const char* argv0) {
   absl::InitializeSymbolizer(argv0);
   absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
   TuneMallocForLargeBuffers();
+  RaiseDescriptorLimit();
   const char* detect = std::getenv("SHARDLINE_MUTEX_DEADLOCK_DETECTION");
   if (detect == nullptr || std::string(detect) != "1") {
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

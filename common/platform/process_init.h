@@ -11,7 +11,8 @@ namespace shardline {
 // octal ends the process with exit code 2, naming it.
 inline constexpr char kUmaskEnvVar[] = "SHARDLINE_UMASK";
 
-// That umask first; then symbolized stack traces on crashes (absl's failure signal handler, which
+// That umask first; the descriptor limit raised to the hard limit
+// (descriptors.h); then symbolized stack traces on crashes (absl's failure signal handler, which
 // also takes SIGTERM: install any graceful-stop handler after this), the
 // allocator settings for large buffers (malloc_tuning.h), and absl::Mutex's
 // deadlock detection off unless SHARDLINE_MUTEX_DEADLOCK_DETECTION=1: the

@@ -304,6 +304,32 @@ TEST_F(JobTest, AFinishedWorkerHearsTheJobsEndOnlyWhenEveryWorkerFinished) {
   EXPECT_TRUE(end);
 }
 
+// Issue 62: a flood of connections made 7 commits fail with "Too many open
+// files". A commit that runs out of descriptors is tried again (bounded),
+// and one that keeps failing still counts as failed, never waits forever.
+TEST_F(JobTest, ACommitOutOfDescriptorsIsTriedAgainABoundedNumberOfTimes) {
+  const std::string root = dir_ + "_emfile";
+  std::system(("rm -rf '" + root + "'").c_str());
+  Restart(root);
+  FormWorld(1, 2);
+  auto save = [&](int64_t step) {
+    for (int rank : {0, 1}) {
+      coordinator::WorkerReport r = Report(rank, 1, step);
+      *r.add_saved() = WrittenShard(root, step, rank);
+      ASSERT_TRUE(job_->Report(r).ok());
+    }
+    job_->FlushDisk();
+  };
+  env_.RunOutOfDescriptors(3);
+  save(10);
+  EXPECT_TRUE(env_.FileExists(StepDir(root, 10) + "/COMMITTED")) << "committed on a later try";
+  env_.RunOutOfDescriptors(1000);
+  save(20);
+  EXPECT_FALSE(env_.FileExists(StepDir(root, 20) + "/COMMITTED"));
+  EXPECT_GT(job_->Snapshot().checkpoint_failures(), 0) << "counted as failed after its tries";
+  env_.RunOutOfDescriptors(0);
+}
+
 TEST_F(JobTest, AFinishedReportResentWithARegistrationCommitsTheFinalCheckpoint) {
   const std::string root = dir_ + "_ckpt";
   std::system(("rm -rf '" + root + "'").c_str());

@@ -1,7 +1,10 @@
 // Attacks from outside the job, with real gRPC clients against a real job:
 // without the job token nobody can join, steer, read or feed it, and the job
 // finishes as if nothing happened (docs/security.md).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/platform/descriptors.h"
 #include "common/platform/env.h"
 #include "common/net/grpc_util.h"
 #include "common/platform/mutex.h"
@@ -27,6 +31,7 @@
 #include "common/net/rpc_auth.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/util/http.h"
 #include "tests/util/pki.h"
@@ -393,6 +398,105 @@ TEST(SecurityTest, ACredentialsFloodOfSessionsLocksOutNobodyElse) {
   EXPECT_EQ(ReadAll(dir + "/logs/coordinator.log").find("generation 3"), std::string::npos);
   launch.Signal(SIGTERM);
   EXPECT_EQ(launch.Wait(absl::Seconds(60)), 0) << launch.Output();
+}
+
+// `count` TCP connections from `source` to 127.0.0.1:`port`, each sending
+// the HTTP/2 preface (and an empty SETTINGS frame) if `preface`, else
+// nothing; their descriptors (failed connects are left out).
+std::vector<int> IdleConnections(const char* source, int port, int count, bool preface) {
+  static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+  std::vector<int> fds;
+  for (int i = 0; i < count; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    timeval tv{2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    sockaddr_in from{}, to{};
+    from.sin_family = to.sin_family = AF_INET;
+    inet_pton(AF_INET, source, &from.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    to.sin_port = htons(static_cast<uint16_t>(port));
+    if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
+        connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+      close(fd);
+      continue;
+    }
+    if (preface) (void)!write(fd, kPreface, sizeof(kPreface) - 1);
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+// Issue 62: two local processes holding 21,000 connections that sent only
+// the HTTP/2 preface made the coordinator miss heartbeats, fail 7 commits
+// ("Too many open files") and, once they closed, never accept again; the
+// same against a worker's transport port broke the next generation. Here a
+// job runs with 4,096 descriptors (so the flood is past what the old
+// servers could take) while four other loopback addresses open 3,600 idle
+// connections to the coordinator and 3,600 to worker 0's transport port:
+// the job ends with the uninterrupted run's bits, and `shardline status`
+// answers during the flood and after it.
+TEST(SecurityTest, AnIdleConnectionFloodLeavesTheJobItsBitsAndStatusAnswers) {
+  unsetenv(kTokenEnvVar);
+  RaiseDescriptorLimit();  // this process holds the flood's 7,200 sockets
+  const std::vector<std::string> run = {"train.total_steps=4000", "checkpoint.every_steps=1000", "train.eval_every=0",
+                                        "train.log_every=500"};
+  auto launch_argv = [&](const std::string& dir) {
+    std::vector<std::string> argv = {"/usr/bin/prlimit", "--nofile=4096:4096"};
+    for (const std::string& a : LaunchArgv(dir, 2, run)) argv.push_back(a);
+    return argv;
+  };
+  const std::string clean = FreshDir("security_conn_clean");
+  Subprocess a(launch_argv(clean));
+  ASSERT_EQ(a.Wait(absl::Seconds(240)), 0) << a.Output();
+  const std::vector<float> want = FinalState(clean, 4000, 2);
+  ASSERT_FALSE(want.empty());
+
+  const std::string dir = FreshDir("security_conn_flood");
+  Subprocess launch(launch_argv(dir));
+  ASSERT_TRUE(WaitForText(dir + "/logs/worker-0.log", "first step of this generation", absl::Seconds(60)))
+      << launch.Output();
+  const int coordinator = PortAfter(ReadAll(dir + "/coordinator.address"), "127.0.0.1:");
+  const int worker0 = PortAfter(ReadAll(dir + "/logs/worker-0.log"), "worker transport on 127.0.0.1:");
+  ASSERT_GT(coordinator, 0);
+  ASSERT_GT(worker0, 0);
+  std::vector<int> flood;
+  for (const char* source : {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"}) {
+    for (int port : {coordinator, worker0}) {
+      for (bool preface : {true, false}) {
+        for (int fd : IdleConnections(source, port, 450, preface)) flood.push_back(fd);
+      }
+    }
+  }
+  std::cerr << "opened " << flood.size() << " idle connections\n";
+  EXPECT_GT(flood.size(), 3000u);
+  // The gates closed the silent ones and what was past their bounds, and
+  // counted them where Prometheus reads them.
+  auto refused = [&](int port, const std::string& reason, double at_least) {
+    const std::string series = "shardline_connections_refused_total{reason=\"" + reason + "\"} ";
+    const absl::Time until = absl::Now() + absl::Seconds(20);
+    for (;;) {
+      absl::StatusOr<std::string> page = HttpGet(port, "/metrics");
+      const double v = page.ok() ? NumberAfter(*page, series) : -1;
+      if (v >= at_least || absl::Now() > until) return v;
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+  };
+  EXPECT_GE(refused(CoordinatorMetricsPort(dir), "silent", 500), 500);
+  EXPECT_GE(refused(Worker0MetricsPort(dir), "silent", 500), 500);
+  for (int i = 0; i < 3; ++i) {
+    Subprocess status({BinPath("shardline"), "status", "--workdir", dir});
+    EXPECT_EQ(status.Wait(absl::Seconds(30)), 0) << status.Output();
+    absl::SleepFor(absl::Seconds(2));
+  }
+  for (int fd : flood) close(fd);
+  Subprocess after({BinPath("shardline"), "status", "--workdir", dir});
+  EXPECT_EQ(after.Wait(absl::Seconds(30)), 0) << after.Output();
+  ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
+  EXPECT_TRUE(SameBits(FinalState(dir, 4000, 2), want)) << "the flood changed the bits";
+  const std::string log = ReadAll(dir + "/logs/coordinator.log");
+  EXPECT_EQ(log.find("generation 2"), std::string::npos) << "the flood broke a generation";
+  EXPECT_EQ(log.find("Too many open files"), std::string::npos);
 }
 
 // `shardline credential --rank_offset K`: a second site's Indexed Job

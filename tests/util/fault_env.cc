@@ -1,5 +1,10 @@
 #include "tests/util/fault_env.h"
 
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/platform/status_payload.h"
+
 #include <thread>
 #include <utility>
 
@@ -21,6 +26,11 @@ absl::StatusOr<int64_t> FaultEnv::GetFileSize(const std::string& path) {
   if (stall_.load()) {
     if (!stalled_.HasBeenNotified()) stalled_.Notify();
     release_.WaitForNotification();
+  }
+  if (out_of_descriptors_.load() > 0) {
+    --out_of_descriptors_;
+    return WithIntPayload(absl::InternalError(absl::StrCat("stat ", path, ": Too many open files")), kErrnoPayloadUrl,
+                          EMFILE);
   }
   return EnvWrapper::GetFileSize(path);
 }

@@ -47,6 +47,11 @@ class FaultEnv : public EnvWrapper {
   void ReleaseDisk() { release_.Notify(); }
   absl::StatusOr<int64_t> GetFileSize(const std::string& path) override;
 
+  // --- out of descriptors ---
+  // The next `times` GetFileSize calls fail as a process out of file
+  // descriptors does (EMFILE in the errno payload).
+  void RunOutOfDescriptors(int times) { out_of_descriptors_ = times; }
+
   // --- failing writes ---
   enum class WriteFault { kNone, kNoSpace /* Append fails */, kSyncFails /* Sync fails */ };
   void FailWrites(WriteFault fault) { write_fault_ = fault; }
@@ -75,6 +80,7 @@ class FaultEnv : public EnvWrapper {
   void Record(Access a);
   absl::StatusOr<std::unique_ptr<WritableFile>> Faulty(absl::StatusOr<std::unique_ptr<WritableFile>> f);
 
+  std::atomic<int> out_of_descriptors_{0};
   std::atomic<bool> manual_clock_{false};
   std::atomic<int64_t> now_micros_{0};
   std::function<void()> on_sleep_;

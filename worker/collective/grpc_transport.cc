@@ -86,7 +86,7 @@ TransportServer::TransportServer(std::unique_ptr<Impl> impl) : impl_(std::move(i
 TransportServer::~TransportServer() {
   impl_->StopReaper();
   if (impl_->grpc.server != nullptr) {
-    impl_->grpc.server->Shutdown(DeadlineIn(absl::Seconds(1), impl_->env));
+    impl_->grpc.Shutdown(DeadlineIn(absl::Seconds(1), impl_->env));
   }
 }
 
@@ -107,7 +107,9 @@ absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(Env* env
        static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time) / 2)},
       {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0}});
   server_options.max_receive_bytes = options.max_frame_bytes;
-  if (options.auth != nullptr) server_options.credentials = options.auth->ServerCredentials();
+  server_options.gate.on_refused = options.on_connection_refused;
+  // Plain TCP goes through the connection gate (grpc_util.h); TLS cannot.
+  if (options.auth != nullptr && options.auth->tls()) server_options.credentials = options.auth->ServerCredentials();
   absl::StatusOr<GrpcServer> server = StartGrpcServer(listen, {impl.get()}, server_options);
   if (!server.ok()) return server.status();
   impl->grpc = std::move(*server);

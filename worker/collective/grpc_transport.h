@@ -20,6 +20,7 @@
 #define SHARDLINE_WORKER_COLLECTIVE_GRPC_TRANSPORT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,9 @@ struct TransportServerOptions {
   // through it. Null: none. Must outlive the server. No job secret is sent
   // on the data plane.
   RpcAuth* auth = nullptr;
+  // Runs for every connection the server's gate closes unserved, with its
+  // reason (common/net/connection_gate.h); null: nothing.
+  std::function<void(const char* reason)> on_connection_refused;
 };
 
 // Membership of one generation, from the coordinator's RegisterResponse:

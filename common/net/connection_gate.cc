@@ -1,0 +1,233 @@
+#include "common/net/connection_gate.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/net/listen_address.h"
+#include "common/platform/logging.h"
+#include "grpcpp/server_posix.h"
+
+namespace shardline {
+namespace {
+
+// The peer's address without its port: what the per-address bound counts.
+std::string PeerAddress(const sockaddr_storage& addr) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (addr.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(addr).sin_addr, text, sizeof(text));
+  } else if (addr.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr, text, sizeof(text));
+  }
+  return text;
+}
+
+uint64_t InodeOf(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+}  // namespace
+
+GateVerdict AdmitConnection(int open_from_address, int open_total, const ConnectionGateOptions& options) {
+  if (open_from_address >= options.max_per_address) return GateVerdict::kPerAddress;
+  if (options.max_total <= 0) return GateVerdict::kAdmit;
+  if (open_total >= options.max_total + options.max_total / 2) return GateVerdict::kTotal;
+  if (open_from_address < options.guaranteed_per_address) return GateVerdict::kAdmit;
+  return open_total >= options.max_total ? GateVerdict::kTotal : GateVerdict::kAdmit;
+}
+
+const char* GateVerdictLabel(GateVerdict v) {
+  switch (v) {
+    case GateVerdict::kAdmit:
+      return "admit";
+    case GateVerdict::kPerAddress:
+      return "per_address";
+    case GateVerdict::kTotal:
+      return "total";
+  }
+  return "unknown";
+}
+
+int ConnectionBudget(int64_t descriptor_limit) {
+  const int64_t left = (descriptor_limit - kDescriptorReserve) / 2;
+  return static_cast<int>(std::clamp<int64_t>(left, 64, 1 << 20));
+}
+
+absl::StatusOr<std::unique_ptr<ConnectionGate>> ConnectionGate::Listen(const std::string& listen,
+                                                                       ConnectionGateOptions options) {
+  std::string host = ListenHost(listen);
+  const std::string port = listen.size() > host.size() ? listen.substr(host.size() + 1) : std::string();
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (port.empty() || getaddrinfo(IsWildcardHost(host) ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", listen, " (not HOST:PORT)"));
+  }
+  // A wildcard listens on IPv6 with IPv4 mapped when it can, as gRPC does.
+  const addrinfo* pick = found;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (IsWildcardHost(host) && a->ai_family == AF_INET6) pick = a;
+  }
+  const int fd = socket(pick->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1, zero = 0;
+  bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0;
+  if (ok && pick->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+  ok = ok && bind(fd, pick->ai_addr, pick->ai_addrlen) == 0 && ::listen(fd, 1024) == 0;
+  const int err = errno;
+  freeaddrinfo(found);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (!ok || getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for gRPC on ", listen, " (address in use or invalid: ", strerror(err), ")"));
+  }
+  const int bound_port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(bound).sin6_port
+                                                            : reinterpret_cast<sockaddr_in&>(bound).sin_port);
+  return std::unique_ptr<ConnectionGate>(new ConnectionGate(fd, bound_port, std::move(options)));
+}
+
+ConnectionGate::ConnectionGate(int listen_fd, int port, ConnectionGateOptions options)
+    : listen_fd_(listen_fd), port_(port), options_(std::move(options)) {
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+}
+
+ConnectionGate::~ConnectionGate() {
+  Stop();
+  close(listen_fd_);
+  if (wake_[0] >= 0) close(wake_[0]);
+  if (wake_[1] >= 0) close(wake_[1]);
+}
+
+void ConnectionGate::Serve(grpc::Server* server) {
+  thread_ = std::thread([this, server] { Run(server); });
+}
+
+void ConnectionGate::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (wake_[1] >= 0) {
+    const char byte = 1;
+    if (write(wake_[1], &byte, 1) < 0) {
+      // The pipe is full only if a stop is already on its way.
+    }
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+int ConnectionGate::open() const { return open_.load(std::memory_order_relaxed); }
+
+void ConnectionGate::Run(grpc::Server* server) {
+  struct Pending {
+    int fd;
+    std::string address;
+    absl::Time deadline;
+  };
+  struct Handed {
+    uint64_t inode;
+    std::string address;
+  };
+  std::vector<Pending> pending;
+  std::map<int, Handed> handed;  // by descriptor
+  std::map<std::string, int> per_address;
+  // A spare descriptor: on EMFILE it is closed to take the connection off
+  // the queue (and close it), then reopened, so the loop never spins.
+  int spare = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  absl::Time next_reap = absl::Now();
+  auto release = [&](const std::string& address) {
+    if (--per_address[address] <= 0) per_address.erase(address);
+  };
+  auto refuse = [&](const char* reason) {
+    if (options_.on_refused) options_.on_refused(reason);
+  };
+  auto forget_handed = [&](std::map<int, Handed>::iterator it) {
+    release(it->second.address);
+    return handed.erase(it);
+  };
+  for (;;) {
+    std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    absl::Time wake_at = absl::Now() + absl::Milliseconds(500);
+    for (const Pending& p : pending) {
+      fds.push_back({p.fd, POLLIN, 0});
+      wake_at = std::min(wake_at, p.deadline);
+    }
+    const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(wake_at - absl::Now()) + 1);
+    if (poll(fds.data(), fds.size(), static_cast<int>(ms)) < 0 && errno != EINTR) break;
+    if (fds[0].revents != 0) break;
+    const absl::Time now = absl::Now();
+    if (now >= next_reap) {  // connections gRPC has closed since
+      for (auto it = handed.begin(); it != handed.end();) {
+        it = InodeOf(it->first) != it->second.inode ? forget_handed(it) : std::next(it);
+      }
+      next_reap = now + absl::Milliseconds(500);
+    }
+    // Connections that spoke: to gRPC. Silent past their deadline: closed.
+    std::vector<Pending> still;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      Pending& p = pending[i];
+      const short ev = fds[i + 2].revents;
+      if ((ev & POLLIN) != 0) {
+        int one = 1;
+        setsockopt(p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        handed[p.fd] = Handed{InodeOf(p.fd), p.address};
+        grpc::AddInsecureChannelFromFd(server, p.fd);
+      } else if (ev != 0 || now >= p.deadline) {
+        close(p.fd);
+        release(p.address);
+        if (ev == 0) refuse("silent");
+      } else {
+        still.push_back(std::move(p));
+      }
+    }
+    pending = std::move(still);
+    for (int taken = 0; (fds[1].revents & POLLIN) != 0 && taken < 256; ++taken) {
+      sockaddr_storage addr{};
+      socklen_t len = sizeof(addr);
+      const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if ((errno == EMFILE || errno == ENFILE) && spare >= 0) {
+          close(spare);
+          const int dropped = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+          if (dropped >= 0) close(dropped);
+          spare = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+          refuse("descriptors");
+        }
+        break;  // EAGAIN: the queue is empty; anything else: next round
+      }
+      if (auto stale = handed.find(fd); stale != handed.end()) forget_handed(stale);  // closed and reused
+      const std::string address = PeerAddress(addr);
+      const auto from = per_address.find(address);
+      const GateVerdict v = AdmitConnection(from == per_address.end() ? 0 : from->second,
+                                            static_cast<int>(handed.size() + pending.size()), options_);
+      if (v != GateVerdict::kAdmit) {
+        close(fd);
+        refuse(GateVerdictLabel(v));
+        continue;
+      }
+      ++per_address[address];
+      pending.push_back(Pending{fd, address, now + options_.first_bytes_timeout});
+    }
+    open_.store(static_cast<int>(handed.size()), std::memory_order_relaxed);
+  }
+  for (const Pending& p : pending) close(p.fd);
+  if (spare >= 0) close(spare);
+}
+
+}  // namespace shardline
