@@ -93,7 +93,7 @@ bool Answers(int port) {
 
 const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
 
-TEST(ConnectionGateTest, AFloodIsBoundedSilentAndIdleConnectionsCloseAndTheServerKeepsAccepting) {
+TEST(ConnectionGateTest, InFrontOfAGrpcServerAFloodIsBoundedSilentAndIdleConnectionsCloseAndItKeepsAccepting) {
   RaiseDescriptorLimit();
   std::atomic<int> refused_per_address{0}, silent{0};
   transport::Transport::Service service;
