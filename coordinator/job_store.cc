@@ -1,8 +1,14 @@
 #include "coordinator/job_store.h"
 
+#include <cstdarg>
+#include <cstdio>
+#include <memory>
+
 #include "absl/strings/str_cat.h"
+#include "common/platform/logging.h"
 #include "common/platform/status_macros.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
 
 namespace shardline {
 namespace {
@@ -11,17 +17,56 @@ absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what, absl::s
   if (s.ok()) return absl::OkStatus();
   const std::string msg = absl::StrCat(what, " in job store ", dir, ": ", s.ToString());
   if (s.IsCorruption()) return absl::DataLossError(msg);
+  // Issue 62: a full disk ended the coordinator with INTERNAL and no advice.
+  // Said as the shard path says it; nothing committed is lost (the store
+  // writes are synced before anything depends on them).
+  if (s.IsNoSpace()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        msg, ": the disk holding ", dir, " is full. Every committed checkpoint is kept; free space on it, then run "
+        "the coordinator (or `shardline launch`) again to resume"));
+  }
   return absl::InternalError(msg);
 }
 
 rocksdb::Slice ToSlice(absl::string_view v) { return rocksdb::Slice(v.data(), v.size()); }
+
+// RocksDB's own log, warnings and worse, into the coordinator's log rather
+// than a LOG file beside the store: on a full disk RocksDB logged the
+// failure into a LOG file whose last write had failed, and Debian's 7.8
+// asserts there (WritableFileWriter::AssertFalseAndGetStatusForPrevError),
+// so the coordinator died with SIGABRT instead of saying what was full.
+class StoreLogger final : public rocksdb::Logger {
+ public:
+  StoreLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    std::vsnprintf(line, sizeof(line), format, ap);
+    SLOG(WARNING) << "RocksDB: " << line;
+  }
+};
 
 }  // namespace
 
 JobStore::JobStore(std::unique_ptr<FileLock> lock, std::unique_ptr<rocksdb::DB> db, std::string dir)
     : lock_(std::move(lock)), db_(std::move(db)), dir_(std::move(dir)) {}
 
-JobStore::~JobStore() = default;
+JobStore::~JobStore() {
+  // Debian's RocksDB 7.8 asserts (SIGABRT) closing a log file whose write
+  // failed (WritableFileWriter::AssertFalseAndGetStatusForPrevError), so a
+  // coordinator on a full disk died instead of saying what was full. After
+  // a failed write the store is left open for the process's exit to close:
+  // what was synced before stays, as after a crash.
+  if (write_failed_.load()) {
+    SLOG(WARNING) << "job store " << dir_ << " is left for the process's exit to close after a failed write";
+    (void)db_.release();
+  }
+}
+
+absl::Status JobStore::Written(absl::Status s) {
+  if (!s.ok() && !absl::IsDataLoss(s)) write_failed_ = true;
+  return s;
+}
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(Env* env, const std::string& dir) {
   // Our own lock, taken first, decides "in use" by its error code; RocksDB's
@@ -36,7 +81,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(Env* env, const std::st
   rocksdb::Options options;
   options.create_if_missing = true;
   options.max_open_files = 64;
-  options.keep_log_file_num = 2;  // the job store is tiny; keep its info logs small
+  options.info_log = std::make_shared<StoreLogger>();
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) return FromRocks(s, "open", dir);
@@ -54,13 +99,13 @@ absl::StatusOr<std::optional<std::string>> JobStore::Get(absl::string_view key) 
 absl::Status JobStore::Put(absl::string_view key, absl::string_view value, bool sync) {
   rocksdb::WriteOptions options;
   options.sync = sync;
-  return FromRocks(db_->Put(options, ToSlice(key), ToSlice(value)), absl::StrCat("put ", key), dir_);
+  return Written(FromRocks(db_->Put(options, ToSlice(key), ToSlice(value)), absl::StrCat("put ", key), dir_));
 }
 
 absl::Status JobStore::Delete(absl::string_view key, bool sync) {
   rocksdb::WriteOptions options;
   options.sync = sync;
-  return FromRocks(db_->Delete(options, ToSlice(key)), absl::StrCat("delete ", key), dir_);
+  return Written(FromRocks(db_->Delete(options, ToSlice(key)), absl::StrCat("delete ", key), dir_));
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> JobStore::List(absl::string_view prefix) {

@@ -9,6 +9,7 @@
 #ifndef SHARDLINE_COORDINATOR_JOB_STORE_H_
 #define SHARDLINE_COORDINATOR_JOB_STORE_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,8 +46,12 @@ class JobStore {
 
  private:
   JobStore(std::unique_ptr<FileLock> lock, std::unique_ptr<rocksdb::DB> db, std::string dir);
+  // `s`, noting a failed write.
+  absl::Status Written(absl::Status s);
   std::unique_ptr<FileLock> lock_;  // released after db_ closes
   std::unique_ptr<rocksdb::DB> db_;
+  // A write failed (a full disk): the store is not closed (below).
+  std::atomic<bool> write_failed_{false};
   std::string dir_;
 };
 

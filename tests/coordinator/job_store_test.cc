@@ -1,10 +1,14 @@
 #include "coordinator/job_store.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace shardline {
 namespace {
@@ -43,6 +47,29 @@ TEST(JobStoreTest, SecondOpenerIsRefusedNamingTheDirectory) {
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
   EXPECT_TRUE(absl::StrContains(second.status().message(), dir)) << second.status();
+}
+
+// Issue 62: a full disk ended the coordinator with INTERNAL from its store
+// and no advice. On a 4 MiB tmpfs this test mounts (root only; removed
+// after), filling the disk gives RESOURCE_EXHAUSTED naming the store and
+// saying how to resume.
+TEST(JobStoreTest, AFullDiskIsNamedWithWhatToDo) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const std::string dir = FreshDir("full");
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "' && mount -t tmpfs -o size=4m tmpfs '" + dir + "'").c_str()), 0);
+  // Lazily: the store left open after its failed write holds files there until exit.
+  auto unmount = absl::MakeCleanup([&] { std::system(("umount -l '" + dir + "'").c_str()); });
+  absl::Status failed;
+  {
+    auto store = JobStore::Open(Env::Default(), dir + "/db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    const std::string value(256 << 10, 'x');
+    for (int i = 0; i < 100 && failed.ok(); ++i) failed = (*store)->Put(absl::StrCat("k", i), value, /*sync=*/true);
+  }
+  ASSERT_FALSE(failed.ok()) << "4 MiB held 25 MiB";
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_TRUE(absl::StrContains(failed.message(), "the disk holding " + dir + "/db is full")) << failed;
+  EXPECT_TRUE(absl::StrContains(failed.message(), "run the coordinator (or `shardline launch`) again")) << failed;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -29,13 +30,34 @@ namespace {
 // The least a serialized SentencePiece piece takes in its model: the
 // repeated field's tag and length, and its text's tag and length.
 constexpr uint64_t kMinPieceBytes = 4;
-}  // namespace
-namespace {
 
 int64_t NowMillis() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+}
+
+// From /proc/<pid>/stat: the process's state letter and its CPU time
+// (user + system, in clock ticks); false if it cannot be read.
+bool ReadProcStat(pid_t pid, char* state, int64_t* cpu_ticks) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) S ppid ...": comm may hold spaces; the state follows the
+  // last ')'. utime and stime are fields 14 and 15, 11 and 12 after it.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr || p[1] != ' ') return false;
+  *state = p[2];
+  long long utime = 0, stime = 0;
+  if (std::sscanf(p + 3, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %lld %lld", &utime, &stime) != 2) return false;
+  *cpu_ticks = utime + stime;
+  return true;
 }
 
 template <typename T>
@@ -122,17 +144,40 @@ absl::Status SpmClient::Broken(absl::StatusCode code, const std::string& what) {
   return absl::Status(code, absl::StrCat(path_, " (SentencePiece's helper) ", what));
 }
 
+void SpmClient::StartWaiting() {
+  cpu_ticks_ = -1;
+  progressed_ms_ = NowMillis();
+}
+
+absl::Status SpmClient::CheckAlive() {
+  char state = '?';
+  int64_t ticks = 0;
+  const int64_t now = NowMillis();
+  if (!ReadProcStat(pid_, &state, &ticks)) return absl::OkStatus();  // gone: the pipe says so
+  // Waiting on its disk (D) is progress of a kind; so is CPU time.
+  if (state == 'D' || (ticks != cpu_ticks_ && state != 'T' && state != 't')) progressed_ms_ = now;
+  cpu_ticks_ = ticks;
+  if (now - progressed_ms_ < options_.liveness_millis) return absl::OkStatus();
+  return Broken(absl::StatusCode::kDeadlineExceeded,
+                absl::StrCat("made no progress for ", (now - progressed_ms_) / 1000, " s (process ", pid_, " is ",
+                             state == 'T' || state == 't' ? "stopped: SIGSTOP, or a debugger"
+                                                          : "not running: its CPU time stood still",
+                             "); it was ended"));
+}
+
 absl::Status SpmClient::Send(absl::string_view bytes) {
   if (broken_) return Broken(absl::StatusCode::kFailedPrecondition, "failed before");
   const int64_t deadline = NowMillis() + options_.request_millis;
+  StartWaiting();
   while (!bytes.empty()) {
     const ssize_t w = write(to_helper_, bytes.data(), bytes.size());
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && errno == EAGAIN) {  // its pipe is full: wait, but not forever
       const int64_t left = deadline - NowMillis();
       if (left <= 0) return Broken(absl::StatusCode::kDeadlineExceeded, "stopped reading its input");
+      RETURN_IF_ERROR(CheckAlive());
       pollfd pfd{to_helper_, POLLOUT, 0};
-      poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 60000)));
+      poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
       continue;
     }
     if (w <= 0) return Broken(absl::StatusCode::kUnavailable, absl::StrCat("stopped reading (", std::strerror(errno), "): did it die?"));
@@ -143,13 +188,16 @@ absl::Status SpmClient::Send(absl::string_view bytes) {
 
 absl::Status SpmClient::Receive(void* dst, size_t n, int64_t deadline_ms) {
   auto* p = static_cast<char*>(dst);
+  StartWaiting();
   while (n > 0) {
     const int64_t left = deadline_ms - NowMillis();
     if (left <= 0) return Broken(absl::StatusCode::kDeadlineExceeded, "gave no reply in time");
+    RETURN_IF_ERROR(CheckAlive());
     pollfd pfd{from_helper_, POLLIN, 0};
-    const int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 60000)));
+    const int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) continue;
+    StartWaiting();  // bytes came: it is alive
     const ssize_t r = read(from_helper_, p, n);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return Broken(absl::StatusCode::kUnavailable, "ended its output mid-reply: it died");

@@ -36,6 +36,12 @@ struct SpmClientOptions {
   // helper that hangs (it computes, it never waits), so they are long.
   int64_t train_millis = int64_t{6} * 3600 * 1000;
   int64_t request_millis = int64_t{10} * 60 * 1000;
+  // Liveness, in seconds rather than those minutes (issue 62: a SIGSTOPped
+  // helper stalled `data tokenize` silently for 10 minutes): while a reply
+  // or a write is awaited, a helper whose CPU time stands still for this
+  // long (and that is not waiting on its disk), or that is stopped, is
+  // broken. The helper only computes, so a live one always moves it.
+  int64_t liveness_millis = 10'000;
 };
 
 class SpmClient {
@@ -67,6 +73,11 @@ class SpmClient {
   // The reply's status word; the helper's error as a status if it failed.
   absl::Status ReplyStatus(int64_t deadline_ms, const char* what);
   absl::Status Broken(absl::StatusCode code, const std::string& what);
+  // Called at least once a second while waiting on the helper: DeadlineExceeded
+  // (and broken) once it has made no progress for liveness_millis.
+  absl::Status CheckAlive();
+  // Starts a wait: the helper counts as having progressed now.
+  void StartWaiting();
 
   SpmClientOptions options_;
   pid_t pid_ = -1;
@@ -74,6 +85,8 @@ class SpmClient {
   int from_helper_ = -1;
   std::string path_;
   bool broken_ = false;
+  int64_t cpu_ticks_ = -1;      // the helper's CPU time when last seen
+  int64_t progressed_ms_ = 0;   // when it was last seen to progress
 };
 
 }  // namespace shardline

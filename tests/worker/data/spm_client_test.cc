@@ -81,5 +81,26 @@ TEST(SpmClientTest, AHelperClaimingMorePiecesThanTheModelHoldsIsRefusedBeforeAny
   client->reset();
 }
 
+// Issue 62: a SIGSTOPped helper stalled `shardline data tokenize` silently
+// for up to its 10-minute reply deadline. A helper that makes no progress
+// (its CPU time stands still, or it is stopped) is broken within
+// liveness_millis, named, and killed with the client.
+TEST(SpmClientTest, AStoppedHelperIsNamedWithinTheLivenessBoundNotTheReplyDeadline) {
+  FakeHelper helper("stopped", "head -c 20 >/dev/null; kill -STOP $$");
+  SpmClientOptions options;
+  options.liveness_millis = 1500;  // the reply deadline stays 10 minutes
+  auto client = SpmClient::Start(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const auto start = std::chrono::steady_clock::now();
+  auto pieces = (*client)->Load("not a model");
+  ASSERT_FALSE(pieces.ok());
+  EXPECT_EQ(pieces.status().code(), absl::StatusCode::kDeadlineExceeded) << pieces.status();
+  EXPECT_TRUE(absl::StrContains(pieces.status().message(), "made no progress")) << pieces.status();
+  EXPECT_TRUE(absl::StrContains(pieces.status().message(), "stopped")) << pieces.status();
+  EXPECT_TRUE(absl::StrContains(pieces.status().message(), helper.path())) << pieces.status();
+  client->reset();  // SIGKILL ends a stopped process too
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::minutes(5)) << "waited for the reply deadline";
+}
+
 }  // namespace
 }  // namespace shardline
