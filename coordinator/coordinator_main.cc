@@ -334,6 +334,7 @@ absl::Status Run(const Args& args) {
   // Registrations and reports are bounded field by field; the limit is the
   // largest one those bounds allow (coordinator/report_check.h).
   GrpcServerOptions server_options;
+  server_options.env = env;
   server_options.int_args = ControlServerArguments();
   server_options.max_receive_bytes = kMaxControlMessageBytes;
   server_options.gate.on_refused = RefusedConnectionCounter(*registry);

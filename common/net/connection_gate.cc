@@ -70,6 +70,7 @@ int ConnectionBudget(int64_t descriptor_limit) {
 
 absl::StatusOr<std::unique_ptr<ConnectionGate>> ConnectionGate::Listen(const std::string& listen,
                                                                        ConnectionGateOptions options) {
+  if (options.env == nullptr) return absl::InvalidArgumentError("a connection gate needs an Env (options.env)");
   std::string host = ListenHost(listen);
   const std::string port = listen.size() > host.size() ? listen.substr(host.size() + 1) : std::string();
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
@@ -139,7 +140,7 @@ void ConnectionGate::Run(grpc::Server* server) {
   struct Pending {
     int fd;
     std::string address;
-    absl::Time deadline;
+    int64_t deadline_micros;
   };
   struct Handed {
     uint64_t inode;
@@ -151,7 +152,8 @@ void ConnectionGate::Run(grpc::Server* server) {
   // A spare descriptor: on EMFILE it is closed to take the connection off
   // the queue (and close it), then reopened, so the loop never spins.
   int spare = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  absl::Time next_reap = absl::Now();
+  Env* const env = options_.env;
+  int64_t next_reap = env->NowMicros();
   auto release = [&](const std::string& address) {
     if (--per_address[address] <= 0) per_address.erase(address);
   };
@@ -164,20 +166,20 @@ void ConnectionGate::Run(grpc::Server* server) {
   };
   for (;;) {
     std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    absl::Time wake_at = absl::Now() + absl::Milliseconds(500);
+    int64_t wake_at = env->NowMicros() + 500'000;
     for (const Pending& p : pending) {
       fds.push_back({p.fd, POLLIN, 0});
-      wake_at = std::min(wake_at, p.deadline);
+      wake_at = std::min(wake_at, p.deadline_micros);
     }
-    const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(wake_at - absl::Now()) + 1);
+    const int64_t ms = std::max<int64_t>(0, (wake_at - env->NowMicros()) / 1000 + 1);
     if (poll(fds.data(), fds.size(), static_cast<int>(ms)) < 0 && errno != EINTR) break;
     if (fds[0].revents != 0) break;
-    const absl::Time now = absl::Now();
+    const int64_t now = env->NowMicros();
     if (now >= next_reap) {  // connections gRPC has closed since
       for (auto it = handed.begin(); it != handed.end();) {
         it = InodeOf(it->first) != it->second.inode ? forget_handed(it) : std::next(it);
       }
-      next_reap = now + absl::Milliseconds(500);
+      next_reap = now + 500'000;
     }
     // Connections that spoke: to gRPC. Silent past their deadline: closed.
     std::vector<Pending> still;
@@ -189,7 +191,7 @@ void ConnectionGate::Run(grpc::Server* server) {
         setsockopt(p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         handed[p.fd] = Handed{InodeOf(p.fd), p.address};
         grpc::AddInsecureChannelFromFd(server, p.fd);
-      } else if (ev != 0 || now >= p.deadline) {
+      } else if (ev != 0 || now >= p.deadline_micros) {
         close(p.fd);
         release(p.address);
         if (ev == 0) refuse("silent");
@@ -223,7 +225,7 @@ void ConnectionGate::Run(grpc::Server* server) {
         continue;
       }
       ++per_address[address];
-      pending.push_back(Pending{fd, address, now + options_.first_bytes_timeout});
+      pending.push_back(Pending{fd, address, now + absl::ToInt64Microseconds(options_.first_bytes_timeout)});
     }
     open_.store(static_cast<int>(handed.size()), std::memory_order_relaxed);
   }

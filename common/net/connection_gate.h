@@ -32,11 +32,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/platform/env.h"
 #include "grpcpp/grpcpp.h"
 
 namespace shardline {
 
 struct ConnectionGateOptions {
+  // The clock of its deadlines; required, must outlive the gate.
+  Env* env = nullptr;
   // Connections one peer address may hold at once: a host's workers, its
   // launcher and its operators' tools, with room to spare (a simulated
   // world of 256 workers on loopback is one address).

@@ -81,6 +81,7 @@ absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& listen, const std:
     builder.AddListeningPort(listen, options.credentials, &out.port);
   } else {
     ConnectionGateOptions gate = options.gate;
+    gate.env = options.env;
     if (gate.max_total == 0) gate.max_total = ConnectionBudget(DescriptorLimit());
     ASSIGN_OR_RETURN(out.gate, ConnectionGate::Listen(listen, std::move(gate)));
     out.port = out.gate->port();

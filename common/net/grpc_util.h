@@ -59,6 +59,8 @@ struct GrpcServer {
 };
 
 struct GrpcServerOptions {
+  // The clock of the connection gate (plain TCP); required there.
+  Env* env = nullptr;
   // Extra server channel arguments (e.g. keepalive).
   std::vector<std::pair<std::string, int>> int_args;
   // The largest message a client may send: what the protocol needs (larger

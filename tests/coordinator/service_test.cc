@@ -56,7 +56,8 @@ struct Served {
     so.queues.threads = rpc_threads;
     service = std::make_unique<CoordinatorService>(job.get(), auth, nullptr, so);
     GrpcServerOptions options;
-    if (auth != nullptr) options.credentials = auth->ServerCredentials();
+    options.env = Env::Default();
+    if (auth != nullptr && auth->tls()) options.credentials = auth->ServerCredentials();
     server = *service->Listen("127.0.0.1:0", options);
     address = "127.0.0.1:" + std::to_string(server.port);
   }

@@ -753,6 +753,7 @@ TEST(SecurityTest, NothingIsSentToAProcessThatCannotProveItHoldsTheToken) {
   ASSERT_TRUE(WritePrivateFile(dir + "/rank-1", RankCredentialText(token, 1)).ok());
   Impostor impostor;
   GrpcServerOptions options;
+  options.env = Env::Default();
   absl::StatusOr<GrpcServer> server = StartGrpcServer("127.0.0.1:0", {&impostor}, options);
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string address = absl::StrCat("127.0.0.1:", server->port);

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Checks every `#include "..."` of the product code against the include rules
+"""Checks every include of the product code (`#include "..."`, `#include <...>`
+and relative ones, `"../worker/x.h"`, resolved from the including file)
+against the include rules
 in docs/architecture.md (the ```include-rules block), so the folder map there
 is a test, not a wish.
 
@@ -20,7 +22,20 @@ import tempfile
 
 OURS = ("common/", "worker/", "coordinator/", "bench/", "tests/")
 CHECKED = ("common", "worker", "coordinator", "bench")
-INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+["<]([^">]+)[">]', re.M)
+
+
+def resolve(folder, inc):
+    """The root-relative path an include names, if it is one of ours: as
+    written (`"worker/x.h"`, `<worker/x.h>`), or relative to the including
+    file's folder (`"../worker/x.h"`, `"./x.h"`); None for anything else."""
+    if inc.startswith(OURS):
+        return inc
+    if inc.startswith(("./", "../")):
+        resolved = os.path.normpath(os.path.join(folder, inc))
+        if resolved.startswith(OURS):
+            return resolved
+    return None
 
 
 def parse_rules(doc_text):
@@ -104,8 +119,8 @@ def violations(root, rules):
                     continue
                 text = open(path, encoding="utf-8", errors="replace").read()
                 for m in INCLUDE.finditer(text):
-                    inc = m.group(1)
-                    if not inc.startswith(OURS):
+                    inc = resolve(folder, m.group(1))
+                    if inc is None:
                         continue
                     target = os.path.dirname(inc)
                     if not allowed(rules, folder, target):
@@ -121,13 +136,18 @@ def self_test():
             "common/platform/env.h": '#include "proto/config.pb.h"\n',
             "worker/model/mlp.cc": '#include "common/platform/env.h"\n#include "worker/model/mlp.h"\n',
             "coordinator/job.cc": '#include "common/platform/env.h"\n\n#include "worker/model/mlp.h"\n',
+            # Issue 62: angle brackets and relative paths were not read.
+            "coordinator/step.cc": '#include <vector>\n#include <worker/model/mlp.h>\n#include "./job.h"\n',
+            "coordinator/plan.cc": '#include "../worker/model/mlp.h"\n#include "../common/platform/env.h"\n',
         }
         for rel, text in files.items():
             os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
             with open(os.path.join(root, rel), "w") as f:
                 f.write(text)
         got = violations(root, rules)
-        want = ["coordinator/job.cc:3: coordinator/ may not include worker/model/mlp.h"]
+        want = ["coordinator/job.cc:3: coordinator/ may not include worker/model/mlp.h",
+                "coordinator/plan.cc:1: coordinator/ may not include worker/model/mlp.h",
+                "coordinator/step.cc:2: coordinator/ may not include worker/model/mlp.h"]
         if got != want:
             raise SystemExit(f"self-test: expected {want}, got {got}")
     if table_problems(rules):

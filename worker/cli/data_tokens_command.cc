@@ -46,8 +46,8 @@ absl::Status DataTokenizer(const Args& args) {
     if (!env->FileExists(in)) return absl::NotFoundError(absl::StrCat("--input ", in, " does not exist"));
   }
   const int64_t t0 = env->NowMicros();
-  ASSIGN_OR_RETURN(std::string model, TrainTokenizer(o));
-  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::FromModel(model, "the trained model"));
+  ASSIGN_OR_RETURN(std::string model, TrainTokenizer(env, o));
+  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::FromModel(env, model, "the trained model"));
   RETURN_IF_ERROR(Annotate(env->CreateDirs(out), "--out"));
   const std::string path = absl::StrCat(out, "/", kTokenizerFile);
   RETURN_IF_ERROR(WriteFileAtomically(env, path, model, /*durable=*/true));

@@ -107,6 +107,7 @@ absl::StatusOr<std::unique_ptr<TransportServer>> TransportServer::Start(Env* env
        static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time) / 2)},
       {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0}});
   server_options.max_receive_bytes = options.max_frame_bytes;
+  server_options.env = impl->env;
   server_options.gate.on_refused = options.on_connection_refused;
   // Plain TCP goes through the connection gate (grpc_util.h); TLS cannot.
   if (options.auth != nullptr && options.auth->tls()) server_options.credentials = options.auth->ServerCredentials();

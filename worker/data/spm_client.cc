@@ -31,12 +31,6 @@ namespace {
 // repeated field's tag and length, and its text's tag and length.
 constexpr uint64_t kMinPieceBytes = 4;
 
-int64_t NowMillis() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
-}
-
 // From /proc/<pid>/stat: the process's state letter and its CPU time
 // (user + system, in clock ticks); false if it cannot be read.
 bool ReadProcStat(pid_t pid, char* state, int64_t* cpu_ticks) {
@@ -60,6 +54,9 @@ bool ReadProcStat(pid_t pid, char* state, int64_t* cpu_ticks) {
   return true;
 }
 
+// The Env's monotonic clock, in milliseconds.
+int64_t NowMillis(Env* env) { return env->NowMicros() / 1000; }
+
 template <typename T>
 void Put(std::string* out, T v) {
   out->append(reinterpret_cast<const char*>(&v), sizeof(v));
@@ -77,7 +74,7 @@ std::vector<std::string> SpmHelperPaths() {
   return paths;
 }
 
-absl::StatusOr<std::unique_ptr<SpmClient>> SpmClient::Start(const SpmClientOptions& options) {
+absl::StatusOr<std::unique_ptr<SpmClient>> SpmClient::Start(Env* env, const SpmClientOptions& options) {
   std::string path;
   for (const std::string& p : SpmHelperPaths()) {
     if (access(p.c_str(), X_OK) == 0) {
@@ -118,6 +115,7 @@ absl::StatusOr<std::unique_ptr<SpmClient>> SpmClient::Start(const SpmClientOptio
   }
   fcntl(in[1], F_SETFL, fcntl(in[1], F_GETFL) | O_NONBLOCK);  // Send waits with a deadline
   std::unique_ptr<SpmClient> c(new SpmClient());
+  c->env_ = env;
   c->options_ = options;
   c->pid_ = pid;
   c->to_helper_ = in[1];
@@ -133,7 +131,7 @@ SpmClient::~SpmClient() {
   // It exits at the end of its input; a stuck one is killed.
   for (int i = 0; i < 200; ++i) {
     if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-    usleep(10000);
+    env_->SleepForMicros(10000);
   }
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);
@@ -146,13 +144,13 @@ absl::Status SpmClient::Broken(absl::StatusCode code, const std::string& what) {
 
 void SpmClient::StartWaiting() {
   cpu_ticks_ = -1;
-  progressed_ms_ = NowMillis();
+  progressed_ms_ = NowMillis(env_);
 }
 
 absl::Status SpmClient::CheckAlive() {
   char state = '?';
   int64_t ticks = 0;
-  const int64_t now = NowMillis();
+  const int64_t now = NowMillis(env_);
   if (!ReadProcStat(pid_, &state, &ticks)) return absl::OkStatus();  // gone: the pipe says so
   // Waiting on its disk (D) is progress of a kind; so is CPU time.
   if (state == 'D' || (ticks != cpu_ticks_ && state != 'T' && state != 't')) progressed_ms_ = now;
@@ -167,13 +165,13 @@ absl::Status SpmClient::CheckAlive() {
 
 absl::Status SpmClient::Send(absl::string_view bytes) {
   if (broken_) return Broken(absl::StatusCode::kFailedPrecondition, "failed before");
-  const int64_t deadline = NowMillis() + options_.request_millis;
+  const int64_t deadline = NowMillis(env_) + options_.request_millis;
   StartWaiting();
   while (!bytes.empty()) {
     const ssize_t w = write(to_helper_, bytes.data(), bytes.size());
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && errno == EAGAIN) {  // its pipe is full: wait, but not forever
-      const int64_t left = deadline - NowMillis();
+      const int64_t left = deadline - NowMillis(env_);
       if (left <= 0) return Broken(absl::StatusCode::kDeadlineExceeded, "stopped reading its input");
       RETURN_IF_ERROR(CheckAlive());
       pollfd pfd{to_helper_, POLLOUT, 0};
@@ -190,7 +188,7 @@ absl::Status SpmClient::Receive(void* dst, size_t n, int64_t deadline_ms) {
   auto* p = static_cast<char*>(dst);
   StartWaiting();
   while (n > 0) {
-    const int64_t left = deadline_ms - NowMillis();
+    const int64_t left = deadline_ms - NowMillis(env_);
     if (left <= 0) return Broken(absl::StatusCode::kDeadlineExceeded, "gave no reply in time");
     RETURN_IF_ERROR(CheckAlive());
     pollfd pfd{from_helper_, POLLIN, 0};
@@ -223,7 +221,7 @@ absl::StatusOr<int64_t> SpmClient::Call(absl::string_view header, absl::string_v
                                          const char* what) {
   RETURN_IF_ERROR(Send(header));
   RETURN_IF_ERROR(Send(body));
-  const int64_t deadline = NowMillis() + millis;
+  const int64_t deadline = NowMillis(env_) + millis;
   RETURN_IF_ERROR(ReplyStatus(deadline, what));
   return deadline;
 }

@@ -2,7 +2,7 @@
 // sends it requests and reads its replies, each with a deadline, so a
 // helper that dies or hangs is an error, never a wait without end.
 //
-//   ASSIGN_OR_RETURN(std::unique_ptr<SpmClient> spm, SpmClient::Start());
+//   ASSIGN_OR_RETURN(std::unique_ptr<SpmClient> spm, SpmClient::Start(env));
 //   ASSIGN_OR_RETURN(std::vector<SpmPiece> pieces, spm->Load(model));
 //   RETURN_IF_ERROR(spm->Encode("text\n", &ids));
 #ifndef SHARDLINE_WORKER_DATA_SPM_CLIENT_H_
@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/platform/env.h"
 #include "absl/strings/string_view.h"
 
 namespace shardline {
@@ -49,7 +50,8 @@ class SpmClient {
   // Starts the helper. NotFound naming the places looked in if there is none.
   // A helper that misses a deadline is DeadlineExceeded; one that dies or
   // stops reading, Unavailable; either way the client is broken after it.
-  static absl::StatusOr<std::unique_ptr<SpmClient>> Start(const SpmClientOptions& options = SpmClientOptions());
+  // `env` (the clock of every deadline and wait) must outlive the client.
+  static absl::StatusOr<std::unique_ptr<SpmClient>> Start(Env* env, const SpmClientOptions& options = SpmClientOptions());
   // Closes the helper's input (it exits), waits a little, then kills it.
   ~SpmClient();
   SpmClient(const SpmClient&) = delete;
@@ -79,6 +81,7 @@ class SpmClient {
   // Starts a wait: the helper counts as having progressed now.
   void StartWaiting();
 
+  Env* env_ = nullptr;
   SpmClientOptions options_;
   pid_t pid_ = -1;
   int to_helper_ = -1;

@@ -48,7 +48,7 @@ size_t Utf8Length(absl::string_view s, size_t i) {
 
 }  // namespace
 
-absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& o) {
+absl::StatusOr<std::string> TrainTokenizer(Env* env, const TokenizerTrainOptions& o) {
   if (o.inputs.empty()) return absl::InvalidArgumentError("--input: name at least one text file");
   for (const std::string& in : o.inputs) {
     if (in.find(',') != std::string::npos) {
@@ -82,7 +82,7 @@ absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& o) {
       {"num_threads", "1"},
       {"minloglevel", "1"},
   };
-  ASSIGN_OR_RETURN(std::unique_ptr<SpmClient> spm, SpmClient::Start());
+  ASSIGN_OR_RETURN(std::unique_ptr<SpmClient> spm, SpmClient::Start(env));
   absl::StatusOr<std::string> model = spm->Train(flags, o.seed);
   if (!model.ok()) {
     return Annotate(model.status(), absl::StrCat("training a ", o.model_type, " tokenizer of ", o.vocab_size,
@@ -94,9 +94,9 @@ absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& o) {
 Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromModel(std::string model, std::string source) {
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromModel(Env* env, std::string model, std::string source) {
   std::unique_ptr<Tokenizer> t(new Tokenizer());
-  ASSIGN_OR_RETURN(t->sp_, SpmClient::Start());
+  ASSIGN_OR_RETURN(t->sp_, SpmClient::Start(env));
   absl::StatusOr<std::vector<SpmPiece>> pieces = t->sp_->Load(model);
   if (absl::IsInvalidArgument(pieces.status())) {
     return absl::DataLossError(absl::StrCat(source, ": not a SentencePiece model: ", pieces.status().message()));
@@ -143,7 +143,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromModel(std::string mode
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(Env* env, const std::string& path) {
   ASSIGN_OR_RETURN(std::string model, env->ReadFile(path, kMaxTokenizerFileBytes));
-  return FromModel(std::move(model), path);
+  return FromModel(env, std::move(model), path);
 }
 
 absl::Status Tokenizer::EncodeRun(absl::string_view run, std::vector<int32_t>* ids) const {

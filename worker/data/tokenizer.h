@@ -11,8 +11,8 @@
 // the concatenation of its lines' ids (tested), and EncodeLines says where
 // each line's ids end.
 //
-//   ASSIGN_OR_RETURN(std::string model, TrainTokenizer(options));
-//   ASSIGN_OR_RETURN(auto tok, Tokenizer::FromModel(model, "DIR/tokenizer.model"));
+//   ASSIGN_OR_RETURN(std::string model, TrainTokenizer(env, options));
+//   ASSIGN_OR_RETURN(auto tok, Tokenizer::FromModel(env, model, "DIR/tokenizer.model"));
 //   std::vector<int32_t> ids;
 //   RETURN_IF_ERROR(tok->Encode("It is a truth universally acknowledged\n", &ids));
 //   ASSIGN_OR_RETURN(std::string back, tok->Decode(ids));
@@ -54,7 +54,7 @@ struct TokenizerTrainOptions {
 // Trains a model (single-threaded, so the same inputs and options always
 // give the same bytes) and returns it serialized. Byte fallback on, "\n" a
 // piece, no normalization (the model sees the bytes as they are).
-absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options);
+absl::StatusOr<std::string> TrainTokenizer(Env* env, const TokenizerTrainOptions& options);
 
 // Not thread-safe: one helper process per tokenizer.
 class Tokenizer {
@@ -62,7 +62,7 @@ class Tokenizer {
   ~Tokenizer();
 
   // From a serialized model; `source` names it in errors.
-  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromModel(std::string model, std::string source);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromModel(Env* env, std::string model, std::string source);
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(Env* env, const std::string& path);
 
   int vocab_size() const { return vocab_size_; }

@@ -98,6 +98,7 @@ TEST(ConnectionGateTest, InFrontOfAGrpcServerAFloodIsBoundedSilentAndIdleConnect
   std::atomic<int> refused_per_address{0}, silent{0};
   transport::Transport::Service service;
   GrpcServerOptions options;
+  options.env = Env::Default();
   options.gate.max_per_address = 50;
   options.gate.first_bytes_timeout = absl::Seconds(1);
   options.gate.on_refused = [&](const char* reason) {

@@ -8,6 +8,12 @@
 namespace shardline {
 namespace {
 
+GrpcServerOptions ServerOptions() {
+  GrpcServerOptions o;
+  o.env = Env::Default();
+  return o;
+}
+
 TEST(GrpcUtilTest, StatusConversionKeepsCodeAndMessage) {
   const absl::Status a = absl::UnavailableError("peer rank 3 is gone");
   const grpc::Status g = ToGrpcStatus(a);
@@ -21,12 +27,12 @@ TEST(GrpcUtilTest, StatusConversionKeepsCodeAndMessage) {
 
 TEST(GrpcUtilTest, SecondServerOnAPortInUseFailsInsteadOfSharingIt) {
   transport::Transport::Service service;  // any synchronous service will do
-  absl::StatusOr<GrpcServer> first = StartGrpcServer("127.0.0.1:0", {&service});
+  absl::StatusOr<GrpcServer> first = StartGrpcServer("127.0.0.1:0", {&service}, ServerOptions());
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_GT(first->port, 0);
   const std::string taken = "127.0.0.1:" + std::to_string(first->port);
   transport::Transport::Service other;
-  absl::StatusOr<GrpcServer> second = StartGrpcServer(taken, {&other});
+  absl::StatusOr<GrpcServer> second = StartGrpcServer(taken, {&other}, ServerOptions());
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(absl::StrContains(second.status().message(), taken)) << second.status();

@@ -40,7 +40,7 @@ TEST(SpmClientTest, AHelperThatHangsMissesTheDeadline) {
   FakeHelper helper("hangs", "exec sleep 30");
   SpmClientOptions options;
   options.request_millis = 300;
-  auto client = SpmClient::Start(options);
+  auto client = SpmClient::Start(Env::Default(), options);
   ASSERT_TRUE(client.ok()) << client.status();
   const auto start = std::chrono::steady_clock::now();
   auto pieces = (*client)->Load("not a model");
@@ -56,7 +56,7 @@ TEST(SpmClientTest, AHelperThatHangsMissesTheDeadline) {
 
 TEST(SpmClientTest, AHelperThatDiesIsNamed) {
   FakeHelper helper("dies", "exit 3");
-  auto client = SpmClient::Start();
+  auto client = SpmClient::Start(Env::Default());
   ASSERT_TRUE(client.ok()) << client.status();
   std::vector<int32_t> ids;
   const absl::Status s = (*client)->Encode("some text\n", &ids);
@@ -70,7 +70,7 @@ TEST(SpmClientTest, AHelperThatDiesIsNamed) {
 TEST(SpmClientTest, AHelperClaimingMorePiecesThanTheModelHoldsIsRefusedBeforeAnyAllocation) {
   // Reads the 20-byte load request, answers OK and a vocabulary of 2^28.
   FakeHelper helper("claims", "head -c 20 >/dev/null; printf '\\000\\000\\000\\000\\000\\000\\000\\020'; sleep 5");
-  auto client = SpmClient::Start();
+  auto client = SpmClient::Start(Env::Default());
   ASSERT_TRUE(client.ok()) << client.status();
   auto pieces = (*client)->Load("not a model");
   ASSERT_FALSE(pieces.ok());
@@ -89,7 +89,7 @@ TEST(SpmClientTest, AStoppedHelperIsNamedWithinTheLivenessBoundNotTheReplyDeadli
   FakeHelper helper("stopped", "head -c 20 >/dev/null; kill -STOP $$");
   SpmClientOptions options;
   options.liveness_millis = 1500;  // the reply deadline stays 10 minutes
-  auto client = SpmClient::Start(options);
+  auto client = SpmClient::Start(Env::Default(), options);
   ASSERT_TRUE(client.ok()) << client.status();
   const auto start = std::chrono::steady_clock::now();
   auto pieces = (*client)->Load("not a model");

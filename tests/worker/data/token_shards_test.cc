@@ -245,7 +245,7 @@ TEST_F(BadShardsTest, ShardsOfAnotherTokenizerAreRefused) {
   TokenizerTrainOptions o;
   o.inputs = {WriteTestFile(dir_, "other.txt", TokenTestText(2000, 77))};
   o.vocab_size = 300;
-  absl::StatusOr<std::string> other = TrainTokenizer(o);
+  absl::StatusOr<std::string> other = TrainTokenizer(Env::Default(), o);
   ASSERT_TRUE(other.ok()) << other.status();
   ASSERT_TRUE(WriteFileAtomically(env(), dir_ + "/tokenizer.model", *other).ok());
   const absl::Status s = Load(false);

@@ -57,7 +57,7 @@ inline const std::string& TokenTestModel() {
     TokenizerTrainOptions o;
     o.inputs = {WriteTestFile(dir, "corpus.txt", TokenTestText(4000, 1))};
     o.vocab_size = 320;
-    absl::StatusOr<std::string> m = TrainTokenizer(o);
+    absl::StatusOr<std::string> m = TrainTokenizer(Env::Default(), o);
     EXPECT_TRUE(m.ok()) << m.status();
     return new std::string(m.value_or(""));
   }();
@@ -65,7 +65,7 @@ inline const std::string& TokenTestModel() {
 }
 
 inline std::unique_ptr<Tokenizer> TokenTestTokenizer() {
-  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromModel(TokenTestModel(), "the test model");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromModel(Env::Default(), TokenTestModel(), "the test model");
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? std::move(*t) : nullptr;
 }

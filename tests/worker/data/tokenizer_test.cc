@@ -19,17 +19,17 @@ TEST(TokenizerTest, TrainingTheSameInputsTwiceGivesTheSameModel) {
   TokenizerTrainOptions o;
   o.inputs = {WriteTestFile(dir, "corpus.txt", TokenTestText(4000, 1))};
   o.vocab_size = 320;
-  absl::StatusOr<std::string> again = TrainTokenizer(o);
+  absl::StatusOr<std::string> again = TrainTokenizer(Env::Default(), o);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*again, TokenTestModel());
   o.vocab_size = 330;
-  absl::StatusOr<std::string> other = TrainTokenizer(o);
+  absl::StatusOr<std::string> other = TrainTokenizer(Env::Default(), o);
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_NE(*other, TokenTestModel());
   o.model_type = "bpe";
-  absl::StatusOr<std::string> bpe = TrainTokenizer(o);
+  absl::StatusOr<std::string> bpe = TrainTokenizer(Env::Default(), o);
   ASSERT_TRUE(bpe.ok()) << bpe.status();
-  auto t = Tokenizer::FromModel(*bpe, "bpe");
+  auto t = Tokenizer::FromModel(Env::Default(), *bpe, "bpe");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ((*t)->vocab_size(), 330);
 }
@@ -110,10 +110,10 @@ TEST(TokenizerTest, AFileThatIsNotAModelIsNamedAndAnIdOutsideTheVocabularyIsRefu
   TokenizerTrainOptions o;
   o.inputs = {WriteTestFile(dir, "c.txt", TokenTestText(50, 3))};
   o.vocab_size = 100;
-  absl::StatusOr<std::string> small = TrainTokenizer(o);
+  absl::StatusOr<std::string> small = TrainTokenizer(Env::Default(), o);
   EXPECT_TRUE(absl::StrContains(small.status().message(), "--vocab_size 100")) << small.status();
   o.vocab_size = 4000;  // more than 50 lines hold
-  absl::StatusOr<std::string> large = TrainTokenizer(o);
+  absl::StatusOr<std::string> large = TrainTokenizer(Env::Default(), o);
   ASSERT_FALSE(large.ok());
   EXPECT_TRUE(absl::StrContains(large.status().message(), "SentencePiece says")) << large.status();
 }
