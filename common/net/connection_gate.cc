@@ -82,21 +82,33 @@ absl::StatusOr<std::unique_ptr<ConnectionGate>> ConnectionGate::Listen(const std
   if (port.empty() || getaddrinfo(IsWildcardHost(host) ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", listen, " (not HOST:PORT)"));
   }
-  // A wildcard listens on IPv6 with IPv4 mapped when it can, as gRPC does.
-  const addrinfo* pick = found;
+  // A wildcard listens on IPv6 with IPv4 mapped when it can, as gRPC does,
+  // else on IPv4; a named host on the first of its addresses that binds.
+  std::vector<const addrinfo*> candidates;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    if (IsWildcardHost(host) && a->ai_family == AF_INET6) pick = a;
+    if (IsWildcardHost(host) && a->ai_family == AF_INET6) {
+      candidates.insert(candidates.begin(), a);
+    } else {
+      candidates.push_back(a);
+    }
   }
-  const int fd = socket(pick->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  int one = 1, zero = 0;
-  bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0;
-  if (ok && pick->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-  ok = ok && bind(fd, pick->ai_addr, pick->ai_addrlen) == 0 && ::listen(fd, 1024) == 0;
-  const int err = errno;
+  int fd = -1;
+  int err = 0;
+  for (const addrinfo* a : candidates) {
+    fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1, zero = 0;
+    bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0;
+    if (ok && a->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    ok = ok && bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 1024) == 0;
+    if (ok) break;
+    err = errno;
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
   freeaddrinfo(found);
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
-  if (!ok || getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+  if (fd < 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
     if (fd >= 0) close(fd);
     return absl::UnavailableError(
         absl::StrCat("cannot listen for gRPC on ", listen, " (address in use or invalid: ", strerror(err), ")"));

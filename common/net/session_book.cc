@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 namespace shardline {
 
 SessionBook::SessionBook(SessionLimits limits) : limits_(limits) {}
