@@ -361,18 +361,18 @@ TEST(SecurityTest, ACredentialsFloodOfSessionsLocksOutNobodyElse) {
   // with new sessions and with calls, while worker 1 is killed and
   // restarted and an operator asks for the status.
   std::thread flood([&] {
-    const FloodResult sessions = FloodStatus(coordinator, rank7, 12, 2, /*calls_per_session=*/1);
+    const FloodResult sessions = FloodStatus(coordinator, rank7, 8, 2, /*calls_per_session=*/1);
     EXPECT_GT(sessions.rate_limited, 0) << "new sessions past 20 a second are refused";
     EXPECT_GT(sessions.ok, 100);
   });
   std::thread calls([&] {
-    const FloodResult many = FloodStatus(coordinator, rank7, 12, 2, /*calls_per_session=*/1'000'000);
+    const FloodResult many = FloodStatus(coordinator, rank7, 8, 2, /*calls_per_session=*/1'000'000);
     EXPECT_GT(many.ok, 1000);
     EXPECT_GT(many.rate_limited, 0) << "reads past 200 a second are refused";
   });
   absl::SleepFor(absl::Seconds(2));
   ASSERT_TRUE(SignalLaunchedWorker(dir, 1, SIGKILL));
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 2; ++i) {
     Subprocess status({BinPath("shardline"), "status", "--workdir", dir});
     EXPECT_EQ(status.Wait(absl::Seconds(30)), 0) << status.Output();
     absl::SleepFor(absl::Seconds(2));
@@ -439,7 +439,7 @@ std::vector<int> IdleConnections(const char* source, int port, int count, bool p
 TEST(SecurityTest, AnIdleConnectionFloodLeavesTheJobItsBitsAndStatusAnswers) {
   unsetenv(kTokenEnvVar);
   RaiseDescriptorLimit();  // this process holds the flood's 7,200 sockets
-  const std::vector<std::string> run = {"train.total_steps=4000", "checkpoint.every_steps=1000", "train.eval_every=0",
+  const std::vector<std::string> run = {"train.total_steps=3000", "checkpoint.every_steps=1000", "train.eval_every=0",
                                         "train.log_every=500"};
   auto launch_argv = [&](const std::string& dir) {
     std::vector<std::string> argv = {"/usr/bin/prlimit", "--nofile=4096:4096"};
@@ -449,7 +449,7 @@ TEST(SecurityTest, AnIdleConnectionFloodLeavesTheJobItsBitsAndStatusAnswers) {
   const std::string clean = FreshDir("security_conn_clean");
   Subprocess a(launch_argv(clean));
   ASSERT_EQ(a.Wait(absl::Seconds(240)), 0) << a.Output();
-  const std::vector<float> want = FinalState(clean, 4000, 2);
+  const std::vector<float> want = FinalState(clean, 3000, 2);
   ASSERT_FALSE(want.empty());
 
   const std::string dir = FreshDir("security_conn_flood");
@@ -493,7 +493,7 @@ TEST(SecurityTest, AnIdleConnectionFloodLeavesTheJobItsBitsAndStatusAnswers) {
   Subprocess after({BinPath("shardline"), "status", "--workdir", dir});
   EXPECT_EQ(after.Wait(absl::Seconds(30)), 0) << after.Output();
   ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
-  EXPECT_TRUE(SameBits(FinalState(dir, 4000, 2), want)) << "the flood changed the bits";
+  EXPECT_TRUE(SameBits(FinalState(dir, 3000, 2), want)) << "the flood changed the bits";
   const std::string log = ReadAll(dir + "/logs/coordinator.log");
   EXPECT_EQ(log.find("generation 2"), std::string::npos) << "the flood broke a generation";
   EXPECT_EQ(log.find("Too many open files"), std::string::npos);
