@@ -37,12 +37,21 @@ absl::StatusOr<std::unique_ptr<TokenCorpus>> TokenCorpus::Open(Env* env, const s
                                               manifest.token_bytes, " bytes = ", want,
                                               have < want ? " (truncated?)" : ""));
     }
-    if (options.verify_contents) {
+    // Every shard's identity, at every start (issue 62: another tokenizer's
+    // shard cut to the same size trained silently with verify off): its
+    // ends digest, or, in a manifest made before there was one, its whole
+    // SHA-256 (0.7 s a GB on one core here: bench/history/2026-12.md).
+    if (options.verify_contents || s.ends_sha256.empty()) {
       const std::string digest = Sha256Hex(shard.map->bytes());
       if (digest != s.sha256) {
         return absl::DataLossError(absl::StrCat("token shard ", shard.path, " has SHA-256 ", digest, "; field sha256 of ",
                                                 dir, "/", kTokenManifestFile, " says ", s.sha256));
       }
+    } else if (const std::string ends = ShardEndsSha256(shard.map->bytes()); ends != s.ends_sha256) {
+      return absl::DataLossError(absl::StrCat("token shard ", shard.path, " has ends SHA-256 ", ends,
+                                              "; field ends_sha256 of ", dir, "/", kTokenManifestFile, " says ",
+                                              s.ends_sha256,
+                                              ": another tokenizer's shard, or one changed since it was made"));
     }
     c->num_tokens_ += s.tokens;
     c->text_bytes_ += s.text_bytes;

@@ -1,11 +1,13 @@
 #include "worker/data/token_manifest.h"
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/encoding/checked_math.h"
+#include "common/encoding/sha256.h"
 #include "common/platform/status_macros.h"
 
 namespace shardline {
@@ -84,6 +86,10 @@ absl::StatusOr<std::vector<TokenShard>> Split(const Json& root, const char* name
     text_bytes = *split_text;
     ASSIGN_OR_RETURN(shard.sha256, Text(s, "sha256", source, path));
     if (!IsHexDigest(shard.sha256)) return Bad(source, path + "sha256", "is not 64 lowercase hex digits");
+    if (s.contains("ends_sha256")) {
+      ASSIGN_OR_RETURN(shard.ends_sha256, Text(s, "ends_sha256", source, path));
+      if (!IsHexDigest(shard.ends_sha256)) return Bad(source, path + "ends_sha256", "is not 64 lowercase hex digits");
+    }
     out.push_back(std::move(shard));
   }
   if (out.empty()) return Bad(source, name, "has no shards");
@@ -93,7 +99,9 @@ absl::StatusOr<std::vector<TokenShard>> Split(const Json& root, const char* name
 Json SplitJson(const std::vector<TokenShard>& split) {
   Json list = Json::array();
   for (const TokenShard& s : split) {
-    list.push_back(Json{{"file", s.file}, {"tokens", s.tokens}, {"text_bytes", s.text_bytes}, {"sha256", s.sha256}});
+    Json shard{{"file", s.file}, {"tokens", s.tokens}, {"text_bytes", s.text_bytes}, {"sha256", s.sha256}};
+    if (!s.ends_sha256.empty()) shard["ends_sha256"] = s.ends_sha256;
+    list.push_back(std::move(shard));
   }
   return list;
 }
@@ -113,6 +121,18 @@ int64_t TokenManifest::TextBytes(const std::vector<TokenShard>& split) {
 }
 
 int TokenBytesFor(int vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
+
+std::string ShardEndsSha256(absl::string_view head, absl::string_view tail) {
+  Sha256 h;
+  h.Update(head);
+  h.Update(tail);
+  return h.HexDigest();
+}
+
+std::string ShardEndsSha256(absl::string_view shard) {
+  const size_t n = std::min(shard.size(), kShardEndBytes);
+  return ShardEndsSha256(shard.substr(0, n), shard.substr(shard.size() - n));
+}
 
 std::string TokenManifestJson(const TokenManifest& m) {
   Json j;

@@ -13,7 +13,8 @@
 //   {"format": "shardline.tokens.v1",
 //    "tokenizer": {"file": "tokenizer.model", "sha256": "...", "vocab_size": 4096},
 //    "token_bytes": 2,
-//    "train": [{"file": "train-00000.tok", "tokens": 1000000, "text_bytes": 3531000, "sha256": "..."}, ...],
+//    "train": [{"file": "train-00000.tok", "tokens": 1000000, "text_bytes": 3531000, "sha256": "...",
+//               "ends_sha256": "..."}, ...],
 //    "val": [...]}
 #ifndef SHARDLINE_WORKER_DATA_TOKEN_MANIFEST_H_
 #define SHARDLINE_WORKER_DATA_TOKEN_MANIFEST_H_
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/platform/env.h"
 
 namespace shardline {
@@ -40,7 +42,20 @@ struct TokenShard {
   int64_t tokens = 0;
   int64_t text_bytes = 0;
   std::string sha256;
+  // ShardEndsSha256 of the shard: checked at every start, whatever
+  // data.tokens.verify says (issue 62). "" in manifests made before it.
+  std::string ends_sha256;
 };
+
+// How much of each end of a shard its ends digest covers.
+inline constexpr size_t kShardEndBytes = size_t{64} << 10;
+// A shard's identity, cheap to check at every start: SHA-256 of its first
+// min(n, kShardEndBytes) bytes followed by its last min(n, kShardEndBytes).
+// Another tokenizer's shard cut to the same size differs there; a change
+// in the middle is data.tokens.verify's to find.
+std::string ShardEndsSha256(absl::string_view head, absl::string_view tail);
+// The same of a whole shard's bytes.
+std::string ShardEndsSha256(absl::string_view shard);
 
 struct TokenManifest {
   std::string tokenizer_file = "tokenizer.model";

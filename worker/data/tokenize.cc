@@ -52,11 +52,17 @@ class ShardSink {
     current_.file = absl::StrFormat("%s-%05d.tok", prefix_, shards_.size());
     ASSIGN_OR_RETURN(file_, env_->NewWritableFile(Path(current_.file) + ".tmp"));
     sha_.Reset();
+    head_.clear();
+    tail_.clear();
     return absl::OkStatus();
   }
 
   absl::Status Drain() {
     sha_.Update(buffer_);
+    // The shard's ends, for its ends digest (token_manifest.h).
+    if (head_.size() < kShardEndBytes) head_.append(buffer_, 0, kShardEndBytes - head_.size());
+    tail_ += buffer_;
+    if (tail_.size() > kShardEndBytes) tail_.erase(0, tail_.size() - kShardEndBytes);
     RETURN_IF_ERROR(file_->Append(buffer_));
     buffer_.clear();
     return absl::OkStatus();
@@ -69,6 +75,7 @@ class ShardSink {
     file_.reset();
     RETURN_IF_ERROR(env_->RenameFile(Path(current_.file) + ".tmp", Path(current_.file)));
     current_.sha256 = sha_.HexDigest();
+    current_.ends_sha256 = ShardEndsSha256(head_, tail_);
     shards_.push_back(current_);
     return absl::OkStatus();
   }
@@ -79,6 +86,7 @@ class ShardSink {
   const int64_t shard_tokens_;
   std::unique_ptr<WritableFile> file_;
   Sha256 sha_;
+  std::string head_, tail_;  // the shard's first and last kShardEndBytes
   TokenShard current_;
   std::string buffer_;
   std::vector<TokenShard> shards_;

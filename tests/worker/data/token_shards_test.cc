@@ -3,6 +3,7 @@
 // bad shard named (missing, truncated, hashed wrong, a token beyond the
 // vocabulary, another tokenizer, a manifest field).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -229,8 +230,21 @@ TEST_F(BadShardsTest, AChangedShardFailsItsHashWhenVerifiedAndABadTokenFailsItsR
   EXPECT_TRUE(absl::IsDataLoss(verified)) << verified;
   EXPECT_TRUE(absl::StrContains(verified.message(), shard_ + " has SHA-256")) << verified;
   EXPECT_TRUE(absl::StrContains(verified.message(), "field sha256")) << verified;
-  // Unverified, it loads; the window holding the bad token is refused when
-  // read, naming the shard and the token, so nothing trains on it.
+  // Unverified, its ends digest still sees the change (issue 62: another
+  // tokenizer's shard of the same size trained silently).
+  const absl::Status unverified = Load(false);
+  EXPECT_TRUE(absl::IsDataLoss(unverified)) << unverified;
+  EXPECT_TRUE(absl::StrContains(unverified.message(), shard_ + " has ends SHA-256")) << unverified;
+  EXPECT_TRUE(absl::StrContains(unverified.message(), "field ends_sha256")) << unverified;
+  // A change its ends digest cannot see (as in the middle of a large
+  // shard: here the manifest is made to agree) loads; the window holding
+  // the bad token is refused when read, naming the shard and the token, so
+  // nothing trains on it.
+  std::string manifest = ReadAll(dir_ + "/manifest.json");
+  const size_t at = manifest.find(manifest_.train[1].ends_sha256);
+  ASSERT_NE(at, std::string::npos);
+  manifest.replace(at, 64, ShardEndsSha256(bytes));
+  ASSERT_TRUE(WriteFileAtomically(env(), dir_ + "/manifest.json", manifest).ok());
   absl::StatusOr<TrainingData> d = LoadTokenSplits(env(), dir_, 8, {});
   ASSERT_TRUE(d.ok()) << d.status();
   BatchData b;
@@ -252,6 +266,30 @@ TEST_F(BadShardsTest, ShardsOfAnotherTokenizerAreRefused) {
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), dir_ + "/tokenizer.model")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "field tokenizer.sha256")) << s;
+}
+
+// Issue 62: a shard of another tokenizer, cut to the same size, trained
+// silently with data.tokens.verify off (the default). Its ends digest is
+// checked at every start; a manifest made before there was one has every
+// shard hashed whole instead.
+TEST_F(BadShardsTest, AnotherTokenizersShardOfTheSameSizeIsRefusedWithoutVerify) {
+  std::string bytes = ReadAll(shard_);
+  for (size_t i = 0; i < bytes.size(); i += 2) bytes[i] = static_cast<char>(bytes[i] ^ 1);  // other ids, same size
+  ASSERT_TRUE(WriteFileAtomically(env(), shard_, bytes).ok());
+  const absl::Status s = Load(false);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), shard_ + " has ends SHA-256")) << s;
+  // Without ends digests (an older manifest): hashed whole, and refused.
+  nlohmann::json json = nlohmann::json::parse(ReadAll(dir_ + "/manifest.json"));
+  for (const char* split : {"train", "val"}) {
+    for (auto& shard : json[split]) shard.erase("ends_sha256");
+  }
+  const std::string manifest = json.dump(1);
+  ASSERT_EQ(manifest.find("ends_sha256"), std::string::npos);
+  ASSERT_TRUE(WriteFileAtomically(env(), dir_ + "/manifest.json", manifest).ok());
+  const absl::Status old = Load(false);
+  EXPECT_TRUE(absl::IsDataLoss(old)) << old;
+  EXPECT_TRUE(absl::StrContains(old.message(), shard_ + " has SHA-256")) << old;
 }
 
 TEST_F(BadShardsTest, AManifestFieldThatDoesNotParseIsNamed) {
