@@ -442,12 +442,13 @@ void Job::RecordWorldChangeLocked(int from, const std::string& why) {
   c->set_unix_seconds(absl::ToDoubleSeconds(WallNow(options_.env) - absl::UnixEpoch()));
   if (history_.changes_size() > kMaxWorldChanges) history_.mutable_changes()->DeleteSubrange(0, 1);
   history_dirty_ = true;
+  const IslandShape before = ShapeIslands(config_, from);
+  const IslandShape after = ShapeIslands(config_, m_.world_size);
   if (from > 0) {
     SLOG(WARNING) << "the world changed size: " << from << " -> " << m_.world_size << " workers at step "
                   << start_step_ << " (generation " << m_.generation
-                  << (DilocoOn(config_) ? absl::StrCat("; islands ", WorldIslands(config_, from), " -> ",
-                                                       WorldIslands(config_, m_.world_size))
-                                        : std::string())
+                  << (before.outer_steps ? absl::StrCat("; islands ", before.islands, " -> ", after.islands)
+                                         : std::string())
                   << "): " << why;
   }
   if (from > 0 && metrics_ != nullptr && start_step_ <= INT32_MAX) {
@@ -456,9 +457,9 @@ void Job::RecordWorldChangeLocked(int from, const std::string& why) {
     record.set_step(static_cast<int32_t>(start_step_));
     record.set_world_size(m_.world_size);
     record.set_previous_world_size(from);
-    if (DilocoOn(config_)) {
-      record.set_islands(WorldIslands(config_, m_.world_size));
-      record.set_previous_islands(WorldIslands(config_, from));
+    if (after.outer_steps) {
+      record.set_islands(after.islands);
+      record.set_previous_islands(before.islands);
     }
     record.set_generation(static_cast<int32_t>(std::min<uint64_t>(m_.generation, INT32_MAX)));
     pending_records_.push_back(std::move(record));  // written by the caller's PersistState
@@ -473,7 +474,7 @@ int64_t Job::PlanMemoryRestore() {
   in.disk_step = catalog_.Restore().step;
   in.limit = FailedSaveLimit(checkpoints_.save_failures, catalog_.latest_good());
   in.bad_steps = bad_memory_steps_;
-  in.island_size = DilocoOn(config_) ? IslandSize(config_) : 0;
+  in.island_size = ShapeIslands(config_, m_.world_size).RegisteredIslandSize();
   MemoryRestorePlan plan = shardline::PlanMemoryRestore(in);
   memory_sources_ = std::move(plan.sources);
   memory_world_ = plan.world;

@@ -264,7 +264,7 @@ absl::StatusOr<coordinator::RegisterResponse> Job::FinishRegistrationLocked(cons
   if (book_ == nullptr || book_->generation != m_.generation) {
     auto made = std::make_shared<MemberBook>();
     made->generation = m_.generation;
-    made->island_size = DilocoOn(config_) ? IslandSize(config_) : 0;
+    made->island_size = ShapeIslands(config_, m_.world_size).RegisteredIslandSize();
     for (const auto& [r, member] : m_.members) {
       made->addresses.push_back(member.address);
       made->secrets.push_back(member.secret);

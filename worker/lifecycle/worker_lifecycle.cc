@@ -362,10 +362,11 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   // Islands: every step inside the island's ring, outer steps across. A
   // world shrunk by runtime.min_islands has fewer islands (one, even: it
   // still takes outer steps).
+  const IslandShape shape = ShapeIslands(plan->cfg, world.world_size());
   std::optional<IslandRings> islands;
-  if (DilocoOn(plan->cfg)) {
-    absl::StatusOr<IslandRings> rings = IslandRings::Create(transport.get(), WorldIslands(plan->cfg, world.world_size()),
-                                                            CollectivesFor(options.env, plan->cfg, plan->parameters));
+  if (shape.outer_steps) {
+    absl::StatusOr<IslandRings> rings =
+        IslandRings::Create(transport.get(), shape, CollectivesFor(options.env, plan->cfg, plan->parameters));
     if (!rings.ok()) return Done(rings.status());
     islands = *std::move(rings);
   }
@@ -375,16 +376,12 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
   GenerationObserver observer(options.metrics, islands.has_value() ? islands->island.get() : &ring, &heartbeat,
                               traces.get());
   TrainOptions train = TrainOptionsFor(options, world, heartbeat, &observer, carried);
-  if (islands.has_value()) {
-    train.island = islands->place;
-    train.across = islands->across.get();
-  }
+  if (islands.has_value()) train.island_rings = &*islands;
   absl::StatusOr<TrainResult> result;
   {
     Watchdog watchdog(heartbeat.steps_done(), WatchdogFor(options, plan->cfg, world.rank(), heartbeat));
     const absl::Status moved = world.memory_step() > 0
-                                   ? MoveMemoryShards(world, plan->buckets,
-                                                      DilocoOn(plan->cfg) ? IslandSize(plan->cfg) : 0, ring,
+                                   ? MoveMemoryShards(world, plan->buckets, shape.RegisteredIslandSize(), ring,
                                                       *carried.memory)
                                    : absl::OkStatus();
     Collectives& steps = islands.has_value() ? static_cast<Collectives&>(*islands->island) : ring;

@@ -145,16 +145,16 @@ const MemoryTerm& MemoryPlan::largest() const {
 }
 
 MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const std::vector<Range>& buckets,
-                      const TrainingData& data, int world) {
+                      const TrainingData& data, const IslandShape& islands) {
   MemoryPlan plan;
+  const int world = islands.world;
   plan.world = world;
   const config::CollectiveConfig& coll = config.collective();
   plan.zero_stage = coll.zero_stage() == 3 ? 3 : 2;
   const int64_t p = model.layout().total_size();
   plan.parameters = p;
   // Islands: the state is sharded over the island, the batch over the world.
-  const int islands = DilocoOn(config) ? WorldIslands(config, world) : 1;
-  const int sharded = world % islands == 0 ? world / islands : world;
+  const int sharded = islands.ShardWorld();
   const int64_t own = MostOwned(buckets, sharded);
   const bool stage3 = plan.zero_stage == 3;
   const bool overlap = coll.overlap() && sharded > 1 && buckets.size() > 1;
@@ -164,7 +164,7 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   const int64_t whole = windows.params;
   const int accum = std::max(1, config.train().grad_accum_steps());
   plan.micro_batch = MicroBatchSize(config, world);
-  const int64_t state_buffers = (config.optimizer().has_adamw() ? 2 : 1) + (DilocoOn(config) ? 2 : 0);
+  const int64_t state_buffers = (config.optimizer().has_adamw() ? 2 : 1) + (islands.outer_steps ? 2 : 0);
   int64_t largest_bucket = 0;
   for (const Range& b : buckets) largest_bucket = std::max(largest_bucket, b.size());
   const int64_t shard_bytes = (1 + state_buffers) * own * kFloat;
@@ -181,8 +181,8 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   plan.terms.push_back({"optimizer", state_buffers * own * kFloat});
   plan.terms.push_back({"activations", model.WorkspaceBytes(plan.micro_batch)});
   const int64_t chunk = sharded > 1 ? (largest_bucket + sharded - 1) / sharded : 0;
-  // An outer step's pseudo-gradient, beside the step's own buffers (not at once).
-  const int64_t outer = islands > 1 ? own * kFloat : 0;
+  // An outer step's pseudo-gradient (one island too), beside the step's own buffers (not at once).
+  const int64_t outer = islands.outer_steps ? own * kFloat : 0;
   plan.terms.push_back({"communication", std::max(2 * chunk * kFloat * (overlap ? 2 : 1), outer)});
   int64_t snapshots = 0;
   if (TakesMemorySnapshots(config) && sharded > 1) {
@@ -205,7 +205,7 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
 absl::StatusOr<MemoryPlan> PlanJob(const config::JobConfig& config, const TrainingData& data, int world) {
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                    CreateModel(config.model(), InputOf(data.train), ModelOptionsOf(config.train())));
-  return PlanMemory(config, *model, GradientBuckets(config, model->layout()), data, world);
+  return PlanMemory(config, *model, GradientBuckets(config, model->layout()), data, ShapeIslands(config, world));
 }
 
 std::string DescribePlan(const MemoryPlan& plan) {

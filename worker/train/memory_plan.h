@@ -35,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/job/islands.h"
 #include "common/job/shard.h"
 #include "proto/config.pb.h"
 #include "worker/data/dataset.h"
@@ -61,13 +62,14 @@ struct MemoryPlan {
   const MemoryTerm& largest() const;  // of the terms that grow with the model (not fixed)
 };
 
-// The plan of one worker of `world` training `config` on `data`, with
-// `model` made from the config, cut into `buckets` (GradientBuckets). With
-// collective.islands K > 1 a worker shares its island's world / K: it owns
+// The plan of one worker of a world of `islands` (its shape in this
+// generation: ShapeIslands) training `config` on `data`, with `model` made
+// from the config, cut into `buckets` (GradientBuckets). With outer steps
+// over K islands a worker shares its island's world / K: it owns
 // 1/(world / K) of the state, which holds the outer parameters and momentum
 // too, and an outer step holds its pseudo-gradient.
 MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const std::vector<Range>& buckets,
-                      const TrainingData& data, int world);
+                      const TrainingData& data, const IslandShape& islands);
 // The same, making the model and buckets from the config (errors are the
 // config's).
 absl::StatusOr<MemoryPlan> PlanJob(const config::JobConfig& config, const TrainingData& data, int world);

@@ -28,6 +28,63 @@ absl::Status CheckMemoryLimit(const MemoryPlan& plan, const config::JobConfig& c
   return CheckPlanFits(plan, config, data, limit, source);
 }
 
+// The generation's island shape: the rings' when there are rings (comm is
+// then the island's ring), else the config's over comm's world, which must
+// then take no outer steps.
+absl::StatusOr<IslandShape> IslandsOf(const config::JobConfig& config, const Collectives& comm,
+                                      const TrainOptions& options) {
+  if (options.island_rings != nullptr) return options.island_rings->shape;
+  IslandShape shape = ShapeIslands(config, comm.world_size());
+  if (shape.outer_steps) {
+    return absl::InvalidArgumentError(
+        "collective.islands / collective.diloco: the job takes outer steps, but this run was given no island rings");
+  }
+  return shape;
+}
+
+// The state `p` starts from: a snapshot in memory, the checkpoint at
+// options.restore_dir, checkpoint.init_from, or (none of them) the
+// initialised parameters, which become the first outer step's anchor.
+absl::Status RestoreInto(const config::JobConfig& config, Collectives& comm, const TrainOptions& options,
+                         Prepared* pp) {
+  Prepared& p = *pp;
+  const FlatLayout& layout = p.model->layout();
+  const bool stage3 = config.collective().zero_stage() == 3;
+  RestoreSource source;
+  source.env = options.env;
+  source.memory_step = options.memory_restore_step;
+  source.memory_world = options.memory_restore_world;
+  source.memory = options.memory;
+  source.disk_dir = options.restore_dir;
+  source.init_from = config.checkpoint().init_from();
+  source.gather_params = !stage3;
+  if (options.island_rings != nullptr) {
+    const IslandPlace& place = options.island_rings->place;
+    source.island = place.island;
+    source.islands = place.islands;
+    source.world = place.world;
+  }
+  ASSIGN_OR_RETURN(RestoredState restored, RestoreState(source, layout, p.buckets, comm,
+                                                        absl::MakeSpan(p.state.params), p.optimizer.get()));
+  if (restored.restored.has_value()) {
+    const Restored& r = *restored.restored;
+    ASSIGN_OR_RETURN(p.state.next_step, p.pipeline->Restore(r.position));
+    if (p.state.next_step != r.step) {
+      return absl::DataLossError(
+          restored.from_memory
+              ? absl::StrFormat("in-memory snapshot of step %d has the data position of step %d", r.step,
+                                p.state.next_step)
+              : absl::StrFormat("%s: saved at step %d but its data position is step %d", options.restore_dir, r.step,
+                                p.state.next_step));
+    }
+    p.best->Reset(r.best.step, r.best.value);
+    if (options.observer != nullptr) options.observer->OnOverhead(Overhead::kRestore, restored.seconds);
+  } else if (p.outer != nullptr) {
+    p.outer->SetAnchor(p.state.params.data());  // a start: the first outer step's reference
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const TrainingData& data, Collectives& comm,
@@ -39,6 +96,7 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
         data.train.num_examples, data.train.source));
   }
   Prepared p;
+  ASSIGN_OR_RETURN(p.islands, IslandsOf(config, comm, options));
   const ModelOptions model_options = ModelOptionsOf(config.train());
   RETURN_IF_ERROR(CheckPrecisionSupported(model_options.precision));
   ASSIGN_OR_RETURN(p.model, CreateModel(config.model(), InputOf(data.train), model_options));
@@ -52,12 +110,11 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   }
   p.buckets = GradientBuckets(config, layout);
   // Before anything large is allocated: refused if the plan does not fit.
-  p.memory_plan = PlanMemory(config, *p.model, p.buckets, data,
-                             options.across != nullptr ? options.island.world : comm.world_size());
+  p.memory_plan = PlanMemory(config, *p.model, p.buckets, data, p.islands);
   RETURN_IF_ERROR(CheckMemoryLimit(p.memory_plan, config, data, comm, options.env));
   ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,
                                                   OwnedPieces(p.buckets, comm.rank(), comm.world_size())));
-  if (options.across != nullptr) {  // islands: the outer state of the same pieces beside the inner
+  if (p.islands.outer_steps) {  // the outer state of the same pieces beside the inner
     auto outer = std::make_unique<OuterOptimizer>(std::move(p.optimizer), layout, config.collective().diloco());
     p.outer = outer.get();
     p.optimizer = std::move(outer);
@@ -79,37 +136,7 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
         stage3 ? p.optimizer->pieces() : std::vector<Range>{Range{0, layout.total_size()}};
     for (const Range& r : mine) p.model->InitRange(config.seed(), r, p.state.params.data() + r.begin);
   }
-  RestoreSource source;
-  source.env = options.env;
-  source.memory_step = options.memory_restore_step;
-  source.memory_world = options.memory_restore_world;
-  source.memory = options.memory;
-  source.disk_dir = options.restore_dir;
-  source.init_from = config.checkpoint().init_from();
-  source.gather_params = !stage3;
-  if (options.across != nullptr) {
-    source.island = options.island.island;
-    source.islands = options.island.islands;
-    source.world = options.island.world;
-  }
-  ASSIGN_OR_RETURN(RestoredState restored, RestoreState(source, layout, p.buckets, comm,
-                                                        absl::MakeSpan(p.state.params), p.optimizer.get()));
-  if (restored.restored.has_value()) {
-    const Restored& r = *restored.restored;
-    ASSIGN_OR_RETURN(p.state.next_step, p.pipeline->Restore(r.position));
-    if (p.state.next_step != r.step) {
-      return absl::DataLossError(
-          restored.from_memory
-              ? absl::StrFormat("in-memory snapshot of step %d has the data position of step %d", r.step,
-                                p.state.next_step)
-              : absl::StrFormat("%s: saved at step %d but its data position is step %d", options.restore_dir, r.step,
-                                p.state.next_step));
-    }
-    p.best->Reset(r.best.step, r.best.value);
-    if (options.observer != nullptr) options.observer->OnOverhead(Overhead::kRestore, restored.seconds);
-  } else if (p.outer != nullptr) {
-    p.outer->SetAnchor(p.state.params.data());  // a start: the first outer step's reference
-  }
+  RETURN_IF_ERROR(RestoreInto(config, comm, options, &p));
   return p;
 }
 

@@ -21,7 +21,7 @@
 #include "worker/train/evaluator.h"
 #include "worker/train/nan_guard.h"
 #include "worker/train/nonfinite.h"
-#include "worker/train/outer_step.h"
+#include "worker/train/outer_steps.h"
 #include "worker/train/prepare.h"
 #include "worker/train/progress.h"
 #include "worker/train/train_step.h"
@@ -64,37 +64,6 @@ const char* OverheadName(Overhead kind) {
     case Overhead::kMemorySnapshot: return "memory_snapshot";
   }
   return "unknown";
-}
-
-InputShape InputOf(const Dataset& train) {
-  InputShape s{1, train.height, train.width, train.num_classes};
-  if (train.is_text()) s.sequence = train.context;
-  return s;
-}
-
-absl::StatusOr<int64_t> ParameterCount(const config::JobConfig& config, const Dataset& train) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config.model(), InputOf(train)));
-  return model->layout().total_size();
-}
-
-absl::StatusOr<std::vector<Range>> GradientBuckets(const config::JobConfig& config, const Dataset& train) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config.model(), InputOf(train)));
-  return GradientBuckets(config, model->layout());
-}
-
-std::vector<Range> GradientBuckets(const config::JobConfig& config, const FlatLayout& layout) {
-  return BucketPlan(layout, BucketCapFloats(config.collective().bucket_cap_mb()));
-}
-
-int MicroBatchSize(const config::JobConfig& config, int world) {
-  const int64_t slice = (config.data().global_batch_size() + world - 1) / world;
-  const int64_t accum = std::max(1, config.train().grad_accum_steps());
-  return static_cast<int>(std::max<int64_t>(1, (slice + accum - 1) / accum));
-}
-
-int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples) {
-  if (config.train().has_total_steps()) return config.train().total_steps();
-  return config.train().epochs() * (num_examples / config.data().global_batch_size());
 }
 
 namespace {
@@ -170,7 +139,7 @@ absl::StatusOr<EvalResult> EvaluateNow(Loop& l) {
   args.params = l.p.state.params.data();
   args.data = &l.data.test;
   // No larger than a step's micro-batch: with islands the batch is cut over the world, not the island.
-  const int data_world = l.options.across != nullptr ? l.options.island.world : l.world.world_size();
+  const int data_world = l.p.islands.world;
   args.max_examples = std::min(l.config.data().eval_batch_size(), MicroBatchSize(l.config, data_world));
   args.comm = &l.world;
   args.ws = b.workspace.get();
@@ -239,10 +208,11 @@ ShardSource ShardNow(const Loop& l) {
   source.step = l.p.state.next_step;
   source.rank = l.world.rank();
   source.world = l.world.world_size();
-  if (l.options.across != nullptr) {  // the world's shard numbers; the island's pieces
-    source.rank = l.options.island.world_rank;
-    source.world = l.options.island.world;
-    source.islands = l.options.island.islands;
+  if (l.options.island_rings != nullptr) {  // the world's shard numbers; the island's pieces
+    const IslandPlace& place = l.options.island_rings->place;
+    source.rank = place.world_rank;
+    source.world = place.world;
+    source.islands = place.islands;
   }
   source.layout = &l.p.model->layout();
   source.params = l.p.state.params.data();
@@ -354,49 +324,43 @@ absl::Status ActOn(Loop& l, const Due& due, const StepResult& r, Settle& settle)
   return absl::OkStatus();
 }
 
-// The requests an island agreed on in its steps since the last outer step,
-// the smallest of each kept: with islands they act only at outer steps,
-// agreed across islands there (outer_step.h).
-AgreedRequests Merge(const AgreedRequests& held, const StepResult& r) {
-  auto smaller = [](int64_t a, int64_t b) { return a == kNoStep ? b : b == kNoStep ? a : std::min(a, b); };
-  return AgreedRequests{smaller(held.stop, r.agreed_stop), smaller(held.checkpoint, r.agreed_checkpoint),
-                        smaller(held.eval, r.agreed_eval)};
+ExchangeOptions ExchangeOptionsFor(const config::JobConfig& config, Env* env) {
+  ExchangeOptions o;
+  o.env = env;
+  o.zero_stage = config.collective().zero_stage();
+  o.reshard_after_forward = config.collective().reshard_after_forward();
+  o.prefetch_buckets = config.collective().prefetch_buckets();
+  return o;
 }
 
-// Islands: after `steps_done` steps of `total`, whether an outer step is
-// due (every inner_steps steps, and after the last).
-bool OuterDue(const config::JobConfig& config, int64_t steps_done, int64_t total) {
-  return steps_done % config.collective().diloco().inner_steps() == 0 || steps_done == total;
+StepContext StepContextFor(const config::JobConfig& config, const TrainingData& data, Prepared& p,
+                           GradientExchange& exchange, Collectives& world, ShardSaver& saver,
+                           const TrainOptions& options) {
+  StepContext ctx{config, *p.model, data.train, *p.pipeline, exchange, *p.optimizer, *p.schedule, world,
+                  &saver, options.env};
+  if (options.island_rings != nullptr) {  // the world's slice of each global batch; means over the island's
+    const IslandPlace& place = options.island_rings->place;
+    ctx.data_rank = place.world_rank;
+    ctx.data_world = place.world;
+    ctx.batch_examples = IslandBatch(place, config.data().global_batch_size());
+  }
+  return ctx;
 }
 
-absl::StatusOr<AgreedRequests> OuterStepNow(Loop& l, Settle& settle, const AgreedRequests& held) {
-  RETURN_IF_ERROR(settle());
-  const Stopwatch watch(l.options.env);
-  OuterStepArgs args;
-  args.optimizer = l.p.outer;
-  args.params = &l.p.state.params;
-  args.buckets = &l.p.buckets;
-  args.gather_params = !l.exchange.sharded_params();
-  args.island = &l.world;
-  args.across = l.options.across;
-  args.step = l.p.state.next_step;
-  args.held = held;
-  args.wire = l.config.collective().diloco().wire();
-  ASSIGN_OR_RETURN(const OuterResult o, OuterStep(args));
-  const double took = watch.ElapsedSeconds();
-  ++l.result.outer_steps;
-  l.result.outer_bytes_sent += o.bytes_sent;
-  l.result.outer_seconds += took;
-  if (l.options.observer != nullptr) {
-    l.options.observer->OnOuterStep(
-        OuterStepReport{l.p.state.next_step, took, o.bytes_sent, o.pseudo_gradient_norm, l.options.island.islands});
-  }
-  if (l.show) {
-    SLOG(INFO) << absl::StrFormat("outer step at step %d: islands %.4g apart (pseudo-gradient RMS norm), "
-                                  "their mean %.4g; %d bytes sent across islands",
-                                  l.p.state.next_step, o.pseudo_gradient_norm, o.averaged_norm, o.bytes_sent);
-  }
-  return o.agreed;
+OuterStepsOptions OuterStepsFor(const config::JobConfig& config, Prepared& p, const GradientExchange& exchange,
+                                Collectives& world, const TrainOptions& options, bool show) {
+  OuterStepsOptions o;
+  o.env = options.env;
+  o.shape = p.islands;
+  o.optimizer = p.outer;
+  o.params = &p.state.params;
+  o.buckets = &p.buckets;
+  o.gather_params = !exchange.sharded_params();
+  o.island = &world;
+  o.across = options.island_rings != nullptr ? options.island_rings->across.get() : nullptr;
+  o.wire = config.collective().diloco().wire();
+  o.show = show;
+  return o;
 }
 
 // After the last step: the gathers settled, the final save durable and
@@ -463,22 +427,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
   std::unique_ptr<OverlapCollectives> overlap;
   if (Overlapped(config, comm, p, show)) overlap = std::make_unique<OverlapCollectives>(&comm, options.env);
   Collectives& world = overlap != nullptr ? static_cast<Collectives&>(*overlap) : comm;
-  ExchangeOptions exchange_options;
-  exchange_options.env = options.env;
-  exchange_options.zero_stage = config.collective().zero_stage();
-  exchange_options.reshard_after_forward = config.collective().reshard_after_forward();
-  exchange_options.prefetch_buckets = config.collective().prefetch_buckets();
-  GradientExchange exchange(p.buckets, world, overlap.get(), exchange_options);
+  GradientExchange exchange(p.buckets, world, overlap.get(), ExchangeOptionsFor(config, options.env));
   exchange.BindParams(&state.params);  // at stage 3: this rank's pieces from here on
-  StepContext ctx{config, *p.model, data.train, *p.pipeline, exchange, *p.optimizer, *p.schedule, world,
-                  &saver, options.env};
-  const bool islands = options.across != nullptr;
-  if (islands) {  // the world's slice of each global batch; means over the island's
-    ctx.data_rank = options.island.world_rank;
-    ctx.data_world = options.island.world;
-    ctx.batch_examples = IslandBatch(options.island, config.data().global_batch_size());
-  }
-  AgreedRequests held;  // islands: agreed in the island since the last outer step
+  const StepContext ctx = StepContextFor(config, data, p, exchange, world, saver, options);
+  OuterSteps outer(OuterStepsFor(config, p, exchange, world, options, show));
   TrainResult result;
   result.flops_per_example = p.model->TrainFlopsPerExample();
   result.start_step = start_step;
@@ -505,15 +457,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
     }
     // 2. Islands: the outer step when due; requests act only there.
     Settle settle(l);
-    AgreedRequests agreed{r.agreed_stop, r.agreed_checkpoint, r.agreed_eval};
-    if (islands) {
-      held = Merge(held, r);
-      agreed = AgreedRequests{};
-      if (OuterDue(config, state.next_step, p.total_steps)) {
-        ASSIGN_OR_RETURN(agreed, OuterStepNow(l, settle, held));
-        held = AgreedRequests{};
-      }
-    }
+    ASSIGN_OR_RETURN(const AgreedRequests agreed,
+                     outer.After(state.next_step, p.total_steps,
+                                 AgreedRequests{r.agreed_stop, r.agreed_checkpoint, r.agreed_eval}, std::ref(settle)));
+    if (outer.taken().has_value() && options.observer != nullptr) options.observer->OnOuterStep(*outer.taken());
     // 3. What is due after it (the same on every rank), then accounting.
     const double seconds = step_watch.ElapsedSeconds();
     const Due due = DueAfter(cadence, state.next_step, agreed);
@@ -528,6 +475,9 @@ absl::StatusOr<TrainResult> RunTraining(const config::JobConfig& config, const T
     }
   }
   if (show) progress.Finish();
+  result.outer_steps = outer.steps();
+  result.outer_bytes_sent = outer.bytes_sent();
+  result.outer_seconds = outer.seconds();
   RETURN_IF_ERROR(Finish(l));
   return result;
 }

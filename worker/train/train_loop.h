@@ -23,10 +23,12 @@
 #include "common/observability/metrics_writer.h"
 #include "proto/config.pb.h"
 #include "worker/collective/collectives.h"
-#include "worker/collective/islands.h"
+#include "worker/collective/island_rings.h"
 #include "worker/data/dataset.h"
 #include "worker/checkpoint/memory_snapshots.h"
 #include "worker/checkpoint/save_restore.h"
+#include "worker/train/outer_steps.h"
+#include "worker/train/run_sizes.h"
 #include "worker/train/train_step.h"
 
 namespace shardline {
@@ -53,15 +55,6 @@ enum class Overhead {
   kMemorySnapshot,   // taking and replicating an in-memory snapshot
 };
 const char* OverheadName(Overhead kind);  // "restore", "evaluation", "checkpoint_stall", "memory_snapshot"
-
-// An outer step of islands (outer_step.h), as a StepObserver hears it.
-struct OuterStepReport {
-  int64_t step = 0;                 // steps completed
-  double seconds = 0;               // its wall time, waiting on the other islands included
-  int64_t bytes_sent = 0;           // by this rank across islands
-  double pseudo_gradient_norm = 0;  // how far the islands walked apart (OuterResult)
-  int islands = 1;                  // in this generation's world
-};
 
 // Told about a run's start, every completed step, and time lost, in order,
 // on the training thread.
@@ -124,11 +117,11 @@ struct TrainOptions {
   int memory_restore_world = 0;
   // Required: the run's files (checkpoints, snapshots) and clock.
   Env* env = nullptr;
-  // Islands (collective.islands > 1): this rank's place in the world and
-  // the ring of its counterparts in every island (islands.h); `comm` is
-  // then its island's ring. Null: no islands.
-  IslandPlace island;
-  Collectives* across = nullptr;
+  // With outer steps (IslandShape::outer_steps, common/job/islands.h): the
+  // generation's island rings, which outlive the run; `comm` is then
+  // rings->island. Null: no outer steps (RunTraining refuses a config that
+  // takes them without rings, and rings for one that does not).
+  const IslandRings* island_rings = nullptr;
   // Copy the final parameters into TrainResult::params (ZeRO stage 2 only:
   // a stage-3 rank holds its pieces). Costs 4 bytes a parameter at the run's
   // end, so only for callers that read them in process (tests, references);
@@ -176,28 +169,6 @@ struct TrainResult {
 // "held after the last step: <DescribeMemory>; memory predicted 402.3 MiB,
 // peak 412.0 MiB (RSS)": the memory part of a run's final log line.
 std::string DescribeHeld(const TrainResult& result);
-
-// The largest micro-batch any rank's step runs in a world of `world`:
-// ceil(ceil(global_batch_size / world) / grad_accum_steps). Evaluation's
-// forwards are no larger (it runs in the step's workspace).
-int MicroBatchSize(const config::JobConfig& config, int world);
-
-// Number of steps the config asks for on a training split of `num_examples`.
-int64_t TotalSteps(const config::JobConfig& config, int64_t num_examples);
-
-// The shape of one example of `train`, as models take it.
-InputShape InputOf(const Dataset& train);
-
-// Number of parameters of the config's model on `train`'s shapes; fails as
-// CreateModel does.
-absl::StatusOr<int64_t> ParameterCount(const config::JobConfig& config, const Dataset& train);
-
-// The gradient buckets of the model `config` builds for `train`'s examples
-// (worker/model/bucket_plan.h, cut at collective.bucket_cap_mb): what every
-// rank's pieces (common/job/shard.h: OwnedPieces) are cut from.
-absl::StatusOr<std::vector<Range>> GradientBuckets(const config::JobConfig& config, const Dataset& train);
-// The same for a model already built: its layout cut at the config's cap.
-std::vector<Range> GradientBuckets(const config::JobConfig& config, const FlatLayout& layout);
 
 // Trains per `config` (already validated) on `data`: from
 // `options.restore_dir` if set, else from checkpoint.init_from or scratch,

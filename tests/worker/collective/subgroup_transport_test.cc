@@ -40,6 +40,16 @@ TEST(SubgroupTransportTest, BadGroupsAreRefused) {
   EXPECT_EQ((*g)->world_rank(0), 3);
 }
 
+IslandShape ThreeIslandsOfTwo() {
+  IslandShape s;
+  s.outer_steps = true;
+  s.islands = 3;
+  s.island_size = 2;
+  s.world = 6;
+  s.inner_steps = 1;
+  return s;
+}
+
 // 6 ranks in 3 islands of 2: each island all-reduces its own values while
 // the rings across islands all-reduce theirs, interleaved op by op.
 TEST(SubgroupTransportTest, IslandAndAcrossRingsReduceTheirOwnMembers) {
@@ -47,7 +57,7 @@ TEST(SubgroupTransportTest, IslandAndAcrossRingsReduceTheirOwnMembers) {
   CollectiveOptions options{Env::Default()};
   options.max_segment_bytes = 16;  // several segments
   std::vector<absl::Status> s = world.Run([&](int rank, Transport* t) -> absl::Status {
-    absl::StatusOr<IslandRings> rings = IslandRings::Create(t, 3, options);
+    absl::StatusOr<IslandRings> rings = IslandRings::Create(t, ThreeIslandsOfTwo(), options);
     if (!rings.ok()) return rings.status();
     for (int round = 0; round < 3; ++round) {
       std::vector<float> in(37, static_cast<float>(rank + 1)), across(37, static_cast<float>(10 * (rank + 1)));

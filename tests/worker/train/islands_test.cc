@@ -72,14 +72,13 @@ class IslandsTest : public FashionMnistSuite {
     TestWorld world(TransportKind::kLocal, n);
     world.Run([&](int rank, Transport* t) {
       absl::StatusOr<IslandRings> rings =
-          IslandRings::Create(t, c.collective().islands(), CollectiveOptions{Env::Default()});
+          IslandRings::Create(t, ShapeIslands(c, n), CollectiveOptions{Env::Default()});
       if (!rings.ok()) return rings.status();
       TrainOptions o;
       o.env = Env::Default();
       o.show_progress = false;
       o.keep_params = true;
-      o.island = rings->place;
-      o.across = rings->across.get();
+      o.island_rings = &*rings;
       if (setup) setup(rank, &o);
       results[static_cast<size_t>(rank)] = RunTraining(c, *data_, *rings->island, o);
       across_sent_[static_cast<size_t>(rank)] = rings->across->bytes_sent();
