@@ -34,13 +34,14 @@ absl::Status CheckShardFiles(Env* env, const std::string& step_dir, const state:
   for (const state::ShardEntry& e : m.shards()) {
     const std::string path = step_dir + "/" + e.file();
     absl::StatusOr<int64_t> size = env->GetFileSize(path);
-    // A process out of descriptors says nothing of the shard: that error
-    // is passed on as it is (its errno payload too), never as data loss.
-    if (IsOutOfDescriptors(size.status())) return size.status();
-    if (!size.ok()) {
-      return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " of rank ", e.rank(), " is unreadable: ",
-                                              size.status().message()));
+    // Only a missing shard or one of the wrong size is data loss. Any
+    // other error (out of descriptors, permission, I/O) says nothing of the
+    // shard itself: passed on with its code and payload, never as a
+    // verdict that would send a restore to an older checkpoint.
+    if (absl::IsNotFound(size.status())) {
+      return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " of rank ", e.rank(), " is missing"));
     }
+    if (!size.ok()) return Annotate(size.status(), absl::StrCat("checkpoint shard ", path, " of rank ", e.rank()));
     if (*size != e.size()) {
       return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " is ", *size, " bytes; the manifest says ",
                                               e.size()));
@@ -48,6 +49,36 @@ absl::Status CheckShardFiles(Env* env, const std::string& step_dir, const state:
   }
   return absl::OkStatus();
 }
+
+namespace {
+
+// The pieces of the shards of each of `k` islands (only island `only`
+// when it is >= 0) tile [0, total) without a gap or overlap.
+absl::Status CheckPiecesTile(const std::string& step_dir, const std::vector<state::ShardHeader>& headers, int k,
+                             int only, int64_t total) {
+  for (int island = 0; island < k; ++island) {
+    if (only >= 0 && island != only) continue;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const state::ShardHeader& h : headers) {
+      if (ShardIsland(h) != island) continue;
+      for (const Range& p : ShardPieces(h)) ranges.emplace_back(p.begin, p.end);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    int64_t covered = 0;
+    for (const auto& [begin, end] : ranges) {
+      if (begin != covered) break;
+      covered = end;
+    }
+    if (covered != total) {
+      return absl::DataLossError(absl::StrCat(step_dir, ": shards", k > 1 ? absl::StrCat(" of island ", island) : "",
+                                              " cover [0, ", covered, ") of ", total,
+                                              " parameters without a gap or overlap"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string& step_dir,
                                                     const VerifyOptions& options) {
@@ -111,25 +142,8 @@ absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(Env* env, const std::string&
   }
   // The pieces of all shards (of each island) must tile [0, total).
   const int k = std::max(islands, 1);
-  for (int island = 0; island < k; ++island) {
-    if (filtered && island != IslandSource(options.only_island, k)) continue;
-    std::vector<std::pair<int64_t, int64_t>> ranges;
-    for (const state::ShardHeader& h : out.headers) {
-      if (ShardIsland(h) != island) continue;
-      for (const Range& p : ShardPieces(h)) ranges.emplace_back(p.begin, p.end);
-    }
-    std::sort(ranges.begin(), ranges.end());
-    int64_t covered = 0;
-    for (const auto& [begin, end] : ranges) {
-      if (begin != covered) break;
-      covered = end;
-    }
-    if (covered != out.total_size) {
-      return absl::DataLossError(absl::StrCat(step_dir, ": shards", k > 1 ? absl::StrCat(" of island ", island) : "",
-                                              " cover [0, ", covered, ") of ", out.total_size,
-                                              " parameters without a gap or overlap"));
-    }
-  }
+  RETURN_IF_ERROR(CheckPiecesTile(step_dir, out.headers, k, filtered ? IslandSource(options.only_island, k) : -1,
+                                  out.total_size));
   return out;
 }
 

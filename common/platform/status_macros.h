@@ -29,7 +29,8 @@
 namespace shardline {
 
 // Returns `status` with `context + ": "` prepended to its message, keeping its
-// code. OK stays OK.
+// code and payloads (an errno payload still answers IsOutOfDescriptors). OK
+// stays OK.
 absl::Status Annotate(const absl::Status& status, absl::string_view context);
 
 }  // namespace shardline

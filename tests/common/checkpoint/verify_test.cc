@@ -2,12 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/platform/env_wrapper.h"
+#include "common/platform/status_payload.h"
 #include "common/checkpoint/buffer_names.h"
 #include "common/checkpoint/checkpoint_dir.h"
 #include "tests/corruption.h"
@@ -95,6 +98,35 @@ TEST(VerifyCheckpointTest, AMissingShardFileIsDataLossNamingIt) {
   const std::string dir = Commit("missing_file");
   std::remove((dir + "/" + ShardFileName(1, 2)).c_str());
   ExpectDataLoss(dir, ShardFileName(1, 2));
+}
+
+// Only a missing shard or a wrong size is data loss: a shard this process
+// cannot stat (out of descriptors, refused) is passed on with its code and
+// errno, naming the shard, so no caller takes it for a damaged checkpoint.
+TEST(VerifyCheckpointTest, AShardThatCannotBeStatedIsNotDataLoss) {
+  const std::string dir = Commit("unstatable");
+  class Refusing : public EnvWrapper {
+   public:
+    Refusing(int err, absl::StatusCode code) : EnvWrapper(Env::Default()), err_(err), code_(code) {}
+    absl::StatusOr<int64_t> GetFileSize(const std::string& p) override {
+      if (absl::EndsWith(p, ShardFileName(1, 2))) {
+        return WithIntPayload(absl::Status(code_, "stat failed"), kErrnoPayloadUrl, err_);
+      }
+      return EnvWrapper::GetFileSize(p);
+    }
+
+   private:
+    int err_;
+    absl::StatusCode code_;
+  };
+  Refusing out_of_fds(EMFILE, absl::StatusCode::kResourceExhausted);
+  absl::StatusOr<VerifiedCheckpoint> v = VerifyCheckpoint(&out_of_fds, dir);
+  EXPECT_TRUE(IsOutOfDescriptors(v.status())) << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), ShardFileName(1, 2))) << v.status();
+  Refusing refused(EACCES, absl::StatusCode::kPermissionDenied);
+  v = VerifyCheckpoint(&refused, dir);
+  EXPECT_TRUE(absl::IsPermissionDenied(v.status())) << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "rank 1")) << v.status();
 }
 
 TEST(VerifyCheckpointTest, SizeChecksumAndBlockDamageAreEachCaught) {
