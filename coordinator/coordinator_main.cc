@@ -277,33 +277,61 @@ void EndServing(Job& job, CoordinatorService& service, GrpcServer& server) {
   service.Stop();
 }
 
-absl::Status Run(const Args& args) {
-  Env* env = DefaultEnvWithFaults();  // SHARDLINE_SLOW_DISK_FILE: fault-injection runs only
-  ASSIGN_OR_RETURN(const CoordinatorFlags flags, ParseFlags(args));
-  ASSIGN_OR_RETURN(config::JobConfig cfg, LoadConfig(env, flags.config, args.GetAll("set"), /*check_paths=*/false));
-  const std::string& workdir = flags.workdir;
-  auto registry = std::make_shared<prometheus::Registry>();
-  ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth, LoadRpcAuth(env, args, flags.listen, RejectedRpcCounter(*registry)));
-  // Issue 62: a reader's credential was accepted here (a rank's was not).
+// The job's credential (--token_file or $SHARDLINE_TOKEN; none: an open
+// job), refused if it is a reader's or a rank's (issue 62: a reader's was
+// accepted here).
+absl::StatusOr<std::unique_ptr<RpcAuth>> LoadJobAuth(Env* env, const Args& args, const std::string& listen,
+                                                     prometheus::Registry& registry) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth, LoadRpcAuth(env, args, listen, RejectedRpcCounter(registry)));
   if (auth->enabled()) {
     RETURN_IF_ERROR(RequireJobToken(auth->credential(),
                                     args.Has("token_file") ? absl::StrCat("--token_file ", args.Get("token_file"))
                                                            : std::string("$SHARDLINE_TOKEN"),
                                     "the coordinator"));
   }
+  return auth;
+}
+
+CoordinatorOptions CoordinatorOptionsFor(Env* env, const config::JobConfig& cfg, const CoordinatorFlags& flags,
+                                         const RpcAuth& auth) {
+  CoordinatorOptions options;
+  options.env = env;
+  options.world_size = cfg.runtime().num_workers();
+  options.checkpoint_root = CheckpointRoot(flags.workdir);
+  options.trace_dir = flags.workdir + "/traces";
+  options.token = auth.token();
+  options.stop_requested = flags.stop_requested;
+  options.disk_thread = true;  // no RPC thread ever waits on the disk
+  options.heartbeat_timeout = flags.heartbeat_timeout;
+  return options;
+}
+
+// The control server's options: registrations and reports are bounded
+// field by field, and the receive limit is the largest those bounds allow
+// (coordinator/report_check.h). Plain TCP goes through the connection gate
+// (grpc_util.h); TLS cannot.
+GrpcServerOptions ControlServerOptions(Env* env, const RpcAuth& auth, prometheus::Registry& registry) {
+  GrpcServerOptions server_options;
+  server_options.env = env;
+  server_options.int_args = ControlServerArguments();
+  server_options.max_receive_bytes = kMaxControlMessageBytes;
+  server_options.gate.on_refused = RefusedConnectionCounter(registry);
+  if (auth.tls()) server_options.credentials = auth.ServerCredentials();
+  return server_options;
+}
+
+absl::Status Run(const Args& args) {
+  Env* env = DefaultEnvWithFaults();  // SHARDLINE_SLOW_DISK_FILE: fault-injection runs only
+  ASSIGN_OR_RETURN(const CoordinatorFlags flags, ParseFlags(args));
+  ASSIGN_OR_RETURN(config::JobConfig cfg, LoadConfig(env, flags.config, args.GetAll("set"), /*check_paths=*/false));
+  const std::string& workdir = flags.workdir;
+  auto registry = std::make_shared<prometheus::Registry>();
+  ASSIGN_OR_RETURN(std::unique_ptr<RpcAuth> auth, LoadJobAuth(env, args, flags.listen, *registry));
   ASSIGN_OR_RETURN(const std::unique_ptr<WorkdirLock> lock, TakeWorkdir(env, workdir, cfg));
   ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(env, workdir + "/coordinator_db"));
   ASSIGN_OR_RETURN(std::unique_ptr<Records> records, OpenRecords(env, workdir));
 
-  CoordinatorOptions options;
-  options.env = env;
-  options.world_size = cfg.runtime().num_workers();
-  options.checkpoint_root = CheckpointRoot(workdir);
-  options.trace_dir = workdir + "/traces";
-  options.token = auth->token();
-  options.stop_requested = flags.stop_requested;
-  options.disk_thread = true;  // no RPC thread ever waits on the disk
-  options.heartbeat_timeout = flags.heartbeat_timeout;
+  const CoordinatorOptions options = CoordinatorOptionsFor(env, cfg, flags, *auth);
   Job job(cfg, store.get(), records->tee.get(), options);
   RETURN_IF_ERROR(job.Init());
   // A coordinator restarted after every worker finished (killed at the very
@@ -331,16 +359,7 @@ absl::Status Run(const Args& args) {
   CoordinatorServiceOptions service_options;
   service_options.queues.threads = flags.rpc_threads;
   CoordinatorService service(&job, auth.get(), [&views] { return views.Status(); }, service_options);
-  // Registrations and reports are bounded field by field; the limit is the
-  // largest one those bounds allow (coordinator/report_check.h).
-  GrpcServerOptions server_options;
-  server_options.env = env;
-  server_options.int_args = ControlServerArguments();
-  server_options.max_receive_bytes = kMaxControlMessageBytes;
-  server_options.gate.on_refused = RefusedConnectionCounter(*registry);
-  // Plain TCP goes through the connection gate (grpc_util.h); TLS cannot.
-  if (auth->tls()) server_options.credentials = auth->ServerCredentials();
-  ASSIGN_OR_RETURN(GrpcServer server, service.Listen(flags.listen, server_options));
+  ASSIGN_OR_RETURN(GrpcServer server, service.Listen(flags.listen, ControlServerOptions(env, *auth, *registry)));
   // However Run returns, calls get at most 2 s to end (a server shut down
   // without a deadline would wait for every worker's stream), then the
   // service's threads stop. Both are no-ops after the orderly end below.

@@ -91,23 +91,12 @@ std::string LineChartSvg(const std::string& id, const std::string& title,
   return svg;
 }
 
-std::string StatusPageHtml(const coordinator::JobStatus& s, const std::vector<metrics::MetricRecord>& train,
-                           const std::vector<metrics::MetricRecord>& eval, absl::Time now,
-                           const StatusPageOptions& options) {
-  const std::string state = StateName(s.state());
-  std::string html = absl::StrCat(
-      "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
-      options.refresh_seconds > 0 ? absl::StrFormat("<meta http-equiv=\"refresh\" content=\"%d\">", options.refresh_seconds)
-                                  : "",
-      "<title>shardline ", Escape(s.job_id()), ": ", state, "</title><style>", kStyle, "</style></head><body>");
-  const double percent = s.total_steps() > 0 ? 100.0 * s.global_step() / s.total_steps() : 0;
-  absl::StrAppendFormat(&html,
-                        "<h1>shardline job <code>%s</code> <span id=\"state\" class=\"state %s\">%s</span></h1>"
-                        "<div class=\"bar\"><div style=\"width:%.1f%%\"></div></div>",
-                        Escape(s.job_id()), state, state, std::min(100.0, percent));
-  if (!s.error().empty()) absl::StrAppend(&html, "<p class=\"error\" id=\"error\">", Escape(s.error()), "</p>");
+namespace {
 
+// The cards under the bar: step, ETA, generation, workers, loss, rate, best
+// eval, last checkpoint, goodput.
+std::string CardsHtml(const coordinator::JobStatus& s, double percent, absl::Time now) {
+  std::string html;
   auto card = [&html](const std::string& id, const std::string& label, const std::string& value) {
     absl::StrAppend(&html, "<div class=\"card\" id=\"", id, "\">", Escape(label), "<b>", Escape(value), "</b></div>");
   };
@@ -135,17 +124,13 @@ std::string StatusPageHtml(const coordinator::JobStatus& s, const std::vector<me
   card("checkpoint", "last committed checkpoint", ckpt);
   card("goodput", "goodput", absl::StrFormat("%.1f%%", 100 * GoodputRatio(s.goodput())));
   absl::StrAppend(&html, "</div>");
+  return html;
+}
 
-  std::vector<std::pair<double, double>> loss, accuracy;
-  for (const metrics::MetricRecord& r : train) {
-    if (r.has_loss()) loss.emplace_back(r.step(), r.loss());
-  }
-  for (const metrics::MetricRecord& r : eval) {
-    if (r.has_accuracy()) accuracy.emplace_back(r.step(), r.accuracy());
-  }
-  absl::StrAppend(&html, "<div class=\"charts\">", LineChartSvg("train-loss", "train loss", loss),
-                  LineChartSvg("eval-accuracy", "test accuracy", accuracy), "</div>");
 
+// The workers' table: rank, address, liveness, heartbeat, step, work, straggler score.
+std::string WorkersTableHtml(const coordinator::JobStatus& s) {
+  std::string html;
   absl::StrAppend(&html,
                   "<h2>workers</h2><div class=\"wrap\"><table id=\"workers\"><tr><th>rank</th><th class=\"addr\">host:port</th>"
                   "<th>alive</th><th>last heartbeat</th><th>step</th><th>own work / step</th><th>straggler</th></tr>");
@@ -159,7 +144,43 @@ std::string StatusPageHtml(const coordinator::JobStatus& s, const std::vector<me
         w.seconds_since_heartbeat(), w.steps_done(), w.busy_seconds_per_step() * 1e3, slow ? " class=\"slow\"" : "",
         w.straggler_score() > 0 ? absl::StrFormat("%.2f", w.straggler_score()) : "-");
   }
-  absl::StrAppend(&html, "</table></div><h2>time</h2><div class=\"wrap\"><table id=\"goodput\">",
+  absl::StrAppend(&html, "</table></div>");
+  return html;
+}
+
+}  // namespace
+
+std::string StatusPageHtml(const coordinator::JobStatus& s, const std::vector<metrics::MetricRecord>& train,
+                           const std::vector<metrics::MetricRecord>& eval, absl::Time now,
+                           const StatusPageOptions& options) {
+  const std::string state = StateName(s.state());
+  std::string html = absl::StrCat(
+      "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+      options.refresh_seconds > 0 ? absl::StrFormat("<meta http-equiv=\"refresh\" content=\"%d\">", options.refresh_seconds)
+                                  : "",
+      "<title>shardline ", Escape(s.job_id()), ": ", state, "</title><style>", kStyle, "</style></head><body>");
+  const double percent = s.total_steps() > 0 ? 100.0 * s.global_step() / s.total_steps() : 0;
+  absl::StrAppendFormat(&html,
+                        "<h1>shardline job <code>%s</code> <span id=\"state\" class=\"state %s\">%s</span></h1>"
+                        "<div class=\"bar\"><div style=\"width:%.1f%%\"></div></div>",
+                        Escape(s.job_id()), state, state, std::min(100.0, percent));
+  if (!s.error().empty()) absl::StrAppend(&html, "<p class=\"error\" id=\"error\">", Escape(s.error()), "</p>");
+
+  absl::StrAppend(&html, CardsHtml(s, percent, now));
+
+  std::vector<std::pair<double, double>> loss, accuracy;
+  for (const metrics::MetricRecord& r : train) {
+    if (r.has_loss()) loss.emplace_back(r.step(), r.loss());
+  }
+  for (const metrics::MetricRecord& r : eval) {
+    if (r.has_accuracy()) accuracy.emplace_back(r.step(), r.accuracy());
+  }
+  absl::StrAppend(&html, "<div class=\"charts\">", LineChartSvg("train-loss", "train loss", loss),
+                  LineChartSvg("eval-accuracy", "test accuracy", accuracy), "</div>");
+
+  absl::StrAppend(&html, WorkersTableHtml(s));
+  absl::StrAppend(&html, "<h2>time</h2><div class=\"wrap\"><table id=\"goodput\">",
                   absl::StrFormat("<tr><td>goodput</td><td>%.1f s</td></tr>", s.goodput().goodput_seconds()));
   for (const char* kind : BadputKinds()) {
     auto it = s.goodput().badput_seconds().find(kind);

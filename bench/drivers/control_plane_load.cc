@@ -825,6 +825,47 @@ class Phases {
   std::mt19937 rng_;
 };
 
+// `connections` stubs to the coordinator at `address`, each on a
+// connection of its own.
+std::vector<std::unique_ptr<coordinator::Coordinator::Stub>> OpenStubs(const std::string& address, int connections) {
+  std::vector<std::unique_ptr<coordinator::Coordinator::Stub>> stubs;
+  for (int c = 0; c < connections; ++c) {
+    grpc::ChannelArguments ca = DefaultChannelArguments();
+    ca.SetInt("shardline.load_channel", c);  // a connection of its own
+    ca.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    stubs.push_back(coordinator::Coordinator::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), ca)));
+  }
+  return stubs;
+}
+
+// The io thread: every 5 ms the reports due (while `run`), between them the
+// queue's events. It runs until the process exits.
+void StartIoThread(std::vector<std::unique_ptr<SimWorker>>* workers, grpc::CompletionQueue* cq,
+                   std::atomic<bool>* run) {
+  std::thread io([workers, cq, run] {
+    int64_t next_tick = 0;
+    for (;;) {
+      const int64_t now = NowMicros();
+      if (now >= next_tick) {
+        if (run->load()) {
+          for (auto& w : *workers) w->Tick(now);
+        }
+        next_tick = now + 5000;
+      }
+      void* tag;
+      bool ok;
+      if (cq->AsyncNext(&tag, &ok, absl::ToChronoTime(absl::FromUnixMicros(next_tick))) ==
+          grpc::CompletionQueue::GOT_EVENT) {
+        auto* e = static_cast<Event*>(tag);
+        (*e)(ok);
+        delete e;
+      }
+    }
+  });
+  io.detach();
+}
+
 int Main(int argc, char** argv) {
   InitProcess(argv[0]);
   Args args;
@@ -875,14 +916,7 @@ int Main(int argc, char** argv) {
   // Simulated workers share connections (a real one each would be N
   // sockets from one process): one per 32 workers, at most --connections.
   const int connections = std::max(1, std::min<int>(static_cast<int>(IntFlagOrExit(args, "connections", 128)), (n + 31) / 32));
-  std::vector<std::unique_ptr<coordinator::Coordinator::Stub>> stubs;
-  for (int c = 0; c < connections; ++c) {
-    grpc::ChannelArguments ca = DefaultChannelArguments();
-    ca.SetInt("shardline.load_channel", c);  // a connection of its own
-    ca.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    stubs.push_back(coordinator::Coordinator::NewStub(
-        grpc::CreateCustomChannel(args.Get("coordinator"), grpc::InsecureChannelCredentials(), ca)));
-  }
+  const std::vector<std::unique_ptr<coordinator::Coordinator::Stub>> stubs = OpenStubs(args.Get("coordinator"), connections);
   std::vector<std::unique_ptr<SimWorker>> workers;
   grpc::CompletionQueue cq;  // never shut down: the process ends with _exit
   for (int w = 0; w < n; ++w) {
@@ -890,29 +924,7 @@ int Main(int argc, char** argv) {
   }
 
   std::atomic<bool> run{true};
-  // The io thread: every 5 ms the reports due, between them the queue's
-  // events. It runs until the process exits.
-  std::thread io([&] {
-    int64_t next_tick = 0;
-    for (;;) {
-      const int64_t now = NowMicros();
-      if (now >= next_tick) {
-        if (run.load()) {
-          for (auto& w : workers) w->Tick(now);
-        }
-        next_tick = now + 5000;
-      }
-      void* tag;
-      bool ok;
-      if (cq.AsyncNext(&tag, &ok, absl::ToChronoTime(absl::FromUnixMicros(next_tick))) ==
-          grpc::CompletionQueue::GOT_EVENT) {
-        auto* e = static_cast<Event*>(tag);
-        (*e)(ok);
-        delete e;
-      }
-    }
-  });
-  io.detach();
+  StartIoThread(&workers, &cq, &run);
   Phases::Options o;
   o.n = n;
   o.pid = pid;

@@ -148,7 +148,104 @@ void ConnectionGate::Stop() {
 
 int ConnectionGate::open() const { return open_.load(std::memory_order_relaxed); }
 
-void ConnectionGate::Run(grpc::Server* server) {
+namespace {
+
+// What the gate's thread holds between polls: connections that have not
+// spoken yet (each with its deadline), those handed to gRPC (by
+// descriptor, with the inode that tells a reused descriptor from them), and
+// the open connections of each address. One thread only.
+class GateBook {
+ public:
+  GateBook(const ConnectionGateOptions& options, grpc::Server* server)
+      : options_(options), server_(server), spare_(::open("/dev/null", O_RDONLY | O_CLOEXEC)) {}
+  ~GateBook() {
+    for (const Pending& p : pending_) close(p.fd);
+    if (spare_ >= 0) close(spare_);
+  }
+
+  // The descriptors to poll (the wake pipe, the listener, then every
+  // pending connection) and the poll's timeout in milliseconds.
+  std::vector<pollfd> PollSet(int wake_fd, int listen_fd, int64_t now, int* timeout_ms) const {
+    std::vector<pollfd> fds = {{wake_fd, POLLIN, 0}, {listen_fd, POLLIN, 0}};
+    int64_t wake_at = now + 500'000;
+    for (const Pending& p : pending_) {
+      fds.push_back({p.fd, POLLIN, 0});
+      wake_at = std::min(wake_at, p.deadline_micros);
+    }
+    *timeout_ms = static_cast<int>(std::max<int64_t>(0, (wake_at - now) / 1000 + 1));
+    return fds;
+  }
+
+  // Forgets the connections gRPC has closed since the last reap (twice a
+  // second at most).
+  void Reap(int64_t now) {
+    if (now < next_reap_) return;
+    for (auto it = handed_.begin(); it != handed_.end();) {
+      it = InodeOf(it->first) != it->second.inode ? Forget(it) : std::next(it);
+    }
+    next_reap_ = now + 500'000;
+  }
+
+  // Pending connections that spoke go to gRPC; silent past their deadline
+  // (or closed), closed. `fds` is PollSet's, polled.
+  void Settle(const std::vector<pollfd>& fds, int64_t now) {
+    std::vector<Pending> still;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      Pending& p = pending_[i];
+      const short ev = fds[i + 2].revents;
+      if ((ev & POLLIN) != 0) {
+        int one = 1;
+        setsockopt(p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        handed_[p.fd] = Handed{InodeOf(p.fd), p.address};
+        grpc::AddInsecureChannelFromFd(server_, p.fd);
+      } else if (ev != 0 || now >= p.deadline_micros) {
+        close(p.fd);
+        Release(p.address);
+        if (ev == 0) Refuse("silent");
+      } else {
+        still.push_back(std::move(p));
+      }
+    }
+    pending_ = std::move(still);
+  }
+
+  // Up to 256 connections off the listener's queue, each admitted to wait
+  // for its first bytes or closed. Out of descriptors: the spare is closed
+  // to take one connection off the queue (and close it), so the loop never
+  // spins on a queue it cannot empty.
+  void Accept(int listen_fd, int64_t now) {
+    for (int taken = 0; taken < 256; ++taken) {
+      sockaddr_storage addr{};
+      socklen_t len = sizeof(addr);
+      const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if ((errno == EMFILE || errno == ENFILE) && spare_ >= 0) {
+          close(spare_);
+          const int dropped = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+          if (dropped >= 0) close(dropped);
+          spare_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+          Refuse("descriptors");
+        }
+        return;  // EAGAIN: the queue is empty; anything else: next round
+      }
+      if (auto stale = handed_.find(fd); stale != handed_.end()) Forget(stale);  // closed and reused
+      const std::string address = PeerAddress(addr);
+      const auto from = per_address_.find(address);
+      const GateVerdict v = AdmitConnection(from == per_address_.end() ? 0 : from->second,
+                                            static_cast<int>(handed_.size() + pending_.size()), options_);
+      if (v != GateVerdict::kAdmit) {
+        close(fd);
+        Refuse(GateVerdictLabel(v));
+        continue;
+      }
+      ++per_address_[address];
+      pending_.push_back(Pending{fd, address, now + absl::ToInt64Microseconds(options_.first_bytes_timeout)});
+    }
+  }
+
+  int handed() const { return static_cast<int>(handed_.size()); }
+
+ private:
   struct Pending {
     int fd;
     std::string address;
@@ -158,91 +255,43 @@ void ConnectionGate::Run(grpc::Server* server) {
     uint64_t inode;
     std::string address;
   };
-  std::vector<Pending> pending;
-  std::map<int, Handed> handed;  // by descriptor
-  std::map<std::string, int> per_address;
-  // A spare descriptor: on EMFILE it is closed to take the connection off
-  // the queue (and close it), then reopened, so the loop never spins.
-  int spare = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  Env* const env = options_.env;
-  int64_t next_reap = env->NowMicros();
-  auto release = [&](const std::string& address) {
-    if (--per_address[address] <= 0) per_address.erase(address);
-  };
-  auto refuse = [&](const char* reason) {
-    if (options_.on_refused) options_.on_refused(reason);
-  };
-  auto forget_handed = [&](std::map<int, Handed>::iterator it) {
-    release(it->second.address);
-    return handed.erase(it);
-  };
-  for (;;) {
-    std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    int64_t wake_at = env->NowMicros() + 500'000;
-    for (const Pending& p : pending) {
-      fds.push_back({p.fd, POLLIN, 0});
-      wake_at = std::min(wake_at, p.deadline_micros);
-    }
-    const int64_t ms = std::max<int64_t>(0, (wake_at - env->NowMicros()) / 1000 + 1);
-    if (poll(fds.data(), fds.size(), static_cast<int>(ms)) < 0 && errno != EINTR) break;
-    if (fds[0].revents != 0) break;
-    const int64_t now = env->NowMicros();
-    if (now >= next_reap) {  // connections gRPC has closed since
-      for (auto it = handed.begin(); it != handed.end();) {
-        it = InodeOf(it->first) != it->second.inode ? forget_handed(it) : std::next(it);
-      }
-      next_reap = now + 500'000;
-    }
-    // Connections that spoke: to gRPC. Silent past their deadline: closed.
-    std::vector<Pending> still;
-    for (size_t i = 0; i < pending.size(); ++i) {
-      Pending& p = pending[i];
-      const short ev = fds[i + 2].revents;
-      if ((ev & POLLIN) != 0) {
-        int one = 1;
-        setsockopt(p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        handed[p.fd] = Handed{InodeOf(p.fd), p.address};
-        grpc::AddInsecureChannelFromFd(server, p.fd);
-      } else if (ev != 0 || now >= p.deadline_micros) {
-        close(p.fd);
-        release(p.address);
-        if (ev == 0) refuse("silent");
-      } else {
-        still.push_back(std::move(p));
-      }
-    }
-    pending = std::move(still);
-    for (int taken = 0; (fds[1].revents & POLLIN) != 0 && taken < 256; ++taken) {
-      sockaddr_storage addr{};
-      socklen_t len = sizeof(addr);
-      const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        if ((errno == EMFILE || errno == ENFILE) && spare >= 0) {
-          close(spare);
-          const int dropped = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-          if (dropped >= 0) close(dropped);
-          spare = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-          refuse("descriptors");
-        }
-        break;  // EAGAIN: the queue is empty; anything else: next round
-      }
-      if (auto stale = handed.find(fd); stale != handed.end()) forget_handed(stale);  // closed and reused
-      const std::string address = PeerAddress(addr);
-      const auto from = per_address.find(address);
-      const GateVerdict v = AdmitConnection(from == per_address.end() ? 0 : from->second,
-                                            static_cast<int>(handed.size() + pending.size()), options_);
-      if (v != GateVerdict::kAdmit) {
-        close(fd);
-        refuse(GateVerdictLabel(v));
-        continue;
-      }
-      ++per_address[address];
-      pending.push_back(Pending{fd, address, now + absl::ToInt64Microseconds(options_.first_bytes_timeout)});
-    }
-    open_.store(static_cast<int>(handed.size()), std::memory_order_relaxed);
+
+  void Release(const std::string& address) {
+    if (--per_address_[address] <= 0) per_address_.erase(address);
   }
-  for (const Pending& p : pending) close(p.fd);
-  if (spare >= 0) close(spare);
+  std::map<int, Handed>::iterator Forget(std::map<int, Handed>::iterator it) {
+    Release(it->second.address);
+    return handed_.erase(it);
+  }
+  void Refuse(const char* reason) {
+    if (options_.on_refused) options_.on_refused(reason);
+  }
+
+  const ConnectionGateOptions& options_;
+  grpc::Server* const server_;
+  int spare_;
+  int64_t next_reap_ = 0;
+  std::vector<Pending> pending_;
+  std::map<int, Handed> handed_;  // by descriptor
+  std::map<std::string, int> per_address_;
+};
+
+}  // namespace
+
+void ConnectionGate::Run(grpc::Server* server) {
+  GateBook book(options_, server);
+  Env* const env = options_.env;
+  for (;;) {
+    int timeout_ms = 0;
+    std::vector<pollfd> fds = book.PollSet(wake_[0], listen_fd_, env->NowMicros(), &timeout_ms);
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
+    if (fds[0].revents != 0) break;  // Stop
+    const int64_t now = env->NowMicros();
+    book.Reap(now);
+    book.Settle(fds, now);
+    if ((fds[1].revents & POLLIN) != 0) book.Accept(listen_fd_, now);
+    open_.store(book.handed(), std::memory_order_relaxed);
+  }
 }
 
 }  // namespace shardline
