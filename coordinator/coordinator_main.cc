@@ -27,7 +27,7 @@
 #include "coordinator/trace_log.h"
 #include "coordinator/status_views.h"
 #include "common/status/progress_line.h"
-#include "coordinator/report_check.h"
+#include "coordinator/decide/report_check.h"
 #include "coordinator/service.h"
 #include "prometheus/registry.h"
 #include "common/platform/args.h"
@@ -308,7 +308,7 @@ CoordinatorOptions CoordinatorOptionsFor(Env* env, const config::JobConfig& cfg,
 
 // The control server's options: registrations and reports are bounded
 // field by field, and the receive limit is the largest those bounds allow
-// (coordinator/report_check.h). Plain TCP goes through the connection gate
+// (coordinator/decide/report_check.h). Plain TCP goes through the connection gate
 // (grpc_util.h); TLS cannot.
 GrpcServerOptions ControlServerOptions(Env* env, const RpcAuth& auth, prometheus::Registry& registry) {
   GrpcServerOptions server_options;

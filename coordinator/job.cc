@@ -13,7 +13,7 @@
 #include "common/platform/logging.h"
 #include "common/net/rpc_auth.h"
 #include "common/platform/status_macros.h"
-#include "coordinator/restore_plan.h"
+#include "coordinator/decide/restore_plan.h"
 #include "common/platform/clock.h"
 
 namespace shardline {

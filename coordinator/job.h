@@ -46,11 +46,11 @@
 #include "common/platform/env.h"
 #include "common/observability/metrics_writer.h"
 #include "common/platform/mutex.h"
-#include "coordinator/checkpoint_book.h"
+#include "coordinator/decide/checkpoint_book.h"
 #include "coordinator/checkpoint_catalog.h"
 #include "coordinator/disk_writer.h"
 #include "coordinator/job_store.h"
-#include "coordinator/membership.h"
+#include "coordinator/decide/membership.h"
 #include "proto/config.pb.h"
 #include "proto/coordinator.pb.h"
 
@@ -196,7 +196,7 @@ class Job {
   const std::string& job_id() const { return job_id_; }
 
  private:
-  // The forming world's restore from memory (coordinator/restore_plan.h,
+  // The forming world's restore from memory (coordinator/decide/restore_plan.h,
   // the pure rule) with this job's state: its step, 0 if from disk. Sets
   // memory_sources_ and memory_world_.
   int64_t PlanMemoryRestore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -13,7 +13,7 @@
 #include "common/platform/status_macros.h"
 #include "common/net/rpc_auth.h"
 #include "common/topology/peer_set.h"
-#include "coordinator/report_check.h"
+#include "coordinator/decide/report_check.h"
 
 namespace shardline {
 namespace {

@@ -9,12 +9,13 @@
 #include "common/platform/clock.h"
 #include "common/platform/logging.h"
 #include "common/platform/status_macros.h"
+#include "common/checkpoint/shard_file.h"
 #include "common/encoding/text_escape.h"
 #include "common/job/best_eval.h"
 #include "common/net/rpc_auth.h"
-#include "coordinator/report_check.h"
-#include "coordinator/schedule.h"
-#include "coordinator/straggler.h"
+#include "coordinator/decide/report_check.h"
+#include "coordinator/decide/schedule.h"
+#include "coordinator/decide/straggler.h"
 
 namespace shardline {
 namespace {
@@ -71,7 +72,7 @@ absl::Status Job::CheckReportLocked(const coordinator::WorkerReport& r) {
   }
   ReportLimits limits;
   limits.world_size = m_.world_size;
-  RETURN_IF_ERROR(CheckReport(r, limits));
+  RETURN_IF_ERROR(CheckReport(r, limits, ShardFileName(r.rank(), m_.world_size)));
   if (r.bad_checkpoint_step() > 0 && !catalog_.IsRestorePoint(r.bad_checkpoint_step())) {
     return absl::InvalidArgumentError(absl::StrCat("report from rank ", r.rank(), " refused: bad_checkpoint_step ",
                                                    r.bad_checkpoint_step(), " is not a checkpoint handed out"));

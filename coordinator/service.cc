@@ -1,7 +1,7 @@
 #include "coordinator/service.h"
 
 #include "common/net/grpc_util.h"
-#include "coordinator/report_check.h"
+#include "coordinator/decide/report_check.h"
 #include "coordinator/unary_call.h"
 
 namespace shardline {

@@ -37,7 +37,13 @@ void StatusViews::Trace(const coordinator::JobStatus& s, absl::Time now) {
 void StatusViews::Tick(absl::Time now) {
   const coordinator::JobStatus snap = Advance(now);
   if (absl::Status persisted = goodput_->MaybePersist(now); !persisted.ok()) SLOG(WARNING) << persisted;
-  stragglers_.Observe(snap, now);
+  for (const StragglerChange& c : stragglers_.Observe(snap, now)) {
+    if (c.straggler) {
+      SLOG(WARNING) << c.line;
+    } else {
+      SLOG(INFO) << c.line;
+    }
+  }
   Trace(snap, now);
   metrics_->Update(snap);
   if (options_.progress_every_seconds > 0 && now - last_progress_ >= absl::Seconds(options_.progress_every_seconds)) {

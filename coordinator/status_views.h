@@ -19,7 +19,7 @@
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/goodput.h"
 #include "coordinator/job.h"
-#include "coordinator/straggler.h"
+#include "coordinator/decide/straggler.h"
 #include "coordinator/trace_log.h"
 #include "proto/coordinator.pb.h"
 

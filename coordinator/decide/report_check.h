@@ -3,14 +3,15 @@
 // checkpoint format allows for that rank. Nothing from the network is
 // joined onto a path or trusted to index anything unchecked.
 //
-//   RETURN_IF_ERROR(CheckReport(report, {.world_size = n}));
-#ifndef SHARDLINE_COORDINATOR_REPORT_CHECK_H_
-#define SHARDLINE_COORDINATOR_REPORT_CHECK_H_
+//   RETURN_IF_ERROR(CheckReport(report, {.world_size = n}, ShardFileName(rank, n)));
+#ifndef SHARDLINE_COORDINATOR_DECIDE_REPORT_CHECK_H_
+#define SHARDLINE_COORDINATOR_DECIDE_REPORT_CHECK_H_
 
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "proto/coordinator.pb.h"
 
 namespace shardline {
@@ -34,8 +35,12 @@ struct ReportLimits {
 };
 
 // OK, or INVALID_ARGUMENT naming the rank and the offending field. Assumes
-// the rank is a member (the Job checks membership first).
-absl::Status CheckReport(const coordinator::WorkerReport& report, const ReportLimits& limits);
+// the rank is a member (the Job checks membership first). `shard_file` is
+// the one shard file name the checkpoint format gives this rank in this
+// world (ShardFileName, common/checkpoint/shard_file.h; the caller names it,
+// so the deciders stay apart from the checkpoint format's code).
+absl::Status CheckReport(const coordinator::WorkerReport& report, const ReportLimits& limits,
+                         absl::string_view shard_file);
 
 // A Register's own fields, before anything is logged or kept: a transport
 // address of 1 to kMaxTransportAddressBytes bytes of visible ASCII, a
@@ -66,4 +71,4 @@ static_assert(int64_t{100000} * 80 + 4 * (16 << 10) + 64 * 1024 + 4096 * 32 < kM
 
 }  // namespace shardline
 
-#endif  // SHARDLINE_COORDINATOR_REPORT_CHECK_H_
+#endif  // SHARDLINE_COORDINATOR_DECIDE_REPORT_CHECK_H_

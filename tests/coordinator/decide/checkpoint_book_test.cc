@@ -1,6 +1,6 @@
 // The checkpoint book alone: no threads, gRPC, clock or disk. Each case
 // builds a book, steps it, and checks the effects and the reason kept.
-#include "coordinator/checkpoint_book.h"
+#include "coordinator/decide/checkpoint_book.h"
 
 #include <gtest/gtest.h>
 

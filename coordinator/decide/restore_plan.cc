@@ -1,4 +1,4 @@
-#include "coordinator/restore_plan.h"
+#include "coordinator/decide/restore_plan.h"
 
 #include <algorithm>
 #include <functional>

@@ -1,4 +1,4 @@
-#include "coordinator/membership.h"
+#include "coordinator/decide/membership.h"
 
 #include <algorithm>
 #include <climits>

@@ -1,4 +1,4 @@
-#include "coordinator/schedule.h"
+#include "coordinator/decide/schedule.h"
 
 #include <algorithm>
 #include <cmath>

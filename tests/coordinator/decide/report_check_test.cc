@@ -1,4 +1,4 @@
-#include "coordinator/report_check.h"
+#include "coordinator/decide/report_check.h"
 
 #include <gtest/gtest.h>
 
@@ -29,7 +29,7 @@ coordinator::WorkerReport Good(int rank) {
 TEST(ReportCheckTest, AWellFormedReportPasses) {
   ReportLimits limits;
   limits.world_size = 4;
-  for (int rank : {0, 3}) EXPECT_TRUE(CheckReport(Good(rank), limits).ok()) << rank;
+  for (int rank : {0, 3}) EXPECT_TRUE(CheckReport(Good(rank), limits, ShardFileName(rank, 4)).ok()) << rank;
 }
 
 TEST(ReportCheckTest, EveryFieldOutOfBoundsIsRefusedNamingTheRank) {
@@ -56,13 +56,13 @@ TEST(ReportCheckTest, EveryFieldOutOfBoundsIsRefusedNamingTheRank) {
   for (const auto& [name, corrupt] : cases) {
     coordinator::WorkerReport r = Good(0);
     corrupt(&r);
-    const absl::Status s = CheckReport(r, limits);
+    const absl::Status s = CheckReport(r, limits, ShardFileName(0, 4));
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << name;
     EXPECT_NE(s.message().find("rank 0"), std::string::npos) << name << ": " << s;
   }
   coordinator::WorkerReport r = Good(2);
   r.add_metrics()->set_step(1);
-  EXPECT_EQ(CheckReport(r, limits).code(), absl::StatusCode::kInvalidArgument) << "metrics from rank 2";
+  EXPECT_EQ(CheckReport(r, limits, ShardFileName(2, 4)).code(), absl::StatusCode::kInvalidArgument) << "metrics from rank 2";
 }
 
 // Issue 33, finding 5: ten 8 MiB addresses added 80 MiB to the log, and a

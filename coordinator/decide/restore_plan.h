@@ -5,8 +5,8 @@
 //
 //   MemoryRestorePlan plan = PlanMemoryRestore(input);
 //   start = plan.step > 0 ? plan.step : input.disk_step;  // memory, else disk
-#ifndef SHARDLINE_COORDINATOR_RESTORE_PLAN_H_
-#define SHARDLINE_COORDINATOR_RESTORE_PLAN_H_
+#ifndef SHARDLINE_COORDINATOR_DECIDE_RESTORE_PLAN_H_
+#define SHARDLINE_COORDINATOR_DECIDE_RESTORE_PLAN_H_
 
 #include <cstdint>
 #include <map>
@@ -78,4 +78,4 @@ absl::Status SaveGiveUpStatus(const SaveGiveUp& s);
 
 }  // namespace shardline
 
-#endif  // SHARDLINE_COORDINATOR_RESTORE_PLAN_H_
+#endif  // SHARDLINE_COORDINATOR_DECIDE_RESTORE_PLAN_H_

@@ -1,7 +1,7 @@
 // The membership state machine alone: no threads, gRPC, clock or disk. Each
 // case is a script of (time, event) and what the state and effects must be
 // after it.
-#include "coordinator/membership.h"
+#include "coordinator/decide/membership.h"
 
 #include <functional>
 #include <string>

@@ -1,9 +1,8 @@
-#include "coordinator/report_check.h"
+#include "coordinator/decide/report_check.h"
 
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint/shard_file.h"
 
 namespace shardline {
 namespace {
@@ -14,7 +13,8 @@ absl::Status Bad(const coordinator::WorkerReport& r, const std::string& what) {
 
 }  // namespace
 
-absl::Status CheckReport(const coordinator::WorkerReport& r, const ReportLimits& limits) {
+absl::Status CheckReport(const coordinator::WorkerReport& r, const ReportLimits& limits,
+                         absl::string_view shard_file) {
   auto in_range = [&](int64_t v) { return v >= 0 && v <= limits.max_step; };
   if (!in_range(r.steps_done())) return Bad(r, absl::StrCat("steps_done ", r.steps_done(), " out of range"));
   if (!in_range(r.total_steps())) return Bad(r, absl::StrCat("total_steps ", r.total_steps(), " out of range"));
@@ -60,10 +60,9 @@ absl::Status CheckReport(const coordinator::WorkerReport& r, const ReportLimits&
       return Bad(r, absl::StrCat("saved shard of step ", s.step(), " for a world of ", s.world_size(),
                                  "; this job's is ", limits.world_size));
     }
-    const std::string expected = ShardFileName(r.rank(), limits.world_size);
-    if (s.file() != expected) {
+    if (s.file() != shard_file) {
       return Bad(r, absl::StrCat("saved shard of step ", s.step(), " names file '", s.file(), "'; rank ", r.rank(),
-                                 " writes only ", expected));
+                                 " writes only ", shard_file));
     }
     if (s.size() <= 0 || s.size() > limits.max_shard_bytes) {
       return Bad(r, absl::StrCat("saved shard of step ", s.step(), " of ", s.size(), " bytes"));

@@ -2,8 +2,8 @@
 // a step ahead of every worker, and each worker acts when it completes that
 // step (the workers' per-step agreement makes it exact). Pure: the caller
 // passes what the heartbeats reported.
-#ifndef SHARDLINE_COORDINATOR_SCHEDULE_H_
-#define SHARDLINE_COORDINATOR_SCHEDULE_H_
+#ifndef SHARDLINE_COORDINATOR_DECIDE_SCHEDULE_H_
+#define SHARDLINE_COORDINATOR_DECIDE_SCHEDULE_H_
 
 #include <cstdint>
 
@@ -22,4 +22,4 @@ bool PeriodicSaveDue(absl::Time now, absl::Time last_save, double period_seconds
 
 }  // namespace shardline
 
-#endif  // SHARDLINE_COORDINATOR_SCHEDULE_H_
+#endif  // SHARDLINE_COORDINATOR_DECIDE_SCHEDULE_H_

@@ -11,8 +11,8 @@
 //
 //   BookEffects out = Step(book_, book_event::ShardSaved{rank, shard, world_size});
 //   if (out.commit.has_value()) later->commits.push_back(*out.commit);
-#ifndef SHARDLINE_COORDINATOR_CHECKPOINT_BOOK_H_
-#define SHARDLINE_COORDINATOR_CHECKPOINT_BOOK_H_
+#ifndef SHARDLINE_COORDINATOR_DECIDE_CHECKPOINT_BOOK_H_
+#define SHARDLINE_COORDINATOR_DECIDE_CHECKPOINT_BOOK_H_
 
 #include <cstdint>
 #include <map>
@@ -113,4 +113,4 @@ BookEffects Step(CheckpointBook& book, const BookEvent& event);
 
 }  // namespace shardline
 
-#endif  // SHARDLINE_COORDINATOR_CHECKPOINT_BOOK_H_
+#endif  // SHARDLINE_COORDINATOR_DECIDE_CHECKPOINT_BOOK_H_

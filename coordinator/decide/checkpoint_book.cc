@@ -1,9 +1,9 @@
-#include "coordinator/checkpoint_book.h"
+#include "coordinator/decide/checkpoint_book.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/restore_plan.h"
+#include "coordinator/decide/restore_plan.h"
 
 namespace shardline {
 namespace {

@@ -6,11 +6,13 @@
 //
 //   coordinator::JobStatus s = job.Snapshot();   // scores already set
 //   StragglerWatch watch({.threshold = 0.7});
-//   watch.Observe(s, WallNow());               // logs a rank that stays below
-#ifndef SHARDLINE_COORDINATOR_STRAGGLER_H_
-#define SHARDLINE_COORDINATOR_STRAGGLER_H_
+//   for (const StragglerChange& c : watch.Observe(s, WallNow())) log(c);
+#ifndef SHARDLINE_COORDINATOR_DECIDE_STRAGGLER_H_
+#define SHARDLINE_COORDINATOR_DECIDE_STRAGGLER_H_
 
 #include <map>
+#include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "google/protobuf/repeated_field.h"
@@ -30,13 +32,22 @@ struct StragglerOptions {
   absl::Duration sustain = absl::Seconds(10);
 };
 
-// Logs (WARNING) a rank once its score has stayed below the threshold for
-// `sustain`, and (INFO) once it is back above. Not thread-safe.
+// A rank that became a straggler, or stopped being one, and the line that
+// says so (the caller logs it: WARNING when `straggler`, INFO when not).
+struct StragglerChange {
+  int rank = 0;
+  bool straggler = false;
+  std::string line;
+};
+
+// Flags a rank once its score has stayed below the threshold for `sustain`,
+// and unflags it once it is back above; Observe returns those changes only,
+// in rank order. Pure (no clock, no log). Not thread-safe.
 class StragglerWatch {
  public:
   explicit StragglerWatch(StragglerOptions options) : options_(options) {}
-  void Observe(const coordinator::JobStatus& status, absl::Time now);
-  // Ranks logged as stragglers and not yet back above the threshold.
+  std::vector<StragglerChange> Observe(const coordinator::JobStatus& status, absl::Time now);
+  // Ranks flagged as stragglers and not yet back above the threshold.
   int flagged() const;
 
  private:
@@ -51,4 +62,4 @@ class StragglerWatch {
 
 }  // namespace shardline
 
-#endif  // SHARDLINE_COORDINATOR_STRAGGLER_H_
+#endif  // SHARDLINE_COORDINATOR_DECIDE_STRAGGLER_H_

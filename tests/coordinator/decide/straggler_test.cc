@@ -1,5 +1,6 @@
-#include "coordinator/straggler.h"
+#include "coordinator/decide/straggler.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 namespace shardline {
@@ -37,10 +38,17 @@ TEST(StragglerTest, FlaggedOnlyAfterStayingBelowTheThresholdAndClearedWhenBack) 
   watch.Observe(slow, t0 + absl::Seconds(10));
   watch.Observe(slow, t0 + absl::Seconds(19));
   EXPECT_EQ(watch.flagged(), 0);
-  watch.Observe(slow, t0 + absl::Seconds(20));
+  const std::vector<StragglerChange> flagged = watch.Observe(slow, t0 + absl::Seconds(20));
   EXPECT_EQ(watch.flagged(), 1);
-  watch.Observe(World({0.010, 0.0105}), t0 + absl::Seconds(21));
+  ASSERT_EQ(flagged.size(), 1u);
+  EXPECT_EQ(flagged[0].rank, 1);
+  EXPECT_TRUE(flagged[0].straggler);
+  EXPECT_THAT(flagged[0].line, testing::HasSubstr("rank 1"));
+  EXPECT_TRUE(watch.Observe(slow, t0 + absl::Seconds(25)).empty());  // said once, not at every tick
+  const std::vector<StragglerChange> cleared = watch.Observe(World({0.010, 0.0105}), t0 + absl::Seconds(26));
   EXPECT_EQ(watch.flagged(), 0);
+  ASSERT_EQ(cleared.size(), 1u);
+  EXPECT_FALSE(cleared[0].straggler);
 }
 
 }  // namespace

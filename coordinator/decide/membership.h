@@ -22,8 +22,8 @@
 //
 // Step updates `state` in place (a report a worker sends ten times a second
 // must not copy a world of members); tests copy it where they compare.
-#ifndef SHARDLINE_COORDINATOR_MEMBERSHIP_H_
-#define SHARDLINE_COORDINATOR_MEMBERSHIP_H_
+#ifndef SHARDLINE_COORDINATOR_DECIDE_MEMBERSHIP_H_
+#define SHARDLINE_COORDINATOR_DECIDE_MEMBERSHIP_H_
 
 #include <cstdint>
 #include <map>
@@ -238,4 +238,4 @@ MembershipEffects Step(const MembershipConfig& config, Membership& state, const 
 
 }  // namespace shardline
 
-#endif  // SHARDLINE_COORDINATOR_MEMBERSHIP_H_
+#endif  // SHARDLINE_COORDINATOR_DECIDE_MEMBERSHIP_H_
