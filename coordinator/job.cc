@@ -359,11 +359,11 @@ void Job::OnFormedLocked(const MembershipEffects::Formed& formed) {
   eval_at_ = 0;
   outer_.reset();
   last_save_time_ = now;
-  memory_step_ = PlanMemoryRestore();
+  snapshot_step_ = PlanSnapshotRestore();
   const int64_t disk_step = catalog_.Restore().step;
-  start_step_ = memory_step_ > 0 ? memory_step_ : disk_step;
+  start_step_ = snapshot_step_ > 0 ? snapshot_step_ : disk_step;
   // Retention never deletes the checkpoint this world restored from.
-  if (memory_step_ == 0) catalog_.Pin(disk_step);
+  if (snapshot_step_ == 0) catalog_.Pin(disk_step);
   // A world formed during a graceful stop (a worker or the coordinator was
   // lost in it) stops too: after its first step, which it saves. Every
   // member learns the step in its registration response, so all agree.
@@ -374,7 +374,7 @@ void Job::OnFormedLocked(const MembershipEffects::Formed& formed) {
     SLOG(INFO) << "generation " << m_.generation << " redoes " << redo << " steps (the furthest step reached was "
                << furthest_step_ << ")";
   }
-  if (memory_step_ > 0) {
+  if (snapshot_step_ > 0) {
     ++memory_recoveries_;
     std::string moves;
     for (int r = 0; r < static_cast<int>(memory_sources_.size()); ++r) {
@@ -384,7 +384,7 @@ void Job::OnFormedLocked(const MembershipEffects::Formed& formed) {
         absl::StrAppend(&moves, moves.empty() ? "" : ", ", "shard ", r, " from rank ", memory_sources_[r]);
       }
     }
-    SLOG(INFO) << "generation " << m_.generation << " restores step " << memory_step_ << " from the workers' memory ("
+    SLOG(INFO) << "generation " << m_.generation << " restores step " << snapshot_step_ << " from the workers' memory ("
                << (memory_world_ != m_.world_size ? absl::StrCat("resharded from a world of ", memory_world_, ": ") : "")
                << (moves.empty() ? std::string("every rank holds its own shard") : moves)
                << "); no checkpoint is read" << (disk_step > 0 ? absl::StrCat("; disk has step ", disk_step) : "");
@@ -466,7 +466,7 @@ void Job::RecordWorldChangeLocked(int from, const std::string& why) {
   }
 }
 
-int64_t Job::PlanMemoryRestore() {
+int64_t Job::PlanSnapshotRestore() {
   RestorePlanInput in;
   in.memory_snapshots = config_.checkpoint().memory_every_steps() > 0;
   in.world_size = m_.world_size;
@@ -475,7 +475,7 @@ int64_t Job::PlanMemoryRestore() {
   in.limit = FailedSaveLimit(checkpoints_.save_failures, catalog_.latest_good());
   in.bad_steps = bad_memory_steps_;
   in.island_size = ShapeIslands(config_, m_.world_size).RegisteredIslandSize();
-  MemoryRestorePlan plan = shardline::PlanMemoryRestore(in);
+  SnapshotRestorePlan plan = shardline::PlanSnapshotRestore(in);
   memory_sources_ = std::move(plan.sources);
   memory_world_ = plan.world;
   return plan.step;

@@ -199,7 +199,7 @@ class Job {
   // The forming world's restore from memory (coordinator/decide/restore_plan.h,
   // the pure rule) with this job's state: its step, 0 if from disk. Sets
   // memory_sources_ and memory_world_.
-  int64_t PlanMemoryRestore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t PlanSnapshotRestore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Ends the running generation: every member is told to re-register.
   // Disk work decided under mu_ and done after it is released, so a slow
@@ -347,9 +347,9 @@ class Job {
   int64_t total_steps_ ABSL_GUARDED_BY(mu_) = 0;         // as reported by rank 0
   int64_t losses_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t start_step_ ABSL_GUARDED_BY(mu_) = 0;  // the running generation's restore point
-  // The running generation restores start_step_ from memory (memory_step_
+  // The running generation restores start_step_ from memory (snapshot_step_
   // == start_step_ > 0), its shard r coming from rank memory_sources_[r].
-  int64_t memory_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t snapshot_step_ ABSL_GUARDED_BY(mu_) = 0;
   int memory_world_ ABSL_GUARDED_BY(mu_) = 0;  // the world the snapshot was taken in
   std::vector<int> memory_sources_ ABSL_GUARDED_BY(mu_);
   coordinator::WorldHistory history_ ABSL_GUARDED_BY(mu_);

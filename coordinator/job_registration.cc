@@ -276,9 +276,9 @@ absl::StatusOr<coordinator::RegisterResponse> Job::FinishRegistrationLocked(cons
   resp.set_config_text(config_text_);
   resp.set_checkpoint_root(options_.checkpoint_root);
   resp.set_trace_dir(options_.trace_dir);
-  if (memory_step_ > 0) {
-    resp.set_start_step(memory_step_);
-    resp.set_memory_step(memory_step_);
+  if (snapshot_step_ > 0) {
+    resp.set_start_step(snapshot_step_);
+    resp.set_memory_step(snapshot_step_);
     for (int source : memory_sources_) resp.add_memory_sources(source);
     if (memory_world_ != m_.world_size) resp.set_memory_world_size(memory_world_);
   } else {

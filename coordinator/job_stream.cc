@@ -152,11 +152,11 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
     e.root = catalog_.root();
     BookStepLocked(e, later);
   }
-  if (r.bad_memory_step() > 0 && r.bad_memory_step() == memory_step_ && bad_memory_steps_.insert(memory_step_).second) {
-    SLOG(ERROR) << "the in-memory snapshot of step " << memory_step_ << " could not be restored on rank " << r.rank()
+  if (r.bad_memory_step() > 0 && r.bad_memory_step() == snapshot_step_ && bad_memory_steps_.insert(snapshot_step_).second) {
+    SLOG(ERROR) << "the in-memory snapshot of step " << snapshot_step_ << " could not be restored on rank " << r.rank()
                 << "; the next world restores from another snapshot or from disk";
     StepLocked(membership_event::Break{
-        absl::StrCat("its in-memory snapshot of step ", memory_step_, " failed on rank ", r.rank())});
+        absl::StrCat("its in-memory snapshot of step ", snapshot_step_, " failed on rank ", r.rank())});
   }
   if (!r.left_reason().empty()) {
     StepLocked(membership_event::Left{r.rank(), EscapeControl(r.left_reason(), 1024)});
@@ -332,7 +332,7 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_checkpoint_note(checkpoints_.reason);
   if (outer_.has_value()) *s.mutable_outer() = *outer_;
   s.set_start_step(start_step_);
-  s.set_restored_from(memory_step_ > 0 ? "memory" : start_step_ > 0 ? "disk" : "");
+  s.set_restored_from(snapshot_step_ > 0 ? "memory" : start_step_ > 0 ? "disk" : "");
   s.set_memory_recoveries(memory_recoveries_);
   s.set_disk_recoveries(disk_recoveries_);
   s.set_steps_redone(steps_redone_);

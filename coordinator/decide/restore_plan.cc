@@ -7,8 +7,8 @@
 
 namespace shardline {
 
-MemoryRestorePlan PlanMemoryRestore(const RestorePlanInput& in) {
-  MemoryRestorePlan plan;
+SnapshotRestorePlan PlanSnapshotRestore(const RestorePlanInput& in) {
+  SnapshotRestorePlan plan;
   if (!in.memory_snapshots || in.world_size < 2) return plan;
   // step -> world it was taken in -> shard -> ranks holding it.
   std::map<int64_t, std::map<int, std::map<int, std::set<int>>>, std::greater<int64_t>> holders;

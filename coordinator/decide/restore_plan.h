@@ -1,9 +1,11 @@
 // Where a forming world restores from, as pure functions of what the
 // coordinator knows: the snapshots each member says it holds in memory,
 // the newest committed checkpoint, saves that failed, snapshots found bad.
-// No lock, clock or I/O; Job::Form calls them with its state.
+// No lock, clock or I/O; Job::Form calls them with its state. (Named for
+// the in-memory snapshots, apart from the worker's memory plan, PlanMemory,
+// which is the bytes a worker will hold.)
 //
-//   MemoryRestorePlan plan = PlanMemoryRestore(input);
+//   SnapshotRestorePlan plan = PlanSnapshotRestore(input);
 //   start = plan.step > 0 ? plan.step : input.disk_step;  // memory, else disk
 #ifndef SHARDLINE_COORDINATOR_DECIDE_RESTORE_PLAN_H_
 #define SHARDLINE_COORDINATOR_DECIDE_RESTORE_PLAN_H_
@@ -36,7 +38,7 @@ struct RestorePlanInput {
   int island_size = 0;
 };
 
-struct MemoryRestorePlan {
+struct SnapshotRestorePlan {
   int64_t step = 0;  // 0: restore from disk (or start fresh)
   int world = 0;     // the world the snapshot was taken in
   // sources[s]: the rank (of the forming world) that sends shard s; -1 for
@@ -51,7 +53,7 @@ struct MemoryRestorePlan {
 // lowest holder. A world of one keeps no peers' copies: never from memory.
 // Islands: of the snapshot's shards, those of the islands the forming world
 // reads (its first K' islands' worth), in worlds of whole islands.
-MemoryRestorePlan PlanMemoryRestore(const RestorePlanInput& input);
+SnapshotRestorePlan PlanSnapshotRestore(const RestorePlanInput& input);
 
 // The first step whose save failed and has not been committed since (a
 // world restored past it would skip that save instead of trying it again,

@@ -19,7 +19,7 @@ coordinator::HeldSnapshot Held(int64_t step, int world, int shard) {
   return h;
 }
 
-std::string Show(const MemoryRestorePlan& p) {
+std::string Show(const SnapshotRestorePlan& p) {
   if (p.step == 0) return "disk";
   return absl::StrCat(p.step, " of world ", p.world, ": ", absl::StrJoin(p.sources, ","));
 }
@@ -84,7 +84,7 @@ TEST(RestorePlanTest, TheNewestFullyHeldSnapshotNewerThanDisk) {
   RestorePlanInput grown = Input(4, {{0, {Held(400, 2, 0), Held(400, 2, 1)}}, {1, {Held(400, 2, 1)}}, {2, {}}, {3, {}}});
   grown.island_size = 2;
   cases.push_back({"islands: a returning island reads the other's", grown, "400 of world 2: 0,0"});
-  for (const Case& c : cases) EXPECT_EQ(Show(PlanMemoryRestore(c.in)), c.want) << c.name;
+  for (const Case& c : cases) EXPECT_EQ(Show(PlanSnapshotRestore(c.in)), c.want) << c.name;
 }
 
 TEST(RestorePlanTest, TheLimitIsTheFirstFailedSaveNotCommittedSince) {
