@@ -484,14 +484,21 @@ TEST(SecurityTest, AnIdleConnectionFloodLeavesTheJobItsBitsAndStatusAnswers) {
   };
   EXPECT_GE(refused(CoordinatorMetricsPort(dir), "silent", 500), 500);
   EXPECT_GE(refused(Worker0MetricsPort(dir), "silent", 500), 500);
+  // What is asserted is that the coordinator answers, not how fast: status's
+  // own 5 s deadline is a timing on a shared 2-core machine (the coordinator
+  // unwinding 3,600 closed connections beside two training workers missed
+  // it once in a full ctest run), so it is given 20 s; the lost listener of
+  // issue 62 never answers at all.
+  const std::vector<std::string> status_argv = {BinPath("shardline"), "status", "--workdir", dir,
+                                                "--timeout_seconds", "20"};
   for (int i = 0; i < 3; ++i) {
-    Subprocess status({BinPath("shardline"), "status", "--workdir", dir});
-    EXPECT_EQ(status.Wait(absl::Seconds(30)), 0) << status.Output();
+    Subprocess status(status_argv);
+    EXPECT_EQ(status.Wait(absl::Seconds(40)), 0) << status.Output();
     absl::SleepFor(absl::Seconds(2));
   }
   for (int fd : flood) close(fd);
-  Subprocess after({BinPath("shardline"), "status", "--workdir", dir});
-  EXPECT_EQ(after.Wait(absl::Seconds(30)), 0) << after.Output();
+  Subprocess after(status_argv);
+  EXPECT_EQ(after.Wait(absl::Seconds(40)), 0) << after.Output();
   ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
   EXPECT_TRUE(SameBits(FinalState(dir, 3000, 2), want)) << "the flood changed the bits";
   const std::string log = ReadAll(dir + "/logs/coordinator.log");
