@@ -392,8 +392,7 @@ void Job::OnFormedLocked(const MembershipEffects::Formed& formed) {
     ++disk_recoveries_;
     SLOG(INFO) << "generation " << m_.generation << " restores step " << disk_step << " from disk";
   }
-  rate_steps_ = 0;
-  rate_time_ = now;
+  rate_ = StartStepRate(0, now);
   ++state_version_;  // made durable by the caller, outside the lock
   SLOG(INFO) << "generation " << m_.generation << " formed: " << m_.members.size() << " workers"
              << (stop_at_ > 0 ? absl::StrCat("; a graceful stop is under way: every worker stops after step ", stop_at_)

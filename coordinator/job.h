@@ -51,6 +51,7 @@
 #include "coordinator/disk_writer.h"
 #include "coordinator/job_store.h"
 #include "coordinator/decide/membership.h"
+#include "coordinator/decide/report_rules.h"
 #include "proto/config.pb.h"
 #include "proto/coordinator.pb.h"
 
@@ -363,15 +364,13 @@ class Job {
   // Wall clock (for people and alerts, not decisions): the last commit, or
   // this coordinator's start.
   absl::Time last_commit_time_ ABSL_GUARDED_BY(mu_);
-  metrics::MetricRecord last_train_ ABSL_GUARDED_BY(mu_);  // rank 0's latest train record
   // Islands: rank 0's outer steps in the running generation (reset when one forms).
   std::optional<coordinator::OuterStepStatus> outer_ ABSL_GUARDED_BY(mu_);
-  metrics::MetricRecord last_eval_ ABSL_GUARDED_BY(mu_);
-  metrics::MetricRecord best_eval_ ABSL_GUARDED_BY(mu_);   // by checkpoint.best_metric (accuracy without one)
-  // Step-rate estimate from rank 0's reports, for the stop margin.
-  int64_t rate_steps_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time rate_time_ ABSL_GUARDED_BY(mu_);
-  double steps_per_second_ ABSL_GUARDED_BY(mu_) = 0;
+  // Rank 0's latest train record, the latest eval and the best
+  // (decide/report_rules.h: NoteEvals).
+  EvalsSeen evals_ ABSL_GUARDED_BY(mu_);
+  // Rank 0's step rate, for the stop margin (decide/report_rules.h).
+  StepRate rate_ ABSL_GUARDED_BY(mu_);
   // Metric records decided under mu_, written by WriteRecords after it.
   std::vector<metrics::MetricRecord> pending_records_ ABSL_GUARDED_BY(mu_);
   bool persist_queued_ ABSL_GUARDED_BY(mu_) = false;

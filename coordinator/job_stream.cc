@@ -11,26 +11,13 @@
 #include "common/platform/status_macros.h"
 #include "common/checkpoint/shard_file.h"
 #include "common/encoding/text_escape.h"
-#include "common/job/best_eval.h"
 #include "common/net/rpc_auth.h"
 #include "coordinator/decide/report_check.h"
+#include "coordinator/decide/report_rules.h"
 #include "coordinator/decide/schedule.h"
 #include "coordinator/decide/straggler.h"
 
 namespace shardline {
-namespace {
-
-// True if `record` beats `best` (unset: anything beats it) by the one
-// best-eval rule (common/job/best_eval.h).
-bool IsBetterEval(const metrics::MetricRecord& record, const metrics::MetricRecord& best,
-                  const config::CheckpointConfig& policy) {
-  if (!best.has_step()) return true;
-  return BeatsBest(policy, BestMetricValue(policy, {record.loss(), record.accuracy(), record.bits_per_byte()}),
-                   BestMetricValue(policy, {best.loss(), best.accuracy(), best.bits_per_byte()}));
-}
-
-}  // namespace
-
 uint64_t Job::CommandVersionLocked() {
   // Each input of NextCommand's answer, folded: any change changes it.
   uint64_t v = state_version_;
@@ -93,14 +80,7 @@ void Job::NoteProgressLocked(const coordinator::WorkerReport& r) {
   }
   if (r.total_steps() > 0) total_steps_ = r.total_steps();
   if (r.rank() == 0 && r.has_outer()) outer_ = r.outer();
-  if (r.rank() == 0) {
-    const absl::Time now = Now();
-    if (now - rate_time_ >= absl::Seconds(1)) {
-      steps_per_second_ = static_cast<double>(m.steps_done - rate_steps_) / absl::ToDoubleSeconds(now - rate_time_);
-      rate_steps_ = m.steps_done;
-      rate_time_ = now;
-    }
-  }
+  if (r.rank() == 0) rate_ = NextStepRate(rate_, m.steps_done, Now());
 }
 
 // Memory first, so the next world is handed the fallback; the mark is made
@@ -120,14 +100,10 @@ void Job::BadCheckpointLocked(const coordinator::WorkerReport& r, Deferred* late
 }
 
 void Job::NoteMetricsLocked(const coordinator::WorkerReport& r) {
-  for (const metrics::MetricRecord& record : r.metrics()) {
-    if (metrics_ != nullptr) pending_records_.push_back(record);  // written after mu_, in order
-    if (record.split() == metrics::MetricRecord::train) last_train_ = record;
-    if (record.split() == metrics::MetricRecord::eval) {
-      last_eval_ = record;
-      if (IsBetterEval(record, best_eval_, config_.checkpoint())) best_eval_ = record;
-    }
+  if (metrics_ != nullptr) {  // written after mu_, in order
+    pending_records_.insert(pending_records_.end(), r.metrics().begin(), r.metrics().end());
   }
+  evals_ = NoteEvals(std::move(evals_), r.metrics(), config_.checkpoint());
 }
 
 absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* later) {
@@ -152,11 +128,12 @@ absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* lat
     e.root = catalog_.root();
     BookStepLocked(e, later);
   }
-  if (r.bad_memory_step() > 0 && r.bad_memory_step() == snapshot_step_ && bad_memory_steps_.insert(snapshot_step_).second) {
+  if (BadSnapshotVerdict bad = JudgeBadSnapshot(r.rank(), r.bad_memory_step(), snapshot_step_, bad_memory_steps_);
+      bad.break_world) {
+    bad_memory_steps_.insert(snapshot_step_);
     SLOG(ERROR) << "the in-memory snapshot of step " << snapshot_step_ << " could not be restored on rank " << r.rank()
                 << "; the next world restores from another snapshot or from disk";
-    StepLocked(membership_event::Break{
-        absl::StrCat("its in-memory snapshot of step ", snapshot_step_, " failed on rank ", r.rank())});
+    StepLocked(membership_event::Break{std::move(bad.why)});
   }
   if (!r.left_reason().empty()) {
     StepLocked(membership_event::Left{r.rank(), EscapeControl(r.left_reason(), 1024)});
@@ -256,7 +233,7 @@ void Job::RequestStop(const std::string& why) {
 }
 
 int64_t Job::StepAheadLocked() {
-  return StepAhead(m_.FurthestStep(), steps_per_second_, total_steps_);
+  return StepAhead(m_.FurthestStep(), rate_.per_second, total_steps_);
 }
 
 void Job::MaybeRequestCheckpoint() {
@@ -338,10 +315,10 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_steps_redone(steps_redone_);
   s.set_nonfinite_losses(nonfinite_losses_);
   s.set_last_checkpoint_unix_seconds(absl::ToDoubleSeconds(last_commit_time_ - absl::UnixEpoch()));
-  s.set_steps_per_second(steps_per_second_);
-  if (last_train_.has_step()) *s.mutable_last_train() = last_train_;
-  if (last_eval_.has_step()) *s.mutable_last_eval() = last_eval_;
-  if (best_eval_.has_step()) *s.mutable_best_eval() = best_eval_;
+  s.set_steps_per_second(rate_.per_second);
+  if (evals_.last_train.has_step()) *s.mutable_last_train() = evals_.last_train;
+  if (evals_.last_eval.has_step()) *s.mutable_last_eval() = evals_.last_eval;
+  if (evals_.best_eval.has_step()) *s.mutable_best_eval() = evals_.best_eval;
   if (!final_.ok()) s.set_error(std::string(final_.message()));
   const absl::Time now = Now();
   for (const auto& [rank, m] : forming ? m_.pending : m_.members) {
@@ -358,7 +335,7 @@ coordinator::JobStatus Job::Snapshot() {
   }
   ScoreStragglers(s.mutable_workers());
   const int64_t left = total_steps_ - s.global_step();
-  s.set_eta_seconds(steps_per_second_ > 0 && total_steps_ > 0 ? static_cast<double>(left) / steps_per_second_ : -1);
+  s.set_eta_seconds(rate_.per_second > 0 && total_steps_ > 0 ? static_cast<double>(left) / rate_.per_second : -1);
   return s;
 }
 
