@@ -84,6 +84,7 @@ class Gpt : public Model {
   void InitRange(uint64_t seed, Range range, float* out) const override;
   int64_t WorkspaceBytes(int batch) const override;
   std::vector<Range> GradientParts() const override { return WithBlockParts(Layers(), layout_, blocks_); }
+  std::vector<Range> ReadAgainAfterLast() const override { return {Embeddings()}; }  // the tied head
   std::vector<Range> Layers() const override {
     std::vector<Range> out = {Embeddings()};
     for (const BlockTensors& b : blocks_) out.push_back(b.range);

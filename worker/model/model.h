@@ -174,6 +174,10 @@ class Model {
   // transformer block's linear layers and norms). What ZeRO-3 holds of the
   // gradients whole at a time (the memory plan).
   virtual std::vector<Range> GradientParts() const { return Layers(); }
+  // The layers Forward announces again after its last (a tied weight: the
+  // GPT's head reads the token embedding), in order; Backward starts with
+  // the same reads and writes their gradients first. None by default.
+  virtual std::vector<Range> ReadAgainAfterLast() const { return {}; }
 
   // Forward on a batch of examples shaped as input() says (each target in
   // [0, num_classes)): loss and accuracy sums over its targets. Leaves in

@@ -52,11 +52,15 @@ struct Windows {
 // before it is written; once a bucket's parts are all done its parameters
 // are given back and its reduce-scatter started, and beyond 1 + prefetch
 // under way (at once, without overlap) the oldest's gradients given back.
-// Both passes count the first bucket besides (a tied layer: the GPT's
-// token embedding, read again at the end of the forward, and its gradient
-// written at the start of the backward and final at its end).
+// A layer read again after the last (`reread`, Model::ReadAgainAfterLast:
+// the GPT's tied token embedding) is whole beside the last layer's window
+// at the end of the forward (an announcement out of order gives nothing
+// back), and its gradient is written at the start of the backward and final
+// at its end. Checked against the exchange's own count of what it held:
+// memory_plan_test, TheStageThreeParameterTermIsWhatTheExchangeHeld.
 Windows StageThreeWindows(const std::vector<Range>& buckets, const std::vector<Range>& layers,
-                          const std::vector<Range>& parts, int world, int prefetch, bool overlap) {
+                          const std::vector<Range>& parts, const std::vector<Range>& reread, int world,
+                          int prefetch, bool overlap) {
   const int64_t n = static_cast<int64_t>(buckets.size());
   std::vector<int64_t> beyond(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) beyond[k] = buckets[k].size() - ShardRange(buckets[k].size(), 0, world).size();
@@ -66,10 +70,19 @@ Windows StageThreeWindows(const std::vector<Range>& buckets, const std::vector<R
   };
   Windows w;
   if (n == 0) return w;
-  for (const Range& layer : layers) {  // the forward
-    const auto [lo, hi] = span_of(layer);
-    int64_t sum = lo > 0 ? beyond[0] : 0;
-    for (int64_t k = lo; k <= std::min(n - 1, hi + prefetch); ++k) sum += beyond[k];
+  std::vector<char> again(static_cast<size_t>(n), 0);  // the buckets read again after the last layer
+  for (const Range& r : reread) {
+    const auto [lo, hi] = span_of(r);
+    for (int64_t k = lo; k <= hi; ++k) again[k] = 1;
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {  // the forward
+    const auto [lo, hi] = span_of(layers[i]);
+    const int64_t last = std::min(n - 1, hi + prefetch);
+    int64_t sum = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const bool in_window = k >= lo && k <= last;
+      if (in_window || (i + 1 == layers.size() && again[k])) sum += beyond[k];
+    }
     w.params = std::max(w.params, sum);
   }
   w.both = w.params;
@@ -78,7 +91,7 @@ Windows StageThreeWindows(const std::vector<Range>& buckets, const std::vector<R
   std::vector<int64_t> unfinished(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) unfinished[k] = buckets[k].size();
   std::vector<int64_t> reducing;  // oldest first
-  taken[0] = 1;                   // the tied layer's gradient, from the start
+  for (int64_t k = 0; k < n; ++k) taken[k] = again[k];  // a tied layer's gradient, from the start
   auto measure = [&] {
     int64_t params = 0, both = 0;
     for (int64_t k = 0; k < n; ++k) {
@@ -160,7 +173,8 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   const bool overlap = coll.overlap() && sharded > 1 && buckets.size() > 1;
   const int prefetch = overlap ? coll.prefetch_buckets() : 0;
   const Windows windows =
-      stage3 ? StageThreeWindows(buckets, model.Layers(), model.GradientParts(), sharded, prefetch, overlap) : Windows{};
+      stage3 ? StageThreeWindows(buckets, model.Layers(), model.GradientParts(), model.ReadAgainAfterLast(), sharded,
+                               prefetch, overlap) : Windows{};
   const int64_t whole = windows.params;
   const int accum = std::max(1, config.train().grad_accum_steps());
   plan.micro_batch = MicroBatchSize(config, world);

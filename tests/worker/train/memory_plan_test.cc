@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/job/config.h"
 #include "worker/model/model_factory.h"
+#include "tests/worker/collective/world.h"
+#include "worker/collective/ring.h"
 #include "worker/train/train_loop.h"
 
 namespace shardline {
@@ -39,6 +43,42 @@ TrainingData Text() {
   d.test.text.resize(4 << 10);
   d.test.num_examples = 63;
   return d;
+}
+
+// 256 synthetic 28x28 images of 10 classes, for the image models.
+TrainingData Images() {
+  TrainingData d;
+  d.train.num_examples = 256;
+  d.train.height = 28;
+  d.train.width = 28;
+  d.train.feature_dim = 28 * 28;
+  d.train.num_classes = 10;
+  d.train.scale = 1.0f / 255;
+  d.train.pixels.resize(static_cast<size_t>(256 * 28 * 28));
+  for (size_t i = 0; i < d.train.pixels.size(); ++i) d.train.pixels[i] = static_cast<char>(i * 7 % 251);
+  for (int i = 0; i < 256; ++i) d.train.labels.push_back(i % 10);
+  d.test = d.train;
+  return d;
+}
+
+// The most parameters either of two in-process ranks held whole at once
+// training `c` (MemoryHeld::parameters_peak: the exchange's own count, its
+// pieces plus TakePeakWholeFloats), or -1.
+int64_t HeldAtPeak(const config::JobConfig& c, const TrainingData& data) {
+  std::vector<int64_t> peaks(2, -1);
+  TestWorld world(TransportKind::kLocal, 2);
+  const std::vector<absl::Status> ran = world.Run([&](int rank, Transport* t) -> absl::Status {
+    RingCollectives comm(t, CollectiveOptions{Env::Default()});
+    TrainOptions o;
+    o.env = Env::Default();
+    o.show_progress = false;
+    absl::StatusOr<TrainResult> r = RunTraining(c, data, comm, o);
+    if (!r.ok()) return r.status();
+    peaks[static_cast<size_t>(rank)] = r->memory.parameters_peak;
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : ran) EXPECT_TRUE(s.ok()) << s;
+  return std::max(peaks[0], peaks[1]);
 }
 
 int64_t Term(const MemoryPlan& p, const std::string& name) {
@@ -189,6 +229,47 @@ TEST(MemoryPlanTest, TheMarginIsTheConfigsShareOfTheLimit) {
   EXPECT_TRUE(ValidateConfig(Gpt({"runtime.memory_margin_percent=50"})).ok());
   const absl::Status bad = ValidateConfig(Gpt({"runtime.memory_margin_percent=51"}));
   EXPECT_TRUE(absl::StrContains(bad.message(), "runtime.memory_margin_percent")) << bad;
+}
+
+// Issue 62: the plan follows the stage-3 exchange bucket by bucket
+// (StageThreeWindows) instead of reading its schedule, so the two are
+// compared here: two in-process ranks train a few steps of a GPT cut into
+// many buckets, and the most parameters either held whole at once (the
+// exchange's own count: MemoryHeld::parameters_peak, its pieces plus
+// TakePeakWholeFloats) is the plan's parameters term, to the float, with
+// and without overlap, with one and two buckets prefetched, with remat;
+// and for a model without a tied layer (the MLP: nothing read again after
+// its last layer; the plan counted the GPT's tied embedding for every
+// model, and beside every layer, 64 KiB over here).
+TEST(MemoryPlanTest, TheStageThreeParameterTermIsWhatTheExchangeHeld) {
+  const TrainingData data = Text();
+  for (const char* overlap : {"true", "false"}) {
+    for (const char* prefetch : {"1", "2"}) {
+      for (const char* remat : {"false", "true"}) {
+        const config::JobConfig c =
+            Gpt({"collective.zero_stage=3", "collective.bucket_cap_mb=0.1", "train.total_steps=3",
+                 "train.eval_every=0", "train.log_every=0", absl::StrCat("collective.overlap=", overlap),
+                 absl::StrCat("collective.prefetch_buckets=", prefetch), absl::StrCat("train.remat=", remat)});
+        const std::string name = absl::StrCat("overlap ", overlap, ", prefetch ", prefetch, ", remat ", remat);
+        absl::StatusOr<MemoryPlan> plan = PlanJob(c, data, 2);
+        ASSERT_TRUE(plan.ok()) << name << ": " << plan.status();
+        EXPECT_EQ(HeldAtPeak(c, data), Term(*plan, "parameters")) << name;
+      }
+    }
+  }
+  const TrainingData images = Images();
+  for (const char* overlap : {"true", "false"}) {
+    absl::StatusOr<config::JobConfig> mlp = ParseConfigText(
+        "model { mlp { hidden_sizes: [256, 128] } } data { global_batch_size: 16 } optimizer { sgd {} } "
+        "train { total_steps: 3 eval_every: 0 log_every: 0 } "
+        "collective { zero_stage: 3 bucket_cap_mb: 0.1 }",
+        "test");
+    ASSERT_TRUE(mlp.ok()) << mlp.status();
+    ASSERT_TRUE(ApplyOverride(absl::StrCat("collective.overlap=", overlap), &*mlp).ok());
+    absl::StatusOr<MemoryPlan> plan = PlanJob(*mlp, images, 2);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(HeldAtPeak(*mlp, images), Term(*plan, "parameters")) << "the MLP, overlap " << overlap;
+  }
 }
 
 }  // namespace
