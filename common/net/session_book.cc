@@ -62,15 +62,15 @@ void SessionBook::DropExpired(int rank, Credential& c, int64_t now_micros) {
 }
 
 void SessionBook::DropExpiredEverywhere(int keep_rank, int64_t now_micros) {
+  // How long an untouched bucket takes to be full again (the limits' alone).
+  const double refill_micros = 1e6 * std::max(limits_.new_session_burst / limits_.new_sessions_per_second,
+                                              limits_.read_call_burst / limits_.read_calls_per_second);
   for (auto it = credentials_.begin(); it != credentials_.end();) {
     Credential& c = it->second;
     DropExpired(it->first, c, now_micros);
     // A credential is forgotten whole only when nothing of it matters any
     // more: no session, no forgotten session that could come back, and
     // buckets that would be full again.
-    const double refill_micros =
-        1e6 * std::max(limits_.new_session_burst / limits_.new_sessions_per_second,
-                       limits_.read_call_burst / limits_.read_calls_per_second);
     const bool idle = static_cast<double>(now_micros - std::max(c.new_sessions.filled_micros, c.calls.filled_micros)) >
                       refill_micros;
     if (it->first != keep_rank && c.sessions.empty() && c.forgotten_expiry_micros < now_micros && idle) {

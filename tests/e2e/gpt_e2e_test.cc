@@ -204,7 +204,7 @@ std::pair<double, double> PredictedAndPeakMiB(const std::string& log) {
 
 // Issue 62: the plan's in-memory snapshot term, checked against what a run
 // that takes them holds. deploy/configs/austen_gpt.textproto itself (842,496
-// parameters) on two workers at ZeRO stage 3 for 60 steps with a snapshot
+// parameters) on two workers at ZeRO stage 3 for 46 steps with a snapshot
 // every 15 steps: three snapshots, so the store reaches its steady state
 // (two steps of two shards) while a third is taken. Each shard is 4.8 MiB
 // (1.6 of parameters, 3.2 of AdamW state); the plan counts nine (43.4 MiB
@@ -218,7 +218,7 @@ TEST(GptE2eTest, AStageThreeRunWithSnapshotsPeaksWithinItsMemoryPlan) {
   ASSERT_EQ(data.Wait(absl::Seconds(60)), 0) << data.Output();
   const std::vector<std::string> run = {
       "data.text.train_path=" + text + "/train.txt", "data.text.val_path=" + text + "/val.txt",
-      "collective.zero_stage=3", "train.total_steps=60", "checkpoint.memory_every_steps=15"};
+      "collective.zero_stage=3", "train.total_steps=46", "checkpoint.memory_every_steps=15"};
   const std::string dir = FreshDir("gpt_plan");
   Subprocess job(LaunchArgv(dir, 2, run, /*max_restarts=*/0, ConfigPath("austen_gpt")));
   ASSERT_EQ(job.Wait(absl::Seconds(400)), 0) << job.Output();

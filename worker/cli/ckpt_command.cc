@@ -109,15 +109,24 @@ absl::Status Verify(Env* env, const std::string& workdir, const std::string& ste
   return absl::OkStatus();
 }
 
+// The tokenizer.model the workdir kept (a job trained on token shards keeps
+// it there), read once; empty if there is none.
+absl::StatusOr<std::string> KeptTokenizer(Env* env, const std::string& workdir) {
+  const std::string kept = absl::StrCat(workdir, "/", kTokenizerFile);
+  if (!env->FileExists(kept)) return std::string();
+  absl::StatusOr<std::string> model = env->ReadFile(kept, kMaxTokenizerFileBytes);
+  if (!model.ok()) return Annotate(model.status(), "the tokenizer the workdir kept");
+  return model;
+}
+
 // Issue 62: an export replaced a tokenizer.model already beside --out
 // without a word (another model's export in the same directory lost its
 // tokenizer). Refused before anything is written, unless it is the same.
-absl::Status CheckTokenizerBeside(Env* env, const std::string& workdir, const std::string& out) {
+absl::Status CheckTokenizerBeside(Env* env, const std::string& workdir, const std::string& ours,
+                                  const std::string& out) {
   const std::string beside = absl::StrCat(DirName(out), "/", kTokenizerFile);
-  const std::string kept = absl::StrCat(workdir, "/", kTokenizerFile);
-  if (!env->FileExists(beside) || !env->FileExists(kept)) return absl::OkStatus();
+  if (ours.empty() || !env->FileExists(beside)) return absl::OkStatus();
   ASSIGN_OR_RETURN(const std::string there, env->ReadFile(beside, kMaxTokenizerFileBytes));
-  ASSIGN_OR_RETURN(const std::string ours, env->ReadFile(kept, kMaxTokenizerFileBytes));
   if (there == ours) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       beside, " exists and is another tokenizer (SHA-256 ", Sha256Hex(there), ") than the one ", workdir,
@@ -127,7 +136,8 @@ absl::Status CheckTokenizerBeside(Env* env, const std::string& workdir, const st
 
 absl::Status Export(Env* env, const std::string& workdir, const std::string& step, const std::string& out) {
   if (out.empty()) return absl::InvalidArgumentError("--out is required");
-  RETURN_IF_ERROR(CheckTokenizerBeside(env, workdir, out));
+  ASSIGN_OR_RETURN(const std::string ours, KeptTokenizer(env, workdir));
+  RETURN_IF_ERROR(CheckTokenizerBeside(env, workdir, ours, out));
   const std::string root = Root(workdir);
   ExportedCheckpoint done;
   ASSIGN_OR_RETURN(const int64_t s, ReadCheckpoint(env, root, step, [&](int64_t s) -> absl::Status {
@@ -142,14 +152,16 @@ absl::Status Export(Env* env, const std::string& workdir, const std::string& ste
   // Trained on token shards: the tokenizer goes beside the export, as the
   // workdir kept it and the checkpoint names it.
   const std::string kept = absl::StrCat(workdir, "/", kTokenizerFile);
-  absl::StatusOr<std::string> model = env->ReadFile(kept, kMaxTokenizerFileBytes);
-  if (!model.ok()) return Annotate(model.status(), "the tokenizer the checkpoint was trained with");
-  if (const std::string sha256 = Sha256Hex(*model); sha256 != done.tokenizer_sha256) {
+  if (ours.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat(kept, " is missing: the tokenizer step ", s, " was trained with (", done.tokenizer_sha256, ")"));
+  }
+  if (const std::string sha256 = Sha256Hex(ours); sha256 != done.tokenizer_sha256) {
     return absl::DataLossError(absl::StrCat(kept, " has SHA-256 ", sha256, "; step ", s,
                                             " was trained with tokenizer ", done.tokenizer_sha256));
   }
   const std::string beside = absl::StrCat(DirName(out), "/", kTokenizerFile);
-  RETURN_IF_ERROR(WriteFileAtomically(env, beside, *model, /*durable=*/true));
+  RETURN_IF_ERROR(WriteFileAtomically(env, beside, ours, /*durable=*/true));
   printf("tokenizer %s to %s\n", done.tokenizer_sha256.c_str(), beside.c_str());
   return absl::OkStatus();
 }
