@@ -441,12 +441,14 @@ void Job::RecordWorldChangeLocked(int from, const std::string& why) {
   c->set_unix_seconds(absl::ToDoubleSeconds(WallNow(options_.env) - absl::UnixEpoch()));
   if (history_.changes_size() > kMaxWorldChanges) history_.mutable_changes()->DeleteSubrange(0, 1);
   history_dirty_ = true;
+  // Whether the job takes outer steps is the config's: after.outer_steps
+  // answers for both sizes.
   const IslandShape before = ShapeIslands(config_, from);
   const IslandShape after = ShapeIslands(config_, m_.world_size);
   if (from > 0) {
     SLOG(WARNING) << "the world changed size: " << from << " -> " << m_.world_size << " workers at step "
                   << start_step_ << " (generation " << m_.generation
-                  << (before.outer_steps ? absl::StrCat("; islands ", before.islands, " -> ", after.islands)
+                  << (after.outer_steps ? absl::StrCat("; islands ", before.islands, " -> ", after.islands)
                                          : std::string())
                   << "): " << why;
   }
