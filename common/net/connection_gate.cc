@@ -199,9 +199,10 @@ class GateBook {
         handed_[p.fd] = Handed{InodeOf(p.fd), p.address};
         grpc::AddInsecureChannelFromFd(server_, p.fd);
       } else if (ev != 0 || now >= p.deadline_micros) {
+        // Counted before it is closed: whoever sees the close sees the count.
+        if (ev == 0) Refuse("silent");
         close(p.fd);
         Release(p.address);
-        if (ev == 0) Refuse("silent");
       } else {
         still.push_back(std::move(p));
       }
@@ -222,9 +223,9 @@ class GateBook {
         if ((errno == EMFILE || errno == ENFILE) && spare_ >= 0) {
           close(spare_);
           const int dropped = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+          Refuse("descriptors");  // before the close, as above
           if (dropped >= 0) close(dropped);
           spare_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-          Refuse("descriptors");
         }
         return;  // EAGAIN: the queue is empty; anything else: next round
       }
@@ -234,8 +235,8 @@ class GateBook {
       const GateVerdict v = AdmitConnection(from == per_address_.end() ? 0 : from->second,
                                             static_cast<int>(handed_.size() + pending_.size()), options_);
       if (v != GateVerdict::kAdmit) {
+        Refuse(GateVerdictLabel(v));  // before the close, as above
         close(fd);
-        Refuse(GateVerdictLabel(v));
         continue;
       }
       ++per_address_[address];
