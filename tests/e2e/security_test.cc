@@ -439,8 +439,13 @@ std::vector<int> IdleConnections(const char* source, int port, int count, bool p
 TEST(SecurityTest, AnIdleConnectionFloodLeavesTheJobItsBitsAndStatusAnswers) {
   unsetenv(kTokenEnvVar);
   RaiseDescriptorLimit();  // this process holds the flood's 7,200 sockets
-  const std::vector<std::string> run = {"train.total_steps=3000", "checkpoint.every_steps=1000", "train.eval_every=0",
-                                        "train.log_every=500"};
+  // 8,000 steps (about 30 s alone here): the job must outlast the flood
+  // and the status calls during it, so that `after` asks a coordinator
+  // still serving. At 3,000 steps a quiet machine ended the job first, and
+  // `after` waited for a coordinator that had exited (checked below).
+  constexpr int kSteps = 8000;
+  const std::vector<std::string> run = {absl::StrCat("train.total_steps=", kSteps), "checkpoint.every_steps=1000",
+                                        "train.eval_every=0", "train.log_every=500"};
   auto launch_argv = [&](const std::string& dir) {
     std::vector<std::string> argv = {"/usr/bin/prlimit", "--nofile=4096:4096"};
     for (const std::string& a : LaunchArgv(dir, 2, run)) argv.push_back(a);
@@ -449,7 +454,7 @@ TEST(SecurityTest, AnIdleConnectionFloodLeavesTheJobItsBitsAndStatusAnswers) {
   const std::string clean = FreshDir("security_conn_clean");
   Subprocess a(launch_argv(clean));
   ASSERT_EQ(a.Wait(absl::Seconds(240)), 0) << a.Output();
-  const std::vector<float> want = FinalState(clean, 3000, 2);
+  const std::vector<float> want = FinalState(clean, kSteps, 2);
   ASSERT_FALSE(want.empty());
 
   const std::string dir = FreshDir("security_conn_flood");
@@ -496,11 +501,13 @@ TEST(SecurityTest, AnIdleConnectionFloodLeavesTheJobItsBitsAndStatusAnswers) {
     EXPECT_EQ(status.Wait(absl::Seconds(40)), 0) << status.Output();
     absl::SleepFor(absl::Seconds(2));
   }
+  ASSERT_FALSE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "job finished"))
+      << "the job ended before the flood did: raise kSteps, or `after` below asks nobody";
   for (int fd : flood) close(fd);
   Subprocess after(status_argv);
   EXPECT_EQ(after.Wait(absl::Seconds(40)), 0) << after.Output();
   ASSERT_EQ(launch.Wait(absl::Seconds(240)), 0) << launch.Output();
-  EXPECT_TRUE(SameBits(FinalState(dir, 3000, 2), want)) << "the flood changed the bits";
+  EXPECT_TRUE(SameBits(FinalState(dir, kSteps, 2), want)) << "the flood changed the bits";
   const std::string log = ReadAll(dir + "/logs/coordinator.log");
   EXPECT_EQ(log.find("generation 2"), std::string::npos) << "the flood broke a generation";
   EXPECT_EQ(log.find("Too many open files"), std::string::npos);
