@@ -490,10 +490,8 @@ TEST(SecurityTest, AnIdleConnectionFloodLeavesTheJobItsBitsAndStatusAnswers) {
   EXPECT_GE(refused(CoordinatorMetricsPort(dir), "silent", 500), 500);
   EXPECT_GE(refused(Worker0MetricsPort(dir), "silent", 500), 500);
   // What is asserted is that the coordinator answers, not how fast: status's
-  // own 5 s deadline is a timing on a shared 2-core machine (the coordinator
-  // unwinding 3,600 closed connections beside two training workers missed
-  // it once in a full ctest run), so it is given 20 s; the lost listener of
-  // issue 62 never answers at all.
+  // own 5 s deadline would be a timing on a shared 2-core machine, so it is
+  // given 20 s; the lost listener of issue 62 never answers at all.
   const std::vector<std::string> status_argv = {BinPath("shardline"), "status", "--workdir", dir,
                                                 "--timeout_seconds", "20"};
   for (int i = 0; i < 3; ++i) {
