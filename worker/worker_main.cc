@@ -22,6 +22,7 @@
 #include "worker/collective/grpc_transport.h"
 #include "worker/lifecycle/worker_lifecycle.h"
 #include "worker/model/gemm.h"
+#include "worker/model/products.h"
 #include "worker/lifecycle/worker_metrics.h"
 
 namespace shardline {

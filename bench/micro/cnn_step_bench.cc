@@ -87,7 +87,7 @@ void BM_ConvGemmForward(benchmark::State& state) {
   for (auto _ : state) {
     ForChunks(g, [&](int, int count) {
       const int m = static_cast<int>(count * g.pixels());
-      Gemm(Precision::kFloat32, false, false, g.out_channels, m, k, 1.0f, w.data(), k, cols.data(), m, 0.0f, out.data(), m);
+      Sgemm(false, false, g.out_channels, m, k, 1.0f, w.data(), k, cols.data(), m, 0.0f, out.data(), m);
     });
   }
 }

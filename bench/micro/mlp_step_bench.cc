@@ -29,7 +29,7 @@ void BM_MlpStep(benchmark::State& state) {
   config::OptimizerConfig oc;
   oc.mutable_sgd();
   auto opt = *Optimizer::Create(oc, mlp.layout(), {Range{0, total}});
-  MlpWorkspace ws;
+  MlpWorkspace ws(mlp.spec().precision);
   int64_t t = 0;
   for (auto _ : state) {
     mlp.ForwardBackward(params.data(), Images(x.data(), y.data(), batch), 1.0f / batch, false,

@@ -69,7 +69,8 @@ absl::Status Run(const Args& args) {
   }
   RETURN_IF_ERROR(WriteFileAtomically(env, out + "/batches.bin", batches));
 
-  GptWorkspace ws;
+  const std::unique_ptr<ModelWorkspace> made = model->NewWorkspace();  // in the config's precision
+  GptWorkspace& ws = *static_cast<GptWorkspace*>(made.get());
   ws.keep_logits = true;
   model->Forward(params.data(), Sequences(first.tokens.data(), first.y.data(), batch), &ws);
   RETURN_IF_ERROR(WriteFileAtomically(

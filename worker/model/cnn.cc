@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/model/gemm.h"
-#include "worker/model/rounded_weights.h"
 #include "worker/model/init.h"
 #include "worker/model/softmax_xent.h"
 
@@ -178,12 +177,11 @@ const float* Cnn::ConvForward(size_t l, const float* params, int n, const float*
     Im2Col(g, n, first, count, padded, cols);
     // out[:, chunk] = W [O, C*k*k] * cols.
     if (!layer.pool) {
-      GemmWithWeight(spec_.precision, /*weight_is_a=*/true, false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f,
-                     out + first * g.pixels(), static_cast<int>(out_n));
+      ws->products.Multiply(false, false, 1.0f, WeightOf(weight, g.out_channels, k), Floats(cols, k, m), 0.0f,
+                            out + first * g.pixels(), static_cast<int>(out_n));
       continue;
     }
-    GemmWithWeight(spec_.precision, /*weight_is_a=*/true, false, false, g.out_channels, m, k, 1.0f, weight, k, cols, m, 0.0f,
-                   out, m);
+    ws->products.Multiply(false, false, 1.0f, WeightOf(weight, g.out_channels, k), Floats(cols, k, m), 0.0f, out, m);
     for (int o = 0; o < g.out_channels; ++o) {
       const int64_t at = (static_cast<int64_t>(o) * n + first) * quarter;
       MaxPool2x2(count, g.height, g.width, out + static_cast<int64_t>(o) * m, pooled + at, argmax + at);
@@ -218,8 +216,8 @@ void Cnn::DenseForward(const float* params, int n, const float* flat, CnnWorkspa
     const DenseLayer& d = dense_[j];
     ws->BeforeForward(LayerRange(d.weight, d.bias));
     float* out = Grow(&ws->dense_out[j], static_cast<size_t>(n) * d.out);
-    GemmWithWeight(spec_.precision, /*weight_is_a=*/false, false, true, n, d.out, d.in, 1.0f, act, d.in,
-                   params + layout_.tensor(d.weight).offset, d.in, 0.0f, out, d.out);
+    const Matrix w = WeightOf(params + layout_.tensor(d.weight).offset, d.out, d.in);
+    ws->products.Multiply(false, true, 1.0f, Floats(act, n, d.in), w, 0.0f, out, d.out);
     const float* bias = params + layout_.tensor(d.bias).offset;
     const bool hidden = j + 1 < dense_.size();
     for (int i = 0; i < n; ++i) {
@@ -277,7 +275,28 @@ int64_t Cnn::WorkspaceBytes(int batch) const {
     max_width = std::max<int64_t>({max_width, d.in, d.out});
   }
   floats += 2 * n * max_width + cols + chunk_out + dconv + dcols + dpadded + dinput;
-  return floats * static_cast<int64_t>(sizeof(float)) + bytes;
+  return floats * static_cast<int64_t>(sizeof(float)) + bytes + ProductBytes(batch);
+}
+
+int64_t Cnn::ProductBytes(int batch) const {
+  // The products' operands given as floats, by slot (ConvForward,
+  // DenseForward, DenseBackward, ConvBackward).
+  const int64_t n = batch;
+  ProductScratch products;
+  for (size_t l = 0; l < conv_.size(); ++l) {
+    const ConvGeometry& g = conv_[l].geometry;
+    const int64_t m = ConvChunk(g, batch) * g.pixels();
+    products.Note(Slot::kWeight, g.out_channels * g.col_rows());
+    products.Note(Slot::kB, g.col_rows() * m);                   // cols
+    products.Note(Slot::kA, g.out_channels * m);                 // dconv for dW
+    if (l > 0) products.Note(Slot::kB, g.out_channels * m);      // dconv for d(cols)
+  }
+  for (const DenseLayer& d : dense_) {
+    products.Note(Slot::kWeight, int64_t{d.out} * d.in);
+    products.Note(Slot::kA, n * std::max(d.in, d.out));  // the input forward, delta backward
+    products.Note(Slot::kB, n * d.in);                   // the input for dW
+  }
+  return products.bytes(spec_.precision);
 }
 
 BatchStats Cnn::Forward(const float* params, const Examples& batch, ModelWorkspace* model_ws) const {
@@ -311,7 +330,7 @@ float* Cnn::DenseBackward(const float* params, const Examples& batch, float grad
     float* gw = grads + layout_.tensor(d.weight).offset;
     float* gb = grads + layout_.tensor(d.bias).offset;
     // dW [out, in] = delta^T [out, n] * in [n, in]; db = column sums of delta.
-    Gemm(spec_.precision, true, false, d.out, d.in, n, 1.0f, delta, d.out, in, d.in, beta, gw, d.in);
+    ws->products.Multiply(true, false, 1.0f, Floats(delta, n, d.out), Floats(in, n, d.in), beta, gw, d.in);
     if (!accumulate) std::fill(gb, gb + d.out, 0.0f);
     for (int i = 0; i < n; ++i) {
       const float* row = delta + static_cast<int64_t>(i) * d.out;
@@ -320,8 +339,8 @@ float* Cnn::DenseBackward(const float* params, const Examples& batch, float grad
     // d(in) [n, in] = delta [n, out] * W [out, in], through the ReLU that
     // made `in` (the conv stack applies its own mask below): the layer's
     // last read of W, so it is announced final after.
-    GemmWithWeight(spec_.precision, /*weight_is_a=*/false, false, false, n, d.in, d.out, 1.0f, delta, d.out,
-                   params + layout_.tensor(d.weight).offset, d.in, 0.0f, prev, d.in);
+    ws->products.Multiply(false, false, 1.0f, Floats(delta, n, d.out),
+                          WeightOf(params + layout_.tensor(d.weight).offset, d.out, d.in), 0.0f, prev, d.in);
     ws->AfterBackward(LayerRange(d.weight, d.bias));
     if (j > 0) ReluMask(static_cast<int64_t>(n) * d.in, in, prev);
     std::swap(delta, prev);
@@ -389,10 +408,11 @@ float* Cnn::ConvBackward(size_t l, const float* params, int n, bool accumulate, 
     const bool add = accumulate || first > 0;
     RowSums(g.out_channels, m, dconv, add, gb);
     Im2Col(g, n, first, count, ws->padded[l].data(), cols);
-    Gemm(spec_.precision, false, true, g.out_channels, k, m, 1.0f, dconv, m, cols, m, add ? 1.0f : 0.0f, gw, k);
+    ws->products.Multiply(false, true, 1.0f, Floats(dconv, g.out_channels, m), Floats(cols, k, m), add ? 1.0f : 0.0f,
+                          gw, k);
     if (l == 0) continue;  // the data needs no gradient
-    GemmWithWeight(spec_.precision, /*weight_is_a=*/true, true, false, k, m, g.out_channels, 1.0f, weight, k, dconv, m, 0.0f,
-                   dcols, m);
+    const Matrix w = WeightOf(weight, g.out_channels, k);
+    ws->products.Multiply(true, false, 1.0f, w, Floats(dconv, g.out_channels, m), 0.0f, dcols, m);
     Col2Im(g, n, first, count, dcols, dpadded);
   }
   ws->AfterBackward(LayerRange(layer.weight, layer.bias));

@@ -40,6 +40,7 @@ struct CnnSpec {
 
 // Scratch of one batch size, grown on demand.
 struct CnnWorkspace : ModelWorkspace {
+  using ModelWorkspace::ModelWorkspace;
   std::vector<float> input;                   // x as [C, n, H, W] when C > 1
   std::vector<std::vector<float>> padded;     // per conv layer, its input with zero borders [C, n, H+2p, W+2p]
   std::vector<float> cols;                    // one chunk's [C*k*k, chunk*H*W]
@@ -54,7 +55,7 @@ struct CnnWorkspace : ModelWorkspace {
   std::vector<float> dinput;                  // d(a conv layer's input) [C, n, H, W]
   std::vector<float> dpadded;                 // [C, n, H+2p, W+2p]
   std::vector<float> dcols;                   // one chunk's [C*k*k, chunk*H*W]
-  int64_t bytes() const override {
+  int64_t OwnBytes() const override {
     return HeldBytes(input, padded, cols, conv_out, chunk_out, pooled, argmax, flat, dense_out, delta, delta_prev,
                      dconv, dinput, dpadded, dcols);
   }
@@ -76,7 +77,9 @@ class Cnn : public Model {
   void InitRange(uint64_t seed, Range range, float* out) const override;
   int64_t WorkspaceBytes(int batch) const override;
   std::vector<Range> Layers() const override;
-  std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<CnnWorkspace>(); }
+  std::unique_ptr<ModelWorkspace> NewWorkspace() const override {
+    return std::make_unique<CnnWorkspace>(spec_.precision);
+  }
   // `ws` must be a CnnWorkspace.
   BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
   void Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
@@ -91,6 +94,8 @@ class Cnn : public Model {
   // Forward's stages: the input as [C, n, H, W]; conv layer l (returns its
   // output, pooled if the layer pools); [C, n, h, w] -> [n, C*h*w]; the
   // dense layers into ws->dense_out.
+  // What the products hold (ProductScratch) after a forward and backward.
+  int64_t ProductBytes(int batch) const;
   const float* ChannelsFirst(const float* x, int n, CnnWorkspace* ws) const;
   const float* ConvForward(size_t l, const float* params, int n, const float* in, CnnWorkspace* ws) const;
   const float* Flatten(const float* in, int n, CnnWorkspace* ws) const;

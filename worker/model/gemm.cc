@@ -8,8 +8,6 @@
 #include <tuple>
 #include <vector>
 
-#include "common/encoding/bf16.h"
-#include "common/platform/clock.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 // OpenMP runs oneDNN's threads (Debian's libdnnl is built with it). Declared
@@ -38,15 +36,6 @@ void FollowThreadCount() {
 const dnnl::engine& Engine() {
   static const dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
   return *engine;
-}
-
-// Rounds rows x cols floats of `src` (row stride ld) to bfloat16 bits in
-// `dst` (row stride ld_dst), a row at a time.
-void RoundRows(const float* src, int rows, int cols, int ld, uint16_t* dst, int ld_dst) {
-  for (int r = 0; r < rows; ++r) {
-    RoundToBf16(absl::MakeConstSpan(src + static_cast<int64_t>(r) * ld, static_cast<size_t>(cols)),
-                dst + static_cast<int64_t>(r) * ld_dst);
-  }
 }
 
 // One shape's matmul: A and B (bfloat16; float32 only for DnnlFloatGemm)
@@ -84,12 +73,13 @@ std::unique_ptr<Matmul> MakeMatmul(memory::data_type operands, bool trans_a, boo
   return mm;
 }
 
-// This thread's matmuls by shape, its stream, and its rounded operands for
-// Gemm.
+// This thread's matmuls by shape and its stream: oneDNN's primitives and
+// streams are made once and reused, a stream by one thread at a time.
+// Neither changes what a product computes (its bits follow the shape and
+// the thread count only).
 struct ThreadState {
   std::map<ShapeKey, std::unique_ptr<Matmul>> matmuls;
   std::unique_ptr<dnnl::stream> stream;
-  std::vector<uint16_t> a, b;
 };
 
 ThreadState& State() {
@@ -124,24 +114,7 @@ void RunBf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const
   RunMatmul(memory::data_type::bf16, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void BfloatGemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-                const float* b, int ldb, float beta, float* c, int ldc) {
-  ThreadState& st = State();
-  // Rounded and packed as stored: A is m x k, or k x m when transposed.
-  const int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
-  const int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-  st.a.resize(static_cast<size_t>(m) * k);
-  st.b.resize(static_cast<size_t>(k) * n);
-  RoundRows(a, a_rows, a_cols, lda, st.a.data(), a_cols);
-  RoundRows(b, b_rows, b_cols, ldb, st.b.data(), b_cols);
-  RunBf16(trans_a, trans_b, m, n, k, alpha, st.a.data(), a_cols, st.b.data(), b_cols, beta, c, ldc);
-}
-
 }  // namespace
-
-void RoundToBfloat16(const float* src, int rows, int cols, int ld_src, Bf16* dst, int ld_dst) {
-  RoundRows(src, rows, cols, ld_src, dst, ld_dst);
-}
 
 void GemmBf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const Bf16* a, int lda, const Bf16* b,
               int ldb, float beta, float* c, int ldc) {
@@ -158,13 +131,9 @@ void GemmBf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, cons
 
 const char* PrecisionName(Precision p) { return p == Precision::kBfloat16 ? "BF16" : "FP32"; }
 
-void Gemm(Precision p, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc) {
+void Sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+           int ldb, float beta, float* c, int ldc) {
   if (m == 0 || n == 0) return;
-  if (p == Precision::kBfloat16 && k > 0) {
-    BfloatGemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
               alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -199,23 +168,6 @@ void SetBlasThreads(int threads) {
 }
 
 const char* BlasCoreName() { return openblas_get_corename(); }
-
-double MeasureGemmGflops(Env* env, Precision p, int n, double min_seconds) {
-  std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
-  Gemm(p, false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm up
-  // The fastest product of those that fit in `min_seconds`: the peak, the
-  // least disturbed by anything else running.
-  const Stopwatch total(env);
-  Stopwatch one(env);
-  double best = 0;
-  do {
-    one.Lap();
-    Gemm(p, false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    const double seconds = one.Lap();
-    if (seconds > 0 && (best == 0 || seconds < best)) best = seconds;
-  } while (total.ElapsedSeconds() < min_seconds);
-  return best > 0 ? 2.0 * n * n * static_cast<double>(n) / best / 1e9 : 0;
-}
 
 void DnnlFloatGemm(int m, int n, int k, const float* a, const float* b, float* c) {
   RunMatmul(memory::data_type::f32, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);

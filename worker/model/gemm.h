@@ -1,12 +1,12 @@
 // The one place that talks to OpenBLAS and oneDNN: row-major matrix
-// products in a job's precision, and the thread count of both libraries.
+// products on operands as the libraries take them, and the thread count of
+// both libraries. Models do not call these: their products go through
+// Products (products.h), which rounds operands in the job's precision.
 //
 //   // C[m,n] = A[m,k] * B[k,n]
-//   Gemm(Precision::kFloat32, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+//   Sgemm(false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
 //
-// kFloat32 is OpenBLAS's sgemm. kBfloat16 rounds A and B to bfloat16
-// (round to nearest even: FloatToBf16, common/encoding/bf16.h) and
-// multiplies them in oneDNN's
+// Sgemm is OpenBLAS's. GemmBf16 multiplies bfloat16 operands in oneDNN's
 // matmul, accumulating in float32 into a float32 C; alpha and beta are
 // applied to the float32 product inside oneDNN's kernel. Both are
 // deterministic for a fixed shape and thread count: the same inputs give
@@ -18,7 +18,6 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/platform/env.h"
 
 namespace shardline {
 
@@ -28,21 +27,17 @@ enum class Precision { kFloat32, kBfloat16 };
 // "FP32" or "BF16", as the config spells them.
 const char* PrecisionName(Precision p);
 
-// C = alpha * op(A) * op(B) + beta * C, all row-major; op(X) is X or X^T.
-// op(A) is m x k, op(B) is k x n, C is m x n. With beta == 0, C is not read.
-void Gemm(Precision p, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc);
+// C = alpha * op(A) * op(B) + beta * C in float32, all row-major; op(X) is
+// X or X^T. op(A) is m x k, op(B) is k x n, C is m x n. With beta == 0, C is
+// not read.
+void Sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+           int ldb, float beta, float* c, int ldc);
 
-// Bfloat16 operands rounded once and used in several products (attention's
-// keys and values, for every block of queries): FloatToBf16's bits.
+// A bfloat16 value's bits: FloatToBf16's (common/encoding/bf16.h).
 using Bf16 = uint16_t;
 
-// dst (row stride ld_dst) = FloatToBf16 of rows x cols floats of src (row
-// stride ld_src), row by row through RoundToBf16.
-void RoundToBfloat16(const float* src, int rows, int cols, int ld_src, Bf16* dst, int ld_dst);
-
-// Gemm(Precision::kBfloat16, ...) on operands already rounded: the same
-// bits as Gemm on the floats they were rounded from.
+// Sgemm's product on bfloat16 operands (the same arguments), accumulated
+// in float32; with k == 0, C = beta * C.
 void GemmBf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const Bf16* a, int lda, const Bf16* b,
               int ldb, float beta, float* c, int ldc);
 
@@ -65,14 +60,6 @@ void SetBlasThreads(int threads);
 // The kernel family OpenBLAS runs ("Cooperlake", "Haswell", ...): its own
 // pick for this CPU, or OPENBLAS_CORETYPE's.
 const char* BlasCoreName();
-
-// Measures this process's throughput in `p` on an n x n x n product,
-// repeating it for at least min_seconds. Returns the fastest product's
-// GFLOP/s (2 n^3 per product). Used as the peak for MFU.
-double MeasureGemmGflops(Env* env, Precision p, int n, double min_seconds);
-inline double MeasureSgemmGflops(Env* env, int n, double min_seconds) {
-  return MeasureGemmGflops(env, Precision::kFloat32, n, min_seconds);
-}
 
 // C[m,n] = A[m,k] * B[k,n] (row-major, contiguous) in oneDNN's float32
 // matmul: for the bench only, beside OpenBLAS's sgemm. No job runs it:

@@ -68,8 +68,8 @@ BatchStats Gpt::Forward(const float* params, const Examples& batch, ModelWorkspa
   for (size_t l = 0; l < blocks_.size(); ++l) {
     ws->BeforeForward(blocks_[l].range);
     float* out = l + 1 == blocks_.size() ? ws->final_x.data() : ws->stream.data();
-    StackForward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), spec_.precision}, ws->stream.data(),
-                 &ws->stack, out);
+    StackForward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), &ws->products},
+                 ws->stream.data(), &ws->stack, out);
   }
   if (blocks_.empty()) ws->final_x = ws->stream;
   ws->BeforeForward(FinalNorm());
@@ -80,7 +80,8 @@ BatchStats Gpt::Forward(const float* params, const Examples& batch, ModelWorkspa
                    rows, d, ws->ln_f.data(), ws->mean_f.data(), ws->rstd_f.data());
   ws->probs.resize(static_cast<size_t>(rows) * vocab);
   ws->BeforeForward(Embeddings());  // the head is tied to the token embedding
-  LinearForward(spec_.precision, ws->ln_f.data(), params + layout_.tensor(wte_).offset, nullptr, rows, d, vocab, ws->probs.data());
+  LinearForward(&ws->products, Floats(ws->ln_f.data(), rows, d), params + layout_.tensor(wte_).offset, nullptr, vocab,
+                ws->probs.data());
   if (ws->keep_logits) ws->logits = ws->probs;
   return SoftmaxCrossEntropy(ws->probs.data(), batch.y, rows, vocab);
 }
@@ -91,12 +92,16 @@ int64_t Gpt::WorkspaceBytes(int batch) const {
   // probs, d_logits [rows, vocab].
   const int64_t own = (5 * rows * d + 2 * rows + 2 * rows * vocab) * int64_t{sizeof(float)};
   const int count = static_cast<int>(blocks_.size());
+  // The products: the blocks', and the head's on ln_f as floats.
+  ProductScratch products;
+  if (count > 0) NoteBlockScratch(shape_, batch, spec_.context, &products);
+  NoteLinearScratch(static_cast<int>(rows), spec_.d_model, spec_.vocab, /*float_input=*/true, &products);
   return own + BlockStackBytes(shape_, batch, spec_.context, count, spec_.remat, spec_.precision) +
-         (count > 0 ? BlockScratchBytes(shape_, batch, spec_.context) : 0);
+         (count > 0 ? BlockScratchBytes(shape_, batch, spec_.context) : 0) + products.bytes(spec_.precision);
 }
 
 GptKvCache Gpt::NewKvCache() const {
-  GptKvCache c;
+  GptKvCache c{Products(spec_.precision)};
   c.blocks.resize(blocks_.size());
   for (BlockKvCache& b : c.blocks) b.Resize(shape_, spec_.context);
   c.x.resize(static_cast<size_t>(spec_.d_model));
@@ -113,11 +118,13 @@ void Gpt::ForwardCached(const float* params, int32_t token, int pos, GptKvCache*
   const float* w = params + layout_.tensor(wpe_).offset + static_cast<int64_t>(pos) * d;
   for (int i = 0; i < d; ++i) c->x[i] = e[i] + w[i];
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    BlockForwardCached(BlockCall{params, layout_, blocks_[l], shape_, 1, 1, 0, 1, spec_.precision}, pos, &c->blocks[l], c->x.data());
+    BlockForwardCached(BlockCall{params, layout_, blocks_[l], shape_, 1, 1, 0, 1, &c->products}, pos, &c->blocks[l],
+                       c->x.data());
   }
   LayerNormForward(c->x.data(), params + layout_.tensor(ln_f_w_).offset, params + layout_.tensor(ln_f_b_).offset, 1,
                    d, c->ln.data(), c->mean.data(), c->rstd.data());
-  LinearForward(spec_.precision, c->ln.data(), params + layout_.tensor(wte_).offset, nullptr, 1, d, spec_.vocab, c->logits.data());
+  LinearForward(&c->products, Floats(c->ln.data(), 1, d), params + layout_.tensor(wte_).offset, nullptr, spec_.vocab,
+                c->logits.data());
 }
 
 void Gpt::Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,
@@ -133,8 +140,8 @@ void Gpt::Backward(const float* params, const Examples& batch, float grad_scale,
   ws->BeforeBackward(Embeddings());
   ws->BeforeGradient(Embeddings());
   float* dwte = grads + layout_.tensor(wte_).offset;
-  LinearBackward(spec_.precision, ws->d_logits.data(), ws->ln_f.data(), params + layout_.tensor(wte_).offset, rows, d, vocab,
-                 accumulate, ws->d_ln.data(), dwte, nullptr);
+  LinearBackward(&ws->products, ws->d_logits.data(), Floats(ws->ln_f.data(), rows, d),
+                 params + layout_.tensor(wte_).offset, vocab, accumulate, ws->d_ln.data(), dwte, nullptr);
   ws->BeforeBackward(FinalNorm());
   ws->BeforeGradient(FinalNorm());
   LayerNormBackward(ws->d_ln.data(), ws->final_x.data(), ws->mean_f.data(), ws->rstd_f.data(),
@@ -144,7 +151,7 @@ void Gpt::Backward(const float* params, const Examples& batch, float grad_scale,
   for (size_t l = blocks_.size(); l-- > 0;) {
     ws->BeforeBackward(blocks_[l].range);
     // The block announces its parts' gradients and their end itself.
-    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), spec_.precision, ws},
+    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, seq, l, blocks_.size(), &ws->products, ws},
                   accumulate, grads, &ws->scratch, &ws->stack, ws->dx.data());
   }
   EmbeddingBackward(ws->dx.data(), batch.tokens, n, seq, d, accumulate, dwte, grads + layout_.tensor(wpe_).offset);

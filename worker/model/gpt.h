@@ -41,6 +41,7 @@ struct GptSpec {
 };
 
 struct GptWorkspace : ModelWorkspace {
+  using ModelWorkspace::ModelWorkspace;
   // Set to keep a copy of the logits (before the softmax) in `logits`.
   bool keep_logits = false;
   std::vector<float> logits;
@@ -51,7 +52,7 @@ struct GptWorkspace : ModelWorkspace {
   std::vector<float> probs;  // [rows, vocab]: logits, then softmax
   std::vector<float> d_logits, d_ln, dx;
   BlockScratch scratch;
-  int64_t bytes() const override {
+  int64_t OwnBytes() const override {
     return stack.bytes() + scratch.bytes() +
            HeldBytes(logits, stream, final_x, ln_f, mean_f, rstd_f, probs, d_logits, d_ln, dx);
   }
@@ -60,6 +61,7 @@ struct GptWorkspace : ModelWorkspace {
 // What sampling's forward keeps (Gpt::ForwardCached): every block's keys
 // and values of the positions run so far, and one position's scratch.
 struct GptKvCache {
+  Products products;  // its products, one position at a time
   std::vector<BlockKvCache> blocks;
   std::vector<float> x, ln, mean, rstd;
   std::vector<float> logits;  // [vocab]: of the byte after the last position run
@@ -91,7 +93,9 @@ class Gpt : public Model {
     out.push_back(FinalNorm());
     return out;
   }
-  std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<GptWorkspace>(); }
+  std::unique_ptr<ModelWorkspace> NewWorkspace() const override {
+    return std::make_unique<GptWorkspace>(spec_.precision);
+  }
 
   // `batch.tokens` and `batch.y` are [n, context]; `ws` a GptWorkspace.
   BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;

@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/model/gemm.h"
-#include "worker/model/rounded_weights.h"
 #include "worker/model/init.h"
 #include "worker/model/softmax_xent.h"
 
@@ -54,7 +53,16 @@ int64_t Mlp::WorkspaceBytes(int batch) const {
     max_width = std::max(max_width, widths_[l]);
   }
   floats += 2 * int64_t{batch} * max_width;  // delta, delta_prev
-  return floats * static_cast<int64_t>(sizeof(float));
+  // The products' operands given as floats: each layer's input and delta.
+  ProductScratch products;
+  for (size_t l = 0; l + 1 < widths_.size(); ++l) {
+    const int64_t fan_in = widths_[l], fan_out = widths_[l + 1];
+    products.Note(Slot::kA, batch * fan_in);                   // forward, dW
+    if (l > 0) products.Note(Slot::kA, batch * fan_out);       // d(input)
+    products.Note(Slot::kB, batch * fan_out);                  // dW
+    products.Note(Slot::kWeight, fan_in * fan_out);
+  }
+  return floats * static_cast<int64_t>(sizeof(float)) + products.bytes(spec_.precision);
 }
 
 Range Mlp::LayerRange(int l) const {
@@ -76,8 +84,8 @@ BatchStats Mlp::Forward(const float* params, const Examples& batch, ModelWorkspa
     const float* b = params + layout_.tensor(2 * l + 1).offset;
     std::vector<float>& out = ws->activations[static_cast<size_t>(l)];
     Grow(&out, static_cast<size_t>(n) * fan_out);
-    GemmWithWeight(spec_.precision, /*weight_is_a=*/false, false, false, n, fan_out, fan_in, 1.0f, in, fan_in, w, fan_out,
-                   0.0f, out.data(), fan_out);
+    ws->products.Multiply(false, false, 1.0f, Floats(in, n, fan_in), WeightOf(w, fan_in, fan_out), 0.0f, out.data(),
+                          fan_out);
     const bool hidden = l + 1 < layers;
     for (int i = 0; i < n; ++i) {
       float* row = out.data() + static_cast<size_t>(i) * fan_out;
@@ -121,7 +129,7 @@ void Mlp::Backward(const float* params, const Examples& batch, float grad_scale,
     float* gw = grads + layout_.tensor(2 * l).offset;
     float* gb = grads + layout_.tensor(2 * l + 1).offset;
     // dW = in^T * delta; db = column sums of delta.
-    Gemm(spec_.precision, true, false, fan_in, fan_out, n, 1.0f, in, fan_in, delta, fan_out, beta, gw, fan_out);
+    ws->products.Multiply(true, false, 1.0f, Floats(in, n, fan_in), Floats(delta, n, fan_out), beta, gw, fan_out);
     if (!accumulate) std::fill(gb, gb + fan_out, 0.0f);
     for (int i = 0; i < n; ++i) {
       const float* d = delta + static_cast<size_t>(i) * fan_out;
@@ -135,8 +143,8 @@ void Mlp::Backward(const float* params, const Examples& batch, float grad_scale,
     // so it is announced final after.
     const float* w = params + layout_.tensor(2 * l).offset;
     float* prev = ws->delta_prev.data();
-    GemmWithWeight(spec_.precision, /*weight_is_a=*/false, false, true, n, fan_in, fan_out, 1.0f, delta, fan_out, w, fan_out,
-                   0.0f, prev, fan_in);
+    ws->products.Multiply(false, true, 1.0f, Floats(delta, n, fan_out), WeightOf(w, fan_in, fan_out), 0.0f, prev,
+                          fan_in);
     ws->AfterBackward(LayerRange(l));
     const size_t count = static_cast<size_t>(n) * fan_in;
     if (spec_.activation == config::TANH) {

@@ -5,9 +5,9 @@
 //   Mlp mlp({784, {256, 128}, 10, config::RELU});
 //   std::vector<float> params(mlp.layout().total_size()), grads(params.size());
 //   mlp.InitRange(seed, {0, mlp.layout().total_size()}, params.data());
-//   MlpWorkspace ws;
+//   std::unique_ptr<ModelWorkspace> ws = mlp.NewWorkspace();
 //   BatchStats s = mlp.ForwardBackward(params.data(), Images(x, y, n), 1.0f / n,
-//                                      /*accumulate=*/false, grads.data(), &ws);
+//                                      /*accumulate=*/false, grads.data(), ws.get());
 //
 // Configured as model.mlp (config.proto); one of the Model families.
 #ifndef SHARDLINE_WORKER_MODEL_MLP_H_
@@ -35,9 +35,10 @@ struct MlpSpec {
 // Scratch buffers for one batch size; grown on demand, reused across calls.
 // One per thread.
 struct MlpWorkspace : ModelWorkspace {
+  using ModelWorkspace::ModelWorkspace;
   std::vector<std::vector<float>> activations;  // per layer output, [n, width]
   std::vector<float> delta, delta_prev;          // [n, max width]
-  int64_t bytes() const override { return HeldBytes(activations, delta, delta_prev); }
+  int64_t OwnBytes() const override { return HeldBytes(activations, delta, delta_prev); }
 };
 
 class Mlp : public Model {
@@ -63,7 +64,9 @@ class Mlp : public Model {
     for (int l = 0; l < num_layers(); ++l) out.push_back(LayerRange(l));
     return out;
   }
-  std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<MlpWorkspace>(); }
+  std::unique_ptr<ModelWorkspace> NewWorkspace() const override {
+    return std::make_unique<MlpWorkspace>(spec_.precision);
+  }
 
   // `ws` must be an MlpWorkspace.
   BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;

@@ -20,6 +20,7 @@
 
 #include "common/job/shard.h"
 #include "worker/model/flat_layout.h"
+#include "worker/model/products.h"
 
 namespace shardline {
 
@@ -102,7 +103,14 @@ struct LayerHooks {
 // thread. Only the model that made it (NewWorkspace) may use it.
 class ModelWorkspace {
  public:
+  explicit ModelWorkspace(Precision precision) : products(precision) {}
   virtual ~ModelWorkspace() = default;
+
+  // Every matrix product of the model's passes, in its precision, with
+  // what they hold (products.h). A caller that runs several passes over
+  // parameters that do not change may keep the weights' roundings
+  // (KeepRoundedWeights on it).
+  Products products;
 
   // Set by the caller for the calls it wants to hear of; null: none.
   const LayerHooks* hooks = nullptr;
@@ -122,8 +130,13 @@ class ModelWorkspace {
   }
 
   // Bytes its buffers hold now (capacity): the activations a forward keeps
-  // for its backward and the scratch of both (the memory gauges).
-  virtual int64_t bytes() const { return 0; }
+  // for its backward and the scratch of both, the products' included (the
+  // memory gauges). The kept weight roundings are not: products.weights().
+  int64_t bytes() const { return OwnBytes() + products.scratch_bytes(); }
+
+ protected:
+  // Bytes of the model's own buffers.
+  virtual int64_t OwnBytes() const { return 0; }
 };
 
 // Bytes held (capacity) by vectors, and vectors of vectors, of plain values.
@@ -161,9 +174,10 @@ class Model {
   virtual std::unique_ptr<ModelWorkspace> NewWorkspace() const = 0;
 
   // What a fresh NewWorkspace() holds (its bytes()) after Forward and
-  // Backward on `batch` examples: the activations term of the memory plan
-  // (worker/train/memory_plan.h), computed from the shapes alone. Each
-  // model's test checks it equals the workspace's bytes().
+  // Backward on `batch` examples, the products' scratch included: the
+  // activations term of the memory plan (worker/train/memory_plan.h),
+  // computed from the shapes alone. Each model's test checks it equals the
+  // workspace's bytes().
   virtual int64_t WorkspaceBytes(int batch) const = 0;
 
   // The layers Forward announces (LayerHooks), in forward order, each once:

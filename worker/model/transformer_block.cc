@@ -40,9 +40,8 @@ BlockTensors AddBlock(FlatLayout* layout, const std::string& prefix, const Block
   return t;
 }
 
-void BlockActivations::Resize(const BlockShape& s, int batch, int seq, Precision precision) {
+void BlockActivations::Resize(const BlockShape& s, int batch, int seq, bool bf16) {
   const size_t rows = static_cast<size_t>(batch) * seq, d = static_cast<size_t>(s.d), f = static_cast<size_t>(s.hidden);
-  const bool bf16 = precision == Precision::kBfloat16;
   // A product input in the precision not kept holds nothing.
   auto kept = [bf16](std::vector<float>* v, std::vector<Bf16>* h, size_t n) {
     if (bf16) {
@@ -89,22 +88,20 @@ namespace {
 float* G(float* grads, const FlatLayout& layout, int tensor) { return grads + layout.tensor(tensor).offset; }
 
 // A product input the forward keeps (BlockActivations): where its floats
-// are written - the kept vector in FP32; in BF16 this thread's scratch,
-// rounded into the kept bfloat16 copy by Keep before the scratch is used
+// are written - the kept vector in FP32; in BF16 the products' staging,
+// rounded into the kept bfloat16 copy by Keep before the staging is used
 // again.
-float* Produce(bool bf16, std::vector<float>* kept, size_t n) {
-  if (!bf16) return kept->data();
-  thread_local std::vector<float> scratch;
-  if (scratch.size() < n) scratch.resize(n);
-  return scratch.data();
+float* Produce(Products* p, std::vector<float>* kept, size_t n) {
+  return p->bfloat16() ? p->Staging(static_cast<int64_t>(n)) : kept->data();
 }
-KeptInput Keep(bool bf16, const float* produced, int rows, int cols, std::vector<Bf16>* h) {
-  if (!bf16) return KeptInput{produced, nullptr};
-  RoundToBfloat16(produced, rows, cols, cols, h->data(), cols);
-  return KeptInput{nullptr, h->data()};
+Matrix Keep(const Products& p, const float* produced, int rows, int cols, std::vector<Bf16>* h) {
+  if (!p.bfloat16()) return Floats(produced, rows, cols);
+  RoundMatrix(Floats(produced, rows, cols), h->data());
+  return RoundedBits(h->data(), rows, cols);
 }
-KeptInput Kept(const std::vector<float>& f, const std::vector<Bf16>& h) {
-  return h.empty() ? KeptInput{f.data(), nullptr} : KeptInput{nullptr, h.data()};
+// A kept input [rows, cols] as the backward's products read it.
+Matrix Kept(const std::vector<float>& f, const std::vector<Bf16>& h, int rows, int cols) {
+  return h.empty() ? Floats(f.data(), rows, cols) : RoundedBits(h.data(), rows, cols);
 }
 
 }  // namespace
@@ -114,30 +111,30 @@ void BlockForward(const BlockCall& c, const float* x, BlockActivations* a, float
   const BlockTensors& t = c.tensors;
   const int batch = c.batch, seq = c.seq;
   const int rows = batch * seq, d = s.d, f = s.hidden;
-  const bool bf16 = c.precision == Precision::kBfloat16;
+  Products* p = c.products;
   const size_t n = static_cast<size_t>(rows) * d;
-  a->Resize(s, batch, seq, c.precision);
+  a->Resize(s, batch, seq, p->bfloat16());
   // `out` may be `x`: from here on the input is read from the copy.
   std::copy(x, x + static_cast<int64_t>(rows) * d, a->x.begin());
-  float* ln1 = Produce(bf16, &a->ln1, n);
+  float* ln1 = Produce(p, &a->ln1, n);
   LayerNormForward(a->x.data(), c.P(t.ln1_w), c.P(t.ln1_b), rows, d, ln1, a->mean1.data(), a->rstd1.data());
-  const KeptInput ln1_in = Keep(bf16, ln1, rows, d, &a->ln1_h);
-  float* qkv = Produce(bf16, &a->qkv, 3 * n);
-  LinearForward(c.precision, ln1_in, c.P(t.attn_w), c.P(t.attn_b), rows, d, 3 * d, qkv);
-  const KeptInput qkv_in = Keep(bf16, qkv, rows, 3 * d, &a->qkv_h);
-  float* attn = Produce(bf16, &a->attn, n);
-  AttentionForward(c.precision, qkv_in, batch, seq, d, s.heads, s.causal, a->probs.data(), attn);
-  const KeptInput attn_in = Keep(bf16, attn, rows, d, &a->attn_h);
-  LinearForward(c.precision, attn_in, c.P(t.proj_w), c.P(t.proj_b), rows, d, d, a->x_mid.data());
+  const Matrix ln1_in = Keep(*p, ln1, rows, d, &a->ln1_h);
+  float* qkv = Produce(p, &a->qkv, 3 * n);
+  LinearForward(p, ln1_in, c.P(t.attn_w), c.P(t.attn_b), 3 * d, qkv);
+  const Matrix qkv_in = Keep(*p, qkv, rows, 3 * d, &a->qkv_h);
+  float* attn = Produce(p, &a->attn, n);
+  AttentionForward(p, qkv_in, batch, seq, s.heads, s.causal, a->probs.data(), attn);
+  const Matrix attn_in = Keep(*p, attn, rows, d, &a->attn_h);
+  LinearForward(p, attn_in, c.P(t.proj_w), c.P(t.proj_b), d, a->x_mid.data());
   for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) a->x_mid[i] += a->x[i];
-  float* ln2 = Produce(bf16, &a->ln2, n);
+  float* ln2 = Produce(p, &a->ln2, n);
   LayerNormForward(a->x_mid.data(), c.P(t.ln2_w), c.P(t.ln2_b), rows, d, ln2, a->mean2.data(), a->rstd2.data());
-  const KeptInput ln2_in = Keep(bf16, ln2, rows, d, &a->ln2_h);
-  LinearForward(c.precision, ln2_in, c.P(t.fc_w), c.P(t.fc_b), rows, d, f, a->hidden.data());
-  float* gelu = Produce(bf16, &a->gelu, static_cast<size_t>(rows) * f);
+  const Matrix ln2_in = Keep(*p, ln2, rows, d, &a->ln2_h);
+  LinearForward(p, ln2_in, c.P(t.fc_w), c.P(t.fc_b), f, a->hidden.data());
+  float* gelu = Produce(p, &a->gelu, static_cast<size_t>(rows) * f);
   GeluForward(a->hidden.data(), static_cast<int64_t>(rows) * f, gelu, a->gelu_tanh.data());
-  const KeptInput gelu_in = Keep(bf16, gelu, rows, f, &a->gelu_h);
-  LinearForward(c.precision, gelu_in, c.P(t.out_w), c.P(t.out_b), rows, f, d, out);
+  const Matrix gelu_in = Keep(*p, gelu, rows, f, &a->gelu_h);
+  LinearForward(p, gelu_in, c.P(t.out_w), c.P(t.out_b), d, out);
   for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) out[i] += a->x_mid[i];
 }
 
@@ -162,18 +159,19 @@ void BlockForwardCached(const BlockCall& call, int pos, BlockKvCache* c, float* 
   const int d = s.d, f = s.hidden;
   LayerNormForward(x, call.P(t.ln1_w), call.P(t.ln1_b), 1, d, c->ln.data(), c->mean.data(),
                    c->rstd.data());
-  LinearForward(call.precision, c->ln.data(), call.P(t.attn_w), call.P(t.attn_b), 1, d, 3 * d, c->qkv.data());
+  Products* p = call.products;
+  LinearForward(p, Floats(c->ln.data(), 1, d), call.P(t.attn_w), call.P(t.attn_b), 3 * d, c->qkv.data());
   std::copy(c->qkv.begin() + d, c->qkv.begin() + 2 * d, c->keys.begin() + static_cast<int64_t>(pos) * d);
   std::copy(c->qkv.begin() + 2 * d, c->qkv.end(), c->values.begin() + static_cast<int64_t>(pos) * d);
-  AttentionForwardOne(call.precision, c->qkv.data(), c->keys.data(), c->values.data(), pos, d, s.heads, c->scores.data(),
+  AttentionForwardOne(*p, c->qkv.data(), c->keys.data(), c->values.data(), pos, d, s.heads, c->scores.data(),
                       c->attn.data());
-  LinearForward(call.precision, c->attn.data(), call.P(t.proj_w), call.P(t.proj_b), 1, d, d, c->proj.data());
+  LinearForward(p, Floats(c->attn.data(), 1, d), call.P(t.proj_w), call.P(t.proj_b), d, c->proj.data());
   for (int i = 0; i < d; ++i) x[i] += c->proj[i];
   LayerNormForward(x, call.P(t.ln2_w), call.P(t.ln2_b), 1, d, c->ln.data(), c->mean.data(),
                    c->rstd.data());
-  LinearForward(call.precision, c->ln.data(), call.P(t.fc_w), call.P(t.fc_b), 1, d, f, c->hidden.data());
+  LinearForward(p, Floats(c->ln.data(), 1, d), call.P(t.fc_w), call.P(t.fc_b), f, c->hidden.data());
   GeluForward(c->hidden.data(), f, c->gelu.data());
-  LinearForward(call.precision, c->gelu.data(), call.P(t.out_w), call.P(t.out_b), 1, f, d, c->proj.data());
+  LinearForward(p, Floats(c->gelu.data(), 1, f), call.P(t.out_w), call.P(t.out_b), d, c->proj.data());
   for (int i = 0; i < d; ++i) x[i] += c->proj[i];
 }
 
@@ -230,14 +228,15 @@ void BlockBackward(const BlockCall& c, const BlockActivations& a, bool accumulat
   };
   // The MLP branch: dx is d(out), which also flows straight to x_mid.
   begin(t.out_w, t.out_b);
-  LinearBackward(c.precision, dx, Kept(a.gelu, a.gelu_h), c.P(t.out_w), rows, f, d, accumulate, sc->d_hidden.data(),
+  Products* p = c.products;
+  LinearBackward(p, dx, Kept(a.gelu, a.gelu_h, rows, f), c.P(t.out_w), d, accumulate, sc->d_hidden.data(),
                  G(grads, layout, t.out_w), G(grads, layout, t.out_b));
   end(t.out_w, t.out_b);
   GeluBackward(sc->d_hidden.data(), a.hidden.data(), a.gelu_tanh.data(), static_cast<int64_t>(rows) * f,
                sc->d_hidden.data());
   begin(t.fc_w, t.fc_b);
-  LinearBackward(c.precision, sc->d_hidden.data(), Kept(a.ln2, a.ln2_h), c.P(t.fc_w), rows, d, f, accumulate,
-                 sc->d_ln.data(), G(grads, layout, t.fc_w), G(grads, layout, t.fc_b));
+  LinearBackward(p, sc->d_hidden.data(), Kept(a.ln2, a.ln2_h, rows, d), c.P(t.fc_w), f, accumulate, sc->d_ln.data(),
+                 G(grads, layout, t.fc_w), G(grads, layout, t.fc_b));
   end(t.fc_w, t.fc_b);
   begin(t.ln2_w, t.ln2_b);
   LayerNormBackward(sc->d_ln.data(), a.x_mid.data(), a.mean2.data(), a.rstd2.data(), c.P(t.ln2_w), rows,
@@ -246,13 +245,13 @@ void BlockBackward(const BlockCall& c, const BlockActivations& a, bool accumulat
   for (int64_t i = 0; i < n; ++i) sc->d_mid[i] += dx[i];
   // The attention branch: d_mid is d(x_mid), which also flows straight to x.
   begin(t.proj_w, t.proj_b);
-  LinearBackward(c.precision, sc->d_mid.data(), Kept(a.attn, a.attn_h), c.P(t.proj_w), rows, d, d, accumulate,
+  LinearBackward(p, sc->d_mid.data(), Kept(a.attn, a.attn_h, rows, d), c.P(t.proj_w), d, accumulate,
                  sc->d_attn.data(), G(grads, layout, t.proj_w), G(grads, layout, t.proj_b));
   end(t.proj_w, t.proj_b);
-  AttentionBackward(c.precision, sc->d_attn.data(), Kept(a.qkv, a.qkv_h), a.probs.data(), batch, seq, d, s.heads, s.causal,
-                    sc->d_qkv.data(), sc->scores.data());
+  AttentionBackward(p, sc->d_attn.data(), Kept(a.qkv, a.qkv_h, rows, 3 * d), a.probs.data(), batch, seq, s.heads,
+                    s.causal, sc->d_qkv.data(), sc->scores.data());
   begin(t.attn_w, t.attn_b);
-  LinearBackward(c.precision, sc->d_qkv.data(), Kept(a.ln1, a.ln1_h), c.P(t.attn_w), rows, d, 3 * d, accumulate,
+  LinearBackward(p, sc->d_qkv.data(), Kept(a.ln1, a.ln1_h, rows, d), c.P(t.attn_w), 3 * d, accumulate,
                  sc->d_ln.data(), G(grads, layout, t.attn_w), G(grads, layout, t.attn_b));
   end(t.attn_w, t.attn_b);
   begin(t.ln1_w, t.ln1_b);
@@ -274,6 +273,17 @@ int64_t BlockStackBytes(const BlockShape& s, int batch, int seq, int count, bool
   // One block's activations, every block's input, and (more than one
   // block) a recomputed block's output.
   return one + (count + (count > 1 ? 1 : 0)) * rows * d * int64_t{sizeof(float)};
+}
+
+void NoteBlockScratch(const BlockShape& s, int batch, int seq, ProductScratch* scratch) {
+  const int rows = batch * seq, d = s.d, f = s.hidden;
+  scratch->NoteStaging(int64_t{rows} * std::max(3 * d, f));  // qkv or gelu, produced before kept
+  // Every product input is kept rounded.
+  NoteLinearScratch(rows, d, 3 * d, false, scratch);
+  NoteLinearScratch(rows, d, d, false, scratch);
+  NoteLinearScratch(rows, d, f, false, scratch);
+  NoteLinearScratch(rows, f, d, false, scratch);
+  NoteAttentionScratch(seq, d, s.causal, false, scratch);
 }
 
 int64_t BlockScratchBytes(const BlockShape& s, int batch, int seq) {

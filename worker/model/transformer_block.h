@@ -17,7 +17,7 @@
 
 #include "common/job/shard.h"
 #include "worker/model/flat_layout.h"
-#include "worker/model/gemm.h"
+#include "worker/model/products.h"
 #include "worker/model/init.h"
 
 namespace shardline {
@@ -59,7 +59,7 @@ struct BlockActivations {
   std::vector<float> ln1, mean1, rstd1, qkv, probs, attn, x_mid, ln2, mean2, rstd2, hidden, gelu,
       gelu_tanh;  // GELU's tanh of each hidden element, for its backward
   std::vector<Bf16> ln1_h, qkv_h, attn_h, ln2_h, gelu_h;  // BF16: the products' inputs, rounded
-  void Resize(const BlockShape& shape, int batch, int seq, Precision precision);
+  void Resize(const BlockShape& shape, int batch, int seq, bool bf16);
   int64_t bytes() const;
 };
 
@@ -83,7 +83,7 @@ struct BlockCall {
   int seq = 1;
   size_t index = 0;
   size_t count = 1;
-  Precision precision = Precision::kFloat32;  // of the matrix products (gemm.h)
+  Products* products = nullptr;  // every matrix product, in the model's precision
   // Told of each part's gradients before they are written and once they
   // are final (LayerHooks: before_gradient, after_backward), in the
   // backward; null: nobody.
@@ -134,6 +134,8 @@ void BlockBackward(const BlockCall& c, const BlockActivations& acts, bool accumu
 // from the shapes alone (Model::WorkspaceBytes).
 int64_t BlockStackBytes(const BlockShape& s, int batch, int seq, int count, bool remat, Precision precision);
 int64_t BlockScratchBytes(const BlockShape& s, int batch, int seq);
+// What a block's forward and backward hold in its Products (BF16).
+void NoteBlockScratch(const BlockShape& s, int batch, int seq, ProductScratch* scratch);
 
 struct BlockStack {
   bool remat = false;

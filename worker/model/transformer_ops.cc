@@ -8,8 +8,6 @@
 
 #include "common/encoding/bf16.h"
 #include "common/platform/vector_clones.h"
-#include "worker/model/gemm.h"
-#include "worker/model/rounded_weights.h"
 
 // The elementwise loops below (GELU, LayerNorm, the softmax) compiled
 // twice, for AVX-512 and for the baseline, the copy picked at load time by
@@ -106,78 +104,37 @@ SHARDLINE_VECTOR_CLONES void LayerNormBackward(const float* dy, const float* x, 
   }
 }
 
-namespace {
-
-// This thread's bfloat16 copies of what the products read that was not
-// kept rounded (BF16 only): a Linear's float input, weight and output
-// gradient; a sequence's q, k, v and dO, and a block of probabilities or
-// their gradients, in attention.
-struct RoundedScratch {
-  std::vector<Bf16> x, w, dy, qkv, block;
-};
-RoundedScratch& Scratch() {
-  thread_local RoundedScratch scratch;
-  return scratch;
-}
-
-// rows x cols floats (row stride ld) rounded into `buf` (row stride cols).
-const Bf16* RoundInto(const float* f, int rows, int cols, int ld, std::vector<Bf16>* buf) {
-  buf->resize(static_cast<size_t>(rows) * cols);
-  RoundToBfloat16(f, rows, cols, ld, buf->data(), cols);
-  return buf->data();
-}
-
-}  // namespace
-
-void LinearForward(Precision precision, KeptInput x, const float* w, const float* b, int rows, int in, int out,
-                   float* y) {
+void LinearForward(Products* p, const Matrix& x, const float* w, const float* b, int out, float* y) {
+  const int rows = x.rows, in = x.cols;
   if (b != nullptr) {
     for (int r = 0; r < rows; ++r) std::memcpy(y + static_cast<int64_t>(r) * out, b, sizeof(float) * out);
   }
-  const float beta = b != nullptr ? 1.0f : 0.0f;
-  if (precision != Precision::kBfloat16) {
-    Gemm(precision, false, true, rows, out, in, 1.0f, x.f, in, w, in, beta, y, out);
-    return;
-  }
-  // Gemm(kBfloat16) on the floats x.h was rounded from: the same bits.
-  RoundedScratch& r = Scratch();
-  const Bf16* x16 = x.h != nullptr ? x.h : RoundInto(x.f, rows, in, in, &r.x);
-  GemmBf16(false, true, rows, out, in, 1.0f, x16, in, RoundedWeight(w, out, in, &r.w), in, beta, y, out);
+  p->Multiply(false, true, 1.0f, x, WeightOf(w, out, in), b != nullptr ? 1.0f : 0.0f, y, out);
 }
 
-void LinearForward(Precision precision, const float* x, const float* w, const float* b, int rows, int in, int out,
-                   float* y) {
-  LinearForward(precision, KeptInput{x, nullptr}, w, b, rows, in, out, y);
-}
-
-void LinearBackward(Precision precision, const float* dy, KeptInput x, const float* w, int rows, int in, int out,
-                    bool accumulate, float* dx, float* dw, float* db) {
-  const float beta = accumulate ? 1.0f : 0.0f;
-  if (precision == Precision::kBfloat16) {
-    // dy rounded once for both products: the bits of Gemm(kBfloat16),
-    // which would round it for each.
-    RoundedScratch& r = Scratch();
-    const Bf16* dy16 = RoundInto(dy, rows, out, out, &r.dy);
-    if (dx != nullptr) {
-      GemmBf16(false, false, rows, in, out, 1.0f, dy16, out, RoundedWeight(w, out, in, &r.w), in, 0.0f, dx, in);
-    }
-    const Bf16* x16 = x.h != nullptr ? x.h : RoundInto(x.f, rows, in, in, &r.x);
-    GemmBf16(true, false, out, in, rows, 1.0f, dy16, out, x16, in, beta, dw, in);
-  } else {
-    if (dx != nullptr) Gemm(precision, false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
-    Gemm(precision, true, false, out, in, rows, 1.0f, dy, out, x.f, in, beta, dw, in);
-  }
+void LinearBackward(Products* p, const float* dy, const Matrix& x, const float* w, int out, bool accumulate,
+                    float* dx, float* dw, float* db) {
+  const int rows = x.rows, in = x.cols;
+  // dy rounded once for both products (BF16): the bits of rounding it for each.
+  const Matrix dyr = p->Round(Floats(dy, rows, out), Slot::kOutputGrad);
+  if (dx != nullptr) p->Multiply(false, false, 1.0f, dyr, WeightOf(w, out, in), 0.0f, dx, in);
+  p->Multiply(true, false, 1.0f, dyr, x, accumulate ? 1.0f : 0.0f, dw, in);
   if (db == nullptr) return;
   if (!accumulate) std::fill(db, db + out, 0.0f);
   for (int r = 0; r < rows; ++r) {
-    const float* dyr = dy + static_cast<int64_t>(r) * out;
-    for (int o = 0; o < out; ++o) db[o] += dyr[o];
+    const float* dyr_f = dy + static_cast<int64_t>(r) * out;
+    for (int o = 0; o < out; ++o) db[o] += dyr_f[o];
   }
 }
 
-void LinearBackward(Precision precision, const float* dy, const float* x, const float* w, int rows, int in, int out,
-                    bool accumulate, float* dx, float* dw, float* db) {
-  LinearBackward(precision, dy, KeptInput{x, nullptr}, w, rows, in, out, accumulate, dx, dw, db);
+void NoteLinearScratch(int rows, int in, int out, bool float_input, ProductScratch* scratch) {
+  const int64_t r = rows;
+  if (float_input) {
+    scratch->Note(Slot::kA, r * in);  // the forward's x
+    scratch->Note(Slot::kB, r * in);  // dw's
+  }
+  scratch->Note(Slot::kWeight, int64_t{out} * in);
+  scratch->Note(Slot::kOutputGrad, r * out);
 }
 
 namespace {
@@ -222,86 +179,55 @@ constexpr int kCausalBlock = 32;
 
 int BlockRows(bool causal, int seq) { return causal ? std::min(kCausalBlock, seq) : seq; }
 
-// An operand of attention's products: its floats (row stride ld) and, in
-// bfloat16, the same rounded once (row stride ld16) for every product that
-// reads it (a head's keys and values, for every block of queries).
-struct Operand {
-  const float* f;
-  int ld;
-  const Bf16* h = nullptr;
-  int ld16 = 0;
-  Operand At(int64_t row, int col) const {
-    return Operand{f == nullptr ? nullptr : f + row * ld + col, ld, h == nullptr ? nullptr : h + row * ld16 + col,
-                   ld16};
+// The largest block of probabilities attention rounds: rows x keys of
+// the block with the most.
+int64_t LargestBlock(bool causal, int seq) {
+  const int rows_per_block = BlockRows(causal, seq);
+  int64_t most = 0;
+  for (int i0 = 0; i0 < seq; i0 += rows_per_block) {
+    const int i1 = std::min(seq, i0 + rows_per_block);
+    most = std::max<int64_t>(most, int64_t{i1 - i0} * (causal ? i1 : seq));
   }
-};
-
-// C = alpha op(A) op(B) + beta C in `precision`: the floats through Gemm
-// in float32, the rounded operands through GemmBf16 in bfloat16 (the bits
-// Gemm would give from the floats).
-void Product(Precision precision, bool ta, bool tb, int m, int n, int k, float alpha, const Operand& a,
-             const Operand& b, float beta, float* c, int ldc) {
-  if (precision == Precision::kBfloat16) {
-    GemmBf16(ta, tb, m, n, k, alpha, a.h, a.ld16, b.h, b.ld16, beta, c, ldc);
-  } else {
-    Gemm(precision, ta, tb, m, n, k, alpha, a.f, a.ld, b.f, b.ld, beta, c, ldc);
-  }
-}
-
-// `rows` x `cols` floats (row stride ld) as an Operand, rounded into `buf`
-// (row stride cols) in bfloat16.
-Operand Rounded(Precision precision, const float* f, int rows, int cols, int ld, std::vector<Bf16>* buf) {
-  if (precision != Precision::kBfloat16) return Operand{f, ld};
-  return Operand{f, ld, RoundInto(f, rows, cols, ld, buf), cols};
-}
-
-// Sequence b of qkv [batch * seq, ld] as an Operand: as kept (float32, or
-// already rounded), or rounded here into `buf`.
-Operand Sequence(Precision precision, KeptInput qkv, int b, int seq, int ld, std::vector<Bf16>* buf) {
-  const int64_t at = static_cast<int64_t>(b) * seq * ld;
-  if (precision == Precision::kBfloat16 && qkv.h != nullptr) return Operand{nullptr, ld, qkv.h + at, ld};
-  return Rounded(precision, qkv.f + at, seq, ld, ld, buf);
+  return most;
 }
 
 }  // namespace
 
-void AttentionForward(Precision precision, const float* qkv, int batch, int seq, int d, int heads, bool causal,
-                      float* probs, float* y) {
-  AttentionForward(precision, KeptInput{qkv, nullptr}, batch, seq, d, heads, causal, probs, y);
+void NoteAttentionScratch(int seq, int d, bool causal, bool float_qkv, ProductScratch* scratch) {
+  if (float_qkv) scratch->Note(Slot::kSequence, int64_t{seq} * 3 * d);
+  scratch->Note(Slot::kOutputGrad, int64_t{seq} * d);
+  scratch->Note(Slot::kBlock, LargestBlock(causal, seq));
 }
 
-void AttentionBackward(Precision precision, const float* dy, const float* qkv, const float* probs, int batch, int seq,
-                       int d, int heads, bool causal, float* dqkv, float* scratch) {
-  AttentionBackward(precision, dy, KeptInput{qkv, nullptr}, probs, batch, seq, d, heads, causal, dqkv, scratch);
-}
-
-SHARDLINE_VECTOR_CLONES void AttentionForward(Precision precision, KeptInput qkv, int batch, int seq, int d,
-                                              int heads, bool causal, float* probs, float* y) {
+SHARDLINE_VECTOR_CLONES void AttentionForward(Products* p, const Matrix& qkv, int batch, int seq, int heads,
+                                              bool causal, float* probs, float* y) {
+  const int d = qkv.cols / 3;
   const int hd = d / heads;
-  const int ld = 3 * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int rows_per_block = BlockRows(causal, seq);
-  RoundedScratch& scratch = Scratch();
   for (int b = 0; b < batch; ++b) {
-    const Operand base = Sequence(precision, qkv, b, seq, ld, &scratch.qkv);
+    // The sequence as the products read it: rounded once for every head and block.
+    const Matrix base = p->Round(qkv.Block(b * seq, 0, seq, 3 * d), Slot::kSequence);
     for (int h = 0; h < heads; ++h) {
-      const Operand q = base.At(0, h * hd), k = base.At(0, d + h * hd), v = base.At(0, 2 * d + h * hd);
-      float* p = probs + (static_cast<int64_t>(b) * heads + h) * seq * seq;
+      const Matrix q = base.Block(0, h * hd, seq, hd), k = base.Block(0, d + h * hd, seq, hd),
+                   v = base.Block(0, 2 * d + h * hd, seq, hd);
+      float* probs_bh = probs + (static_cast<int64_t>(b) * heads + h) * seq * seq;
       float* out = y + static_cast<int64_t>(b) * seq * d + h * hd;
       for (int i0 = 0; i0 < seq; i0 += rows_per_block) {
         const int i1 = std::min(seq, i0 + rows_per_block);
+        const int rows = i1 - i0;
         const int keys = causal ? i1 : seq;  // the block's rows attend to keys [0, keys)
-        float* pb = p + static_cast<int64_t>(i0) * seq;
-        Product(precision, false, true, i1 - i0, keys, hd, scale, q.At(i0, 0), k, 0.0f, pb, seq);
+        float* pb = probs_bh + static_cast<int64_t>(i0) * seq;
+        p->Multiply(false, true, scale, q.Block(i0, 0, rows, hd), k.Block(0, 0, keys, hd), 0.0f, pb, seq);
         for (int i = i0; i < i1; ++i) {
-          float* row = p + static_cast<int64_t>(i) * seq;
+          float* row = probs_bh + static_cast<int64_t>(i) * seq;
           const int last = causal ? i : seq - 1;  // the last position attended to
           // The maximum in four lanes: exact in any order, and four chains.
           float lane_max[4];
           std::fill(lane_max, lane_max + 4, -std::numeric_limits<float>::infinity());
           int j = 0;
           for (; j + 4 <= last + 1; j += 4) {
-            for (int k = 0; k < 4; ++k) lane_max[k] = std::max(lane_max[k], row[j + k]);
+            for (int c = 0; c < 4; ++c) lane_max[c] = std::max(lane_max[c], row[j + c]);
           }
           for (; j <= last; ++j) lane_max[0] = std::max(lane_max[0], row[j]);
           const float max = std::max(std::max(lane_max[0], lane_max[1]), std::max(lane_max[2], lane_max[3]));
@@ -314,29 +240,30 @@ SHARDLINE_VECTOR_CLONES void AttentionForward(Precision precision, KeptInput qkv
           for (int c = 0; c <= last; ++c) row[c] *= inv;
           for (int c = last + 1; c < seq; ++c) row[c] = 0.0f;
         }
-        const Operand pr = Rounded(precision, pb, i1 - i0, keys, seq, &scratch.block);
-        Product(precision, false, false, i1 - i0, hd, keys, 1.0f, pr, v, 0.0f, out + static_cast<int64_t>(i0) * d, d);
+        const Matrix pr = p->Round(Floats(pb, rows, keys, seq), Slot::kBlock);
+        p->Multiply(false, false, 1.0f, pr, v.Block(0, 0, keys, hd), 0.0f, out + static_cast<int64_t>(i0) * d, d);
       }
     }
   }
 }
 
-SHARDLINE_VECTOR_CLONES void AttentionBackward(Precision precision, const float* dy, KeptInput qkv, const float* probs,
-                                               int batch, int seq, int d, int heads,
-                       bool causal, float* dqkv, float* scratch) {
+SHARDLINE_VECTOR_CLONES void AttentionBackward(Products* p, const float* dy, const Matrix& qkv, const float* probs,
+                                               int batch, int seq, int heads, bool causal, float* dqkv,
+                                               float* scratch) {
+  const int d = qkv.cols / 3;
   const int hd = d / heads;
   const int ld = 3 * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int rows_per_block = BlockRows(causal, seq);
-  RoundedScratch& rounded = Scratch();
   for (int b = 0; b < batch; ++b) {
-    const Operand base = Sequence(precision, qkv, b, seq, ld, &rounded.qkv);
-    const Operand dys = Rounded(precision, dy + static_cast<int64_t>(b) * seq * d, seq, d, d, &rounded.dy);
+    const Matrix base = p->Round(qkv.Block(b * seq, 0, seq, ld), Slot::kSequence);
+    const Matrix dys = p->Round(Floats(dy + static_cast<int64_t>(b) * seq * d, seq, d), Slot::kOutputGrad);
     float* dbase = dqkv + static_cast<int64_t>(b) * seq * ld;
     for (int h = 0; h < heads; ++h) {
-      const Operand q = base.At(0, h * hd), k = base.At(0, d + h * hd), v = base.At(0, 2 * d + h * hd);
-      const float* p = probs + (static_cast<int64_t>(b) * heads + h) * seq * seq;
-      const Operand dout = dys.At(0, h * hd);
+      const Matrix q = base.Block(0, h * hd, seq, hd), k = base.Block(0, d + h * hd, seq, hd),
+                   v = base.Block(0, 2 * d + h * hd, seq, hd);
+      const float* probs_bh = probs + (static_cast<int64_t>(b) * heads + h) * seq * seq;
+      const Matrix dout = dys.Block(0, h * hd, seq, hd);
       float* dq = dbase + h * hd;
       float* dk = dbase + d + h * hd;
       float* dv = dbase + 2 * d + h * hd;
@@ -348,24 +275,24 @@ SHARDLINE_VECTOR_CLONES void AttentionBackward(Precision precision, const float*
         const int keys = causal ? i1 : seq;
         const int rows = i1 - i0;
         const float beta = i0 == last_block ? 0.0f : 1.0f;
-        const Operand pb = Rounded(precision, p + static_cast<int64_t>(i0) * seq, rows, keys, seq, &rounded.block);
-        const Operand doutb = dout.At(i0, 0);
+        const Matrix pb = p->Round(Floats(probs_bh + static_cast<int64_t>(i0) * seq, rows, keys, seq), Slot::kBlock);
+        const Matrix doutb = dout.Block(i0, 0, rows, hd);
         float* ds = scratch + static_cast<int64_t>(i0) * seq;
         // dP = dO V^T; dV (+)= P^T dO.
-        Product(precision, false, true, rows, keys, hd, 1.0f, doutb, v, 0.0f, ds, seq);
-        Product(precision, true, false, keys, hd, rows, 1.0f, pb, doutb, beta, dv, ld);
+        p->Multiply(false, true, 1.0f, doutb, v.Block(0, 0, keys, hd), 0.0f, ds, seq);
+        p->Multiply(true, false, 1.0f, pb, doutb, beta, dv, ld);
         // Through the softmax: dS = P * (dP - rowsum(dP * P)); zero where masked.
         for (int i = i0; i < i1; ++i) {
-          const float* pr = p + static_cast<int64_t>(i) * seq;
+          const float* pr = probs_bh + static_cast<int64_t>(i) * seq;
           float* dr = scratch + static_cast<int64_t>(i) * seq;
           float dot = 0;
           for (int j = 0; j < keys; ++j) dot += dr[j] * pr[j];
           for (int j = 0; j < keys; ++j) dr[j] = pr[j] * (dr[j] - dot);
         }
-        // dQ = scale dS K; dK (+)= scale dS^T Q.
-        const Operand dsb = Rounded(precision, ds, rows, keys, seq, &rounded.block);
-        Product(precision, false, false, rows, hd, keys, scale, dsb, k, 0.0f, dq + static_cast<int64_t>(i0) * ld, ld);
-        Product(precision, true, false, keys, hd, rows, scale, dsb, q.At(i0, 0), beta, dk, ld);
+        // dQ = scale dS K; dK (+)= scale dS^T Q (the block's probabilities are no longer read).
+        const Matrix dsb = p->Round(Floats(ds, rows, keys, seq), Slot::kBlock);
+        p->Multiply(false, false, scale, dsb, k.Block(0, 0, keys, hd), 0.0f, dq + static_cast<int64_t>(i0) * ld, ld);
+        p->Multiply(true, false, scale, dsb, q.Block(i0, 0, rows, hd), beta, dk, ld);
       }
     }
   }
@@ -400,12 +327,12 @@ void EmbeddingBackward(const float* dx, const int32_t* tokens, int batch, int se
   }
 }
 
-void AttentionForwardOne(Precision precision, const float* q_all, const float* keys, const float* values, int pos, int d, int heads,
-                         float* scores, float* y) {
+void AttentionForwardOne(const Products& p, const float* q_all, const float* keys, const float* values, int pos,
+                         int d, int heads, float* scores, float* y) {
   const int hd = d / heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // In bfloat16 the products read their operands rounded, as Gemm's do.
-  const bool bf16 = precision == Precision::kBfloat16;
+  // In bfloat16 the products read their operands rounded, as Products' do.
+  const bool bf16 = p.bfloat16();
   const auto in = [bf16](float x) { return bf16 ? Bf16ToFloat(FloatToBf16(x)) : x; };
   for (int h = 0; h < heads; ++h) {
     const float* q = q_all + h * hd;

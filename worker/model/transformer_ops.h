@@ -1,7 +1,7 @@
 // The operations of a transformer block, forward and backward, on row-major
-// float buffers, the matmuls through Gemm (gemm.h) in `precision` (float32,
-// or bfloat16 operands accumulated in float32; every other computation is
-// float32 either way). Every op is a plain
+// float buffers, the matmuls through Products (products.h) in its precision
+// (float32, or bfloat16 operands accumulated in float32; every other
+// computation is float32 either way). Every op is a plain
 // function of its inputs with a fixed order of summation, so the same
 // inputs give the same bits. Backward functions with `accumulate` add
 // parameter gradients to what the buffers hold; without, they overwrite.
@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "worker/model/gemm.h"
+#include "worker/model/products.h"
 
 namespace shardline {
 
@@ -30,26 +30,16 @@ void LayerNormForward(const float* x, const float* gamma, const float* beta, int
 void LayerNormBackward(const float* dy, const float* x, const float* mean, const float* rstd, const float* gamma,
                        int rows, int d, bool accumulate, float* dx, float* dgamma, float* dbeta);
 
-// A matmul input as a transformer block keeps it for its backward:
-// float32 (f), or in BF16 already rounded to bfloat16 (h; f may then be
-// null), which the products read as it is. Rounding once and keeping only
-// the bfloat16 copy gives the bits of rounding the floats at every product,
-// in half the memory.
-struct KeptInput {
-  const float* f = nullptr;
-  const Bf16* h = nullptr;
-};
-
-// y = x W^T + b: x [rows, in], w [out, in], b [out] (null: none), y [rows, out].
-void LinearForward(Precision precision, const float* x, const float* w, const float* b, int rows, int in, int out, float* y);
-void LinearForward(Precision precision, KeptInput x, const float* w, const float* b, int rows, int in, int out,
-                   float* y);
+// A Linear's input x is a Matrix [rows, in]: floats, or in BF16 already
+// rounded (a transformer block keeps its products' inputs only rounded:
+// the bits of rounding the floats at every product, in half the memory).
+//
+// y [rows, out] = x W^T + b: w [out, in], b [out] (null: none).
+void LinearForward(Products* p, const Matrix& x, const float* w, const float* b, int out, float* y);
 // dx [rows, in] (null: not wanted) = dy W; dw [out, in] (+)= dy^T x;
-// db [out] (+)= column sums of dy (null: no bias).
-void LinearBackward(Precision precision, const float* dy, const float* x, const float* w, int rows, int in, int out, bool accumulate,
+// db [out] (+)= column sums of dy (null: no bias); dy is [rows, out].
+void LinearBackward(Products* p, const float* dy, const Matrix& x, const float* w, int out, bool accumulate,
                     float* dx, float* dw, float* db);
-void LinearBackward(Precision precision, const float* dy, KeptInput x, const float* w, int rows, int in, int out,
-                    bool accumulate, float* dx, float* dw, float* db);
 
 // tanh(x) as Eigen's single-precision rational approximation (a degree-13
 // odd polynomial over a degree-6 even one, the input clamped to
@@ -82,28 +72,35 @@ void GeluForward(const float* x, int64_t n, float* y, float* tanh_out = nullptr)
 void GeluBackward(const float* dy, const float* x, const float* tanh_in, int64_t n, float* dx);
 
 // Multi-head self-attention on qkv [batch * seq, 3 * d] (each row q | k | v,
-// heads side by side within each): for each example and head, scores
-// Q K^T / sqrt(d / heads), masked to j <= i if causal, a softmax that
-// subtracts each row's maximum, then P V into y [batch * seq, d]. Saves the
-// probabilities P [batch, heads, seq, seq] (zero where masked).
-void AttentionForward(Precision precision, const float* qkv, int batch, int seq, int d, int heads, bool causal, float* probs, float* y);
-void AttentionForward(Precision precision, KeptInput qkv, int batch, int seq, int d, int heads, bool causal,
-                      float* probs, float* y);
+// heads side by side within each; floats, or in BF16 already rounded): for
+// each example and head, scores Q K^T / sqrt(d / heads), masked to j <= i
+// if causal, a softmax that subtracts each row's maximum, then P V into y
+// [batch * seq, d]. Saves the probabilities P [batch, heads, seq, seq]
+// (zero where masked).
+void AttentionForward(Products* p, const Matrix& qkv, int batch, int seq, int heads, bool causal, float* probs,
+                      float* y);
 // The same attention for one new position `pos` of one sequence (causal,
 // the KV-cached forward of sampling): q [d] (heads side by side) against
 // keys and values [pos + 1, d] (rows 0..pos, row pos its own), into y [d];
-// `scores` holds pos + 1 floats.
-void AttentionForwardOne(Precision precision, const float* q, const float* keys, const float* values, int pos, int d, int heads,
-                         float* scores, float* y);
+// `scores` holds pos + 1 floats. Its products are written out here, their
+// operands rounded as Products would in BF16.
+void AttentionForwardOne(const Products& p, const float* q, const float* keys, const float* values, int pos, int d,
+                         int heads, float* scores, float* y);
 // Causal attention works in row blocks of 32 queries, each against only the
 // keys up to its last row: the masked products are not computed.
 //
 // dqkv [batch * seq, 3 * d] from dy [batch * seq, d], with the forward's
 // `causal`; `scratch` holds seq * seq floats.
-void AttentionBackward(Precision precision, const float* dy, const float* qkv, const float* probs, int batch, int seq, int d, int heads,
-                       bool causal, float* dqkv, float* scratch);
-void AttentionBackward(Precision precision, const float* dy, KeptInput qkv, const float* probs, int batch, int seq,
-                       int d, int heads, bool causal, float* dqkv, float* scratch);
+void AttentionBackward(Products* p, const float* dy, const Matrix& qkv, const float* probs, int batch, int seq,
+                       int heads, bool causal, float* dqkv, float* scratch);
+
+// What the ops above hold in Products' slots (BF16), for a model's
+// WorkspaceBytes: attention's forward and backward on sequences of `seq`
+// (qkv given as floats or rounded), a Linear's forward and backward on
+// `rows` rows (x given as floats or rounded; its weight outside a
+// KeepRoundedWeights scope).
+void NoteAttentionScratch(int seq, int d, bool causal, bool float_qkv, ProductScratch* scratch);
+void NoteLinearScratch(int rows, int in, int out, bool float_input, ProductScratch* scratch);
 
 // x [batch * seq, d] = wte[tokens] + wpe[position].
 void EmbeddingForward(const int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int d, float* x);

@@ -92,8 +92,13 @@ int64_t Vit::WorkspaceBytes(int batch) const {
   const int64_t own = (n * grid_ * patch_dim_ + n * grid_ * d + 5 * rows * d + 2 * rows + 2 * n * d + 2 * n * classes) *
                       int64_t{sizeof(float)};
   const int count = static_cast<int>(blocks_.size());
+  // The products: the blocks', and the embedding's and the head's on floats.
+  ProductScratch products;
+  if (count > 0) NoteBlockScratch(shape_, batch, tokens_, &products);
+  NoteLinearScratch(batch * grid_, patch_dim_, spec_.d_model, /*float_input=*/true, &products);
+  NoteLinearScratch(batch, spec_.d_model, spec_.input.num_classes, /*float_input=*/true, &products);
   return own + BlockStackBytes(shape_, batch, tokens_, count, spec_.remat, spec_.precision) +
-         (count > 0 ? BlockScratchBytes(shape_, batch, tokens_) : 0);
+         (count > 0 ? BlockScratchBytes(shape_, batch, tokens_) : 0) + products.bytes(spec_.precision);
 }
 
 BatchStats Vit::Forward(const float* params, const Examples& batch, ModelWorkspace* model_ws) const {
@@ -108,7 +113,8 @@ BatchStats Vit::Forward(const float* params, const Examples& batch, ModelWorkspa
              ws->patches.data() + static_cast<int64_t>(b) * grid_ * patch_dim_);
   }
   ws->d_embed.resize(static_cast<size_t>(n) * grid_ * d);  // the embeddings, before they join the stream
-  LinearForward(spec_.precision, ws->patches.data(), p(embed_w_), p(embed_b_), n * grid_, patch_dim_, d, ws->d_embed.data());
+  LinearForward(&ws->products, Floats(ws->patches.data(), n * grid_, patch_dim_), p(embed_w_), p(embed_b_), d,
+                ws->d_embed.data());
   ws->stream.resize(static_cast<size_t>(rows) * d);
   const int first = spec_.class_token ? 1 : 0;
   for (int b = 0; b < n; ++b) {
@@ -124,8 +130,8 @@ BatchStats Vit::Forward(const float* params, const Examples& batch, ModelWorkspa
   for (size_t l = 0; l < blocks_.size(); ++l) {
     ws->BeforeForward(blocks_[l].range);
     float* out = l + 1 == blocks_.size() ? ws->final_x.data() : ws->stream.data();
-    StackForward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), spec_.precision}, ws->stream.data(),
-                 &ws->stack, out);
+    StackForward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), &ws->products},
+                 ws->stream.data(), &ws->stack, out);
   }
   ws->BeforeForward(Range{layout_.tensor(norm_w_).offset, layout_.tensor(head_b_).range().end});
   ws->norm.resize(ws->stream.size());
@@ -147,7 +153,7 @@ BatchStats Vit::Forward(const float* params, const Examples& batch, ModelWorkspa
     for (int i = 0; i < d; ++i) out[i] /= static_cast<float>(t);
   }
   ws->probs.resize(static_cast<size_t>(n) * classes);
-  LinearForward(spec_.precision, ws->pooled.data(), p(head_w_), p(head_b_), n, d, classes, ws->probs.data());
+  LinearForward(&ws->products, Floats(ws->pooled.data(), n, d), p(head_w_), p(head_b_), classes, ws->probs.data());
   return SoftmaxCrossEntropy(ws->probs.data(), batch.y, n, classes);
 }
 
@@ -163,8 +169,8 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
   ws->d_logits.resize(ws->probs.size());
   SoftmaxCrossEntropyGrad(ws->probs.data(), batch.y, n, classes, grad_scale, ws->d_logits.data());
   ws->d_pooled.resize(static_cast<size_t>(n) * d);
-  LinearBackward(spec_.precision, ws->d_logits.data(), ws->pooled.data(), p(head_w_), n, d, classes, accumulate, ws->d_pooled.data(),
-                 g(head_w_), g(head_b_));
+  LinearBackward(&ws->products, ws->d_logits.data(), Floats(ws->pooled.data(), n, d), p(head_w_), classes, accumulate,
+                 ws->d_pooled.data(), g(head_w_), g(head_b_));
   ws->d_norm.assign(static_cast<size_t>(rows) * d, 0.0f);
   for (int b = 0; b < n; ++b) {
     const float* dp = ws->d_pooled.data() + static_cast<int64_t>(b) * d;
@@ -184,7 +190,7 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
   for (size_t l = blocks_.size(); l-- > 0;) {
     ws->BeforeBackward(blocks_[l].range);
     // The block announces its parts' gradients and their end itself.
-    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), spec_.precision, ws},
+    StackBackward(BlockCall{params, layout_, blocks_[l], shape_, n, t, l, blocks_.size(), &ws->products, ws},
                   accumulate, grads, &ws->scratch, &ws->stack, ws->dx.data());
   }
   // The embeddings' backward reads no parameters (no input gradient), so
@@ -205,8 +211,8 @@ void Vit::Backward(const float* params, const Examples& batch, float grad_scale,
     std::memcpy(ws->d_embed.data() + static_cast<int64_t>(b) * grid_ * d, seq + static_cast<int64_t>(first) * d,
                 sizeof(float) * grid_ * d);
   }
-  LinearBackward(spec_.precision, ws->d_embed.data(), ws->patches.data(), p(embed_w_), n * grid_, patch_dim_, d, accumulate, nullptr,
-                 g(embed_w_), g(embed_b_));
+  LinearBackward(&ws->products, ws->d_embed.data(), Floats(ws->patches.data(), n * grid_, patch_dim_), p(embed_w_), d,
+                 accumulate, nullptr, g(embed_w_), g(embed_b_));
   ws->AfterBackward(Range{layout_.tensor(embed_w_).offset, layout_.tensor(pos_).range().end});
 }
 

@@ -40,13 +40,14 @@ struct VitSpec {
 };
 
 struct VitWorkspace : ModelWorkspace {
+  using ModelWorkspace::ModelWorkspace;
   std::vector<float> patches;  // [n * grid, patch_dim]
   std::vector<float> stream;   // [n * tokens, d]
   BlockStack stack;  // what the blocks keep for backward
   std::vector<float> final_x, norm, mean_f, rstd_f, pooled, probs;
   std::vector<float> d_logits, d_pooled, d_norm, dx, d_embed;
   BlockScratch scratch;
-  int64_t bytes() const override {
+  int64_t OwnBytes() const override {
     return stack.bytes() + scratch.bytes() +
            HeldBytes(patches, stream, final_x, norm, mean_f, rstd_f, pooled, probs, d_logits, d_pooled, d_norm, dx,
                      d_embed);
@@ -68,7 +69,9 @@ class Vit : public Model {
   int64_t WorkspaceBytes(int batch) const override;
   std::vector<Range> Layers() const override;
   std::vector<Range> GradientParts() const override;
-  std::unique_ptr<ModelWorkspace> NewWorkspace() const override { return std::make_unique<VitWorkspace>(); }
+  std::unique_ptr<ModelWorkspace> NewWorkspace() const override {
+    return std::make_unique<VitWorkspace>(spec_.precision);
+  }
 
   BatchStats Forward(const float* params, const Examples& batch, ModelWorkspace* ws) const override;
   void Backward(const float* params, const Examples& batch, float grad_scale, bool accumulate, float* grads,

@@ -186,8 +186,9 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   plan.terms.push_back({"fixed", kFixedBytes});
   plan.terms.push_back({"data", DataBytes(data.train) + DataBytes(data.test) + PermutationBytes(data.train)});
   // BF16: the weights' bfloat16 rounding, made once a step and kept
-  // (rounded_weights.h): every parameter at stage 2 (a bound: biases and
-  // norms are not rounded), the layers whole at once at stage 3.
+  // (KeepRoundedWeights, products.h): every parameter at stage 2 (a bound:
+  // biases and norms are not rounded), the layers whole at once at stage
+  // 3. The products' other scratch is the model's: "activations".
   const int64_t rounded = config.train().precision() == config::BF16 ? (stage3 ? whole : p) * kBfloat : 0;
   plan.terms.push_back({"parameters", (stage3 ? own + whole : p) * kFloat + rounded});
   // Stage 3: the gradients' share of the two windows' peak together.

@@ -170,21 +170,21 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
   auto note = [&failed](const absl::Status& s) {
     if (failed.ok()) failed = s;
   };
-  // BF16: each weight rounded once for the passes (rounded_weights.h),
-  // from the parameters as this step finds them (whatever changed them
-  // since the last step: the update, a restore, an outer step). At stage
-  // 3 a layer's rounding lives while the layer is whole: until the next
-  // announcement.
-  const bool rounding = ctx.config.train().precision() == config::BF16;
+  // BF16: each weight rounded once for the passes (KeepRoundedWeights,
+  // products.h), from the parameters as this step finds them (whatever
+  // changed them since the last step: the update, a restore, an outer
+  // step). At stage 3 a layer's rounding lives while the layer is whole:
+  // until the next announcement.
+  if (b->workspace == nullptr) b->workspace = ctx.model.NewWorkspace();
+  Products& products = b->workspace->products;
   const bool per_layer = exchange.sharded_params();
-  b->rounded.Clear();
   LayerHooks hooks;
   hooks.before_forward = [&](Range layer) {
     const int64_t at = timer.Mark();
     const size_t pending = exchange.gathers_pending();
     const double waited = exchange.gather_wait_seconds();
     note(exchange.AwaitParams(layer, &seen));
-    if (per_layer) b->rounded.Clear();
+    if (per_layer) products.ForgetWeights();
     if (exchange.gathers_pending() < pending || exchange.gather_wait_seconds() > waited) {
       timer.Since("all_gather", at);  // inside "forward"
     }
@@ -193,7 +193,7 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
     const int64_t at = timer.Mark();
     const double waited = exchange.gather_wait_seconds();
     note(exchange.AwaitParamsForBackward(layer, &seen));
-    if (per_layer) b->rounded.Clear();
+    if (per_layer) products.ForgetWeights();
     if (exchange.gather_wait_seconds() > waited) timer.Since("all_gather", at);  // inside "backward"
   };
   hooks.before_gradient = [&](Range part) { exchange.BeforeGradients(part); };
@@ -201,7 +201,7 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
   exchange.BeginStep(r.step, &b->grads);
   absl::StatusOr<BatchStats> computed;
   {
-    const ActiveRoundedWeights active(rounding ? &b->rounded : nullptr);
+    const KeepRoundedWeights keep(&products);
     computed = ComputeGradients(s, &hooks);
   }
   if (!failed.ok() || !computed.ok()) {
@@ -339,7 +339,7 @@ MemoryHeld Held(const StepContext& ctx, const TrainState& state, const StepBuffe
                                   ? PiecesSize(ctx.optimizer.pieces()) + exchange.TakePeakWholeFloats()
                                   : static_cast<int64_t>(state.params.size());
   m.parameters_peak = peak_floats * static_cast<int64_t>(sizeof(float));
-  m.rounded_weights = b.rounded.bytes();
+  m.rounded_weights = b.workspace != nullptr ? b.workspace->products.weights().bytes() : 0;
   for (const StateBuffer* s : ctx.optimizer.state()) m.optimizer += HeldBytes(s->values);
   if (b.workspace != nullptr) m.activations = b.workspace->bytes();
   m.communication = TakePeakCommMemory();

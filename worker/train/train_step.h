@@ -32,7 +32,7 @@
 #include "worker/data/dataset.h"
 #include "worker/data/pipeline.h"
 #include "worker/model/model.h"
-#include "worker/model/rounded_weights.h"
+#include "worker/model/products.h"
 #include "worker/optim/lr_schedule.h"
 #include "worker/optim/optimizer.h"
 #include "worker/train/exchange.h"
@@ -92,9 +92,6 @@ struct StepBuffers {
   std::vector<int64_t> indices;
   BatchData batch;
   std::unique_ptr<ModelWorkspace> workspace;  // made by model.NewWorkspace() on first use
-  // BF16: the weights the step's products read, rounded once a step (stage
-  // 2) or once each time their layer is gathered (stage 3).
-  RoundedWeights rounded;
   // Set (non-null) for a step that is traced (train.trace_steps): the step
   // appends its phases to it.
   std::vector<PhaseSpan>* spans = nullptr;
@@ -152,7 +149,7 @@ struct MemoryHeld {
   int64_t evaluation = 0;       // what evaluations added to the workspace (they run in the step's: 0 expected)
   int64_t evaluation_peak = 0;  // parameters held at an evaluation's peak (as parameters_peak), once one has run
   int64_t communication = 0;    // the most bytes the collectives held at once during the step (comm_memory.h)
-  int64_t rounded_weights = 0;  // BF16: the weights' bfloat16 rounding the step's products read (rounded_weights.h)
+  int64_t rounded_weights = 0;  // BF16: the weights' bfloat16 rounding the step's products read (products.h)
 };
 
 // "parameters 3.21 MiB (3.21 MiB at the step's peak, 3.21 MiB at an

@@ -1,6 +1,7 @@
-// Gemm in both precisions: float32 is OpenBLAS's sgemm; bfloat16 rounds its
-// operands to nearest even (FloatToBf16) and accumulates in float32, whatever the
-// transposes, alpha and beta, with the same bits on every call.
+// Products in bfloat16 (products.h over gemm.h's GemmBf16): operands rounded
+// to nearest even (FloatToBf16), accumulated in float32, whatever the
+// transposes, alpha and beta, with the same bits on every call; float32 is
+// OpenBLAS's sgemm.
 #include "worker/model/gemm.h"
 
 #include <gtest/gtest.h>
@@ -17,12 +18,23 @@
 #include "common/encoding/bf16.h"
 #include "common/job/rng.h"
 #include "tests/util/require_bf16.h"
+#include "worker/model/products.h"
 
 namespace shardline {
 namespace {
 
 float FromBits(uint32_t u) { return absl::bit_cast<float>(u); }
 uint32_t Bits(float f) { return absl::bit_cast<uint32_t>(f); }
+
+// C = alpha op(A) op(B) + beta C in BF16 through a fresh Products, the
+// operands given as floats (A stored m x k, or k x m transposed; B k x n,
+// or n x k), as Sgemm takes them.
+void Bf16Gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+              float beta, float* c, int ldc) {
+  Products products(Precision::kBfloat16);
+  products.Multiply(ta, tb, alpha, Floats(a, ta ? k : m, ta ? m : k, lda), Floats(b, tb ? n : k, tb ? k : n, ldb),
+                    beta, c, ldc);
+}
 
 std::vector<float> Random(size_t n, uint64_t seed) {
   const RandomStream rng(seed, Purpose::kDropout, 7, 0);
@@ -34,8 +46,7 @@ std::vector<float> Random(size_t n, uint64_t seed) {
 // The rounding itself (ties, NaNs, infinities, every vector length) is
 // common/encoding/bf16.h's, tested in bf16_test.cc; here: every row of a
 // strided block into a strided destination.
-TEST(RoundToBfloat16Test, EveryRowIsFloatToBf16OfItsFloats) {
-  SHARDLINE_REQUIRE_BF16();
+TEST(RoundMatrixTest, EveryRowIsFloatToBf16OfItsFloats) {
   // Random floats of every magnitude, ties, denormals, signed zeros,
   // infinities and NaNs, in rows of 37 (two 16-wide vectors and a tail).
   const RandomStream rng(9, Purpose::kDropout, 8, 0);
@@ -45,7 +56,7 @@ TEST(RoundToBfloat16Test, EveryRowIsFloatToBf16OfItsFloats) {
                               0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u, 0xffffffffu, 0x7f7fffffu};
   for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); ++i) v[i * 3] = FromBits(special[i]);
   std::vector<Bf16> out(37 * 40 + 40);
-  RoundToBfloat16(v.data(), 40, 37, 37, out.data(), 38);  // rows of 37 into rows of 38
+  RoundMatrix(Floats(v.data(), 40, 37), out.data(), 38);  // rows of 37 into rows of 38
   for (int r = 0; r < 40; ++r) {
     for (int j = 0; j < 37; ++j) {
       const uint16_t want = FloatToBf16(v[r * 37 + j]);
@@ -54,17 +65,43 @@ TEST(RoundToBfloat16Test, EveryRowIsFloatToBf16OfItsFloats) {
   }
 }
 
-TEST(BfloatGemmTest, ProductsOfOperandsRoundedOnceHaveGemmsBits) {
+TEST(BfloatGemmTest, OperandsRoundedOnceGiveTheBitsOfRoundingAtTheProduct) {
   SHARDLINE_REQUIRE_BF16();
   const int m = 40, n = 24, k = 70;
   const std::vector<float> a = Random(m * k, 11), b = Random(n * k, 12), c0 = Random(m * n, 13);
   std::vector<Bf16> ra(a.size()), rb(b.size());
-  RoundToBfloat16(a.data(), m, k, k, ra.data(), k);
-  RoundToBfloat16(b.data(), n, k, k, rb.data(), k);
-  std::vector<float> want = c0, got = c0;
-  Gemm(Precision::kBfloat16, false, true, m, n, k, 0.5f, a.data(), k, b.data(), k, 1.0f, want.data(), n);
+  RoundMatrix(Floats(a.data(), m, k), ra.data());
+  RoundMatrix(Floats(b.data(), n, k), rb.data());
+  std::vector<float> want = c0, got = c0, mixed = c0, rounded_by_slot = c0;
+  Bf16Gemm(false, true, m, n, k, 0.5f, a.data(), k, b.data(), k, 1.0f, want.data(), n);
   GemmBf16(false, true, m, n, k, 0.5f, ra.data(), k, rb.data(), k, 1.0f, got.data(), n);
   EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+  // One operand rounded, the other floats; and both rounded by Round.
+  Products products(Precision::kBfloat16);
+  products.Multiply(false, true, 0.5f, RoundedBits(ra.data(), m, k), Floats(b.data(), n, k), 1.0f, mixed.data(), n);
+  EXPECT_EQ(0, std::memcmp(want.data(), mixed.data(), want.size() * sizeof(float)));
+  const Matrix a16 = products.Round(Floats(a.data(), m, k), Slot::kSequence);
+  const Matrix b16 = products.Round(WeightOf(b.data(), n, k), Slot::kBlock);
+  ASSERT_TRUE(a16.rounded() && b16.rounded());
+  products.Multiply(false, true, 0.5f, a16, b16, 1.0f, rounded_by_slot.data(), n);
+  EXPECT_EQ(0, std::memcmp(want.data(), rounded_by_slot.data(), want.size() * sizeof(float)));
+}
+
+TEST(ProductsTest, Float32IsSgemmAndRoundsNothing) {
+  const int m = 9, n = 7, k = 13;
+  const std::vector<float> x = Random(m * k, 21), w = Random(n * k, 22);
+  std::vector<float> want(m * n), got(m * n);
+  Sgemm(false, true, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, want.data(), n);
+  Products products(Precision::kFloat32);
+  const Matrix same = products.Round(Floats(x.data(), m, k), Slot::kSequence);
+  EXPECT_FALSE(same.rounded());
+  {
+    const KeepRoundedWeights keep(&products);
+    products.Multiply(false, true, 1.0f, same, WeightOf(w.data(), n, k), 0.0f, got.data(), n);
+  }
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+  EXPECT_EQ(products.weights().roundings(), 0);
+  EXPECT_EQ(products.scratch_bytes(), 0);
 }
 
 TEST(GemmTest, PrecisionNamesAreTheConfigsSpelling) {
@@ -103,7 +140,7 @@ TEST_P(BfloatGemmTest, MultipliesRoundedOperandsInFloat32WithTheSameBitsEveryTim
   const std::vector<float> a = Random(static_cast<size_t>(m) * k, 1), b = Random(static_cast<size_t>(k) * n, 2);
   const std::vector<float> c0 = Random(static_cast<size_t>(m) * n, 3);
   std::vector<float> c = c0;
-  Gemm(Precision::kBfloat16, ta, tb, m, n, k, alpha, a.data(), ta ? m : k, b.data(), tb ? k : n, beta, c.data(), n);
+  Bf16Gemm(ta, tb, m, n, k, alpha, a.data(), ta ? m : k, b.data(), tb ? k : n, beta, c.data(), n);
   const std::vector<double> rounded = Reference(ta, tb, m, n, k, alpha, a, b, beta, c0, true);
   const std::vector<double> exact = Reference(ta, tb, m, n, k, alpha, a, b, beta, c0, false);
   double worst_rounded = 0, worst_exact = 0;
@@ -118,11 +155,11 @@ TEST_P(BfloatGemmTest, MultipliesRoundedOperandsInFloat32WithTheSameBitsEveryTim
   EXPECT_GT(worst_exact, 1e-3);
   // The same call again, and on another thread (its own primitives): the same bits.
   std::vector<float> again = c0, other = c0;
-  Gemm(Precision::kBfloat16, ta, tb, m, n, k, alpha, a.data(), ta ? m : k, b.data(), tb ? k : n, beta, again.data(),
+  Bf16Gemm(ta, tb, m, n, k, alpha, a.data(), ta ? m : k, b.data(), tb ? k : n, beta, again.data(),
        n);
   // Captured by copy: C++17 lambdas cannot capture structured bindings (clang).
   std::thread t([&, ta = ta, tb = tb, alpha = alpha, beta = beta] {
-    Gemm(Precision::kBfloat16, ta, tb, m, n, k, alpha, a.data(), ta ? m : k, b.data(), tb ? k : n, beta,
+    Bf16Gemm(ta, tb, m, n, k, alpha, a.data(), ta ? m : k, b.data(), tb ? k : n, beta,
          other.data(), n);
   });
   t.join();
@@ -145,7 +182,7 @@ TEST(BfloatGemmTest, WritesOnlyItsBlockOfALargerMatrixAndReadsNothingWithBetaZer
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) c[i * ldc + 2 + j] = std::numeric_limits<float>::quiet_NaN();
   }
-  Gemm(Precision::kBfloat16, false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data() + 2, ldc);
+  Bf16Gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data() + 2, ldc);
   const std::vector<double> want = Reference(false, false, m, n, k, 1.0f, a, b, 0.0f, {}, true);
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < ldc; ++j) {
@@ -164,10 +201,10 @@ TEST(BfloatGemmTest, FollowsTheThreadCountWithTheSameBitsForAFixedCount) {
   const std::vector<float> a = Random(n * n, 6), b = Random(n * n, 7);
   std::vector<float> one(n * n), two(n * n), two_again(n * n);
   SetBlasThreads(1);
-  Gemm(Precision::kBfloat16, false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, one.data(), n);
+  Bf16Gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, one.data(), n);
   SetBlasThreads(2);
-  Gemm(Precision::kBfloat16, false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, two.data(), n);
-  Gemm(Precision::kBfloat16, false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, two_again.data(), n);
+  Bf16Gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, two.data(), n);
+  Bf16Gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, two_again.data(), n);
   SetBlasThreads(1);
   EXPECT_EQ(0, std::memcmp(two.data(), two_again.data(), two.size() * sizeof(float)));
   for (size_t i = 0; i < one.size(); ++i) ASSERT_NEAR(one[i], two[i], 1e-4) << i;

@@ -91,7 +91,7 @@ TEST(GptTorchFixtureTest, LogitsLossAndGradientsMatchPyTorch) {
   const std::vector<float> want_logits = batch.Get<float>("logits", "F32", positions * 256);
   const float want_loss = batch.Get<float>("loss", "F32", 1)[0];
 
-  GptWorkspace ws;
+  GptWorkspace ws(Precision::kFloat32);  // PyTorch's fixture is float32
   ws.keep_logits = true;
   const Examples examples = Sequences(tokens.data(), targets.data(), kBatch);
   const BatchStats stats = gpt.Forward(params.data(), examples, &ws);

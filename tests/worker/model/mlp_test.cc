@@ -85,7 +85,7 @@ TEST(MlpTest, AccumulateAddsToExistingGradients) {
   const Problem a = RandomProblem(4, 5, 3, 10), b = RandomProblem(4, 5, 3, 11);
   std::vector<float> params = InitParams(mlp, 1);
   std::vector<float> ga(params.size()), gb(params.size()), gab(params.size());
-  MlpWorkspace ws;
+  MlpWorkspace ws(Precision::kFloat32);
   mlp.ForwardBackward(params.data(), Images(a.x.data(), a.y.data(), 4), 0.5f, false, ga.data(), &ws);
   mlp.ForwardBackward(params.data(), Images(b.x.data(), b.y.data(), 4), 0.5f, false, gb.data(), &ws);
   mlp.ForwardBackward(params.data(), Images(a.x.data(), a.y.data(), 4), 0.5f, false, gab.data(), &ws);
@@ -103,7 +103,7 @@ TEST(MlpTest, EvaluateCountsCorrectPredictions) {
   }
   const std::vector<float> x = {3, 1, 0, 0, 2, 1, 1, 0, 5};
   const std::vector<int32_t> y = {0, 1, 1};
-  MlpWorkspace ws;
+  MlpWorkspace ws(Precision::kFloat32);
   const BatchStats s = mlp.Evaluate(params.data(), Images(x.data(), y.data(), 3), &ws);
   EXPECT_EQ(s.count, 3);
   EXPECT_EQ(s.correct, 2);

@@ -16,7 +16,7 @@
 #include "common/job/rng.h"
 #include "tests/util/require_bf16.h"
 #include "worker/model/model.h"
-#include "worker/model/rounded_weights.h"
+#include "worker/model/products.h"
 
 namespace shardline {
 
@@ -243,44 +243,53 @@ inline std::pair<int64_t, int64_t> CheckBfloatIsNearFloat(const Model& fp32, con
   EXPECT_GT(diff, 0.0) << "BF16 gave float32's gradients";
   EXPECT_EQ(c.loss_sum, b.loss_sum);
   EXPECT_EQ(std::memcmp(g16.data(), again.data(), g16.size() * sizeof(float)), 0) << "BF16 is not deterministic";
-  return {ws32->bytes(), ws16->bytes()};
+  // What the passes keep, the products' scratch (float staging, rounded
+  // operands: the same in any number of blocks) apart.
+  return {ws32->bytes() - ws32->products.scratch_bytes(), ws16->bytes() - ws16->products.scratch_bytes()};
 }
 
 // A BF16 model's two micro-batches of one step (forward, backward, the
-// second accumulating) with each weight rounded once (an active
-// RoundedWeights, as the train step makes it) give the bits of rounding at
-// every product; the second micro-batch rounds nothing again, and after a
-// Clear the weights are rounded anew from what the parameters hold now.
+// second accumulating) with each weight rounded once (its workspace's
+// products keeping the roundings, as the train step has them) give the bits
+// of rounding at every product; the second micro-batch rounds nothing
+// again, and after ForgetWeights the weights are rounded anew from what the
+// parameters hold now.
 inline void CheckRoundingOnceGivesTheSameBits(const Model& bf16, const Problem& prob, std::vector<float> params) {
   std::vector<float> every(params.size()), once(params.size());
   std::unique_ptr<ModelWorkspace> ws = bf16.NewWorkspace();
   const BatchStats a = bf16.ForwardBackward(params.data(), prob.examples(), 0.5f, false, every.data(), ws.get());
   const BatchStats a2 = bf16.ForwardBackward(params.data(), prob.examples(), 0.25f, true, every.data(), ws.get());
-  RoundedWeights rounded;
+  EXPECT_EQ(ws->products.weights().roundings(), 0) << "a weight was kept rounded outside a KeepRoundedWeights";
   BatchStats b, b2;
   int64_t first = 0;
   {
-    const ActiveRoundedWeights active(&rounded);
+    const KeepRoundedWeights keep(&ws->products);
     b = bf16.ForwardBackward(params.data(), prob.examples(), 0.5f, false, once.data(), ws.get());
-    first = rounded.roundings();
+    first = ws->products.weights().roundings();
     b2 = bf16.ForwardBackward(params.data(), prob.examples(), 0.25f, true, once.data(), ws.get());
   }
   EXPECT_EQ(a.loss_sum, b.loss_sum);
   EXPECT_EQ(a2.loss_sum, b2.loss_sum);
   EXPECT_EQ(std::memcmp(every.data(), once.data(), every.size() * sizeof(float)), 0)
       << "rounding the weights once changed the gradients";
-  EXPECT_GT(first, 0) << "no product read a weight through the RoundedWeights";
-  EXPECT_EQ(rounded.roundings(), first) << "a weight was rounded again within the step";
-  // The parameters change (an update) and the roundings are forgotten: the
-  // new weights' bits, as rounding at every product gives them.
-  for (float& p : params) p *= 1.5f;
-  rounded.Clear();
-  const BatchStats fresh = bf16.ForwardBackward(params.data(), prob.examples(), 0.5f, false, every.data(), ws.get());
-  const ActiveRoundedWeights active(&rounded);
-  const BatchStats cached = bf16.ForwardBackward(params.data(), prob.examples(), 0.5f, false, once.data(), ws.get());
-  EXPECT_EQ(fresh.loss_sum, cached.loss_sum);
-  EXPECT_EQ(std::memcmp(every.data(), once.data(), every.size() * sizeof(float)), 0);
-  EXPECT_EQ(rounded.roundings(), 2 * first);
+  EXPECT_GT(first, 0) << "no product read a weight through the kept roundings";
+  EXPECT_EQ(ws->products.weights().roundings(), first) << "a weight was rounded again within the step";
+  // The parameters change (an update) and the roundings are forgotten
+  // (a new scope, then ForgetWeights within it): each time the new
+  // weights' bits, as a workspace that rounds at every product gives them.
+  std::unique_ptr<ModelWorkspace> plain = bf16.NewWorkspace();
+  std::vector<float> fresh(params.size());
+  const KeepRoundedWeights keep(&ws->products);
+  for (int change = 0; change < 2; ++change) {
+    for (float& p : params) p *= 2.0f;  // exact: no rounding of its own
+    if (change > 0) ws->products.ForgetWeights();
+    const BatchStats cached = bf16.ForwardBackward(params.data(), prob.examples(), 0.5f, false, once.data(), ws.get());
+    const BatchStats want =
+        bf16.ForwardBackward(params.data(), prob.examples(), 0.5f, false, fresh.data(), plain.get());
+    EXPECT_EQ(want.loss_sum, cached.loss_sum) << "change " << change;
+    EXPECT_EQ(std::memcmp(fresh.data(), once.data(), once.size() * sizeof(float)), 0) << "change " << change;
+  }
+  EXPECT_EQ(ws->products.weights().roundings(), 3 * first);
 }
 
 // A transformer (the GPT, the ViT) that `make(precision, remat)` builds

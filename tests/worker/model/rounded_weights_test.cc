@@ -1,7 +1,8 @@
 // RoundedWeights: a weight rounded once until Clear, with the bits of
-// RoundToBfloat16; buffers reused by the same weight after a Clear (ZeRO
-// stage 2's steps) or by the next layer's (stage 3's), so what it holds
-// stays bounded; GemmWithWeight's bits are Gemm's.
+// RoundMatrix; buffers reused by the same weight after a Clear (ZeRO stage
+// 2's steps) or by the next layer's (stage 3's), so what it holds stays
+// bounded. Products keeping a weight's rounding (KeepRoundedWeights) give
+// the bits of rounding it at every product.
 #include "worker/model/rounded_weights.h"
 
 #include <gtest/gtest.h>
@@ -10,11 +11,12 @@
 #include <vector>
 
 #include "tests/util/require_bf16.h"
+#include "worker/model/products.h"
 
 namespace shardline {
 namespace {
 
-std::vector<float> Floats(size_t n, float scale) {
+std::vector<float> Values(size_t n, float scale) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>((i * 7919) % 1013) / 1013.0f - 0.37f;
   return v;
@@ -22,12 +24,12 @@ std::vector<float> Floats(size_t n, float scale) {
 
 std::vector<Bf16> Rounded(const std::vector<float>& f, int rows, int cols) {
   std::vector<Bf16> h(f.size());
-  RoundToBfloat16(f.data(), rows, cols, cols, h.data(), cols);
+  RoundMatrix(Floats(f.data(), rows, cols), h.data());
   return h;
 }
 
 TEST(RoundedWeightsTest, AWeightIsRoundedOnceUntilClearedThenAgainFromItsNewValues) {
-  std::vector<float> w = Floats(12 * 5, 3.0f);
+  std::vector<float> w = Values(12 * 5, 3.0f);
   RoundedWeights rounded;
   const Bf16* first = rounded.Get(w.data(), 12, 5);
   EXPECT_EQ(std::memcmp(first, Rounded(w, 12, 5).data(), w.size() * sizeof(Bf16)), 0);
@@ -42,7 +44,7 @@ TEST(RoundedWeightsTest, AWeightIsRoundedOnceUntilClearedThenAgainFromItsNewValu
 
 TEST(RoundedWeightsTest, WhatItHoldsStaysThatOfTheMostWeightsBetweenTwoClears) {
   // Stage 2: the same three weights every step.
-  const std::vector<float> a = Floats(4096, 1), b = Floats(1024, 2), c = Floats(256, 3);
+  const std::vector<float> a = Values(4096, 1), b = Values(1024, 2), c = Values(256, 3);
   RoundedWeights steps;
   int64_t held = 0;
   for (int step = 0; step < 5; ++step) {
@@ -56,7 +58,7 @@ TEST(RoundedWeightsTest, WhatItHoldsStaysThatOfTheMostWeightsBetweenTwoClears) {
   EXPECT_EQ(held, static_cast<int64_t>((4096 + 1024 + 256) * sizeof(Bf16)));
   // Stage 3: eight layers of two weights each, one layer at a time.
   std::vector<std::vector<float>> layers;
-  for (int l = 0; l < 16; ++l) layers.push_back(Floats(l % 2 == 0 ? 4096 : 1024, 1.0f + l));
+  for (int l = 0; l < 16; ++l) layers.push_back(Values(l % 2 == 0 ? 4096 : 1024, 1.0f + l));
   RoundedWeights per_layer;
   for (int l = 0; l < 8; ++l) {
     per_layer.Clear();
@@ -68,36 +70,30 @@ TEST(RoundedWeightsTest, WhatItHoldsStaysThatOfTheMostWeightsBetweenTwoClears) {
   EXPECT_EQ(per_layer.bytes(), static_cast<int64_t>((4096 + 1024) * sizeof(Bf16)));
 }
 
-TEST(RoundedWeightsTest, GemmWithAWeightHasGemmsBitsWithAndWithoutOneActive) {
+TEST(RoundedWeightsTest, AKeptWeightHasTheBitsOfRoundingAtEveryProductAsEitherOperand) {
   SHARDLINE_REQUIRE_BF16();
   const int m = 9, n = 7, k = 13;
-  const std::vector<float> x = Floats(static_cast<size_t>(m) * k, 2), w = Floats(static_cast<size_t>(n) * k, 5);
-  // y [m, n] = x [m, k] * w^T (w stored [n, k]), and dx-like w^T as A.
-  std::vector<float> want(static_cast<size_t>(m) * n), got(want.size());
-  Gemm(Precision::kBfloat16, false, true, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, want.data(), n);
-  GemmWithWeight(Precision::kBfloat16, /*weight_is_a=*/false, false, true, m, n, k, 1.0f, x.data(), k, w.data(), k,
-                 0.0f, got.data(), n);
-  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
-  RoundedWeights rounded;
+  const std::vector<float> x = Values(static_cast<size_t>(m) * k, 2), w = Values(static_cast<size_t>(n) * k, 5);
+  // y [m, n] = x [m, k] w^T (w stored [n, k]); z [n, m] = w x^T.
+  std::vector<float> y_want(static_cast<size_t>(m) * n), y_got(y_want.size());
+  std::vector<float> z_want(static_cast<size_t>(n) * m), z_got(z_want.size());
+  Products every(Precision::kBfloat16);
+  every.Multiply(false, true, 1.0f, Floats(x.data(), m, k), WeightOf(w.data(), n, k), 0.0f, y_want.data(), n);
+  every.Multiply(false, true, 1.0f, WeightOf(w.data(), n, k), Floats(x.data(), m, k), 0.0f, z_want.data(), m);
+  EXPECT_EQ(every.weights().roundings(), 0) << "a weight kept outside a KeepRoundedWeights";
+  Products kept(Precision::kBfloat16);
   {
-    const ActiveRoundedWeights active(&rounded);
-    std::fill(got.begin(), got.end(), 0.0f);
-    GemmWithWeight(Precision::kBfloat16, false, false, true, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f,
-                   got.data(), n);
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
-    // The weight as A: z [k, m]... here z [n, m] = w [n, k] * x^T.
-    std::vector<float> z_want(static_cast<size_t>(n) * m), z_got(z_want.size());
-    Gemm(Precision::kBfloat16, false, true, n, m, k, 1.0f, w.data(), k, x.data(), k, 0.0f, z_want.data(), m);
-    GemmWithWeight(Precision::kBfloat16, /*weight_is_a=*/true, false, true, n, m, k, 1.0f, w.data(), k, x.data(), k,
-                   0.0f, z_got.data(), m);
-    EXPECT_EQ(std::memcmp(z_want.data(), z_got.data(), z_want.size() * sizeof(float)), 0);
+    const KeepRoundedWeights keep(&kept);
+    kept.Multiply(false, true, 1.0f, Floats(x.data(), m, k), WeightOf(w.data(), n, k), 0.0f, y_got.data(), n);
+    kept.Multiply(false, true, 1.0f, WeightOf(w.data(), n, k), Floats(x.data(), m, k), 0.0f, z_got.data(), m);
   }
-  EXPECT_EQ(rounded.roundings(), 1);  // both products read the one rounding of w
-  // Float32 ignores it: OpenBLAS's bits.
-  Gemm(Precision::kFloat32, false, true, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, want.data(), n);
-  GemmWithWeight(Precision::kFloat32, false, false, true, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, got.data(),
-                 n);
-  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(y_want.data(), y_got.data(), y_want.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(z_want.data(), z_got.data(), z_want.size() * sizeof(float)), 0);
+  EXPECT_EQ(kept.weights().roundings(), 1);  // both products read the one rounding of w
+  // Outside the scope again: rounded at the product, kept roundings untouched.
+  kept.Multiply(false, true, 1.0f, Floats(x.data(), m, k), WeightOf(w.data(), n, k), 0.0f, y_got.data(), n);
+  EXPECT_EQ(kept.weights().roundings(), 1);
+  EXPECT_EQ(std::memcmp(y_want.data(), y_got.data(), y_want.size() * sizeof(float)), 0);
 }
 
 }  // namespace

@@ -78,8 +78,9 @@ TEST(TransformerOpsTest, LinearGradientsMatchFiniteDifferences) {
   std::vector<float> x = Random(rows * in, 5), wt = Random(out * in, 6), b = Random(out, 7);
   const std::vector<float> w = Random(rows * out, 8);
   std::vector<float> y(rows * out);
+  Products fp32;
   auto loss = [&] {
-    LinearForward(Precision::kFloat32, x.data(), wt.data(), b.data(), rows, in, out, y.data());
+    LinearForward(&fp32, Floats(x.data(), rows, in), wt.data(), b.data(), out, y.data());
     return Dot(y, w);
   };
   loss();
@@ -88,7 +89,7 @@ TEST(TransformerOpsTest, LinearGradientsMatchFiniteDifferences) {
   for (int i = 0; i < in; ++i) by_hand += static_cast<double>(x[i]) * wt[i];
   EXPECT_NEAR(y[0], by_hand, 1e-5);
   std::vector<float> dx(x.size()), dw(wt.size()), db(out);
-  LinearBackward(Precision::kFloat32, w.data(), x.data(), wt.data(), rows, in, out, false, dx.data(), dw.data(), db.data());
+  LinearBackward(&fp32, w.data(), Floats(x.data(), rows, in), wt.data(), out, false, dx.data(), dw.data(), db.data());
   CheckFd(&x, loss, dx, "dx");
   CheckFd(&wt, loss, dw, "dW");
   CheckFd(&b, loss, db, "db");
@@ -144,8 +145,9 @@ TEST_P(AttentionTest, GradientsMatchFiniteDifferencesAndRowsAreDistributions) {
   std::vector<float> qkv = Random(batch * seq * 3 * d, 11);
   const std::vector<float> w = Random(batch * seq * d, 12);
   std::vector<float> probs(batch * heads * seq * seq), y(batch * seq * d);
+  Products fp32;
   auto loss = [&] {
-    AttentionForward(Precision::kFloat32, qkv.data(), batch, seq, d, heads, causal, probs.data(), y.data());
+    AttentionForward(&fp32, Floats(qkv.data(), batch * seq, 3 * d), batch, seq, heads, causal, probs.data(), y.data());
     return Dot(y, w);
   };
   loss();
@@ -161,16 +163,18 @@ TEST_P(AttentionTest, GradientsMatchFiniteDifferencesAndRowsAreDistributions) {
     EXPECT_NEAR(sum, 1.0, 1e-5) << "row " << r;
   }
   std::vector<float> dqkv(qkv.size()), scratch(seq * seq);
-  AttentionBackward(Precision::kFloat32, w.data(), qkv.data(), probs.data(), batch, seq, d, heads, causal, dqkv.data(), scratch.data());
+  AttentionBackward(&fp32, w.data(), Floats(qkv.data(), batch * seq, 3 * d), probs.data(), batch, seq, heads, causal,
+                    dqkv.data(), scratch.data());
   CheckFd(&qkv, loss, dqkv, causal ? "causal dqkv" : "full dqkv");
 }
 
 TEST(AttentionCausalityTest, APositionsOutputDoesNotDependOnLaterPositions) {
   const int batch = 1, seq = 6, d = 4, heads = 1;
   std::vector<float> qkv = Random(seq * 3 * d, 13), probs(seq * seq), y(seq * d), y2(seq * d);
-  AttentionForward(Precision::kFloat32, qkv.data(), batch, seq, d, heads, true, probs.data(), y.data());
+  Products fp32;
+  AttentionForward(&fp32, Floats(qkv.data(), seq, 3 * d), batch, seq, heads, true, probs.data(), y.data());
   for (int i = 3 * 3 * d; i < seq * 3 * d; ++i) qkv[i] += 1.0f;  // positions 3.. change
-  AttentionForward(Precision::kFloat32, qkv.data(), batch, seq, d, heads, true, probs.data(), y2.data());
+  AttentionForward(&fp32, Floats(qkv.data(), seq, 3 * d), batch, seq, heads, true, probs.data(), y2.data());
   for (int i = 0; i < 3 * d; ++i) EXPECT_EQ(y[i], y2[i]) << "position " << i / d;
   bool later_changed = false;
   for (int i = 3 * d; i < seq * d; ++i) later_changed = later_changed || y[i] != y2[i];
@@ -209,15 +213,16 @@ TEST(TransformerBlockTest, ABlocksGradientsMatchFiniteDifferences) {
     const std::vector<float> w = Random(rows * shape.d, 19);
     BlockActivations acts;
     std::vector<float> out(rows * shape.d);
+    Products fp32;
     auto loss = [&] {
-      BlockForward(BlockCall{params.data(), layout, t, shape, batch, seq}, x.data(), &acts, out.data());
+      BlockForward(BlockCall{params.data(), layout, t, shape, batch, seq, 0, 1, &fp32}, x.data(), &acts, out.data());
       return Dot(out, w);
     };
     loss();
     std::vector<float> grads(params.size()), dx = w;
     BlockScratch scratch;
-    BlockBackward(BlockCall{params.data(), layout, t, shape, batch, seq}, acts, false, grads.data(), &scratch,
-                  dx.data());
+    BlockBackward(BlockCall{params.data(), layout, t, shape, batch, seq, 0, 1, &fp32}, acts, false, grads.data(),
+                  &scratch, dx.data());
     CheckFd(&params, loss, grads, causal ? "causal block params" : "full block params");
     CheckFd(&x, loss, dx, causal ? "causal block dx" : "full block dx");
   }
