@@ -192,6 +192,19 @@ class Model {
   // GPT's head reads the token embedding), in order; Backward starts with
   // the same reads and writes their gradients first. None by default.
   virtual std::vector<Range> ReadAgainAfterLast() const { return {}; }
+  // The layers Backward announces (before_backward), in order: by default
+  // those read again after the last first (ReadAgainAfterLast), then the
+  // others of Layers() downwards. A model whose backward reads no
+  // parameter of a layer (the ViT's patch embedding) leaves it out. The
+  // hooks test holds every model to it; the memory plan follows it.
+  virtual std::vector<Range> BackwardReads() const {
+    std::vector<Range> out = ReadAgainAfterLast();
+    const std::vector<Range> layers = Layers();
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+      if (std::find(out.begin(), out.end(), *it) == out.end()) out.push_back(*it);
+    }
+    return out;
+  }
 
   // Forward on a batch of examples shaped as input() says (each target in
   // [0, num_classes)): loss and accuracy sums over its targets. Leaves in

@@ -69,6 +69,11 @@ class Vit : public Model {
   int64_t WorkspaceBytes(int batch) const override;
   std::vector<Range> Layers() const override;
   std::vector<Range> GradientParts() const override;
+  // Layers() downwards but the patch embedding: its backward reads no parameter.
+  std::vector<Range> BackwardReads() const override {
+    std::vector<Range> layers = Layers();
+    return std::vector<Range>(layers.rbegin(), layers.rend() - 1);
+  }
   std::unique_ptr<ModelWorkspace> NewWorkspace() const override {
     return std::make_unique<VitWorkspace>(spec_.precision);
   }

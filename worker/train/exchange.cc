@@ -21,7 +21,12 @@ double SecondsSince(const Stopwatch& t) { return t.ElapsedSeconds(); }
 
 GradientExchange::GradientExchange(std::vector<Range> buckets, Collectives& comm, OverlapCollectives* overlap,
                                    const ExchangeOptions& options)
-    : buckets_(std::move(buckets)), comm_(comm), overlap_(overlap), options_(options) {
+    : buckets_(std::move(buckets)),
+      comm_(comm),
+      overlap_(overlap),
+      options_(options),
+      schedule_{overlap != nullptr, options.prefetch_buckets, options.reshard_after_forward},
+      completion_(buckets_) {
   SCHECK(options_.env != nullptr) << "ExchangeOptions.env is required";
   for (const Range& b : buckets_) own_.push_back(OwnedPiece(b, comm_.rank(), comm_.world_size()));
   residency_.assign(buckets_.size(), Residency::kWhole);
@@ -54,9 +59,8 @@ void GradientExchange::BindParams(PagedFloats* params) {
 void GradientExchange::BeginStep(int64_t step, PagedFloats* grads) {
   step_ = step;
   grads_ = grads;
-  last_pass_ = 0;
-  unfinished_.clear();
-  for (const Range& b : buckets_) unfinished_.push_back(b.size());
+  cursor_.EndPass();
+  completion_.Reset();
   reducing_.assign(buckets_.size(), 0);
   reduce_order_.clear();
 }
@@ -110,11 +114,7 @@ absl::Status GradientExchange::GradientsReady(Range layer, PagedFloats* grads, N
   const bool stage3 = sharded_params();
   if (overlap_ == nullptr && !stage3) return absl::OkStatus();
   absl::Status status;
-  for (size_t k = buckets_.size(); k-- > 0;) {
-    const Range both = Overlap(buckets_[k], layer);
-    if (both.empty() || reducing_[k] != 0) continue;
-    unfinished_[k] -= both.size();
-    if (unfinished_[k] != 0) continue;
+  for (const size_t k : completion_.Finish(layer)) {
     // The backward reads the bucket's parameters no more (LayerHooks):
     // given back now rather than when the next layer is announced.
     if (stage3) {
@@ -135,8 +135,7 @@ absl::Status GradientExchange::GradientsReady(Range layer, PagedFloats* grads, N
   }
   // Stage 3 with overlap: at most 1 + prefetch_buckets reduce-scatters under
   // way; the oldest beyond that are waited for and their gradients given back.
-  while (stage3 && overlap_ != nullptr &&
-         reduce_order_.size() > static_cast<size_t>(1 + options_.prefetch_buckets)) {
+  while (stage3 && overlap_ != nullptr && reduce_order_.size() > ReducesInFlight(schedule_)) {
     const size_t k = reduce_order_.front();
     reduce_order_.erase(reduce_order_.begin());
     const Stopwatch start(options_.env);
@@ -334,45 +333,27 @@ absl::Status GradientExchange::ReleaseParams(size_t k, NonFiniteObservation* see
 }
 
 absl::Status GradientExchange::NeedParams(Range layer, bool forward, NonFiniteObservation* seen) {
-  const auto [lo, hi] = BucketsOf(layer);
-  const int pass = forward ? 1 : -1;
-  const bool first_of_pass = last_pass_ != pass;
-  const bool past_first_layer = !first_of_pass && has_frontier_;
-  if (first_of_pass) {
-    last_pass_ = pass;
-    has_frontier_ = false;
-  }
-  // In order: beyond every layer the pass has reached so far, in its
-  // direction. The pass's first announcement sets no frontier (the GPT's
-  // backward starts at its tied head, on the token embedding).
-  const bool in_order = !first_of_pass && (!has_frontier_ || (forward ? layer.begin > frontier_ : layer.begin < frontier_));
-  if (in_order) {
-    frontier_ = layer.begin;
-    has_frontier_ = true;
-  }
-  const int64_t ahead = overlap_ != nullptr && (in_order || first_of_pass) ? options_.prefetch_buckets : 0;
+  const ParamWindow w = cursor_.Announce(BucketsOf(layer), layer.begin, forward, schedule_);
   const int64_t n = static_cast<int64_t>(buckets_.size());
-  // The window of buckets to prefetch: the next ones in the pass's order.
-  const int64_t first = forward ? static_cast<int64_t>(hi) + 1 : static_cast<int64_t>(lo) - ahead;
-  const int64_t last = forward ? static_cast<int64_t>(hi) + ahead : static_cast<int64_t>(lo) - 1;
   absl::Status status;
   // 1. What the pass has left behind goes back to the kernel.
-  if (in_order && (!forward || options_.reshard_after_forward)) {
+  if (w.release_others) {
     for (int64_t k = 0; k < n; ++k) {
-      const bool wanted = (k >= static_cast<int64_t>(lo) && k <= static_cast<int64_t>(hi)) || (k >= first && k <= last);
-      if (wanted) continue;
+      if (w.Wanted(k)) continue;
       const absl::Status s = ReleaseParams(static_cast<size_t>(k), seen);
       if (status.ok()) status = s;
     }
   }
   // 2. The layer's buckets, whole; 3. the next ones started.
-  if (!forward && in_order && past_first_layer) CrashPoint("backward_gather", step_);
-  for (size_t k = lo; k <= hi; ++k) StartParamGather(k);
-  for (size_t k = lo; k <= hi; ++k) {
+  if (!forward && w.in_order && w.past_first_layer) CrashPoint("backward_gather", step_);
+  for (size_t k = w.lo; k <= w.hi; ++k) StartParamGather(k);
+  for (size_t k = w.lo; k <= w.hi; ++k) {
     const absl::Status s = WaitParamGather(k, seen);
     if (status.ok()) status = s;
   }
-  for (int64_t k = std::max<int64_t>(first, 0); k <= std::min(last, n - 1); ++k) StartParamGather(static_cast<size_t>(k));
+  for (int64_t k = std::max<int64_t>(w.first, 0); k <= std::min(w.last, n - 1); ++k) {
+    StartParamGather(static_cast<size_t>(k));
+  }
   return status;
 }
 
@@ -384,8 +365,7 @@ absl::Status GradientExchange::AwaitParamsForBackward(Range layer, NonFiniteObse
 absl::Status GradientExchange::EndForward(NonFiniteObservation* seen) {
   if (!sharded_params()) return absl::OkStatus();
   const absl::Status status = FinishGathers(seen);
-  last_pass_ = 0;
-  has_frontier_ = false;
+  cursor_.EndPass();
   return status;
 }
 

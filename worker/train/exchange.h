@@ -53,6 +53,7 @@
 #include "worker/collective/collectives.h"
 #include "worker/collective/overlap.h"
 #include "worker/train/nonfinite.h"
+#include "worker/train/stage3_schedule.h"
 #include "common/platform/env.h"
 
 namespace shardline {
@@ -196,15 +197,13 @@ class GradientExchange {
   bool pool_warned_ = false;  // a refusal of the kernel is logged once
   std::vector<size_t> reduce_order_;  // buckets whose reduce-scatter is under way, oldest first
   int64_t step_ = 0;
-  // Which pass announced last, and how far it has come: a pass's first
-  // announcement and a layer read again behind the frontier (a tied
-  // weight) gather without giving anything back.
-  int last_pass_ = 0;  // 0 none, 1 forward, -1 backward
-  bool has_frontier_ = false;
-  int64_t frontier_ = 0;
+  // Stage 3's decisions (stage3_schedule.h): which pass announced last and
+  // how far it has come, and which buckets the backward has finished.
+  const ScheduleOptions schedule_;
+  PassCursor cursor_;
+  BucketCompletion completion_;
   int64_t whole_floats_ = 0;
   int64_t peak_whole_floats_ = 0;
-  std::vector<int64_t> unfinished_;  // per bucket: gradient elements backward has not finished
   std::vector<Ticket> reducing_;     // per bucket: its reduce-scatter; 0 not started, -1 waited for
   std::vector<Pending> gathers_;     // started, not yet waited for; ascending buckets
   double reduce_wait_seconds_ = 0;

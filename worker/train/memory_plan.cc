@@ -11,6 +11,7 @@
 #include "common/platform/status_macros.h"
 #include "worker/data/pipeline.h"
 #include "worker/model/model_factory.h"
+#include "worker/train/stage3_schedule.h"
 #include "worker/train/train_loop.h"
 
 namespace shardline {
@@ -44,83 +45,88 @@ struct Windows {
   int64_t both = 0;
 };
 
-// The windows of a step, followed bucket by bucket as the exchange moves
-// them. The forward: a layer's buckets and `prefetch` after them. The
-// backward, layer by layer downwards: the layer's buckets and `prefetch`
-// before them gathered, the rest given back; then part by part
-// (GradientParts): the gradients of the buckets a part lies in mapped
-// before it is written; once a bucket's parts are all done its parameters
-// are given back and its reduce-scatter started, and beyond 1 + prefetch
-// under way (at once, without overlap) the oldest's gradients given back.
-// A layer read again after the last (`reread`, Model::ReadAgainAfterLast:
-// the GPT's tied token embedding) is whole beside the last layer's window
-// at the end of the forward (an announcement out of order gives nothing
-// back), and its gradient is written at the start of the backward and final
-// at its end. Checked against the exchange's own count of what it held:
-// memory_plan_test, TheStageThreeParameterTermIsWhatTheExchangeHeld.
-Windows StageThreeWindows(const std::vector<Range>& buckets, const std::vector<Range>& layers,
-                          const std::vector<Range>& parts, const std::vector<Range>& reread, int world,
-                          int prefetch, bool overlap) {
-  const int64_t n = static_cast<int64_t>(buckets.size());
-  std::vector<int64_t> beyond(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) beyond[k] = buckets[k].size() - ShardRange(buckets[k].size(), 0, world).size();
-  auto span_of = [&](Range r) {
-    const auto [lo, hi] = BucketsOf(buckets, r);
-    return std::pair<int64_t, int64_t>{static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
-  };
+// The windows of a step: the model's announcements (Layers and
+// ReadAgainAfterLast in the forward, BackwardReads and GradientParts in the
+// backward) run through the exchange's own decisions (stage3_schedule.h),
+// counting what is whole after each. The forward: each announcement's
+// window gathered, what the pass left given back. The backward: each
+// layer read gathered likewise, then part by part (GradientParts, downwards)
+// the gradients of the buckets a part lies in taken before it is written;
+// a bucket whose parts are all final has its parameters given back and its
+// reduce-scatter started, and beyond ReducesInFlight the oldest's gradients
+// given back. A layer read again after the last (the GPT's tied token
+// embedding) has its gradients written first and final last. Checked
+// against the exchange's own count of what it held: memory_plan_test,
+// TheStageThreeParameterTermIsWhatTheExchangeHeld.
+Windows StageThreeWindows(const std::vector<Range>& buckets, const Model& model, int world,
+                          const ScheduleOptions& options) {
+  const size_t n = buckets.size();
   Windows w;
   if (n == 0) return w;
-  std::vector<char> again(static_cast<size_t>(n), 0);  // the buckets read again after the last layer
-  for (const Range& r : reread) {
-    const auto [lo, hi] = span_of(r);
-    for (int64_t k = lo; k <= hi; ++k) again[k] = 1;
-  }
-  for (size_t i = 0; i < layers.size(); ++i) {  // the forward
-    const auto [lo, hi] = span_of(layers[i]);
-    const int64_t last = std::min(n - 1, hi + prefetch);
-    int64_t sum = 0;
-    for (int64_t k = 0; k < n; ++k) {
-      const bool in_window = k >= lo && k <= last;
-      if (in_window || (i + 1 == layers.size() && again[k])) sum += beyond[k];
-    }
-    w.params = std::max(w.params, sum);
-  }
-  w.both = w.params;
-  // The backward.
-  std::vector<char> whole(static_cast<size_t>(n), 0), taken(static_cast<size_t>(n), 0);
-  std::vector<int64_t> unfinished(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) unfinished[k] = buckets[k].size();
-  std::vector<int64_t> reducing;  // oldest first
-  for (int64_t k = 0; k < n; ++k) taken[k] = again[k];  // a tied layer's gradient, from the start
+  std::vector<int64_t> beyond(n);
+  for (size_t k = 0; k < n; ++k) beyond[k] = buckets[k].size() - ShardRange(buckets[k].size(), 0, world).size();
+  std::vector<char> whole(n, 0), taken(n, 0);  // between steps every bucket is sharded
   auto measure = [&] {
     int64_t params = 0, both = 0;
-    for (int64_t k = 0; k < n; ++k) {
+    for (size_t k = 0; k < n; ++k) {
       params += whole[k] ? beyond[k] : 0;
       both += (whole[k] ? beyond[k] : 0) + (taken[k] ? beyond[k] : 0);
     }
     w.params = std::max(w.params, params);
     w.both = std::max(w.both, both);
   };
-  for (size_t l = layers.size(); l-- > 0;) {
-    const auto [lo, hi] = span_of(layers[l]);
-    for (int64_t k = 0; k < n; ++k) whole[k] = unfinished[k] > 0 && k >= lo - prefetch && k <= hi;
-    for (size_t p = parts.size(); p-- > 0;) {
-      const Range part = parts[p];
-      if (part.begin < layers[l].begin || part.begin >= layers[l].end) continue;
-      const auto [plo, phi] = span_of(part);
-      for (int64_t k = plo; k <= phi; ++k) taken[k] = 1;
-      measure();
-      for (int64_t k = phi; k >= plo; --k) {
-        unfinished[k] -= Overlap(buckets[k], part).size();
-        if (unfinished[k] != 0) continue;
-        whole[k] = 0;
-        reducing.push_back(k);
-      }
-      while (reducing.size() > static_cast<size_t>(overlap ? 1 + prefetch : 0)) {
-        taken[reducing.front()] = 0;
-        reducing.erase(reducing.begin());
-      }
+  PassCursor cursor;
+  auto announce = [&](Range layer, bool forward) {
+    const ParamWindow a = cursor.Announce(BucketsOf(buckets, layer), layer.begin, forward, options);
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t i = static_cast<int64_t>(k);
+      if (a.release_others && !a.Wanted(i)) whole[k] = 0;
+      if (a.Wanted(i)) whole[k] = 1;
     }
+    measure();
+  };
+  for (const Range& layer : model.Layers()) announce(layer, true);
+  const std::vector<Range> reread = model.ReadAgainAfterLast();
+  for (const Range& layer : reread) announce(layer, true);
+  // The backward.
+  BucketCompletion completion(buckets);
+  std::vector<size_t> reducing;  // oldest first
+  const std::vector<Range> parts = model.GradientParts();
+  std::vector<char> begun(parts.size(), 0);
+  auto is_reread = [&](Range part) {
+    return std::any_of(reread.begin(), reread.end(), [&](Range r) { return !Overlap(r, part).empty(); });
+  };
+  auto begin = [&](size_t p) {
+    const auto [lo, hi] = BucketsOf(buckets, parts[p]);
+    for (size_t k = lo; k <= hi; ++k) taken[k] = 1;
+    begun[p] = 1;
+    measure();
+  };
+  auto finish = [&](size_t p) {
+    for (const size_t k : completion.Finish(parts[p])) {
+      whole[k] = 0;
+      reducing.push_back(k);
+    }
+    while (reducing.size() > ReducesInFlight(options)) {
+      taken[reducing.front()] = 0;
+      reducing.erase(reducing.begin());
+    }
+  };
+  for (const Range& layer : model.BackwardReads()) {
+    announce(layer, false);
+    for (size_t p = parts.size(); p-- > 0;) {
+      if (begun[p] || Overlap(parts[p], layer).empty()) continue;
+      begin(p);
+      if (!is_reread(parts[p])) finish(p);
+    }
+  }
+  for (size_t p = parts.size(); p-- > 0;) {  // the parts of layers the backward reads nothing of
+    if (begun[p]) continue;
+    begin(p);
+    finish(p);
+  }
+  for (size_t p = parts.size(); p-- > 0;) {
+    if (is_reread(parts[p])) finish(p);
   }
   return w;
 }
@@ -173,8 +179,9 @@ MemoryPlan PlanMemory(const config::JobConfig& config, const Model& model, const
   const bool overlap = coll.overlap() && sharded > 1 && buckets.size() > 1;
   const int prefetch = overlap ? coll.prefetch_buckets() : 0;
   const Windows windows =
-      stage3 ? StageThreeWindows(buckets, model.Layers(), model.GradientParts(), model.ReadAgainAfterLast(), sharded,
-                               prefetch, overlap) : Windows{};
+      stage3 ? StageThreeWindows(buckets, model, sharded,
+                                 ScheduleOptions{overlap, prefetch, coll.reshard_after_forward()})
+             : Windows{};
   const int64_t whole = windows.params;
   const int accum = std::max(1, config.train().grad_accum_steps());
   plan.micro_batch = MicroBatchSize(config, world);

@@ -128,10 +128,15 @@ inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::
     for (size_t i = 0; i < grads.size(); ++i) written_early += !grad_announced[i] && grads[i] != 0.5f;
   };
   std::vector<Range> gradient_parts;
+  std::vector<Range> forward_sequence, backward_sequence;  // every announcement, in order
   LayerHooks hooks;
-  hooks.before_forward = [&](Range r) { first_time(&forward, r); };
+  hooks.before_forward = [&](Range r) {
+    first_time(&forward, r);
+    forward_sequence.push_back(r);
+  };
   hooks.before_backward = [&](Range r) {
     first_time(&before_backward, r);
+    backward_sequence.push_back(r);
     check_written();
   };
   hooks.before_gradient = [&](Range r) {
@@ -176,6 +181,13 @@ inline void CheckLayerHooks(const Model& model, const Problem& prob, const std::
     EXPECT_TRUE(gradient_parts[i].begin == declared[i].begin && gradient_parts[i].end == declared[i].end)
         << "part " << i << ": GradientParts() is not what the backward announces";
   }
+  // The announcements the memory plan follows (memory_plan.cc,
+  // StageThreeWindows): Layers() then ReadAgainAfterLast() in the forward,
+  // BackwardReads() in the backward.
+  std::vector<Range> declared_forward = model.Layers();
+  for (const Range& r : model.ReadAgainAfterLast()) declared_forward.push_back(r);
+  EXPECT_TRUE(forward_sequence == declared_forward) << "the forward announced other than Layers(), ReadAgainAfterLast()";
+  EXPECT_TRUE(backward_sequence == model.BackwardReads()) << "the backward announced other than BackwardReads()";
   for (size_t i = 1; i < forward.size(); ++i) EXPECT_LT(forward[i - 1].begin, forward[i].begin) << "forward order";
   for (size_t i = 1; i < backward.size(); ++i) EXPECT_GT(backward[i - 1].begin, backward[i].begin) << "backward order";
   EXPECT_EQ(std::memcmp(announced.data(), grads.data(), grads.size() * sizeof(float)), 0)
