@@ -36,9 +36,12 @@ set(SHARDLINE_TEST_DEFINITIONS
   SHARDLINE_BIN_DIR="${PROJECT_BINARY_DIR}/bin")
 
 # LABELS: "unit" for in-process tests (also run under ASan/UBSan in CI),
-# "e2e" for tests that start real processes.
+# "e2e" for tests that start real processes. WIDENED: every test runs a
+# second time as "Widened.<name>" with SHARDLINE_BF16_KERNEL=widened, so a
+# CPU with bfloat16 dot products also tests the kernel of the CPUs without
+# them (worker/model/gemm.h).
 function(shardline_cc_test)
-  cmake_parse_arguments(ARG "SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL;WIDENED" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_include_directories(${ARG_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_compile_options(${ARG_NAME} PRIVATE ${SHARDLINE_WARNINGS})
@@ -61,4 +64,10 @@ function(shardline_cc_test)
   gtest_discover_tests(${ARG_NAME}
     PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} RUN_SERIAL ${serial}
     DISCOVERY_TIMEOUT 60)
+  if(ARG_WIDENED)
+    gtest_discover_tests(${ARG_NAME} TEST_PREFIX "Widened."
+      PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} RUN_SERIAL ${serial}
+                 ENVIRONMENT "SHARDLINE_BF16_KERNEL=widened"
+      DISCOVERY_TIMEOUT 60)
+  endif()
 endfunction()

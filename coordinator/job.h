@@ -228,6 +228,10 @@ class Job {
   absl::Time Now() const;  // options_.env's clock
 
   absl::Status ReportLocked(const coordinator::WorkerReport& r, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The report's numerics fingerprint judged against the job's
+  // (decide/numerics.h) and the verdict applied: recorded (persisted with
+  // the world history), or the job failed. False when refused.
+  bool NumericsAcceptedLocked(const coordinator::WorkerReport& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ReportLocked's parts: whether the report may act (its member, secret,
   // bounds and checkpoint), the member's progress and clock, a checkpoint
   // it found bad, and its metric records.

@@ -5,6 +5,7 @@
 #include "coordinator/job.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/net/listen_address.h"
 #include "common/faults/fault_injection.h"
 #include "common/platform/clock.h"
 #include "common/platform/logging.h"
@@ -12,6 +13,7 @@
 #include "common/checkpoint/shard_file.h"
 #include "common/encoding/text_escape.h"
 #include "common/net/rpc_auth.h"
+#include "coordinator/decide/numerics.h"
 #include "coordinator/decide/report_check.h"
 #include "coordinator/decide/report_rules.h"
 #include "coordinator/decide/schedule.h"
@@ -106,8 +108,39 @@ void Job::NoteMetricsLocked(const coordinator::WorkerReport& r) {
   evals_ = NoteEvals(std::move(evals_), r.metrics(), config_.checkpoint());
 }
 
+bool Job::NumericsAcceptedLocked(const coordinator::WorkerReport& r) {
+  NumericsSource source;
+  source.rank = r.rank();
+  source.host = ListenHost(m_.members[r.rank()].address);
+  source.step = start_step_;
+  source.generation = m_.generation;
+  source.unix_seconds = absl::ToDoubleSeconds(WallNow(options_.env) - absl::UnixEpoch());
+  const NumericsVerdict v = JudgeNumerics(history_, r.numerics(), source, config_.runtime().numerics());
+  switch (v.action) {
+    case NumericsVerdict::kAccept:
+      return true;
+    case NumericsVerdict::kRecordJobs:
+      SLOG(INFO) << v.reason;
+      *history_.mutable_numerics() = v.record;
+      break;
+    case NumericsVerdict::kRecordChange:
+      SLOG(WARNING) << v.reason;
+      *history_.add_numerics_changes() = v.record;
+      break;
+    case NumericsVerdict::kRefuse:
+      Fail(absl::FailedPreconditionError(v.reason));
+      return false;
+  }
+  history_dirty_ = true;
+  ++state_version_;  // made durable by the report's PersistState
+  return true;
+}
+
 absl::Status Job::ReportLocked(const coordinator::WorkerReport& r, Deferred* later) {
   RETURN_IF_ERROR(CheckReportLocked(r));
+  // Before anything the report carries: a worker on other kernels has none
+  // of its shards booked (its numerics come before any shard it saves).
+  if (r.has_numerics() && !NumericsAcceptedLocked(r)) return absl::OkStatus();
   NoteProgressLocked(r);
   // CheckReport has checked each shard's world size and file name.
   if (!options_.checkpoint_root.empty()) {
@@ -297,6 +330,8 @@ coordinator::JobStatus Job::Snapshot() {
   s.set_world_size(m_.world_size > 0 ? m_.world_size : options_.world_size);
   s.set_target_world_size(options_.world_size);
   *s.mutable_world_changes() = history_.changes();
+  if (history_.has_numerics()) *s.mutable_numerics() = history_.numerics();
+  *s.mutable_numerics_changes() = history_.numerics_changes();
   const bool forming = m_.state == JobState::kForming;
   s.set_workers_registered(static_cast<int>(forming ? m_.pending.size() : m_.members.size()));
   int alive = 0;

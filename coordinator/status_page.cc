@@ -192,6 +192,9 @@ std::string StatusPageHtml(const coordinator::JobStatus& s, const std::vector<me
     absl::StrAppend(&html, "<p id=\"checkpoint-note\">checkpoints: ", Escape(s.checkpoint_note()), "</p>");
   }
   if (s.has_outer()) absl::StrAppend(&html, "<p id=\"outer-steps\">", Escape(OuterStepLine(s.outer())), "</p>");
+  if (const std::string numerics = NumericsLine(s); !numerics.empty()) {
+    absl::StrAppend(&html, "<p id=\"numerics\">numerics: ", Escape(numerics), "</p>");
+  }
   absl::StrAppend(&html, "<p><small>", Escape(ProgressLine(s)), "</small></p></body></html>\n");
   return html;
 }

@@ -122,8 +122,7 @@ absl::Status Run(const Args& args) {
              << ", coordinator " << args.Get("coordinator") << (island >= 0 ? absl::StrCat(", island ", island) : "")
              << "; OpenBLAS " << BlasCoreName() << " kernels, "
              << static_cast<int>(sgemm_gflops) << " GFLOP/s sgemm; matrix-product ISA " << CpuMatmulIsa()
-             << (CheckPrecisionSupported(Precision::kBfloat16).ok() ? " (bfloat16 products)"
-                                                                     : " (no bfloat16 products)");
+             << "; bfloat16 products: " << Bf16KernelName(ProcessBf16Kernel());
 
   WorkerOptions options;
   options.coordinator = args.Get("coordinator");

@@ -31,7 +31,11 @@ void Run(benchmark::State& state, shardline::Precision p, bool ta, bool tb, int 
   }
   state.counters["GFLOPs"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate,
                                                 benchmark::Counter::OneK::kIs1000);
-  if (p == shardline::Precision::kBfloat16) state.SetLabel(shardline::BfloatGemmImpl(ta, tb, m, n, k));
+  if (p == shardline::Precision::kBfloat16) {
+    state.SetLabel(shardline::ProcessBf16Kernel() == shardline::Bf16Kernel::kOneDnn
+                       ? shardline::BfloatGemmImpl(ta, tb, m, n, k)
+                       : shardline::Bf16KernelName(shardline::ProcessBf16Kernel()));
+  }
 }
 
 void BM_Sgemm(benchmark::State& state) {

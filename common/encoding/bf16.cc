@@ -17,6 +17,17 @@ void RoundBase(const float* in, uint16_t* out, size_t n) { SHARDLINE_ROUND_LOOP 
 
 #undef SHARDLINE_ROUND_LOOP
 
+#define SHARDLINE_WIDEN_LOOP \
+  for (size_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
+
+__attribute__((target("avx512f,avx512bw"))) void WidenAvx512(const uint16_t* in, float* out, size_t n) {
+  SHARDLINE_WIDEN_LOOP
+}
+__attribute__((target("avx2"))) void WidenAvx2(const uint16_t* in, float* out, size_t n) { SHARDLINE_WIDEN_LOOP }
+void WidenBase(const uint16_t* in, float* out, size_t n) { SHARDLINE_WIDEN_LOOP }
+
+#undef SHARDLINE_WIDEN_LOOP
+
 }  // namespace
 
 void RoundToBf16(absl::Span<const float> in, uint16_t* out) {
@@ -28,6 +39,18 @@ void RoundToBf16(absl::Span<const float> in, uint16_t* out) {
     RoundAvx2(in.data(), out, in.size());
   } else {
     RoundBase(in.data(), out, in.size());
+  }
+}
+
+void WidenBf16(absl::Span<const uint16_t> in, float* out) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx512) {
+    WidenAvx512(in.data(), out, in.size());
+  } else if (avx2) {
+    WidenAvx2(in.data(), out, in.size());
+  } else {
+    WidenBase(in.data(), out, in.size());
   }
 }
 

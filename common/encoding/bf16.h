@@ -39,6 +39,10 @@ inline float Bf16ToFloat(uint16_t h) {
 // out[i] = FloatToBf16(in[i]) for every i; `out` holds in.size() values.
 void RoundToBf16(absl::Span<const float> in, uint16_t* out);
 
+// out[i] = Bf16ToFloat(in[i]) for every i (exact: a bfloat16 is a float32
+// whose low 16 bits are zero); `out` holds in.size() values.
+void WidenBf16(absl::Span<const uint16_t> in, float* out);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_COMMON_ENCODING_BF16_H_

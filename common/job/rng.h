@@ -24,6 +24,7 @@ enum class Purpose : uint32_t {
   kShuffle = 2,
   kDropout = 3,  // reserved for stochastic layers
   kSample = 4,   // drawing generated text (gpt_sampler.h)
+  kCanary = 5,   // the numerics canary's inputs (worker/train/numerics.h)
 };
 
 // One stream of 2^34 uint32 draws identified by (seed, purpose, step, rank).

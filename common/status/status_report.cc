@@ -77,6 +77,9 @@ std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
     absl::StrAppend(&out, "checkpoints: ", EscapeControl(s.checkpoint_note()), "\n");
   }
   if (s.has_outer()) absl::StrAppend(&out, OuterStepLine(s.outer()), "\n");
+  if (const std::string numerics = NumericsLine(s); !numerics.empty()) {
+    absl::StrAppend(&out, "numerics: ", EscapeControl(numerics), "\n");
+  }
   absl::StrAppend(&out, "rank  host:port              alive  heartbeat     step  own work/step  straggler\n");
   for (const coordinator::WorkerStatus& w : s.workers()) {
     absl::StrAppendFormat(&out, "%4d  %-21s  %-5s  %7.2f s  %7d  %10.2f ms  %9s\n", w.rank(), EscapeControl(w.address()),
@@ -85,6 +88,19 @@ std::string StatusReport(const coordinator::JobStatus& s, absl::Time now) {
                           w.straggler_score() > 0 ? absl::StrFormat("%.2f", w.straggler_score()) : "-");
   }
   return out;
+}
+
+std::string NumericsLine(const coordinator::JobStatus& s) {
+  if (!s.has_numerics()) return "";
+  const coordinator::NumericsRecord& job = s.numerics();
+  std::string line = absl::StrFormat("fingerprint 0x%016x, kernels [%s]", job.numerics().fingerprint(),
+                                     job.numerics().kernels());
+  for (const coordinator::NumericsRecord& c : s.numerics_changes()) {
+    absl::StrAppendFormat(&line, "; from step %d also 0x%016x [%s] (rank %d on %s, runtime.numerics RELAXED): "
+                          "bits not comparable with a run on the job's kernels",
+                          c.step(), c.numerics().fingerprint(), c.numerics().kernels(), c.rank(), c.host());
+  }
+  return line;
 }
 
 }  // namespace shardline

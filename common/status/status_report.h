@@ -33,6 +33,11 @@ std::string StatusReport(const coordinator::JobStatus& status, absl::Time now);
 // bytes sent across islands by rank 0". The status page shows it too.
 std::string OuterStepLine(const coordinator::OuterStepStatus& outer);
 
+// The job's numerics fingerprint and kernels and, under runtime.numerics
+// RELAXED, each other one admitted and the step from which the bits are not
+// comparable; "" before a worker reported one.
+std::string NumericsLine(const coordinator::JobStatus& status);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_COMMON_STATUS_STATUS_REPORT_H_

@@ -1,13 +1,12 @@
-// For tests of train.precision BF16: they need a CPU with AVX512_BF16.
+// For tests of train.precision BF16. Every CPU runs them: one with
+// bfloat16 dot products in oneDNN's kernel, any other in the widened one
+// (gemm.h). Skips only where CheckPrecisionSupported refuses BF16 (a bad
+// SHARDLINE_BF16_KERNEL), saying why; with SHARDLINE_REQUIRE_BF16=1 (.ci/run
+// sets it) that fails the test instead, so nothing skips silently.
 //
 //   TEST(X, Y) {
 //     SHARDLINE_REQUIRE_BF16();
 //     ...
-//
-// Skips the test, saying why, on a CPU without it; .ci/run sets
-// SHARDLINE_REQUIRE_BF16=1 on a CPU that advertises AVX512_BF16, where a
-// missing feature fails the test instead, so a broken detection never
-// skips the BF16 tests silently there.
 #ifndef SHARDLINE_TESTS_UTIL_REQUIRE_BF16_H_
 #define SHARDLINE_TESTS_UTIL_REQUIRE_BF16_H_
 

@@ -34,6 +34,9 @@ int DataCommand(int argc, char** argv);
 // shardline plan --config F [--workers N] [--set ...]
 int PlanCommand(int argc, char** argv);
 
+// shardline numerics --config F [--workers N] [--set ...]
+int NumericsCommand(int argc, char** argv);
+
 // shardline sample --workdir DIR [--step S] | --safetensors F --config F [--prompt ...]
 int SampleCommand(int argc, char** argv);
 

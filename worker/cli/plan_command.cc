@@ -3,13 +3,12 @@
 #include <cstdio>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/job/config.h"
 #include "common/platform/args.h"
 #include "common/platform/env.h"
 #include "common/platform/status_macros.h"
 #include "worker/cli/commands.h"
+#include "worker/cli/job_args.h"
 #include "worker/data/dataset.h"
 #include "worker/train/memory_plan.h"
 
@@ -31,21 +30,10 @@ constexpr char kHelp[] =
     "  --workers N   world size (default: the config's runtime.num_workers)\n";
 
 absl::Status Plan(const Args& args) {
-  Env* env = Env::Default();
-  if (args.Get("config").empty()) return absl::InvalidArgumentError("--config is required");
-  int workers = 0;
-  if (args.Has("workers") && (!absl::SimpleAtoi(args.Get("workers"), &workers) || workers < 1 || workers > 4096)) {
-    return absl::InvalidArgumentError(absl::StrCat("--workers: '", args.Get("workers"), "' is not between 1 and 4096"));
-  }
-  // --workers is runtime.num_workers, set before the --set's are checked
-  // (collective.islands must divide it), as `launch --workers` does.
-  std::vector<std::string> sets;
-  if (workers > 0) sets.push_back(absl::StrCat("runtime.num_workers=", workers));
-  for (const std::string& s : args.GetAll("set")) sets.push_back(s);
-  ASSIGN_OR_RETURN(config::JobConfig cfg, LoadConfig(env, args.Get("config"), sets));
-  if (workers == 0) workers = cfg.runtime().num_workers();
-  ASSIGN_OR_RETURN(TrainingData data, LoadTrainingData(env, cfg));
-  ASSIGN_OR_RETURN(const MemoryPlan plan, PlanJob(cfg, data, workers));
+  ASSIGN_OR_RETURN(const JobArgs job, LoadJobArgs(Env::Default(), args));
+  const config::JobConfig& cfg = job.config;
+  const TrainingData& data = job.data;
+  ASSIGN_OR_RETURN(const MemoryPlan plan, PlanJob(cfg, data, job.workers));
   std::fputs(PlanTable(plan).c_str(), stdout);
   const int64_t limit_mb = cfg.runtime().memory_limit_mb();
   if (limit_mb <= 0) return absl::OkStatus();

@@ -24,6 +24,8 @@ constexpr char kUsage[] =
     "  sample  text from a GPT's checkpoint: shardline sample --workdir DIR --prompt TEXT [--tokens N]\n"
     "  plan    each worker's memory, term by term, before a job starts:\n"
     "          shardline plan --config F --workers N [--set a.b=value ...]\n"
+    "  numerics  this host's numerics fingerprint for a job, to compare hosts:\n"
+    "          shardline numerics --config F --workers N [--set a.b=value ...]\n"
     "  port    free TCP ports a restarted server can bind again: shardline port [--count N]\n"
     "  train   train in this process (a world of one):\n"
     "          shardline train --config deploy/configs/fmnist_mlp.textproto --workdir DIR\n"
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "port") == 0) return shardline::PortCommand(argc, argv);
   if (std::strcmp(argv[1], "data") == 0) return shardline::DataCommand(argc, argv);
   if (std::strcmp(argv[1], "plan") == 0) return shardline::PlanCommand(argc, argv);
+  if (std::strcmp(argv[1], "numerics") == 0) return shardline::NumericsCommand(argc, argv);
   if (std::strcmp(argv[1], "sample") == 0) return shardline::SampleCommand(argc, argv);
   if (std::strcmp(argv[1], "credential") == 0) return shardline::CredentialCommand(argc, argv);
   std::fprintf(stderr, "shardline: unknown command '%s'\n\n%s", shardline::EscapeControl(argv[1], 200).c_str(), kUsage);

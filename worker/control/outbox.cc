@@ -22,8 +22,17 @@ absl::Status Outbox::ShardSaved(int64_t step, int rank, int world, const Written
   return absl::OkStatus();
 }
 
+void Outbox::NumericsReady(const coordinator::Numerics& numerics) {
+  MutexLock lock(&mu_);
+  numerics_ = numerics;
+}
+
 void Outbox::DrainInto(coordinator::WorkerReport* report) {
   MutexLock lock(&mu_);
+  if (numerics_.has_value()) {
+    *report->mutable_numerics() = *numerics_;
+    numerics_.reset();
+  }
   for (metrics::MetricRecord& m : records_) *report->add_metrics() = std::move(m);
   records_.clear();
   for (coordinator::SavedShard& s : saved_) *report->add_saved() = std::move(s);

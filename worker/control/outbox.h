@@ -11,6 +11,7 @@
 #ifndef SHARDLINE_WORKER_CONTROL_OUTBOX_H_
 #define SHARDLINE_WORKER_CONTROL_OUTBOX_H_
 
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -30,14 +31,20 @@ class Outbox : public MetricsSink, public CheckpointSink {
   // rank's shard is in. Only the file's base name is sent.
   absl::Status ShardSaved(int64_t step, int rank, int world, const WrittenShard& shard) override;
 
+  // Queues this process's numerics fingerprint for the next report: before
+  // any shard it saves in the generation, so the coordinator judges it
+  // first (one report carries both in that order of processing).
+  void NumericsReady(const coordinator::Numerics& numerics);
+
   // Moves everything queued so far into `report` (appending to its metrics
-  // and saved lists).
+  // and saved lists, setting its numerics).
   void DrainInto(coordinator::WorkerReport* report);
 
  private:
   Mutex mu_;
   std::vector<metrics::MetricRecord> records_ ABSL_GUARDED_BY(mu_);
   std::vector<coordinator::SavedShard> saved_ ABSL_GUARDED_BY(mu_);
+  std::optional<coordinator::Numerics> numerics_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardline

@@ -234,6 +234,14 @@ TrainOptions TrainOptionsFor(const WorkerOptions& options, const coordinator::Re
   train.observer = observer;
   train.checkpoint_root = world.checkpoint_root();
   train.checkpoint_sink = heartbeat.outbox();
+  Outbox* outbox = heartbeat.outbox();
+  train.on_numerics = [outbox](const NumericsFingerprint& n) {
+    SLOG(INFO) << absl::StrFormat("numerics fingerprint 0x%016x (%s)", n.fingerprint, n.kernels);
+    coordinator::Numerics numerics;
+    numerics.set_fingerprint(n.fingerprint);
+    numerics.set_kernels(n.kernels);
+    outbox->NumericsReady(numerics);
+  };
   train.job_id = world.job_id();
   train.restore_dir = world.restore_dir();
   train.env = options.env;

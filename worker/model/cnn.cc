@@ -290,11 +290,19 @@ int64_t Cnn::ProductBytes(int batch) const {
     products.Note(Slot::kB, g.col_rows() * m);                   // cols
     products.Note(Slot::kA, g.out_channels * m);                 // dconv for dW
     if (l > 0) products.Note(Slot::kB, g.out_channels * m);      // dconv for d(cols)
+    const int64_t w = g.out_channels * g.col_rows();
+    products.NoteProduct(w, g.col_rows() * m);                           // forward
+    products.NoteProduct(g.out_channels * m, g.col_rows() * m);          // dW
+    if (l > 0) products.NoteProduct(w, g.out_channels * m);              // d(cols)
   }
   for (const DenseLayer& d : dense_) {
-    products.Note(Slot::kWeight, int64_t{d.out} * d.in);
+    const int64_t w = int64_t{d.out} * d.in;
+    products.Note(Slot::kWeight, w);
     products.Note(Slot::kA, n * std::max(d.in, d.out));  // the input forward, delta backward
     products.Note(Slot::kB, n * d.in);                   // the input for dW
+    products.NoteProduct(n * d.in, w);                   // forward
+    products.NoteProduct(n * d.out, n * d.in);           // dW
+    products.NoteProduct(n * d.out, w);                  // d(input)
   }
   return products.bytes(spec_.precision);
 }

@@ -3,6 +3,8 @@
 #include <cblas.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -152,14 +154,50 @@ const char* CpuMatmulIsa() {
   }
 }
 
+namespace {
+
+bool CpuHasBf16Dot() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+// SHARDLINE_BF16_KERNEL: "" (the CPU decides), "widened" or "onednn".
+const char* KernelVariable() {
+  const char* v = std::getenv("SHARDLINE_BF16_KERNEL");
+  return v == nullptr ? "" : v;
+}
+
+}  // namespace
+
+Bf16Kernel ProcessBf16Kernel() {
+  static const Bf16Kernel kernel = [] {
+    const std::string v = KernelVariable();
+    if (v == "widened") return Bf16Kernel::kWidened;
+    if (v == "onednn") return Bf16Kernel::kOneDnn;  // CheckPrecisionSupported refuses it where it cannot run
+    return CpuHasBf16Dot() ? Bf16Kernel::kOneDnn : Bf16Kernel::kWidened;
+  }();
+  return kernel;
+}
+
+std::string Bf16KernelName(Bf16Kernel kernel) {
+  if (kernel == Bf16Kernel::kOneDnn) return std::string("oneDNN ") + CpuMatmulIsa();
+  return std::string("widened to float32, OpenBLAS ") + BlasCoreName() + " sgemm";
+}
+
 absl::Status CheckPrecisionSupported(Precision p) {
   if (p != Precision::kBfloat16) return absl::OkStatus();
-  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-  if (isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx) return absl::OkStatus();
+  const std::string v = KernelVariable();
+  if (!v.empty() && v != "widened" && v != "onednn") {
+    return absl::InvalidArgumentError("SHARDLINE_BF16_KERNEL is '" + v.substr(0, 64) +
+                                      "': give widened, onednn, or leave it unset for the CPU to decide");
+  }
+  if (ProcessBf16Kernel() == Bf16Kernel::kWidened || CpuHasBf16Dot()) return absl::OkStatus();
   return absl::FailedPreconditionError(
-      std::string("train.precision BF16 needs the CPU feature avx512_bf16 (AVX512_BF16 bfloat16 dot products); ") +
-      "this process's matrix-product ISA is " + CpuMatmulIsa() +
-      " (the CPU lacks it, or ONEDNN_MAX_CPU_ISA lowers it): use train.precision FP32 on this machine");
+      std::string("SHARDLINE_BF16_KERNEL=onednn needs the CPU feature avx512_bf16 (AVX512_BF16 bfloat16 dot "
+                  "products); this process's matrix-product ISA is ") +
+      CpuMatmulIsa() +
+      " (the CPU lacks it, or ONEDNN_MAX_CPU_ISA lowers it): unset SHARDLINE_BF16_KERNEL to multiply bfloat16 "
+      "operands widened to float32 here");
 }
 
 void SetBlasThreads(int threads) {

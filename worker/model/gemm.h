@@ -41,10 +41,29 @@ using Bf16 = uint16_t;
 void GemmBf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const Bf16* a, int lda, const Bf16* b,
               int ldb, float beta, float* c, int ldc);
 
-// OK when this process can run `p`'s products at full speed. kBfloat16
-// needs the CPU's AVX512_BF16 instructions as oneDNN sees them (the CPU, or
-// a lower ONEDNN_MAX_CPU_ISA): FAILED_PRECONDITION naming what is missing
-// otherwise. No slow emulation is ever chosen silently.
+// How this process multiplies bfloat16 operands (train.precision BF16),
+// chosen at run time. kOneDnn: oneDNN's matmul on the CPU's bfloat16 dot
+// products (AVX512_BF16 or AMX, as oneDNN sees them: the CPU, or a lower
+// ONEDNN_MAX_CPU_ISA). kWidened, on every other CPU: each operand widened
+// to float32 (exactly: a bfloat16 is a float32 with its low 16 bits zero)
+// and multiplied by OpenBLAS's sgemm, accumulating in float32 - the same
+// products of the same rounded operands, summed in another order. Each is
+// deterministic; the two differ in the last bits, which the numerics
+// fingerprint (worker/train/numerics.h) tells apart.
+// SHARDLINE_BF16_KERNEL=widened takes kWidened on any CPU (to test it, or
+// to match workers of CPUs without bfloat16); =onednn insists on kOneDnn.
+enum class Bf16Kernel { kOneDnn, kWidened };
+
+// This process's kernel: read once (SHARDLINE_BF16_KERNEL, the CPU).
+Bf16Kernel ProcessBf16Kernel();
+// For people: "oneDNN avx512_core_bf16" or "widened to float32, OpenBLAS
+// Haswell sgemm".
+std::string Bf16KernelName(Bf16Kernel kernel);
+
+// OK when this process can run `p`'s products: always, but for
+// SHARDLINE_BF16_KERNEL set to something else than "widened" or "onednn"
+// (INVALID_ARGUMENT) or to "onednn" on a CPU without bfloat16 dot products
+// (FAILED_PRECONDITION naming what is missing).
 absl::Status CheckPrecisionSupported(Precision p);
 
 // The CPU's matrix-product features this process sees, as oneDNN names its

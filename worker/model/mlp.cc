@@ -61,6 +61,9 @@ int64_t Mlp::WorkspaceBytes(int batch) const {
     if (l > 0) products.Note(Slot::kA, batch * fan_out);       // d(input)
     products.Note(Slot::kB, batch * fan_out);                  // dW
     products.Note(Slot::kWeight, fan_in * fan_out);
+    products.NoteProduct(batch * fan_in, fan_in * fan_out);  // forward
+    products.NoteProduct(batch * fan_in, batch * fan_out);   // dW
+    if (l > 0) products.NoteProduct(batch * fan_out, fan_in * fan_out);  // d(input)
   }
   return floats * static_cast<int64_t>(sizeof(float)) + products.bytes(spec_.precision);
 }

@@ -71,11 +71,17 @@ void ProductScratch::Note(Slot slot, int64_t elements) {
 
 void ProductScratch::NoteStaging(int64_t floats) { staging = std::max(staging, floats); }
 
-int64_t ProductScratch::bytes(Precision precision) const {
+void ProductScratch::NoteProduct(int64_t a_elements, int64_t b_elements) {
+  wide_a = std::max(wide_a, a_elements);
+  wide_b = std::max(wide_b, b_elements);
+}
+
+int64_t ProductScratch::bytes(Precision precision, Bf16Kernel kernel) const {
   if (precision != Precision::kBfloat16) return 0;
   int64_t elements = 0;
   for (int64_t s : slots) elements += s;
-  return elements * static_cast<int64_t>(sizeof(Bf16)) + staging * static_cast<int64_t>(sizeof(float));
+  const int64_t floats = staging + (kernel == Bf16Kernel::kWidened ? wide_a + wide_b : 0);
+  return elements * static_cast<int64_t>(sizeof(Bf16)) + floats * static_cast<int64_t>(sizeof(float));
 }
 
 const Bf16* Products::Bits(const Matrix& m, Slot slot, int* ld) {
@@ -115,13 +121,30 @@ void Products::Multiply(bool trans_a, bool trans_b, float alpha, const Matrix& a
   int lda = 0, ldb = 0;
   const Bf16* ha = k > 0 ? Bits(a, Slot::kA, &lda) : nullptr;
   const Bf16* hb = k > 0 ? Bits(b, Slot::kB, &ldb) : nullptr;
+  if (kernel_ == Bf16Kernel::kWidened && k > 0) {
+    // The same rounded operands, multiplied exactly and summed in float32
+    // by OpenBLAS (each product of two bfloat16 values is exact in float32).
+    const float* wa = Widen(ha, a.rows, a.cols, lda, &wide_a_);
+    const float* wb = Widen(hb, b.rows, b.cols, ldb, &wide_b_);
+    Sgemm(trans_a, trans_b, m, n, k, alpha, wa, a.cols, wb, b.cols, beta, c, ldc);
+    return;
+  }
   GemmBf16(trans_a, trans_b, m, n, k, alpha, ha, lda, hb, ldb, beta, c, ldc);
+}
+
+const float* Products::Widen(const Bf16* h, int rows, int cols, int ld, std::vector<float>* wide) {
+  float* out = GrowExact(wide, static_cast<size_t>(rows) * cols);
+  for (int r = 0; r < rows; ++r) {
+    WidenBf16(absl::MakeConstSpan(h + static_cast<int64_t>(r) * ld, static_cast<size_t>(cols)),
+              out + static_cast<int64_t>(r) * cols);
+  }
+  return out;
 }
 
 float* Products::Staging(int64_t n) { return GrowExact(&staging_, static_cast<size_t>(n)); }
 
 int64_t Products::scratch_bytes() const {
-  int64_t sum = static_cast<int64_t>(staging_.capacity() * sizeof(float));
+  int64_t sum = static_cast<int64_t>((staging_.capacity() + wide_a_.capacity() + wide_b_.capacity()) * sizeof(float));
   for (const std::vector<Bf16>& s : slots_) sum += static_cast<int64_t>(s.capacity() * sizeof(Bf16));
   return sum;
 }

@@ -5,10 +5,12 @@
 // row stride, held as floats or as their bfloat16 rounding. Products
 // multiplies them in the job's precision: in FP32 the floats through
 // OpenBLAS's sgemm; in BF16 it rounds each operand that is not rounded yet
-// (FloatToBf16, round to nearest even) and multiplies the roundings in
-// oneDNN (gemm.h). A rounding is a pure function of the floats, so an
-// operand rounded once and read by several products gives the bits of
-// rounding it at each.
+// (FloatToBf16, round to nearest even) and multiplies the roundings with
+// the process's bfloat16 kernel (gemm.h: oneDNN's on a CPU with bfloat16
+// dot products, else the roundings widened to float32 in OpenBLAS's
+// sgemm). A rounding is a pure function of the floats, so an operand
+// rounded once and read by several products gives the bits of rounding it
+// at each.
 //
 //   Products& p = ws->products;
 //   // y [rows, out] = x [rows, in] W^T, W stored [out, in]
@@ -19,6 +21,7 @@
 // - scratch by Slot for operands rounded per product, or once for several
 //   (attention's sequence, an output gradient, a block of probabilities);
 // - float staging for a value a model keeps only rounded;
+// - with the widened kernel, each product's two operands widened to float32;
 // - the weights' roundings (RoundedWeights): while a KeepRoundedWeights
 //   scope is alive, each weight is rounded at its first product and kept
 //   until ForgetWeights; outside one, a weight is rounded at every product
@@ -74,27 +77,34 @@ void RoundMatrix(const Matrix& m, Bf16* dst, int ld_dst = 0);
 // made by Round for several products.
 enum class Slot { kA, kB, kWeight, kSequence, kOutputGrad, kBlock, kCount };
 
-// The most a Products holds, for a model's shapes: elements of each slot
-// and floats of staging (Note the largest each asks for). What
+// The most a Products holds, for a model's shapes: elements of each slot,
+// floats of staging and, for the widened kernel, of each product's operands
+// A and B as stored (Note the largest each asks for). What
 // Model::WorkspaceBytes adds for its products.
 struct ProductScratch {
   std::array<int64_t, static_cast<size_t>(Slot::kCount)> slots{};
   int64_t staging = 0;
+  int64_t wide_a = 0, wide_b = 0;
   void Note(Slot slot, int64_t elements);
   void NoteStaging(int64_t floats);
-  // Bytes held in `precision`: none in FP32 (nothing is rounded or staged).
-  int64_t bytes(Precision precision) const;
+  // A product whose operands hold a_elements and b_elements.
+  void NoteProduct(int64_t a_elements, int64_t b_elements);
+  // Bytes held in `precision` with `kernel`: none in FP32 (nothing is
+  // rounded, staged or widened).
+  int64_t bytes(Precision precision, Bf16Kernel kernel = ProcessBf16Kernel()) const;
 };
 
 class Products {
  public:
-  explicit Products(Precision precision = Precision::kFloat32) : precision_(precision) {}
+  explicit Products(Precision precision = Precision::kFloat32, Bf16Kernel kernel = ProcessBf16Kernel())
+      : precision_(precision), kernel_(kernel) {}
   Products(const Products&) = delete;
   Products& operator=(const Products&) = delete;
   Products(Products&&) = default;
   Products& operator=(Products&&) = default;
 
   Precision precision() const { return precision_; }
+  Bf16Kernel kernel() const { return kernel_; }
   bool bfloat16() const { return precision_ == Precision::kBfloat16; }
 
   // C [m, n] = alpha op(A) op(B) + beta C (row stride ldc), op(X) X or
@@ -131,11 +141,16 @@ class Products {
   // `slot` (a weight outside a scope: kWeight).
   const Bf16* Bits(const Matrix& m, Slot slot, int* ld);
 
+  // The widened kernel: rows x cols bits at h (row stride ld) into `wide`.
+  static const float* Widen(const Bf16* h, int rows, int cols, int ld, std::vector<float>* wide);
+
   Precision precision_;
+  Bf16Kernel kernel_;
   bool keep_weights_ = false;
   RoundedWeights weights_;
   std::array<std::vector<Bf16>, static_cast<size_t>(Slot::kCount)> slots_;
   std::vector<float> staging_;
+  std::vector<float> wide_a_, wide_b_;  // the widened kernel's operands
 };
 
 // While alive, `products` keeps each weight's rounding from its first

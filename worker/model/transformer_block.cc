@@ -283,7 +283,7 @@ void NoteBlockScratch(const BlockShape& s, int batch, int seq, ProductScratch* s
   NoteLinearScratch(rows, d, d, false, scratch);
   NoteLinearScratch(rows, d, f, false, scratch);
   NoteLinearScratch(rows, f, d, false, scratch);
-  NoteAttentionScratch(seq, d, s.causal, false, scratch);
+  NoteAttentionScratch(seq, d, s.heads, s.causal, false, scratch);
 }
 
 int64_t BlockScratchBytes(const BlockShape& s, int batch, int seq) {

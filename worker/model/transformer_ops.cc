@@ -135,6 +135,9 @@ void NoteLinearScratch(int rows, int in, int out, bool float_input, ProductScrat
   }
   scratch->Note(Slot::kWeight, int64_t{out} * in);
   scratch->Note(Slot::kOutputGrad, r * out);
+  scratch->NoteProduct(r * in, int64_t{out} * in);   // y = x W^T
+  scratch->NoteProduct(r * out, int64_t{out} * in);  // dx = dy W
+  scratch->NoteProduct(r * out, r * in);             // dW = dy^T x
 }
 
 namespace {
@@ -179,24 +182,24 @@ constexpr int kCausalBlock = 32;
 
 int BlockRows(bool causal, int seq) { return causal ? std::min(kCausalBlock, seq) : seq; }
 
-// The largest block of probabilities attention rounds: rows x keys of
-// the block with the most.
-int64_t LargestBlock(bool causal, int seq) {
-  const int rows_per_block = BlockRows(causal, seq);
-  int64_t most = 0;
-  for (int i0 = 0; i0 < seq; i0 += rows_per_block) {
-    const int i1 = std::min(seq, i0 + rows_per_block);
-    most = std::max<int64_t>(most, int64_t{i1 - i0} * (causal ? i1 : seq));
-  }
-  return most;
-}
+
 
 }  // namespace
 
-void NoteAttentionScratch(int seq, int d, bool causal, bool float_qkv, ProductScratch* scratch) {
+void NoteAttentionScratch(int seq, int d, int heads, bool causal, bool float_qkv, ProductScratch* scratch) {
   if (float_qkv) scratch->Note(Slot::kSequence, int64_t{seq} * 3 * d);
   scratch->Note(Slot::kOutputGrad, int64_t{seq} * d);
-  scratch->Note(Slot::kBlock, LargestBlock(causal, seq));
+  const int64_t hd = d / heads;
+  const int rows_per_block = BlockRows(causal, seq);
+  for (int i0 = 0; i0 < seq; i0 += rows_per_block) {
+    const int64_t rows = std::min(seq, i0 + rows_per_block) - i0;
+    const int64_t keys = causal ? i0 + rows : seq;
+    scratch->Note(Slot::kBlock, rows * keys);  // the block's probabilities, then dS
+    // Q K^T, P V; dO V^T, P^T dO, dS K, dS^T Q (A and B as stored).
+    scratch->NoteProduct(rows * hd, keys * hd);
+    scratch->NoteProduct(rows * keys, keys * hd);
+    scratch->NoteProduct(rows * keys, rows * hd);
+  }
 }
 
 SHARDLINE_VECTOR_CLONES void AttentionForward(Products* p, const Matrix& qkv, int batch, int seq, int heads,

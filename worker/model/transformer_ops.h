@@ -99,7 +99,7 @@ void AttentionBackward(Products* p, const float* dy, const Matrix& qkv, const fl
 // (qkv given as floats or rounded), a Linear's forward and backward on
 // `rows` rows (x given as floats or rounded; its weight outside a
 // KeepRoundedWeights scope).
-void NoteAttentionScratch(int seq, int d, bool causal, bool float_qkv, ProductScratch* scratch);
+void NoteAttentionScratch(int seq, int d, int heads, bool causal, bool float_qkv, ProductScratch* scratch);
 void NoteLinearScratch(int rows, int in, int out, bool float_input, ProductScratch* scratch);
 
 // x [batch * seq, d] = wte[tokens] + wpe[position].

@@ -9,6 +9,7 @@
 #include "common/platform/status_macros.h"
 #include "worker/checkpoint/restore_state.h"
 #include "worker/model/model_factory.h"
+#include "worker/train/numerics.h"
 
 namespace shardline {
 namespace {
@@ -99,6 +100,12 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   ASSIGN_OR_RETURN(p.islands, IslandsOf(config, comm, options));
   const ModelOptions model_options = ModelOptionsOf(config.train());
   RETURN_IF_ERROR(CheckPrecisionSupported(model_options.precision));
+  if (model_options.precision == Precision::kBfloat16 && ProcessBf16Kernel() == Bf16Kernel::kWidened &&
+      comm.rank() == 0) {
+    SLOG(INFO) << "train.precision BF16 with bfloat16 operands " << Bf16KernelName(ProcessBf16Kernel())
+               << " (matrix-product ISA " << CpuMatmulIsa()
+               << "): expect float32's speed or a little less, not bfloat16's; the memory saving holds";
+  }
   ASSIGN_OR_RETURN(p.model, CreateModel(config.model(), InputOf(data.train), model_options));
   const FlatLayout& layout = p.model->layout();
   p.total_steps = TotalSteps(config, data.train.num_examples);
@@ -112,6 +119,11 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   // Before anything large is allocated: refused if the plan does not fit.
   p.memory_plan = PlanMemory(config, *p.model, p.buckets, data, p.islands);
   RETURN_IF_ERROR(CheckMemoryLimit(p.memory_plan, config, data, comm, options.env));
+  if (options.on_numerics) {
+    ASSIGN_OR_RETURN(const NumericsFingerprint numerics,
+                     ComputeNumerics(config, InputOf(data.train), MicroBatchSize(config, p.islands.world)));
+    options.on_numerics(numerics);
+  }
   ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,
                                                   OwnedPieces(p.buckets, comm.rank(), comm.world_size())));
   if (p.islands.outer_steps) {  // the outer state of the same pieces beside the inner

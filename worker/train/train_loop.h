@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "worker/data/dataset.h"
 #include "worker/checkpoint/memory_snapshots.h"
 #include "worker/checkpoint/save_restore.h"
+#include "worker/train/numerics.h"
 #include "worker/train/outer_steps.h"
 #include "worker/train/run_sizes.h"
 #include "worker/train/train_step.h"
@@ -100,6 +102,11 @@ struct TrainOptions {
   // last step, and tells `checkpoint_sink`, which commits.
   std::string checkpoint_root;
   CheckpointSink* checkpoint_sink = nullptr;
+  // Told this process's numerics fingerprint (numerics.h) once the job is
+  // known to fit, before any state is restored or trained: a distributed
+  // worker sends it to the coordinator, which judges it before any shard
+  // this process saves. Empty: not computed.
+  std::function<void(const NumericsFingerprint&)> on_numerics;
   std::string job_id;
   // A committed checkpoint directory to restore before the first step
   // (empty: start from scratch).

@@ -74,10 +74,11 @@ TEST(BfloatGemmTest, OperandsRoundedOnceGiveTheBitsOfRoundingAtTheProduct) {
   RoundMatrix(Floats(b.data(), n, k), rb.data());
   std::vector<float> want = c0, got = c0, mixed = c0, rounded_by_slot = c0;
   Bf16Gemm(false, true, m, n, k, 0.5f, a.data(), k, b.data(), k, 1.0f, want.data(), n);
-  GemmBf16(false, true, m, n, k, 0.5f, ra.data(), k, rb.data(), k, 1.0f, got.data(), n);
+  Products products(Precision::kBfloat16);
+  products.Multiply(false, true, 0.5f, RoundedBits(ra.data(), m, k), RoundedBits(rb.data(), n, k), 1.0f, got.data(),
+                    n);
   EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
   // One operand rounded, the other floats; and both rounded by Round.
-  Products products(Precision::kBfloat16);
   products.Multiply(false, true, 0.5f, RoundedBits(ra.data(), m, k), Floats(b.data(), n, k), 1.0f, mixed.data(), n);
   EXPECT_EQ(0, std::memcmp(want.data(), mixed.data(), want.size() * sizeof(float)));
   const Matrix a16 = products.Round(Floats(a.data(), m, k), Slot::kSequence);
@@ -210,8 +211,33 @@ TEST(BfloatGemmTest, FollowsTheThreadCountWithTheSameBitsForAFixedCount) {
   for (size_t i = 0; i < one.size(); ++i) ASSERT_NEAR(one[i], two[i], 1e-4) << i;
 }
 
+// The widened kernel (a CPU without bfloat16 dot products, or
+// SHARDLINE_BF16_KERNEL=widened) is OpenBLAS's sgemm on the rounded
+// operands widened to float32, bit for bit; oneDNN's sums the same exact
+// products in another order: the same values to float32's accumulation,
+// not the same bits.
+TEST(BfloatGemmTest, TheWidenedKernelIsSgemmOnTheRoundedOperands) {
+  const int m = 33, n = 20, k = 257;
+  const std::vector<float> a = Random(static_cast<size_t>(m) * k, 31), b = Random(static_cast<size_t>(n) * k, 32);
+  std::vector<float> ra(a.size()), rb(b.size());
+  for (size_t i = 0; i < a.size(); ++i) ra[i] = Bf16ToFloat(FloatToBf16(a[i]));
+  for (size_t i = 0; i < b.size(); ++i) rb[i] = Bf16ToFloat(FloatToBf16(b[i]));
+  std::vector<float> want(static_cast<size_t>(m) * n), widened(want.size()), onednn(want.size());
+  Sgemm(false, true, m, n, k, 0.25f, ra.data(), k, rb.data(), k, 0.0f, want.data(), n);
+  Products wide(Precision::kBfloat16, Bf16Kernel::kWidened);
+  wide.Multiply(false, true, 0.25f, Floats(a.data(), m, k), WeightOf(b.data(), n, k), 0.0f, widened.data(), n);
+  EXPECT_EQ(0, std::memcmp(want.data(), widened.data(), want.size() * sizeof(float)));
+  EXPECT_GT(wide.scratch_bytes(), 0) << "the widened operands are the products' scratch";
+  if (ProcessBf16Kernel() != Bf16Kernel::kOneDnn) return;
+  Products dnn(Precision::kBfloat16, Bf16Kernel::kOneDnn);
+  dnn.Multiply(false, true, 0.25f, Floats(a.data(), m, k), WeightOf(b.data(), n, k), 0.0f, onednn.data(), n);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(onednn[i], want[i], 1e-5) << i;
+}
+
 TEST(GemmTest, TheBfloatPeakIsMeasuredThroughOneDnnsBfloatKernels) {
-  SHARDLINE_REQUIRE_BF16();
+  if (ProcessBf16Kernel() != Bf16Kernel::kOneDnn) {
+    GTEST_SKIP() << "this process multiplies bfloat16 operands " << Bf16KernelName(ProcessBf16Kernel());
+  }
   EXPECT_NE(BfloatGemmImpl(false, true, 64, 64, 64).find("bf16"), std::string::npos)
       << BfloatGemmImpl(false, true, 64, 64, 64);
 }

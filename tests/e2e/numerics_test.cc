@@ -1,0 +1,111 @@
+// Kernels agreed at the door (issue 63), with real processes: a worker on
+// another OpenBLAS core type computes another numerics fingerprint, and a
+// job resumed with it is refused under runtime.numerics STRICT, naming the
+// worker, both kernels and the fix, with nothing committed by that world;
+// under RELAXED it is admitted and the step from which the bits are not
+// comparable is recorded. The job's fingerprint is kept in the
+// coordinator's store across runs.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/subprocess.h"
+
+namespace shardline {
+namespace {
+
+// What `shardline numerics` prints for the test's job on this host, with
+// `env`: "fingerprint 0x..." and the kernels.
+struct Printed {
+  std::string fingerprint;
+  std::string kernels;
+};
+Printed Numerics(const std::vector<std::string>& env) {
+  Subprocess p({BinPath("shardline"), "numerics", "--config", ConfigPath("fmnist_mlp"), "--workers", "2"}, env);
+  EXPECT_EQ(p.Wait(absl::Seconds(120)), 0) << p.Output();
+  const std::string out = p.Output();
+  Printed printed;
+  const size_t at = out.find("fingerprint 0x");
+  if (at != std::string::npos) printed.fingerprint = out.substr(at, std::string("fingerprint 0x").size() + 16);
+  const size_t k = out.find("kernels ");
+  if (k != std::string::npos) printed.kernels = out.substr(k + 8, out.find('\n', k) - k - 8);
+  return printed;
+}
+
+// A coordinator and two workers on `dir`, rank 1 with `env1`; returns the
+// coordinator's exit code and output.
+std::pair<int, std::string> RunJob(const std::string& dir, int64_t steps, const std::vector<std::string>& sets,
+                                   const std::vector<std::string>& env1) {
+  const std::string addr = absl::StrCat("127.0.0.1:", FreePort());
+  std::vector<std::string> argv = {BinPath("shardline-coordinator"), "--config", ConfigPath("fmnist_mlp"),
+                                   "--listen", addr, "--workdir", dir, "--set", "runtime.num_workers=2",
+                                   "--set", absl::StrCat("train.total_steps=", steps), "--set",
+                                   "checkpoint.every_steps=30", "--set", "train.eval_every=0"};
+  for (const std::string& s : sets) {
+    argv.push_back("--set");
+    argv.push_back(s);
+  }
+  Subprocess c(argv);
+  // Workers left without a coordinator (a refused job) give up registering
+  // again after their connect timeout.
+  Subprocess w0({BinPath("shardline-worker"), "--coordinator", addr, "--rank", "0", "--connect_timeout_seconds", "5"});
+  Subprocess w1({BinPath("shardline-worker"), "--coordinator", addr, "--rank", "1", "--connect_timeout_seconds", "5"},
+                env1);
+  const int code = c.Wait(absl::Seconds(180));
+  EXPECT_NE(w0.Wait(absl::Seconds(60)), -1) << w0.Output();
+  EXPECT_NE(w1.Wait(absl::Seconds(60)), -1) << w1.Output();
+  return {code, c.Output()};
+}
+
+TEST(NumericsE2eTest, AWorkerOnOtherKernelsIsRefusedUnderStrictAndRecordedUnderRelaxed) {
+  // Another core type whose bits differ here (FMA or not, vector width).
+  const Printed here = Numerics({});
+  const std::string mine = here.fingerprint;
+  ASSERT_FALSE(mine.empty());
+  EXPECT_EQ(Numerics({}).fingerprint, mine) << "the fingerprint is not a pure function of the job and the kernels";
+  std::string other_core, theirs, their_kernels;
+  for (const char* core : {"SandyBridge", "Haswell", "Prescott"}) {
+    const Printed p = Numerics({absl::StrCat("OPENBLAS_CORETYPE=", core)});
+    if (!p.fingerprint.empty() && p.fingerprint != mine) {
+      other_core = core;
+      theirs = p.fingerprint;
+      their_kernels = p.kernels;
+      break;
+    }
+  }
+  ASSERT_FALSE(other_core.empty()) << "no OpenBLAS core type computes differently from the default here";
+  const std::string other_env = absl::StrCat("OPENBLAS_CORETYPE=", other_core);
+
+  const std::string dir = FreshDir("numerics_strict");
+  const auto [first, first_log] = RunJob(dir, 60, {}, {});
+  ASSERT_EQ(first, 0) << first_log;
+  EXPECT_TRUE(absl::StrContains(first_log, "the job's numerics: " + mine)) << first_log;
+
+  // Resumed with rank 1 on the other kernels: refused, naming it.
+  const auto [refused, refused_log] = RunJob(dir, 120, {}, {other_env});
+  EXPECT_EQ(refused, 1) << refused_log;
+  for (const std::string& part :
+       {std::string("worker rank 1 on host 127.0.0.1 computes ") + theirs, "kernels [" + their_kernels + "]",
+        std::string("where the job's is ") + mine, "kernels [" + here.kernels + "]", std::string("at step 0"),
+        std::string("OPENBLAS_CORETYPE"),
+        std::string("runtime.numerics STRICT")}) {
+    EXPECT_TRUE(absl::StrContains(refused_log, part)) << part << " in:\n" << refused_log;
+  }
+  Subprocess list({BinPath("shardline"), "ckpt", "list", dir});
+  EXPECT_EQ(list.Wait(absl::Seconds(60)), 0) << list.Output();
+  EXPECT_FALSE(absl::StrContains(list.Output(), "step_90")) << "the refused world committed a checkpoint\n"
+                                                            << list.Output();
+
+  // RELAXED: admitted, and recorded from the step it started at.
+  const auto [relaxed, relaxed_log] = RunJob(dir, 120, {"runtime.numerics=RELAXED"}, {other_env});
+  EXPECT_EQ(relaxed, 0) << relaxed_log;
+  EXPECT_TRUE(absl::StrContains(relaxed_log, "admitted (runtime.numerics RELAXED): from step 60")) << relaxed_log;
+  EXPECT_TRUE(absl::StrContains(relaxed_log, theirs)) << relaxed_log;
+}
+
+}  // namespace
+}  // namespace shardline
