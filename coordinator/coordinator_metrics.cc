@@ -1,8 +1,9 @@
 #include "coordinator/coordinator_metrics.h"
 
-#include "common/observability/prometheus_util.h"
 #include <algorithm>
 
+#include "absl/strings/str_format.h"
+#include "common/observability/prometheus_util.h"
 #include "coordinator/goodput.h"
 #include "common/status/progress_line.h"
 
@@ -39,6 +40,11 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                            "Workers in the running world (fewer than runtime.num_workers after an elastic shrink)")),
       world_changes_(NewCounter(r, "shardline_world_size_changes_total",
                                 "Times the world re-formed with another size (runtime.min_workers), over the job's life")),
+      numerics_info_(prometheus::BuildGauge()
+                         .Name("shardline_numerics_info")
+                         .Help("1 for the job's numerics fingerprint (role=\"job\") and for each other one "
+                               "runtime.numerics RELAXED admitted (role=\"admitted\"), with its kernels")
+                         .Register(r)),
       last_eval_accuracy_(NewGauge(r, "shardline_eval_accuracy", "Test accuracy of the latest evaluation")),
       best_eval_accuracy_(NewGauge(r, "shardline_best_eval_accuracy", "Test accuracy of the best evaluation so far")),
       last_eval_bits_per_byte_(NewGauge(r, "shardline_eval_bits_per_byte",
@@ -111,6 +117,15 @@ void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
   advance(steps_redone_, static_cast<double>(s.steps_redone()), &steps_redone_seen_);
   advance(world_changes_, static_cast<double>(changes), &world_changes_seen_);
   if (s.has_last_train()) train_loss_.Set(s.last_train().loss());
+  auto numerics = [this](const coordinator::NumericsRecord& n, const char* role) {
+    numerics_info_
+        .Add({{"fingerprint", absl::StrFormat("0x%016x", n.numerics().fingerprint())},
+              {"kernels", n.numerics().kernels()},
+              {"role", role}})
+        .Set(1);
+  };
+  if (s.has_numerics()) numerics(s.numerics(), "job");
+  for (const coordinator::NumericsRecord& n : s.numerics_changes()) numerics(n, "admitted");
   advance(disruptions_, static_cast<double>(g.disruptions()), &disruptions_seen_);
   for (const auto& [kind, seconds] : g.badput_seconds()) {
     advance(badput_seconds_.Add({{"kind", kind}}), seconds, &badput_seen_[kind]);

@@ -44,6 +44,8 @@ class CoordinatorMetrics {
   prometheus::Counter& steps_redone_;
   prometheus::Gauge& world_size_;
   prometheus::Counter& world_changes_;
+  // 1 for the job's numerics fingerprint and each one RELAXED admitted.
+  prometheus::Family<prometheus::Gauge>& numerics_info_;
   prometheus::Gauge& last_eval_accuracy_;
   prometheus::Gauge& best_eval_accuracy_;
   prometheus::Gauge& last_eval_bits_per_byte_;

@@ -133,6 +133,17 @@ bool Job::NumericsAcceptedLocked(const coordinator::WorkerReport& r) {
   }
   history_dirty_ = true;
   ++state_version_;  // made durable by the report's PersistState
+  if (metrics_ != nullptr && v.record.step() <= INT32_MAX) {
+    metrics::MetricRecord line;
+    line.set_split(metrics::MetricRecord::numerics);
+    line.set_step(static_cast<int32_t>(v.record.step()));
+    line.set_generation(static_cast<int32_t>(std::min<uint64_t>(v.record.generation(), INT32_MAX)));
+    line.set_fingerprint(FingerprintHex(v.record.numerics().fingerprint()));
+    line.set_kernels(v.record.numerics().kernels());
+    line.set_rank(v.record.rank());
+    line.set_admitted(v.action == NumericsVerdict::kRecordChange);
+    pending_records_.push_back(std::move(line));  // written by the report's PersistState
+  }
   return true;
 }
 

@@ -105,6 +105,16 @@ TEST(NumericsE2eTest, AWorkerOnOtherKernelsIsRefusedUnderStrictAndRecordedUnderR
   EXPECT_EQ(relaxed, 0) << relaxed_log;
   EXPECT_TRUE(absl::StrContains(relaxed_log, "admitted (runtime.numerics RELAXED): from step 60")) << relaxed_log;
   EXPECT_TRUE(absl::StrContains(relaxed_log, theirs)) << relaxed_log;
+  // metrics.jsonl: the job's fingerprint when first reported, then the one
+  // admitted, from the step its world started at.
+  const std::vector<std::string> lines = SplitLines(dir + "/metrics.jsonl", "numerics");
+  ASSERT_EQ(lines.size(), 2u) << ReadAll(dir + "/metrics.jsonl");
+  EXPECT_TRUE(absl::StrContains(lines[0], "\"step\":0")) << lines[0];
+  EXPECT_TRUE(absl::StrContains(lines[0], mine.substr(std::string("fingerprint ").size()))) << lines[0];
+  EXPECT_TRUE(absl::StrContains(lines[1], "\"step\":60")) << lines[1];
+  EXPECT_TRUE(absl::StrContains(lines[1], theirs.substr(std::string("fingerprint ").size()))) << lines[1];
+  EXPECT_TRUE(absl::StrContains(lines[1], "\"admitted\":true")) << lines[1];
+  EXPECT_TRUE(absl::StrContains(lines[1], "\"rank\":1")) << lines[1];
 }
 
 }  // namespace

@@ -34,8 +34,7 @@ constexpr char kHelp[] =
 absl::Status Numerics(const Args& args) {
   ASSIGN_OR_RETURN(const JobArgs job, LoadJobArgs(Env::Default(), args));
   SetBlasThreads(job.config.runtime().blas_threads());  // as a worker runs the job
-  ASSIGN_OR_RETURN(const NumericsFingerprint n, ComputeNumerics(job.config, InputOf(job.data.train),
-                                                                MicroBatchSize(job.config, job.workers)));
+  ASSIGN_OR_RETURN(const NumericsFingerprint n, ComputeNumerics(job.config, InputOf(job.data.train)));
   std::printf("fingerprint 0x%016lx\nkernels %s\n", static_cast<unsigned long>(n.fingerprint), n.kernels.c_str());
   return absl::OkStatus();
 }

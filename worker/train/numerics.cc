@@ -11,6 +11,7 @@
 #include "worker/model/gemm.h"
 #include "worker/model/model_factory.h"
 #include "worker/optim/optimizer.h"
+#include "worker/train/run_sizes.h"
 
 namespace shardline {
 namespace {
@@ -79,15 +80,14 @@ std::string KernelDescription(const config::JobConfig& config) {
                       "; ", threads, threads == 1 ? " BLAS thread" : " BLAS threads");
 }
 
-absl::StatusOr<NumericsFingerprint> ComputeNumerics(const config::JobConfig& config, const InputShape& input,
-                                                    int micro_batch) {
+absl::StatusOr<NumericsFingerprint> ComputeNumerics(const config::JobConfig& config, const InputShape& input) {
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                    CreateModel(CanaryModel(config.model()), input, ModelOptionsOf(config.train())));
   const FlatLayout& layout = model->layout();
   const Range all{0, layout.total_size()};
   std::vector<float> params(static_cast<size_t>(all.size())), grads(params.size());
   model->InitRange(kCanarySeed, all, params.data());
-  const int n = std::max(1, micro_batch);
+  const int n = std::max(1, MicroBatchSize(config, std::max(1, config.runtime().num_workers())));
   CanaryBatch batch;
   const Examples examples = batch.Make(model->input(), n);
   const std::unique_ptr<ModelWorkspace> ws = model->NewWorkspace();

@@ -5,7 +5,7 @@
 // that computes wrong gives other bits from the same inputs. A canary run
 // through the job's code paths finds that before its state is committed.
 //
-//   ASSIGN_OR_RETURN(NumericsFingerprint n, ComputeNumerics(config, InputOf(data.train), micro_batch));
+//   ASSIGN_OR_RETURN(NumericsFingerprint n, ComputeNumerics(config, InputOf(data.train)));
 //   ... n.fingerprint goes to the coordinator in the generation's first report ...
 #ifndef SHARDLINE_WORKER_TRAIN_NUMERICS_H_
 #define SHARDLINE_WORKER_TRAIN_NUMERICS_H_
@@ -31,14 +31,15 @@ struct NumericsFingerprint {
 std::string KernelDescription(const config::JobConfig& config);
 
 // The canary: the job's model family at its shapes (a transformer cut to
-// one block), in its precision, forward and backward on `micro_batch`
+// one block), in its precision, forward and backward on a micro-batch of
 // fixed synthetic examples of `input`'s shape from fixed parameters, then
 // one update of the job's optimizer; the fingerprint hashes the loss, the
-// gradients and the updated parameters (FNV-1a, 64 bits). A pure function
-// of (config, input, micro_batch, the process's kernels): the same on every
-// host whose kernels compute alike, another wherever one does not.
-absl::StatusOr<NumericsFingerprint> ComputeNumerics(const config::JobConfig& config, const InputShape& input,
-                                                    int micro_batch);
+// gradients and the updated parameters (FNV-1a, 64 bits). The micro-batch
+// is the job's at its full world (runtime.num_workers), whatever world runs
+// now: an elastic world of another size computes the same fingerprint. A
+// pure function of (config, input, the process's kernels): the same on
+// every host whose kernels compute alike, another wherever one does not.
+absl::StatusOr<NumericsFingerprint> ComputeNumerics(const config::JobConfig& config, const InputShape& input);
 
 }  // namespace shardline
 

@@ -120,8 +120,7 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   p.memory_plan = PlanMemory(config, *p.model, p.buckets, data, p.islands);
   RETURN_IF_ERROR(CheckMemoryLimit(p.memory_plan, config, data, comm, options.env));
   if (options.on_numerics) {
-    ASSIGN_OR_RETURN(const NumericsFingerprint numerics,
-                     ComputeNumerics(config, InputOf(data.train), MicroBatchSize(config, p.islands.world)));
+    ASSIGN_OR_RETURN(const NumericsFingerprint numerics, ComputeNumerics(config, InputOf(data.train)));
     options.on_numerics(numerics);
   }
   ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,

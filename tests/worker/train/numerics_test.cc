@@ -41,8 +41,11 @@ InputShape Text(int context) {
   return s;
 }
 
-uint64_t Fingerprint(const config::JobConfig& c, const InputShape& in, int micro_batch) {
-  absl::StatusOr<NumericsFingerprint> n = ComputeNumerics(c, in, micro_batch);
+// The job `c` with data.global_batch_size micro_batch on one worker: a
+// micro-batch of that many examples.
+uint64_t Fingerprint(config::JobConfig c, const InputShape& in, int micro_batch) {
+  c.mutable_data()->set_global_batch_size(micro_batch);
+  absl::StatusOr<NumericsFingerprint> n = ComputeNumerics(c, in);
   EXPECT_TRUE(n.ok()) << n.status();
   return n.ok() ? n->fingerprint : 0;
 }
@@ -55,6 +58,11 @@ TEST(NumericsTest, TheSameJobGivesTheSameFingerprintAndEachChangeAnother) {
   std::set<uint64_t> seen = {f};
   auto differs = [&](uint64_t g, const char* what) { EXPECT_TRUE(seen.insert(g).second) << what; };
   differs(Fingerprint(base, Image(), 8), "another micro-batch");
+  config::JobConfig wider = base;
+  wider.mutable_runtime()->set_num_workers(2);
+  wider.mutable_data()->set_global_batch_size(32);
+  EXPECT_EQ(ComputeNumerics(wider, Image())->fingerprint, f)
+      << "two workers of 16 each: the micro-batch of one worker of 16";
   differs(Fingerprint(Parse("model { mlp { hidden_sizes: [64, 31] } } optimizer { adamw {} }"), Image(), 16),
           "another shape");
   differs(Fingerprint(Parse("model { mlp { hidden_sizes: [64, 32] } } optimizer { sgd {} }"), Image(), 16),
@@ -73,7 +81,7 @@ TEST(NumericsTest, TheSameJobGivesTheSameFingerprintAndEachChangeAnother) {
 
 TEST(NumericsTest, TheKernelsAreNamedForPeople) {
   config::JobConfig c = Parse("model { mlp { hidden_sizes: [8] } } optimizer { sgd {} }");
-  absl::StatusOr<NumericsFingerprint> n = ComputeNumerics(c, Image(), 2);
+  absl::StatusOr<NumericsFingerprint> n = ComputeNumerics(c, Image());
   ASSERT_TRUE(n.ok()) << n.status();
   for (const std::string& part : {std::string("OpenBLAS ") + BlasCoreName(), std::string(CpuMatmulIsa()),
                                   std::string("FP32 products"), std::string("1 BLAS thread")}) {
@@ -86,7 +94,7 @@ TEST(NumericsTest, TheKernelsAreNamedForPeople) {
 TEST(NumericsTest, AModelThatCannotBeBuiltIsAnErrorNamingTheField) {
   const config::JobConfig bad =
       Parse("model { gpt { context: 32 layers: 2 d_model: 30 heads: 4 } } optimizer { adamw {} }");
-  absl::StatusOr<NumericsFingerprint> n = ComputeNumerics(bad, Text(32), 2);
+  absl::StatusOr<NumericsFingerprint> n = ComputeNumerics(bad, Text(32));
   ASSERT_FALSE(n.ok());
   EXPECT_TRUE(absl::StrContains(n.status().message(), "model.gpt.heads")) << n.status();
 }
