@@ -77,6 +77,18 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
   }
 }
 
+void CoordinatorMetrics::UpdateNumerics(const coordinator::JobStatus& s) {
+  auto info = [this](const coordinator::NumericsRecord& n, const char* role) {
+    numerics_info_
+        .Add({{"fingerprint", absl::StrFormat("0x%016x", n.numerics().fingerprint())},
+              {"kernels", n.numerics().kernels()},
+              {"role", role}})
+        .Set(1);
+  };
+  if (s.has_numerics()) info(s.numerics(), "job");
+  for (const coordinator::NumericsRecord& n : s.numerics_changes()) info(n, "admitted");
+}
+
 void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
   generation_.Set(static_cast<double>(s.generation()));
   global_step_.Set(static_cast<double>(s.global_step()));
@@ -117,15 +129,7 @@ void CoordinatorMetrics::Update(const coordinator::JobStatus& s) {
   advance(steps_redone_, static_cast<double>(s.steps_redone()), &steps_redone_seen_);
   advance(world_changes_, static_cast<double>(changes), &world_changes_seen_);
   if (s.has_last_train()) train_loss_.Set(s.last_train().loss());
-  auto numerics = [this](const coordinator::NumericsRecord& n, const char* role) {
-    numerics_info_
-        .Add({{"fingerprint", absl::StrFormat("0x%016x", n.numerics().fingerprint())},
-              {"kernels", n.numerics().kernels()},
-              {"role", role}})
-        .Set(1);
-  };
-  if (s.has_numerics()) numerics(s.numerics(), "job");
-  for (const coordinator::NumericsRecord& n : s.numerics_changes()) numerics(n, "admitted");
+  UpdateNumerics(s);
   advance(disruptions_, static_cast<double>(g.disruptions()), &disruptions_seen_);
   for (const auto& [kind, seconds] : g.badput_seconds()) {
     advance(badput_seconds_.Add({{"kind", kind}}), seconds, &badput_seen_[kind]);

@@ -26,6 +26,9 @@ class CoordinatorMetrics {
   void Update(const coordinator::JobStatus& s);
 
  private:
+  // shardline_numerics_info from the status's numerics records.
+  void UpdateNumerics(const coordinator::JobStatus& s);
+
   prometheus::Gauge& generation_;
   prometheus::Gauge& global_step_;
   prometheus::Gauge& total_steps_;
