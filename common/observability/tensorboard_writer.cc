@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "common/encoding/coding.h"
 #include "common/encoding/crc32c.h"
@@ -92,6 +93,17 @@ absl::Status TensorBoardWriter::Write(const metrics::MetricRecord& record) {
   return file->Flush();
 }
 
+namespace {
+
+// A text cell (RFC 4180): as it is, or quoted with its quotes doubled when
+// it holds a comma, a quote or a line break.
+std::string CsvText(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  return absl::StrCat("\"", absl::StrReplaceAll(text, {{"\"", "\"\""}}), "\"");
+}
+
+}  // namespace
+
 std::string CsvMetricsWriter::Header() {
   std::vector<std::string> names;
   const google::protobuf::Descriptor* d = metrics::MetricRecord::descriptor();
@@ -120,6 +132,10 @@ absl::Status CsvMetricsWriter::Write(const metrics::MetricRecord& record) {
       case google::protobuf::FieldDescriptor::CPPTYPE_INT32: cells.push_back(absl::StrCat(reflection->GetInt32(record, f))); break;
       case google::protobuf::FieldDescriptor::CPPTYPE_FLOAT: cells.push_back(CsvNumber(reflection->GetFloat(record, f))); break;
       case google::protobuf::FieldDescriptor::CPPTYPE_ENUM: cells.push_back(reflection->GetEnum(record, f)->name()); break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_BOOL:
+        cells.push_back(reflection->GetBool(record, f) ? "true" : "false");
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_STRING: cells.push_back(CsvText(reflection->GetString(record, f))); break;
       default: cells.emplace_back(); break;  // MetricRecord has no other kinds
     }
   }

@@ -174,6 +174,10 @@ def check(workdir):
                 ok = int(cell) == v
             elif k not in line:
                 ok = cell == ""
+            elif isinstance(v, bool):  # before numbers: a bool is an int here
+                ok = cell == ("true" if v else "false")
+            elif isinstance(v, str):
+                ok = cell == v
             elif v is None:
                 ok = not math.isfinite(float(cell))
             else:

@@ -42,7 +42,21 @@ absl::Status Generation::Flush(absl::Time deadline) {
   const std::string why = absl::StrCat("rank ", rank_, " could not hand its data to its peers before the deadline");
   Fail(why);
   CancelAll();
-  while (!tracker_.WaitIdle(WallNow(env_) + absl::Seconds(5))) {
+  // The caller's memory may not be reused while gRPC holds a frame of it,
+  // and cancelled streams give their frames back within a few seconds. If
+  // they do not, waiting longer would wait forever (seen once: a crash
+  // matrix cell whose rank had left its generation during Prepare), so the
+  // process ends and its supervisor restarts it into the next world, which
+  // resumes with the same bits.
+  const absl::Duration patience = 4 * options_.drain_timeout + absl::Seconds(10);
+  for (absl::Duration waited; !tracker_.WaitIdle(WallNow(env_) + absl::Seconds(5));) {
+    waited += absl::Seconds(5);
+    if (waited >= patience) {
+      SLOG(FATAL) << "rank " << rank_ << ": frames of generation " << generation_
+                  << " still held by gRPC " << absl::FormatDuration(waited)
+                  << " after cancelling every stream (" << why
+                  << "); ending the process so its supervisor restarts it into the next world";
+    }
     SLOG(WARNING) << "frames still queued after cancelling the streams; waiting";
   }
   return absl::DeadlineExceededError(why);

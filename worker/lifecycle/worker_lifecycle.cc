@@ -236,7 +236,8 @@ TrainOptions TrainOptionsFor(const WorkerOptions& options, const coordinator::Re
   train.checkpoint_sink = heartbeat.outbox();
   Outbox* outbox = heartbeat.outbox();
   train.on_numerics = [outbox](const NumericsFingerprint& n) {
-    SLOG(INFO) << absl::StrFormat("numerics fingerprint 0x%016x (%s)", n.fingerprint, n.kernels);
+    SLOG(INFO) << absl::StrFormat("numerics fingerprint 0x%016x (%s), computed in %.0f ms", n.fingerprint, n.kernels,
+                                  n.seconds * 1e3);
     coordinator::Numerics numerics;
     numerics.set_fingerprint(n.fingerprint);
     numerics.set_kernels(n.kernels);

@@ -22,6 +22,7 @@ namespace shardline {
 struct NumericsFingerprint {
   uint64_t fingerprint = 0;
   std::string kernels;  // KernelDescription: for people, not compared
+  double seconds = 0;   // what computing it took (set by the caller that timed it)
 };
 
 // The kernels this process computes `config`'s job with: "OpenBLAS

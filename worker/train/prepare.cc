@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
+#include "common/platform/clock.h"
 #include "common/platform/logging.h"
 #include "common/platform/memory_limit.h"
 #include "common/platform/status_macros.h"
@@ -120,7 +121,9 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   p.memory_plan = PlanMemory(config, *p.model, p.buckets, data, p.islands);
   RETURN_IF_ERROR(CheckMemoryLimit(p.memory_plan, config, data, comm, options.env));
   if (options.on_numerics) {
-    ASSIGN_OR_RETURN(const NumericsFingerprint numerics, ComputeNumerics(config, InputOf(data.train)));
+    const Stopwatch canary(options.env);
+    ASSIGN_OR_RETURN(NumericsFingerprint numerics, ComputeNumerics(config, InputOf(data.train)));
+    numerics.seconds = canary.ElapsedSeconds();
     options.on_numerics(numerics);
   }
   ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "proto/tensorboard.pb.h"
 
 namespace shardline {
@@ -69,8 +70,30 @@ TEST(CsvMetricsWriterTest, HeaderOnceThenRowsWithEmptyCellsForUnsetFields) {
   }
   auto text = Env::Default()->ReadFile(path, kMaxDataFileBytes);
   ASSERT_TRUE(text.ok());
-  const std::string row = "3,eval,inf,,,,,,0.5,,,,,,,\n";
+  // 9 cells set, one empty cell after each of the other fields.
+  const int fields = metrics::MetricRecord::descriptor()->field_count();
+  const std::string row = "3,eval,inf,,,,,,0.5" + std::string(static_cast<size_t>(fields - 9), ',') + "\n";
   EXPECT_EQ(*text, CsvMetricsWriter::Header() + "\n" + row + row);
+}
+
+// A numerics line's text and truth cells: as they are, a text quoted when
+// it holds a comma or a quote.
+TEST(CsvMetricsWriterTest, TextAndTruthCellsAreWrittenAndQuotedWhereNeeded) {
+  const std::string path = ::testing::TempDir() + "/metrics_numerics_test.csv";
+  std::remove(path.c_str());
+  metrics::MetricRecord r;
+  r.set_step(60);
+  r.set_split(metrics::MetricRecord::numerics);
+  r.set_fingerprint("0x00000000000000ab");
+  r.set_kernels("OpenBLAS \"Haswell\" kernels, 1 thread");
+  r.set_admitted(true);
+  auto w = CsvMetricsWriter::Open(Env::Default(), path);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Write(r).ok());
+  auto text = Env::Default()->ReadFile(path, kMaxDataFileBytes);
+  ASSERT_TRUE(text.ok());
+  EXPECT_TRUE(absl::StrContains(*text, ",0x00000000000000ab,\"OpenBLAS \"\"Haswell\"\" kernels, 1 thread\",,true\n"))
+      << *text;
 }
 
 }  // namespace
