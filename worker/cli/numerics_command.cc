@@ -25,7 +25,7 @@ constexpr char kHelp[] =
     "to one block) at its shapes and precision, forward and backward on fixed inputs,\n"
     "and one optimizer update. Hosts that print the same fingerprint give the same\n"
     "bits; the coordinator refuses a worker whose fingerprint is not the job's\n"
-    "(runtime.numerics STRICT; docs/operations.md, \"Numerics\"). Loads the data to\n"
+    "(runtime.numerics STRICT; docs/operations.md, \"Failure modes\"). Loads the data to\n"
     "size the canary; trains nothing.\n"
     "\n"
     "flags:\n"
