@@ -28,29 +28,30 @@ void WidenBase(const uint16_t* in, float* out, size_t n) { SHARDLINE_WIDEN_LOOP 
 
 #undef SHARDLINE_WIDEN_LOOP
 
+// Which copy of the loops this CPU runs, decided once.
+enum class Isa { kAvx512, kAvx2, kBase };
+Isa Widest() {
+  static const Isa isa = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? Isa::kAvx512
+                         : __builtin_cpu_supports("avx2")                                         ? Isa::kAvx2
+                                                                                                  : Isa::kBase;
+  return isa;
+}
+
 }  // namespace
 
 void RoundToBf16(absl::Span<const float> in, uint16_t* out) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx512) {
-    RoundAvx512(in.data(), out, in.size());
-  } else if (avx2) {
-    RoundAvx2(in.data(), out, in.size());
-  } else {
-    RoundBase(in.data(), out, in.size());
+  switch (Widest()) {
+    case Isa::kAvx512: return RoundAvx512(in.data(), out, in.size());
+    case Isa::kAvx2: return RoundAvx2(in.data(), out, in.size());
+    case Isa::kBase: return RoundBase(in.data(), out, in.size());
   }
 }
 
 void WidenBf16(absl::Span<const uint16_t> in, float* out) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx512) {
-    WidenAvx512(in.data(), out, in.size());
-  } else if (avx2) {
-    WidenAvx2(in.data(), out, in.size());
-  } else {
-    WidenBase(in.data(), out, in.size());
+  switch (Widest()) {
+    case Isa::kAvx512: return WidenAvx512(in.data(), out, in.size());
+    case Isa::kAvx2: return WidenAvx2(in.data(), out, in.size());
+    case Isa::kBase: return WidenBase(in.data(), out, in.size());
   }
 }
 

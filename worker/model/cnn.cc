@@ -7,19 +7,11 @@
 #include "absl/strings/str_format.h"
 #include "worker/model/gemm.h"
 #include "worker/model/init.h"
+#include "worker/model/grow.h"
 #include "worker/model/softmax_xent.h"
 
 namespace shardline {
 namespace {
-
-template <typename T>
-T* Grow(std::vector<T>* v, size_t n) {
-  if (v->size() < n) {
-    v->reserve(n);  // exactly: a buffer shared by layers grows to their largest, not to twice a smaller one
-    v->resize(n);
-  }
-  return v->data();
-}
 
 // out[i] = max(out[i] + bias[row], 0) over rows of `len` elements.
 void AddBiasRelu(int rows, int64_t len, const float* bias, float* out) {

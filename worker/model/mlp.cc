@@ -7,19 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "worker/model/gemm.h"
 #include "worker/model/init.h"
+#include "worker/model/grow.h"
 #include "worker/model/softmax_xent.h"
 
 namespace shardline {
-namespace {
-
-void Grow(std::vector<float>* v, size_t n) {
-  if (v->size() < n) {
-    v->reserve(n);  // exactly: a buffer shared by layers grows to their largest, not to twice a smaller one
-    v->resize(n);
-  }
-}
-
-}  // namespace
 
 Mlp::Mlp(MlpSpec spec) : spec_(std::move(spec)) {
   input_ = InputShape{1, 1, spec_.input_dim, spec_.num_classes};

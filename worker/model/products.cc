@@ -5,6 +5,7 @@
 #include "common/encoding/bf16.h"
 #include "common/platform/clock.h"
 #include "common/platform/logging.h"
+#include "worker/model/grow.h"
 
 namespace shardline {
 namespace {
@@ -94,7 +95,7 @@ const Bf16* Products::Bits(const Matrix& m, Slot slot, int* ld) {
     if (keep_weights_) return weights_.Get(m.f, m.rows, m.cols);
     slot = Slot::kWeight;
   }
-  Bf16* dst = GrowExact(&slots_[Index(slot)], static_cast<size_t>(m.rows) * m.cols);
+  Bf16* dst = Grow(&slots_[Index(slot)], static_cast<size_t>(m.rows) * m.cols);
   RoundMatrix(m, dst);
   return dst;
 }
@@ -133,7 +134,7 @@ void Products::Multiply(bool trans_a, bool trans_b, float alpha, const Matrix& a
 }
 
 const float* Products::Widen(const Bf16* h, int rows, int cols, int ld, std::vector<float>* wide) {
-  float* out = GrowExact(wide, static_cast<size_t>(rows) * cols);
+  float* out = Grow(wide, static_cast<size_t>(rows) * cols);
   for (int r = 0; r < rows; ++r) {
     WidenBf16(absl::MakeConstSpan(h + static_cast<int64_t>(r) * ld, static_cast<size_t>(cols)),
               out + static_cast<int64_t>(r) * cols);
@@ -141,7 +142,7 @@ const float* Products::Widen(const Bf16* h, int rows, int cols, int ld, std::vec
   return out;
 }
 
-float* Products::Staging(int64_t n) { return GrowExact(&staging_, static_cast<size_t>(n)); }
+float* Products::Staging(int64_t n) { return Grow(&staging_, static_cast<size_t>(n)); }
 
 int64_t Products::scratch_bytes() const {
   int64_t sum = static_cast<int64_t>((staging_.capacity() + wide_a_.capacity() + wide_b_.capacity()) * sizeof(float));

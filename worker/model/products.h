@@ -170,20 +170,6 @@ class KeepRoundedWeights {
   Products* const products_;
 };
 
-// Grows v to n elements, its capacity exactly the largest n asked for
-// (not the doubling of resize): what a model's byte count predicts. What
-// v held is not kept when it grows: for scratch only.
-template <typename T>
-T* GrowExact(std::vector<T>* v, size_t n) {
-  if (n > v->capacity()) {
-    std::vector<T> bigger;
-    bigger.reserve(n);
-    v->swap(bigger);
-  }
-  v->resize(n);
-  return v->data();
-}
-
 // Measures this process's throughput in `p` on an n x n x n product of
 // operands rounded before (BF16), repeating it for at least min_seconds.
 // Returns the fastest product's GFLOP/s (2 n^3 per product): the peak for
