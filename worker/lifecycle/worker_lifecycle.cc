@@ -58,6 +58,8 @@ struct Carried {
   // In-memory snapshots (this rank's and its replicas of peers'): they
   // outlive the generations of this process.
   std::unique_ptr<MemorySnapshots> memory;
+  // This process's numerics fingerprint of the job, computed once.
+  NumericsMemo numerics;
 };
 
 // Before a restore from memory: shard s of the snapshot (taken in a world
@@ -222,7 +224,7 @@ std::unique_ptr<TraceWriter> OpenTraces(const WorkerOptions& options, const conf
 }
 
 TrainOptions TrainOptionsFor(const WorkerOptions& options, const coordinator::RegisterResponse& world,
-                             Heartbeat& heartbeat, StepObserver* observer, const Carried& carried) {
+                             Heartbeat& heartbeat, StepObserver* observer, Carried& carried) {
   TrainOptions train;
   const bool lead = world.rank() == 0;
   train.metrics = lead ? heartbeat.outbox() : nullptr;
@@ -236,8 +238,9 @@ TrainOptions TrainOptionsFor(const WorkerOptions& options, const coordinator::Re
   train.checkpoint_sink = heartbeat.outbox();
   Outbox* outbox = heartbeat.outbox();
   train.on_numerics = [outbox](const NumericsFingerprint& n) {
-    SLOG(INFO) << absl::StrFormat("numerics fingerprint 0x%016x (%s), computed in %.0f ms", n.fingerprint, n.kernels,
-                                  n.seconds * 1e3);
+    SLOG(INFO) << absl::StrFormat("numerics fingerprint 0x%016x (%s), %s", n.fingerprint, n.kernels,
+                                  n.seconds > 0 ? absl::StrFormat("computed in %.0f ms", n.seconds * 1e3)
+                                                : std::string("as this process computed it before"));
     coordinator::Numerics numerics;
     numerics.set_fingerprint(n.fingerprint);
     numerics.set_kernels(n.kernels);
@@ -247,6 +250,7 @@ TrainOptions TrainOptionsFor(const WorkerOptions& options, const coordinator::Re
   train.restore_dir = world.restore_dir();
   train.env = options.env;
   train.memory = carried.memory.get();
+  train.numerics_memo = &carried.numerics;
   train.memory_restore_step = world.memory_step();
   train.memory_restore_world = world.memory_world_size();
   return train;

@@ -104,4 +104,17 @@ absl::StatusOr<NumericsFingerprint> ComputeNumerics(const config::JobConfig& con
   return NumericsFingerprint{h.hash(), KernelDescription(config)};
 }
 
+absl::StatusOr<NumericsFingerprint> NumericsMemo::Get(const config::JobConfig& config, const InputShape& input,
+                                                     bool* computed) {
+  const std::string key = absl::StrCat(config.SerializeAsString(), "|", input.channels, "x", input.height, "x",
+                                       input.width, "|", input.num_classes, "|", input.sequence);
+  *computed = !value_.has_value() || key != key_;
+  if (*computed) {
+    ASSIGN_OR_RETURN(NumericsFingerprint n, ComputeNumerics(config, input));
+    key_ = key;
+    value_ = std::move(n);
+  }
+  return *value_;
+}
+
 }  // namespace shardline

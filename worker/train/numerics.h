@@ -11,6 +11,7 @@
 #define SHARDLINE_WORKER_TRAIN_NUMERICS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -22,7 +23,7 @@ namespace shardline {
 struct NumericsFingerprint {
   uint64_t fingerprint = 0;
   std::string kernels;  // KernelDescription: for people, not compared
-  double seconds = 0;   // what computing it took (set by the caller that timed it)
+  double seconds = 0;   // what computing it took (set by the caller that timed it); 0: computed before
 };
 
 // The kernels this process computes `config`'s job with: "OpenBLAS
@@ -41,6 +42,22 @@ std::string KernelDescription(const config::JobConfig& config);
 // pure function of (config, input, the process's kernels): the same on
 // every host whose kernels compute alike, another wherever one does not.
 absl::StatusOr<NumericsFingerprint> ComputeNumerics(const config::JobConfig& config, const InputShape& input);
+
+// A process's fingerprint of one job, computed once: a process's kernels
+// do not change, so the worlds it joins again (a re-formed generation, an
+// elastic one) report the one it computed first, without running the
+// canary again (100-200 ms of every restart's path to its first step).
+// Another job (another config or input) computes anew. Not thread-safe.
+class NumericsMemo {
+ public:
+  // ComputeNumerics(config, input), or its result for the same arguments
+  // before; *computed says which.
+  absl::StatusOr<NumericsFingerprint> Get(const config::JobConfig& config, const InputShape& input, bool* computed);
+
+ private:
+  std::string key_;  // what value_ was computed for
+  std::optional<NumericsFingerprint> value_;
+};
 
 }  // namespace shardline
 

@@ -122,8 +122,11 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
   RETURN_IF_ERROR(CheckMemoryLimit(p.memory_plan, config, data, comm, options.env));
   if (options.on_numerics) {
     const Stopwatch canary(options.env);
-    ASSIGN_OR_RETURN(NumericsFingerprint numerics, ComputeNumerics(config, InputOf(data.train)));
-    numerics.seconds = canary.ElapsedSeconds();
+    NumericsMemo once;
+    bool computed = true;
+    NumericsMemo& memo = options.numerics_memo != nullptr ? *options.numerics_memo : once;
+    ASSIGN_OR_RETURN(NumericsFingerprint numerics, memo.Get(config, InputOf(data.train), &computed));
+    numerics.seconds = computed ? canary.ElapsedSeconds() : 0;  // 0: this process's earlier one
     options.on_numerics(numerics);
   }
   ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,

@@ -107,6 +107,9 @@ struct TrainOptions {
   // worker sends it to the coordinator, which judges it before any shard
   // this process saves. Empty: not computed.
   std::function<void(const NumericsFingerprint&)> on_numerics;
+  // Where the fingerprint of an earlier generation of this process is
+  // kept (numerics.h); null: computed every time.
+  NumericsMemo* numerics_memo = nullptr;
   std::string job_id;
   // A committed checkpoint directory to restore before the first step
   // (empty: start from scratch).

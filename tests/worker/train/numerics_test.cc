@@ -79,6 +79,30 @@ TEST(NumericsTest, TheSameJobGivesTheSameFingerprintAndEachChangeAnother) {
   if (CheckPrecisionSupported(Precision::kBfloat16).ok()) differs(Fingerprint(bf16, Text(32), 4), "BF16");
 }
 
+// A process computes a job's fingerprint once; another job computes anew.
+TEST(NumericsTest, TheMemoComputesOnceForAJobAndAgainForAnother) {
+  const config::JobConfig a = Parse("model { mlp { hidden_sizes: [16] } } optimizer { sgd {} }");
+  const config::JobConfig b = Parse("model { mlp { hidden_sizes: [17] } } optimizer { sgd {} }");
+  NumericsMemo memo;
+  bool computed = false;
+  absl::StatusOr<NumericsFingerprint> first = memo.Get(a, Image(), &computed);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(computed);
+  absl::StatusOr<NumericsFingerprint> again = memo.Get(a, Image(), &computed);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(computed);
+  EXPECT_EQ(again->fingerprint, first->fingerprint);
+  absl::StatusOr<NumericsFingerprint> other = memo.Get(b, Image(), &computed);
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(computed);
+  EXPECT_EQ(other->fingerprint, ComputeNumerics(b, Image())->fingerprint);
+  EXPECT_NE(other->fingerprint, first->fingerprint);
+  InputShape wider = Image();
+  wider.width = 14;
+  EXPECT_TRUE(memo.Get(b, wider, &computed).ok());
+  EXPECT_TRUE(computed) << "another input is another job";
+}
+
 TEST(NumericsTest, TheKernelsAreNamedForPeople) {
   config::JobConfig c = Parse("model { mlp { hidden_sizes: [8] } } optimizer { sgd {} }");
   absl::StatusOr<NumericsFingerprint> n = ComputeNumerics(c, Image());
