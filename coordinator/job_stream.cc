@@ -20,6 +20,14 @@
 #include "coordinator/decide/straggler.h"
 
 namespace shardline {
+namespace {
+
+// The other numerics fingerprints RELAXED admits that the world history
+// keeps (and the status shows).
+constexpr int kMaxNumericsChanges = 100;
+
+}  // namespace
+
 uint64_t Job::CommandVersionLocked() {
   // Each input of NextCommand's answer, folded: any change changes it.
   uint64_t v = state_version_;
@@ -115,7 +123,11 @@ bool Job::NumericsAcceptedLocked(const coordinator::WorkerReport& r) {
   source.step = start_step_;
   source.generation = m_.generation;
   source.unix_seconds = absl::ToDoubleSeconds(WallNow(options_.env) - absl::UnixEpoch());
-  const NumericsVerdict v = JudgeNumerics(history_, r.numerics(), source, config_.runtime().numerics());
+  // The kernels are the worker's text: kept, logged and shown escaped
+  // (CheckReport bounded their size).
+  coordinator::Numerics reported = r.numerics();
+  reported.set_kernels(EscapeControl(reported.kernels(), 1024));
+  const NumericsVerdict v = JudgeNumerics(history_, reported, source, config_.runtime().numerics());
   switch (v.action) {
     case NumericsVerdict::kAccept:
       return true;
@@ -125,6 +137,10 @@ bool Job::NumericsAcceptedLocked(const coordinator::WorkerReport& r) {
       break;
     case NumericsVerdict::kRecordChange:
       SLOG(WARNING) << v.reason;
+      // The first changes tell from which step the bits are not comparable;
+      // past kMaxNumericsChanges (a host whose every start computes anew)
+      // they are logged, not kept.
+      if (history_.numerics_changes_size() >= kMaxNumericsChanges) return true;
       *history_.add_numerics_changes() = v.record;
       break;
     case NumericsVerdict::kRefuse:

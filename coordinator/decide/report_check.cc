@@ -37,7 +37,8 @@ absl::Status CheckReport(const coordinator::WorkerReport& r, const ReportLimits&
                                    {"watchdog", &r.watchdog()},
                                    {"bad_checkpoint_reason", &r.bad_checkpoint_reason()},
                                    {"save_failure", &r.save_failure()},
-                                   {"left_reason", &r.left_reason()}}) {
+                                   {"left_reason", &r.left_reason()},
+                                   {"numerics.kernels", &r.numerics().kernels()}}) {
     if (text->size() > limits.max_text_bytes) {
       return Bad(r, absl::StrCat(name, " of ", text->size(), " bytes (at most ", limits.max_text_bytes, ")"));
     }

@@ -20,7 +20,8 @@ struct ReportLimits {
   int world_size = 1;
   // Steps are int32 on the wire to metrics.jsonl; runs are refused beyond.
   int64_t max_step = INT32_MAX;
-  // fatal_error, watchdog, bad_checkpoint_reason.
+  // fatal_error, watchdog, bad_checkpoint_reason, save_failure,
+  // left_reason, numerics.kernels.
   size_t max_text_bytes = 16 << 10;
   // Rank 0 sends a few records a second; a report carries what queued since
   // the last one (a stalled stream may have queued many).

@@ -174,6 +174,45 @@ TEST_F(JobTest, LiveRankCannotBeClaimedTwice) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+// The job's numerics fingerprint: the first reported is kept across a
+// coordinator restart, kernels text escaped; under RELAXED the other ones
+// are recorded up to 100 and then only admitted; under STRICT another one
+// fails the job.
+TEST_F(JobTest, NumericsAreRecordedKeptAcrossARestartBoundedAndRefusedUnderStrict) {
+  config_.mutable_runtime()->set_numerics(config::RELAXED);
+  Restart("");
+  FormWorld(1, 2);
+  auto with = [&](int rank, uint64_t fingerprint, const std::string& kernels) {
+    coordinator::WorkerReport r = Report(rank, 1, 1);
+    r.mutable_numerics()->set_fingerprint(fingerprint);
+    r.mutable_numerics()->set_kernels(kernels);
+    return r;
+  };
+  ASSERT_TRUE(job_->Report(with(0, 7, "OpenBLAS Haswell kernels\nforged line")).ok());
+  EXPECT_EQ(job_->Snapshot().numerics().numerics().fingerprint(), 7u);
+  EXPECT_EQ(job_->Snapshot().numerics().numerics().kernels().find('\n'), std::string::npos) << "not escaped";
+  for (uint64_t f = 100; f < 250; ++f) ASSERT_TRUE(job_->Report(with(1, f, "other")).ok());
+  EXPECT_EQ(job_->Snapshot().numerics_changes_size(), 100) << "the history keeps the first 100";
+  EXPECT_EQ(job_->Snapshot().numerics_changes(0).numerics().fingerprint(), 100u);
+  EXPECT_EQ(job_->final_status().code(), absl::StatusCode::kOk);
+
+  config_.mutable_runtime()->set_numerics(config::STRICT);
+  Restart("");  // the same store: the job's fingerprint is kept
+  EXPECT_EQ(job_->Snapshot().numerics().numerics().fingerprint(), 7u);
+  FormWorld(3, 4, /*previous=*/1);
+  const uint64_t gen = job_->Snapshot().generation();
+  coordinator::WorkerReport same = with(0, 7, "x");
+  same.set_generation(gen);
+  ASSERT_TRUE(job_->Report(same).ok());
+  EXPECT_TRUE(job_->final_status().ok());
+  coordinator::WorkerReport other = with(1, 9, "OpenBLAS Sandybridge kernels");
+  other.set_generation(gen);
+  ASSERT_TRUE(job_->Report(other).ok());
+  EXPECT_EQ(job_->final_status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(job_->final_status().message()).find("OpenBLAS Sandybridge kernels"), std::string::npos)
+      << job_->final_status();
+}
+
 TEST_F(JobTest, GlobalStepIsTheSlowestWorkerAndMetricLinesAreKept) {
   FormWorld(1, 2);
   coordinator::WorkerReport r0 = Report(0, 1, 40);

@@ -42,6 +42,7 @@ TEST(ReportCheckTest, EveryFieldOutOfBoundsIsRefusedNamingTheRank) {
       {"negative bad step", [](auto* r) { r->set_bad_checkpoint_step(-5); }},
       {"huge fatal error", [](auto* r) { r->set_fatal_error(std::string(1 << 20, 'x')); }},
       {"huge watchdog text", [](auto* r) { r->set_watchdog(std::string(1 << 20, 'x')); }},
+      {"huge kernels text", [](auto* r) { r->mutable_numerics()->set_kernels(std::string(1 << 20, 'x')); }},
       {"path in a file name", [](auto* r) { r->mutable_saved(0)->set_file("../../../../etc/passwd"); }},
       {"another rank's file", [](auto* r) { r->mutable_saved(0)->set_file(ShardFileName(1, 4)); }},
       {"another world", [](auto* r) { r->mutable_saved(0)->set_world_size(2); }},
