@@ -14,6 +14,7 @@
 #include "common/platform/memory_limit.h"
 #include "common/platform/env.h"
 #include "common/observability/metrics_exposer.h"
+#include "common/faults/corruption.h"
 #include "common/faults/fault_injection.h"
 #include "common/net/rpc_auth.h"
 #include "common/net/rpc_auth_metrics.h"
@@ -105,6 +106,13 @@ absl::Status Run(const Args& args) {
   ASSIGN_OR_RETURN(std::unique_ptr<TransportServer> server, TransportServer::Start(env, listen, transport_options));
   const std::string address = absl::StrCat(AdvertiseHost(args, listen), ":", server->port());
 
+  // A fault-injection spec that does not parse is refused here, not ignored.
+  ASSIGN_OR_RETURN(const std::optional<CorruptionSpec> corrupt, CorruptionFromEnv());
+  if (corrupt.has_value()) {
+    SLOG(WARNING) << "SHARDLINE_CORRUPT is set: rank " << corrupt->rank << " flips bit " << corrupt->bit << " of a "
+                  << CorruptSiteName(corrupt->site) << " value in step " << corrupt->step
+                  << " (fault injection, common/faults/corruption.h)";
+  }
   SetBlasThreads(1);
   // 50 ms: part of every (re)start's path to its first step.
   const double sgemm_gflops = MeasureSgemmGflops(env, 512, 0.05);

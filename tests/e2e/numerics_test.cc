@@ -4,7 +4,10 @@
 // worker, both kernels and the fix, with nothing committed by that world;
 // under RELAXED it is admitted and the step from which the bits are not
 // comparable is recorded. The job's fingerprint is kept in the
-// coordinator's store across runs.
+// coordinator's store across runs. And parameter agreement every step: a
+// value one worker received bad (SHARDLINE_CORRUPT) is caught in the step
+// that read it, the worker named, and the job ends with the uninterrupted
+// run's bits.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/e2e/final_state.h"
 #include "tests/e2e/subprocess.h"
 
 namespace shardline {
@@ -115,6 +119,72 @@ TEST(NumericsE2eTest, AWorkerOnOtherKernelsIsRefusedUnderStrictAndRecordedUnderR
   EXPECT_TRUE(absl::StrContains(lines[1], theirs.substr(std::string("fingerprint ").size()))) << lines[1];
   EXPECT_TRUE(absl::StrContains(lines[1], "\"admitted\":true")) << lines[1];
   EXPECT_TRUE(absl::StrContains(lines[1], "\"rank\":1")) << lines[1];
+}
+
+TEST(NumericsE2eTest, ABitFlippedInAGatheredParameterIsCaughtTheWorkerNamedAndTheJobEndsBitForBit) {
+  const std::vector<std::string> run = {"train.total_steps=300", "train.log_every=50", "train.eval_every=0",
+                                        "checkpoint.every_steps=0", "checkpoint.memory_every_steps=50"};
+  for (const char* stage : {"collective.zero_stage=2", "collective.zero_stage=3"}) {
+    std::vector<std::string> sets = run;
+    sets.push_back(stage);
+    const std::string clean = FreshDir("agreement_clean");
+    Subprocess a(LaunchArgv(clean, 3, sets));
+    ASSERT_EQ(a.Wait(absl::Seconds(180)), 0) << a.Output();
+    const std::vector<float> want = FinalState(clean, 300, 3);
+    ASSERT_FALSE(want.empty());
+
+    // Rank 1 receives one parameter of step 170 with its exponent's top bit
+    // flipped: every later result of that rank would differ.
+    const std::string dir = FreshDir("agreement_flipped");
+    Subprocess b(LaunchArgv(dir, 3, sets), {"SHARDLINE_CORRUPT=1:170:gathered:30"});
+    ASSERT_EQ(b.Wait(absl::Seconds(180)), 0) << b.Output();
+    const std::string worker1 = ReadAll(dir + "/logs/worker-1.log");
+    EXPECT_TRUE(absl::StrContains(worker1, "SHARDLINE_CORRUPT: rank 1 flipped bit 30 of the gathered value"))
+        << stage << "\n" << worker1;
+    bool named = false;
+    for (int r = 0; r < 3; ++r) {
+      const std::string log = ReadAll(absl::StrCat(dir, "/logs/worker-", r, ".log"));
+      named = named || absl::StrContains(log, "parameter agreement failed at step 170: rank 1 held other bits");
+    }
+    EXPECT_TRUE(named) << stage << ": no worker's log names rank 1 at step 170\n" << worker1;
+    EXPECT_TRUE(SameBits(FinalState(dir, 300, 3), want))
+        << stage << ": the job that caught the flip did not end with the uninterrupted run's bits";
+  }
+}
+
+// Islands: the outer state every island holds alike, one island's copy
+// flipped by its outer update, is caught in that outer step, before a
+// snapshot keeps it or anything is computed from it.
+TEST(NumericsE2eTest, ABitFlippedInOneIslandsOuterUpdateIsCaughtInThatOuterStepAndTheJobEndsBitForBit) {
+  const std::vector<std::string> run = {"train.total_steps=300", "train.log_every=50", "train.eval_every=0",
+                                        "checkpoint.every_steps=0", "checkpoint.memory_every_steps=20",
+                                        "collective.diloco.inner_steps=20", "optimizer.adamw={}",
+                                        "schedule.base_lr=0.003"};
+  auto with_islands = [](std::vector<std::string> argv) {
+    argv.insert(argv.end(), {"--islands", "3"});
+    return argv;
+  };
+  const std::string clean = FreshDir("outer_agreement_clean");
+  // Two workers an island: an island's snapshots live in its neighbour's
+  // memory, so the world restores one rather than starting over.
+  Subprocess a(with_islands(LaunchArgv(clean, 6, run)));
+  ASSERT_EQ(a.Wait(absl::Seconds(180)), 0) << a.Output();
+  const std::vector<float> want = FinalState(clean, 300, 6);
+  ASSERT_FALSE(want.empty());
+
+  const std::string dir = FreshDir("outer_agreement_flipped");
+  Subprocess b(with_islands(LaunchArgv(dir, 6, run)), {"SHARDLINE_CORRUPT=2:120:outer:27"});
+  ASSERT_EQ(b.Wait(absl::Seconds(180)), 0) << b.Output();
+  const std::string worker2 = ReadAll(dir + "/logs/worker-2.log");
+  EXPECT_TRUE(absl::StrContains(worker2, "SHARDLINE_CORRUPT: rank 2 flipped bit 27 of the outer value")) << worker2;
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"),
+                                "parameter agreement failed at step 120: rank 2 held other bits of the outer "
+                                "parameters and momentum after the outer update"))
+      << ReadAll(dir + "/logs/coordinator.log");
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/logs/coordinator.log"), "from the workers' memory"))
+      << ReadAll(dir + "/logs/coordinator.log");
+  EXPECT_TRUE(SameBits(FinalState(dir, 300, 6), want))
+      << "the job that caught the flip did not end with the uninterrupted run's bits";
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "worker/optim/outer_optimizer.h"
 
 #include "common/checkpoint/buffer_names.h"
+#include "common/job/float_hash.h"
 #include "common/platform/logging.h"
 
 namespace shardline {
@@ -70,6 +71,13 @@ double OuterOptimizer::OuterUpdate(absl::Span<const float> delta_sum, int island
     }
   }
   return sq;
+}
+
+uint64_t OuterOptimizer::SharedStateHash() const {
+  FloatHasher h;
+  h.Add(outer_params_.values.data(), static_cast<int64_t>(outer_params_.values.size()));
+  h.Add(momentum_.values.data(), static_cast<int64_t>(momentum_.values.size()));
+  return h.Digest();
 }
 
 }  // namespace shardline

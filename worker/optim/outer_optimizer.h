@@ -47,6 +47,9 @@ class OuterOptimizer : public Optimizer {
   // pseudo-gradients; the pieces of `params` set to the new outer
   // parameters. Returns the sum of squares of the averaged pseudo-gradient.
   double OuterUpdate(absl::Span<const float> delta_sum, int islands, float* params);
+  // The hash (worker/train/param_agreement.h) of what the same rank of every
+  // island holds alike: the outer parameters and momentum of its pieces.
+  uint64_t SharedStateHash() const;
 
  protected:
   double UpdateSegments(const UpdateStep& step, float* params, const float* grads, bool want_update_sq, size_t first,

@@ -3,9 +3,12 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/buffer_names.h"
+#include "common/faults/corruption.h"
 #include "common/faults/fault_injection.h"
 #include "common/platform/status_macros.h"
 #include "worker/train/outer_wire.h"
+#include "worker/train/param_agreement.h"
 #include "worker/train/step_scalars.h"
 #include "worker/train/train_step.h"
 
@@ -37,6 +40,20 @@ absl::StatusOr<int64_t> SumEncoded(Collectives& across, config::DilocoConfig::Wi
   return sent;
 }
 
+// The outer state's hashes disagreed across islands (`when` the update):
+// every island's hash exchanged, and the verdict as a status naming the
+// worker ranks (island k's: k * island size + this rank's place in it).
+absl::Status NameDisagreement(const OuterStepArgs& a, uint64_t mine, absl::string_view when) {
+  const int islands = a.across->world_size();
+  ASSIGN_OR_RETURN(const AgreementVerdict verdict, ExchangeParamHashes(*a.across, mine));
+  std::vector<int> workers(static_cast<size_t>(islands));
+  for (int k = 0; k < islands; ++k) workers[static_cast<size_t>(k)] = k * a.island->world_size() + a.island->rank();
+  RETURN_IF_ERROR(AgreementStatus(verdict, absl::StrCat("the outer parameters and momentum ", when, " the outer update"),
+                                  a.step, workers));
+  return absl::InternalError(absl::StrCat("the outer state's hash halves disagreed at step ", a.step,
+                                          " but every island's hash is the same"));
+}
+
 }  // namespace
 
 absl::StatusOr<OuterResult> OuterStep(const OuterStepArgs& a) {
@@ -46,17 +63,21 @@ absl::StatusOr<OuterResult> OuterStep(const OuterStepArgs& a) {
   std::vector<float> delta(static_cast<size_t>(opt.size()));
   const double own_sq = opt.PseudoGradient(a.params->data(), absl::MakeSpan(delta));
   // 1. One scalar all-reduce across islands: requests, finiteness, the
-  // pseudo-gradients' squares (this rank's pieces of each island's).
+  // pseudo-gradients' squares (this rank's pieces of each island's), and the
+  // hash of the outer state every island holds alike (agreed after the last
+  // outer update: a difference here arose in memory since).
   StepScalars mine;
   mine.grad_sq = std::isfinite(own_sq) ? own_sq : 0.0;
   mine.nonfinite_seen = !std::isfinite(own_sq);
   mine.stop_vote = a.held.stop;
   mine.checkpoint_vote = a.held.checkpoint;
   mine.eval_vote = a.held.eval;
+  mine.param_hash = opt.SharedStateHash();
   std::array<double, StepScalars::kCount> packed = mine.Pack();
   CrashPoint("outer_exchange", a.step);
   RETURN_IF_ERROR(across.AllReduceScalars(absl::MakeSpan(packed), StepScalars::kOps));
   const StepScalars agreed = StepScalars::Unpack(packed);
+  if (!agreed.params_agree) RETURN_IF_ERROR(NameDisagreement(a, mine.param_hash, "before"));
   if (agreed.nonfinite_seen) {
     return absl::FailedPreconditionError(absl::StrCat("an island's pseudo-gradient became non-finite at step ", a.step,
                                                       " (its parameters diverged in the inner steps)"));
@@ -76,6 +97,18 @@ absl::StatusOr<OuterResult> OuterStep(const OuterStepArgs& a) {
   // 3. The outer update of this rank's pieces.
   const double averaged_sq = opt.OuterUpdate(delta, islands, a.params->data());
   CrashPoint("outer_updated", a.step);
+  for (StateBuffer* b : opt.state()) {
+    if (b->name != kOuterParamsBuffer || b->values.empty()) continue;
+    MaybeCorrupt(CorruptSite::kOuter, across.rank() * a.island->world_size() + a.island->rank(), a.step,
+                 b->values.data(), 0);
+  }
+  // The new outer state agreed across islands before anything keeps it (a
+  // snapshot, a checkpoint) or computes from it.
+  const uint64_t updated = opt.SharedStateHash();
+  std::array<double, 4> halves = {HashHigh(updated), HashHigh(updated), HashLow(updated), HashLow(updated)};
+  static constexpr ReduceOp kHalvesOps[4] = {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kMax};
+  RETURN_IF_ERROR(across.AllReduceScalars(absl::MakeSpan(halves), kHalvesOps));
+  if (halves[0] != halves[1] || halves[2] != halves[3]) RETURN_IF_ERROR(NameDisagreement(a, updated, "after"));
   // The norms over the whole model: summed over the island's ranks.
   std::array<double, 2> sums = {agreed.grad_sq, averaged_sq};
   RETURN_IF_ERROR(a.island->AllReduceScalars(absl::MakeSpan(sums), ReduceOp::kSum));

@@ -1,5 +1,6 @@
 #include "worker/train/step_scalars.h"
 
+#include "worker/train/param_agreement.h"
 #include "worker/train/train_step.h"
 
 namespace shardline {
@@ -19,7 +20,11 @@ std::array<double, StepScalars::kCount> StepScalars::Pack() const {
           VoteScalar(stop_vote),
           VoteScalar(checkpoint_vote),
           VoteScalar(eval_vote),
-          nonfinite_seen ? 1.0 : 0.0};
+          nonfinite_seen ? 1.0 : 0.0,
+          HashHigh(param_hash),
+          HashHigh(param_hash),
+          HashLow(param_hash),
+          HashLow(param_hash)};
 }
 
 StepScalars StepScalars::Unpack(const std::array<double, kCount>& r) {
@@ -30,6 +35,8 @@ StepScalars StepScalars::Unpack(const std::array<double, kCount>& r) {
   s.checkpoint_vote = AgreedStep(r[3]);
   s.eval_vote = AgreedStep(r[4]);
   s.nonfinite_seen = r[5] > 0;
+  s.param_hash = HashFromHalves(r[6], r[8]);
+  s.params_agree = r[6] == r[7] && r[8] == r[9];
   return s;
 }
 

@@ -1,7 +1,9 @@
 // The scalars every rank agrees on in a step's one scalar all-reduce, by
 // name: the loss and squared gradient norm (summed), the stop, checkpoint
-// and eval votes (the smallest wins), and whether any rank saw a
-// non-finite number (the largest). Packed in a fixed order, the same on
+// and eval votes (the smallest wins), whether any rank saw a non-finite
+// number (the largest), and the hash of the values every rank must hold
+// alike (param_agreement.h: its halves' minimum and maximum, equal when
+// every rank's hash is). Packed in a fixed order, the same on
 // every rank; the order and the ops are part of the bits (a sum's order
 // is the reduction's).
 //
@@ -26,10 +28,13 @@ struct StepScalars {
   int64_t checkpoint_vote = 0;
   int64_t eval_vote = 0;
   bool nonfinite_seen = false;    // this rank noted a non-finite number
+  uint64_t param_hash = 0;        // mine: what I hold; agreed: the smallest halves
+  bool params_agree = true;       // agreed only: every rank's param_hash is the same
 
-  static constexpr int kCount = 6;
-  static constexpr ReduceOp kOps[kCount] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMin,
-                                           ReduceOp::kMin, ReduceOp::kMin, ReduceOp::kMax};
+  static constexpr int kCount = 10;
+  static constexpr ReduceOp kOps[kCount] = {ReduceOp::kSum, ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMin,
+                                           ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kMax,
+                                           ReduceOp::kMin, ReduceOp::kMax};
 
   std::array<double, kCount> Pack() const;
   static StepScalars Unpack(const std::array<double, kCount>& reduced);

@@ -6,11 +6,13 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "common/faults/corruption.h"
 #include "common/job/finite.h"
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
 #include "worker/collective/comm_memory.h"
 #include "worker/train/exchange.h"
+#include "worker/train/param_agreement.h"
 #include "worker/train/step_scalars.h"
 
 namespace shardline {
@@ -39,6 +41,18 @@ bool PiecesFinite(const PagedFloats& v, absl::Span<const Range> pieces, Range wi
     if (!AllFinite(absl::MakeConstSpan(v.data() + both.begin, static_cast<size_t>(both.size())))) return false;
   }
   return true;
+}
+
+// The first index of `layer` outside every one of `own` (ascending,
+// disjoint), or layer.end when this rank owns all of it.
+int64_t FirstNotOwned(Range layer, absl::Span<const Range> own) {
+  int64_t at = layer.begin;
+  for (const Range& p : own) {
+    if (p.end <= at) continue;
+    if (p.begin > at) break;
+    at = p.end;
+  }
+  return std::min(at, layer.end);
 }
 
 }  // namespace
@@ -151,11 +165,22 @@ absl::StatusOr<BatchStats> ComputeGradients(StepRun& run, const LayerHooks* hook
   return total;
 }
 
+// This rank in the whole world (an island's ring numbers its own ranks).
+int WorkerRank(const StepContext& ctx) { return ctx.data_world > 0 ? ctx.data_rank : ctx.comm.rank(); }
+
+// What the forward and backward of a step give the agreement.
+struct Computed {
+  double loss_sum = 0;
+  uint64_t param_hash = 0;  // of every layer as the first forward read it (param_agreement.h)
+};
+
 // 1. Forward and backward of this rank's slice. The forward of each layer
 // waits for the last step's gathers of it; the backward of the last
 // micro-batch starts each bucket's reduce-scatter as soon as its layers are
-// done (both only with collective.overlap). Returns the loss sum.
-absl::StatusOr<double> ForwardBackward(StepRun& s) {
+// done (both only with collective.overlap). Each layer the first
+// micro-batch's passes read is hashed as they read it, whole on every rank:
+// its forward's at stage 2 and 3, its backward's at stage 3.
+absl::StatusOr<Computed> ForwardBackward(StepRun& s) {
   const StepContext& ctx = s.ctx;
   TrainState* state = s.state;
   StepBuffers* b = s.b;
@@ -178,6 +203,11 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
   if (b->workspace == nullptr) b->workspace = ctx.model.NewWorkspace();
   Products& products = b->workspace->products;
   const bool per_layer = exchange.sharded_params();
+  FloatHasher hasher;
+  // What is hashed: every layer the first micro-batch's forward reads and,
+  // at stage 3 (where the backward gathers layers again), its backward.
+  enum class Pass { kFirstForward, kFirstBackward, kLater } pass = Pass::kFirstForward;
+  float* params = state->params.data();
   LayerHooks hooks;
   hooks.before_forward = [&](Range layer) {
     const int64_t at = timer.Mark();
@@ -185,6 +215,12 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
     const double waited = exchange.gather_wait_seconds();
     note(exchange.AwaitParams(layer, &seen));
     if (per_layer) products.ForgetWeights();
+    if (pass == Pass::kFirstBackward) pass = Pass::kLater;
+    if (pass == Pass::kFirstForward) {
+      const int64_t theirs = FirstNotOwned(layer, ctx.optimizer.pieces());
+      if (theirs < layer.end) MaybeCorrupt(CorruptSite::kGathered, WorkerRank(ctx), r.step, params + theirs, theirs);
+      hasher.Add(params + layer.begin, layer.size());
+    }
     if (exchange.gathers_pending() < pending || exchange.gather_wait_seconds() > waited) {
       timer.Since("all_gather", at);  // inside "forward"
     }
@@ -192,12 +228,17 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
   hooks.before_backward = [&](Range layer) {
     const int64_t at = timer.Mark();
     const double waited = exchange.gather_wait_seconds();
+    if (pass == Pass::kFirstForward) pass = Pass::kFirstBackward;
     note(exchange.AwaitParamsForBackward(layer, &seen));
     if (per_layer) products.ForgetWeights();
+    if (per_layer && pass == Pass::kFirstBackward) hasher.Add(params + layer.begin, layer.size());
     if (exchange.gather_wait_seconds() > waited) timer.Since("all_gather", at);  // inside "backward"
   };
   hooks.before_gradient = [&](Range part) { exchange.BeforeGradients(part); };
-  hooks.after_backward = [&](Range layer) { note(exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step)); };
+  hooks.after_backward = [&](Range layer) {
+    if (!layer.empty()) MaybeCorrupt(CorruptSite::kGradient, WorkerRank(ctx), r.step, b->grads.data() + layer.begin, layer.begin);
+    note(exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step));
+  };
   exchange.BeginStep(r.step, &b->grads);
   absl::StatusOr<BatchStats> computed;
   {
@@ -212,14 +253,17 @@ absl::StatusOr<double> ForwardBackward(StepRun& s) {
   if (!std::isfinite(stats.loss_sum)) seen.Note(NonFiniteSource::kOwnGradients, rank, r.step);
   r.times.all_gather = exchange.gather_wait_seconds() - gather_waited;  // in this step's forward
   r.times.compute = timer.Since("compute", begin) - r.times.all_gather;
-  return stats.loss_sum;
+  return Computed{stats.loss_sum, hasher.Digest()};
 }
 
 // 3. One all-reduce of this rank's scalars: the loss, the gradient norm, the
-// votes and whether anything non-finite was seen. False when the step
-// diverged (r says how; nothing is applied); else r holds the agreed loss,
-// requests and norm, and *clip_scale the clipping factor.
-absl::StatusOr<bool> Agree(StepRun& s, const Votes& votes, double loss_sum, float* clip_scale) {
+// votes, whether anything non-finite was seen and the parameters' hash.
+// Ranks that held other parameters fail the step (param_agreement.h),
+// before a non-finite number is judged (it may be their consequence).
+// False when the step diverged (r says how; nothing is applied); else r
+// holds the agreed loss, requests and norm, and *clip_scale the clipping
+// factor.
+absl::StatusOr<bool> Agree(StepRun& s, const Votes& votes, const Computed& computed, float* clip_scale) {
   const StepContext& ctx = s.ctx;
   PhaseTimer& timer = s.timer;
   StepResult& r = s.r;
@@ -229,18 +273,28 @@ absl::StatusOr<bool> Agree(StepRun& s, const Votes& votes, double loss_sum, floa
   const float clip = ctx.config.train().grad_clip_norm();
   const bool need_grad_norm = with_norms || clip > 0;
   StepScalars mine;
-  mine.loss_sum = FiniteOrZero(loss_sum);
+  mine.loss_sum = FiniteOrZero(computed.loss_sum);
   mine.grad_sq = need_grad_norm ? FiniteOrZero(SumSquares(s.b->grads.data(), ctx.optimizer.pieces())) : 0.0;
   mine.stop_vote = votes.stop;
   mine.checkpoint_vote = votes.checkpoint;
   mine.eval_vote = votes.eval;
   mine.nonfinite_seen = seen.seen();
+  mine.param_hash = computed.param_hash;
   std::array<double, StepScalars::kCount> packed = mine.Pack();
   timer.Since("clip", begin);
   begin = timer.Mark();
   RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(packed), StepScalars::kOps));
   const StepScalars agreed = StepScalars::Unpack(packed);
   r.times.wait_peers = timer.Since("wait_peers", begin);
+  if (!agreed.params_agree) {
+    ASSIGN_OR_RETURN(const AgreementVerdict verdict, ExchangeParamHashes(ctx.comm, computed.param_hash));
+    std::vector<int> workers(static_cast<size_t>(ctx.comm.world_size()));
+    for (size_t i = 0; i < workers.size(); ++i) workers[i] = WorkerRank(ctx) - ctx.comm.rank() + static_cast<int>(i);
+    RETURN_IF_ERROR(AgreementStatus(verdict, "the parameters the step's forward read", r.step, workers));
+    return absl::InternalError(absl::StrCat("the parameter hashes' halves disagreed at step ", r.step,
+                                            " but every rank's hash is the same: a peer reported halves it does "
+                                            "not hold"));
+  }
   if (agreed.nonfinite_seen) {  // some rank saw a non-finite number: judge it together
     ASSIGN_OR_RETURN(r.nonfinite, ExchangeObservations(ctx.comm, seen));
     if (r.nonfinite.kind == NonFiniteVerdict::Kind::kPeerFault) return VerdictStatus(r.nonfinite);
@@ -265,6 +319,23 @@ struct UpdateSquares {
   double update = 0;
   double params = 0;
 };
+
+// SHARDLINE_CORRUPT's "param" and "moment" sites (common/faults/corruption.h):
+// this rank's first parameter of the first bucket, and its optimizer's
+// first state value, just updated and not yet gathered.
+void CorruptFirstUpdated(const StepContext& ctx, TrainState* state, int64_t step, Range bucket) {
+  const int rank = WorkerRank(ctx);
+  for (const Range& p : ctx.optimizer.pieces()) {
+    const Range both = Overlap(p, bucket);
+    if (both.empty()) continue;
+    MaybeCorrupt(CorruptSite::kParam, rank, step, state->params.data() + both.begin, both.begin);
+    break;
+  }
+  const std::vector<StateBuffer*> buffers = ctx.optimizer.state();
+  if (!buffers.empty() && !buffers.front()->values.empty()) {
+    MaybeCorrupt(CorruptSite::kMoment, rank, step, buffers.front()->values.data(), 0);
+  }
+}
 
 // 4. The update of this rank's pieces, bucket by bucket, the first first:
 // each bucket's gather starts (with overlap: runs) as soon as its pieces are
@@ -295,6 +366,7 @@ absl::StatusOr<UpdateSquares> UpdateAndGather(StepRun& s, float clip_scale, int6
     const Range bucket = exchange.buckets()[k];
     sq.update += ctx.optimizer.Update(UpdateStep{r.step + 1, r.lr, clip_scale}, state->params.data(), b->grads.data(),
                                       with_norms, bucket);
+    if (k == 0) CorruptFirstUpdated(ctx, state, r.step, bucket);
     if (!PiecesFinite(state->params, mine, bucket)) seen.Note(NonFiniteSource::kOwnUpdate, ctx.comm.rank(), r.step);
     if (with_norms) AddSquares(state->params.data(), mine, bucket, &sq.params);
     const int64_t at = timer.Mark();
@@ -357,14 +429,18 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   GradientExchange& exchange = ctx.exchange;
   const double comm_busy = exchange.comm_busy_seconds();
   StepRun run{ctx, with_norms, state, b, timer, r};
-  ASSIGN_OR_RETURN(const double loss_sum, ForwardBackward(run));
+  ASSIGN_OR_RETURN(const Computed computed, ForwardBackward(run));
   // 2. Every bucket reduced; own gradients are checked as each is sent.
   const int64_t reduce_begin = timer.Mark();
   RETURN_IF_ERROR(exchange.FinishReduce(&b->grads, &state->nonfinite, ctx.comm.rank(), r.step));
   r.times.reduce_scatter = timer.Since("reduce_scatter", reduce_begin);
+  if (!ctx.optimizer.pieces().empty()) {
+    const int64_t at = ctx.optimizer.pieces().front().begin;
+    MaybeCorrupt(CorruptSite::kReduced, WorkerRank(ctx), r.step, b->grads.data() + at, at);
+  }
   const int64_t optimizer_begin = timer.Mark();
   float clip_scale = 1.0f;
-  ASSIGN_OR_RETURN(const bool applied, Agree(run, votes, loss_sum, &clip_scale));
+  ASSIGN_OR_RETURN(const bool applied, Agree(run, votes, computed, &clip_scale));
   if (!applied) return r;  // diverged
   ASSIGN_OR_RETURN(const UpdateSquares sq, UpdateAndGather(run, clip_scale, optimizer_begin));
   r.times.comm_busy = exchange.comm_busy_seconds() - comm_busy;
