@@ -112,6 +112,7 @@ absl::Status CheckpointCatalog::Commit(int64_t step, int world_size, const std::
     e->set_file(saved.file());
     e->set_size(saved.size());
     e->set_crc32c(saved.crc32c());
+    if (saved.numerics() != 0) e->set_numerics(saved.numerics());
     best = saved.best();
     best_value = saved.best_value();
   }

@@ -59,6 +59,7 @@ struct WrittenShard {
   uint32_t crc32c = 0;
   bool best = false;    // the header marks this step as the best so far
   double best_value = 0;
+  uint64_t numerics = 0;  // the header's numerics fingerprint; 0: none
 };
 
 inline constexpr int64_t kShardBlockBytes = 1 << 20;

@@ -244,6 +244,7 @@ absl::StatusOr<WrittenShard> WriteShard(Env* env, const std::string& dir, const 
   }
   out.best = c.header.has_best_step() && c.header.best_step() == c.header.step();
   out.best_value = c.header.best_value();
+  out.numerics = c.header.numerics();
   return out;
 }
 

@@ -41,9 +41,9 @@ Printed Numerics(const std::vector<std::string>& env) {
 }
 
 // A coordinator and two workers on `dir`, rank 1 with `env1`; returns the
-// coordinator's exit code and output.
+// coordinator's exit code and output, and rank 1's output (in `*worker1`).
 std::pair<int, std::string> RunJob(const std::string& dir, int64_t steps, const std::vector<std::string>& sets,
-                                   const std::vector<std::string>& env1) {
+                                   const std::vector<std::string>& env1, std::string* worker1 = nullptr) {
   const std::string addr = absl::StrCat("127.0.0.1:", FreePort());
   std::vector<std::string> argv = {BinPath("shardline-coordinator"), "--config", ConfigPath("fmnist_mlp"),
                                    "--listen", addr, "--workdir", dir, "--set", "runtime.num_workers=2",
@@ -62,6 +62,7 @@ std::pair<int, std::string> RunJob(const std::string& dir, int64_t steps, const 
   const int code = c.Wait(absl::Seconds(180));
   EXPECT_NE(w0.Wait(absl::Seconds(60)), -1) << w0.Output();
   EXPECT_NE(w1.Wait(absl::Seconds(60)), -1) << w1.Output();
+  if (worker1 != nullptr) *worker1 = w1.Output();
   return {code, c.Output()};
 }
 
@@ -88,6 +89,14 @@ TEST(NumericsE2eTest, AWorkerOnOtherKernelsIsRefusedUnderStrictAndRecordedUnderR
   const auto [first, first_log] = RunJob(dir, 60, {}, {});
   ASSERT_EQ(first, 0) << first_log;
   EXPECT_TRUE(absl::StrContains(first_log, "the job's numerics: " + mine)) << first_log;
+  // Every shard carries its fingerprint, and `ckpt list` shows the one.
+  const std::string hex = mine.substr(std::string("fingerprint ").size());
+  {
+    Subprocess list({BinPath("shardline"), "ckpt", "list", dir});
+    EXPECT_EQ(list.Wait(absl::Seconds(60)), 0) << list.Output();
+    EXPECT_TRUE(absl::StrContains(list.Output(), "committed   2/2     ")) << list.Output();
+    EXPECT_TRUE(absl::StrContains(list.Output(), hex)) << list.Output();
+  }
 
   // Resumed with rank 1 on the other kernels: refused, naming it.
   const auto [refused, refused_log] = RunJob(dir, 120, {}, {other_env});
@@ -105,8 +114,19 @@ TEST(NumericsE2eTest, AWorkerOnOtherKernelsIsRefusedUnderStrictAndRecordedUnderR
                                                             << list.Output();
 
   // RELAXED: admitted, and recorded from the step it started at.
-  const auto [relaxed, relaxed_log] = RunJob(dir, 120, {"runtime.numerics=RELAXED"}, {other_env});
+  std::string relaxed_worker1;
+  const auto [relaxed, relaxed_log] = RunJob(dir, 120, {"runtime.numerics=RELAXED"}, {other_env}, &relaxed_worker1);
   EXPECT_EQ(relaxed, 0) << relaxed_log;
+  // The worker on other kernels says its restore crosses kernels; the
+  // checkpoints that world saved are listed as mixed.
+  EXPECT_TRUE(absl::StrContains(relaxed_worker1, "rank 1 restored step 60 from a checkpoint saved by a worker whose "
+                                                 "numerics fingerprint is " + hex))
+      << relaxed_worker1;
+  {
+    Subprocess list({BinPath("shardline"), "ckpt", "list", dir});
+    EXPECT_EQ(list.Wait(absl::Seconds(60)), 0) << list.Output();
+    EXPECT_TRUE(absl::StrContains(list.Output(), "mixed (2)")) << list.Output();
+  }
   EXPECT_TRUE(absl::StrContains(relaxed_log, "admitted (runtime.numerics RELAXED): from step 60")) << relaxed_log;
   EXPECT_TRUE(absl::StrContains(relaxed_log, theirs)) << relaxed_log;
   // metrics.jsonl: the job's fingerprint when first reported, then the one

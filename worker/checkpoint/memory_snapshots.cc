@@ -114,6 +114,7 @@ absl::StatusOr<Restored> MemorySnapshots::Restore(int64_t step, int world, const
   // is in their headers: the old world's pieces, of whatever bucket plan.
   std::map<std::string, int64_t> filled;
   std::optional<state::ShardHeader> last;
+  Restored out;
   for (int s = 0; s < world; ++s) {
     const SnapshotKey key{step, world, s};
     if (!Holds(key)) continue;
@@ -157,6 +158,7 @@ absl::StatusOr<Restored> MemorySnapshots::Restore(int64_t step, int world, const
     if (last.has_value() && !(last->data_position().SerializeAsString() == h.data_position().SerializeAsString())) {
       return absl::DataLossError(absl::StrCat(what, ": its shards disagree on the data position"));
     }
+    NoteNumerics(h, &out);
     last = std::move(h);
   }
   if (filled[kParamsBuffer] != optimizer->size() || !last.has_value()) {
@@ -168,7 +170,6 @@ absl::StatusOr<Restored> MemorySnapshots::Restore(int64_t step, int world, const
       return absl::FailedPreconditionError(absl::StrCat(what, " lacks optimizer state '", sb->name, "'"));
     }
   }
-  Restored out;
   out.step = last->step();
   out.position = last->data_position();
   if (last->has_best_step()) out.best = BestSoFar{last->best_step(), last->best_value()};

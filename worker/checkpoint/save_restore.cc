@@ -26,6 +26,7 @@ absl::Status LocalCommitter::ShardSaved(int64_t step, int rank, int world, const
   e->set_file(shard.path.substr(shard.path.rfind('/') + 1));
   e->set_size(shard.size);
   e->set_crc32c(shard.crc32c);
+  if (shard.numerics != 0) e->set_numerics(shard.numerics);
   const std::string dir = StepDir(root_, step);
   RETURN_IF_ERROR(CheckManifest(m, dir));
   RETURN_IF_ERROR(CheckShardFiles(env_, dir, m));
@@ -50,6 +51,7 @@ ShardContents ShardHeaderOf(const ShardSource& source) {
   c.header.set_world_size(source.world);
   c.header.set_rank(source.rank);
   if (source.islands > 1) c.header.set_islands(source.islands);
+  if (source.numerics != 0) c.header.set_numerics(source.numerics);
   c.header.set_job_id(source.job_id);
   c.header.set_total_size(source.layout->total_size());
   SetShardPieces(pieces, &c.header);
@@ -218,10 +220,18 @@ absl::StatusOr<Restored> RestoreCheckpoint(Env* env, const std::string& step_dir
   Restored out;
   out.step = v.manifest.step();
   for (const state::ShardEntry& e : v.manifest.shards()) out.bytes_read += e.size();
+  for (const state::ShardHeader& h : v.headers) NoteNumerics(h, &out);
   const state::ShardHeader& last = v.headers.back();
   out.position = last.data_position();
   if (last.has_best_step()) out.best = BestSoFar{last.best_step(), last.best_value()};
   return out;
+}
+
+void NoteNumerics(const state::ShardHeader& header, Restored* r) {
+  if (!header.has_numerics()) return;
+  if (std::find(r->numerics.begin(), r->numerics.end(), header.numerics()) == r->numerics.end()) {
+    r->numerics.push_back(header.numerics());
+  }
 }
 
 }  // namespace shardline

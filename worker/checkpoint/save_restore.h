@@ -76,6 +76,8 @@ struct ShardSource {
   // Islands (collective.islands): `rank` and `world` are the world's, the
   // optimizer's pieces its island's (islands.h).
   int islands = 1;
+  // This worker's numerics fingerprint (worker/train/numerics.h); 0: none.
+  uint64_t numerics = 0;
 };
 
 // A copy of this rank's shard of the training state: the optimizer's shard
@@ -140,7 +142,14 @@ struct Restored {
   state::DataPosition position;
   BestSoFar best;
   int64_t bytes_read = 0;  // checkpoint file bytes read (0 from memory)
+  // The numerics fingerprints of the shards read (their headers'), each
+  // once, in the order met; none where no header had one.
+  std::vector<uint64_t> numerics;
 };
+
+// Adds the header's numerics fingerprint to r->numerics unless absent or
+// there already.
+void NoteNumerics(const state::ShardHeader& header, Restored* r);
 
 // Restores from the committed checkpoint in `step_dir`, whatever world size
 // wrote it: every shard's parameters into `params` (all of them), and the

@@ -1,4 +1,5 @@
 // shardline ckpt list|verify|export: inspect a workdir's checkpoints.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -40,12 +41,26 @@ constexpr char kHelp[] =
 
 std::string Root(const std::string& workdir) { return CheckpointRoot(workdir); }
 
+// The numerics fingerprints a manifest's shards were computed with: "-"
+// (none recorded), the one ("0x" and 16 hex digits), or "mixed (N)" for N
+// different ones (runtime.numerics RELAXED: the bits of that step are not
+// comparable with a run on one set of kernels).
+std::string NumericsColumn(const state::CheckpointManifest& m) {
+  std::vector<uint64_t> seen;
+  for (const state::ShardEntry& e : m.shards()) {
+    if (e.has_numerics() && std::find(seen.begin(), seen.end(), e.numerics()) == seen.end()) seen.push_back(e.numerics());
+  }
+  if (seen.empty()) return "-";
+  if (seen.size() == 1) return absl::StrFormat("0x%016x", seen.front());
+  return absl::StrCat("mixed (", seen.size(), ")");
+}
+
 absl::Status List(Env* env, const std::string& workdir) {
   const std::string root = Root(workdir);
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->GetChildren(root));
   std::sort(names.begin(), names.end());
   const BestRecord best = ReadBest(env, root);
-  printf("%-20s %-11s %-7s %-12s %s\n", "step", "state", "shards", "bytes", "best");
+  printf("%-20s %-11s %-7s %-12s %-18s %s\n", "step", "state", "shards", "bytes", "numerics", "best");
   for (const std::string& n : names) {
     int64_t step;
     if (!ParseStepDirName(n, &step)) continue;
@@ -61,13 +76,17 @@ absl::Status List(Env* env, const std::string& workdir) {
       }
     }
     std::string world = "?";
+    std::string numerics = "-";  // none recorded
     if (committed) {
       absl::StatusOr<state::CheckpointManifest> m = ReadCommitted(env, dir);
-      if (m.ok()) world = absl::StrCat(m->world_size());
+      if (m.ok()) {
+        world = absl::StrCat(m->world_size());
+        numerics = NumericsColumn(*m);
+      }
     }
     const std::string best_text = step == best.step ? absl::StrCat("best (", best.value_text, ")") : "";
-    printf("%-20ld %-11s %-7s %-12ld %s\n", static_cast<long>(step), committed ? "committed" : "uncommitted",
-           absl::StrCat(shards, "/", world).c_str(), static_cast<long>(bytes), best_text.c_str());
+    printf("%-20ld %-11s %-7s %-12ld %-18s %s\n", static_cast<long>(step), committed ? "committed" : "uncommitted",
+           absl::StrCat(shards, "/", world).c_str(), static_cast<long>(bytes), numerics.c_str(), best_text.c_str());
   }
   // Checkpoints found bad, set aside in checkpoints/quarantine: never
   // restored; listed so nobody mistakes the gap for a lost save.

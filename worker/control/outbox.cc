@@ -17,6 +17,7 @@ absl::Status Outbox::ShardSaved(int64_t step, int rank, int world, const Written
   s.set_crc32c(shard.crc32c);
   s.set_best(shard.best);
   s.set_best_value(shard.best_value);
+  s.set_numerics(shard.numerics);
   MutexLock lock(&mu_);
   saved_.push_back(std::move(s));
   return absl::OkStatus();

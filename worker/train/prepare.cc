@@ -44,6 +44,22 @@ absl::StatusOr<IslandShape> IslandsOf(const config::JobConfig& config, const Col
   return shape;
 }
 
+// A restore of shards another fingerprint computed (other kernels: a RELAXED
+// job, or a checkpoint carried to another cluster) is said in the log: from
+// here the bits are not comparable with the run that saved them.
+void SayIfOtherKernels(const Restored& r, uint64_t mine, int rank, bool from_memory) {
+  if (mine == 0) return;
+  for (uint64_t theirs : r.numerics) {
+    if (theirs == mine) continue;
+    SLOG(WARNING) << absl::StrFormat(
+        "rank %d restored step %d from %s saved by a worker whose numerics fingerprint is 0x%016x; this worker's is "
+        "0x%016x (other kernels): from step %d this run's bits are not comparable with the run that saved it "
+        "(docs/operations.md, \"Failure modes\")",
+        rank, r.step, from_memory ? "a snapshot" : "a checkpoint", theirs, mine, r.step);
+    return;
+  }
+}
+
 // The state `p` starts from: a snapshot in memory, the checkpoint at
 // options.restore_dir, checkpoint.init_from, or (none of them) the
 // initialised parameters, which become the first outer step's anchor.
@@ -80,6 +96,7 @@ absl::Status RestoreInto(const config::JobConfig& config, Collectives& comm, con
                                 p.state.next_step));
     }
     p.best->Reset(r.best.step, r.best.value);
+    SayIfOtherKernels(r, p.numerics, comm.rank(), restored.from_memory);
     if (options.observer != nullptr) options.observer->OnOverhead(Overhead::kRestore, restored.seconds);
   } else if (p.outer != nullptr) {
     p.outer->SetAnchor(p.state.params.data());  // a start: the first outer step's reference
@@ -127,6 +144,7 @@ absl::StatusOr<Prepared> Prepare(const config::JobConfig& config, const Training
     NumericsMemo& memo = options.numerics_memo != nullptr ? *options.numerics_memo : once;
     ASSIGN_OR_RETURN(NumericsFingerprint numerics, memo.Get(config, InputOf(data.train), &computed));
     numerics.seconds = computed ? canary.ElapsedSeconds() : 0;  // 0: this process's earlier one
+    p.numerics = numerics.fingerprint;
     options.on_numerics(numerics);
   }
   ASSIGN_OR_RETURN(p.optimizer, Optimizer::Create(config.optimizer(), layout,

@@ -34,6 +34,7 @@ struct Prepared {
   std::unique_ptr<BestEval> best;  // with a checkpoint.best_metric, saved in every shard and kept as BEST
   MemoryPlan memory_plan;          // what this worker is predicted to hold (memory_plan.h)
   IslandShape islands;             // the generation's (TrainOptions::island_rings, or made from the config)
+  uint64_t numerics = 0;           // this process's numerics fingerprint (TrainOptions::on_numerics); 0: none
 };
 
 // Builds the run's parts and its state. Errors name the config field (a

@@ -219,6 +219,7 @@ ShardSource ShardNow(const Loop& l) {
   source.optimizer = l.p.optimizer.get();
   source.position = l.p.pipeline->Position(l.p.state.next_step);
   source.job_id = l.options.job_id;
+  source.numerics = l.p.numerics;
   // Saved (and so BEST kept) only by a checkpoint.best_metric.
   if (!l.config.checkpoint().best_metric().empty()) source.best = BestSoFar{l.p.best->step(), l.p.best->value()};
   return source;
