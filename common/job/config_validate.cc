@@ -295,6 +295,10 @@ void ValidateSchedule(const config::JobConfig& c, Problems* p) {
   p->InUnit("schedule.end_lr_ratio", s.end_lr_ratio(), true);
 }
 
+void ValidateAudit(const config::JobConfig& c, Problems* p) {
+  p->NonNegative("audit.every_steps", c.audit().every_steps());
+}
+
 void ValidateCheckpoint(const config::JobConfig& c, Problems* p) {
   const auto& ck = c.checkpoint();
   p->NonNegative("checkpoint.every_steps", static_cast<double>(ck.every_steps()));
@@ -329,6 +333,7 @@ absl::Status ValidateConfig(const config::JobConfig& c) {
   ValidateOptimizer(c, &p);
   ValidateSchedule(c, &p);
   ValidateCheckpoint(c, &p);
+  ValidateAudit(c, &p);
   return p.ToStatus();
 }
 

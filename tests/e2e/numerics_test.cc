@@ -207,5 +207,35 @@ TEST(NumericsE2eTest, ABitFlippedInOneIslandsOuterUpdateIsCaughtInThatOuterStepA
       << "the job that caught the flip did not end with the uninterrupted run's bits";
 }
 
+// Replay audits: a gradient one worker computed wrong (flipped in its
+// backward of an audited step, 99) is caught in that step by the rank that
+// recomputed it; with 3 workers a third rank's recomputation names it, with
+// 2 the replay does (its result changes). The job then ends with the
+// uninterrupted run's bits.
+TEST(NumericsE2eTest, AGradientComputedWrongIsCaughtByTheReplayAuditTheWorkerNamedAndTheJobEndsBitForBit) {
+  const std::vector<std::string> run = {"train.total_steps=300", "train.log_every=50", "train.eval_every=0",
+                                        "checkpoint.every_steps=0", "checkpoint.memory_every_steps=50",
+                                        "audit.every_steps=50"};
+  for (int workers : {3, 2}) {
+    const std::string clean = FreshDir("audit_clean");
+    Subprocess a(LaunchArgv(clean, workers, run));
+    ASSERT_EQ(a.Wait(absl::Seconds(180)), 0) << a.Output();
+    const std::vector<float> want = FinalState(clean, 300, workers);
+    ASSERT_FALSE(want.empty());
+
+    const std::string dir = FreshDir("audit_flipped");
+    Subprocess b(LaunchArgv(dir, workers, run), {"SHARDLINE_CORRUPT=1:99:gradient:30"});
+    ASSERT_EQ(b.Wait(absl::Seconds(180)), 0) << b.Output();
+    const std::string coordinator = ReadAll(dir + "/logs/coordinator.log");
+    EXPECT_TRUE(absl::StrContains(coordinator, "replay audit of step 99 names rank 1: ")) << workers << "\n"
+                                                                                         << coordinator;
+    EXPECT_TRUE(absl::StrContains(coordinator, workers == 3 ? "differs from what rank 0 and the arbiter rank 2"
+                                                            : "computed the same micro-batch twice"))
+        << coordinator;
+    EXPECT_TRUE(SameBits(FinalState(dir, 300, workers), want))
+        << workers << " workers: the job that caught the wrong gradient did not end with the uninterrupted bits";
+  }
+}
+
 }  // namespace
 }  // namespace shardline

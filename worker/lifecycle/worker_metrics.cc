@@ -46,6 +46,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, Peaks peaks)
                                "not waiting on peers")),
       wait_peers_seconds_(NewCounter(r, "shardline_wait_peers_seconds_total",
                                      "Time in the per-step scalar all-reduce: waiting for the slowest rank")),
+      audits_(NewCounter(r, "shardline_audits_total",
+                         "Replay audits this worker passed: steps in which it recomputed another rank's first "
+                         "micro-batch and every rank's gradient hash matched (audit.every_steps)")),
       collective_background_seconds_(NewCounter(
           r, "shardline_collective_background_seconds_total",
           "Time gradient and parameter collectives ran in the background (collective.overlap), hidden behind "
@@ -118,6 +121,7 @@ void WorkerMetrics::OnStep(const StepResult& r, double seconds) {
     memory_bytes_.Add({{"kind", kind}}).Set(static_cast<double>(bytes));
   }
   wait_peers_seconds_.Increment(r.times.wait_peers);
+  if (r.audited) audits_.Increment();
   collective_background_seconds_.Increment(r.times.comm_busy);
   if (seconds > 0) {
     samples_per_second_.Set(info_.global_batch_size / seconds);

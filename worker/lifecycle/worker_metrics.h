@@ -75,6 +75,7 @@ class WorkerMetrics : public StepObserver {
   prometheus::Family<prometheus::Counter>& overhead_seconds_;
   prometheus::Counter& busy_seconds_;
   prometheus::Counter& wait_peers_seconds_;
+  prometheus::Counter& audits_;
   prometheus::Counter& collective_background_seconds_;
   prometheus::Counter& outer_steps_;
   prometheus::Counter& outer_sent_bytes_;

@@ -256,6 +256,7 @@ absl::Status Account(Loop& l, const StepResult& r, double seconds, const std::ve
   l.result.phase_seconds += r.times;
   l.window.Add(seconds);
   l.result.losses.push_back(r.loss);
+  if (r.audited) ++l.result.audits;
   const MemoryHeld eval = l.result.memory;  // what the evaluations held so far
   l.result.memory = r.memory;
   l.result.memory.evaluation = eval.evaluation;

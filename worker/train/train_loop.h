@@ -162,6 +162,7 @@ struct TrainResult {
   std::vector<EvalPoint> evals;   // in order; the last is at the final step
   std::vector<float> params;      // final parameters with TrainOptions::keep_params (never at stage 3)
   std::vector<double> losses;     // training loss of every step
+  int64_t audits = 0;             // steps audited and passed (audit.h)
   bool stopped_early = false;     // ended at an agreed stop request
   int64_t start_step = 0;         // 0, or the restored checkpoint's step
   double checkpoint_seconds = 0;  // training time lost to saves (snapshot + waiting for the previous)

@@ -11,6 +11,7 @@
 #include "common/job/shard.h"
 #include "common/platform/status_macros.h"
 #include "worker/collective/comm_memory.h"
+#include "worker/train/audit_step.h"
 #include "worker/train/exchange.h"
 #include "worker/train/param_agreement.h"
 #include "worker/train/step_scalars.h"
@@ -97,6 +98,7 @@ struct StepRun {
   StepBuffers* const b;
   PhaseTimer& timer;
   StepResult& r;
+  AuditWork& audit;  // due: the first micro-batch's gradient is hashed into audit.own
 };
 
 // Forward/backward over this rank's slice of the step's global batch, in
@@ -140,8 +142,14 @@ absl::StatusOr<BatchStats> ComputeGradients(StepRun& run, const LayerHooks* hook
     forward_only.before_backward = hooks->before_backward;
     forward_only.before_gradient = hooks->before_gradient;
   }
+  int m = 0;
+  if (run.audit.due) {  // the audited first micro-batch, when it is not the last (hooks hash the last's)
+    forward_only.after_backward = [&](Range p) {
+      if (m == 0) run.audit.own.Add(b->grads.data() + p.begin, p.size());
+    };
+  }
   BatchStats total;
-  for (int m = 0; m < accum; ++m) {
+  for (; m < accum; ++m) {
     b->workspace->hooks = hooks == nullptr ? nullptr : m + 1 == accum ? hooks : &forward_only;
     const Range part = ShardRange(slice, m, accum);
     const int micro = static_cast<int>(part.size());
@@ -235,8 +243,10 @@ absl::StatusOr<Computed> ForwardBackward(StepRun& s) {
     if (exchange.gather_wait_seconds() > waited) timer.Since("all_gather", at);  // inside "backward"
   };
   hooks.before_gradient = [&](Range part) { exchange.BeforeGradients(part); };
+  const bool audit_last = s.audit.due && ctx.config.train().grad_accum_steps() == 1;
   hooks.after_backward = [&](Range layer) {
     if (!layer.empty()) MaybeCorrupt(CorruptSite::kGradient, WorkerRank(ctx), r.step, b->grads.data() + layer.begin, layer.begin);
+    if (audit_last) s.audit.own.Add(b->grads.data() + layer.begin, layer.size());  // as sent
     note(exchange.GradientsReady(layer, &b->grads, &seen, rank, r.step));
   };
   exchange.BeginStep(r.step, &b->grads);
@@ -286,7 +296,9 @@ absl::StatusOr<bool> Agree(StepRun& s, const Votes& votes, const Computed& compu
   RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(packed), StepScalars::kOps));
   const StepScalars agreed = StepScalars::Unpack(packed);
   r.times.wait_peers = timer.Since("wait_peers", begin);
-  if (!agreed.params_agree) {
+  if (agreed.params_agree) {
+    RETURN_IF_ERROR(SettleAudit(ctx, s.state->params.data(), r.step, s.audit, s.b));
+  } else {
     ASSIGN_OR_RETURN(const AgreementVerdict verdict, ExchangeParamHashes(ctx.comm, computed.param_hash));
     std::vector<int> workers(static_cast<size_t>(ctx.comm.world_size()));
     for (size_t i = 0; i < workers.size(); ++i) workers[i] = WorkerRank(ctx) - ctx.comm.rank() + static_cast<int>(i);
@@ -428,8 +440,12 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   const int64_t step_begin = timer.Mark();
   GradientExchange& exchange = ctx.exchange;
   const double comm_busy = exchange.comm_busy_seconds();
-  StepRun run{ctx, with_norms, state, b, timer, r};
+  // A replay audit's recomputation comes first, on the parameters the step reads.
+  ASSIGN_OR_RETURN(AuditWork audit, StartAudit(ctx, r.step, state, b));
+  if (audit.due) timer.Since("audit", step_begin);
+  StepRun run{ctx, with_norms, state, b, timer, r, audit};
   ASSIGN_OR_RETURN(const Computed computed, ForwardBackward(run));
+  r.times.compute += audit.seconds;
   // 2. Every bucket reduced; own gradients are checked as each is sent.
   const int64_t reduce_begin = timer.Mark();
   RETURN_IF_ERROR(exchange.FinishReduce(&b->grads, &state->nonfinite, ctx.comm.rank(), r.step));
@@ -441,6 +457,7 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   const int64_t optimizer_begin = timer.Mark();
   float clip_scale = 1.0f;
   ASSIGN_OR_RETURN(const bool applied, Agree(run, votes, computed, &clip_scale));
+  r.audited = audit.due;  // Agree failed the step otherwise
   if (!applied) return r;  // diverged
   ASSIGN_OR_RETURN(const UpdateSquares sq, UpdateAndGather(run, clip_scale, optimizer_begin));
   r.times.comm_busy = exchange.comm_busy_seconds() - comm_busy;

@@ -177,6 +177,8 @@ struct StepResult {
   // (the run diverged): the step was not applied and loss is NaN.
   // Otherwise kClean.
   NonFiniteVerdict nonfinite;
+  // The step was audited (worker/train/audit.h) and every hash matched.
+  bool audited = false;
   PhaseTimes times;
   MemoryHeld memory;
 };
