@@ -23,7 +23,7 @@ constexpr CorruptSite kSites[] = {CorruptSite::kGathered, CorruptSite::kGradient
 
 absl::Status Bad(absl::string_view text, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(kVariable, "=\"", text, "\": ", why,
-                                                 " (expected <rank>:<step>:<site>:<bit>[:<marker file>], sites "
+                                                 " (expected <rank>:<step or *>:<site>:<bit>[:<marker file>], sites "
                                                  "gathered, gradient, reduced, param, moment, outer; bit 0-31)"));
 }
 
@@ -56,7 +56,11 @@ absl::StatusOr<CorruptionSpec> ParseCorruption(absl::string_view text) {
   if (parts.size() < 4) return Bad(text, "too few fields");
   CorruptionSpec s;
   if (!absl::SimpleAtoi(parts[0], &s.rank) || s.rank < 0) return Bad(text, "the rank is not a rank");
-  if (!absl::SimpleAtoi(parts[1], &s.step) || s.step < 0) return Bad(text, "the step is not a step");
+  if (parts[1] == "*") {
+    s.step = kEveryStep;
+  } else if (!absl::SimpleAtoi(parts[1], &s.step) || s.step < 0) {
+    return Bad(text, "the step is not a step");
+  }
   bool known = false;
   for (CorruptSite site : kSites) {
     if (parts[2] == CorruptSiteName(site)) {
@@ -83,7 +87,9 @@ absl::StatusOr<std::optional<CorruptionSpec>> CorruptionFromEnv() {
 
 bool CorruptionDue(CorruptSite site, int rank, int64_t step) {
   const std::optional<CorruptionSpec>& spec = Armed();
-  if (!spec.has_value() || spec->site != site || spec->rank != rank || spec->step != step) return false;
+  if (!spec.has_value() || spec->site != site || spec->rank != rank) return false;
+  if (spec->step == kEveryStep) return true;
+  if (spec->step != step) return false;
   static std::atomic<bool> fired{false};
   if (fired.exchange(true)) return false;
   if (spec->marker.empty()) return true;

@@ -4,7 +4,9 @@
 // the worker of that rank flips bit <bit> (0-31 of a float32: 0-22 the
 // mantissa, 23-30 the exponent, 31 the sign) of one value at <site> in step
 // <step>, once: once per process, and with a marker file once per job (the
-// first process to create it flips; restarted ones go on). Sites, in the
+// first process to create it flips; restarted ones go on). <step> "*":
+// every step, every time (a core that keeps computing wrong; no marker).
+// Sites, in the
 // order a step meets them:
 //   gathered  a value of another rank's pieces as this rank received it
 //             (the first layer the step's forward gathers that holds one)
@@ -31,9 +33,11 @@ namespace shardline {
 
 enum class CorruptSite { kGathered, kGradient, kReduced, kParam, kMoment, kOuter };
 
+inline constexpr int64_t kEveryStep = -1;
+
 struct CorruptionSpec {
   int rank = 0;
-  int64_t step = 0;
+  int64_t step = 0;     // kEveryStep: "*"
   CorruptSite site = CorruptSite::kGathered;
   int bit = 0;
   std::string marker;  // empty: once per process
@@ -50,8 +54,8 @@ absl::StatusOr<CorruptionSpec> ParseCorruption(absl::string_view text);
 absl::StatusOr<std::optional<CorruptionSpec>> CorruptionFromEnv();
 
 // True once: the first time this process asks for the spec's (site, rank,
-// step) (and, with a marker, the first in the job to create it). Unset or
-// unparsable: never.
+// step) (and, with a marker, the first in the job to create it); with step
+// "*", every time it asks for (site, rank). Unset or unparsable: never.
 bool CorruptionDue(CorruptSite site, int rank, int64_t step);
 
 // *v with bit `bit` of its float32 representation flipped.

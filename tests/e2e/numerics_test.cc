@@ -237,5 +237,22 @@ TEST(NumericsE2eTest, AGradientComputedWrongIsCaughtByTheReplayAuditTheWorkerNam
   }
 }
 
+// A core that keeps computing wrong (every step's gradient on rank 1, a
+// mantissa bit: the run does not diverge) is named at every audit; the
+// third time the worker leaves the job with a fatal error naming why, so
+// the world does not restore and fail without end.
+TEST(NumericsE2eTest, AWorkerNamedThreeTimesLeavesTheJobInsteadOfFailingWithoutEnd) {
+  const std::string dir = FreshDir("audit_named_thrice");
+  Subprocess job(LaunchArgv(dir, 3, {"train.total_steps=300", "train.eval_every=0", "checkpoint.every_steps=0",
+                                     "checkpoint.memory_every_steps=0", "audit.every_steps=10"}),
+                 {"SHARDLINE_CORRUPT=1:*:gradient:12"});
+  EXPECT_EQ(job.Wait(absl::Seconds(180)), 1) << job.Output();
+  const std::string coordinator = ReadAll(dir + "/logs/coordinator.log");
+  EXPECT_TRUE(absl::StrContains(coordinator, "worker rank 1: this worker was named 3 times as the one that held or "
+                                             "computed other bits than its peers"))
+      << coordinator;
+  EXPECT_TRUE(absl::StrContains(coordinator, "replay audit of step 9 names rank 1")) << coordinator;
+}
+
 }  // namespace
 }  // namespace shardline

@@ -63,8 +63,12 @@ for step in (1, 150, 151, 500):
                     assert inside(c, top), f"rank {pid-1} step {step}: {child} outside {name}"
         gathers = by.get("all_gather", [])
         assert bool(gathers) == (step != 1), f"rank {pid-1} step {step}: {len(gathers)} all_gather spans"
+        # An audited step (every 50th: audit.every_steps) waits for the last
+        # step's gathers before its replay audit, inside the "audit" span.
         for g in gathers:
-            assert any(inside(g, f) for f in by["forward"]), f"rank {pid-1} step {step}: all_gather outside forward"
+            assert any(inside(g, f) for f in by["forward"] + by.get("audit", [])), \
+                f"rank {pid-1} step {step}: all_gather outside forward and audit"
+        assert bool(by.get("audit")) == (step % 50 == 0), f"rank {pid-1} step {step}: audit spans {by.get('audit')}"
         ends.setdefault(step, []).append(s["ts"] + s["dur"])
 # One clock: a synchronous step ends within a few ms on every rank (each
 # step's scalar all-reduce waits for the other rank).

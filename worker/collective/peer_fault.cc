@@ -6,6 +6,7 @@ namespace shardline {
 namespace {
 
 constexpr char kPeerFaultUrl[] = "type.shardline/peer_fault_rank";
+constexpr char kUnresolvedUrl[] = "type.shardline/unresolved_mismatch";
 
 }  // namespace
 
@@ -14,5 +15,11 @@ absl::Status PeerFaultError(int rank, absl::string_view message) {
 }
 
 int PeerFaultRank(const absl::Status& status) { return static_cast<int>(IntPayload(status, kPeerFaultUrl)); }
+
+absl::Status UnresolvedMismatchError(absl::string_view message) {
+  return WithIntPayload(absl::InternalError(message), kUnresolvedUrl, 1);
+}
+
+bool IsUnresolvedMismatch(const absl::Status& status) { return IntPayload(status, kUnresolvedUrl) == 1; }
 
 }  // namespace shardline

@@ -23,6 +23,12 @@ absl::Status PeerFaultError(int rank, absl::string_view message);
 // The rank a PeerFaultError names, or -1 for any other status.
 int PeerFaultRank(const absl::Status& status);
 
+// kInternal (the world rejoins) for ranks that held or computed other bits
+// where no rank can be named (two ranks, an even split, three results);
+// told apart by IsUnresolvedMismatch, not by its wording.
+absl::Status UnresolvedMismatchError(absl::string_view message);
+bool IsUnresolvedMismatch(const absl::Status& status);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_WORKER_COLLECTIVE_PEER_FAULT_H_

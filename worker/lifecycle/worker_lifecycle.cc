@@ -8,6 +8,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "common/job/config.h"
 #include "common/job/islands.h"
@@ -18,6 +19,8 @@
 #include "common/platform/status_macros.h"
 #include "common/platform/status_payload.h"
 #include "worker/checkpoint/memory_snapshots.h"
+#include "worker/collective/peer_fault.h"
+#include "worker/lifecycle/mismatch_limit.h"
 #include "worker/collective/faulty_transport.h"
 #include "worker/collective/island_rings.h"
 #include "worker/collective/ring.h"
@@ -60,7 +63,19 @@ struct Carried {
   std::unique_ptr<MemorySnapshots> memory;
   // This process's numerics fingerprint of the job, computed once.
   NumericsMemo numerics;
+  // The steps at which a generation of this process ended naming this
+  // worker as the one that held or computed other bits (a PeerFaultError:
+  // parameter agreement, a replay audit, non-finite values it sent).
+  std::vector<int64_t> named_at;
+  // The same for generations that ended on ranks holding or computing other
+  // bits where nobody could be named (IsUnresolvedMismatch).
+  std::vector<int64_t> unresolved_at;
+  // Set once a limit is reached: said as this worker's fatal error in the
+  // next generation it joins (the one that ended is no longer the
+  // coordinator's to hear of), and the worker leaves.
+  absl::Status leave_with;
 };
+
 
 // Before a restore from memory: shard s of the snapshot (taken in a world
 // of `from` = memory_world_size, or this one) moves from rank
@@ -336,6 +351,14 @@ Outcome EndGeneration(const absl::StatusOr<TrainResult>& result, const coordinat
       heartbeat.Close(last).IgnoreError();
       return Done(status);
     case GenerationEnd::kRejoin:
+      if (const bool named = PeerFaultRank(status) == world.rank(); named || IsUnresolvedMismatch(status)) {
+        std::vector<int64_t>& at = named ? carried.named_at : carried.unresolved_at;
+        at.push_back(world.start_step());
+        if (const absl::Status limit = MismatchLimit(at, named, status); !limit.ok()) {
+          SLOG(ERROR) << limit.message() << "; it says so in the next generation and leaves";
+          carried.leave_with = limit;
+        }
+      }
       SLOG(WARNING) << "generation " << world.generation() << " ended: " << status.message()
                     << "; registering again";
       // Said, so the coordinator does not take this live worker for the
@@ -362,6 +385,12 @@ Outcome RunGeneration(const WorkerOptions& options, TransportServer* server, Coo
     if (transport != nullptr) transport->Shutdown();
   };
   Heartbeat heartbeat(client.stub(), hb);
+  if (!carried.leave_with.ok()) {  // MismatchLimit: the job hears why this worker leaves
+    LastReport last;
+    last.fatal_error = std::string(carried.leave_with.message());
+    heartbeat.Close(last).IgnoreError();
+    return Done(carried.leave_with);
+  }
   absl::StatusOr<Plan> plan = PlanGeneration(options, world, carried);
   if (!plan.ok()) return Done(plan.status());
   {

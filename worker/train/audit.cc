@@ -1,5 +1,7 @@
 #include "worker/train/audit.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/platform/status_macros.h"
@@ -11,7 +13,7 @@ namespace {
 
 std::string Hex(uint64_t h) { return absl::StrFormat("%016x", h); }
 
-constexpr int kSlotsPerRank = 4;  // own and audited, two halves each
+constexpr int kSlotsPerRank = 6;  // own, audited and the fingerprint, two halves each
 
 // SplitMix64's finaliser: the audit's offset from (seed, audit number).
 uint64_t Mix(uint64_t x) {
@@ -54,9 +56,15 @@ int AuditTarget(uint64_t seed, int64_t step, int every_steps, int rank, int worl
   return (rank + k) % world;
 }
 
-int Arbiter(int auditor, int target, int world) {
-  for (int r = 0; r < world; ++r) {
-    if (r != auditor && r != target) return r;
+bool AuditRound::Comparable(int a, int b) const {
+  if (static_cast<size_t>(std::max(a, b)) >= numerics.size()) return true;
+  const uint64_t x = numerics[static_cast<size_t>(a)], y = numerics[static_cast<size_t>(b)];
+  return x == 0 || y == 0 || x == y;
+}
+
+int Arbiter(const AuditRound& round, int auditor, int target) {
+  for (int r = 0; r < static_cast<int>(round.own.size()); ++r) {
+    if (r != auditor && r != target && round.Comparable(r, target) && round.Comparable(r, auditor)) return r;
   }
   return -1;
 }
@@ -66,6 +74,7 @@ std::vector<int> Mismatches(const AuditRound& round, absl::Span<const int> targe
   for (size_t a = 0; a < targets.size() && a < round.audited.size(); ++a) {
     const int t = targets[a];
     if (t < 0 || static_cast<size_t>(t) >= round.own.size()) continue;
+    if (!round.Comparable(static_cast<int>(a), t)) continue;
     if (round.audited[a] != round.own[static_cast<size_t>(t)]) out.push_back(static_cast<int>(a));
   }
   return out;
@@ -93,7 +102,9 @@ AuditVerdict JudgeReplay(const AuditRound& first, const AuditRound& replay, absl
   // A rank whose own result or recomputation changed when replayed computes
   // inconsistently: named, the lowest first.
   for (size_t r = 0; r < first.own.size(); ++r) {
-    if (replay.own[r] != first.own[r] || replay.audited[r] != first.audited[r]) {
+    const bool audited_changed =
+        first.Comparable(static_cast<int>(r), targets[r]) && replay.audited[r] != first.audited[r];
+    if (replay.own[r] != first.own[r] || audited_changed) {
       return Named(static_cast<int>(r),
                    absl::StrCat("rank ", r, " computed the same micro-batch twice and got different gradients (its own ",
                                 Hex(first.own[r]), " then ", Hex(replay.own[r]), "; rank ", targets[r], "'s ",
@@ -103,10 +114,11 @@ AuditVerdict JudgeReplay(const AuditRound& first, const AuditRound& replay, absl
   if (Mismatches(replay, targets).empty()) {
     return Unresolved("the mismatch did not come back when the step was replayed");
   }
-  return Unresolved(absl::StrCat("each of the two ranks computes its own micro-batch the same way every time but "
-                                 "the other computes it differently (rank 0 ", Hex(first.own[0]), " against ",
-                                 Hex(first.audited[1]), "; rank 1 ", Hex(first.own[1]), " against ",
-                                 Hex(first.audited[0]), ")"));
+  const int a = Mismatches(replay, targets).front(), t = targets[static_cast<size_t>(a)];
+  return Unresolved(absl::StrCat("ranks ", t, " and ", a, " each compute the same way every time, but rank ", a,
+                                 " computes rank ", t, "'s micro-batch differently (", Hex(first.own[t]), " against ",
+                                 Hex(first.audited[a]), ") and no third rank on the same kernels can say which is "
+                                 "right"));
 }
 
 absl::Status AuditStatus(const AuditVerdict& v, int64_t step, absl::Span<const int> worker_ranks) {
@@ -123,14 +135,14 @@ absl::Status AuditStatus(const AuditVerdict& v, int64_t step, absl::Span<const i
                        "restarts from its newest restore point; test that host (shardline numerics) or take it "
                        "out of the job"));
     case AuditVerdict::Kind::kUnresolved:
-      return absl::InternalError(absl::StrCat("replay audit of step ", step, " found a mismatch it cannot pin on one "
+      return UnresolvedMismatchError(absl::StrCat("replay audit of step ", step, " found a mismatch it cannot pin on one "
                                               "rank: ", v.reason, "; the step is not applied and the world restarts "
                                               "from its newest restore point"));
   }
   return absl::InternalError("unknown audit verdict");
 }
 
-absl::StatusOr<AuditRound> ExchangeAuditHashes(Collectives& comm, uint64_t own, uint64_t audited) {
+absl::StatusOr<AuditRound> ExchangeAuditHashes(Collectives& comm, uint64_t own, uint64_t audited, uint64_t numerics) {
   const int world = comm.world_size();
   std::vector<double> all(static_cast<size_t>(world) * kSlotsPerRank, 0.0);
   double* slot = all.data() + static_cast<size_t>(comm.rank()) * kSlotsPerRank;
@@ -138,6 +150,8 @@ absl::StatusOr<AuditRound> ExchangeAuditHashes(Collectives& comm, uint64_t own, 
   slot[1] = HashLow(own);
   slot[2] = HashHigh(audited);
   slot[3] = HashLow(audited);
+  slot[4] = HashHigh(numerics);
+  slot[5] = HashLow(numerics);
   RETURN_IF_ERROR(comm.AllReduceScalars(absl::MakeSpan(all), ReduceOp::kSum));
   AuditRound round;
   for (int r = 0; r < world; ++r) {
@@ -147,6 +161,7 @@ absl::StatusOr<AuditRound> ExchangeAuditHashes(Collectives& comm, uint64_t own, 
     }
     round.own.push_back(HashFromHalves(f[0], f[1]));
     round.audited.push_back(HashFromHalves(f[2], f[3]));
+    round.numerics.push_back(HashFromHalves(f[4], f[5]));
   }
   return round;
 }

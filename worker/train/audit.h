@@ -46,15 +46,21 @@ bool AuditDue(const config::JobConfig& config, int world, int64_t step);
 // permutation: each rank is audited by exactly one other).
 int AuditTarget(uint64_t seed, int64_t step, int every_steps, int rank, int world);
 
-// The rank that arbitrates a mismatch between `auditor` and `target`: the
-// lowest rank that is neither; -1 when the world has no third rank.
-int Arbiter(int auditor, int target, int world);
-
 // What every rank published in an audit step, by rank.
 struct AuditRound {
-  std::vector<uint64_t> own;      // the hash of its own first micro-batch's gradient
-  std::vector<uint64_t> audited;  // the hash of its recomputation of its target's
+  std::vector<uint64_t> own;       // the hash of its own first micro-batch's gradient
+  std::vector<uint64_t> audited;   // the hash of its recomputation of its target's
+  std::vector<uint64_t> numerics;  // its numerics fingerprint (numerics.h); empty or 0: unknown
+  // Whether ranks a and b compute alike: the same fingerprint, or either
+  // unknown. Ranks on other kernels (runtime.numerics RELAXED) compute
+  // other bits by right: they are never compared.
+  bool Comparable(int a, int b) const;
 };
+
+// The rank that arbitrates a mismatch between `auditor` and `target`: the
+// lowest rank that is neither and computes alike (round.Comparable); -1
+// when there is none (the mismatch is then settled by a replay).
+int Arbiter(const AuditRound& round, int auditor, int target);
 
 struct AuditVerdict {
   enum class Kind { kPass, kNamed, kUnresolved };
@@ -63,7 +69,8 @@ struct AuditVerdict {
   std::string reason;   // kNamed / kUnresolved: why, for people
 };
 
-// The auditors whose hash differs from their target's own, ascending.
+// The auditors whose hash differs from their target's own, of the pairs
+// that compute alike, ascending.
 std::vector<int> Mismatches(const AuditRound& round, absl::Span<const int> targets);
 
 // Pure: the arbiter's recomputation `arbiter_hash` of `target`'s
@@ -74,12 +81,13 @@ AuditVerdict Arbitrate(const AuditRound& round, int auditor, int target, int arb
 AuditVerdict JudgeReplay(const AuditRound& first, const AuditRound& replay, absl::Span<const int> targets);
 
 // OK for kPass; for kNamed a PeerFaultError naming the rank (its message
-// the reason, the step and the fix); for kUnresolved kInternal. Ranks are
+// the reason, the step and the fix); for kUnresolved an
+// UnresolvedMismatchError (peer_fault.h). Ranks are
 // named as worker_ranks[i] where given (an island's ring).
 absl::Status AuditStatus(const AuditVerdict& v, int64_t step, absl::Span<const int> worker_ranks = {});
 
-// One all-reduce: every rank's (own, audited) pair, as AuditRound.
-absl::StatusOr<AuditRound> ExchangeAuditHashes(Collectives& comm, uint64_t own, uint64_t audited);
+// One all-reduce: every rank's (own, audited) pair and fingerprint, as AuditRound.
+absl::StatusOr<AuditRound> ExchangeAuditHashes(Collectives& comm, uint64_t own, uint64_t audited, uint64_t numerics);
 
 }  // namespace shardline
 

@@ -69,12 +69,15 @@ absl::StatusOr<uint64_t> RecomputeFirstMicroBatch(const StepContext& ctx, const 
   return hash.Digest();
 }
 
-absl::StatusOr<AuditWork> StartAudit(const StepContext& ctx, int64_t step, TrainState* state, StepBuffers* b) {
+absl::StatusOr<AuditWork> StartAudit(const StepContext& ctx, int64_t step, TrainState* state, StepBuffers* b,
+                                     PhaseTimer& timer) {
   AuditWork w;
   w.due = AuditDue(ctx.config, ctx.comm.world_size(), step);
   if (!w.due) return w;
-  const Stopwatch took(ctx.env);
+  const int64_t begin = timer.Mark();
   RETURN_IF_ERROR(ctx.exchange.FinishGathers(&state->nonfinite));
+  w.gather_seconds = timer.Since("all_gather", begin);
+  const Stopwatch took(ctx.env);
   w.target = AuditTarget(ctx.config.seed(), step, ctx.config.audit().every_steps(), ctx.comm.rank(),
                          ctx.comm.world_size());
   ASSIGN_OR_RETURN(w.audited, RecomputeFirstMicroBatch(ctx, state->params.data(), step, w.target, b));
@@ -85,16 +88,17 @@ absl::StatusOr<AuditWork> StartAudit(const StepContext& ctx, int64_t step, Train
 absl::Status SettleAudit(const StepContext& ctx, const float* params, int64_t step, const AuditWork& work,
                          StepBuffers* b) {
   if (!work.due) return absl::OkStatus();
-  const int world = ctx.comm.world_size(), rank = ctx.comm.rank();
-  ASSIGN_OR_RETURN(const AuditRound round, ExchangeAuditHashes(ctx.comm, work.own.Digest(), work.audited));
+  const int rank = ctx.comm.rank();
+  ASSIGN_OR_RETURN(const AuditRound round,
+                   ExchangeAuditHashes(ctx.comm, work.own.Digest(), work.audited, ctx.numerics));
   const std::vector<int> targets = Targets(ctx, step);
   const std::vector<int> mismatched = Mismatches(round, targets);
   if (mismatched.empty()) return absl::OkStatus();
   AuditVerdict verdict;
-  if (world >= 3) {
+  const int auditor = mismatched.front(), target = targets[static_cast<size_t>(auditor)];
+  const int arbiter = Arbiter(round, auditor, target);
+  if (arbiter >= 0) {
     // The lowest mismatched pair, arbitrated by a third rank's recomputation.
-    const int auditor = mismatched.front(), target = targets[static_cast<size_t>(auditor)];
-    const int arbiter = Arbiter(auditor, target, world);
     uint64_t mine = 0;
     if (rank == arbiter) {
       ASSIGN_OR_RETURN(mine, RecomputeFirstMicroBatch(ctx, params, step, target, b));
@@ -103,10 +107,11 @@ absl::Status SettleAudit(const StepContext& ctx, const float* params, int64_t st
     RETURN_IF_ERROR(ctx.comm.AllReduceScalars(absl::MakeSpan(halves), ReduceOp::kSum));
     verdict = Arbitrate(round, auditor, target, arbiter, HashFromHalves(halves[0], halves[1]));
   } else {
-    // Two ranks: each computes again what it computed, its own and its target's.
+    // No third rank on the same kernels (two ranks): each computes again
+    // what it computed, its own and its target's.
     ASSIGN_OR_RETURN(const uint64_t own_again, RecomputeFirstMicroBatch(ctx, params, step, rank, b));
     ASSIGN_OR_RETURN(const uint64_t audited_again, RecomputeFirstMicroBatch(ctx, params, step, work.target, b));
-    ASSIGN_OR_RETURN(const AuditRound replay, ExchangeAuditHashes(ctx.comm, own_again, audited_again));
+    ASSIGN_OR_RETURN(const AuditRound replay, ExchangeAuditHashes(ctx.comm, own_again, audited_again, ctx.numerics));
     verdict = JudgeReplay(round, replay, targets);
   }
   return AuditStatus(verdict, step, ctx.data_world > 0 ? WorkerRanks(ctx) : std::vector<int>());

@@ -17,6 +17,7 @@ namespace shardline {
 
 struct AuditWork {
   bool due = false;
+  double gather_seconds = 0;  // waiting for the last step's gathers first
   int target = -1;        // the ring rank whose first micro-batch this rank recomputed
   uint64_t audited = 0;   // the hash of that recomputation
   FloatHasher own;        // this rank's own first micro-batch, part by part (the step's backward adds)
@@ -34,7 +35,9 @@ absl::StatusOr<uint64_t> RecomputeFirstMicroBatch(const StepContext& ctx, const 
 
 // Whether `step` is audited and, if so, its recomputation done: every
 // pending gather waited for first (the parameters whole).
-absl::StatusOr<AuditWork> StartAudit(const StepContext& ctx, int64_t step, TrainState* state, StepBuffers* b);
+// The wait is the span "all_gather" of `timer`, the whole "audit".
+absl::StatusOr<AuditWork> StartAudit(const StepContext& ctx, int64_t step, TrainState* state, StepBuffers* b,
+                                     PhaseTimer& timer);
 
 // After the step's scalars: every rank's hashes exchanged and, on a
 // mismatch, arbitrated (audit.h; the arbiter's or the replay's

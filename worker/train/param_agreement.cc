@@ -65,7 +65,7 @@ absl::Status AgreementStatus(const AgreementVerdict& v, const std::string& what,
                        "): a received chunk or the memory of that host went bad (faulty core or memory); the "
                        "step is not applied and the world restarts from its newest restore point"));
     case AgreementVerdict::Kind::kSplit:
-      return absl::InternalError(absl::StrCat(
+      return UnresolvedMismatchError(absl::StrCat(
           "parameter agreement failed at step ", step, ": the ranks hold other bits of ", what, " (",
           absl::StrJoin(all, "; "),
           ") and no majority names one; the step is not applied and the world restarts from its newest restore "

@@ -340,6 +340,7 @@ StepContext StepContextFor(const config::JobConfig& config, const TrainingData& 
                            const TrainOptions& options) {
   StepContext ctx{config, *p.model, data.train, *p.pipeline, exchange, *p.optimizer, *p.schedule, world,
                   &saver, options.env};
+  ctx.numerics = p.numerics;
   if (options.island_rings != nullptr) {  // the world's slice of each global batch; means over the island's
     const IslandPlace& place = options.island_rings->place;
     ctx.data_rank = place.world_rank;

@@ -441,11 +441,12 @@ absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, co
   GradientExchange& exchange = ctx.exchange;
   const double comm_busy = exchange.comm_busy_seconds();
   // A replay audit's recomputation comes first, on the parameters the step reads.
-  ASSIGN_OR_RETURN(AuditWork audit, StartAudit(ctx, r.step, state, b));
+  ASSIGN_OR_RETURN(AuditWork audit, StartAudit(ctx, r.step, state, b, timer));
   if (audit.due) timer.Since("audit", step_begin);
   StepRun run{ctx, with_norms, state, b, timer, r, audit};
   ASSIGN_OR_RETURN(const Computed computed, ForwardBackward(run));
   r.times.compute += audit.seconds;
+  r.times.all_gather += audit.gather_seconds;
   // 2. Every bucket reduced; own gradients are checked as each is sent.
   const int64_t reduce_begin = timer.Mark();
   RETURN_IF_ERROR(exchange.FinishReduce(&b->grads, &state->nonfinite, ctx.comm.rank(), r.step));

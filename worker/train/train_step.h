@@ -65,6 +65,9 @@ struct StepContext {
   int data_rank = 0;
   int data_world = 0;
   int64_t batch_examples = 0;
+  // This process's numerics fingerprint (numerics.h); 0: unknown. Audits
+  // compare only ranks with the same one.
+  uint64_t numerics = 0;
 };
 
 // The state a step advances. params is the full working copy; only the

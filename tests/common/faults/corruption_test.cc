@@ -23,6 +23,9 @@ TEST(CorruptionSpecTest, ParsesEveryFieldAndTheOptionalMarker) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->site, CorruptSite::kMoment);
   EXPECT_EQ(s->marker, "/tmp/x:y");
+  s = ParseCorruption("3:*:gradient:30");  // every step: a core that keeps computing wrong
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->step, kEveryStep);
   for (const char* site : {"gathered", "gradient", "reduced", "param", "moment", "outer"}) {
     s = ParseCorruption(absl::StrCat("1:1:", site, ":5"));
     ASSERT_TRUE(s.ok()) << site;

@@ -61,11 +61,24 @@ TEST(AuditPlanTest, TargetsAreAPermutationWithoutSelfAndRotateOverEveryOtherRank
   }
 }
 
-TEST(AuditPlanTest, TheArbiterIsTheLowestThirdRank) {
-  EXPECT_EQ(Arbiter(0, 1, 3), 2);
-  EXPECT_EQ(Arbiter(2, 0, 3), 1);
-  EXPECT_EQ(Arbiter(1, 2, 5), 0);
-  EXPECT_EQ(Arbiter(0, 1, 2), -1);
+// A round of `world` ranks, every hash 0, with these fingerprints (empty: unknown).
+AuditRound RoundOf(int world, std::vector<uint64_t> numerics = {}) {
+  AuditRound r;
+  r.own.assign(static_cast<size_t>(world), 0);
+  r.audited.assign(static_cast<size_t>(world), 0);
+  r.numerics = std::move(numerics);
+  return r;
+}
+
+TEST(AuditPlanTest, TheArbiterIsTheLowestThirdRankOnTheSameKernels) {
+  EXPECT_EQ(Arbiter(RoundOf(3), 0, 1), 2);
+  EXPECT_EQ(Arbiter(RoundOf(3), 2, 0), 1);
+  EXPECT_EQ(Arbiter(RoundOf(5), 1, 2), 0);
+  EXPECT_EQ(Arbiter(RoundOf(2), 0, 1), -1);
+  // Rank 0 runs other kernels (RELAXED): it cannot arbitrate 1 and 2.
+  EXPECT_EQ(Arbiter(RoundOf(4, {7, 9, 9, 9}), 1, 2), 3);
+  EXPECT_EQ(Arbiter(RoundOf(3, {7, 9, 9}), 1, 2), -1);
+  EXPECT_EQ(Arbiter(RoundOf(3, {0, 9, 9}), 1, 2), 0) << "0: unknown, taken as alike";
 }
 
 constexpr uint64_t kGood = 0x1111, kBad = 0x2222, kOther = 0x3333;
@@ -79,6 +92,10 @@ TEST(AuditVerdictTest, MismatchesAreTheAuditorsWhoseHashIsNotTheirTargetsOwn) {
   EXPECT_EQ(Mismatches(round, targets), std::vector<int>{0});
   round.audited[2] = kBad;  // and rank 2 recomputed rank 0's wrong
   EXPECT_EQ(Mismatches(round, targets), (std::vector<int>{0, 2}));
+  // Rank 1 on other kernels (runtime.numerics RELAXED): its bits differ by
+  // right, so rank 0's audit of it is no evidence.
+  round.numerics = {5, 6, 5};
+  EXPECT_EQ(Mismatches(round, targets), std::vector<int>{2});
 }
 
 TEST(AuditVerdictTest, TheArbiterSidesWithOneAndNamesTheOther) {
@@ -122,10 +139,12 @@ TEST(AuditVerdictTest, TheStatusNamesTheWorkerAndIsNotFatal) {
   EXPECT_TRUE(absl::StrContains(s.message(), "replay audit of step 99 names rank 1: why")) << s;
   const std::vector<int> island = {4, 5};
   EXPECT_EQ(PeerFaultRank(AuditStatus(v, 99, island)), 5);
+  EXPECT_FALSE(IsUnresolvedMismatch(s));
   v.kind = Kind::kUnresolved;
   s = AuditStatus(v, 99);
   EXPECT_TRUE(absl::IsInternal(s)) << s;
   EXPECT_EQ(PeerFaultRank(s), -1);
+  EXPECT_TRUE(IsUnresolvedMismatch(s)) << "what bounds the world's retries (worker_lifecycle.cc)";
   EXPECT_TRUE(AuditStatus(AuditVerdict(), 99).ok());
 }
 

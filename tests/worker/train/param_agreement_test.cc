@@ -63,6 +63,7 @@ TEST(JudgeAgreementTest, TheStatusNamesTheRanksAsWorkersAndEveryHash) {
   EXPECT_TRUE(absl::IsInternal(s)) << s;
   EXPECT_EQ(PeerFaultRank(s), -1);
   EXPECT_TRUE(absl::StrContains(s.message(), "no majority names one")) << s;
+  EXPECT_TRUE(IsUnresolvedMismatch(s)) << s;
   EXPECT_TRUE(AgreementStatus(JudgeAgreement({kA, kA}), "x", 1).ok());
 }
 
