@@ -17,6 +17,7 @@ REPS=${REPS:-3}
 WORKERS=${WORKERS:-2}
 CONFIG=${CONFIG:-deploy/configs/austen_gpt.textproto}
 [ -x build/bin/shardline ] || { ./deploy/install-deps.sh --test && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; }
+[ -f /var/lib/shardline/austen/train.txt ] || build/bin/shardline data austen --out /var/lib/shardline/austen
 rm -rf "$OUT" && mkdir -p "$OUT"
 
 # run NAME BIN_DIR [--set ...]: one job; appends "NAME seconds" to $OUT/times.
