@@ -155,24 +155,7 @@ class AuditTrainingTest : public FashionMnistSuite {
   // Rank 0's losses of `c` on `world` in-process ranks; every rank must end
   // OK, having passed `audits` audits.
   static std::vector<double> Losses(const config::JobConfig& c, int world, int64_t audits) {
-    LocalFabric fabric(world);
-    std::vector<std::unique_ptr<Transport>> transports;
-    for (int r = 0; r < world; ++r) transports.push_back(fabric.Connect(r));
-    std::vector<absl::StatusOr<TrainResult>> results(static_cast<size_t>(world));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r) {
-      threads.emplace_back([&, r] {
-        CollectiveOptions o;
-        o.env = Env::Default();
-        o.timeout = absl::Seconds(60);
-        RingCollectives ring(transports[static_cast<size_t>(r)].get(), o);
-        TrainOptions options;
-        options.env = Env::Default();
-        options.show_progress = false;
-        results[static_cast<size_t>(r)] = RunTraining(c, *data_, ring, options);
-      });
-    }
-    for (std::thread& t : threads) t.join();
+    const std::vector<absl::StatusOr<TrainResult>> results = TrainRanks(c, world);
     for (const auto& r : results) {
       EXPECT_TRUE(r.ok()) << r.status();
       if (r.ok()) {

@@ -9,13 +9,19 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/job/config.h"
 #include "common/platform/env.h"
+#include "worker/collective/local_transport.h"
+#include "worker/collective/ring.h"
 #include "worker/data/dataset.h"
 #include "worker/model/gemm.h"
+#include "worker/train/train_loop.h"
 
 namespace shardline {
 
@@ -44,6 +50,35 @@ class FashionMnistSuite : public ::testing::Test {
     for (const std::string& o : overrides) EXPECT_TRUE(ApplyOverride(o, &c).ok()) << o;
     EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
     return c;
+  }
+
+  // Trains `c` on `world` ranks in this process, each over its own ring of
+  // an in-process fabric; `wrap(rank, ring)` may put a Collectives in front
+  // of a rank's ring (null, or returning null: the ring itself). Every
+  // rank's result, by rank.
+  using Wrap = std::function<std::unique_ptr<Collectives>(int rank, Collectives* ring)>;
+  static std::vector<absl::StatusOr<TrainResult>> TrainRanks(const config::JobConfig& c, int world,
+                                                             const Wrap& wrap = nullptr) {
+    LocalFabric fabric(world);
+    std::vector<std::unique_ptr<Transport>> transports;
+    for (int r = 0; r < world; ++r) transports.push_back(fabric.Connect(r));
+    std::vector<absl::StatusOr<TrainResult>> results(static_cast<size_t>(world));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        CollectiveOptions o;
+        o.env = Env::Default();
+        o.timeout = absl::Seconds(60);
+        RingCollectives ring(transports[static_cast<size_t>(r)].get(), o);
+        std::unique_ptr<Collectives> front = wrap ? wrap(r, &ring) : nullptr;
+        TrainOptions options;
+        options.env = Env::Default();
+        options.show_progress = false;
+        results[static_cast<size_t>(r)] = RunTraining(c, *data_, front ? *front : ring, options);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return results;
   }
 
   inline static TrainingData* data_ = nullptr;

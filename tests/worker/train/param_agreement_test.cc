@@ -148,28 +148,12 @@ class ParamAgreementTrainingTest : public FashionMnistSuite {
   // Trains `c` on `world` ranks over the in-process ring; rank kFaultyRank's
   // `at_call`-th all-gather brings one bad bit (0: none).
   static Trained Train(const config::JobConfig& c, int world, int at_call) {
-    LocalFabric fabric(world);
-    std::vector<std::unique_ptr<Transport>> transports;
-    for (int r = 0; r < world; ++r) transports.push_back(fabric.Connect(r));
+    std::vector<absl::StatusOr<TrainResult>> results = TrainRanks(c, world, [at_call](int, Collectives* ring) {
+      return std::unique_ptr<Collectives>(new FlippingCollectives(ring, at_call));
+    });
     Trained t;
-    t.statuses.resize(static_cast<size_t>(world));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r) {
-      threads.emplace_back([&, r] {
-        CollectiveOptions o;
-        o.env = Env::Default();
-        o.timeout = absl::Seconds(60);
-        RingCollectives ring(transports[static_cast<size_t>(r)].get(), o);
-        FlippingCollectives comm(&ring, at_call);
-        TrainOptions options;
-        options.env = Env::Default();
-        options.show_progress = false;
-        absl::StatusOr<TrainResult> result = RunTraining(c, *data_, comm, options);
-        t.statuses[static_cast<size_t>(r)] = result.status();
-        if (r == 0 && result.ok()) t.losses = result->losses;
-      });
-    }
-    for (std::thread& th : threads) th.join();
+    for (const auto& r : results) t.statuses.push_back(r.status());
+    if (results[0].ok()) t.losses = results[0]->losses;
     return t;
   }
 };
