@@ -18,13 +18,6 @@ inline uint32_t Mix(uint32_t h, uint32_t w) {
   return Rotl(h, 13) * 5u + 0xe6546b64u;
 }
 
-inline uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // Whole blocks of eight words into the eight lanes. Integer arithmetic: the
 // copies give the same bits.
 SHARDLINE_TARGET_CLONES("avx512f", "avx2", "default")
@@ -62,9 +55,16 @@ void FloatHasher::Add(const float* values, int64_t n) {
 }
 
 uint64_t FloatHasher::Digest() const {
-  uint64_t acc = SplitMix(static_cast<uint64_t>(count_));
-  for (int j = 0; j < kLanes; ++j) acc = SplitMix(acc + lanes_[j] + (static_cast<uint64_t>(j) << 32));
+  uint64_t acc = SplitMix64(static_cast<uint64_t>(count_));
+  for (int j = 0; j < kLanes; ++j) acc = SplitMix64(acc + lanes_[j] + (static_cast<uint64_t>(j) << 32));
   return acc;
+}
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
 }
 
 uint64_t HashFloats(absl::Span<const float> values) {

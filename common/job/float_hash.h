@@ -35,6 +35,10 @@ class FloatHasher {
 
 uint64_t HashFloats(absl::Span<const float> values);
 
+// SplitMix64's step: a bijective 64-bit mix (the digest's, and the replay
+// audits' seeded start: worker/train/audit.cc).
+uint64_t SplitMix64(uint64_t x);
+
 }  // namespace shardline
 
 #endif  // SHARDLINE_COMMON_JOB_FLOAT_HASH_H_

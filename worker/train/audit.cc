@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/job/float_hash.h"
 #include "common/platform/status_macros.h"
 #include "worker/collective/peer_fault.h"
 #include "worker/train/param_agreement.h"
@@ -14,14 +15,6 @@ namespace {
 std::string Hex(uint64_t h) { return absl::StrFormat("%016x", h); }
 
 constexpr int kSlotsPerRank = 6;  // own, audited and the fingerprint, two halves each
-
-// SplitMix64's finaliser: the audit's offset from (seed, audit number).
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 AuditVerdict Named(int rank, std::string reason) {
   AuditVerdict v;
@@ -51,7 +44,7 @@ int AuditTarget(uint64_t seed, int64_t step, int every_steps, int rank, int worl
   // Consecutive audits step k through 1..world-1 from a seeded start, so
   // world - 1 audits in a row check every pair once.
   const int64_t audit = every_steps > 0 ? step / every_steps : step;
-  const uint64_t start = Mix(seed) % static_cast<uint64_t>(world - 1);
+  const uint64_t start = SplitMix64(seed) % static_cast<uint64_t>(world - 1);
   const int k = 1 + static_cast<int>((start + static_cast<uint64_t>(audit)) % static_cast<uint64_t>(world - 1));
   return (rank + k) % world;
 }

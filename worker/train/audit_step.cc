@@ -24,15 +24,6 @@ void SliceOf(const StepContext& ctx, int64_t step, int r, std::vector<int64_t>* 
   }
 }
 
-// The worker rank of each ring rank (an island's ring starts at its first
-// worker's rank).
-std::vector<int> WorkerRanks(const StepContext& ctx) {
-  std::vector<int> workers(static_cast<size_t>(ctx.comm.world_size()));
-  const int first = ctx.data_world > 0 ? ctx.data_rank - ctx.comm.rank() : 0;
-  for (size_t i = 0; i < workers.size(); ++i) workers[i] = first + static_cast<int>(i);
-  return workers;
-}
-
 std::vector<int> Targets(const StepContext& ctx, int64_t step) {
   std::vector<int> targets(static_cast<size_t>(ctx.comm.world_size()));
   for (size_t r = 0; r < targets.size(); ++r) {
@@ -55,8 +46,7 @@ absl::StatusOr<uint64_t> RecomputeFirstMicroBatch(const StepContext& ctx, const 
                                        &b->batch),
                            absl::StrCat("reading rank ", target, "'s batch of step ", step, " to audit it")));
   const Examples examples = ExamplesOf(b->batch, micro);
-  const int64_t batch_examples = ctx.batch_examples > 0 ? ctx.batch_examples : ctx.config.data().global_batch_size();
-  const float grad_scale = 1.0f / static_cast<float>(batch_examples * ctx.train.targets_per_example());
+  const float grad_scale = GradScale(ctx);
   b->grads.resize(static_cast<size_t>(ctx.model.layout().total_size()));
   if (b->workspace == nullptr) b->workspace = ctx.model.NewWorkspace();
   FloatHasher hash;
@@ -114,7 +104,7 @@ absl::Status SettleAudit(const StepContext& ctx, const float* params, int64_t st
     ASSIGN_OR_RETURN(const AuditRound replay, ExchangeAuditHashes(ctx.comm, own_again, audited_again, ctx.numerics));
     verdict = JudgeReplay(round, replay, targets);
   }
-  return AuditStatus(verdict, step, ctx.data_world > 0 ? WorkerRanks(ctx) : std::vector<int>());
+  return AuditStatus(verdict, step, ctx.data_world > 0 ? RingWorkerRanks(ctx) : std::vector<int>());
 }
 
 }  // namespace shardline

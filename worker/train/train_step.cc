@@ -119,19 +119,17 @@ absl::StatusOr<BatchStats> ComputeGradients(StepRun& run, const LayerHooks* hook
   int64_t begin = timer->Mark();
   const int world = ctx.comm.world_size();
   const int accum = ctx.config.train().grad_accum_steps();
-  const int global_batch = ctx.config.data().global_batch_size();
   if (ctx.data_world > 0) {
     ctx.pipeline.RankSlice(step, ctx.data_rank, ctx.data_world, &b->indices);
   } else {
     ctx.pipeline.RankSlice(step, ctx.comm.rank(), world, &b->indices);
   }
   // The slice in accum micro-batches of sizes differing by at most one;
-  // every target's gradient is scaled by 1/(global_batch * targets per
-  // example), so the sum over ranks is the mean over the global batch's
+  // every target's gradient is scaled by GradScale (1/(examples * targets per
+  // example)), so the sum over ranks is the mean over the global batch's
   // targets however it was split.
   const int64_t slice = static_cast<int64_t>(b->indices.size());
-  const int64_t examples = ctx.batch_examples > 0 ? ctx.batch_examples : global_batch;
-  const float grad_scale = 1.0f / static_cast<float>(examples * ctx.train.targets_per_example());
+  const float grad_scale = GradScale(ctx);
   b->grads.resize(static_cast<size_t>(ctx.model.layout().total_size()));
   if (b->workspace == nullptr) b->workspace = ctx.model.NewWorkspace();
   // Every pass may wait for parameters; only the last backward finishes
@@ -300,9 +298,7 @@ absl::StatusOr<bool> Agree(StepRun& s, const Votes& votes, const Computed& compu
     RETURN_IF_ERROR(SettleAudit(ctx, s.state->params.data(), r.step, s.audit, s.b));
   } else {
     ASSIGN_OR_RETURN(const AgreementVerdict verdict, ExchangeParamHashes(ctx.comm, computed.param_hash));
-    std::vector<int> workers(static_cast<size_t>(ctx.comm.world_size()));
-    for (size_t i = 0; i < workers.size(); ++i) workers[i] = WorkerRank(ctx) - ctx.comm.rank() + static_cast<int>(i);
-    RETURN_IF_ERROR(AgreementStatus(verdict, "the parameters the step's forward read", r.step, workers));
+    RETURN_IF_ERROR(AgreementStatus(verdict, "the parameters the step's forward read", r.step, RingWorkerRanks(ctx)));
     return absl::InternalError(absl::StrCat("the parameter hashes' halves disagreed at step ", r.step,
                                             " but every rank's hash is the same: a peer reported halves it does "
                                             "not hold"));
@@ -313,8 +309,7 @@ absl::StatusOr<bool> Agree(StepRun& s, const Votes& votes, const Computed& compu
     r.loss = std::numeric_limits<double>::quiet_NaN();
     return false;
   }
-  const int64_t examples = ctx.batch_examples > 0 ? ctx.batch_examples : ctx.config.data().global_batch_size();
-  r.loss = agreed.loss_sum / (static_cast<double>(examples) * ctx.train.targets_per_example());
+  r.loss = agreed.loss_sum / (static_cast<double>(StepExamples(ctx)) * ctx.train.targets_per_example());
   r.agreed_stop = agreed.stop_vote;
   r.agreed_checkpoint = agreed.checkpoint_vote;
   r.agreed_eval = agreed.eval_vote;
@@ -431,6 +426,13 @@ MemoryHeld Held(const StepContext& ctx, const TrainState& state, const StepBuffe
 }
 
 }  // namespace
+
+std::vector<int> RingWorkerRanks(const StepContext& ctx) {
+  std::vector<int> workers(static_cast<size_t>(ctx.comm.world_size()));
+  const int first = WorkerRank(ctx) - ctx.comm.rank();
+  for (size_t i = 0; i < workers.size(); ++i) workers[i] = first + static_cast<int>(i);
+  return workers;
+}
 
 absl::StatusOr<StepResult> TrainStep(const StepContext& ctx, bool with_norms, const Votes& votes,
                                      TrainState* state, StepBuffers* b) {

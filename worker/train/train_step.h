@@ -70,6 +70,20 @@ struct StepContext {
   uint64_t numerics = 0;
 };
 
+// The examples a step's loss and gradients are means over: its island's
+// batch (batch_examples), or the global batch.
+inline int64_t StepExamples(const StepContext& ctx) {
+  return ctx.batch_examples > 0 ? ctx.batch_examples : ctx.config.data().global_batch_size();
+}
+// What every target's gradient is scaled by, 1 / (StepExamples * targets
+// per example): the same on every rank, and in an audit's recomputation.
+inline float GradScale(const StepContext& ctx) {
+  return 1.0f / static_cast<float>(StepExamples(ctx) * ctx.train.targets_per_example());
+}
+// The worker rank of each rank of ctx.comm's ring, in ring order (an
+// island's ring starts at its first worker's rank).
+std::vector<int> RingWorkerRanks(const StepContext& ctx);
+
 // The state a step advances. params is the full working copy; only the
 // optimizer's pieces of it are authoritative between all-gathers.
 struct TrainState {
